@@ -1,0 +1,48 @@
+# Crumbs — the two commands a newcomer needs are `make demo` and `make test`.
+# Both install what is missing (Debian's liblz4-dev and pkg-config, with sudo when not root),
+# then build. Everything else here is for developers.
+
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FUZZ_SECONDS ?= 60
+DEMO_DIR ?= $(CURDIR)/crumbs-demo
+DEMO_ARGS ?=
+
+.PHONY: demo test deps build bench fuzz fuzz-smoke format lint clean
+
+deps:
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ]; then \
+	  echo "Installing liblz4-dev and pkg-config (apt-get)…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblz4-dev lz4 pkg-config >/dev/null; \
+	fi
+	@command -v $(SWIFT) >/dev/null 2>&1 || { echo "Swift 6 toolchain not found: install it from swift.org first" >&2; exit 1; }
+
+build: deps
+	$(SWIFT) build
+
+## The main job: a child crashes end to end, and its report is printed.
+demo: deps
+	$(SWIFT) build --product crumbs
+	$$($(SWIFT) build --show-bin-path)/crumbs demo --dir "$(DEMO_DIR)" $(DEMO_ARGS)
+
+## Every test: unit, stress, crash and kill -9 children, fuzz regressions.
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+## Speed goals, with a C baseline measured in the same run (see Benchmarks/README.md).
+bench: deps
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+
+## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
+fuzz: deps
+	./Fuzz/run.sh $(FUZZ_SECONDS)
+
+format:
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Fuzz Benchmarks/Sources
+
+lint:
+	$(SWIFT) format lint --recursive Package.swift Sources Tests Fuzz
+
+clean:
+	rm -rf .build .build-* Benchmarks/.build "$(DEMO_DIR)"

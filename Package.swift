@@ -1,0 +1,64 @@
+// swift-tools-version:6.1
+// Crumbs: a flight recorder for Swift processes on Linux.
+//
+// Targets, and the one direction their dependencies point:
+//   CrumbsSignalPath (C)  the persisted layouts, the lock-free append, the crash handler:
+//                         everything that may run inside a signal handler. Depends on nothing.
+//   CLZ4 (system)         Debian's liblz4, through pkg-config.
+//   Crumbs (Swift)        hot-path API over CrumbsSignalPath, readers, reports, storage.
+//   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
+import PackageDescription
+
+let package = Package(
+  name: "Crumbs",
+  platforms: [.macOS(.v13)],
+  products: [
+    .library(name: "Crumbs", targets: ["Crumbs"]),
+    .executable(name: "crumbs", targets: ["CrumbsCLI"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+  ],
+  targets: [
+    .target(name: "CrumbsSignalPath"),
+    .systemLibrary(
+      name: "CLZ4",
+      pkgConfig: "liblz4",
+      providers: [.apt(["liblz4-dev"])]
+    ),
+    .target(
+      name: "Crumbs",
+      dependencies: [
+        "CrumbsSignalPath",
+        "CLZ4",
+        .product(name: "SystemPackage", package: "swift-system"),
+      ]
+    ),
+    .executableTarget(
+      name: "CrumbsCLI",
+      dependencies: [
+        "Crumbs",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]
+    ),
+    // A child process for tests: appends, gets killed or crashes on demand.
+    .executableTarget(
+      name: "CrumbsTestChild",
+      dependencies: ["Crumbs", "CrumbsSignalPath"],
+      path: "Tests/CrumbsTestChild"
+    ),
+    // Fuzz targets: plain executables in a normal build, libFuzzer drivers when built with
+    // `-sanitize=fuzzer` (see Fuzz/README.md).
+    .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+    .executableTarget(
+      name: "FuzzRingReader",
+      dependencies: ["Crumbs", "CFuzzDriver"],
+      path: "Fuzz/RingReader"
+    ),
+    .testTarget(
+      name: "CrumbsTests",
+      dependencies: ["Crumbs", "CrumbsSignalPath"]
+    ),
+  ]
+)

@@ -1,0 +1,39 @@
+/// One breadcrumb as a reader decoded it from a ring slot.
+public struct Breadcrumb: Sendable, Equatable, Codable {
+  /// Unique within its ring: the lane in the high 16 bits, the lane position below.
+  public var id: UInt64
+  /// The writing thread's sequence number: orders one thread's breadcrumbs exactly.
+  public var threadSequence: UInt32
+  /// Kernel thread id of the writer.
+  public var threadID: UInt32
+  /// Wall-clock time, nanoseconds since the Unix epoch (derived from the ring's clock anchors).
+  public var wallTimeNanoseconds: UInt64
+  /// CLOCK_MONOTONIC time, nanoseconds (same boot as the ring's writer).
+  public var monotonicNanoseconds: UInt64
+  /// Raw clock ticks as stored (see `crumbs_clock_kind`).
+  public var ticks: UInt64
+  public var level: BreadcrumbLevel
+  public var type: BreadcrumbType
+  public var message: String
+  /// Key/value pairs in the order they were given.
+  public var attributes: [Attribute]
+  /// The message did not fit its slot and was cut at a character boundary.
+  public var messageTruncated: Bool
+  /// Some attributes were cut or left out.
+  public var attributesTruncated: Bool
+  /// Appended from inside a signal handler.
+  public var fromSignalHandler: Bool
+
+  /// One key/value pair.
+  public struct Attribute: Sendable, Equatable, Codable {
+    public var key: String
+    public var value: String
+    public init(key: String, value: String) {
+      self.key = key
+      self.value = value
+    }
+  }
+
+  /// Whether any part was cut.
+  public var truncated: Bool { messageTruncated || attributesTruncated }
+}

@@ -1,0 +1,66 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// 128 random bits naming one run of a process (a "session"), printed as a UUID (version 4).
+public struct SessionID: Hashable, Sendable, CustomStringConvertible, Codable {
+  /// The 16 bytes, as stored in ring headers and crash records.
+  public var bytes: [UInt8]
+
+  /// A new random session id.
+  public init() {
+    var generator = SystemRandomNumberGenerator()
+    var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
+    bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+    self.bytes = bytes
+  }
+
+  /// Wraps 16 stored bytes; nil for any other count.
+  public init?(bytes: some Collection<UInt8>) {
+    guard bytes.count == 16 else { return nil }
+    self.bytes = Array(bytes)
+  }
+
+  /// Parses the 36-character UUID form (hex digits and dashes; case-insensitive).
+  public init?(_ text: some StringProtocol) {
+    let digits = String(text.filter { $0 != "-" })
+    guard text.count == 36, digits.count == 32 else { return nil }
+    var bytes: [UInt8] = []
+    var index = digits.startIndex
+    while index < digits.endIndex {
+      let next = digits.index(index, offsetBy: 2)
+      guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
+      bytes.append(byte)
+      index = next
+    }
+    self.bytes = bytes
+  }
+
+  /// Lowercase UUID text, e.g. `3f2c…-…`.
+  public var description: String {
+    let hex = bytes.map { byte in
+      let text = String(byte, radix: 16)
+      return byte < 16 ? "0" + text : text
+    }
+    return hex[0..<4].joined() + "-" + hex[4..<6].joined() + "-" + hex[6..<8].joined() + "-"
+      + hex[8..<10].joined() + "-" + hex[10..<16].joined()
+  }
+
+  /// All zero: "no session" in a stored layout.
+  public var isZero: Bool { bytes.allSatisfy { $0 == 0 } }
+
+  public init(from decoder: any Decoder) throws {
+    let text = try decoder.singleValueContainer().decode(String.self)
+    guard let parsed = SessionID(text) else {
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: decoder.codingPath, debugDescription: "not a UUID: \(text)"))
+    }
+    self = parsed
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(description)
+  }
+}

@@ -1,0 +1,316 @@
+// crumbs_ring.c — ring formatting, the process-wide ring, the C entry point, seqlock reads.
+//
+// Why C: crumbs_add_breadcrumb and the anchor refresh run inside signal handlers (the crash
+// handler, signal breadcrumbs), where the Swift runtime must not run.
+//
+// SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
+// crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
+// crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs__thread_id_slow,
+// crumbs__ring_refresh_anchor and crumbs__monotonic_ns are async-signal-safe.
+// libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, strlen-like loops written
+// here (no libc string functions), __builtin_memcpy. No malloc, no locks, no stdio.
+// Not signal-safe (set-up only): crumbs_ring_plan, crumbs_ring_format, crumbs_ring_attach,
+// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_set_filter.
+
+#define _GNU_SOURCE
+#include "crumbs_ring.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread crumbs_thread_state crumbs__thread __attribute__((tls_model("initial-exec")));
+
+// MARK: - Clocks and thread ids
+
+uint64_t crumbs__monotonic_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static uint64_t crumbs__wall_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
+
+uint32_t crumbs__thread_id_slow(void) {
+  uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
+  crumbs__thread.thread_id = thread_id;
+  return thread_id;
+}
+
+static void crumbs__reset_thread_after_fork(void) {
+  // The child's only thread has a new tid; its sequence numbering starts again too.
+  crumbs__thread.thread_id = 0;
+  crumbs__thread.next_seq = 0;
+}
+
+static crumbs_clock_anchor crumbs__take_anchor(uint32_t clock_kind) {
+  crumbs_clock_anchor anchor;
+  uint64_t before = crumbs_clock_ticks(clock_kind);
+  anchor.monotonic_ns = crumbs__monotonic_ns();
+  anchor.wall_ns = crumbs__wall_ns();
+  uint64_t after = crumbs_clock_ticks(clock_kind);
+  anchor.ticks = before + (after - before) / 2;
+  return anchor;
+}
+
+// MARK: - Anchors
+
+/// Ticks between two anchor refreshes: about one second, estimated from the creation anchor
+/// and `latest`; a short first interval gives the first estimate quickly.
+static uint64_t crumbs__anchor_interval(const crumbs_ring_header *header,
+                                        crumbs_clock_anchor latest) {
+  if (header->clock_kind != CRUMBS_CLOCK_CPU_COUNTER) return 1000000000u;
+  uint64_t elapsed_ns = latest.monotonic_ns - header->created.monotonic_ns;
+  uint64_t elapsed_ticks = latest.ticks - header->created.ticks;
+  if (elapsed_ns < 1000000u || elapsed_ticks == 0) return 1u << 22;
+  unsigned __int128 per_second = (unsigned __int128)elapsed_ticks * 1000000000u / elapsed_ns;
+  return per_second > 0 ? (uint64_t)per_second : (1u << 22);
+}
+
+crumbs_clock_anchor crumbs_ring_latest_anchor(const crumbs_ring_header *header) {
+  uint64_t generation = __atomic_load_n(&header->anchor_generation, __ATOMIC_ACQUIRE);
+  return header->anchors[(generation >> 1) & 1];
+}
+
+void crumbs__ring_refresh_anchor(const crumbs_ring *ring, uint64_t ticks_seen) {
+  (void)ticks_seen;
+  crumbs_ring_header *header = ring->header;
+  uint64_t generation = __atomic_load_n(&header->anchor_generation, __ATOMIC_ACQUIRE);
+  // Odd: another thread (or the code this signal handler interrupted) is refreshing. Skip:
+  // waiting here could deadlock a signal handler, and one refresh is as good as another.
+  if (generation & 1) return;
+  if (!__atomic_compare_exchange_n(&header->anchor_generation, &generation, generation + 1,
+                                   false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    return;
+  }
+  crumbs_clock_anchor anchor = crumbs__take_anchor(ring->clock_kind);
+  header->anchors[((generation >> 1) + 1) & 1] = anchor;
+  __atomic_store_n(&header->next_anchor_ticks,
+                   anchor.ticks + crumbs__anchor_interval(header, anchor), __ATOMIC_RELAXED);
+  __atomic_store_n(&header->anchor_generation, generation + 2, __ATOMIC_RELEASE);
+}
+
+void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring) {
+  crumbs__ring_refresh_anchor(ring, crumbs_clock_ticks(ring->clock_kind));
+}
+
+// MARK: - Planning and formatting
+
+static uint32_t crumbs__floor_power_of_two(uint32_t value) {
+  if (value == 0) return 0;
+  return 1u << (31 - __builtin_clz(value));
+}
+
+static uint32_t crumbs__nearest_power_of_two(uint32_t value) {
+  uint32_t below = crumbs__floor_power_of_two(value);
+  if (below == 0) return 1;
+  if (below == value || below >= (1u << 31)) return below;
+  uint32_t above = below << 1;
+  return (value - below) <= (above - value) ? below : above;
+}
+
+int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count,
+                     uint32_t important_share, crumbs_ring_plan_result *plan) {
+  if (slot_size < CRUMBS_SLOT_MIN_SIZE || slot_size > CRUMBS_SLOT_MAX_SIZE ||
+      (slot_size & (slot_size - 1)) != 0) {
+    return CRUMBS_PLAN_BAD_SLOT_SIZE;
+  }
+  if (slot_count < 64 || slot_count > (1u << 24)) return CRUMBS_PLAN_BAD_SLOT_COUNT;
+  if (cpu_count == 0) cpu_count = 1;
+  if (important_share < 2) important_share = 2;
+
+  uint32_t important_wanted = slot_count / important_share;
+  uint32_t general_wanted = slot_count - important_wanted;
+
+  // One general lane per CPU (rounded up to a power of two), but no lane under 32 slots.
+  uint32_t general_lanes = crumbs__floor_power_of_two(cpu_count);
+  if (general_lanes < cpu_count) general_lanes <<= 1;
+  if (general_lanes > CRUMBS_RING_MAX_LANES / 2) general_lanes = CRUMBS_RING_MAX_LANES / 2;
+  while (general_lanes > 1 && general_wanted / general_lanes < 32) general_lanes >>= 1;
+  // Important breadcrumbs are rare: fewer lanes, none under 16 slots.
+  uint32_t important_lanes = general_lanes;
+  while (important_lanes > 1 && important_wanted / important_lanes < 16) important_lanes >>= 1;
+
+  uint32_t general_lane_slots = crumbs__nearest_power_of_two(general_wanted / general_lanes);
+  uint32_t important_lane_slots = crumbs__nearest_power_of_two(important_wanted / important_lanes);
+  if (important_lane_slots < 8) important_lane_slots = 8;
+
+  plan->slot_size = slot_size;
+  plan->general_lane_count = general_lanes;
+  plan->important_lane_count = important_lanes;
+  plan->general_lane_slots = general_lane_slots;
+  plan->important_lane_slots = important_lane_slots;
+  plan->slot_count = general_lanes * general_lane_slots + important_lanes * important_lane_slots;
+  uint64_t lanes_end = CRUMBS_RING_HEADER_SIZE +
+                       (uint64_t)(general_lanes + important_lanes) * CRUMBS_RING_LANE_SIZE;
+  plan->slots_offset = (lanes_end + 4095u) & ~(uint64_t)4095u;
+  plan->file_size = plan->slots_offset + (uint64_t)plan->slot_count * slot_size;
+  return CRUMBS_PLAN_OK;
+}
+
+static void crumbs__copy_string(char *destination, size_t capacity, const char *source) {
+  size_t index = 0;
+  if (source != NULL) {
+    for (; index + 1 < capacity && source[index] != '\0'; index++) destination[index] = source[index];
+  }
+  destination[index] = '\0';
+}
+
+void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
+                        const crumbs_ring_identity *identity, bool cpu_counter_is_reliable) {
+  crumbs_ring_header *header = (crumbs_ring_header *)base;
+  header->version = CRUMBS_RING_VERSION;
+  header->header_size = CRUMBS_RING_HEADER_SIZE;
+  header->slot_size = plan->slot_size;
+  header->slot_count = plan->slot_count;
+  header->lane_count = plan->general_lane_count + plan->important_lane_count;
+  header->general_lane_count = plan->general_lane_count;
+  header->slots_offset = plan->slots_offset;
+  header->file_size = plan->file_size;
+  header->pid = identity->pid;
+#if defined(__x86_64__) || defined(__aarch64__)
+  header->clock_kind = cpu_counter_is_reliable ? CRUMBS_CLOCK_CPU_COUNTER : CRUMBS_CLOCK_MONOTONIC_NS;
+#else
+  (void)cpu_counter_is_reliable;
+  header->clock_kind = CRUMBS_CLOCK_MONOTONIC_NS;
+#endif
+  __builtin_memcpy(header->session_id, identity->session_id, 16);
+  __builtin_memcpy(header->boot_id, identity->boot_id, 16);
+  header->created = crumbs__take_anchor(header->clock_kind);
+  header->anchors[0] = header->created;
+  header->anchor_generation = 0;
+  header->next_anchor_ticks = header->created.ticks + crumbs__anchor_interval(header, header->created);
+  header->state = CRUMBS_RING_RUNNING;
+  header->min_level = CRUMBS_LEVEL_DEBUG;
+  header->enabled_types = 0;
+  crumbs__copy_string(header->app_name, sizeof header->app_name, identity->app_name);
+  crumbs__copy_string(header->executable, sizeof header->executable, identity->executable);
+
+  crumbs_ring_lane *lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
+  uint32_t next_slot = 0;
+  for (uint32_t index = 0; index < header->lane_count; index++) {
+    bool important = index >= plan->general_lane_count;
+    lanes[index].head = 0;
+    lanes[index].first_slot = next_slot;
+    lanes[index].slot_count = important ? plan->important_lane_slots : plan->general_lane_slots;
+    lanes[index].important = important ? 1 : 0;
+    next_slot += lanes[index].slot_count;
+  }
+  // The magic goes last: a file whose formatting was interrupted is not a ring.
+  __atomic_store_n(&header->magic, CRUMBS_RING_MAGIC, __ATOMIC_RELEASE);
+}
+
+void crumbs_ring_attach(crumbs_ring *ring, void *base) {
+  crumbs_ring_header *header = (crumbs_ring_header *)base;
+  ring->header = header;
+  ring->lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
+  ring->slots = (unsigned char *)base + header->slots_offset;
+  ring->slot_size = header->slot_size;
+  ring->general_lane_mask = header->general_lane_count - 1;
+  ring->important_lane_mask = header->lane_count - header->general_lane_count - 1;
+  ring->clock_kind = header->clock_kind;
+}
+
+// MARK: - The process-wide ring
+
+// Installing copies the handle into one of a few static entries and publishes a pointer to it,
+// so a reader never sees a half-copied handle and nothing is allocated.
+static crumbs_ring crumbs__installed_entries[4];
+static unsigned crumbs__install_count;
+static crumbs_ring *crumbs__installed;
+static int crumbs__fork_handler_registered;
+
+void crumbs_ring_install(const crumbs_ring *ring) {
+  if (__atomic_exchange_n(&crumbs__fork_handler_registered, 1, __ATOMIC_ACQ_REL) == 0) {
+    pthread_atfork(NULL, NULL, crumbs__reset_thread_after_fork);
+  }
+  const crumbs_ring *current = crumbs_installed_ring();
+  if (current != NULL && current->header == ring->header) return; // idempotent
+  unsigned entry = __atomic_fetch_add(&crumbs__install_count, 1, __ATOMIC_RELAXED) % 4;
+  crumbs__installed_entries[entry] = *ring;
+  __atomic_store_n(&crumbs__installed, &crumbs__installed_entries[entry], __ATOMIC_RELEASE);
+}
+
+void crumbs_ring_uninstall(void) { __atomic_store_n(&crumbs__installed, NULL, __ATOMIC_RELEASE); }
+
+const crumbs_ring *crumbs_installed_ring(void) {
+  return __atomic_load_n(&crumbs__installed, __ATOMIC_ACQUIRE);
+}
+
+// MARK: - Appending from C
+
+static size_t crumbs__string_length(const char *string) {
+  size_t length = 0;
+  if (string == NULL) return 0;
+  while (string[length] != '\0') length++;
+  return length;
+}
+
+bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
+                     const char *message, const crumbs_attribute *attributes,
+                     size_t attribute_count) {
+  if (ring == NULL) return false;
+  crumbs_slot_writer writer;
+  if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
+  size_t attribute_bytes = 0;
+  for (size_t index = 0; index < attribute_count; index++) {
+    attribute_bytes += 2 + crumbs__string_length(attributes[index].key) +
+                       crumbs__string_length(attributes[index].value);
+  }
+  crumbs_slot_put_message(&writer, message != NULL ? message : "", crumbs__string_length(message),
+                          attribute_bytes);
+  for (size_t index = 0; index < attribute_count; index++) {
+    const char *key = attributes[index].key != NULL ? attributes[index].key : "";
+    const char *value = attributes[index].value != NULL ? attributes[index].value : "";
+    crumbs_slot_put_attribute(&writer, key, crumbs__string_length(key), value,
+                              crumbs__string_length(value));
+  }
+  crumbs_ring_commit(&writer);
+  return true;
+}
+
+bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,
+                           const crumbs_attribute *attributes, size_t attribute_count) {
+  return crumbs_ring_add(crumbs_installed_ring(), level, type, 0, message, attributes,
+                         attribute_count);
+}
+
+// MARK: - Reading and state
+
+uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, void *out) {
+  const unsigned char *slot = ring->slots + (size_t)slot_index * ring->slot_size;
+  const crumbs_slot_header *header = (const crumbs_slot_header *)slot;
+  uint64_t before = __atomic_load_n(&header->commit, __ATOMIC_ACQUIRE);
+  if (!CRUMBS_COMMIT_IS_DONE(before)) return 0;
+  // Word-wise relaxed loads: the copy races with writers by design and the commit re-check
+  // below rejects a copy that overlapped a write.
+  const uint64_t *source = (const uint64_t *)slot;
+  uint64_t *destination = (uint64_t *)out;
+  for (uint32_t index = 0; index < ring->slot_size / 8; index++) {
+    destination[index] = __atomic_load_n(&source[index], __ATOMIC_RELAXED);
+  }
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  uint64_t after = __atomic_load_n(&header->commit, __ATOMIC_RELAXED);
+  return before == after ? before : 0;
+}
+
+void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state) {
+  crumbs_ring_refresh_anchor_now(ring);
+  __atomic_store_n(&ring->header->state, state, __ATOMIC_RELEASE);
+}
+
+uint32_t crumbs_ring_get_state(const crumbs_ring *ring) {
+  return __atomic_load_n(&ring->header->state, __ATOMIC_ACQUIRE);
+}
+
+void crumbs_ring_set_filter(const crumbs_ring *ring, uint8_t min_level, uint32_t enabled_types) {
+  __atomic_store_n(&ring->header->min_level, min_level, __ATOMIC_RELAXED);
+  __atomic_store_n(&ring->header->enabled_types, enabled_types, __ATOMIC_RELAXED);
+}

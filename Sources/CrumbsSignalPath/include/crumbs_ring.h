@@ -1,0 +1,134 @@
+// crumbs_ring.h — formatting a ring file, the installed (process-wide) ring, the C entry point,
+// and the seqlock slot read used by live readers.
+//
+// Why C: the crash handler and C callers append to the installed ring without the Swift runtime.
+//
+// Entry points, in call order:
+//   crumbs_ring_plan           geometry (lanes, offsets, file size) for a slot size and count
+//   crumbs_ring_format         write header and lane table into a fresh zeroed mapping
+//   crumbs_ring_attach         fill a crumbs_ring handle from a mapping we formatted
+//   crumbs_ring_install        make it the process-wide ring (crumbs_add_breadcrumb, crash handler)
+//   crumbs_add_breadcrumb      append from C, from any thread or signal handler
+//   crumbs_ring_read_slot      copy one slot consistently while writers run
+//   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
+//   crumbs_ring_uninstall      forget the process-wide ring
+//
+// SIGNAL SAFETY: crumbs_add_breadcrumb, crumbs_installed_ring, crumbs_ring_read_slot,
+// crumbs_ring_set_state and crumbs_ring_refresh_anchor_now are safe in a signal handler (see
+// crumbs_ring_append.h for the libc they use). crumbs_ring_plan/format/attach/install/uninstall
+// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up).
+
+#ifndef CRUMBS_RING_H
+#define CRUMBS_RING_H
+
+#include "crumbs_ring_append.h"
+#include "crumbs_ring_layout.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The shape of a ring file, derived from what the caller asked for.
+typedef struct crumbs_ring_plan_result {
+  uint32_t slot_size;
+  uint32_t slot_count;
+  uint32_t general_lane_count;
+  uint32_t important_lane_count;
+  uint32_t general_lane_slots;   // slots per general lane
+  uint32_t important_lane_slots; // slots per important lane
+  uint64_t slots_offset;
+  uint64_t file_size;
+} crumbs_ring_plan_result;
+
+/// Error codes of crumbs_ring_plan.
+enum {
+  CRUMBS_PLAN_OK = 0,
+  CRUMBS_PLAN_BAD_SLOT_SIZE = 1,  // not a power of two in [64, 4096]
+  CRUMBS_PLAN_BAD_SLOT_COUNT = 2, // fewer than 64 or more than 2^24 slots
+};
+
+/// Plans a ring of about `slot_count` slots of `slot_size` bytes for `cpu_count` CPUs, keeping
+/// one `important_share`-th (e.g. 8 → 1/8) for warning-and-above. Lane counts are powers of two
+/// (at most CRUMBS_RING_MAX_LANES/2 each) and so are lane sizes, so the slot count may round
+/// down. Returns a CRUMBS_PLAN_* code.
+int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count,
+                     uint32_t important_share, crumbs_ring_plan_result *plan);
+
+/// Who is writing the ring, recorded in its header.
+typedef struct crumbs_ring_identity {
+  uint32_t pid;
+  uint8_t session_id[16];
+  uint8_t boot_id[16];
+  const char *app_name;   // may be NULL
+  const char *executable; // may be NULL
+} crumbs_ring_identity;
+
+/// Writes the header and lane table into `base` (file_size bytes, zero-filled, writable).
+/// Picks the clock (CPU counter when `cpu_counter_is_reliable`, else CLOCK_MONOTONIC) and takes
+/// the creation anchor.
+void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
+                        const crumbs_ring_identity *identity, bool cpu_counter_is_reliable);
+
+/// Fills `ring` from a mapping of a ring we formatted (or validated). No checks: readers of
+/// untrusted files validate in Swift first.
+void crumbs_ring_attach(crumbs_ring *ring, void *base);
+
+/// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and the crash handler.
+/// Idempotent; installing another ring replaces it. Also registers a fork handler (once) that
+/// resets the cached thread id in the child.
+void crumbs_ring_install(const crumbs_ring *ring);
+/// Forgets the process-wide ring. Appends that already loaded it may still complete: the caller
+/// must keep the mapping valid (Swift replaces it with anonymous memory on close).
+void crumbs_ring_uninstall(void);
+/// The process-wide ring, or NULL. Safe to call from a signal handler.
+const crumbs_ring *crumbs_installed_ring(void);
+
+/// One attribute for crumbs_add_breadcrumb: NUL-terminated key and value.
+typedef struct crumbs_attribute {
+  const char *key;
+  const char *value;
+} crumbs_attribute;
+
+/// Appends a breadcrumb to the process-wide ring; does nothing when none is installed or the
+/// level/type is filtered. `message` is NUL-terminated UTF-8. Returns true when appended.
+/// Safe to call from a signal handler.
+bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,
+                           const crumbs_attribute *attributes, size_t attribute_count);
+/// As crumbs_add_breadcrumb, into a given ring, with extra slot flags.
+/// Safe to call from a signal handler.
+bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
+                     const char *message, const crumbs_attribute *attributes,
+                     size_t attribute_count);
+
+/// Copies slot `slot_index` into `out` (slot_size bytes) so that the copy is one consistent
+/// version: returns its commit word when it was DONE before and after the copy, else 0 (never
+/// written, being written, or overwritten during the copy). Safe to call from a signal handler.
+uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, void *out);
+
+/// Sets the ring state (crumbs_ring_state) and refreshes the clock anchor.
+/// Safe to call from a signal handler.
+void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state);
+/// Reads the ring state. Safe to call from a signal handler.
+uint32_t crumbs_ring_get_state(const crumbs_ring *ring);
+/// Takes a fresh clock anchor now. Safe to call from a signal handler.
+void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring);
+
+/// Sets the minimum level and the enabled type set (0 = all) of a ring. Any thread.
+void crumbs_ring_set_filter(const crumbs_ring *ring, uint8_t min_level, uint32_t enabled_types);
+
+/// Latest complete clock anchor of a header (see crumbs_ring_header.anchors).
+/// Safe to call from a signal handler.
+crumbs_clock_anchor crumbs_ring_latest_anchor(const crumbs_ring_header *header);
+
+/// Reads the CPU counter now (for a reader in the same boot). Safe to call from a signal handler.
+uint64_t crumbs_clock_now_ticks(uint32_t clock_kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_RING_H

@@ -1,0 +1,236 @@
+// crumbs_ring_append.h — the hot path: appending one breadcrumb to a mapped ring.
+//
+// SIGNAL SAFETY: every function in this file is safe to call from a signal handler, including
+// one that interrupted an append on the same thread. They take no lock, never allocate and make
+// no system call, with two exceptions that happen once and are themselves async-signal-safe:
+// a thread's first append asks the kernel for its tid (syscall(SYS_gettid)), and about once a
+// second one appender refreshes the clock anchor (clock_gettime, served by the vDSO).
+// libc used: sched_getcpu (reads the rseq area / vDSO), syscall(SYS_gettid) once per thread,
+// clock_gettime (vDSO) about once a second per ring. Nothing else.
+//
+// Why C: the crash handler appends its final breadcrumb from inside a signal handler, where the
+// Swift runtime must not run; the Swift hot path calls these same inline functions (in release
+// builds they are inlined into the Swift caller), so there is one append, not two.
+//
+// Entry points, in call order:
+//   crumbs_ring_begin        claim a slot in the lane of this CPU and level class, mark it writing
+//   crumbs_slot_put_message  copy the message (UTF-8, cut at a character boundary, flagged)
+//   crumbs_slot_put_attribute  (0..16 times) copy one key/value pair, cut and flagged when full
+//   crumbs_ring_commit       write payload length and checksum, then publish the slot
+// and, for C callers with everything at hand, crumbs_add_breadcrumb (crumbs_ring.h).
+//
+// Memory ordering: the lane head is claimed with a relaxed fetch_add (only uniqueness matters);
+// the slot's commit word is set to WRITING with a relaxed store followed by a release fence, so
+// no payload store can be seen before it; the final DONE store is a release, so a reader that
+// loads DONE with acquire sees the whole payload. A reader copies the slot and re-checks the
+// commit word (crumbs_ring_read_slot), the classic seqlock.
+
+#ifndef CRUMBS_RING_APPEND_H
+#define CRUMBS_RING_APPEND_H
+
+#include "crumbs_ring_layout.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// A mapped ring as the process sees it (not persisted): pointers into the mapping and the
+/// masks derived from its header. Owned by whoever mapped it (Swift's `BreadcrumbRing`, or the
+/// installed global ring); copying it copies pointers, not the ring.
+typedef struct crumbs_ring {
+  crumbs_ring_header *header;
+  crumbs_ring_lane *lanes;
+  unsigned char *slots;
+  uint32_t slot_size;
+  uint32_t general_lane_mask;   // general lane count - 1
+  uint32_t important_lane_mask; // important lane count - 1
+  uint32_t clock_kind;          // crumbs_clock_kind, copied from the header
+} crumbs_ring;
+
+/// Per-thread state kept in initial-exec TLS (no allocation, no lock on first access).
+typedef struct crumbs_thread_state {
+  uint32_t thread_id; // 0 until the first append; reset in a forked child
+  uint32_t next_seq;
+} crumbs_thread_state;
+
+extern __thread crumbs_thread_state crumbs__thread __attribute__((tls_model("initial-exec")));
+
+/// Out of line (crumbs_ring.c); each is signal-safe.
+uint32_t crumbs__thread_id_slow(void);
+void crumbs__ring_refresh_anchor(const crumbs_ring *ring, uint64_t ticks);
+uint64_t crumbs__monotonic_ns(void);
+extern int sched_getcpu(void);
+
+/// Read the ring's clock. x86_64: RDTSC; aarch64: CNTVCT_EL0; elsewhere CLOCK_MONOTONIC.
+/// Safe to call from a signal handler.
+static inline uint64_t crumbs_clock_ticks(uint32_t clock_kind) {
+  if (clock_kind == CRUMBS_CLOCK_CPU_COUNTER) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t value;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(value));
+    return value;
+#endif
+  }
+  return crumbs__monotonic_ns();
+}
+
+/// The caller's kernel thread id, cached per thread. Safe to call from a signal handler.
+static inline uint32_t crumbs_current_thread_id(void) {
+  uint32_t cached = crumbs__thread.thread_id;
+  return cached != 0 ? cached : crumbs__thread_id_slow();
+}
+
+/// Next per-thread sequence number. A single instruction on x86_64 (no lock prefix needed: only
+/// this thread, or a signal handler interrupting it, ever touches it), so a handler appending in
+/// the middle of an append still gets a distinct number.
+static inline uint32_t crumbs__thread_next_seq(void) {
+#if defined(__x86_64__)
+  uint32_t value = 1;
+  __asm__ volatile("xaddl %0, %1" : "+r"(value), "+m"(crumbs__thread.next_seq));
+  return value;
+#else
+  return __atomic_fetch_add(&crumbs__thread.next_seq, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+/// An append in progress: returned by crumbs_ring_begin, consumed by crumbs_ring_commit.
+typedef struct crumbs_slot_writer {
+  unsigned char *slot;
+  uint64_t position;  // position in the lane, as claimed
+  uint32_t capacity;  // slot_size
+  uint32_t used;      // bytes of the slot written so far
+} crumbs_slot_writer;
+
+/// Whether `level`/`type` pass the ring's filters. Safe to call from a signal handler.
+static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, uint8_t type) {
+  if (level < __atomic_load_n(&ring->header->min_level, __ATOMIC_RELAXED)) return false;
+  uint32_t enabled = __atomic_load_n(&ring->header->enabled_types, __ATOMIC_RELAXED);
+  return enabled == 0 || (type < 32 && (enabled & (1u << type)) != 0);
+}
+
+/// Claims the next slot of this CPU's lane for `level` and marks it WRITING.
+/// Returns false (and claims nothing) when the level or type is filtered out.
+/// Safe to call from a signal handler.
+static inline bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
+                                     uint8_t flags, crumbs_slot_writer *writer) {
+  if (!crumbs_ring_accepts(ring, level, type)) return false;
+  uint32_t cpu = (uint32_t)sched_getcpu();
+  uint32_t lane_index;
+  if (level >= CRUMBS_LEVEL_IMPORTANT) {
+    lane_index = ring->general_lane_mask + 1 + (cpu & ring->important_lane_mask);
+  } else {
+    lane_index = cpu & ring->general_lane_mask;
+  }
+  crumbs_ring_lane *lane = &ring->lanes[lane_index];
+  uint64_t position = __atomic_fetch_add(&lane->head, 1, __ATOMIC_RELAXED);
+  uint32_t slot_index = lane->first_slot + (uint32_t)(position & (lane->slot_count - 1));
+  unsigned char *slot = ring->slots + (size_t)slot_index * ring->slot_size;
+  crumbs_slot_header *header = (crumbs_slot_header *)slot;
+
+  __atomic_store_n(&header->commit, CRUMBS_COMMIT_WRITING(position), __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+
+  uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
+  header->ticks = ticks;
+  header->thread_id = crumbs_current_thread_id();
+  header->thread_seq = crumbs__thread_next_seq();
+  header->level = level;
+  header->type = type;
+  header->flags = flags;
+  header->attribute_count = 0;
+  uint16_t no_message = 0;
+  __builtin_memcpy(slot + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, &no_message, 2);
+
+  writer->slot = slot;
+  writer->position = position;
+  writer->capacity = ring->slot_size;
+  writer->used = CRUMBS_SLOT_MESSAGE_OFFSET;
+
+  if (__builtin_expect(ticks >= __atomic_load_n(&ring->header->next_anchor_ticks,
+                                                __ATOMIC_RELAXED), 0)) {
+    crumbs__ring_refresh_anchor(ring, ticks);
+  }
+  return true;
+}
+
+/// Length of the longest prefix of `bytes[0..<length]` that is at most `limit` bytes and does not
+/// end inside a UTF-8 sequence. Safe to call from a signal handler.
+static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t length,
+                                          uint32_t limit) {
+  if (length <= limit) return length;
+  uint32_t cut = limit;
+  // Step back over continuation bytes (10xxxxxx) so the cut lands on a character start.
+  while (cut > 0 && (bytes[cut] & 0xC0) == 0x80) cut--;
+  return cut;
+}
+
+/// Copies the message. `attribute_bytes` is what the attributes that follow will need
+/// (2 + key + value each): the message leaves them up to half the payload.
+/// Safe to call from a signal handler.
+static inline void crumbs_slot_put_message(crumbs_slot_writer *writer, const void *message,
+                                           size_t length, size_t attribute_bytes) {
+  uint32_t room = writer->capacity - CRUMBS_SLOT_MESSAGE_OFFSET;
+  uint32_t reserve = attribute_bytes < room / 2 ? (uint32_t)attribute_bytes : room / 2;
+  uint32_t limit = room - reserve;
+  uint32_t wanted = length > 0xFFFF ? 0xFFFF : (uint32_t)length;
+  uint32_t kept = crumbs_utf8_prefix((const unsigned char *)message, wanted, limit);
+  if (kept < length) ((crumbs_slot_header *)writer->slot)->flags |= CRUMBS_SLOT_MESSAGE_TRUNCATED;
+  __builtin_memcpy(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, message, kept);
+  uint16_t message_length = (uint16_t)kept;
+  __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, &message_length, 2);
+  writer->used = CRUMBS_SLOT_MESSAGE_OFFSET + kept;
+}
+
+/// Copies one attribute after the message. A value that does not fit is cut (at a character
+/// boundary); a key that does not fit, or a 17th attribute, is dropped. Either sets
+/// CRUMBS_SLOT_ATTRIBUTES_TRUNCATED. Keys and values longer than 255 bytes are cut.
+/// Safe to call from a signal handler.
+static inline void crumbs_slot_put_attribute(crumbs_slot_writer *writer, const void *key,
+                                             size_t key_length, const void *value,
+                                             size_t value_length) {
+  crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
+  uint32_t room = writer->capacity - writer->used;
+  uint32_t key_kept = crumbs_utf8_prefix((const unsigned char *)key,
+                                         key_length > 255 ? 255 : (uint32_t)key_length, 255);
+  if (header->attribute_count >= CRUMBS_MAX_ATTRIBUTES || room < 2 + key_kept) {
+    header->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
+    return;
+  }
+  uint32_t value_limit = room - 2 - key_kept;
+  if (value_limit > 255) value_limit = 255;
+  uint32_t value_kept = crumbs_utf8_prefix((const unsigned char *)value,
+                                           value_length > 0xFFFF ? 0xFFFF : (uint32_t)value_length,
+                                           value_limit);
+  if (key_kept < key_length || value_kept < value_length) {
+    header->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
+  }
+  unsigned char *out = writer->slot + writer->used;
+  out[0] = (unsigned char)key_kept;
+  out[1] = (unsigned char)value_kept;
+  __builtin_memcpy(out + 2, key, key_kept);
+  __builtin_memcpy(out + 2 + key_kept, value, value_kept);
+  writer->used += 2 + key_kept + value_kept;
+  header->attribute_count++;
+}
+
+/// Seals the slot: payload length, checksum, then the DONE commit word (release).
+/// Safe to call from a signal handler.
+static inline void crumbs_ring_commit(crumbs_slot_writer *writer) {
+  crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
+  uint16_t payload_length = (uint16_t)(writer->used - CRUMBS_SLOT_PAYLOAD_OFFSET);
+  __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET, &payload_length, 2);
+  header->checksum = crumbs_slot_checksum(writer->slot, writer->used, writer->position);
+  __atomic_store_n(&header->commit, CRUMBS_COMMIT_DONE(writer->position), __ATOMIC_RELEASE);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_RING_APPEND_H

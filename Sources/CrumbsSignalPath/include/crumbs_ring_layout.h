@@ -1,0 +1,229 @@
+// crumbs_ring_layout.h — THE persisted layout of a Crumbs ring file. Defined once, here.
+//
+// Why C: the ring is written by the hot path (Swift, through the inline functions in
+// crumbs_ring_append.h), by the crash handler (C, inside a signal handler) and read after the fact
+// by Swift. One header keeps the three in agreement; Swift imports these structs and never
+// re-declares a byte of them. Every struct carries a _Static_assert on its size and on the offsets
+// readers depend on: the layout is persisted, so a size change is a format version change.
+//
+// File layout (all integers little-endian, the only byte order Crumbs runs on):
+//
+//   offset 0                     crumbs_ring_header     (one 4096-byte page)
+//   offset 4096                  crumbs_ring_lane[lane_count], 64 bytes each (one cache line each,
+//                                so two CPUs appending to two lanes never share a line)
+//   offset slots_offset          slot_count slots of slot_size bytes, grouped by lane
+//
+// A slot:
+//   crumbs_slot_header (32 bytes) | payload (slot_size - 32 bytes)
+//   payload: u16 payload_len | u16 message_len | message bytes | attributes...
+//   attribute: u8 key_len | u8 value_len | key bytes | value bytes
+//
+// Lanes. The ring is split into lanes, each an independent ring of slots with its own head
+// counter on its own cache line. An appender picks the lane of the CPU it runs on (rseq/getcpu),
+// so two threads on two CPUs never touch the same counter line: that line bouncing costs
+// 50–180 ns per append on these machines, a plain append about 7. Lanes are of two classes:
+// "general" lanes take debug and info, "important" lanes take warning, error and fatal, so a
+// debug flood can never evict the last important breadcrumbs (level-aware retention).
+//
+// Slot commit protocol (a seqlock per slot; see crumbs_ring_append.h):
+//   commit == 0                          never written
+//   commit == CRUMBS_COMMIT_WRITING(n)   the writer of lane position n began and has not finished
+//   commit == CRUMBS_COMMIT_DONE(n)      lane position n is complete; checksum covers it
+// The checksum (over bytes 8..32+payload_len, seeded with n) catches what the commit word cannot:
+// two writers a whole lap apart interleaving in one slot, and pages torn by the machine dying.
+
+#ifndef CRUMBS_RING_LAYOUT_H
+#define CRUMBS_RING_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// "CRUMBRNG" read as a little-endian u64.
+#define CRUMBS_RING_MAGIC 0x474E52424D555243ULL
+/// Bumped on any change to this file's structs or to the slot encoding.
+#define CRUMBS_RING_VERSION 1u
+
+#define CRUMBS_RING_HEADER_SIZE 4096u
+#define CRUMBS_RING_LANE_SIZE 64u
+#define CRUMBS_RING_MAX_LANES 64u
+#define CRUMBS_SLOT_HEADER_SIZE 32u
+#define CRUMBS_SLOT_MIN_SIZE 64u
+#define CRUMBS_SLOT_MAX_SIZE 4096u
+#define CRUMBS_MAX_ATTRIBUTES 16u
+
+#define CRUMBS_COMMIT_WRITING(position) ((((uint64_t)(position) + 1u) << 1) | 1u)
+#define CRUMBS_COMMIT_DONE(position) (((uint64_t)(position) + 1u) << 1)
+#define CRUMBS_COMMIT_IS_DONE(commit) ((commit) != 0 && ((commit)&1u) == 0)
+#define CRUMBS_COMMIT_POSITION(commit) (((commit) >> 1) - 1u)
+
+/// Breadcrumb severity. Swift's `BreadcrumbLevel` takes its raw values from these.
+typedef enum crumbs_level {
+  CRUMBS_LEVEL_DEBUG = 0,
+  CRUMBS_LEVEL_INFO = 1,
+  CRUMBS_LEVEL_WARNING = 2,
+  CRUMBS_LEVEL_ERROR = 3,
+  CRUMBS_LEVEL_FATAL = 4,
+} crumbs_level;
+#define CRUMBS_LEVEL_COUNT 5u
+/// Levels at or above this go to the important lanes.
+#define CRUMBS_LEVEL_IMPORTANT CRUMBS_LEVEL_WARNING
+
+/// What a breadcrumb is about. Swift's `BreadcrumbType` takes its raw values from these.
+typedef enum crumbs_type {
+  CRUMBS_TYPE_MANUAL = 0,
+  CRUMBS_TYPE_LOG = 1,
+  CRUMBS_TYPE_NAVIGATION = 2,
+  CRUMBS_TYPE_HTTP = 3,
+  CRUMBS_TYPE_SYSTEM = 4,
+  CRUMBS_TYPE_USER = 5,
+  CRUMBS_TYPE_CONFIGURATION = 6,
+} crumbs_type;
+#define CRUMBS_TYPE_COUNT 7u
+
+/// Slot flags.
+enum {
+  CRUMBS_SLOT_MESSAGE_TRUNCATED = 1u << 0,
+  CRUMBS_SLOT_ATTRIBUTES_TRUNCATED = 1u << 1,
+  /// Appended from inside a signal handler (the crash handler's final breadcrumb, signal crumbs).
+  CRUMBS_SLOT_FROM_SIGNAL_HANDLER = 1u << 2,
+};
+
+/// How `crumbs_slot_header.ticks` and the anchors' `ticks` are counted.
+typedef enum crumbs_clock_kind {
+  /// x86_64 RDTSC (invariant TSC) or aarch64 CNTVCT_EL0: a few ns to read, converted to time
+  /// after the fact through the header's anchors.
+  CRUMBS_CLOCK_CPU_COUNTER = 1,
+  /// CLOCK_MONOTONIC nanoseconds (platforms without a usable counter).
+  CRUMBS_CLOCK_MONOTONIC_NS = 2,
+} crumbs_clock_kind;
+
+/// Ring state, `crumbs_ring_header.state`.
+typedef enum crumbs_ring_state {
+  /// The owning process is (or was, if it died) running.
+  CRUMBS_RING_RUNNING = 1,
+  /// The owner closed it on a clean exit: nothing to report.
+  CRUMBS_RING_CLEAN = 2,
+  /// The crash handler ran; a crash record names this ring.
+  CRUMBS_RING_CRASHED = 3,
+} crumbs_ring_state;
+
+/// A (ticks, monotonic, wall) triple read together: maps ticks to time after the fact.
+typedef struct crumbs_clock_anchor {
+  uint64_t ticks;
+  uint64_t monotonic_ns;
+  uint64_t wall_ns; // since the Unix epoch
+} crumbs_clock_anchor;
+_Static_assert(sizeof(crumbs_clock_anchor) == 24, "persisted: crumbs_clock_anchor must not change");
+
+/// The first page of a ring file.
+typedef struct crumbs_ring_header {
+  uint64_t magic;        // CRUMBS_RING_MAGIC
+  uint32_t version;      // CRUMBS_RING_VERSION
+  uint32_t header_size;  // CRUMBS_RING_HEADER_SIZE
+  uint32_t slot_size;    // power of two, CRUMBS_SLOT_MIN_SIZE...CRUMBS_SLOT_MAX_SIZE
+  uint32_t slot_count;   // total slots, all lanes
+  uint32_t lane_count;   // general + important
+  uint32_t general_lane_count;
+  uint64_t slots_offset; // byte offset of slot 0, page aligned
+  uint64_t file_size;    // slots_offset + slot_count * slot_size
+
+  uint32_t pid;
+  uint32_t clock_kind; // crumbs_clock_kind
+  uint8_t session_id[16];
+  uint8_t boot_id[16]; // /proc/sys/kernel/random/boot_id: ticks compare only within one boot
+  crumbs_clock_anchor created;
+
+  /// Refreshed about once a second by appenders (see crumbs_ring_append.h), by the crash
+  /// handler and on clean close. The latest complete anchor is always
+  /// `anchors[(anchor_generation >> 1) & 1]`; a refresher makes the generation odd, writes the
+  /// other entry, then adds one more, so a writer that dies halfway leaves the old one intact.
+  crumbs_clock_anchor anchors[2];
+  uint64_t anchor_generation; // atomic
+  uint64_t next_anchor_ticks; // atomic: ticks after which an appender refreshes the anchor
+
+  uint32_t state;     // atomic, crumbs_ring_state
+  uint8_t min_level;  // atomic, crumbs_level: appends below it are dropped at once
+  uint8_t reserved0[3];
+  uint32_t enabled_types; // atomic bit set of (1 << crumbs_type); 0 means all
+  uint32_t reserved1;
+
+  char app_name[64];       // NUL-terminated, truncated
+  char executable[256];    // NUL-terminated, truncated
+  uint8_t reserved[3584];
+} crumbs_ring_header;
+_Static_assert(sizeof(crumbs_ring_header) == CRUMBS_RING_HEADER_SIZE,
+               "persisted: crumbs_ring_header must stay one page");
+_Static_assert(offsetof(crumbs_ring_header, version) == 8, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, pid) == 48, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, created) == 88, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, state) == 176, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, app_name) == 192, "persisted");
+
+/// One lane: its head counter alone on a cache line.
+typedef struct crumbs_ring_lane {
+  uint64_t head;       // atomic: positions ever claimed in this lane
+  uint32_t first_slot; // index into the ring's slots
+  uint32_t slot_count; // power of two
+  uint32_t important;  // 1 for a warning-and-above lane
+  uint8_t reserved[44];
+} crumbs_ring_lane;
+_Static_assert(sizeof(crumbs_ring_lane) == CRUMBS_RING_LANE_SIZE, "persisted: one cache line");
+
+/// The fixed part of every slot.
+typedef struct crumbs_slot_header {
+  uint64_t commit;      // atomic, see CRUMBS_COMMIT_*
+  uint64_t ticks;       // crumbs_clock_kind units
+  uint32_t thread_id;   // kernel tid
+  uint32_t thread_seq;  // per-thread sequence: orders one thread's breadcrumbs exactly
+  uint32_t checksum;    // crumbs_slot_checksum
+  uint8_t level;        // crumbs_level
+  uint8_t type;         // crumbs_type
+  uint8_t flags;        // CRUMBS_SLOT_*
+  uint8_t attribute_count;
+} crumbs_slot_header;
+_Static_assert(sizeof(crumbs_slot_header) == CRUMBS_SLOT_HEADER_SIZE, "persisted: slot header");
+_Static_assert(offsetof(crumbs_slot_header, checksum) == 24, "persisted");
+
+/// Offset of the payload's first byte in a slot, and of the message bytes.
+#define CRUMBS_SLOT_PAYLOAD_OFFSET CRUMBS_SLOT_HEADER_SIZE
+#define CRUMBS_SLOT_MESSAGE_OFFSET (CRUMBS_SLOT_HEADER_SIZE + 4u)
+
+/// The slot checksum: covers the slot from `ticks` to the end of the payload, seeded with the lane
+/// position so a slot from another lap never verifies as this one. Two independent 64-bit
+/// add/xor chains over 8-byte words: cheap enough for the hot path (the words were just written
+/// and are in L1), and any mix of two versions of a slot changes it.
+/// Safe to call from a signal handler: pure computation, no libc.
+static inline uint32_t crumbs_slot_checksum(const void *slot, uint32_t covered_bytes,
+                                            uint64_t position) {
+  const unsigned char *bytes = (const unsigned char *)slot + 8;
+  uint32_t length = covered_bytes - 8;
+  uint64_t sum = position * 0x9E3779B97F4A7C15ULL + length;
+  uint64_t mix = 0xC2B2AE3D27D4EB4FULL;
+  uint32_t index = 0;
+  for (; index + 8 <= length; index += 8) {
+    uint64_t word;
+    __builtin_memcpy(&word, bytes + index, 8);
+    if (index == 16) word &= 0xFFFFFFFF00000000ULL; // the checksum field itself reads as 0
+    sum += word;
+    mix ^= word + (uint64_t)index * 0x100000001B3ULL;
+  }
+  if (index < length) {
+    uint64_t word = 0;
+    __builtin_memcpy(&word, bytes + index, length - index);
+    sum += word;
+    mix ^= word + (uint64_t)index * 0x100000001B3ULL;
+  }
+  uint64_t folded = (sum ^ (mix * 0xFF51AFD7ED558CCDULL));
+  folded ^= folded >> 29;
+  return (uint32_t)(folded ^ (folded >> 32));
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_RING_LAYOUT_H

@@ -1,0 +1,15 @@
+// crumbs-test-child SCENARIO [ARGS...]: a process for tests to start, kill or crash on demand.
+// Each scenario prints what the test needs to check (e.g. "ready", addresses) on stdout, one
+// fact a line, and flushes. Scenarios live in one file per area.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let scenarios: [String: ([String]) -> Int32] = ringScenarios.merging(crashScenarios) { a, _ in a }
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let name = arguments.first, let scenario = scenarios[name] else {
+  let known = scenarios.keys.sorted().joined(separator: ", ")
+  fputs("usage: crumbs-test-child SCENARIO [ARGS...]; scenarios: \(known)\n", stderr)
+  exit(64)
+}
+exit(scenario(Array(arguments.dropFirst())))

@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+@testable import Crumbs
+
+/// A fresh 0700 directory under $TMPDIR for one test, removed with everything in it on deinit.
+final class TestDirectory {
+  let path: String
+
+  init(_ name: String = #function) {
+    let base = ProcessInfoLite.environment("TMPDIR") ?? "/tmp"
+    var template = Array("\(base)/crumbs-test-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    precondition(made != nil, "mkdtemp failed")
+    path = String(cString: template)
+  }
+
+  func file(_ name: String) -> String { path + "/" + name }
+
+  deinit {
+    _ = system("rm -rf '\(path)'")
+  }
+}
+
+enum ProcessInfoLite {
+  static func environment(_ name: String) -> String? {
+    getenv(name).map { String(cString: $0) }
+  }
+}
