@@ -1,2 +1,2 @@
 /// Scenarios that crash the process in each way the crash handler must catch.
-let crashScenarios: [String: ([String]) -> Int32] = [:]
+let crashScenarios: [String: @Sendable ([String]) -> Int32] = [:]

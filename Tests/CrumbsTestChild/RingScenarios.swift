@@ -1,2 +1,2 @@
 /// Scenarios that exercise the ring from a separate process.
-let ringScenarios: [String: ([String]) -> Int32] = [:]
+let ringScenarios: [String: @Sendable ([String]) -> Int32] = [:]

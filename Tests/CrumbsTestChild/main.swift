@@ -5,11 +5,11 @@
   import Glibc
 #endif
 
-let scenarios: [String: ([String]) -> Int32] = ringScenarios.merging(crashScenarios) { a, _ in a }
+let scenarios: [String: @Sendable ([String]) -> Int32] = ringScenarios.merging(crashScenarios) { a, _ in a }
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, let scenario = scenarios[name] else {
   let known = scenarios.keys.sorted().joined(separator: ", ")
-  fputs("usage: crumbs-test-child SCENARIO [ARGS...]; scenarios: \(known)\n", stderr)
+  print("usage: crumbs-test-child SCENARIO [ARGS...]; scenarios: \(known)")
   exit(64)
 }
 exit(scenario(Array(arguments.dropFirst())))
