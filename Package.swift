@@ -43,9 +43,15 @@ let package = Package(
       ]
     ),
     // A child process for tests: appends, gets killed or crashes on demand.
+    // Test-only C: signal handlers that append, for tests and the test child.
+    .target(
+      name: "CrumbsTestSupportC",
+      dependencies: ["CrumbsSignalPath"],
+      path: "Tests/CrumbsTestSupportC"
+    ),
     .executableTarget(
       name: "CrumbsTestChild",
-      dependencies: ["Crumbs", "CrumbsSignalPath"],
+      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC"],
       path: "Tests/CrumbsTestChild"
     ),
     // Fuzz targets: plain executables in a normal build, libFuzzer drivers when built with
@@ -58,7 +64,7 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsTests",
-      dependencies: ["Crumbs", "CrumbsSignalPath"]
+      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC"]
     ),
   ]
 )

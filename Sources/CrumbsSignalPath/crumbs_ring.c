@@ -288,7 +288,7 @@ uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, voi
   const unsigned char *slot = ring->slots + (size_t)slot_index * ring->slot_size;
   const crumbs_slot_header *header = (const crumbs_slot_header *)slot;
   uint64_t before = __atomic_load_n(&header->commit, __ATOMIC_ACQUIRE);
-  if (!CRUMBS_COMMIT_IS_DONE(before)) return 0;
+  if (!CRUMBS_COMMIT_IS_DONE(before)) return before;
   // Word-wise relaxed loads: the copy races with writers by design and the commit re-check
   // below rejects a copy that overlapped a write.
   const uint64_t *source = (const uint64_t *)slot;
@@ -298,7 +298,7 @@ uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, voi
   }
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   uint64_t after = __atomic_load_n(&header->commit, __ATOMIC_RELAXED);
-  return before == after ? before : 0;
+  return before == after ? before : 1; // 1: odd, "being written"
 }
 
 void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state) {

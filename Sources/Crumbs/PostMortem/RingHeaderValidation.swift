@@ -185,7 +185,9 @@ struct RingClock {
     }
     let elapsedNanoseconds = later.monotonic_ns &- created.monotonic_ns
     let elapsedTicks = later.ticks &- created.ticks
-    if later.monotonic_ns > created.monotonic_ns, elapsedNanoseconds >= 1_000_000,
+    // A short interval calibrates well enough for the short span of ticks it has to convert:
+    // the error is proportional to the distance from the anchor.
+    if later.monotonic_ns > created.monotonic_ns, elapsedNanoseconds >= 10_000,
       later.ticks > created.ticks
     {
       ticksPerNanosecond = Double(elapsedTicks) / Double(elapsedNanoseconds)

@@ -153,8 +153,8 @@ public enum RingReader {
     }
   }
 
-  /// Decodes every slot through `copySlot(index, buffer) -> commit word` (0 when the slot could
-  /// not be copied consistently).
+  /// Decodes every slot through `copySlot(index, buffer) -> commit word` (0: never written; odd:
+  /// being written or changed during the copy; even: a consistent copy is in the buffer).
   static func decodeSlots(
     layout: RingLayout, copySlot: (Int, UnsafeMutableRawBufferPointer) -> UInt64
   ) -> RingContents {
@@ -172,8 +172,7 @@ public enum RingReader {
       for offset in 0..<lane.slotCount {
         let commit = copySlot(lane.firstSlot + offset, buffer)
         if commit == 0 {
-          // Never written, or (live) changed under the copy.
-          if buffer.loadUnaligned(as: UInt64.self) == 0 { counts.empty += 1 } else { counts.torn += 1 }
+          counts.empty += 1
           continue
         }
         guard commit & 1 == 0 else {

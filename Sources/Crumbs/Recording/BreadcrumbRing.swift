@@ -70,9 +70,9 @@ public final class BreadcrumbRing: @unchecked Sendable {
   private let closed = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
 
   /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
-  public static func create(at path: String, options: RingOptions = RingOptions()) throws(
-    RingCreationError
-  ) -> BreadcrumbRing {
+  public static func create(
+    at path: String, options: RingOptions = RingOptions(), sessionID: SessionID = SessionID()
+  ) throws(RingCreationError) -> BreadcrumbRing {
     var plan = crumbs_ring_plan_result()
     let planned = crumbs_ring_plan(
       UInt32(clamping: options.slotSize), UInt32(clamping: options.slotCount),
@@ -93,7 +93,6 @@ public final class BreadcrumbRing: @unchecked Sendable {
         let size = Int(plan.file_size)
         try Syscall.allocate(descriptor, size: size, path: path)
         let base = try Syscall.mapShared(descriptor, size: size, path: path)
-        let sessionID = SessionID()
         var identity = crumbs_ring_identity()
         identity.pid = UInt32(bitPattern: Syscall.processID())
         withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
@@ -172,6 +171,20 @@ public final class BreadcrumbRing: @unchecked Sendable {
     let mask = enabledTypes.map { $0.reduce(UInt32(0)) { $0 | (1 << UInt32($1.rawValue)) } } ?? 0
     // An empty set would read as "all" (0): keep a bit no type uses instead.
     crumbs_ring_set_filter(handle, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
+  }
+
+  /// White-box entry point for tests: puts every lane's head at `position`, as if that many
+  /// breadcrumbs had been appended to each lane, so a test can build any wrap position.
+  func setLaneHeadsForTesting(_ position: UInt64) {
+    let lanes = Int(handle.pointee.header.pointee.lane_count)
+    for index in 0..<lanes { handle.pointee.lanes[index].head = position }
+  }
+
+  /// Lane layout, for tests: (slot count, important) per lane.
+  var lanesForTesting: [(slotCount: Int, important: Bool)] {
+    (0..<Int(handle.pointee.header.pointee.lane_count)).map {
+      (Int(handle.pointee.lanes[$0].slot_count), handle.pointee.lanes[$0].important != 0)
+    }
   }
 
   /// A consistent copy of what the ring holds now, oldest to newest, while writers keep going.

@@ -105,8 +105,9 @@ bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8
                      size_t attribute_count);
 
 /// Copies slot `slot_index` into `out` (slot_size bytes) so that the copy is one consistent
-/// version: returns its commit word when it was DONE before and after the copy, else 0 (never
-/// written, being written, or overwritten during the copy). Safe to call from a signal handler.
+/// version. Returns the commit word: DONE (even, non-zero) when it was the same before and
+/// after the copy; 0 for a never-written slot; an odd value when the slot was being written or
+/// changed during the copy (then `out` is not a usable copy). Safe to call from a signal handler.
 uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, void *out);
 
 /// Sets the ring state (crumbs_ring_state) and refreshes the clock anchor.

@@ -1,0 +1,128 @@
+// RingDirectory.swift — where rings live, and what happens to files that are not good rings.
+//
+// Layout of a Crumbs directory (created 0700):
+//   rings/<session-id>.ring       one per process instance, 0600, flock'ed by its writer
+//   quarantine/<name>             files that could not be read as rings, moved aside, never deleted
+//   quarantine/<name>.reason      one line: why
+//
+// Entry points, in call order:
+//   RingDirectory(path:)          create the folders if missing
+//   createRing(options:)          a new ring for this process
+//   leftoverRings()               rings whose writer is gone (lock free), read; bad files are
+//                                 quarantined with their reason
+// Not signal-safe.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A Crumbs directory: rings of this and earlier processes, and quarantined files.
+public struct RingDirectory: Sendable {
+  /// The directory.
+  public let path: String
+  /// `path/rings`.
+  public var ringsPath: String { path + "/rings" }
+  /// `path/quarantine`.
+  public var quarantinePath: String { path + "/quarantine" }
+
+  /// Opens (creating, mode 0700) a Crumbs directory.
+  public init(path: String) throws(SystemCallError) {
+    self.path = path
+    try Syscall.makeDirectories(path)
+    try Syscall.makeDirectory(ringsPath)
+    try Syscall.makeDirectory(quarantinePath)
+  }
+
+  /// Creates a new ring for this process in `rings/`.
+  public func createRing(options: RingOptions = RingOptions()) throws(RingCreationError)
+    -> BreadcrumbRing
+  {
+    let sessionID = SessionID()
+    return try BreadcrumbRing.create(
+      at: ringsPath + "/\(sessionID).ring", options: options, sessionID: sessionID)
+  }
+
+  /// A ring left by a process that is gone.
+  public struct LeftoverRing: Sendable {
+    public var path: String
+    public var contents: RingContents
+  }
+
+  /// A file moved aside, and why.
+  public struct QuarantinedFile: Sendable, Equatable {
+    public var originalPath: String
+    public var quarantinedPath: String
+    public var reason: String
+  }
+
+  /// What a scan of `rings/` found.
+  public struct Scan: Sendable {
+    /// Readable rings whose writer is gone, any state (clean ones included).
+    public var leftovers: [LeftoverRing] = []
+    /// Files moved to `quarantine/` by this scan.
+    public var quarantined: [QuarantinedFile] = []
+    /// Files that could not even be moved aside (reported, left in place).
+    public var problems: [String] = []
+  }
+
+  /// Reads every ring in `rings/` that no live process holds locked. Files that are not
+  /// readable rings (foreign, corrupt header, truncated, newer format) are moved to
+  /// `quarantine/` with a `.reason` file; nothing is ever deleted here.
+  public func leftoverRings() -> Scan {
+    var scan = Scan()
+    let names: [String]
+    do {
+      names = try Syscall.directoryEntries(ringsPath)
+    } catch {
+      scan.problems.append("cannot list \(ringsPath): \(error)")
+      return scan
+    }
+    for name in names where name.hasSuffix(".ring") {
+      let file = ringsPath + "/" + name
+      let descriptor: Int32
+      do {
+        descriptor = try Syscall.open(file, O_RDONLY)
+      } catch {
+        scan.problems.append("\(error)")
+        continue
+      }
+      defer { Syscall.close(descriptor) }
+      // A live writer holds the lock: its ring is not a leftover.
+      guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true else { continue }
+      do {
+        let contents = try RingReader.read(file: file)
+        scan.leftovers.append(LeftoverRing(path: file, contents: contents))
+      } catch {
+        do {
+          scan.quarantined.append(try quarantine(file, reason: error.reason))
+        } catch {
+          scan.problems.append("cannot quarantine \(file): \(error)")
+        }
+      }
+    }
+    return scan
+  }
+
+  /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.
+  @discardableResult
+  public func quarantine(_ file: String, reason: String) throws(SystemCallError) -> QuarantinedFile {
+    let name = file.split(separator: "/").last.map(String.init) ?? "file"
+    var destination = quarantinePath + "/" + name
+    var attempt = 1
+    while Syscall.fileExists(destination) {
+      attempt += 1
+      destination = quarantinePath + "/\(name).\(attempt)"
+    }
+    let line = reason.replacingNewlines() + "\n"
+    try Syscall.writeFileAtomically(destination + ".reason", Array(line.utf8))
+    try Syscall.rename(file, to: destination)
+    try Syscall.fsyncDirectory(quarantinePath)
+    return QuarantinedFile(originalPath: file, quarantinedPath: destination, reason: reason)
+  }
+}
+
+extension String {
+  fileprivate func replacingNewlines() -> String {
+    String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+  }
+}
