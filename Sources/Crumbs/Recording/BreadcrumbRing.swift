@@ -173,11 +173,14 @@ public final class BreadcrumbRing: @unchecked Sendable {
     crumbs_ring_set_filter(handle, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
   }
 
-  /// White-box entry point for tests: puts every lane's head at `position`, as if that many
-  /// breadcrumbs had been appended to each lane, so a test can build any wrap position.
-  func setLaneHeadsForTesting(_ position: UInt64) {
+  /// White-box entry point for tests: puts the head of every general lane (or every important
+  /// lane) at `position`, as if that many breadcrumbs had been appended to it, so a test can
+  /// build any wrap position.
+  func setLaneHeadsForTesting(_ position: UInt64, important: Bool = false) {
     let lanes = Int(handle.pointee.header.pointee.lane_count)
-    for index in 0..<lanes { handle.pointee.lanes[index].head = position }
+    for index in 0..<lanes where (handle.pointee.lanes[index].important != 0) == important {
+      handle.pointee.lanes[index].head = position
+    }
   }
 
   /// Lane layout, for tests: (slot count, important) per lane.

@@ -1,0 +1,150 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+import CrumbsSignalPath
+import Testing
+
+@testable import Crumbs
+
+/// Bad input: foreign, truncated, corrupt and newer files get a clear error, and in a Crumbs
+/// directory are quarantined with their reason, never deleted.
+@Suite struct RingFileTests {
+  func ringBytes(_ directory: TestDirectory, messages: [String] = ["one", "two", "three"]) throws -> [UInt8] {
+    let ring = try BreadcrumbRing.create(at: directory.file("source.ring"))
+    for message in messages { ring.append(message) }
+    ring.close(clean: false)
+    return try Syscall.readFile(directory.file("source.ring"))
+  }
+
+  func read(_ bytes: [UInt8]) -> Result<RingContents, RingFileError> {
+    bytes.withUnsafeBytes { image in Result { () throws(RingFileError) in try RingReader.read(image: image) } }
+  }
+
+  func expectError(_ bytes: [UInt8], _ kind: RingFileError.Kind, containing text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    switch read(bytes) {
+    case .success: Issue.record("read succeeded; expected \(kind)", sourceLocation: sourceLocation)
+    case .failure(let error):
+      #expect(error.kind == kind, sourceLocation: sourceLocation)
+      #expect(error.reason.contains(text), "\(error.reason)", sourceLocation: sourceLocation)
+      #expect(!error.reason.contains("\n"), sourceLocation: sourceLocation)
+    }
+  }
+
+  @Test func foreignFilesAreNotRings() {
+    expectError([], .notARing, containing: "0 bytes")
+    expectError(Array("hello, I am a text file\n".utf8), .notARing, containing: "magic")
+    expectError([UInt8](repeating: 0, count: 8192), .notARing, containing: "no magic")
+    expectError([0x7f, 0x45, 0x4c, 0x46] + [UInt8](repeating: 1, count: 5000), .notARing, containing: "magic")
+  }
+
+  @Test func truncatedRingsSaySo() throws {
+    let directory = TestDirectory()
+    let bytes = try ringBytes(directory)
+    expectError(Array(bytes[0..<100]), .truncated, containing: "header")
+    expectError(Array(bytes[0..<(bytes.count / 2)]), .truncated, containing: "header says")
+  }
+
+  @Test func newerFormatVersionIsRefusedNotMisread() throws {
+    let directory = TestDirectory()
+    var bytes = try ringBytes(directory)
+    bytes[8] = UInt8(CRUMBS_RING_VERSION + 1)
+    expectError(bytes, .unsupportedVersion, containing: "newer")
+  }
+
+  @Test func inconsistentHeaderFieldsAreCorrupt() throws {
+    let directory = TestDirectory()
+    let good = try ringBytes(directory)
+    var badSlotSize = good
+    badSlotSize[16] = 100
+    expectError(badSlotSize, .corruptHeader, containing: "slot size")
+    var badLaneCount = good
+    badLaneCount[24] = 200
+    expectError(badLaneCount, .corruptHeader, containing: "lane")
+    var badLane = good
+    badLane[4096 + 8] = 1  // first lane's first_slot
+    expectError(badLane, .corruptHeader, containing: "lane 0")
+  }
+
+  @Test func aDamagedSlotIsTornAndTheOthersSurvive() throws {
+    let directory = TestDirectory()
+    var bytes = try ringBytes(directory)
+    let original = try read(bytes).get()
+    let damagedID = original.breadcrumbs[1].id
+    // Flip one byte in the middle of that slot's message.
+    let slotsOffset = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 32, as: UInt64.self) })
+    let laneIndex = Int(damagedID >> 48)
+    let firstSlot = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 8, as: UInt32.self) })
+    let laneSlots = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 12, as: UInt32.self) })
+    let slot = firstSlot + Int(damagedID & 0xFFFF_FFFF_FFFF) % laneSlots
+    bytes[slotsOffset + slot * 256 + 37] ^= 0x20
+    let damaged = try read(bytes).get()
+    #expect(damaged.breadcrumbs.map(\.message) == ["one", "three"])
+    #expect(damaged.counts.torn == 1)
+    #expect(damaged.counts.valid == 2)
+  }
+
+  @Test func garbageInSlotsNeverTrapsTheReader() throws {
+    let directory = TestDirectory()
+    var bytes = try ringBytes(directory)
+    var generator = SystemRandomNumberGenerator()
+    let slotsOffset = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 32, as: UInt64.self) })
+    for index in slotsOffset..<bytes.count { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+    let contents = try read(bytes).get()
+    #expect(contents.counts.valid == 0)
+    #expect(contents.counts.valid + contents.counts.torn + contents.counts.empty == contents.header.slotCount)
+  }
+
+  @Test func filesAndDirectoryArePrivate() throws {
+    let directory = TestDirectory()
+    let crumbsDirectory = try RingDirectory(path: directory.file("state/app"))
+    let ring = try crumbsDirectory.createRing()
+    defer { ring.close() }
+    #expect(mode(of: crumbsDirectory.path) == 0o700)
+    #expect(mode(of: crumbsDirectory.ringsPath) == 0o700)
+    #expect(mode(of: ring.path) == 0o600)
+    #expect(ring.path == crumbsDirectory.ringsPath + "/\(ring.sessionID).ring")
+    // Two writers never share a file: it is created exclusively and locked.
+    #expect(throws: RingCreationError.self) { try BreadcrumbRing.create(at: ring.path) }
+    let other = open(ring.path, O_RDONLY)
+    defer { close(other) }
+    #expect(try Syscall.tryLockExclusive(other, path: ring.path) == false)
+  }
+
+  @Test func directoryScanQuarantinesBadFilesWithTheirReasonAndSkipsLiveRings() throws {
+    let directory = TestDirectory()
+    let crumbsDirectory = try RingDirectory(path: directory.path)
+    let live = try crumbsDirectory.createRing()
+    defer { live.close() }
+    let dead = try crumbsDirectory.createRing()
+    dead.append("last words")
+    dead.close(clean: false)
+    let foreign = crumbsDirectory.ringsPath + "/foreign.ring"
+    try Syscall.writeFileAtomically(foreign, Array("not a ring at all".utf8))
+    let newer = crumbsDirectory.ringsPath + "/newer.ring"
+    var newerBytes = try ringBytes(directory)
+    newerBytes[8] = 99
+    try Syscall.writeFileAtomically(newer, newerBytes)
+
+    let scan = crumbsDirectory.leftoverRings()
+    #expect(scan.leftovers.map(\.path) == [dead.path])
+    #expect(scan.leftovers.first?.contents.breadcrumbs.map(\.message) == ["last words"])
+    #expect(Set(scan.quarantined.map(\.originalPath)) == [foreign, newer])
+    #expect(scan.problems.isEmpty)
+    for file in scan.quarantined {
+      #expect(!Syscall.fileExists(file.originalPath))
+      #expect(Syscall.fileExists(file.quarantinedPath))
+      let reason = String(decoding: try Syscall.readFile(file.quarantinedPath + ".reason"), as: UTF8.self)
+      #expect(reason == file.reason + "\n")
+    }
+    #expect(scan.quarantined.first { $0.originalPath == newer }?.reason.contains("newer") == true)
+    // The quarantined bytes are exactly what was there.
+    let moved = try #require(scan.quarantined.first { $0.originalPath == foreign })
+    #expect(try Syscall.readFile(moved.quarantinedPath) == Array("not a ring at all".utf8))
+  }
+
+  func mode(of path: String) -> mode_t {
+    var info = stat()
+    _ = fstatat(AT_FDCWD, path, &info, 0)
+    return info.st_mode & 0o777
+  }
+}
