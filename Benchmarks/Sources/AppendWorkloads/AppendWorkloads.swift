@@ -1,0 +1,131 @@
+// AppendWorkloads.swift — the appends every benchmark runner measures, defined once.
+//
+// Entry points, in call order:
+//   RingFixture() / BaselineFixture()    map a ring (BreadcrumbRing.create) or the C baseline in
+//                                        TMPDIR; both files are unlinked at once, so a killed run
+//                                        leaves nothing behind (the mappings live on)
+//   appendToRing / addBreadcrumbs / appendToBaseline(count:)
+//                                        `count` appends of the one benchmark breadcrumb
+//   TwoThreadRunner                      the same loop on this thread and one more, at once
+//
+// The loops are ordinary (non-inlinable) functions of this module, built `-c release`: the ring's
+// `append` and `addBreadcrumb` are @inlinable and the baseline's append is a C `static inline`, so
+// each is inlined here exactly as it would be in an application calling it.
+
+import CBaselineAppend
+import Crumbs
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The breadcrumb every benchmark appends: a 62-byte message and two short attributes.
+public enum BenchmarkBreadcrumb {
+  /// The message (62 bytes of UTF-8).
+  public static let message = "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)"
+  /// The attributes, as the call sites spell them: `["method": "GET", "status": "200"]`.
+  public static let attributes: [(key: String, value: String)] = [("method", "GET"), ("status", "200")]
+
+  /// Bytes one append writes into its slot: the 32-byte slot header, the payload's two u16
+  /// lengths, the message, and per attribute two length bytes, the key and the value (120).
+  public static let encodedSize: Int =
+    32 + 4 + message.utf8.count + attributes.reduce(0) { $0 + 2 + $1.key.utf8.count + $1.value.utf8.count }
+}
+
+/// Where scratch files go: $TMPDIR, or /tmp.
+public func temporaryDirectory() -> String {
+  if let directory = getenv("TMPDIR").map({ String(cString: $0) }), !directory.isEmpty {
+    return directory
+  }
+  return "/tmp"
+}
+
+/// A file name in `temporaryDirectory()` unique to this process and call.
+func scratchPath(_ stem: String) -> String {
+  let serial = scratchFileSerial.add(1, ordering: .relaxed).newValue
+  return "\(temporaryDirectory())/crumbs-bench-\(getpid())-\(serial)-\(stem)"
+}
+private let scratchFileSerial = Atomic<Int>(0)
+
+/// A default ring (4096 slots of 256 bytes: 1 MiB of slots) created with
+/// `BreadcrumbRing.create(at:)` in TMPDIR, its file unlinked at once.
+public final class RingFixture: Sendable {
+  /// The ring.
+  public let ring: BreadcrumbRing
+
+  /// Creates the ring; `install` makes it the process-wide ring used by `addBreadcrumb`.
+  public init(install: Bool = false) throws {
+    let path = scratchPath("ring")
+    ring = try BreadcrumbRing.create(at: path)
+    unlink(path)
+    if install { ring.install() }
+  }
+}
+
+/// Why the baseline could not be mapped.
+public struct BaselineError: Error, CustomStringConvertible {
+  /// The errno value crumbs_baseline_open returned.
+  public let errno: Int32
+  public var description: String { "cannot map the baseline ring: errno \(errno)" }
+}
+
+/// The C baseline: a MAP_SHARED file of the ring's size (4096 slots of 256 bytes) with one shared
+/// counter, and the record it copies: `BenchmarkBreadcrumb.encodedSize` bytes, the same number
+/// an append writes.
+public final class BaselineFixture: @unchecked Sendable {
+  /// The mapping. Read-only after init; appends change only the mapped memory.
+  public let ring: UnsafeMutablePointer<crumbs_baseline_ring>
+  /// The record copied by each append (owned here, never freed: fixtures live for the process).
+  public let record: UnsafeMutableRawPointer
+  /// Its length.
+  public let recordLength = BenchmarkBreadcrumb.encodedSize
+
+  public init() throws {
+    let path = scratchPath("baseline")
+    ring = .allocate(capacity: 1)
+    let failure = crumbs_baseline_open(ring, path, 4096, 256)
+    guard failure == 0 else { throw BaselineError(errno: failure) }
+    unlink(path)
+    record = .allocate(byteCount: 256, alignment: 16)
+    for index in 0..<256 { record.storeBytes(of: UInt8(truncatingIfNeeded: index &* 31), toByteOffset: index, as: UInt8.self) }
+  }
+}
+
+/// `count` appends of the benchmark breadcrumb to `ring`, as an application writes them.
+@inline(never)
+public func appendToRing(_ ring: BreadcrumbRing, count: Int) {
+  for _ in 0..<count {
+    ring.append(
+      "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)", level: .info, type: .http,
+      attributes: ["method": "GET", "status": "200"])
+  }
+}
+
+/// `count` calls of the global `addBreadcrumb` (through the installed ring).
+@inline(never)
+public func addBreadcrumbs(count: Int) {
+  for _ in 0..<count {
+    addBreadcrumb(
+      "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)", level: .info, type: .http,
+      attributes: ["method": "GET", "status": "200"])
+  }
+}
+
+/// `count` baseline appends.
+@inline(never)
+public func appendToBaseline(_ baseline: BaselineFixture, count: Int) {
+  let ring = UnsafePointer(baseline.ring)
+  let record = UnsafeRawPointer(baseline.record)
+  let length = baseline.recordLength
+  for _ in 0..<count {
+    crumbs_baseline_append(ring, record, length)
+  }
+}
+
+/// Monotonic nanoseconds (CLOCK_MONOTONIC).
+public func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}

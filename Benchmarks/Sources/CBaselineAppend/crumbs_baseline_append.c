@@ -1,0 +1,42 @@
+// crumbs_baseline_append.c — set-up and tear-down of the baseline mapping (see the header).
+
+#include "crumbs_baseline_append.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int crumbs_baseline_open(crumbs_baseline_ring *ring, const char *path, uint32_t slot_count,
+                         uint32_t slot_size) {
+  if (slot_count == 0 || (slot_count & (slot_count - 1)) != 0 || slot_size < 16) return EINVAL;
+  size_t size = 4096 + (size_t)slot_count * slot_size;
+  int descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (descriptor < 0) return errno;
+  // Reserve the blocks as the ring does (posix_fallocate), so neither pays for holes.
+  int failure = posix_fallocate(descriptor, 0, (off_t)size);
+  if (failure != 0) {
+    close(descriptor);
+    return failure;
+  }
+  void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0);
+  if (base == MAP_FAILED) {
+    failure = errno;
+    close(descriptor);
+    return failure;
+  }
+  ring->counter = (uint64_t *)base;
+  ring->slots = (unsigned char *)base + 4096;
+  ring->slot_mask = slot_count - 1;
+  ring->slot_size = slot_size;
+  ring->base = base;
+  ring->mapped_size = size;
+  ring->descriptor = descriptor;
+  return 0;
+}
+
+void crumbs_baseline_close(crumbs_baseline_ring *ring) {
+  munmap(ring->base, ring->mapped_size);
+  close(ring->descriptor);
+  ring->base = NULL;
+}

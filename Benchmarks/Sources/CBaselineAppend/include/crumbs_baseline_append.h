@@ -1,0 +1,63 @@
+// crumbs_baseline_append.h — the floor an append is measured against.
+//
+// One baseline "append" does the least any shared-memory ring must do: claim a position with an
+// atomic fetch_add on ONE counter shared by every thread, copy the record's bytes into the slot,
+// and publish it with a release store. No lanes, no clock, no thread id, no checksum, no UTF-8
+// cut. The mapping is a MAP_SHARED file of the ring's size (a 4096-byte header page holding the
+// counter, then slot_count x slot_size bytes), so page-cache-backed stores cost what they cost the
+// ring.
+//
+// Entry points, in call order:
+//   crumbs_baseline_open    create, size and map the file
+//   crumbs_baseline_append  the measured operation (static inline: inlined into the Swift loop,
+//                           as the ring's append is)
+//   crumbs_baseline_close   unmap and close (the caller removes the file)
+//
+// Not signal-safe and not meant to be: this is a benchmark fixture, not part of Crumbs.
+
+#ifndef CRUMBS_BASELINE_APPEND_H
+#define CRUMBS_BASELINE_APPEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// A mapped baseline ring. Owned by whoever opened it.
+typedef struct crumbs_baseline_ring {
+  uint64_t *counter;      // in the mapping's first page; shared by all threads
+  unsigned char *slots;   // slot_count * slot_size bytes after the first page
+  uint32_t slot_mask;     // slot_count - 1 (slot_count is a power of two)
+  uint32_t slot_size;
+  void *base;
+  size_t mapped_size;
+  int descriptor;
+} crumbs_baseline_ring;
+
+/// Creates `path` (must not exist), sizes it to 4096 + slot_count * slot_size bytes and maps it
+/// shared. `slot_count` must be a power of two, `slot_size` at least 16. Returns 0, or an errno
+/// value (EINVAL for bad geometry).
+int crumbs_baseline_open(crumbs_baseline_ring *ring, const char *path, uint32_t slot_count,
+                         uint32_t slot_size);
+
+/// Unmaps and closes. The file stays: the caller unlinks it.
+void crumbs_baseline_close(crumbs_baseline_ring *ring);
+
+/// One baseline append of `length` bytes of `record` (8 <= length <= slot_size): fetch_add on the
+/// shared counter, memcpy of bytes 8..<length into the slot, release store of the position into
+/// the slot's first 8 bytes (the commit word, as the ring's slot header has).
+static inline void crumbs_baseline_append(const crumbs_baseline_ring *ring, const void *record,
+                                          size_t length) {
+  uint64_t position = __atomic_fetch_add(ring->counter, 1, __ATOMIC_RELAXED);
+  unsigned char *slot = ring->slots + (size_t)(position & ring->slot_mask) * ring->slot_size;
+  __builtin_memcpy(slot + 8, (const unsigned char *)record + 8, length - 8);
+  __atomic_store_n((uint64_t *)slot, position + 1, __ATOMIC_RELEASE);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_BASELINE_APPEND_H
