@@ -1,1 +1,226 @@
+// FuzzRingReader — libFuzzer target for RingReader.read(image:), the parser of ring files that
+// crashed or killed processes leave behind (untrusted input: a torn page, a foreign file, a newer
+// format).
+//
+// Entry points, in call order:
+//   main                    dispatches on the arguments:
+//     --make-seeds DIR      writes the seed corpus (real rings made with BreadcrumbRing, plus a
+//                           few damaged ones) into DIR
+//     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
+//     replay(files)         in a normal build: feeds each file given to fuzzOneInput, so a
+//                           regression can be run by hand; no files: says "not a fuzzer build"
+//   fuzzOneInput            read(image:) on the bytes as given, then on a copy whose slot
+//                           checksums are recomputed, so mutations reach the payload decoder
+//                           instead of dying at the checksum
+//
+// The property checked: read(image:) returns contents or throws RingFileError, never traps, and
+// what it returns is self-consistent. Not signal-safe (an ordinary program).
 
+import CFuzzDriver
+import Crumbs
+import CrumbsSignalPath
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One libFuzzer input. Any trap here is a finding.
+func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  let input = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
+  check(input)
+  if let repaired = withRepairedChecksums(input) {
+    repaired.withUnsafeBytes { check($0) }
+  }
+  return 0
+}
+
+/// Reads `image` and checks what the reader promises about any result.
+func check(_ image: UnsafeRawBufferPointer) {
+  do {
+    let contents = try RingReader.read(image: image)
+    let counts = contents.counts
+    precondition(counts.valid == contents.breadcrumbs.count, "valid count disagrees with breadcrumbs")
+    precondition(counts.valid + counts.torn + counts.empty == contents.header.slotCount, "slots lost")
+    for breadcrumb in contents.breadcrumbs {
+      precondition(breadcrumb.attributes.count <= Int(CRUMBS_MAX_ATTRIBUTES) * 16, "absurd attributes")
+    }
+  } catch {
+    precondition(!error.reason.isEmpty, "an error without a reason")
+  }
+}
+
+/// A copy of `image` in which every slot whose commit word says DONE gets the checksum its bytes
+/// deserve; nil when the header is too damaged to find slots. Only the fields needed to walk the
+/// slots are trusted, and each is bounds-checked here.
+func withRepairedChecksums(_ image: UnsafeRawBufferPointer) -> [UInt8]? {
+  guard image.count >= Int(CRUMBS_RING_HEADER_SIZE) else { return nil }
+  let header = image.loadUnaligned(as: crumbs_ring_header.self)
+  let slotSize = Int(header.slot_size)
+  guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE), slotSize <= Int(CRUMBS_SLOT_MAX_SIZE),
+    header.slots_offset < UInt64(image.count)
+  else { return nil }
+  var copy = Array(image)
+  var offset = Int(header.slots_offset)
+  copy.withUnsafeMutableBytes { bytes in
+    while offset + slotSize <= bytes.count {
+      let slot = UnsafeMutableRawBufferPointer(rebasing: bytes[offset..<offset + slotSize])
+      let commit = slot.loadUnaligned(as: UInt64.self)
+      let payloadLength = Int(
+        slot.loadUnaligned(fromByteOffset: Int(CRUMBS_SLOT_PAYLOAD_OFFSET), as: UInt16.self))
+      let covered = Int(CRUMBS_SLOT_PAYLOAD_OFFSET) + payloadLength
+      if commit != 0, commit & 1 == 0, covered <= slotSize {
+        let checksum = crumbs_slot_checksum(slot.baseAddress, UInt32(covered), (commit >> 1) &- 1)
+        slot.storeBytes(of: checksum, toByteOffset: 24, as: UInt32.self)
+      }
+      offset += slotSize
+    }
+  }
+  return copy
+}
+
+// MARK: - Seeds
+
+/// Writes small real rings (smallest shapes, a few breadcrumbs, wrapped lanes, cut messages) and
+/// a few damaged copies into `directory`. Returns the number of files written.
+func makeSeeds(in directory: String) throws -> Int {
+  mkdir(directory, 0o755)
+  var written = 0
+  func ring(
+    _ name: String, slotSize: Int = 64, slotCount: Int = 64, state clean: Bool = false,
+    _ fill: (BreadcrumbRing) -> Void
+  ) throws -> [UInt8] {
+    let path = directory + "/" + name
+    unlink(path)
+    var options = RingOptions()
+    options.slotSize = slotSize
+    options.slotCount = slotCount
+    options.appName = "fuzz-seed"
+    let ring = try BreadcrumbRing.create(at: path, options: options)
+    fill(ring)
+    ring.close(clean: clean)
+    written += 1
+    return try readFile(path)
+  }
+
+  _ = try ring("empty-64x64-clean", state: true) { _ in }
+  let few = try ring("few-64x64") { ring in
+    ring.append("launch", level: .info, type: .system)
+    ring.append("open", level: .debug, type: .navigation, attributes: ["screen": "home"])
+    ring.append("GET /x", level: .warning, type: .http, attributes: ["status": "500", "ms": "12"])
+  }
+  _ = try ring("wrapped-64x64") { ring in
+    for number in 0..<200 { ring.append("tick \(number)", level: .debug, attributes: ["n": "\(number)"]) }
+    for number in 0..<21 { ring.append("warn \(number)", level: .warning, type: .log) }
+  }
+  _ = try ring("truncated-64x64") { ring in
+    ring.append(String(repeating: "long message ", count: 10), level: .error)
+    ring.append("short", attributes: ["key": String(repeating: "v", count: 60), "k2": "v2"])
+  }
+  _ = try ring("unicode-128x64", slotSize: 128) { ring in
+    ring.append("café ☕️ 𝄞 ü", level: .info, type: .user, attributes: ["ключ": "значение"])
+    ring.append("", level: .fatal, type: .configuration)
+    for number in 0..<17 { ring.append("attr \(number)", attributes: ["a": "1", "b": "2", "c": "3"]) }
+  }
+  _ = try ring("wrapped-256x64-clean", slotSize: 256, state: true) { ring in
+    for number in 0..<150 {
+      ring.append(
+        "request \(number) done", level: number % 9 == 0 ? .error : .info, type: .http,
+        attributes: ["id": "\(number)", "path": "/api/v1/items"])
+    }
+  }
+
+  // Damaged copies of `few`: the reader must count or reject these, never trap.
+  let slotsOffset = Int(few.withUnsafeBytes { $0.loadUnaligned(as: crumbs_ring_header.self).slots_offset })
+  func damaged(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
+    var bytes = few
+    change(&bytes)
+    try writeFile(directory + "/" + name, bytes)
+    written += 1
+  }
+  try damaged("damaged-cut-in-slots") { $0.removeLast($0.count - slotsOffset - 100) }
+  try damaged("damaged-cut-in-header") { $0.removeLast($0.count - 200) }
+  try damaged("damaged-payload-byte") { $0[slotsOffset + 40] ^= 0x5A }
+  try damaged("damaged-commit-writing") { $0[slotsOffset] |= 1 }
+  try damaged("damaged-wrong-magic") { $0[0] = UInt8(ascii: "X") }
+  try damaged("damaged-future-version") { $0[8] = 9 }
+  try damaged("damaged-lane-count") { $0[24] = 3 }
+  return written
+}
+
+func readFile(_ path: String) throws -> [UInt8] {
+  guard let file = fopen(path, "rb") else { throw FuzzToolError(message: "cannot open \(path)") }
+  defer { fclose(file) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let count = fread(&chunk, 1, chunk.count, file)
+    if count <= 0 { break }
+    bytes += chunk[0..<count]
+  }
+  return bytes
+}
+
+func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+  guard let file = fopen(path, "wb") else { throw FuzzToolError(message: "cannot create \(path)") }
+  defer { fclose(file) }
+  guard fwrite(bytes, 1, bytes.count, file) == bytes.count else {
+    throw FuzzToolError(message: "cannot write \(path)")
+  }
+}
+
+func printError(_ line: String) {
+  let text = line + "\n"
+  _ = text.withCString { write(2, $0, strlen($0)) }
+}
+
+struct FuzzToolError: Error {
+  var message: String
+}
+
+// MARK: - Main
+
+let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "--make-seeds" {
+  do {
+    let count = try makeSeeds(in: arguments[2])
+    print("wrote \(count) seeds to \(arguments[2])")
+    exit(0)
+  } catch {
+    printError("FuzzRingReader: \(error)")
+    exit(1)
+  }
+}
+
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
+if status != -1 { exit(status) }
+
+// A normal build: replay the files given, one line each.
+let files = Array(arguments.dropFirst())
+if files.isEmpty {
+  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
+  exit(0)
+}
+for path in files {
+  do {
+    let bytes = try readFile(path)
+    _ = bytes.withUnsafeBufferPointer { fuzzOneInput($0.baseAddress, $0.count) }
+    let result = bytes.withUnsafeBytes { image in
+      Result { () throws(RingFileError) in try RingReader.read(image: image) }
+    }
+    let outcome: String
+    switch result {
+    case .success(let contents):
+      let counts = contents.counts
+      outcome =
+        "ring: \(counts.valid) valid, \(counts.torn) torn, \(counts.overwritten) overwritten, \(counts.empty) empty"
+    case .failure(let error):
+      outcome = "rejected (\(error.kind.rawValue)): \(error.reason)"
+    }
+    print("\(path): \(outcome)")
+  } catch {
+    printError("FuzzRingReader: \(error)")
+    exit(1)
+  }
+}

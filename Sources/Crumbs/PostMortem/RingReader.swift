@@ -193,7 +193,10 @@ public enum RingReader {
         breadcrumbs.append(breadcrumb)
         counts.valid += 1
       }
-      counts.overwritten += Int(clamping: windowStart &- min(windowStart, staleReturned))
+      // Heads come from the file: absurd ones (fuzzing found two near 2^63) must saturate the
+      // sum, not trap.
+      let lost = Int(clamping: windowStart &- min(windowStart, staleReturned))
+      counts.overwritten = counts.overwritten > Int.max - lost ? Int.max : counts.overwritten + lost
     }
     breadcrumbs.sort { lhs, rhs in
       if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }

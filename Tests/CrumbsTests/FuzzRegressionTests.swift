@@ -1,0 +1,116 @@
+// FuzzRegressionTests.swift — every input a fuzzer ever crashed on, replayed through its parser.
+//
+// Fuzz/Regressions/<corpus>/ holds the inputs (Fuzz/run.sh copies them there); Fuzz/Corpus/<corpus>/
+// holds the seeds. Each corpus directory name maps to one parser below: a new fuzz target adds
+// one entry, and a directory without an entry fails the test so it cannot be forgotten.
+
+import Foundation
+import Testing
+
+@testable import Crumbs
+
+@Suite struct FuzzRegressionTests {
+  /// The repository root, from this file's path (Tests/CrumbsTests/FuzzRegressionTests.swift).
+  static let repositoryRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<3 { url.deleteLastPathComponent() }
+    return url.path
+  }()
+
+  /// What a parser made of one input: a value that passed its consistency checks, or a typed
+  /// error. A trap never comes back here: it kills the test process, which fails the run.
+  enum Outcome: Equatable {
+    case parsed(valid: Int, torn: Int)
+    case rejected(RingFileError.Kind)
+  }
+
+  /// Corpus directory name → parser. Add one line per fuzz target.
+  static let parsers: [String: @Sendable (UnsafeRawBufferPointer) -> Outcome] = [
+    "ring-reader": replayRingReader
+  ]
+
+  static func replayRingReader(_ image: UnsafeRawBufferPointer) -> Outcome {
+    do {
+      let contents = try RingReader.read(image: image)
+      let counts = contents.counts
+      #expect(counts.valid == contents.breadcrumbs.count)
+      #expect(counts.valid + counts.torn + counts.empty == contents.header.slotCount)
+      #expect(counts.overwritten >= 0)
+      return .parsed(valid: counts.valid, torn: counts.torn)
+    } catch {
+      #expect(!error.reason.isEmpty)
+      return .rejected(error.kind)
+    }
+  }
+
+  /// Regular files in `directory`, sorted, READMEs left out.
+  static func inputs(in directory: String) -> [String] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.filter { !$0.hasPrefix("README") && !$0.hasPrefix(".") }.sorted().map {
+      directory + "/" + $0
+    }
+  }
+
+  static func replay(_ path: String, corpus: String) throws -> Outcome {
+    let parser = try #require(parsers[corpus], "no parser registered for corpus \(corpus)")
+    let data = try #require(FileManager.default.contents(atPath: path), "cannot read \(path)")
+    return data.withUnsafeBytes { parser($0) }
+  }
+
+  @Test func everyRegressionInputParsesOrIsRejectedWithATypedError() throws {
+    let root = Self.repositoryRoot + "/Fuzz/Regressions"
+    let corpora = try FileManager.default.contentsOfDirectory(atPath: root).filter {
+      var isDirectory: ObjCBool = false
+      return FileManager.default.fileExists(atPath: root + "/" + $0, isDirectory: &isDirectory)
+        && isDirectory.boolValue
+    }
+    #expect(corpora.contains("ring-reader"))
+    for corpus in corpora.sorted() {
+      for path in Self.inputs(in: root + "/" + corpus) {
+        _ = try Self.replay(path, corpus: corpus)
+      }
+    }
+  }
+
+  /// The first ring-reader finding: two lanes whose heads are near 2^63 overflowed the sum of
+  /// overwritten counts. The ring is otherwise fine, so it must still parse.
+  @Test func hugeLaneHeadsSaturateTheOverwrittenCount() throws {
+    let directory = Self.repositoryRoot + "/Fuzz/Regressions/ring-reader"
+    let paths = Self.inputs(in: directory).filter { $0.contains("overwritten-sum") }
+    #expect(!paths.isEmpty)
+    for path in paths {
+      let data = try #require(FileManager.default.contents(atPath: path))
+      let contents = try data.withUnsafeBytes { image throws(RingFileError) in
+        try RingReader.read(image: image)
+      }
+      #expect(contents.counts.overwritten == Int.max)
+    }
+  }
+
+  @Test func seedsParseAsTheirNamesSay() throws {
+    let directory = Self.repositoryRoot + "/Fuzz/Corpus/ring-reader"
+    let seeds = Self.inputs(in: directory)
+    #expect(seeds.count >= 10)
+    for path in seeds {
+      let name = URL(fileURLWithPath: path).lastPathComponent
+      let outcome = try Self.replay(path, corpus: "ring-reader")
+      switch name {
+      case "damaged-cut-in-slots", "damaged-cut-in-header":
+        #expect(outcome == .rejected(.truncated), "\(name)")
+      case "damaged-wrong-magic": #expect(outcome == .rejected(.notARing), "\(name)")
+      case "damaged-future-version": #expect(outcome == .rejected(.unsupportedVersion), "\(name)")
+      case "damaged-lane-count": #expect(outcome == .rejected(.corruptHeader), "\(name)")
+      case "damaged-payload-byte", "damaged-commit-writing":
+        // One of the three breadcrumbs of few-64x64 damaged: counted torn, the others kept.
+        #expect(outcome == .parsed(valid: 2, torn: 1), "\(name)")
+      default:
+        guard case .parsed(let valid, let torn) = outcome else {
+          Issue.record("valid seed \(name) was rejected: \(outcome)")
+          continue
+        }
+        #expect(torn == 0, "\(name)")
+        #expect(name.hasPrefix("empty") ? valid == 0 : valid > 0, "\(name)")
+      }
+    }
+  }
+}
