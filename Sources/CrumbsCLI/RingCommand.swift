@@ -1,6 +1,218 @@
+// RingCommand.swift — `crumbs ring …`: read and exercise breadcrumb ring files.
+//
+// Subcommands (one file each):
+//   ring dump FILE [--json] [--last N]       RingDumpCommand.swift
+//   ring tail [-f] [-n N] FILE               RingTailCommand.swift
+//   ring stress --file F --threads T --seconds S   RingStressCommand.swift
+//
+// This file holds what they share: how one breadcrumb is printed (a human line, or one JSON
+// object per line), the summary line that goes to stderr, and buffered writes to stdout/stderr.
+// Not signal-safe (an ordinary command-line program).
+
 import ArgumentParser
+import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 struct RingCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "ring", abstract: "Read and exercise breadcrumb ring files.")
+    commandName: "ring", abstract: "Read and exercise breadcrumb ring files.",
+    subcommands: [RingDumpCommand.self, RingTailCommand.self, RingStressCommand.self])
+}
+
+/// How breadcrumbs are printed on stdout.
+enum BreadcrumbFormat {
+  /// One line per breadcrumb:
+  /// `2026-11-22T04:12:01.123Z WARNING http  tid=4242 #7  GET /x  {status=500}  [truncated: message]`
+  case human
+  /// JSON Lines, keys in a fixed order: seq, id, timestamp, level, type, thread, message,
+  /// attributes, then `truncated` (and `truncated_parts`) only when something was cut, then
+  /// `from_signal_handler` only when true.
+  case json
+
+  func line(_ breadcrumb: Breadcrumb) -> String {
+    switch self {
+    case .human: Self.humanLine(breadcrumb)
+    case .json: Self.jsonLine(breadcrumb)
+    }
+  }
+
+  static func humanLine(_ breadcrumb: Breadcrumb) -> String {
+    var line = Timestamp.iso8601(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 3)
+    line += " " + padded(breadcrumb.level.name.uppercased(), 7)
+    line += " " + padded(breadcrumb.type.name, 13)
+    line += " " + padded("tid=\(breadcrumb.threadID)", 11)
+    line += " " + padded("#\(breadcrumb.threadSequence)", 6)
+    line += " " + visible(breadcrumb.message)
+    if !breadcrumb.attributes.isEmpty {
+      let pairs = breadcrumb.attributes.map { visible($0.key) + "=" + visible($0.value) }
+      line += "  {" + pairs.joined(separator: ", ") + "}"
+    }
+    if breadcrumb.truncated {
+      line += "  [truncated: " + truncatedParts(breadcrumb).joined(separator: ", ") + "]"
+    }
+    if breadcrumb.fromSignalHandler { line += "  [signal handler]" }
+    return line
+  }
+
+  static func jsonLine(_ breadcrumb: Breadcrumb) -> String {
+    var line = "{\"seq\":\(breadcrumb.threadSequence)"
+    line += ",\"id\":\(breadcrumb.id)"
+    line +=
+      ",\"timestamp\":\"" + Timestamp.iso8601(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 6)
+      + "\""
+    line += ",\"level\":\"\(breadcrumb.level.name)\""
+    line += ",\"type\":\"\(breadcrumb.type.name)\""
+    line += ",\"thread\":\(breadcrumb.threadID)"
+    line += ",\"message\":" + JSONText.string(breadcrumb.message)
+    line += ",\"attributes\":{"
+    line += breadcrumb.attributes.map { JSONText.string($0.key) + ":" + JSONText.string($0.value) }
+      .joined(separator: ",")
+    line += "}"
+    if breadcrumb.truncated {
+      line += ",\"truncated\":true,\"truncated_parts\":["
+      line += truncatedParts(breadcrumb).map { "\"\($0)\"" }.joined(separator: ",") + "]"
+    }
+    if breadcrumb.fromSignalHandler { line += ",\"from_signal_handler\":true" }
+    return line + "}"
+  }
+
+  private static func truncatedParts(_ breadcrumb: Breadcrumb) -> [String] {
+    (breadcrumb.messageTruncated ? ["message"] : []) + (breadcrumb.attributesTruncated ? ["attributes"] : [])
+  }
+
+  private static func padded(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+  }
+
+  /// Control characters (a newline in a message would split the line) shown escaped.
+  private static func visible(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+    var result = ""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\n": result += "\\n"
+      case "\t": result += "\\t"
+      case "\r": result += "\\r"
+      default:
+        if scalar.value < 0x20 || scalar.value == 0x7F {
+          result += "\\x" + (scalar.value < 16 ? "0" : "") + String(scalar.value, radix: 16)
+        } else {
+          result.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return result
+  }
+}
+
+/// JSON string literals, written by hand so key order is exactly what we print.
+enum JSONText {
+  static func string(_ text: String) -> String {
+    var result = "\""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\"": result += "\\\""
+      case "\\": result += "\\\\"
+      case "\n": result += "\\n"
+      case "\r": result += "\\r"
+      case "\t": result += "\\t"
+      default:
+        if scalar.value < 0x20 || scalar.value == 0x7F {
+          let hex = String(scalar.value, radix: 16)
+          result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        } else {
+          result.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return result + "\""
+  }
+}
+
+/// UTC timestamps in ISO 8601 form.
+enum Timestamp {
+  /// `2026-11-22T04:12:01.123Z` (fractionDigits 3) from nanoseconds since the Unix epoch.
+  static func iso8601(nanoseconds: UInt64, fractionDigits: Int) -> String {
+    var seconds = time_t(nanoseconds / 1_000_000_000)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    var fraction = Int(nanoseconds % 1_000_000_000)
+    for _ in fractionDigits..<9 { fraction /= 10 }
+    return "\(digits(Int(parts.tm_year) + 1900, 4))-\(digits(Int(parts.tm_mon) + 1, 2))-"
+      + "\(digits(Int(parts.tm_mday), 2))T\(digits(Int(parts.tm_hour), 2)):\(digits(Int(parts.tm_min), 2)):"
+      + "\(digits(Int(parts.tm_sec), 2)).\(digits(fraction, fractionDigits))Z"
+  }
+
+  private static func digits(_ value: Int, _ width: Int) -> String {
+    let text = String(value)
+    return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+  }
+}
+
+/// The one-line summary of a ring, for stderr.
+enum RingSummary {
+  static func line(path: String, _ contents: RingContents) -> String {
+    let header = contents.header
+    let counts = contents.counts
+    var line = "\(path): \(counts.valid) valid, \(counts.torn) torn, \(counts.overwritten) overwritten, "
+    line +=
+      "\(counts.empty) empty; pid \(header.pid), session \(header.sessionID), state \(header.state.rawValue)"
+    if !header.appName.isEmpty { line += ", app \(header.appName)" }
+    line += "; \(header.slotCount) slots of \(header.slotSize) bytes in \(header.laneCount) lanes"
+    if !contents.timesAreCalibrated { line += "; times approximate (clock not calibrated)" }
+    return line
+  }
+}
+
+/// Buffered writes to a file descriptor (stdout by default). Lines are collected and written in
+/// large chunks; `flush` writes what is pending.
+struct LineWriter {
+  private let descriptor: Int32
+  private var pending: [UInt8] = []
+
+  init(descriptor: Int32 = 1) {
+    self.descriptor = descriptor
+    pending.reserveCapacity(1 << 16)
+  }
+
+  mutating func write(line: String) {
+    pending.append(contentsOf: line.utf8)
+    pending.append(UInt8(ascii: "\n"))
+    if pending.count >= 1 << 16 { flush() }
+  }
+
+  mutating func flush() {
+    var written = 0
+    pending.withUnsafeBytes { bytes in
+      while written < bytes.count {
+        let result = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+        if result < 0 {
+          if errno == EINTR { continue }
+          return  // stdout closed (e.g. `| head`): nothing useful left to do with the output
+        }
+        written += result
+      }
+    }
+    pending.removeAll(keepingCapacity: true)
+  }
+
+  /// Writes one line to stderr at once.
+  static func error(_ line: String) {
+    var writer = LineWriter(descriptor: 2)
+    writer.write(line: line)
+    writer.flush()
+  }
+}
+
+/// Reads a ring file, or prints the one-line reason it is not a ring and exits 1.
+func readRingOrExit(_ path: String) throws -> RingContents {
+  do {
+    return try RingReader.read(file: path)
+  } catch {
+    LineWriter.error("crumbs: \(error.reason)")
+    throw ExitCode(1)
+  }
 }
