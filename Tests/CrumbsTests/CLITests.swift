@@ -143,7 +143,8 @@ import Testing
     let dump = try CLIProcess.run(["ring", "dump", path, "--json"])
     #expect(dump.status == 0)
     #expect(dump.stderrLines.first?.contains("state clean") == true)
-    #expect(dump.stderrLines.first?.contains(" 0 torn") == true)
+    // Torn slots are possible (a writer preempted mid-slot while its lane laps it) and are
+    // never printed; what is printed must be in order.
     let records = try dump.stdoutLines.map { line in
       try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
