@@ -1,8 +1,128 @@
+// `crumbs demo`: the whole story with nothing set up. A child process installs Crumbs, records
+// breadcrumbs from several threads and crashes; then this process plays the next launch: it
+// finds what the child left, builds and stores the report, and prints it.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 import ArgumentParser
+import Crumbs
+import Foundation
 
 struct DemoCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "demo", abstract: "Run the whole story: a child records, dies, and its trail is read.")
-  @Option(help: "Where the demo's files go.") var dir: String = "crumbs-demo"
-  func run() throws { print("demo: not yet") }
+    commandName: "demo",
+    abstract: "Run the whole story: a child records breadcrumbs, crashes, and its report is printed.")
+
+  @Option(help: "How the child dies: \(CrashKind.allCases.map(\.rawValue).joined(separator: ", ")).")
+  var crash: String = CrashKind.nullDereference.rawValue
+
+  @Option(help: "Where the demo's files go.")
+  var dir: String = "crumbs-demo"
+
+  @Flag(help: "Print the stored report object as JSON instead of the human-readable form.")
+  var json = false
+
+  func validate() throws {
+    guard CrashKind(rawValue: crash) != nil else {
+      throw ValidationError("unknown crash kind '\(crash)'; one of: \(CrashKind.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+  }
+
+  func run() throws {
+    let kind = CrashKind(rawValue: crash)!
+    let directory = absolute(dir)
+    let style = TerminalStyle(enabled: !json && isatty(1) != 0)
+    if !json {
+      print(style.bold("Crumbs demo") + " — files in \(directory)")
+      print("1. A child process installs Crumbs, appends breadcrumbs from 3 threads, then crashes (\(kind.rawValue)).")
+    }
+    let status = try runChild(kind: kind, directory: directory)
+    if !json {
+      print("   The child is gone: \(describe(waitStatus: status)).")
+      print("2. Next launch: Crumbs finds what the child left and turns it into a report.\n")
+    }
+    let ringDirectory = try RingDirectory(path: directory)
+    let store = try ReportStore(directory: directory)
+    let outcome = PostMortemProcessor(directory: ringDirectory, store: store).run()
+    for problem in outcome.problems { printError("crumbs demo: \(problem)") }
+    guard let stored = outcome.reports.last else {
+      printError("crumbs demo: the child left no report (outcome: \(outcome.sessions.map(\.end.rawValue)))")
+      throw ExitCode.failure
+    }
+    if json {
+      print(String(decoding: try Data(contentsOf: URL(fileURLWithPath: stored.reportPath)), as: UTF8.self))
+    } else {
+      print(ReportPrinter(style: style).render(stored))
+    }
+  }
+
+  /// Starts `crumbs demo-child` and waits for it.
+  func runChild(kind: CrashKind, directory: String) throws -> Int32 {
+    let executable = selfExecutable()
+    let arguments = [executable, "demo-child", "--crash", kind.rawValue, "--dir", directory]
+    var child = pid_t()
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let spawned = posix_spawn(&child, executable, nil, nil, argv, environ)
+    guard spawned == 0 else {
+      printError("crumbs demo: cannot start the child: \(String(cString: strerror(spawned)))")
+      throw ExitCode.failure
+    }
+    var status: Int32 = 0
+    while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+    return status
+  }
+}
+
+/// `crumbs demo-child` (hidden): the process that records and crashes.
+struct DemoChildCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "demo-child", abstract: "The demo's crashing child.", shouldDisplay: false)
+
+  @Option var crash: String
+  @Option var dir: String
+
+  func run() throws {
+    guard let kind = CrashKind(rawValue: crash) else { throw ExitCode.validationFailure }
+    var options = RingOptions()
+    options.appName = "crumbs-demo"
+    let ring = try RingDirectory(path: dir).createRing(options: options)
+    ring.install()
+    let workers = DemoWorkload.start(threads: 3)
+    addBreadcrumb("checkout screen opened", level: .info, type: .navigation, attributes: ["screen": "checkout"])
+    workers.waitUntil(appended: 300)
+    addBreadcrumb("user tapped Pay", level: .info, type: .user, attributes: ["button": "pay", "cart.items": "3"])
+    addBreadcrumb(
+      "payment service slow: retrying", level: .warning, type: .http,
+      attributes: ["http.url": "/v1/charge", "attempt": "2"])
+    addBreadcrumb("about to crash on purpose: \(kind.rawValue)", level: .error, type: .manual)
+    withExtendedLifetime(ring) {}
+    generateTestCrash(kind: kind)
+  }
+}
+
+func selfExecutable() -> String {
+  var buffer = [CChar](repeating: 0, count: 4096)
+  let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+  return count > 0 ? String(cString: buffer) : CommandLine.arguments[0]
+}
+
+func absolute(_ path: String) -> String {
+  if path.hasPrefix("/") { return path }
+  var buffer = [CChar](repeating: 0, count: 4096)
+  guard getcwd(&buffer, buffer.count) != nil else { return path }
+  return String(cString: buffer) + "/" + path
+}
+
+func describe(waitStatus status: Int32) -> String {
+  let signal = status & 0x7f
+  if signal == 0 { return "exited with status \((status >> 8) & 0xff)" }
+  let name = String(cString: strsignal(signal))
+  return "killed by signal \(signal) (\(SignalNames.name(signal)): \(name)), shell status \(128 + signal)"
+}
+
+func printError(_ line: String) {
+  var text = line + "\n"
+  text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }

@@ -5,7 +5,7 @@
 //
 // SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
-// crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs__thread_id_slow,
+// crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor and crumbs__monotonic_ns are async-signal-safe.
 // libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, strlen-like loops written
 // here (no libc string functions), __builtin_memcpy. No malloc, no locks, no stdio.
@@ -38,9 +38,15 @@ static uint64_t crumbs__wall_ns(void) {
 
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
+// Set by the crash handler (crumbs_crash_handler.c) to give each thread an alternate signal
+// stack on its first append; NULL otherwise. Must be async-signal-safe and preserve errno.
+void (*crumbs__first_append_hook)(void);
+
 uint32_t crumbs__thread_id_slow(void) {
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
   crumbs__thread.thread_id = thread_id;
+  void (*hook)(void) = __atomic_load_n(&crumbs__first_append_hook, __ATOMIC_ACQUIRE);
+  if (hook != NULL) hook();
   return thread_id;
 }
 
@@ -192,6 +198,8 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
   header->enabled_types = 0;
   crumbs__copy_string(header->app_name, sizeof header->app_name, identity->app_name);
   crumbs__copy_string(header->executable, sizeof header->executable, identity->executable);
+  crumbs__copy_string(header->cgroup, sizeof header->cgroup, identity->cgroup);
+  header->cgroup_oom_kills_at_start = identity->cgroup_oom_kills_at_start;
 
   crumbs_ring_lane *lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
   uint32_t next_slot = 0;
@@ -308,6 +316,10 @@ void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state) {
 
 uint32_t crumbs_ring_get_state(const crumbs_ring *ring) {
   return __atomic_load_n(&ring->header->state, __ATOMIC_ACQUIRE);
+}
+
+void crumbs_ring_set_session_flags(const crumbs_ring *ring, uint32_t flags) {
+  __atomic_fetch_or(&ring->header->session_flags, flags, __ATOMIC_RELEASE);
 }
 
 void crumbs_ring_set_filter(const crumbs_ring *ring, uint8_t min_level, uint32_t enabled_types) {

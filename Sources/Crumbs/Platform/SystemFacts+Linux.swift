@@ -41,6 +41,41 @@ enum SystemFacts {
     #endif
   }()
 
+  /// Where this process's memory cgroup is: `v2:/PATH` (unified hierarchy) or `v1:/PATH` (the
+  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed.
+  static func memoryCgroup(procFile: String = "/proc/self/cgroup") -> String? {
+    guard let bytes = try? Syscall.readFile(procFile, limit: 1 << 16) else { return nil }
+    var unified: String?
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+      let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+      guard fields.count == 3 else { continue }
+      if fields[1].split(separator: ",").contains("memory") { return "v1:" + fields[2] }
+      if fields[0] == "0" && fields[1].isEmpty { unified = "v2:" + fields[2] }
+    }
+    return unified
+  }
+
+  /// The OOM-kill count of a memory cgroup named as `memoryCgroup` names it: `oom_kill` in
+  /// memory.events (v2) or memory.oom_control (v1). Nil when unreadable.
+  static func cgroupOOMKills(cgroup: String, root: String = "/sys/fs/cgroup") -> UInt64? {
+    let file: String
+    if cgroup.hasPrefix("v2:") {
+      file = root + String(cgroup.dropFirst(3)) + "/memory.events"
+    } else if cgroup.hasPrefix("v1:") {
+      file = root + "/memory" + String(cgroup.dropFirst(3)) + "/memory.oom_control"
+    } else {
+      return nil
+    }
+    guard let bytes = try? Syscall.readFile(file.replacingDoubleSlashes(), limit: 1 << 16) else {
+      return nil
+    }
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      if fields.count == 2, fields[0] == "oom_kill" { return UInt64(fields[1]) }
+    }
+    return nil
+  }
+
   /// Whether this reader runs in the boot that wrote `bootID`.
   static func isCurrentBoot(_ other: [UInt8]) -> Bool {
     other == bootID && !bootID.allSatisfy { $0 == 0 }
@@ -48,6 +83,12 @@ enum SystemFacts {
 }
 
 extension String {
+  fileprivate func replacingDoubleSlashes() -> String {
+    var result = self
+    while result.contains("//") { result = result.replacing("//", with: "/") }
+    return result
+  }
+
   /// `self` without leading and trailing characters from `set`.
   func trimmingCharacters(in set: String) -> String {
     let characters = Set(set)

@@ -10,6 +10,11 @@
 //   createRing(options:)          a new ring for this process
 //   leftoverRings()               rings whose writer is gone (lock free), read; bad files are
 //                                 quarantined with their reason
+//   claimLeftovers()              the same, but each ring is locked and renamed to
+//                                 `<session>.ring.claimed` first, so that of two processes starting
+//                                 at once exactly one gets it; a claim left by a process killed
+//                                 mid-processing is taken over on the next start
+//   ClaimedRing.finish()          delete the consumed files once their report is stored
 // Not signal-safe.
 
 #if canImport(Glibc)
@@ -101,6 +106,76 @@ public struct RingDirectory: Sendable {
       }
     }
     return scan
+  }
+
+  /// A leftover ring this process holds: locked and renamed, so no other process takes it.
+  public final class ClaimedRing: @unchecked Sendable {
+    /// The claimed file (`<session>.ring.claimed`).
+    public let path: String
+    /// The session file stem: `rings/<session>`; its crash record is `<stem>.crash`.
+    public let stem: String
+    private var descriptor: Int32
+
+    init(path: String, stem: String, descriptor: Int32) {
+      self.path = path
+      self.stem = stem
+      self.descriptor = descriptor
+    }
+
+    /// The crash record that belongs to this ring, if the crash handler made one.
+    public var crashRecordPath: String { stem + ".crash" }
+
+    /// Deletes the consumed ring and crash record (their content is in a stored report, or the
+    /// session ended cleanly) and releases the lock.
+    public func finish() {
+      _ = try? Syscall.unlink(path)
+      _ = try? Syscall.unlink(crashRecordPath)
+      release()
+    }
+
+    /// Releases the lock without deleting anything (the next start will retry).
+    public func release() {
+      if descriptor >= 0 { Syscall.close(descriptor) }
+      descriptor = -1
+    }
+
+    deinit { release() }
+  }
+
+  /// Locks and claims every ring whose writer is gone (see the design comment), skipping
+  /// `excluding` (this process's own session).
+  public func claimLeftovers(excluding: SessionID? = nil) -> (claimed: [ClaimedRing], problems: [String]) {
+    var claimed: [ClaimedRing] = []
+    var problems: [String] = []
+    let names: [String]
+    do {
+      names = try Syscall.directoryEntries(ringsPath)
+    } catch {
+      return ([], ["cannot list \(ringsPath): \(error)"])
+    }
+    for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
+      let stemName = String(name.prefix { $0 != "." })
+      if let excluding, stemName == excluding.description { continue }
+      let file = ringsPath + "/" + name
+      guard let descriptor = try? Syscall.open(file, O_RDONLY) else { continue }  // raced away
+      guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true else {
+        Syscall.close(descriptor)  // a live writer, or another process processing it
+        continue
+      }
+      var claimedPath = file
+      if name.hasSuffix(".ring") {
+        claimedPath = file + ".claimed"
+        do {
+          try Syscall.rename(file, to: claimedPath)
+        } catch {
+          Syscall.close(descriptor)
+          if error.errno != .noSuchFileOrDirectory { problems.append("cannot claim \(file): \(error)") }
+          continue
+        }
+      }
+      claimed.append(ClaimedRing(path: claimedPath, stem: ringsPath + "/" + stemName, descriptor: descriptor))
+    }
+    return (claimed, problems)
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.

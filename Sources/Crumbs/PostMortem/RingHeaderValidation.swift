@@ -130,7 +130,11 @@ enum RingHeaderValidation {
       laneCount: laneCount,
       generalLaneCount: generalLanes,
       createdWallNanoseconds: header.created.wall_ns,
-      appendsClaimed: appendsClaimed)
+      appendsClaimed: appendsClaimed,
+      receivedMemoryWarning: header.session_flags & UInt32(CRUMBS_SESSION_MEMORY_WARNING) != 0,
+      cgroup: string(of: header.cgroup),
+      cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
+        ? nil : header.cgroup_oom_kills_at_start)
     let generation = header.anchor_generation
     let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
     return RingLayout(

@@ -70,6 +70,12 @@ public struct RingHeaderInfo: Sendable, Equatable {
   public var createdWallNanoseconds: UInt64
   /// Total appends ever claimed, all lanes.
   public var appendsClaimed: UInt64
+  /// A memory-pressure warning was recorded during the session.
+  public var receivedMemoryWarning: Bool = false
+  /// The writer's cgroup v2 path ("" when unknown).
+  public var cgroup: String = ""
+  /// The cgroup's oom_kill count when the ring was made, when known.
+  public var cgroupOOMKillsAtStart: UInt64? = nil
 }
 
 extension RingHeaderInfo {

@@ -98,11 +98,17 @@ public final class BreadcrumbRing: @unchecked Sendable {
         withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
         withUnsafeMutableBytes(of: &identity.boot_id) { $0.copyBytes(from: SystemFacts.bootID) }
         let executable = SystemFacts.executablePath
+        let cgroup = SystemFacts.memoryCgroup() ?? ""
+        identity.cgroup_oom_kills_at_start =
+          SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
         (options.appName ?? "").withCString { appName in
           executable.withCString { executablePath in
-            identity.app_name = appName
-            identity.executable = executablePath
-            crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+            cgroup.withCString { cgroupPath in
+              identity.app_name = appName
+              identity.executable = executablePath
+              identity.cgroup = cgroupPath
+              crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+            }
           }
         }
         let handle = UnsafeMutablePointer<crumbs_ring>.allocate(capacity: 1)
@@ -164,6 +170,12 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// Whether this ring is the process-wide ring.
   public var isInstalled: Bool {
     crumbs_installed_ring()?.pointee.header == handle.pointee.header
+  }
+
+  /// Records that the session received a memory-pressure warning (kept in the header, read by
+  /// the next launch as `hasReceivedMemoryWarningInLastSession` and as OOM evidence).
+  public func markMemoryWarning() {
+    crumbs_ring_set_session_flags(handle, UInt32(CRUMBS_SESSION_MEMORY_WARNING))
   }
 
   /// Changes the append-time filters (any thread, takes effect at once).

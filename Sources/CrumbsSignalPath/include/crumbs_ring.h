@@ -65,6 +65,8 @@ typedef struct crumbs_ring_identity {
   uint8_t boot_id[16];
   const char *app_name;   // may be NULL
   const char *executable; // may be NULL
+  const char *cgroup;     // may be NULL
+  uint64_t cgroup_oom_kills_at_start; // UINT64_MAX when unknown
 } crumbs_ring_identity;
 
 /// Writes the header and lane table into `base` (file_size bytes, zero-filled, writable).
@@ -117,6 +119,9 @@ void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state);
 uint32_t crumbs_ring_get_state(const crumbs_ring *ring);
 /// Takes a fresh clock anchor now. Safe to call from a signal handler.
 void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring);
+
+/// Sets CRUMBS_SESSION_* bits in the header. Safe to call from a signal handler.
+void crumbs_ring_set_session_flags(const crumbs_ring *ring, uint32_t flags);
 
 /// Sets the minimum level and the enabled type set (0 = all) of a ring. Any thread.
 void crumbs_ring_set_filter(const crumbs_ring *ring, uint8_t min_level, uint32_t enabled_types);

@@ -149,12 +149,22 @@ typedef struct crumbs_ring_header {
   uint8_t min_level;  // atomic, crumbs_level: appends below it are dropped at once
   uint8_t reserved0[3];
   uint32_t enabled_types; // atomic bit set of (1 << crumbs_type); 0 means all
-  uint32_t reserved1;
+  uint32_t session_flags; // atomic, CRUMBS_SESSION_* bits
 
   char app_name[64];       // NUL-terminated, truncated
   char executable[256];    // NUL-terminated, truncated
-  uint8_t reserved[3584];
+  /// The cgroup's memory.events oom_kill count when the ring was made (UINT64_MAX: unknown), so
+  /// the next launch can tell whether the OOM killer struck during this session.
+  uint64_t cgroup_oom_kills_at_start;
+  char cgroup[248];        // cgroup v2 path of the process, NUL-terminated ("" when unknown)
+  uint8_t reserved[3328];
 } crumbs_ring_header;
+
+/// `crumbs_ring_header.session_flags` bits.
+enum {
+  /// A memory-pressure warning was recorded during the session.
+  CRUMBS_SESSION_MEMORY_WARNING = 1u << 0,
+};
 _Static_assert(sizeof(crumbs_ring_header) == CRUMBS_RING_HEADER_SIZE,
                "persisted: crumbs_ring_header must stay one page");
 _Static_assert(offsetof(crumbs_ring_header, version) == 8, "persisted");
@@ -162,6 +172,7 @@ _Static_assert(offsetof(crumbs_ring_header, pid) == 48, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, created) == 88, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, state) == 176, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, app_name) == 192, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, cgroup_oom_kills_at_start) == 512, "persisted");
 
 /// One lane: its head counter alone on a cache line.
 typedef struct crumbs_ring_lane {

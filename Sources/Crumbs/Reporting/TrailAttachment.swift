@@ -1,0 +1,40 @@
+// TrailAttachment.swift — the breadcrumb trail as a report attachment: JSON Lines, oldest to
+// newest, compressed into one LZ4 frame (`breadcrumbs.jsonl.lz4`, readable by `lz4 -d`).
+// Schema of a line: see Breadcrumb.jsonLine() and README "Breadcrumb trail schema".
+
+/// The trail attachment of a report.
+public enum TrailAttachment {
+  public static let name = "breadcrumbs.jsonl.lz4"
+  public static let contentType = "application/x-ndjson+lz4"
+
+  /// The uncompressed JSON Lines text (one line per breadcrumb, each ending in a newline).
+  public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(breadcrumbs.count * 160)
+    for breadcrumb in breadcrumbs {
+      bytes.append(contentsOf: breadcrumb.jsonLine().utf8)
+      bytes.append(UInt8(ascii: "\n"))
+    }
+    return bytes
+  }
+
+  /// The compressed attachment, or nil when there are no breadcrumbs.
+  public static func make(_ breadcrumbs: [Breadcrumb]) throws(LZ4Error) -> (name: String, bytes: [UInt8])? {
+    guard !breadcrumbs.isEmpty else { return nil }
+    return (name, try LZ4Frame.compress(jsonLines(breadcrumbs)))
+  }
+
+  /// The report's summary of a ring's contents.
+  static func summary(_ contents: RingContents, attachmentSize: Int?) -> CrashReport.Trail {
+    let ownFinal = contents.breadcrumbs.last { !$0.fromSignalHandler || $0.level != .fatal }
+    return CrashReport.Trail(
+      attachment: attachmentSize == nil ? nil : name,
+      count: contents.breadcrumbs.count,
+      valid: contents.counts.valid,
+      torn: contents.counts.torn,
+      overwritten: contents.counts.overwritten,
+      empty: contents.counts.empty,
+      lastMessage: ownFinal?.message,
+      timesCalibrated: contents.timesAreCalibrated)
+  }
+}

@@ -1,0 +1,94 @@
+// Human-readable reports for the terminal (colours only on a terminal).
+import Crumbs
+import Foundation
+
+/// ANSI styling, or none.
+struct TerminalStyle {
+  var enabled: Bool
+  func wrap(_ text: String, _ code: String) -> String { enabled ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
+  func bold(_ text: String) -> String { wrap(text, "1") }
+  func dim(_ text: String) -> String { wrap(text, "2") }
+  func red(_ text: String) -> String { wrap(text, "1;31") }
+  func yellow(_ text: String) -> String { wrap(text, "33") }
+  func cyan(_ text: String) -> String { wrap(text, "36") }
+}
+
+struct ReportPrinter {
+  var style: TerminalStyle
+  var breadcrumbLimit = 15
+
+  func render(_ stored: StoredReport) -> String {
+    let report = stored.report
+    var lines: [String] = []
+    lines.append(style.red("\(report.exceptionType)") + " — " + report.exceptionMessage)
+    lines.append("")
+    func row(_ name: String, _ value: String) {
+      lines.append("  " + style.dim(name.padding(toLength: 10, withPad: " ", startingAt: 0)) + value)
+    }
+    row("report", "\(report.id)  (\(report.kind.rawValue), \(stored.state.rawValue))")
+    let app = report.resource["service.name"] ?? "?"
+    row("session", "\(report.sessionID)  (\(app), pid \(report.resource["process.pid"] ?? "?"))")
+    row("time", "\(report.time)  (read \(report.observedTime))")
+    if let thread = report.threadID {
+      row("thread", "\(thread)" + (report.threadName.map { " \"\($0)\"" } ?? ""))
+    }
+    if let signal = report.signal, let sender = signal.senderPID {
+      row("sender", "pid \(sender)" + (signal.senderUID.map { ", uid \($0)" } ?? ""))
+    }
+    if let duration = report.handlerDurationNanoseconds {
+      row("handler", String(format: "%.3f ms in the signal handler", Double(duration) / 1e6))
+    }
+    row("system", [report.resource["os.description"], report.resource["os.version"], report.resource["host.arch"]].compactMap { $0 }.joined(separator: ", "))
+    for item in report.evidence { row("evidence", item) }
+    for item in report.damage { row("damage", style.yellow(item)) }
+
+    lines.append("")
+    lines.append(style.bold("Stack trace"))
+    lines.append(contentsOf: report.exceptionStacktrace.split(separator: "\n").map { "  " + $0 })
+
+    lines.append("")
+    let trail = report.breadcrumbs
+    lines.append(
+      style.bold("Breadcrumbs")
+        + style.dim("  (\(trail.count) kept: \(trail.valid) valid, \(trail.torn) torn, \(trail.overwritten) overwritten by newer ones)"))
+    let crumbs = breadcrumbs(of: stored)
+    for crumb in crumbs.suffix(breadcrumbLimit) { lines.append("  " + line(for: crumb)) }
+    if crumbs.count > breadcrumbLimit { lines.append(style.dim("  … \(crumbs.count - breadcrumbLimit) older in the attachment")) }
+
+    lines.append("")
+    lines.append(style.bold("Stored"))
+    row("report", stored.reportPath)
+    if let attachment = trail.attachment {
+      row("trail", stored.attachmentPath(attachment) + style.dim("  (read it with: lz4 -dc FILE)"))
+    }
+    return lines.joined(separator: "\n")
+  }
+
+  /// The trail's lines, decoded from the LZ4 attachment.
+  func breadcrumbs(of stored: StoredReport) -> [[String: Any]] {
+    guard let name = stored.report.breadcrumbs.attachment,
+      let compressed = try? Data(contentsOf: URL(fileURLWithPath: stored.attachmentPath(name))),
+      let text = try? LZ4Frame.decompress(Array(compressed))
+    else { return [] }
+    return text.split(separator: UInt8(ascii: "\n")).compactMap {
+      try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any]
+    }
+  }
+
+  func line(for crumb: [String: Any]) -> String {
+    let timestamp = (crumb["timestamp"] as? String).map { String($0.dropFirst(11).prefix(12)) } ?? "?"
+    let level = crumb["level"] as? String ?? "?"
+    let type = crumb["type"] as? String ?? "?"
+    let message = crumb["message"] as? String ?? ""
+    let attributes = (crumb["attributes"] as? [String: String] ?? [:]).sorted { $0.key < $1.key }
+      .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    var levelText = level.padding(toLength: 7, withPad: " ", startingAt: 0)
+    switch level {
+    case "warning": levelText = style.yellow(levelText)
+    case "error", "fatal": levelText = style.red(levelText)
+    default: levelText = style.dim(levelText)
+    }
+    return style.dim(timestamp) + " " + levelText + " " + style.cyan(type.padding(toLength: 8, withPad: " ", startingAt: 0))
+      + " " + message + (attributes.isEmpty ? "" : style.dim("  " + attributes))
+  }
+}
