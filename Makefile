@@ -30,9 +30,16 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-## Speed goals, with a C baseline measured in the same run (see Benchmarks/README.md).
+## Speed goals, with a C baseline measured in the same run (see Benchmarks/README.md): the
+## ordo-one suite (ns per append with --scale, mallocs), instructions per append (callgrind), then
+## the same-run comparison block. valgrind is installed when missing.
 bench: deps
-	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --scale
+	cd Benchmarks && ./callgrind.sh
+	cd Benchmarks && $(SWIFT) build -c release --product RingAppendFigures >/dev/null && \
+	  bin=$$($(SWIFT) build -c release --show-bin-path) && \
+	  LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/RingAppendFigures
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps

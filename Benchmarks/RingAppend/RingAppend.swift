@@ -8,6 +8,7 @@
 //   Baseline C append, 1 thread           the floor (see CBaselineAppend)
 //   Ring append, 1 thread                 BreadcrumbRing.append(…, attributes: [2 pairs])
 //   addBreadcrumb, 1 thread               the global function, through the installed ring
+//   C entry crumbs_add_breadcrumb, 1 thread  the same append from C: the ring without Swift
 //   Ring append, 2 threads                both threads append at once; wall clock per append of
 //                                         one thread (per-op cost each thread sees)
 //   Baseline C append, 2 threads          the same, both on the baseline's single counter
@@ -72,6 +73,10 @@ let benchmarks: @Sendable () -> Void = {
   Benchmark("addBreadcrumb, 1 thread") { benchmark in
     // The fixture owns the installed ring: closing it would uninstall it.
     withExtendedLifetime(installedRing) { addBreadcrumbs(count: appendsPerIteration) }
+  }
+
+  Benchmark("C entry crumbs_add_breadcrumb, 1 thread") { benchmark in
+    withExtendedLifetime(installedRing) { addBreadcrumbsFromC(count: appendsPerIteration) }
   }
 
   let ringSecondThread = SecondThread()

@@ -1,6 +1,6 @@
 // AppendCallgrind — N appends of one kind, for `callgrind.sh` to count instructions.
 //
-// Usage: AppendCallgrind ring|global|baseline N
+// Usage: AppendCallgrind ring|global|c-entry|baseline N
 //
 // Set-up (mapping the ring, the first append's tid lookup) costs the same whatever N is, so
 // callgrind.sh runs two N and divides the difference in instructions by the difference in N.
@@ -13,7 +13,7 @@ import AppendWorkloads
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let count = Int(arguments[2]), count >= 0 else {
-  print("usage: AppendCallgrind ring|global|baseline N")
+  print("usage: AppendCallgrind ring|global|c-entry|baseline N")
   exit(2)
 }
 
@@ -29,12 +29,18 @@ do {
       addBreadcrumbs(count: 1)
       addBreadcrumbs(count: count)
     }
+  case "c-entry":
+    let fixture = try RingFixture(install: true)
+    withExtendedLifetime(fixture) {
+      addBreadcrumbsFromC(count: 1)
+      addBreadcrumbsFromC(count: count)
+    }
   case "baseline":
     let fixture = try BaselineFixture()
     appendToBaseline(fixture, count: 1)
     appendToBaseline(fixture, count: count)
   default:
-    print("usage: AppendCallgrind ring|global|baseline N")
+    print("usage: AppendCallgrind ring|global|c-entry|baseline N")
     exit(2)
   }
 } catch {

@@ -14,6 +14,7 @@
 
 import CBaselineAppend
 import Crumbs
+import CrumbsSignalPath
 import Synchronization
 
 #if canImport(Glibc)
@@ -111,6 +112,25 @@ public func addBreadcrumbs(count: Int) {
       attributes: ["method": "GET", "status": "200"])
   }
 }
+
+/// `count` appends of the benchmark breadcrumb through the C entry point `crumbs_add_breadcrumb`
+/// (the installed ring): the ring's own cost without the Swift wrapper, for comparison.
+@inline(never)
+public func addBreadcrumbsFromC(count: Int) {
+  withUnsafeTemporaryAllocation(of: crumbs_attribute.self, capacity: 2) { attributes in
+    attributes[0] = crumbs_attribute(key: cMethodKey, value: cMethodValue)
+    attributes[1] = crumbs_attribute(key: cStatusKey, value: cStatusValue)
+    for _ in 0..<count {
+      _ = crumbs_add_breadcrumb(1, 3, cMessage, attributes.baseAddress, 2)
+    }
+  }
+}
+// NUL-terminated copies for the C entry point, made once (never freed).
+nonisolated(unsafe) private let cMessage = strdup(BenchmarkBreadcrumb.message)!
+nonisolated(unsafe) private let cMethodKey = strdup("method")!
+nonisolated(unsafe) private let cMethodValue = strdup("GET")!
+nonisolated(unsafe) private let cStatusKey = strdup("status")!
+nonisolated(unsafe) private let cStatusValue = strdup("200")!
 
 /// `count` baseline appends.
 @inline(never)

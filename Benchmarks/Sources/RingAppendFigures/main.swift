@@ -4,7 +4,7 @@
 // Steps, in order:
 //   1. map the rings (TMPDIR), warm every loop, check the ring really holds the benchmark breadcrumb
 //   2. ROUNDS rounds; each times COUNT appends of every kind back to back (1 thread: baseline, ring,
-//      addBreadcrumb; 2 threads: ring, baseline) and records the per-round ratios
+//      addBreadcrumb, the C entry point; 2 threads: ring, baseline) and records per-round ratios
 //   3. counts mallocs over 1,000,000 appends of each kind with ordo-one's malloc interposer (the one
 //      the benchmark suite uses; `make bench` preloads it)
 //   4. prints medians, the ratios (median of per-round ratios) and whether each goal is met
@@ -60,6 +60,7 @@ do {
 appendToBaseline(baseline, count: count)
 appendToRing(ring.ring, count: count)
 addBreadcrumbs(count: count)
+addBreadcrumbsFromC(count: count)
 for fixture in [ring, installedRing] {
   let contents = fixture.ring.snapshot()
   guard let newest = contents.breadcrumbs.last,
@@ -76,6 +77,7 @@ for fixture in [ring, installedRing] {
 var baseline1: [Double] = []
 var ring1: [Double] = []
 var global1: [Double] = []
+var cEntry1: [Double] = []
 var ring2: [Double] = []
 var baseline2: [Double] = []
 var ringRatio: [Double] = []
@@ -86,11 +88,13 @@ for _ in 0..<rounds {
   let b1 = nanosecondsPerAppend { appendToBaseline(baseline, count: $0) }
   let r1 = nanosecondsPerAppend { appendToRing(ring.ring, count: $0) }
   let g1 = nanosecondsPerAppend { addBreadcrumbs(count: $0) }
+  let c1 = nanosecondsPerAppend { addBreadcrumbsFromC(count: $0) }
   let r2 = nanosecondsPerAppendOnTwoThreads { appendToRing(ring.ring, count: $0) }
   let b2 = nanosecondsPerAppendOnTwoThreads { appendToBaseline(baseline, count: $0) }
   baseline1.append(b1)
   ring1.append(r1)
   global1.append(g1)
+  cEntry1.append(c1)
   ring2.append(r2)
   baseline2.append(b2)
   ringRatio.append(r1 / b1)
@@ -125,6 +129,7 @@ print("== Ring append figures: one process, median of \(rounds) interleaved roun
 print("  baseline C append, 1 thread:   \(format(median(baseline1))) ns/op")
 print("  ring append, 1 thread:         \(format(median(ring1))) ns/op")
 print("  addBreadcrumb, 1 thread:       \(format(median(global1))) ns/op")
+print("  C entry crumbs_add_breadcrumb: \(format(median(cEntry1))) ns/op (the ring without the Swift wrapper)")
 print("  ring append, 2 threads:        \(format(median(ring2))) ns/op per thread")
 print("  baseline C append, 2 threads:  \(format(median(baseline2))) ns/op per thread (one shared counter)")
 print(
