@@ -49,9 +49,11 @@ let package = Package(
       dependencies: ["CrumbsSignalPath"],
       path: "Tests/CrumbsTestSupportC"
     ),
+    // Test-only C: the exact ways the test child crashes (null store, divide, assert, SIGBUS...).
+    .target(name: "CrumbsTestChildC", path: "Tests/CrumbsTestChildC"),
     .executableTarget(
       name: "CrumbsTestChild",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC"],
+      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsTestChildC"],
       path: "Tests/CrumbsTestChild"
     ),
     // Fuzz targets: plain executables in a normal build, libFuzzer drivers when built with
@@ -61,6 +63,11 @@ let package = Package(
       name: "FuzzRingReader",
       dependencies: ["Crumbs", "CFuzzDriver"],
       path: "Fuzz/RingReader"
+    ),
+    .executableTarget(
+      name: "FuzzCrashRecordReader",
+      dependencies: ["Crumbs", "CFuzzDriver"],
+      path: "Fuzz/CrashRecordReader"
     ),
     .testTarget(
       name: "CrumbsTests",

@@ -19,6 +19,7 @@ SCRATCH=.build-fuzz
 # One line per target: <product> <corpus directory under Fuzz/Corpus and Fuzz/Regressions>.
 TARGETS=(
   "FuzzRingReader ring-reader"
+  "FuzzCrashRecordReader crashrecord-reader"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (TOOLCHAIN-NOTES)

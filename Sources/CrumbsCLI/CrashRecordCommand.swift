@@ -1,6 +1,185 @@
+// CrashRecordCommand.swift — `crumbs crash-record …`: read crash record files.
+//
+// Subcommands:
+//   crash-record dump FILE [--json]   everything the handler recorded: status, signal and code,
+//                                     fault address, sender, thread, times, registers, raw
+//                                     frames (with the module each falls in), modules
+// Not signal-safe (an ordinary command-line program).
+
 import ArgumentParser
+import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 struct CrashRecordCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "crash-record", abstract: "Read crash record files.")
+    commandName: "crash-record", abstract: "Read crash record files.",
+    subcommands: [CrashRecordDumpCommand.self])
+}
+
+struct CrashRecordDumpCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "dump", abstract: "Print a crash record (`<session>.crash`).")
+
+  @Argument(help: "The crash record file.")
+  var file: String
+
+  @Flag(help: "One JSON object instead of text.")
+  var json = false
+
+  func run() throws {
+    let record: CrashRecord
+    do {
+      record = try CrashRecord.read(file: file)
+    } catch {
+      let line = "crumbs: \(error)\n"
+      _ = line.withCString { write(2, $0, strlen($0)) }
+      throw ExitCode(2)
+    }
+    print(json ? CrashRecordText.json(record) : CrashRecordText.human(record))
+  }
+}
+
+/// How a crash record is printed.
+enum CrashRecordText {
+  static func hex(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
+
+  static func frameLine(_ record: CrashRecord, index: Int, address: UInt64) -> String {
+    // Return addresses point after the call: look up address - 1 for every frame but the first.
+    let lookup = index == 0 ? address : address &- 1
+    var line = "  #\(index) " + hex(address)
+    if let module = record.module(containing: lookup) {
+      let name = module.path.split(separator: "/").last.map(String.init) ?? module.path
+      line += "  \(name) + " + hex(address &- module.loadBias)
+    } else {
+      line += "  ?"
+    }
+    return line
+  }
+
+  static func human(_ record: CrashRecord) -> String {
+    var lines: [String] = []
+    lines.append("status      \(record.status.rawValue)")
+    lines.append("session     \(record.sessionID)  pid \(record.pid)")
+    guard record.status != .noCrash else { return lines.joined(separator: "\n") }
+    let signal = record.signal
+    lines.append(
+      "signal      \(signal.number) \(signal.name)  code \(signal.code) \(signal.codeName)")
+    lines.append("address     \(hex(signal.faultAddress))")
+    if let pid = signal.senderPID {
+      lines.append("sender      pid \(pid) uid \(signal.senderUID ?? 0)")
+    }
+    lines.append("thread      \(record.threadID) \"\(record.threadName)\"")
+    if record.threadsCrashed > 1 { lines.append("crashed     \(record.threadsCrashed) threads") }
+    if let nested = record.nestedSignal {
+      lines.append(
+        "partial     the handler crashed: signal \(nested) code \(record.nestedSignalCode ?? 0) at \(hex(record.nestedFaultAddress ?? 0))"
+      )
+    }
+    lines.append("time        \(record.crashWallNanoseconds) ns since epoch")
+    lines.append("uptime      \(record.processUptimeNanoseconds / 1_000_000) ms")
+    lines.append(
+      "memory      \(record.freeMemoryBytes >> 20) MiB free of \(record.totalMemoryBytes >> 20) MiB")
+    lines.append("handler     \(record.handlerDurationNanoseconds) ns")
+    lines.append(
+      "stack       \(hex(record.stackLow))-\(hex(record.stackHigh)) (\(record.stackSource.rawValue))")
+    var flags: [String] = []
+    if record.ranOnAlternateStack { flags.append("alternate-stack") }
+    if record.leafFrameInserted { flags.append("leaf-frame-inserted") }
+    if record.modulesStale { flags.append("modules-stale") }
+    if record.modulesTorn { flags.append("modules-torn") }
+    if record.concurrentCrash { flags.append("concurrent-crash") }
+    if !flags.isEmpty { lines.append("flags       " + flags.joined(separator: " ")) }
+    lines.append("registers   (\(record.architecture))")
+    for chunk in stride(from: 0, to: record.registers.count, by: 3) {
+      let row = record.registers[chunk..<min(chunk + 3, record.registers.count)]
+      lines.append(
+        "  " + row.map { $0.name.padding(7) + " " + hex($0.value).padding(19) }.joined(separator: " "))
+    }
+    lines.append("frames      \(record.frames.count) (stop: \(record.backtraceStop.rawValue))")
+    for (index, frame) in record.frames.enumerated() {
+      lines.append(frameLine(record, index: index, address: frame))
+    }
+    lines.append("modules     \(record.modules.count)")
+    for module in record.modules {
+      lines.append(
+        "  \(hex(module.start))-\(hex(module.end)) bias \(hex(module.loadBias)) \(module.buildIDHex.isEmpty ? "-" : module.buildIDHex) \(module.path)"
+      )
+    }
+    return lines.joined(separator: "\n")
+  }
+
+  static func json(_ record: CrashRecord) -> String {
+    var fields: [String] = []
+    func add(_ key: String, _ value: String) { fields.append("\"\(key)\":\(value)") }
+    add("status", quoted(record.status.rawValue))
+    add("session", quoted("\(record.sessionID)"))
+    add("pid", "\(record.pid)")
+    add("signal", "\(record.signal.number)")
+    add("signal_name", quoted(record.signal.name))
+    add("code", "\(record.signal.code)")
+    add("code_name", quoted(record.signal.codeName))
+    add("fault_address", quoted(hex(record.signal.faultAddress)))
+    if let pid = record.signal.senderPID {
+      add("sender", "{\"pid\":\(pid),\"uid\":\(record.signal.senderUID ?? 0)}")
+    }
+    add("thread_id", "\(record.threadID)")
+    add("thread_name", quoted(record.threadName))
+    add("threads_crashed", "\(record.threadsCrashed)")
+    if let nested = record.nestedSignal {
+      add(
+        "nested",
+        "{\"signal\":\(nested),\"code\":\(record.nestedSignalCode ?? 0),\"address\":\(quoted(hex(record.nestedFaultAddress ?? 0)))}"
+      )
+    }
+    add("crash_wall_ns", "\(record.crashWallNanoseconds)")
+    add("process_uptime_ns", "\(record.processUptimeNanoseconds)")
+    add("free_memory_bytes", "\(record.freeMemoryBytes)")
+    add("total_memory_bytes", "\(record.totalMemoryBytes)")
+    add("handler_duration_ns", "\(record.handlerDurationNanoseconds)")
+    add("flags", "\(record.flags)")
+    add("architecture", quoted(record.architecture))
+    add(
+      "registers",
+      "{" + record.registers.map { "\(quoted($0.name)):\(quoted(hex($0.value)))" }.joined(separator: ",")
+        + "}")
+    add("frames", "[" + record.frames.map { quoted(hex($0)) }.joined(separator: ",") + "]")
+    add("backtrace_stop", quoted(record.backtraceStop.rawValue))
+    add("stack", "{\"low\":\(quoted(hex(record.stackLow))),\"high\":\(quoted(hex(record.stackHigh))),\"source\":\(quoted(record.stackSource.rawValue))}")
+    add(
+      "modules",
+      "["
+        + record.modules.map {
+          "{\"path\":\(quoted($0.path)),\"load_bias\":\(quoted(hex($0.loadBias))),\"start\":\(quoted(hex($0.start))),\"end\":\(quoted(hex($0.end))),\"build_id\":\(quoted($0.buildIDHex))}"
+        }.joined(separator: ",") + "]")
+    return "{" + fields.joined(separator: ",") + "}"
+  }
+
+  static func quoted(_ text: String) -> String {
+    var result = "\""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\"": result += "\\\""
+      case "\\": result += "\\\\"
+      case "\n": result += "\\n"
+      case "\t": result += "\\t"
+      default:
+        if scalar.value < 0x20 {
+          let digits = String(scalar.value, radix: 16)
+          result += "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
+        } else {
+          result.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return result + "\""
+  }
+}
+
+extension String {
+  fileprivate func padding(_ width: Int) -> String {
+    count >= width ? self : self + String(repeating: " ", count: width - count)
+  }
 }

@@ -1,2 +1,294 @@
+// Crash scenarios: each sets up Crumbs (ring + crash handler) in the directory given as the
+// first argument, appends a few breadcrumbs (the last one "about to crash: NAME"), prints what
+// the test checks, one fact a line, flushes, then crashes in one way:
+//   ring PATH / record PATH       the files to read back
+//   thread TID                    the thread that will crash
+//   function NAME 0xADDRESS       start of the function whose code faults (C helpers)
+//   last-breadcrumb MESSAGE       the last breadcrumb appended before the fault
+//   crashing                      printed last, right before the fault
+// Environment: CRUMBS_TEST_FAULT_IN_HANDLER=1 makes the handler fault inside itself (test hook);
+// CRUMBS_TEST_SLOTS=N sizes the ring; an LD_PRELOAD malloc guard, when present, is armed right
+// before the crash (see CrashCaptureTests' allocation test).
+#if canImport(Glibc)
+  import Glibc
+#endif
+@_spi(Testing) import Crumbs
+import CrumbsTestChildC
+
 /// Scenarios that crash the process in each way the crash handler must catch.
-let crashScenarios: [String: @Sendable ([String]) -> Int32] = [:]
+let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
+  "null-deref": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  "call-null": crashing { _ in
+    printFunction("crumbs_test_call_null", crumbs_test_address_of_call_null())
+    armAndFlush()
+    crumbs_test_call_null()
+  },
+  "fatal-error": crashing { _ in
+    printSymbol("crumbs_child_fatal_error", crashByFatalError)
+    armAndFlush()
+    crashByFatalError()
+  },
+  "precondition": crashing { _ in
+    printSymbol("crumbs_child_precondition", crashByPrecondition)
+    armAndFlush()
+    crashByPrecondition(Int(getpid()))
+  },
+  "force-unwrap": crashing { _ in
+    printSymbol("crumbs_child_force_unwrap", crashByForceUnwrap)
+    armAndFlush()
+    crashByForceUnwrap(getenv("CRUMBS_NO_SUCH_VARIABLE_EVER"))
+  },
+  "bounds": crashing { _ in
+    printSymbol("crumbs_child_bounds", crashByBounds)
+    armAndFlush()
+    crashByBounds(Int(getpid()) + 3)
+  },
+  "overflow": crashing { _ in
+    printSymbol("crumbs_child_overflow", crashByOverflow)
+    armAndFlush()
+    crashByOverflow(Int.max - Int(getpid() % 2))
+  },
+  "divide-by-zero": crashing { _ in
+    printSymbol("crumbs_child_divide_by_zero", crashByDivideByZero)
+    armAndFlush()
+    crashByDivideByZero(Int(getpid() % 1))
+  },
+  "abort": crashing { _ in
+    armAndFlush()
+    abort()
+  },
+  "c-assert": crashing { _ in
+    armAndFlush()
+    crumbs_test_c_assert(1)
+  },
+  "bus-error": crashing { arguments in
+    armAndFlush()
+    crumbs_test_bus_error(arguments[0] + "/truncated-mapping")
+  },
+  "sigfpe": crashing { _ in
+    printFunction("crumbs_test_int_divide", crumbs_test_address_of_int_divide())
+    armAndFlush()
+    print(crumbs_test_int_divide(7, Int32(getpid() % 1)))
+  },
+  "stack-overflow-main": crashing { _ in
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    armAndFlush()
+    _ = crumbs_test_overflow_stack(0)
+  },
+  "stack-overflow-thread": crashing { _ in
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    runOnThread(name: "overflower") {
+      // The thread's first breadcrumb gives it an alternate signal stack (the ring's hook).
+      addBreadcrumb("overflower started", level: .info)
+      print("thread \(crumbs_test_gettid())")
+      armAndFlush()
+      _ = crumbs_test_overflow_stack(0)
+    }
+  },
+  "thread-segv": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    for index in 0..<3 {
+      spawnThread {
+        var count = 0
+        while true {
+          addBreadcrumb("background \(index) n=\(count)", level: .debug)
+          count += 1
+        }
+      }
+    }
+    runOnThread(name: "crasher") {
+      addBreadcrumb("crasher started", level: .info)
+      print("thread \(crumbs_test_gettid())")
+      armAndFlush()
+      crumbs_test_null_deref()
+    }
+  },
+  "two-threads": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    let start = UnsafeMutablePointer<pthread_barrier_t>.allocate(capacity: 1)
+    pthread_barrier_init(start, nil, 2)
+    let barrier = BarrierBox(start)
+    for name in ["crasher-a", "crasher-b"] {
+      spawnThread {
+        crumbs_test_set_thread_name(name)
+        addBreadcrumb("\(name) ready", level: .info)
+        pthread_barrier_wait(barrier.pointer)
+        crumbs_test_null_deref()
+      }
+    }
+    while true { pause() }
+  },
+  "wait-for-signal": crashing { _ in
+    armAndFlush()
+    while true { pause() }
+  },
+  "handler-replaced": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    crumbs_test_install_foreign_handler(SIGSEGV)
+    print("replaced \(CrashHandler.replacedSignals().map(String.init).joined(separator: ","))")
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  "handler-reasserted": crashing { arguments in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    crumbs_test_install_foreign_handler(SIGSEGV)
+    print("replaced \(CrashHandler.replacedSignals().map(String.init).joined(separator: ","))")
+    guard let ring = installedRing.value else { exit(70) }
+    _ = try? CrashHandler.install(ring: ring, options: handlerOptions())
+    print("after-reinstall \(CrashHandler.replacedSignals().map(String.init).joined(separator: ","))")
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  "uninstalled": crashing { _ in
+    CrashHandler.uninstall()
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  "clean-exit": { arguments in
+    guard setUp(arguments) else { return 70 }
+    print("exiting")
+    fflush(nil)
+    return 0
+  },
+  // recurse-64 DIR: a 1 MiB ring (4096 slots of 256 bytes), 64 C frames, then a null store:
+  // the handler-time benchmark figure (read back from the record).
+  "recurse-64": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    _ = crumbs_test_recurse_then(64, crumbs_test_null_deref)
+  },
+]
+
+// MARK: - Set-up shared by the scenarios
+
+/// Wraps a scenario: set up Crumbs in arguments[0], append, run `body` (which must crash).
+func crashing(_ body: @escaping @Sendable ([String]) -> Void) -> @Sendable ([String]) -> Int32 {
+  { arguments in
+    guard setUp(arguments) else { return 70 }
+    body(arguments)
+    print("did not crash")
+    fflush(nil)
+    return 71
+  }
+}
+
+final class RingBox: @unchecked Sendable {
+  var value: BreadcrumbRing?
+}
+let installedRing = RingBox()
+
+final class BarrierBox: @unchecked Sendable {
+  let pointer: UnsafeMutablePointer<pthread_barrier_t>
+  init(_ pointer: UnsafeMutablePointer<pthread_barrier_t>) { self.pointer = pointer }
+}
+
+func handlerOptions() -> CrashHandlerOptions {
+  var options = CrashHandlerOptions()
+  options.faultsInsideHandlerForTesting = getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil
+  return options
+}
+
+/// Creates the ring (CRUMBS_TEST_SLOTS slots, default 4096 × 256 B = 1 MiB) and installs the
+/// handler; prints ring, record, thread, install time and the breadcrumbs appended.
+func setUp(_ arguments: [String]) -> Bool {
+  guard let directory = arguments.first else {
+    print("usage: SCENARIO DIR")
+    return false
+  }
+  do {
+    var options = RingOptions()
+    options.slotCount = getenv("CRUMBS_TEST_SLOTS").flatMap { Int(String(cString: $0)) } ?? 4096
+    let ring = try RingDirectory(path: directory).createRing(options: options)
+    ring.install()
+    installedRing.value = ring
+    let started = monotonicNanoseconds()
+    let record = try CrashHandler.install(ring: ring, options: handlerOptions())
+    let installTime = monotonicNanoseconds() - started
+    print("ring \(ring.path)")
+    print("record \(record)")
+    print("install-ns \(installTime)")
+    print("thread \(crumbs_test_gettid())")
+    addBreadcrumb("step 1", level: .info)
+    addBreadcrumb("step 2", level: .debug, attributes: ["k": "v"])
+    // Warning level: important lanes, which the debug/info floods of some scenarios (and the
+    // time the backtracer takes before the process dies) cannot evict.
+    let last = "about to crash: \(CommandLine.arguments.dropFirst().first ?? "?")"
+    addBreadcrumb(last, level: .warning)
+    print("last-breadcrumb \(last)")
+    return true
+  } catch {
+    print("error \(error)")
+    return false
+  }
+}
+
+func printFunction(_ name: String, _ address: UInt) {
+  print("function \(name) 0x\(String(address, radix: 16))")
+}
+
+/// Prints "crashing", flushes stdout, and arms the LD_PRELOAD malloc guard when present: from
+/// here on the process must not allocate until it is dead.
+func armAndFlush() {
+  print("crashing")
+  fflush(nil)
+  if crumbs_test_arm_malloc_guard() != 0 {
+    // Nothing may allocate after this line, so nothing is printed.
+  }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Runs `body` on a new named thread and parks the calling thread forever.
+func runOnThread(name: String, _ body: @escaping @Sendable () -> Void) -> Never {
+  spawnThread {
+    crumbs_test_set_thread_name(name)
+    body()
+  }
+  while true { pause() }
+}
+
+// The Swift traps: each in its own never-inlined function with a C name, so the child can print
+// its address (dlsym) and the test can find a frame in it. The @_cdecl entry is a thunk around
+// the Swift body (in debug builds the body is a separate function the thunk calls; in release
+// it is usually inlined into the thunk): either way a frame lies in the thunk.
+@inline(never) @_cdecl("crumbs_child_fatal_error") public func crashByFatalError() {
+  fatalError("crash scenario: fatalError")
+}
+@inline(never) @_cdecl("crumbs_child_precondition") public func crashByPrecondition(_ value: Int) {
+  precondition(value < 0, "crash scenario")
+}
+@inline(never) @_cdecl("crumbs_child_force_unwrap")
+public func crashByForceUnwrap(_ value: UnsafeMutablePointer<CChar>?) {
+  print(value!)
+}
+@inline(never) @_cdecl("crumbs_child_bounds") public func crashByBounds(_ index: Int) {
+  let array = [1, 2, 3]
+  print(array[index])
+}
+@inline(never) @_cdecl("crumbs_child_overflow") public func crashByOverflow(_ value: Int) {
+  print(value + 1 + Int(getpid() % 2))
+}
+@inline(never) @_cdecl("crumbs_child_divide_by_zero") public func crashByDivideByZero(_ divisor: Int) {
+  print(42 / divisor)
+}
+
+/// Prints "function NAME 0xADDRESS" for a @_cdecl function: converting it to a C function
+/// pointer yields its C entry point (the same address as the symbol NAME; checked with nm).
+func printSymbol(_ name: String, _ function: @convention(c) () -> Void) {
+  printFunction(name, UInt(bitPattern: unsafeBitCast(function, to: Int.self)))
+}
+func printSymbol(_ name: String, _ function: @convention(c) (Int) -> Void) {
+  printFunction(name, UInt(bitPattern: unsafeBitCast(function, to: Int.self)))
+}
+func printSymbol(_ name: String, _ function: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void) {
+  printFunction(name, UInt(bitPattern: unsafeBitCast(function, to: Int.self)))
+}

@@ -1,0 +1,229 @@
+// FuzzCrashRecordReader — libFuzzer target for CrashRecord.read(image:), the parser of crash
+// record files that crashed processes leave behind (untrusted input: a handler killed half way,
+// a torn page, a foreign file, a newer format).
+//
+// Entry points, in call order:
+//   main                    dispatches on the arguments:
+//     --make-seeds DIR      writes the seed corpus (an armed record, a filled one, a partial
+//                           one, any real `.crash` files given after DIR, and damaged copies)
+//     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
+//     replay(files)         in a normal build: feeds each file given to fuzzOneInput
+//   fuzzOneInput            read(image:) on the bytes as given, then on a copy padded or cut to
+//                           the record size with the magic, version and sizes repaired, so
+//                           mutations reach the field decoder instead of dying at the header
+//
+// The property checked: read(image:) returns a record or throws CrashRecordError, never traps,
+// and what it returns respects the C capacities. Not signal-safe (an ordinary program).
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import CFuzzDriver
+import Crumbs
+import CrumbsSignalPath
+
+let recordSize = MemoryLayout<crumbs_crash_record>.size
+
+/// One libFuzzer input. Any trap here is a finding.
+func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  let input = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
+  check(input)
+  var repaired = Array(input.prefix(CrashHandler.recordFileSize))
+  if repaired.count < CrashHandler.recordFileSize {
+    repaired += [UInt8](repeating: 0, count: CrashHandler.recordFileSize - repaired.count)
+  }
+  repaired.withUnsafeMutableBytes { bytes in
+    bytes.storeBytes(of: CRUMBS_CRASH_RECORD_MAGIC, toByteOffset: 0, as: UInt64.self)
+    bytes.storeBytes(of: CRUMBS_CRASH_RECORD_VERSION, toByteOffset: 8, as: UInt32.self)
+    bytes.storeBytes(of: CRUMBS_CRASH_HEADER_SIZE, toByteOffset: 12, as: UInt32.self)
+    bytes.storeBytes(of: UInt64(recordSize), toByteOffset: 16, as: UInt64.self)
+  }
+  repaired.withUnsafeBytes { check($0) }
+  return 0
+}
+
+/// Reads `image` and checks what the reader promises about any result.
+func check(_ image: UnsafeRawBufferPointer) {
+  let result = Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+  switch result {
+  case .success(let record):
+    precondition(record.frames.count <= Int(CRUMBS_CRASH_MAX_FRAMES), "too many frames")
+    precondition(record.registers.count <= Int(CRUMBS_CRASH_MAX_REGISTERS), "too many registers")
+    precondition(record.modules.count <= Int(CRUMBS_CRASH_MAX_MODULES), "too many modules")
+    for module in record.modules {
+      precondition(module.buildID.count <= Int(CRUMBS_CRASH_BUILD_ID_SIZE), "build id too long")
+      precondition(module.path.utf8.count <= Int(CRUMBS_CRASH_PATH_SIZE) * 3, "path too long")
+    }
+    precondition(record.signal.name.utf8.count <= 16 * 3 && record.threadName.utf8.count <= 16 * 3)
+  case .failure(let error):
+    precondition(!error.reason.isEmpty, "an error without a reason")
+  }
+}
+
+// MARK: - Seeds
+
+/// A formatted record with `fill` applied to the C struct.
+func record(_ fill: (inout crumbs_crash_record) -> Void) -> [UInt8] {
+  var bytes = [UInt8](repeating: 0, count: CrashHandler.recordFileSize)
+  bytes.withUnsafeMutableBytes { raw in
+    let pointer = raw.baseAddress!.assumingMemoryBound(to: crumbs_crash_record.self)
+    crumbs_crash_record_format(
+      pointer, 4242, [UInt8](repeating: 0xAB, count: 16), [UInt8](repeating: 0x01, count: 16), 1_000_000)
+    fill(&pointer.pointee)
+  }
+  return bytes
+}
+
+func setString<T>(_ field: inout T, _ text: String) {
+  withUnsafeMutableBytes(of: &field) { bytes in
+    let utf8 = Array(text.utf8.prefix(bytes.count - 1))
+    bytes.copyBytes(from: utf8 + [0])
+  }
+}
+
+func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
+  mkdir(directory, 0o755)
+  var written = 0
+  func save(_ name: String, _ bytes: [UInt8]) throws {
+    try writeFile(directory + "/" + name, bytes)
+    written += 1
+  }
+  let armed = record { _ in }
+  try save("armed", armed)
+  let complete = record { record in
+    record.state = UInt32(CRUMBS_CRASH_COMPLETE.rawValue)
+    record.signal_number = SIGSEGV
+    record.signal_code = 1
+    setString(&record.signal_name, "SIGSEGV")
+    setString(&record.code_name, "SEGV_MAPERR")
+    record.thread_id = 4242
+    setString(&record.thread_name, "main")
+    record.register_count = 23
+    withUnsafeMutableBytes(of: &record.registers) { $0.storeBytes(of: UInt64(0x1234), toByteOffset: 16 * 8, as: UInt64.self) }
+    record.frame_count = 3
+    withUnsafeMutableBytes(of: &record.frames) { frames in
+      for index in 0..<3 { frames.storeBytes(of: UInt64(0x5555_0000 + index * 16), toByteOffset: index * 8, as: UInt64.self) }
+    }
+    record.module_count = 2
+    withUnsafeMutableBytes(of: &record.modules) { modules in
+      let stride = MemoryLayout<crumbs_crash_module>.stride
+      for index in 0..<2 {
+        var module = crumbs_crash_module()
+        module.load_bias = UInt64(0x5555_0000 + index * 0x10000)
+        module.start = module.load_bias
+        module.end = module.start + 0x8000
+        module.text_start = module.start + 0x1000
+        module.text_end = module.start + 0x4000
+        module.build_id_size = 20
+        setString(&module.path, index == 0 ? "/usr/bin/app" : "/lib/libc.so.6")
+        modules.storeBytes(of: module, toByteOffset: index * stride, as: crumbs_crash_module.self)
+      }
+    }
+    record.complete_marker = CRUMBS_CRASH_COMPLETE_MARKER
+  }
+  try save("complete", complete)
+  try save(
+    "partial",
+    record { record in
+      record.state = UInt32(CRUMBS_CRASH_COMPLETE.rawValue)
+      record.flags = UInt32(CRUMBS_CRASH_FLAG_PARTIAL)
+      record.signal_number = SIGABRT
+      record.nested_signal_number = SIGSEGV
+      record.nested_fault_address = 8
+      record.complete_marker = CRUMBS_CRASH_COMPLETE_MARKER
+    })
+  for (index, path) in realRecords.enumerated() {
+    try save("real-\(index)", try readFile(path))
+  }
+  func damaged(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
+    var bytes = complete
+    change(&bytes)
+    try save(name, bytes)
+  }
+  try damaged("damaged-cut") { $0.removeLast($0.count - 3000) }
+  try damaged("damaged-magic") { $0[0] = UInt8(ascii: "X") }
+  try damaged("damaged-version") { $0[8] = 7 }
+  try damaged("damaged-frame-count") { bytes in
+    let offset = MemoryLayout<crumbs_crash_record>.offset(of: \.frame_count)!
+    bytes[offset + 1] = 0x40
+  }
+  try damaged("damaged-string-unterminated") { bytes in
+    let offset = MemoryLayout<crumbs_crash_record>.offset(of: \.thread_name)!
+    for index in 0..<16 { bytes[offset + index] = 0xFF }
+  }
+  return written
+}
+
+func readFile(_ path: String) throws -> [UInt8] {
+  guard let file = fopen(path, "rb") else { throw FuzzToolError(message: "cannot open \(path)") }
+  defer { fclose(file) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let count = fread(&chunk, 1, chunk.count, file)
+    if count <= 0 { break }
+    bytes += chunk[0..<count]
+  }
+  return bytes
+}
+
+func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+  guard let file = fopen(path, "wb") else { throw FuzzToolError(message: "cannot create \(path)") }
+  defer { fclose(file) }
+  guard fwrite(bytes, 1, bytes.count, file) == bytes.count else {
+    throw FuzzToolError(message: "cannot write \(path)")
+  }
+}
+
+func printError(_ line: String) {
+  let text = line + "\n"
+  _ = text.withCString { write(2, $0, strlen($0)) }
+}
+
+struct FuzzToolError: Error {
+  var message: String
+}
+
+// MARK: - Main
+
+let arguments = CommandLine.arguments
+if arguments.count >= 3, arguments[1] == "--make-seeds" {
+  do {
+    let count = try makeSeeds(in: arguments[2], realRecords: Array(arguments.dropFirst(3)))
+    print("wrote \(count) seeds to \(arguments[2])")
+    exit(0)
+  } catch {
+    printError("FuzzCrashRecordReader: \(error)")
+    exit(1)
+  }
+}
+
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
+if status != -1 { exit(status) }
+
+// A normal build: replay the files given, one line each.
+let files = Array(arguments.dropFirst())
+if files.isEmpty {
+  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
+  exit(0)
+}
+for path in files {
+  do {
+    let bytes = try readFile(path)
+    _ = bytes.withUnsafeBufferPointer { fuzzOneInput($0.baseAddress, $0.count) }
+    let result = bytes.withUnsafeBytes { image in
+      Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+    }
+    switch result {
+    case .success(let record):
+      print("\(path): \(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules")
+    case .failure(let error):
+      print("\(path): rejected (\(error.kind.rawValue)): \(error.reason)")
+    }
+  } catch {
+    printError("FuzzCrashRecordReader: \(error)")
+    exit(1)
+  }
+}

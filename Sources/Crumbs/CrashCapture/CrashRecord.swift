@@ -1,0 +1,383 @@
+// CrashRecord.swift — reading a crash record file after the fact.
+//
+// Entry points, in call order:
+//   CrashRecord.read(file:)    a `<session>.crash` file left by a process (crashed or not)
+//   CrashRecord.read(image:)   the same from bytes in memory (what the fuzzer drives)
+//     → validate               magic, version, sizes, state, counts: before any field is used
+//     → decode                 every field through the C struct's own offsets
+//
+// The layout is `crumbs_crash_record` (crumbs_crash_record.h); nothing here re-declares it: the
+// offsets come from MemoryLayout of the imported C struct. The bytes are untrusted (a torn page,
+// a foreign file, a newer version): every count is checked against its C capacity, every string
+// is cut at its field's end, and nothing traps. Not signal-safe.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import CrumbsSignalPath
+
+/// Why bytes could not be read as a crash record. The message is one line, for people.
+public struct CrashRecordError: Error, CustomStringConvertible, Equatable {
+  public enum Kind: String, Sendable, Equatable {
+    /// Not a Crumbs crash record (wrong magic, too short to tell).
+    case notARecord
+    /// Written by a newer Crumbs.
+    case unsupportedVersion
+    /// A record's magic, but sizes, state or counts are inconsistent.
+    case corrupt
+    /// Shorter than the record.
+    case truncated
+    /// Could not be read (permissions, I/O).
+    case unreadable
+  }
+
+  public var kind: Kind
+  public var reason: String
+
+  public init(_ kind: Kind, _ reason: String) {
+    self.kind = kind
+    self.reason = reason
+  }
+
+  public var description: String { reason }
+}
+
+/// A crash record as the crash handler left it.
+public struct CrashRecord: Sendable, Equatable, Codable {
+  /// What the handler got to.
+  public enum Status: String, Sendable, Equatable, Codable {
+    /// Formatted at install, never written: the process did not crash (or has not yet).
+    case noCrash
+    /// The handler started and did not finish: the fields written so far are kept.
+    case incomplete
+    /// The handler finished.
+    case complete
+    /// The handler itself crashed; a minimal record was finished (see `nestedSignal`).
+    case partial
+  }
+
+  /// Where the stack bounds used by the backtrace came from.
+  public enum StackSource: String, Sendable, Equatable, Codable {
+    case unknown, registered, procMaps
+  }
+
+  /// Why the frame-pointer walk stopped.
+  public enum BacktraceStop: String, Sendable, Equatable, Codable {
+    case endOfChain, outOfBounds, notAscending, misaligned, full, noStackBounds, unknown
+  }
+
+  /// Signal details.
+  public struct Signal: Sendable, Equatable, Codable {
+    public var number: Int32
+    /// "SIGSEGV", or "" for a signal the handler has no name for.
+    public var name: String
+    /// si_code.
+    public var code: Int32
+    /// "SEGV_MAPERR", "SI_USER", ... or "".
+    public var codeName: String
+    /// si_errno.
+    public var errno: Int32
+    /// si_addr for faults (0 for a null dereference); 0 for sent signals.
+    public var faultAddress: UInt64
+    /// Who sent it (kill, sigqueue, tgkill), when sent.
+    public var senderPID: Int32?
+    public var senderUID: UInt32?
+  }
+
+  /// One named register.
+  public struct Register: Sendable, Equatable, Codable {
+    public var name: String
+    public var value: UInt64
+  }
+
+  /// One loaded ELF object.
+  public struct Module: Sendable, Equatable, Codable {
+    public var path: String
+    /// Runtime address minus the file's virtual address.
+    public var loadBias: UInt64
+    public var start: UInt64
+    public var end: UInt64
+    public var textStart: UInt64
+    public var textEnd: UInt64
+    /// NT_GNU_BUILD_ID bytes (empty when none).
+    public var buildID: [UInt8]
+    /// Lowercase hex of `buildID`.
+    public var buildIDHex: String { buildID.map { hex2($0) }.joined() }
+  }
+
+  public var status: Status
+  public var version: UInt32
+  public var pid: Int32
+  public var sessionID: SessionID
+  public var bootID: [UInt8]
+  public var installWallNanoseconds: UInt64
+
+  public var signal: Signal
+  public var threadID: UInt32
+  public var threadName: String
+  /// Threads that entered the handler (more than one: concurrent crashes; the first recorded).
+  public var threadsCrashed: UInt32
+
+  public var crashWallNanoseconds: UInt64
+  public var crashMonotonicNanoseconds: UInt64
+  public var processUptimeNanoseconds: UInt64
+  public var freeMemoryBytes: UInt64
+  public var totalMemoryBytes: UInt64
+  /// Measured inside the handler: entry to just before the complete marker.
+  public var handlerDurationNanoseconds: UInt64
+
+  /// The signal that hit the handler itself (status `.partial`).
+  public var nestedSignal: Int32?
+  public var nestedSignalCode: Int32?
+  public var nestedFaultAddress: UInt64?
+
+  /// "x86_64", "aarch64" or "unknown".
+  public var architecture: String
+  public var registers: [Register]
+
+  /// frames[0] is the faulting PC, then return addresses, innermost first.
+  public var frames: [UInt64]
+  public var backtraceStop: BacktraceStop
+  /// x86_64: the word at [sp]; aarch64: LR. The caller's return address when the fault was in a
+  /// frameless leaf or a call through a bad pointer.
+  public var leafReturnCandidate: UInt64
+  public var stackLow: UInt64
+  public var stackHigh: UInt64
+  public var stackSource: StackSource
+
+  public var modules: [Module]
+
+  /// Raw CRUMBS_CRASH_FLAG_* bits.
+  public var flags: UInt32
+  public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
+  public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
+  public var modulesTorn: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_TORN) != 0 }
+  public var ranOnAlternateStack: Bool {
+    flags & UInt32(CRUMBS_CRASH_FLAG_ON_ALTERNATE_STACK) != 0
+  }
+  public var leafFrameInserted: Bool {
+    flags & UInt32(CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED) != 0
+  }
+  public var concurrentCrash: Bool {
+    flags & UInt32(CRUMBS_CRASH_FLAG_CONCURRENT_CRASH) != 0
+  }
+
+  /// The module whose code holds `address`, if any.
+  public func module(containing address: UInt64) -> Module? {
+    modules.first { address >= $0.textStart && address < $0.textEnd }
+  }
+
+  /// Reads a crash record file.
+  public static func read(file path: String) throws(CrashRecordError) -> CrashRecord {
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(path, limit: 1 << 20)
+    } catch {
+      throw CrashRecordError(.unreadable, "\(path): cannot read: \(error.errno)")
+    }
+    let result = bytes.withUnsafeBytes { image in
+      Result { () throws(CrashRecordError) in try read(image: image) }
+    }
+    switch result {
+    case .success(let record): return record
+    case .failure(let error): throw CrashRecordError(error.kind, "\(path): \(error.reason)")
+    }
+  }
+
+  /// Reads a crash record from a file image in memory. Never traps on any input.
+  public static func read(image: UnsafeRawBufferPointer) throws(CrashRecordError) -> CrashRecord {
+    let fields = try RecordFields(validating: image)
+    return fields.decode()
+  }
+}
+
+/// Byte access to an image through the C struct's offsets, after validation.
+private struct RecordFields {
+  typealias C = crumbs_crash_record
+  let image: UnsafeRawBufferPointer
+
+  init(validating image: UnsafeRawBufferPointer) throws(CrashRecordError) {
+    self.image = image
+    guard image.count >= 8 else {
+      throw CrashRecordError(.notARecord, "\(image.count) bytes: too short for a crash record")
+    }
+    guard image.loadUnaligned(as: UInt64.self) == CRUMBS_CRASH_RECORD_MAGIC else {
+      throw CrashRecordError(.notARecord, "wrong magic: not a Crumbs crash record")
+    }
+    guard image.count >= Int(CRUMBS_CRASH_HEADER_SIZE) else {
+      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record header")
+    }
+    let version = u32(\C.version)
+    guard version == CRUMBS_CRASH_RECORD_VERSION else {
+      if version > CRUMBS_CRASH_RECORD_VERSION {
+        throw CrashRecordError(.unsupportedVersion, "version \(version) is newer than this reader")
+      }
+      throw CrashRecordError(.corrupt, "version \(version) is not a valid version")
+    }
+    guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
+      throw CrashRecordError(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
+    }
+    let total = u64(\C.total_size)
+    guard total == UInt64(MemoryLayout<C>.size) else {
+      throw CrashRecordError(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
+    }
+    guard image.count >= MemoryLayout<C>.size else {
+      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
+    }
+    let state = u32(\C.state)
+    guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state) else {
+      throw CrashRecordError(.corrupt, "state \(state) is not a crash record state")
+    }
+    guard u32(\C.register_count) <= CRUMBS_CRASH_MAX_REGISTERS else {
+      throw CrashRecordError(.corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
+    }
+    guard u32(\C.frame_count) <= CRUMBS_CRASH_MAX_FRAMES else {
+      throw CrashRecordError(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
+    }
+    guard u32(\C.module_count) <= CRUMBS_CRASH_MAX_MODULES else {
+      throw CrashRecordError(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
+    }
+    let marker = u64(\C.complete_marker)
+    guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
+      throw CrashRecordError(.corrupt, "complete marker is neither 0 nor the marker")
+    }
+  }
+
+  func offset<T>(_ path: KeyPath<C, T>) -> Int { MemoryLayout<C>.offset(of: path)! }
+  func u64(_ path: KeyPath<C, UInt64>) -> UInt64 { image.loadUnaligned(fromByteOffset: offset(path), as: UInt64.self) }
+  func u32(_ path: KeyPath<C, UInt32>) -> UInt32 { image.loadUnaligned(fromByteOffset: offset(path), as: UInt32.self) }
+  func i32(_ path: KeyPath<C, Int32>) -> Int32 { image.loadUnaligned(fromByteOffset: offset(path), as: Int32.self) }
+
+  /// A NUL-terminated (or field-long) UTF-8 string of `capacity` bytes at `start`.
+  func string(at start: Int, capacity: Int) -> String {
+    let field = UnsafeRawBufferPointer(rebasing: image[start..<start + capacity])
+    let end = field.firstIndex(of: 0) ?? capacity
+    return String(decoding: field[..<end], as: UTF8.self)
+  }
+  func bytes(at start: Int, count: Int) -> [UInt8] { Array(image[start..<start + count]) }
+  func words(at start: Int, count: Int) -> [UInt64] {
+    (0..<count).map { image.loadUnaligned(fromByteOffset: start + $0 * 8, as: UInt64.self) }
+  }
+
+  func decode() -> CrashRecord {
+    let flags = u32(\C.flags)
+    let marker = u64(\C.complete_marker)
+    let state = u32(\C.state)
+    let status: CrashRecord.Status
+    if state == UInt32(CRUMBS_CRASH_ARMED.rawValue) && marker == 0 {
+      status = .noCrash
+    } else if marker == CRUMBS_CRASH_COMPLETE_MARKER {
+      status = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 ? .partial : .complete
+    } else {
+      status = .incomplete
+    }
+    let hasSender = flags & UInt32(CRUMBS_CRASH_FLAG_HAS_SENDER) != 0
+    let signalNumber = i32(\C.signal_number)
+    let signal = CrashRecord.Signal(
+      number: signalNumber,
+      name: string(at: offset(\C.signal_name), capacity: 16),
+      code: i32(\C.signal_code),
+      codeName: string(at: offset(\C.code_name), capacity: 32),
+      errno: i32(\C.signal_errno),
+      faultAddress: u64(\C.fault_address),
+      senderPID: hasSender ? i32(\C.sender_pid) : nil,
+      senderUID: hasSender ? u32(\C.sender_uid) : nil)
+
+    let arch = u32(\C.arch)
+    let registerValues = words(at: offset(\C.registers), count: Int(u32(\C.register_count)))
+    let names: [String]
+    let architecture: String
+    switch arch {
+    case UInt32(CRUMBS_CRASH_ARCH_X86_64.rawValue):
+      architecture = "x86_64"
+      names = [
+        "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx", "rdx",
+        "rax", "rcx", "rsp", "rip", "eflags", "csgsfs", "err", "trapno", "oldmask", "cr2",
+      ]
+    case UInt32(CRUMBS_CRASH_ARCH_AARCH64.rawValue):
+      architecture = "aarch64"
+      names = (0...30).map { "x\($0)" } + ["sp", "pc", "pstate", "fault_address"]
+    default:
+      architecture = "unknown"
+      names = []
+    }
+    let registers = registerValues.enumerated().map { index, value in
+      CrashRecord.Register(name: index < names.count ? names[index] : "r\(index)", value: value)
+    }
+
+    let stop: CrashRecord.BacktraceStop =
+      switch u32(\C.backtrace_stop) {
+      case UInt32(CRUMBS_BACKTRACE_END_OF_CHAIN.rawValue): .endOfChain
+      case UInt32(CRUMBS_BACKTRACE_OUT_OF_BOUNDS.rawValue): .outOfBounds
+      case UInt32(CRUMBS_BACKTRACE_NOT_ASCENDING.rawValue): .notAscending
+      case UInt32(CRUMBS_BACKTRACE_MISALIGNED.rawValue): .misaligned
+      case UInt32(CRUMBS_BACKTRACE_FULL.rawValue): .full
+      case UInt32(CRUMBS_BACKTRACE_NO_STACK_BOUNDS.rawValue): .noStackBounds
+      default: .unknown
+      }
+    let stackSource: CrashRecord.StackSource =
+      switch u32(\C.stack_source) {
+      case UInt32(CRUMBS_STACK_REGISTERED.rawValue): .registered
+      case UInt32(CRUMBS_STACK_PROC_MAPS.rawValue): .procMaps
+      default: .unknown
+      }
+
+    let moduleStride = MemoryLayout<crumbs_crash_module>.stride
+    let modulesStart = offset(\C.modules)
+    let modules = (0..<Int(u32(\C.module_count))).map { index -> CrashRecord.Module in
+      let base = modulesStart + index * moduleStride
+      func moduleWord(_ path: KeyPath<crumbs_crash_module, UInt64>) -> UInt64 {
+        image.loadUnaligned(
+          fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: path)!, as: UInt64.self)
+      }
+      let buildIDSize = image.loadUnaligned(
+        fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id_size)!,
+        as: UInt32.self)
+      let buildIDStart = base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id)!
+      return CrashRecord.Module(
+        path: string(
+          at: base + MemoryLayout<crumbs_crash_module>.offset(of: \.path)!,
+          capacity: Int(CRUMBS_CRASH_PATH_SIZE)),
+        loadBias: moduleWord(\.load_bias), start: moduleWord(\.start), end: moduleWord(\.end),
+        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
+        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))))
+    }
+
+    let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0
+    return CrashRecord(
+      status: status,
+      version: u32(\C.version),
+      pid: Int32(bitPattern: u32(\C.pid)),
+      sessionID: SessionID(bytes: bytes(at: offset(\C.session_id), count: 16))!,
+      bootID: bytes(at: offset(\C.boot_id), count: 16),
+      installWallNanoseconds: u64(\C.install_wall_ns),
+      signal: signal,
+      threadID: u32(\C.thread_id),
+      threadName: string(at: offset(\C.thread_name), capacity: 16),
+      threadsCrashed: u32(\C.threads_crashed),
+      crashWallNanoseconds: u64(\C.crash_wall_ns),
+      crashMonotonicNanoseconds: u64(\C.crash_monotonic_ns),
+      processUptimeNanoseconds: u64(\C.process_uptime_ns),
+      freeMemoryBytes: u64(\C.free_memory_bytes),
+      totalMemoryBytes: u64(\C.total_memory_bytes),
+      handlerDurationNanoseconds: u64(\C.handler_duration_ns),
+      nestedSignal: partial ? i32(\C.nested_signal_number) : nil,
+      nestedSignalCode: partial ? i32(\C.nested_signal_code) : nil,
+      nestedFaultAddress: partial ? u64(\C.nested_fault_address) : nil,
+      architecture: architecture,
+      registers: registers,
+      frames: words(at: offset(\C.frames), count: Int(u32(\C.frame_count))),
+      backtraceStop: stop,
+      leafReturnCandidate: u64(\C.leaf_return_candidate),
+      stackLow: u64(\C.stack_low),
+      stackHigh: u64(\C.stack_high),
+      stackSource: stackSource,
+      modules: modules,
+      flags: flags)
+  }
+}
+
+private func hex2(_ byte: UInt8) -> String {
+  let digits = Array("0123456789abcdef")
+  return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
+}

@@ -1,0 +1,144 @@
+// crumbs_unwind.c — the crashing thread's backtrace, by frame pointers, bounded by its stack.
+//
+// Why C: it runs inside the crash handler (a signal handler), on a thread whose memory may be
+// corrupt, where the Swift runtime must not run.
+//
+// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio.
+// libc calls: open, read, close (only in crumbs__crash_mapping_containing, on /proc/self/maps).
+// Everything else is arithmetic and loads from memory already proven readable.
+//
+// Why frame pointers and not an unwinder: Swift and C on Linux x86_64/aarch64 keep frame
+// pointers by default here, and a frame-pointer walk needs nothing but loads, each of which we
+// bound-check against the thread's stack first: a garbage frame pointer ends the walk, it cannot
+// fault. A DWARF unwinder (libgcc's _Unwind_Backtrace, glibc's backtrace) may dlopen libgcc_s
+// lazily (malloc, loader lock) and parses .eh_frame we cannot trust after memory corruption.
+//
+// Why the bounds come from /proc/self/maps when nothing better is registered: a thread's stack
+// range is known exactly only from pthread_getattr_np, which allocates and may not be called in
+// a handler; so we take it at install / crumbs_crash_prepare_thread where we can, and otherwise
+// read the mapping that holds the stack pointer, with open/read into a static buffer. Every
+// address from the stack pointer to the end of that mapping is mapped and readable.
+
+#include "crumbs_crash_handler.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+                                   uint64_t high, uint64_t *frames, uint32_t capacity,
+                                   uint32_t *stop) {
+  uint32_t count = 0;
+  if (capacity == 0) {
+    *stop = CRUMBS_BACKTRACE_FULL;
+    return 0;
+  }
+  frames[count++] = pc;
+  if (low >= high) {
+    *stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+    return count;
+  }
+  // Nothing below the stack pointer belongs to a live frame (x86_64 leaf red zone aside, which
+  // holds no frame record), so the lowest frame record we trust is at sp.
+  uint64_t floor = sp > low ? sp : low;
+  while (true) {
+    if (count >= capacity) {
+      *stop = CRUMBS_BACKTRACE_FULL;
+      return count;
+    }
+    if (fp == 0) {
+      *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+      return count;
+    }
+    if ((fp & 7u) != 0) {
+      *stop = CRUMBS_BACKTRACE_MISALIGNED;
+      return count;
+    }
+    if (fp < floor || fp > high - 16) {
+      *stop = fp < floor && fp >= low ? CRUMBS_BACKTRACE_NOT_ASCENDING : CRUMBS_BACKTRACE_OUT_OF_BOUNDS;
+      return count;
+    }
+    // A frame record: [fp] = caller's frame pointer, [fp + 8] = return address (x86_64 and
+    // aarch64 AAPCS64 alike).
+    const volatile uint64_t *record = (const volatile uint64_t *)(uintptr_t)fp;
+    uint64_t next = record[0];
+    uint64_t return_address = record[1];
+    if (return_address == 0) {
+      *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+      return count;
+    }
+    frames[count++] = return_address;
+    // Frames grow down, so callers' records sit strictly higher: this rules out loops.
+    floor = fp + 16;
+    fp = next;
+  }
+}
+
+// /proc/self/maps is read through this buffer, one chunk at a time; a line cut at the end of a
+// chunk is carried over in `crumbs__maps_line`. Static, so the handler's stack stays small; only
+// the first crashing thread (the one that won the record) ever calls this.
+static char crumbs__maps_chunk[4096];
+static char crumbs__maps_line[512];
+
+/// Parses hex digits at *cursor; advances past them.
+static uint64_t crumbs__parse_hex(const char **cursor, const char *end) {
+  uint64_t value = 0;
+  const char *p = *cursor;
+  for (; p < end; p++) {
+    char c = *p;
+    uint64_t digit;
+    if (c >= '0' && c <= '9') digit = (uint64_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') digit = (uint64_t)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') digit = (uint64_t)(c - 'A' + 10);
+    else break;
+    value = (value << 4) | digit;
+  }
+  *cursor = p;
+  return value;
+}
+
+/// One maps line "start-end perms ...": true (and the range) when it holds `address`.
+static bool crumbs__maps_line_holds(const char *line, const char *end, uint64_t address,
+                                    uint64_t *start, uint64_t *stop, bool *readable) {
+  const char *cursor = line;
+  uint64_t first = crumbs__parse_hex(&cursor, end);
+  if (cursor >= end || *cursor != '-') return false;
+  cursor++;
+  uint64_t last = crumbs__parse_hex(&cursor, end);
+  if (address < first || address >= last) return false;
+  *start = first;
+  *stop = last;
+  *readable = cursor + 1 < end && cursor[1] == 'r';
+  return true;
+}
+
+bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t line_length = 0;
+  bool found = false;
+  bool readable = false;
+  bool overflowed = false; // the current line is longer than the line buffer: skip the rest
+  while (!found) {
+    ssize_t count = read(fd, crumbs__maps_chunk, sizeof crumbs__maps_chunk);
+    if (count <= 0) break;
+    for (ssize_t index = 0; index < count && !found; index++) {
+      char c = crumbs__maps_chunk[index];
+      if (c != '\n') {
+        if (line_length < sizeof crumbs__maps_line) {
+          crumbs__maps_line[line_length++] = c;
+        } else {
+          overflowed = true;
+        }
+        continue;
+      }
+      // Only the leading "start-end perms" matters, which always fits the line buffer.
+      (void)overflowed;
+      found = crumbs__maps_line_holds(crumbs__maps_line, crumbs__maps_line + line_length, address,
+                                      start, end, &readable);
+      line_length = 0;
+      overflowed = false;
+    }
+  }
+  close(fd);
+  return found && readable;
+}

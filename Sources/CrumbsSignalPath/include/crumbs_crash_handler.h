@@ -1,0 +1,129 @@
+// crumbs_crash_handler.h — the crash handler: install, check, uninstall; and what it records.
+//
+// Why C: the handler runs inside a signal handler, after memory may be corrupt, where the Swift
+// runtime (allocation, reference counting, locks) must not run.
+//
+// Entry points, in call order:
+//   crumbs_crash_record_format        write the header of a fresh, zeroed record mapping (ARMED)
+//   crumbs_crash_install              take the signals, give this thread an alternate stack,
+//                                     scan modules into the record; idempotent, re-asserts
+//   crumbs_crash_prepare_thread       (any thread, optional) alternate stack + stack bounds
+//   crumbs_crash_refresh_modules      re-scan modules after dlopen/dlclose (cheap when unchanged)
+//   crumbs_crash_replaced_signals     which of our signals another library has taken since
+//   [crash] crumbs__crash_signal_handler  records, appends the fatal breadcrumb, chains, dies
+//   crumbs_crash_uninstall            give every signal back its previous action
+//
+// SIGNAL SAFETY: only the handler itself and crumbs__crash_first_append (the ring's first-append
+// hook that hands a thread its alternate stack) run in signal context; both are async-signal-safe
+// (see crumbs_crash_handler.c for the libc they call). Every other function here is set-up code:
+// not signal-safe, call it from ordinary threads (they are not thread-safe against each other
+// either: the Swift wrapper serializes them).
+//
+// Which threads have an alternate signal stack (needed to record a stack overflow; other crashes
+// are recorded on the thread's own stack):
+//   - the thread that calls crumbs_crash_install (normally the main thread);
+//   - every thread that appends a breadcrumb, on its first append (the ring's once-per-thread
+//     slow path calls our hook), from a pool preallocated at install;
+//   - every thread that calls crumbs_crash_prepare_thread.
+// A thread that does none of these (a library's private thread that never appends) has no
+// alternate stack of ours: a stack overflow on it kills the process by SIGSEGV without a record.
+
+#ifndef CRUMBS_CRASH_HANDLER_H
+#define CRUMBS_CRASH_HANDLER_H
+
+#include "crumbs_crash_record.h"
+#include "crumbs_ring_append.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// What to install. Pointers must stay valid until crumbs_crash_uninstall (the record mapping
+/// and the ring mapping; the ring handle itself is copied).
+typedef struct crumbs_crash_config {
+  crumbs_crash_record *record; // a formatted record mapping (crumbs_crash_record_format)
+  const crumbs_ring *ring;     // where the final fatal breadcrumb goes; may be NULL
+  uint64_t signal_mask;        // bit (1 << signo) for each signal to catch (signo < 64)
+  uint32_t altstack_size;      // bytes per alternate stack; 0: 64 KiB
+  uint32_t altstack_pool_count; // alternate stacks for other threads; 0: 64 (max 1024)
+  uint32_t wait_for_first_crash_ms; // a second crashing thread waits at most this; 0: 3000
+  /// Tests only: the handler faults (SIGSEGV) right after it starts the record, to exercise
+  /// the crash-inside-the-handler path. The Swift API only exposes it as an SPI for tests.
+  uint32_t test_fault_inside_handler;
+} crumbs_crash_config;
+
+/// Errors of crumbs_crash_install (0 is success).
+enum {
+  CRUMBS_CRASH_INSTALL_OK = 0,
+  CRUMBS_CRASH_INSTALL_BAD_RECORD = 1,    // not a formatted record
+  CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED = 2, // mmap of the alternate stacks failed (errno)
+  CRUMBS_CRASH_INSTALL_SIGACTION_FAILED = 3, // sigaction failed (errno)
+  CRUMBS_CRASH_INSTALL_BAD_SIGNALS = 4,   // empty mask or a signal that cannot be caught
+};
+
+/// Writes the header of a fresh zero-filled record: magic, version, sizes, identity, state
+/// ARMED. Not signal-safe (set-up).
+void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
+                                const uint8_t session_id[16], const uint8_t boot_id[16],
+                                uint64_t process_start_boottime_ns);
+
+/// Installs (or re-asserts) the handler. Idempotent: a second call with the same record only
+/// re-takes signals another library replaced since; with another record or ring it switches
+/// to them. The previous actions saved by the first install are kept (and chained to).
+/// Returns a CRUMBS_CRASH_INSTALL_* code (errno is set for the system failures).
+/// Not signal-safe.
+int crumbs_crash_install(const crumbs_crash_config *config);
+
+/// Whether the handler is installed.
+bool crumbs_crash_is_installed(void);
+
+/// Bit set (1 << signo) of the signals we installed whose current action is no longer ours.
+/// Not signal-safe (sigaction only, but meant for ordinary threads).
+uint64_t crumbs_crash_replaced_signals(void);
+
+/// Gives the calling thread an alternate signal stack from the pool (unless it has one of at
+/// least our size) and records its stack bounds (pthread_getattr_np: allocates, not
+/// signal-safe). Returns true when the thread has an alternate stack afterwards.
+bool crumbs_crash_prepare_thread(void);
+
+/// Re-scans the loaded modules into the record when dlopen/dlclose changed them since the last
+/// scan (or always with `force`). Returns the number of modules in the table. Not signal-safe
+/// (dl_iterate_phdr takes the loader lock).
+uint32_t crumbs_crash_refresh_modules(bool force);
+
+/// Restores the previous action of every signal still ours, the install thread's previous
+/// alternate stack, and stops handing out alternate stacks. The pool stays mapped: threads may
+/// still point their alternate stack at it. Not signal-safe.
+void crumbs_crash_uninstall(void);
+
+/// Name of a signal ("SIGSEGV") and of an si_code for it ("SEGV_MAPERR"), or "" when unknown.
+/// Safe to call from a signal handler (static strings).
+const char *crumbs_crash_signal_name(int signal_number);
+const char *crumbs_crash_code_name(int signal_number, int code);
+
+// Internal, exposed for tests of the unwinder and the module scan.
+
+/// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
+/// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
+/// Safe to call from a signal handler (reads memory only inside [low, high)).
+uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+                                   uint64_t high, uint64_t *frames, uint32_t capacity,
+                                   uint32_t *stop);
+/// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
+/// handler (open/read/close into a static buffer; not reentrant: one caller at a time).
+bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
+/// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
+uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
+/// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
+uint64_t crumbs__crash_module_changes(void);
+/// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
+int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_CRASH_HANDLER_H

@@ -1,0 +1,217 @@
+// crumbs_crash_record.h — THE persisted layout of a Crumbs crash record file. Defined once, here.
+//
+// Why C: the record is written by the crash handler (C, inside a signal handler) into a file
+// mapping prepared at install time, and read after the fact by Swift (`CrashRecord`), which
+// imports these structs and never re-declares a byte of them. Sizes and the offsets readers
+// depend on are pinned with _Static_assert: the layout is persisted, so changing one is a
+// format version change.
+//
+// The file. Created at install next to the ring (`rings/<session>.crash` beside
+// `rings/<session>.ring`, same 0700 directory, mode 0600), sized with posix_fallocate and mapped
+// MAP_SHARED, so the handler only ever writes memory: no open(), no write(), nothing that can
+// meet a full or read-only disk or block at crash time. A full or read-only disk is an
+// install-time error the application sees. The kernel's page cache keeps what the handler wrote
+// when the process dies; only a machine crash in the next seconds can lose it.
+//
+// Lifecycle of `state` (and how the next launch reads it):
+//   ARMED     formatted at install; the handler never ran: no crash
+//   WRITING   the handler started and did not finish (killed, or another crashing thread gave
+//             up waiting for it): fields may be missing, `complete_marker` is 0
+//   COMPLETE  the handler finished; `complete_marker` == CRUMBS_CRASH_COMPLETE_MARKER, stored
+//             last with release ordering. CRUMBS_CRASH_FLAG_PARTIAL in `flags` says the handler
+//             itself crashed part way and only a minimal record was finished (nested_* fields).
+//
+// File layout (little-endian, the only byte order Crumbs runs on):
+//   offset 0       crumbs_crash_record header fields (2048 bytes, below)
+//   offset 2048    crumbs_crash_module[CRUMBS_CRASH_MAX_MODULES], 336 bytes each
+// The module table is written at install and on refresh (not in the handler), under a seqlock
+// (`module_generation`, odd while a refresh rewrites it).
+
+#ifndef CRUMBS_CRASH_RECORD_H
+#define CRUMBS_CRASH_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// "CRUMBCRS" read as a little-endian u64.
+#define CRUMBS_CRASH_RECORD_MAGIC 0x535243424D555243ULL
+/// "CRUMBEND": stored last, when the handler has finished the record.
+#define CRUMBS_CRASH_COMPLETE_MARKER 0x444E45424D555243ULL
+/// Bumped on any change to this file's structs.
+#define CRUMBS_CRASH_RECORD_VERSION 1u
+
+#define CRUMBS_CRASH_HEADER_SIZE 2048u
+#define CRUMBS_CRASH_MAX_FRAMES 128u
+#define CRUMBS_CRASH_MAX_REGISTERS 48u
+#define CRUMBS_CRASH_MAX_MODULES 256u
+#define CRUMBS_CRASH_PATH_SIZE 256u
+#define CRUMBS_CRASH_BUILD_ID_SIZE 32u
+
+/// `crumbs_crash_record.state`.
+typedef enum crumbs_crash_state {
+  CRUMBS_CRASH_ARMED = 1,
+  CRUMBS_CRASH_WRITING = 2,
+  CRUMBS_CRASH_COMPLETE = 3,
+} crumbs_crash_state;
+
+/// `crumbs_crash_record.flags`.
+enum {
+  /// The handler crashed while writing; only the fields written before it (and the nested_*
+  /// fields) are meaningful.
+  CRUMBS_CRASH_FLAG_PARTIAL = 1u << 0,
+  /// Some frame lies outside every module in the table (a library loaded after the last
+  /// refresh, JIT code, or a garbage address).
+  CRUMBS_CRASH_FLAG_MODULES_STALE = 1u << 1,
+  /// The module table was being rewritten when the crash happened: it may be torn.
+  CRUMBS_CRASH_FLAG_MODULES_TORN = 1u << 2,
+  /// The sender fields are meaningful (si_code was SI_USER, SI_QUEUE or SI_TKILL).
+  CRUMBS_CRASH_FLAG_HAS_SENDER = 1u << 3,
+  /// The handler ran on an alternate signal stack.
+  CRUMBS_CRASH_FLAG_ON_ALTERNATE_STACK = 1u << 4,
+  /// frames[1] is `leaf_return_candidate` (the PC was outside every module, as after a call
+  /// through a bad pointer, so the return address at [sp] / in LR is the caller).
+  CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED = 1u << 5,
+  /// Another thread crashed while this record was being written (it waited, then died).
+  CRUMBS_CRASH_FLAG_CONCURRENT_CRASH = 1u << 6,
+};
+
+/// `crumbs_crash_record.arch`: how to name `registers`.
+typedef enum crumbs_crash_arch {
+  /// glibc `gregs` order: r8 r9 r10 r11 r12 r13 r14 r15 rdi rsi rbp rbx rdx rax rcx rsp rip
+  /// eflags csgsfs err trapno oldmask cr2 (23 registers).
+  CRUMBS_CRASH_ARCH_X86_64 = 1,
+  /// x0..x30, sp, pc, pstate, fault_address (35 registers).
+  CRUMBS_CRASH_ARCH_AARCH64 = 2,
+} crumbs_crash_arch;
+
+/// Why the frame-pointer walk stopped (`crumbs_crash_record.backtrace_stop`).
+typedef enum crumbs_crash_backtrace_stop {
+  CRUMBS_BACKTRACE_END_OF_CHAIN = 1,   // frame pointer 0 or return address 0: the outermost frame
+  CRUMBS_BACKTRACE_OUT_OF_BOUNDS = 2,  // next frame pointer outside the thread's stack
+  CRUMBS_BACKTRACE_NOT_ASCENDING = 3,  // next frame pointer not above the previous one
+  CRUMBS_BACKTRACE_MISALIGNED = 4,     // frame pointer not 8-byte aligned
+  CRUMBS_BACKTRACE_FULL = 5,           // CRUMBS_CRASH_MAX_FRAMES reached
+  CRUMBS_BACKTRACE_NO_STACK_BOUNDS = 6, // stack range unknown: only the PC was recorded
+} crumbs_crash_backtrace_stop;
+
+/// Where `stack_low`/`stack_high` came from.
+typedef enum crumbs_crash_stack_source {
+  CRUMBS_STACK_UNKNOWN = 0,
+  CRUMBS_STACK_REGISTERED = 1, // pthread_getattr_np at install / crumbs_crash_prepare_thread
+  CRUMBS_STACK_PROC_MAPS = 2,  // the mapping holding the SP, from /proc/self/maps in the handler
+} crumbs_crash_stack_source;
+
+/// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh.
+typedef struct crumbs_crash_module {
+  uint64_t load_bias;  // dlpi_addr: runtime address = file virtual address + load_bias
+  uint64_t start;      // lowest PT_LOAD runtime address
+  uint64_t end;        // end of the highest PT_LOAD
+  uint64_t text_start; // lowest executable PT_LOAD runtime address
+  uint64_t text_end;   // end of the highest executable PT_LOAD
+  uint32_t build_id_size; // bytes of build_id used (0: none)
+  uint32_t reserved;
+  uint8_t build_id[CRUMBS_CRASH_BUILD_ID_SIZE]; // NT_GNU_BUILD_ID
+  char path[CRUMBS_CRASH_PATH_SIZE];            // NUL-terminated, truncated
+} crumbs_crash_module;
+_Static_assert(sizeof(crumbs_crash_module) == 336, "persisted: crumbs_crash_module");
+_Static_assert(offsetof(crumbs_crash_module, build_id) == 48, "persisted");
+_Static_assert(offsetof(crumbs_crash_module, path) == 80, "persisted");
+
+/// The whole crash record file (rounded up to a page on disk).
+typedef struct crumbs_crash_record {
+  // Written at install.
+  uint64_t magic;        // CRUMBS_CRASH_RECORD_MAGIC
+  uint32_t version;      // CRUMBS_CRASH_RECORD_VERSION
+  uint32_t header_size;  // CRUMBS_CRASH_HEADER_SIZE
+  uint64_t total_size;   // sizeof(crumbs_crash_record)
+  uint32_t state;        // atomic, crumbs_crash_state
+  uint32_t flags;        // CRUMBS_CRASH_FLAG_*
+  uint32_t arch;         // crumbs_crash_arch
+  uint32_t pid;
+  uint8_t session_id[16]; // the ring's: links `<session>.crash` to `<session>.ring`
+  uint8_t boot_id[16];
+  uint64_t install_wall_ns;               // since the Unix epoch
+  uint64_t process_start_boottime_ns;     // CLOCK_BOOTTIME at process start (/proc/self/stat)
+
+  // The signal.
+  int32_t signal_number;
+  int32_t signal_code;   // si_code
+  int32_t signal_errno;  // si_errno
+  uint32_t threads_crashed; // threads that entered the handler (the first one wrote this)
+  int32_t sender_pid;    // with CRUMBS_CRASH_FLAG_HAS_SENDER
+  uint32_t sender_uid;
+  uint64_t fault_address; // si_addr (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP)
+  char signal_name[16];  // "SIGSEGV"
+  char code_name[32];    // "SEGV_MAPERR", "SI_USER", ...
+
+  // The crashing thread.
+  uint32_t thread_id;    // kernel tid
+  uint32_t stack_source; // crumbs_crash_stack_source
+  char thread_name[16];  // PR_GET_NAME
+  uint64_t stack_low;    // the range the backtrace walk trusted
+  uint64_t stack_high;
+
+  // Time and machine.
+  uint64_t crash_wall_ns;       // CLOCK_REALTIME at handler entry
+  uint64_t crash_monotonic_ns;  // CLOCK_MONOTONIC at handler entry
+  uint64_t process_uptime_ns;   // CLOCK_BOOTTIME at entry - process_start_boottime_ns
+  uint64_t free_memory_bytes;   // sysinfo
+  uint64_t total_memory_bytes;  // sysinfo
+  uint64_t handler_duration_ns; // entry to just before complete_marker, CLOCK_MONOTONIC
+
+  // A crash inside the handler (CRUMBS_CRASH_FLAG_PARTIAL).
+  int32_t nested_signal_number;
+  int32_t nested_signal_code;
+  uint64_t nested_fault_address;
+
+  // Registers of the faulting context.
+  uint32_t register_count;
+  uint32_t reserved0;
+  uint64_t registers[CRUMBS_CRASH_MAX_REGISTERS];
+
+  // Backtrace: frames[0] is the faulting PC, then return addresses, innermost first.
+  uint32_t frame_count;
+  uint32_t backtrace_stop;        // crumbs_crash_backtrace_stop
+  uint64_t leaf_return_candidate; // x86_64: the word at [sp]; aarch64: LR (x30)
+  uint64_t frames[CRUMBS_CRASH_MAX_FRAMES];
+
+  // Module table (install / refresh; see the file comment).
+  uint64_t module_generation; // atomic seqlock, odd while rewritten
+  uint32_t module_count;
+  uint32_t module_adds;       // dl_iterate_phdr's dlpi_adds at the last scan (truncated)
+
+  /// CRUMBS_CRASH_COMPLETE_MARKER once the handler finished; stored last (release).
+  uint64_t complete_marker;
+
+  uint8_t reserved[320];
+  crumbs_crash_module modules[CRUMBS_CRASH_MAX_MODULES];
+} crumbs_crash_record;
+_Static_assert(offsetof(crumbs_crash_record, version) == 8, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, total_size) == 16, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, state) == 24, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, signal_number) == 88, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, fault_address) == 112, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, thread_id) == 168, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, crash_wall_ns) == 208, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, registers) == 280, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, frame_count) == 664, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, frames) == 680, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, module_generation) == 1704, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, complete_marker) == 1720, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZE, "persisted");
+_Static_assert(sizeof(crumbs_crash_record) ==
+                   CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,
+               "persisted: crumbs_crash_record");
+
+/// Bytes of a crash record file: the struct rounded up to a 4 KiB page.
+#define CRUMBS_CRASH_FILE_SIZE ((sizeof(crumbs_crash_record) + 4095u) & ~(size_t)4095u)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_CRASH_RECORD_H

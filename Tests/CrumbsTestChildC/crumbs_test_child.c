@@ -1,0 +1,102 @@
+// Test-only crash helpers (see include/crumbs_test_child.h). Not signal-safe and not meant to be:
+// they are how the test child crashes, not part of the handler.
+#define _GNU_SOURCE
+#undef NDEBUG
+#include "crumbs_test_child.h"
+
+#include <assert.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+uint32_t crumbs_test_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+__attribute__((noinline)) void crumbs_test_null_deref(void) {
+  *(volatile int *)(uintptr_t)0 = 42;
+}
+
+__attribute__((noinline)) int crumbs_test_int_divide(int dividend, int divisor) {
+  volatile int top = dividend, bottom = divisor;
+  return top / bottom;
+}
+
+__attribute__((noinline)) void crumbs_test_c_assert(int value) { assert(value == 0); }
+
+__attribute__((noinline)) void crumbs_test_bus_error(const char *path) {
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return;
+  long page = sysconf(_SC_PAGESIZE);
+  if (ftruncate(fd, 2 * page) != 0) return;
+  volatile char *mapped = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) return;
+  if (ftruncate(fd, 0) != 0) return;
+  (void)mapped[page + 1];
+}
+
+typedef void (*crumbs_test_function)(void);
+static volatile crumbs_test_function crumbs_test_null_function;
+
+__attribute__((noinline)) void crumbs_test_call_null(void) {
+  crumbs_test_null_function();
+  __asm__ volatile("" ::: "memory"); // not a tail call: the return address stays at [sp]
+}
+
+__attribute__((noinline)) int crumbs_test_overflow_stack(int depth) {
+  volatile char buffer[256];
+  buffer[0] = (char)depth;
+  int result = crumbs_test_overflow_stack(depth + 1);
+  return result + buffer[0];
+}
+
+__attribute__((noinline)) int crumbs_test_recurse_then(int depth, void (*crash)(void)) {
+  volatile int keep = depth;
+  if (depth <= 0) {
+    crash();
+    return keep;
+  }
+  int result = crumbs_test_recurse_then(depth - 1, crash);
+  return result + keep;
+}
+
+uintptr_t crumbs_test_address_of_null_deref(void) { return (uintptr_t)&crumbs_test_null_deref; }
+uintptr_t crumbs_test_address_of_int_divide(void) { return (uintptr_t)&crumbs_test_int_divide; }
+uintptr_t crumbs_test_address_of_overflow_stack(void) {
+  return (uintptr_t)&crumbs_test_overflow_stack;
+}
+uintptr_t crumbs_test_address_of_call_null(void) { return (uintptr_t)&crumbs_test_call_null; }
+
+static struct sigaction crumbs_test_replaced[65];
+
+static void crumbs_test_foreign_handler(int signal_number, siginfo_t *info, void *context) {
+  static const char message[] = "foreign handler\n";
+  (void)!write(1, message, sizeof message - 1);
+  struct sigaction *previous = &crumbs_test_replaced[signal_number];
+  if (previous->sa_flags & SA_SIGINFO) {
+    if (previous->sa_sigaction != NULL) previous->sa_sigaction(signal_number, info, context);
+  } else if (previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN) {
+    previous->sa_handler(signal_number);
+  }
+}
+
+int crumbs_test_install_foreign_handler(int signal_number) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs_test_foreign_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  return sigaction(signal_number, &action, &crumbs_test_replaced[signal_number]);
+}
+
+void crumbs_test_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+int crumbs_test_arm_malloc_guard(void) {
+  void (*arm)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "crumbs_malloc_guard_arm");
+  if (arm == NULL) return 0;
+  arm();
+  return 1;
+}

@@ -1,0 +1,38 @@
+// Test-only C helpers for the crash scenarios of CrumbsTestChild. Why C: each crashes in one
+// exact, known way (a null store, an integer divide, a C assert, a truncated mapping, a call
+// through a null pointer, unbounded recursion) at an address the child can print, which Swift
+// code cannot promise (Swift traps, inlining and thunks move the faulting instruction).
+#ifndef CRUMBS_TEST_CHILD_H
+#define CRUMBS_TEST_CHILD_H
+#include <stdint.h>
+
+/// The caller's kernel thread id.
+uint32_t crumbs_test_gettid(void);
+/// Stores to address 0: SIGSEGV, SEGV_MAPERR, si_addr 0, PC inside this function.
+void crumbs_test_null_deref(void);
+/// Integer division by `divisor` (pass 0): SIGFPE, FPE_INTDIV on x86_64.
+int crumbs_test_int_divide(int dividend, int divisor);
+/// C assert(value == 0) with NDEBUG undefined: prints, then abort() → SIGABRT.
+void crumbs_test_c_assert(int value);
+/// Maps `path` (created, 2 pages), truncates it to 0, then reads the mapping: SIGBUS.
+void crumbs_test_bus_error(const char *path);
+/// Calls through a null function pointer: SIGSEGV with PC 0, the caller's return address at [sp].
+void crumbs_test_call_null(void);
+/// Recurses without bound, 256 bytes a frame: a stack overflow (SIGSEGV on the guard page).
+int crumbs_test_overflow_stack(int depth);
+/// Recurses `depth` frames, then calls `crash`. Returns only if `crash` does.
+int crumbs_test_recurse_then(int depth, void (*crash)(void));
+/// Address of a function, as an integer (for printing).
+uintptr_t crumbs_test_address_of_null_deref(void);
+uintptr_t crumbs_test_address_of_int_divide(void);
+uintptr_t crumbs_test_address_of_overflow_stack(void);
+uintptr_t crumbs_test_address_of_call_null(void);
+/// Installs a "foreign library" handler for `signal_number` that writes "foreign handler\n" to
+/// stdout and chains to the action it replaced. Returns 0 or -1.
+int crumbs_test_install_foreign_handler(int signal_number);
+/// Sets the calling thread's name (at most 15 bytes).
+void crumbs_test_set_thread_name(const char *name);
+/// Calls `crumbs_malloc_guard_arm` if an LD_PRELOAD interposer provides it: from then on any
+/// malloc/calloc/realloc/free exits the process with status 99. Returns 1 when armed.
+int crumbs_test_arm_malloc_guard(void);
+#endif

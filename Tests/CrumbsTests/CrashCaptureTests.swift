@@ -1,0 +1,634 @@
+// CrashCaptureTests.swift — real crashing children, and what they leave behind.
+//
+// Each test starts CrumbsTestChild with a crash scenario (Tests/CrumbsTestChild/
+// CrashScenarios.swift), reads the facts it prints (ring and record paths, crashing thread, the
+// faulting function's address), waits (bounded) for it to die, then checks the exit status and
+// reads back the crash record and the ring. The matrix runs the debug child and, when
+// CRUMBS_RELEASE_CHILD names a release build of it (`make test` does), the release child; each
+// with the Swift runtime backtracer on (chained to: its output must still appear and its
+// `swift-backtrace` helper must not be left behind) and off (SWIFT_BACKTRACE=enable=no).
+// Every child is killed and reaped on every path; nothing here sleeps to assert on timing.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import CrumbsSignalPath
+import Testing
+
+@testable import Crumbs
+
+// MARK: - The matrix
+
+/// One way of running the child.
+struct ChildVariant: CustomStringConvertible, Sendable {
+  var release: Bool
+  var backtracer: Bool
+  var description: String { (release ? "release" : "debug") + (backtracer ? "+backtracer" : "") }
+
+  static let all = [
+    ChildVariant(release: false, backtracer: false), ChildVariant(release: false, backtracer: true),
+    ChildVariant(release: true, backtracer: false), ChildVariant(release: true, backtracer: true),
+  ]
+
+  /// The child executable, or nil when this variant is not available.
+  var executable: String? {
+    if !release { return ChildProcess.testChild }
+    guard let path = getenv("CRUMBS_RELEASE_CHILD").map({ String(cString: $0) }), !path.isEmpty
+    else { return nil }
+    return path
+  }
+
+  var environment: [String: String] {
+    ["SWIFT_BACKTRACE": backtracer ? "enable=yes,interactive=no,color=no" : "enable=no"]
+  }
+}
+
+/// What a scenario must end with.
+struct CrashExpectation: CustomStringConvertible, Sendable {
+  var scenario: String
+  var signal: Int32
+  var code: Int32?
+  var faultAddressIsZero = false
+  /// The first frame must lie in the printed function (C helpers, exact) or some early frame
+  /// must (Swift traps: the trap may sit in libswiftCore, the function a few frames out).
+  var firstFrameInFunction = false
+  var someFrameInFunction = false
+  var description: String { scenario }
+}
+
+#if arch(x86_64)
+  let swiftTrapSignal = SIGILL
+  let swiftTrapCode: Int32? = 2  // ILL_ILLOPN: ud2
+#else
+  let swiftTrapSignal = SIGTRAP
+  let swiftTrapCode: Int32? = nil
+#endif
+
+let crashExpectations: [CrashExpectation] = [
+  CrashExpectation(
+    scenario: "null-deref", signal: SIGSEGV, code: 1, faultAddressIsZero: true,
+    firstFrameInFunction: true),
+  CrashExpectation(scenario: "fatal-error", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "precondition", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "force-unwrap", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "bounds", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "overflow", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "divide-by-zero", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(scenario: "abort", signal: SIGABRT, code: -6),  // SI_TKILL: raise()
+  CrashExpectation(scenario: "c-assert", signal: SIGABRT, code: -6),
+  CrashExpectation(scenario: "bus-error", signal: SIGBUS, code: 2),  // BUS_ADRERR
+  CrashExpectation(scenario: "sigfpe", signal: SIGFPE, code: 1, firstFrameInFunction: true),  // FPE_INTDIV
+  CrashExpectation(scenario: "stack-overflow-main", signal: SIGSEGV, firstFrameInFunction: true),
+  CrashExpectation(scenario: "stack-overflow-thread", signal: SIGSEGV, firstFrameInFunction: true),
+  CrashExpectation(
+    scenario: "thread-segv", signal: SIGSEGV, code: 1, faultAddressIsZero: true,
+    firstFrameInFunction: true),
+  CrashExpectation(
+    scenario: "recurse-64", signal: SIGSEGV, code: 1, faultAddressIsZero: true,
+    firstFrameInFunction: true),
+]
+
+// MARK: - Running a crashing child
+
+/// A finished crash scenario: what the child printed, how it died, what it left.
+struct CrashRun {
+  var facts: [String: String] = [:]
+  var lines: [String] = []
+  var status: Int32 = 0
+  var stderr = ""
+  var recordPath: String? { facts["record"] }
+  var ringPath: String? { facts["ring"] }
+
+  var signal: Int32? {
+    let low = status & 0x7f
+    return low != 0 && low != 0x7f ? low : nil
+  }
+  var exitCode: Int32? { status & 0x7f == 0 ? (status >> 8) & 0xff : nil }
+  /// The shell's view: 128 + signal (139 for SIGSEGV, 132 for SIGILL, 134 for SIGABRT).
+  var shellStatus: Int32 { signal.map { 128 + $0 } ?? exitCode ?? -1 }
+
+  /// "function NAME 0xADDRESS" → the address.
+  var functionAddress: UInt64? {
+    guard let text = facts["function"], let hex = text.split(separator: " ").last,
+      hex.hasPrefix("0x")
+    else { return nil }
+    return UInt64(hex.dropFirst(2), radix: 16)
+  }
+}
+
+/// Spawns the child with stdout on a pipe and stderr into a file; `deinit` kills and reaps.
+final class CrashChild {
+  let pid: pid_t
+  private let output: Int32
+  private var buffered: [UInt8] = []
+  private var reaped = false
+  var status: Int32 = 0
+
+  init(_ executable: String, _ arguments: [String], environment: [String: String], stderrPath: String)
+    throws
+  {
+    var descriptors: [Int32] = [0, 0]
+    guard pipe(&descriptors) == 0 else { throw ChildError.spawn("pipe", errno) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, descriptors[1], 1)
+    posix_spawn_file_actions_addclose(&actions, descriptors[0])
+    posix_spawn_file_actions_addclose(&actions, descriptors[1])
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    var lines: [String] = []
+    var current = environ
+    while let entry = current.pointee {
+      let line = String(cString: entry)
+      let name = String(line.prefix { $0 != "=" })
+      if environment[name] == nil { lines.append(line) }
+      current += 1
+    }
+    lines += environment.map { "\($0.key)=\($0.value)" }
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = lines.map { strdup($0) } + [nil]
+    defer {
+      argv.forEach { free($0) }
+      envp.forEach { free($0) }
+    }
+    var child = pid_t()
+    let result = posix_spawn(&child, executable, &actions, nil, argv, envp)
+    close(descriptors[1])
+    guard result == 0 else {
+      close(descriptors[0])
+      throw ChildError.spawn("posix_spawn \(executable)", result)
+    }
+    pid = child
+    output = descriptors[0]
+    _ = fcntl(output, F_SETFL, fcntl(output, F_GETFL) | O_NONBLOCK)
+  }
+
+  /// Reads stdout lines until `last` is seen, EOF, or `seconds` pass.
+  func readLines(until last: String, seconds: Double) -> [String] {
+    var lines: [String] = []
+    let deadline = ChildProcess.now() + seconds
+    while ChildProcess.now() < deadline {
+      while let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+        let line = String(decoding: buffered[..<newline], as: UTF8.self)
+        buffered.removeSubrange(...newline)
+        lines.append(line)
+        if line == last { return lines }
+      }
+      var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+      let ready = poll(&descriptor, 1, 100)
+      if ready <= 0 { continue }
+      var chunk = [UInt8](repeating: 0, count: 4096)
+      let count = read(output, &chunk, chunk.count)
+      if count > 0 {
+        buffered += chunk[..<count]
+      } else if count == 0 {
+        break
+      }
+    }
+    if !buffered.isEmpty {
+      lines.append(String(decoding: buffered, as: UTF8.self))
+      buffered.removeAll()
+    }
+    return lines
+  }
+
+  /// Waits at most `seconds` for the child to end; SIGKILLs it after that. Returns the status.
+  @discardableResult
+  func wait(seconds: Double) -> Int32 {
+    if reaped { return status }
+    let deadline = ChildProcess.now() + seconds
+    var raw: Int32 = 0
+    while true {
+      let result = waitpid(pid, &raw, WNOHANG)
+      if result == pid { break }
+      if result < 0 && errno != EINTR { break }
+      if ChildProcess.now() > deadline {
+        kill(pid, SIGKILL)
+        waitpid(pid, &raw, 0)
+        break
+      }
+      var descriptor = pollfd(fd: -1, events: 0, revents: 0)
+      _ = poll(&descriptor, 0, 5)  // a 5 ms pause between checks, not a timing assertion
+    }
+    reaped = true
+    status = raw
+    return raw
+  }
+
+  deinit {
+    if !reaped {
+      kill(pid, SIGKILL)
+      var raw: Int32 = 0
+      waitpid(pid, &raw, 0)
+    }
+    close(output)
+  }
+}
+
+/// `swift-backtrace` helper processes started for `pid` that are still alive.
+func backtraceHelpers(for pid: pid_t) -> [pid_t] {
+  guard let entries = try? Syscall.directoryEntries("/proc") else { return [] }
+  var found: [pid_t] = []
+  for name in entries {
+    guard let helper = pid_t(name),
+      let bytes = try? Syscall.readFile("/proc/\(name)/cmdline", limit: 1 << 16)
+    else { continue }
+    let arguments = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    guard let program = arguments.first, program.hasSuffix("swift-backtrace") else { continue }
+    if let index = arguments.firstIndex(of: "--pid"), index + 1 < arguments.count,
+      arguments[index + 1] == String(pid)
+    {
+      found.append(helper)
+    }
+  }
+  return found
+}
+
+/// Runs `scenario` in a fresh directory; `whileRunning` gets the child after "crashing" was
+/// printed (e.g. to send it a signal). Checks that no backtracer helper is left behind.
+func runCrashScenario(
+  _ scenario: String, variant: ChildVariant, directory: TestDirectory,
+  environment: [String: String] = [:], whileRunning: ((CrashChild, CrashRun) -> Void)? = nil
+) throws -> CrashRun {
+  let executable = try #require(variant.executable)
+  let stderrPath = directory.file("stderr.txt")
+  let child = try CrashChild(
+    executable, [scenario, directory.path],
+    environment: variant.environment.merging(environment) { _, new in new },
+    stderrPath: stderrPath)
+  var run = CrashRun()
+  run.lines = child.readLines(until: "crashing", seconds: 60)
+  for line in run.lines {
+    guard let space = line.firstIndex(of: " ") else { continue }
+    let key = String(line[..<space])
+    run.facts[key] = String(line[line.index(after: space)...])  // the last one wins
+  }
+  whileRunning?(child, run)
+  // The backtracer symbolicates before the process dies: allow it time, bounded.
+  run.status = child.wait(seconds: 120)
+  run.lines += child.readLines(until: "\u{0}never", seconds: 0.2)
+  run.stderr = (try? Syscall.readFile(stderrPath)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+
+  // No orphaned swift-backtrace helper: poll (bounded) for any to finish, then kill and fail.
+  let deadline = ChildProcess.now() + 20
+  var helpers = backtraceHelpers(for: child.pid)
+  while !helpers.isEmpty && ChildProcess.now() < deadline {
+    var descriptor = pollfd(fd: -1, events: 0, revents: 0)
+    _ = poll(&descriptor, 0, 50)
+    helpers = backtraceHelpers(for: child.pid)
+  }
+  for helper in helpers { kill(helper, SIGKILL) }
+  #expect(helpers.isEmpty, "orphaned swift-backtrace helper(s) \(helpers) for \(scenario)")
+  return run
+}
+
+// MARK: - Tests
+
+@Suite("Crash capture")
+struct CrashCaptureTests {
+  @Test(
+    "a crashing child dies by its signal and leaves a complete record and its breadcrumbs",
+    arguments: crashExpectations, ChildVariant.all)
+  func crashLeavesRecord(expectation: CrashExpectation, variant: ChildVariant) throws {
+    guard variant.executable != nil else {
+      print("skipped \(expectation.scenario) [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let run = try runCrashScenario(expectation.scenario, variant: variant, directory: directory)
+    let context = "\(expectation.scenario) [\(variant)]: \(run.lines.joined(separator: " | "))"
+    #expect(run.signal == expectation.signal, "exit \(run.shellStatus) for \(context)")
+    #expect(run.shellStatus == 128 + expectation.signal, "\(context)")
+
+    let recordPath = try #require(run.recordPath, "no record path: \(context)")
+    let record = try CrashRecord.read(file: recordPath)
+    #expect(record.status == .complete, "\(context)")
+    #expect(record.signal.number == expectation.signal, "\(context)")
+    if let code = expectation.code { #expect(record.signal.code == code, "\(context)") }
+    if expectation.faultAddressIsZero { #expect(record.signal.faultAddress == 0, "\(context)") }
+    #expect(record.threadID == UInt32(run.facts["thread"] ?? "") ?? 0, "\(context)")
+    #expect(!record.frames.isEmpty, "\(context)")
+    #expect(record.threadsCrashed == 1, "\(context)")
+    #expect(record.handlerDurationNanoseconds > 0)
+    #expect(record.processUptimeNanoseconds > 0)
+    #expect(record.freeMemoryBytes > 0 && record.totalMemoryBytes >= record.freeMemoryBytes)
+    #expect(!record.modules.isEmpty)
+    #expect(record.module(containing: record.frames[0]) != nil, "first frame in no module: \(context)")
+    #expect(record.registers.count >= 23 || record.architecture != "x86_64")
+
+    if expectation.firstFrameInFunction || expectation.someFrameInFunction {
+      let start = try #require(run.functionAddress, "no function address: \(context)")
+      // A C helper or @_cdecl thunk is a few dozen bytes; 512 bounds "inside it".
+      let inside = { (frame: UInt64) in frame >= start && frame < start + 512 }
+      if expectation.firstFrameInFunction {
+        #expect(inside(record.frames[0]), "frame 0 \(record.frames[0]) not in \(start): \(context)")
+      } else {
+        #expect(
+          record.frames.prefix(12).contains { inside($0) },
+          "no early frame in \(start): \(record.frames.prefix(12)) \(context)")
+      }
+    }
+
+    let ring = try RingReader.read(file: try #require(run.ringPath))
+    #expect(ring.header.state == .crashed, "\(context)")
+    let lastMessage = try #require(run.facts["last-breadcrumb"])
+    #expect(ring.breadcrumbs.contains { $0.message == lastMessage }, "\(context)")
+    let fatal = ring.breadcrumbs.filter { $0.level == .fatal }
+    #expect(fatal.count == 1, "exactly one fatal breadcrumb: \(context)")
+    #expect(fatal.first?.fromSignalHandler == true)
+    #expect(fatal.first?.message.hasPrefix(record.signal.name) == true, "\(fatal) \(context)")
+
+    if variant.backtracer {
+      // Chained: the runtime backtracer still ran and printed its report.
+      #expect(
+        run.stderr.contains("Crash") || run.stderr.contains("crash"),
+        "backtracer output missing for \(context): \(run.stderr.prefix(400))")
+    }
+  }
+
+  @Test("abort() and C assert produce exactly one record and one fatal breadcrumb")
+  func abortRecordsOnce() throws {
+    for scenario in ["abort", "c-assert"] {
+      let directory = TestDirectory()
+      let run = try runCrashScenario(
+        scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory)
+      #expect(run.signal == SIGABRT)
+      let record = try CrashRecord.read(file: try #require(run.recordPath))
+      #expect(record.threadsCrashed == 1)
+      #expect(record.signal.senderPID == record.pid)
+      let ring = try RingReader.read(file: try #require(run.ringPath))
+      #expect(ring.breadcrumbs.filter { $0.level == .fatal }.count == 1)
+      let crashFiles = try Syscall.directoryEntries(directory.path + "/rings").filter {
+        $0.hasSuffix(".crash")
+      }
+      #expect(crashFiles.count == 1)
+    }
+  }
+
+  @Test("a call through a null pointer records the caller as the second frame", arguments: [false, true])
+  func callThroughNull(release: Bool) throws {
+    let variant = ChildVariant(release: release, backtracer: false)
+    guard variant.executable != nil else { return }
+    let directory = TestDirectory()
+    let run = try runCrashScenario("call-null", variant: variant, directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.frames.first == 0)
+    #expect(record.leafFrameInserted)
+    let start = try #require(run.functionAddress)
+    #expect(record.frames.count >= 2 && record.frames[1] > start && record.frames[1] < start + 512)
+  }
+
+  @Test("a stack overflow is recorded from the alternate stack", arguments: ["stack-overflow-main", "stack-overflow-thread"])
+  func stackOverflow(scenario: String) throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    #expect(record.ranOnAlternateStack)
+    #expect(record.frames.count > 8, "a deep recursion leaves many frames")
+    if scenario == "stack-overflow-thread" { #expect(record.threadName == "overflower") }
+  }
+
+  @Test("a crash on a thread while others append names that thread")
+  func threadCrash() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "thread-segv", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.threadName == "crasher")
+    #expect(String(record.threadID) == run.facts["thread"])
+    let ring = try RingReader.read(file: try #require(run.ringPath))
+    #expect(ring.breadcrumbs.contains { $0.message.hasPrefix("background") })
+    #expect(ring.breadcrumbs.contains { $0.message == "crasher started" })
+  }
+
+  @Test("two threads crashing at once: one record, the other thread counted, no hang")
+  func twoThreads() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "two-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    #expect(["crasher-a", "crasher-b"].contains(record.threadName))
+    // The second thread may reach the handler before or after the process dies.
+    #expect(record.threadsCrashed >= 1 && record.threadsCrashed <= 2)
+    let ring = try RingReader.read(file: try #require(run.ringPath))
+    #expect(ring.breadcrumbs.filter { $0.level == .fatal }.count == 1)
+  }
+
+  @Test("a crash inside the handler leaves a partial record and the original signal", arguments: [false, true])
+  func crashInsideHandler(backtracer: Bool) throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "abort", variant: ChildVariant(release: false, backtracer: backtracer), directory: directory,
+      environment: ["CRUMBS_TEST_FAULT_IN_HANDLER": "1"])
+    #expect(run.signal == SIGABRT, "died by the original signal, not the nested SIGSEGV")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .partial)
+    #expect(record.signal.number == SIGABRT)
+    #expect(record.nestedSignal == SIGSEGV)
+    #expect(record.nestedFaultAddress == 8)
+  }
+
+  @Test("kill -SEGV from another process records the sender", arguments: [false, true])
+  func sentSignal(backtracer: Bool) throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "wait-for-signal", variant: ChildVariant(release: false, backtracer: backtracer),
+      directory: directory
+    ) { child, _ in
+      kill(child.pid, SIGSEGV)
+    }
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    #expect(record.signal.code == 0)  // SI_USER
+    #expect(record.signal.codeName == "SI_USER")
+    #expect(record.signal.senderPID == getpid())
+    #expect(record.signal.senderUID == getuid())
+    #expect(record.signal.faultAddress == 0)
+  }
+
+  @Test("a handler installed later by another library is detected; re-installing re-takes it")
+  func replacedHandler() throws {
+    let variant = ChildVariant(release: false, backtracer: false)
+    let directory = TestDirectory()
+    let replaced = try runCrashScenario("handler-replaced", variant: variant, directory: directory)
+    #expect(replaced.facts["replaced"] == "\(SIGSEGV)")
+    #expect(replaced.signal == SIGSEGV)
+    // The other library chains to us: its output, then our record.
+    #expect(replaced.lines.contains("foreign handler"))
+    let record = try CrashRecord.read(file: try #require(replaced.recordPath))
+    #expect(record.status == .complete)
+
+    let again = TestDirectory()
+    let reasserted = try runCrashScenario("handler-reasserted", variant: variant, directory: again)
+    #expect(reasserted.facts["replaced"] == "\(SIGSEGV)")
+    #expect(reasserted.facts["after-reinstall"] == "")
+    #expect(reasserted.signal == SIGSEGV)
+    #expect(!reasserted.lines.contains("foreign handler"), "our handler runs first again")
+    #expect(try CrashRecord.read(file: try #require(reasserted.recordPath)).status == .complete)
+  }
+
+  @Test("uninstall restores the previous action and removes the untouched record")
+  func uninstalled() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "uninstalled", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let recordPath = try #require(run.recordPath)
+    #expect(!Syscall.fileExists(recordPath))
+    let ring = try RingReader.read(file: try #require(run.ringPath))
+    #expect(ring.breadcrumbs.filter { $0.level == .fatal }.isEmpty)
+  }
+
+  @Test("a process that exits cleanly leaves a record that says no crash")
+  func cleanExit() throws {
+    let directory = TestDirectory()
+    let child = try CrashChild(
+      ChildProcess.testChild, ["clean-exit", directory.path], environment: ["SWIFT_BACKTRACE": "enable=no"],
+      stderrPath: directory.file("stderr.txt"))
+    let lines = child.readLines(until: "exiting", seconds: 60)
+    child.wait(seconds: 60)
+    #expect(child.status == 0)
+    let recordLine = try #require(lines.first { $0.hasPrefix("record ") })
+    let record = try CrashRecord.read(file: String(recordLine.dropFirst(7)))
+    #expect(record.status == .noCrash)
+  }
+
+  @Test("the handler does not allocate: an armed LD_PRELOAD malloc guard never fires")
+  func noAllocationInHandler() throws {
+    let directory = TestDirectory()
+    let source = directory.file("malloc_guard.c")
+    let library = directory.file("libmalloc_guard.so")
+    try Syscall.writeFileAtomically(source, Array(mallocGuardSource.utf8))
+    let compile = try CrashChild(
+      "/bin/sh", ["-c", "cc -shared -fPIC -O1 -o '\(library)' '\(source)' -ldl"], environment: [:],
+      stderrPath: directory.file("cc.txt"))
+    compile.wait(seconds: 120)
+    try #require(compile.status == 0, "cc failed")
+    for scenario in ["null-deref", "abort", "stack-overflow-thread", "wait-for-signal"] {
+      let scenarioDirectory = TestDirectory()
+      let run = try runCrashScenario(
+        scenario, variant: ChildVariant(release: false, backtracer: false),
+        directory: scenarioDirectory, environment: ["LD_PRELOAD": library]
+      ) { child, _ in
+        if scenario == "wait-for-signal" { kill(child.pid, SIGSEGV) }
+      }
+      #expect(run.exitCode != 99, "\(scenario): the handler allocated (guard fired)")
+      #expect(run.signal != nil, "\(scenario): \(run.lines)")
+      let record = try CrashRecord.read(file: try #require(run.recordPath))
+      #expect(record.status == .complete, "\(scenario)")
+    }
+  }
+
+  @Test("the malloc guard itself works: an allocation after arming exits 99")
+  func mallocGuardWorks() throws {
+    // Keeps the previous test honest: the guard must be able to fire.
+    let directory = TestDirectory()
+    let source = directory.file("malloc_guard.c")
+    let library = directory.file("libmalloc_guard.so")
+    let program = directory.file("allocate.c")
+    let binary = directory.file("allocate")
+    try Syscall.writeFileAtomically(source, Array(mallocGuardSource.utf8))
+    try Syscall.writeFileAtomically(
+      program,
+      Array(
+        """
+        #include <dlfcn.h>
+        #include <stdlib.h>
+        int main(void) {
+          void (*arm)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "crumbs_malloc_guard_arm");
+          if (arm == NULL) return 3;
+          arm();
+          volatile void *p = malloc(16);
+          return p != NULL ? 0 : 1;
+        }
+        """.utf8))
+    let compile = try CrashChild(
+      "/bin/sh",
+      ["-c", "cc -shared -fPIC -o '\(library)' '\(source)' -ldl && cc -o '\(binary)' '\(program)' -ldl"],
+      environment: [:], stderrPath: directory.file("cc.txt"))
+    compile.wait(seconds: 120)
+    try #require(compile.status == 0)
+    let child = try CrashChild(binary, [], environment: ["LD_PRELOAD": library], stderrPath: directory.file("e"))
+    child.wait(seconds: 30)
+    #expect((child.status >> 8) & 0xff == 99)
+  }
+
+  @Test("the record layout is the C one, and the reader rejects damaged bytes without trapping")
+  func readerValidation() throws {
+    #expect(CrashHandler.recordFileSize == 90112)
+    #expect(MemoryLayout<crumbs_crash_record>.offset(of: \.modules) == Int(CRUMBS_CRASH_HEADER_SIZE))
+    var bytes = [UInt8](repeating: 0, count: CrashHandler.recordFileSize)
+    bytes.withUnsafeMutableBytes { raw in
+      let record = raw.baseAddress!.assumingMemoryBound(to: crumbs_crash_record.self)
+      crumbs_crash_record_format(record, 42, [UInt8](repeating: 7, count: 16), [UInt8](repeating: 1, count: 16), 0)
+    }
+    let fresh = try bytes.withUnsafeBytes { try CrashRecord.read(image: $0) }
+    #expect(fresh.status == .noCrash)
+    #expect(fresh.pid == 42)
+
+    func rejected(_ change: (inout [UInt8]) -> Void) -> CrashRecordError.Kind? {
+      var copy = bytes
+      change(&copy)
+      let result = copy.withUnsafeBytes { image in
+        Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+      }
+      if case .failure(let error) = result { return error.kind }
+      return nil
+    }
+    #expect(rejected { $0[0] ^= 1 } == .notARecord)
+    #expect(rejected { $0.removeLast(4096) } == .truncated)
+    #expect(rejected { $0.removeLast($0.count - 100) } == .truncated)
+    #expect(rejected { $0[8] = 2 } == .unsupportedVersion)
+    #expect(rejected { $0[16] = 1 } == .corrupt)  // total size
+    #expect(rejected { $0[24] = 9 } == .corrupt)  // state
+    let frameCount = MemoryLayout<crumbs_crash_record>.offset(of: \.frame_count)!
+    #expect(rejected { $0[frameCount + 1] = 1 } == .corrupt)  // 256 + frames
+    let moduleCount = MemoryLayout<crumbs_crash_record>.offset(of: \.module_count)!
+    #expect(rejected { $0[moduleCount + 1] = 2 } == .corrupt)
+  }
+}
+
+/// An LD_PRELOAD library: malloc & co. pass through to libc until `crumbs_malloc_guard_arm` is
+/// called; after that, any call writes a line to stderr and _exit(99)s.
+let mallocGuardSource = """
+  #define _GNU_SOURCE
+  #include <dlfcn.h>
+  #include <stddef.h>
+  #include <unistd.h>
+  static volatile int armed;
+  extern void *__libc_malloc(size_t);
+  extern void *__libc_calloc(size_t, size_t);
+  extern void *__libc_realloc(void *, size_t);
+  extern void __libc_free(void *);
+  extern void *__libc_memalign(size_t, size_t);
+  static void fire(const char *what) {
+    static const char prefix[] = "malloc guard: ";
+    (void)!write(2, prefix, sizeof prefix - 1);
+    size_t length = 0;
+    while (what[length]) length++;
+    (void)!write(2, what, length);
+    (void)!write(2, "\\n", 1);
+    _exit(99);
+  }
+  void crumbs_malloc_guard_arm(void) { armed = 1; }
+  void *malloc(size_t size) { if (armed) fire("malloc"); return __libc_malloc(size); }
+  void *calloc(size_t count, size_t size) { if (armed) fire("calloc"); return __libc_calloc(count, size); }
+  void *realloc(void *pointer, size_t size) { if (armed) fire("realloc"); return __libc_realloc(pointer, size); }
+  void free(void *pointer) { if (armed) fire("free"); __libc_free(pointer); }
+  void *memalign(size_t alignment, size_t size) { if (armed) fire("memalign"); return __libc_memalign(alignment, size); }
+  int posix_memalign(void **out, size_t alignment, size_t size) {
+    if (armed) fire("posix_memalign");
+    *out = __libc_memalign(alignment, size);
+    return *out ? 0 : 12;
+  }
+  void *aligned_alloc(size_t alignment, size_t size) { if (armed) fire("aligned_alloc"); return __libc_memalign(alignment, size); }
+  """
