@@ -1,0 +1,468 @@
+// SymbolicationTests.swift — real addresses of this test binary and of libc, named by reading
+// the files the way a next launch would; copies that were stripped, replaced or removed; damaged
+// ELF files; and the optional llvm-symbolizer enhancer.
+
+import Testing
+
+@testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// MARK: - Probes: functions whose return addresses the tests capture
+
+/// `int backtrace(void **buffer, int size)` (execinfo.h does not import into Swift).
+private typealias BacktraceFunction =
+  @convention(c) (UnsafeMutablePointer<UnsafeMutableRawPointer?>?, Int32) -> Int32
+private let backtraceFunction = unsafeBitCast(dlsym(nil, "backtrace")!, to: BacktraceFunction.self)
+
+/// The return addresses of the current stack; [0] lies in the caller of this function.
+@inline(never)
+func currentReturnAddresses() -> [UInt64] {
+  var buffer = [UnsafeMutableRawPointer?](repeating: nil, count: 32)
+  let count = Int(backtraceFunction(&buffer, 32))
+  // [0] is inside this function (the return from backtrace): drop it.
+  return buffer[0..<count].dropFirst().map { UInt64(UInt(bitPattern: $0)) }
+}
+
+struct SymbolicationProbe {
+  /// Captures the stack from two levels of named Swift functions: [0] is in `inner`, [1] in
+  /// `outer`. Returns the source line of the capture call too.
+  @inline(never)
+  static func outer(_ seed: Int) -> (addresses: [UInt64], line: Int) {
+    let result = inner(seed &+ 1)
+    // Work after the call, so the call cannot become a tail call.
+    return (result.addresses, result.line &+ (seed == Int.min ? 1 : 0))
+  }
+
+  @inline(never)
+  static func inner(_ seed: Int) -> (addresses: [UInt64], line: Int) {
+    let (addresses, line) = (currentReturnAddresses(), #line)
+    return (addresses.map { $0 &+ UInt64(seed == Int.min ? 1 : 0) }, line)
+  }
+}
+
+/// A file-private function: a local symbol, which `strip` removes (it is not in `.dynsym`).
+@inline(never)
+private func fileLocalProbe(_ seed: Int) -> [UInt64] {
+  let addresses = currentReturnAddresses()
+  return addresses.map { $0 &+ UInt64(seed == Int.min ? 1 : 0) }
+}
+
+// MARK: - Helpers
+
+/// The modules of this process, and the one holding `address`.
+private func moduleHolding(_ address: UInt64) throws -> LoadedModule {
+  let modules = CurrentProcessModules.list()
+  return try #require(
+    modules.first { $0.textContains(address) }, "no module holds 0x\(String(address, radix: 16))")
+}
+
+/// The file /proc/self/maps says is mapped at `address`.
+private func mappedPath(containing address: UInt64) -> String? {
+  guard let bytes = try? Syscall.readFile("/proc/self/maps") else { return nil }
+  for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+    let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+    let range = fields[0].split(separator: "-")
+    guard fields.count >= 6, range.count == 2, let low = UInt64(range[0], radix: 16),
+      let high = UInt64(range[1], radix: 16), low <= address, address < high
+    else { continue }
+    return fields[5...].joined(separator: " ")
+  }
+  return nil
+}
+
+/// `path` with symbolic links resolved (/lib → /usr/lib on merged-/usr systems).
+private func canonical(_ path: String) -> String? {
+  guard let resolved = realpath(path, nil) else { return nil }
+  defer { free(resolved) }
+  return String(cString: resolved)
+}
+
+private func runShell(_ command: String) -> Int32 {
+  let status = system(command)
+  return (status >> 8) & 0xFF
+}
+
+private func onPath(_ name: String) -> Bool { LLVMSymbolizer.onPath(name) != nil }
+
+private var noEnhancer: Symbolicator.Options {
+  var options = Symbolicator.Options()
+  options.useLLVMSymbolizer = false
+  return options
+}
+
+@Suite struct SymbolicationTests {
+  // MARK: Names from the ELF symbol tables
+
+  @Test func namesSwiftFunctionsOfThisBinaryDemangled() throws {
+    let (addresses, _) = SymbolicationProbe.outer(7)
+    let symbolicator = Symbolicator(modules: CurrentProcessModules.list(), options: noEnhancer)
+    let frames = symbolicator.symbolicate(Array(addresses.prefix(4)), firstIsExactPC: false)
+
+    #expect(
+      frames[0].function
+        == "static CrumbsTests.SymbolicationProbe.inner(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
+    )
+    #expect(
+      frames[1].function
+        == "static CrumbsTests.SymbolicationProbe.outer(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
+    )
+    #expect(frames[0].symbol?.hasPrefix("$s11CrumbsTests18SymbolicationProbeV5inner") == true)
+    #expect(frames[0].note == nil)
+    // The caller of `outer` is this test function.
+    #expect(frames[2].function?.contains("namesSwiftFunctionsOfThisBinaryDemangled") == true)
+
+    // Module and offset agree with the kernel's view of the mappings.
+    let module = try moduleHolding(addresses[0])
+    #expect(mappedPath(containing: addresses[0]) == canonical(module.path))
+    #expect(frames[0].modulePath == module.path)
+    #expect(frames[0].moduleOffset == addresses[0] - module.loadBias)
+    #expect(frames[0].buildID == module.buildIDHex)
+    #expect(!module.buildID.isEmpty)
+    let offset = try #require(frames[0].symbolOffset)
+    #expect(offset > 0 && offset < 4096)
+    #expect(frames[0].description.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(Swift.Int)"))
+    #expect(frames[0].description.contains(" + \(offset) ("))
+  }
+
+  @Test func simplifiedNamesDropTheStandardLibraryNoise() throws {
+    let (addresses, _) = SymbolicationProbe.outer(1)
+    var options = noEnhancer
+    options.nameStyle = .simplified
+    let frames = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+      .symbolicate([addresses[0]], firstIsExactPC: false)
+    #expect(frames[0].function == "static CrumbsTests.SymbolicationProbe.inner(Int)")
+    #expect(
+      SymbolDemangler.simplify("closure #1 (Swift.Int) -> Swift.Int in Foo.bar() -> ()")
+        == "closure #1 (Int) in Foo.bar() -> ()")
+  }
+
+  @Test func theExactPCIsLookedUpAsIsAndReturnAddressesOneByteBack() throws {
+    // A function's first byte: as an exact PC it is in the function; as a return address it
+    // belongs to whatever precedes it.
+    let getpid = UInt64(UInt(bitPattern: dlsym(nil, "getpid")))
+    let symbolicator = Symbolicator(modules: CurrentProcessModules.list(), options: noEnhancer)
+    let exact = symbolicator.symbolicate([getpid], firstIsExactPC: true)[0]
+    let returned = symbolicator.symbolicate([getpid], firstIsExactPC: false)[0]
+    #expect(exact.symbol == "getpid")
+    #expect(exact.symbolOffset == 0)
+    #expect(returned.symbol != "getpid")
+  }
+
+  @Test func aFrameInLibcIsNamedFromItsDynamicSymbols() throws {
+    let address = UInt64(UInt(bitPattern: dlsym(nil, "getpid"))) + 4
+    let module = try moduleHolding(address)
+    #expect(module.path.hasSuffix("/libc.so.6"))
+    let frames = Symbolicator(modules: CurrentProcessModules.list(), options: noEnhancer)
+      .symbolicate([address], firstIsExactPC: true)
+    #expect(frames[0].symbol == "getpid")
+    #expect(frames[0].function == "getpid")
+    #expect(frames[0].symbolOffset == 4)
+    #expect(frames[0].modulePath == module.path)
+    #expect(mappedPath(containing: address) == canonical(module.path))
+  }
+
+  @Test func procSelfExeNamesTheMainExecutable() throws {
+    let (addresses, _) = SymbolicationProbe.outer(2)
+    var module = try moduleHolding(addresses[0])
+    module.path = "/proc/self/exe"
+    let frames = Symbolicator(modules: [module], options: noEnhancer).symbolicate(
+      [addresses[0]], firstIsExactPC: false)
+    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+  }
+
+  // MARK: Modules that are gone, changed or stripped
+
+  @Test func aMissingModuleKeepsModuleOffsetAndBuildID() throws {
+    let directory = TestDirectory()
+    let module = LoadedModule(
+      path: directory.file("libgone.so"), loadBias: 0x7f00_0000_0000, buildID: [0xAB, 0xCD, 0x01],
+      start: 0x7f00_0000_0000, end: 0x7f00_0010_0000, textStart: 0x7f00_0000_1000, textEnd: 0x7f00_0008_0000)
+    let frames = Symbolicator(modules: [module]).symbolicate([0x7f00_0000_2345, 0x7f00_0000_3000])
+    #expect(frames[0].note == SymbolicatedFrame.Note.moduleGone)
+    #expect(frames[0].modulePath == module.path)
+    #expect(frames[0].moduleOffset == 0x2345)
+    #expect(frames[1].moduleOffset == 0x3000)
+    #expect(frames[0].buildID == "abcd01")
+    #expect(frames[0].symbol == nil && frames[0].function == nil && frames[0].file == nil)
+    #expect(frames[0].description == "0x7f0000002345 (libgone.so +0x2345, build id abcd01) [module gone]")
+  }
+
+  @Test func anAddressOutsideEveryModuleSaysSo() {
+    let frames = Symbolicator(modules: CurrentProcessModules.list()).symbolicate([0x10, 0])
+    #expect(frames.map(\.note) == [SymbolicatedFrame.Note.noModule, SymbolicatedFrame.Note.noModule])
+    #expect(frames[0].modulePath == nil && frames[0].moduleOffset == nil)
+  }
+
+  @Test func aChangedBuildIDNamesNothing() throws {
+    let (addresses, _) = SymbolicationProbe.outer(3)
+    var module = try moduleHolding(addresses[0])
+    let realBuildID = module.buildID
+    module.buildID = realBuildID.map { $0 ^ 0xFF }
+    let frames = Symbolicator(modules: [module]).symbolicate([addresses[0]], firstIsExactPC: false)
+    #expect(frames[0].note == SymbolicatedFrame.Note.buildIDChanged)
+    #expect(frames[0].symbol == nil && frames[0].file == nil)
+    #expect(frames[0].moduleOffset == addresses[0] - module.loadBias)
+    #expect(frames[0].buildID == module.buildIDHex)
+
+    // With no recorded build ID there is nothing to compare: the file is trusted.
+    module.buildID = []
+    let trusted = Symbolicator(modules: [module], options: noEnhancer).symbolicate(
+      [addresses[0]], firstIsExactPC: false)
+    #expect(trusted[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+  }
+
+  @Test(.enabled(if: onPath("strip"), "binutils' strip is not on PATH"))
+  func aStrippedCopyGivesModuleOffsetAndANote() throws {
+    let addresses = fileLocalProbe(4)
+    let original = try moduleHolding(addresses[0])
+    let directory = TestDirectory()
+    let copy = directory.file("stripped-copy")
+    #expect(runShell("strip --strip-all -o '\(copy)' '\(original.path)'") == 0)
+
+    // Same build ID (strip keeps the note), same layout: only the names are gone.
+    let image = try ELFImage.read(path: copy)
+    #expect(image.buildID == original.buildID)
+    #expect(image.symbolTable != .symtab)
+    var module = original
+    module.path = copy
+    let frames = Symbolicator(modules: [module], options: noEnhancer).symbolicate(
+      [addresses[0]], firstIsExactPC: false)
+    #expect(frames[0].note == SymbolicatedFrame.Note.stripped)
+    #expect(frames[0].symbol == nil)
+    #expect(frames[0].moduleOffset == addresses[0] - original.loadBias)
+    #expect(frames[0].buildID == original.buildIDHex)
+
+    // The unstripped original names it.
+    let named = Symbolicator(modules: [original], options: noEnhancer).symbolicate(
+      [addresses[0]], firstIsExactPC: false)
+    #expect(named[0].function?.contains("fileLocalProbe") == true)
+  }
+
+  // MARK: Damaged files
+
+  @Test func garbageAndTruncatedFilesGiveTypedErrors() throws {
+    #expect(throws: ELFError.self) { try ELFImage.parse(bytes: [UInt8]()) }
+    #expect(
+      performing: { try ELFImage.parse(bytes: [0x7F, 0x45, 0x4C]) },
+      throws: { ($0 as? ELFError)?.kind == .notELF })
+    let elf32 = [0x7F, 0x45, 0x4C, 0x46, 1, 1, 1] + [UInt8](repeating: 0, count: 57)
+    #expect(
+      performing: { try ELFImage.parse(bytes: elf32) }, throws: { ($0 as? ELFError)?.kind == .unsupported })
+    let bigEndian = [0x7F, 0x45, 0x4C, 0x46, 2, 2, 1] + [UInt8](repeating: 0, count: 57)
+    #expect(
+      performing: { try ELFImage.parse(bytes: bigEndian) },
+      throws: { ($0 as? ELFError)?.kind == .unsupported })
+
+    let libc = try #require(CurrentProcessModules.list().first { $0.path.hasSuffix("/libc.so.6") })
+    let real = try #require(try? Syscall.readFile(libc.path))
+    let whole = try ELFImage.parse(bytes: real)
+    #expect(whole.problems.isEmpty)
+    #expect(whole.buildID == libc.buildID)
+    #expect(whole.symbolCount > 1000)
+
+    #expect(
+      performing: { try ELFImage.parse(bytes: Array(real.prefix(40))) },
+      throws: { ($0 as? ELFError)?.kind == .malformed })
+    // Every cut keeps what lies before it and reports the rest, never traps.
+    var cuts = [64, 100, 1000, 4096, real.count / 2, real.count - 1]
+    cuts += (1..<64).map { real.count * $0 / 64 }
+    for cut in cuts {
+      let image = try ELFImage.parse(bytes: Array(real.prefix(cut)))
+      #expect(!image.problems.isEmpty || image.symbolCount == whole.symbolCount, "cut at \(cut)")
+    }
+    // A header whose table offsets and counts are absurd.
+    var absurd = Array(real.prefix(64))
+    for (offset, value) in [(32, UInt64.max - 10), (40, UInt64.max / 2)] {
+      withUnsafeBytes(of: value.littleEndian) { absurd.replaceSubrange(offset..<offset + 8, with: $0) }
+    }
+    absurd[56] = 0xFF
+    absurd[57] = 0xFF
+    absurd[60] = 0xFF
+    absurd[61] = 0xFF
+    let parsed = try ELFImage.parse(bytes: absurd)
+    #expect(parsed.symbolCount == 0 && !parsed.problems.isEmpty)
+
+    // Deterministic random damage to the headers and tables of a real file.
+    var generator = SplitMix64(seed: 0x5EED)
+    let sample = Array(real.prefix(64 << 10))
+    for _ in 0..<300 {
+      var damaged = sample
+      for _ in 0..<8 {
+        let position = Int(generator.next() % 512)
+        damaged[position] = UInt8(truncatingIfNeeded: generator.next())
+      }
+      _ = try? ELFImage.parse(bytes: damaged)
+    }
+  }
+
+  @Test func aGarbageModuleFileIsNotedNotFatal() throws {
+    let directory = TestDirectory()
+    let path = directory.file("libgarbage.so")
+    try Syscall.writeFileAtomically(
+      path, [0x7F, 0x45, 0x4C, 0x46, 2, 1, 1] + [UInt8](repeating: 0xEE, count: 200))
+    let module = LoadedModule(
+      path: path, loadBias: 0x1000, buildID: [], start: 0x1000, end: 0x9000, textStart: 0x1000,
+      textEnd: 0x9000)
+    let frames = Symbolicator(modules: [module]).symbolicate([0x2000])
+    let note = try #require(frames[0].note)
+    #expect(note.hasPrefix("module unreadable:"), "\(note)")
+    #expect(frames[0].moduleOffset == 0x1000)
+
+    // A directory, a FIFO: rejected without blocking.
+    #expect(
+      performing: { try ELFImage.read(path: directory.path) },
+      throws: { ($0 as? ELFError)?.kind == .unreadable })
+    #expect(mkfifo(directory.file("fifo"), 0o600) == 0)
+    #expect(
+      performing: { try ELFImage.read(path: directory.file("fifo")) },
+      throws: { ($0 as? ELFError)?.kind == .unreadable })
+  }
+
+  // MARK: The module map of this process
+
+  @Test func currentProcessModulesMatchTheDynamicLinker() throws {
+    let modules = CurrentProcessModules.list()
+    #expect(modules.count >= 3)
+    let executable = try #require(modules.first)
+    #expect(executable.path == Syscall.readLink("/proc/self/exe"))
+    for module in modules where module.path.hasPrefix("/") {
+      #expect(module.textStart < module.textEnd, "\(module.path)")
+      #expect(module.start <= module.textStart && module.textEnd <= module.end, "\(module.path)")
+      // The build ID read from memory is the one in the file.
+      if let image = try? ELFImage.read(path: module.path) {
+        #expect(image.buildID == module.buildID, "\(module.path)")
+      }
+    }
+  }
+
+  // MARK: The optional enhancer
+
+  @Test(
+    .enabled(
+      if: onPath("llvm-symbolizer"), "llvm-symbolizer is not on PATH: the optional enhancer is not tested"))
+  func llvmSymbolizerAddsFileAndLine() throws {
+    let (addresses, line) = SymbolicationProbe.outer(5)
+    let frames = Symbolicator(modules: CurrentProcessModules.list())
+      .symbolicate(Array(addresses.prefix(2)), firstIsExactPC: false)
+    #expect(frames[0].file?.hasSuffix("Tests/CrumbsTests/SymbolicationTests.swift") == true, "\(frames[0])")
+    #expect(frames[0].line == line, "\(frames[0])")
+    #expect(frames[1].file?.hasSuffix("SymbolicationTests.swift") == true)
+    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(frames[0].note == nil)
+    #expect(frames[0].description.contains("SymbolicationTests.swift:\(line)"))
+  }
+
+  @Test func aFailingEnhancerFallsBackToTheSymbolTableWithANote() throws {
+    let directory = TestDirectory()
+    let fake = directory.file("llvm-symbolizer")
+    try Syscall.writeFileAtomically(fake, Array("#!/bin/sh\necho nonsense\nexit 3\n".utf8))
+    #expect(chmod(fake, 0o700) == 0)
+    var options = Symbolicator.Options()
+    options.llvmSymbolizerPath = fake
+    let (addresses, _) = SymbolicationProbe.outer(6)
+    let frames = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+      .symbolicate([addresses[0]], firstIsExactPC: false)
+    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(frames[0].file == nil)
+    #expect(frames[0].note?.contains("status 3") == true, "\(frames[0].note ?? "nil")")
+
+    // One that hangs is killed at the time limit.
+    try Syscall.writeFileAtomically(fake, Array("#!/bin/sh\nexec sleep 30\n".utf8))
+    #expect(chmod(fake, 0o700) == 0)
+    options.llvmSymbolizerTimeoutMilliseconds = 200
+    let slow = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+      .symbolicate([addresses[0]], firstIsExactPC: false)
+    #expect(slow[0].note?.contains("took over 200 ms") == true, "\(slow[0].note ?? "nil")")
+    #expect(slow[0].function != nil)
+
+    // One that was asked for by path but is not there is noted too (one on PATH is optional).
+    options.llvmSymbolizerPath = directory.file("missing-symbolizer")
+    let missing = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+      .symbolicate([addresses[0]], firstIsExactPC: false)
+    #expect(missing[0].note?.contains("not found") == true, "\(missing[0].note ?? "nil")")
+    #expect(missing[0].function != nil)
+  }
+
+  @Test func llvmSymbolizerOutputParses() {
+    let output = """
+      0x1763
+      $s1t5ProbeV5probeySaySvSgGSiFZ
+      /tmp/a:b/t.swift:7:11
+      main
+      /tmp/t.swift:11:3
+
+      0x99999
+      ??
+      ??:0:0
+
+
+      """
+    let parsed = LLVMSymbolizer.parse(Array(output.utf8), offsets: [0x1763, 0x99999])
+    #expect(
+      parsed == [
+        [
+          SymbolizerLocation(function: "$s1t5ProbeV5probeySaySvSgGSiFZ", file: "/tmp/a:b/t.swift", line: 7),
+          SymbolizerLocation(function: "main", file: "/tmp/t.swift", line: 11),
+        ],
+        [SymbolizerLocation(function: nil, file: nil, line: nil)],
+      ])
+    #expect(LLVMSymbolizer.parse(Array(output.utf8), offsets: [0x1763, 0x1]) == nil)
+    #expect(LLVMSymbolizer.parse(Array("garbage".utf8), offsets: [0x1]) == nil)
+  }
+
+  // MARK: Figures (printed, not asserted: speed goals live in Benchmarks/)
+
+  /// `CRUMBS_SYMBOLICATION_TIMING=1 swift test --filter symbolicationTiming` prints how long
+  /// 64 frames across 3 modules take, cold (first parse) and warm.
+  @Test(.enabled(if: ProcessInfoLite.environment("CRUMBS_SYMBOLICATION_TIMING") != nil))
+  func symbolicationTiming() throws {
+    let (probe, _) = SymbolicationProbe.outer(8)
+    let modules = CurrentProcessModules.list()
+    let executable = try moduleHolding(probe[0])
+    let libc = try #require(modules.first { $0.path.hasSuffix("/libc.so.6") })
+    let swiftCore = try #require(modules.first { $0.path.contains("libswiftCore.so") })
+    var addresses: [UInt64] = []
+    for index in 0..<64 {
+      let module = [executable, libc, swiftCore][index % 3]
+      let span = module.textEnd - module.textStart
+      addresses.append(module.textStart + span / 67 * UInt64(index + 1))
+    }
+    func milliseconds(_ body: () -> Void) -> Double {
+      var start = timespec()
+      var end = timespec()
+      clock_gettime(CLOCK_MONOTONIC, &start)
+      body()
+      clock_gettime(CLOCK_MONOTONIC, &end)
+      return Double(end.tv_sec - start.tv_sec) * 1000 + Double(end.tv_nsec - start.tv_nsec) / 1e6
+    }
+    for enhancer in [false, true] {
+      var options = Symbolicator.Options()
+      options.useLLVMSymbolizer = enhancer
+      let symbolicator = Symbolicator(modules: modules, options: options)
+      var frames: [SymbolicatedFrame] = []
+      let cold = milliseconds { frames = symbolicator.symbolicate(addresses) }
+      let warm = milliseconds { frames = symbolicator.symbolicate(addresses) }
+      let named = frames.filter { $0.function != nil }.count
+      let lines = frames.filter { $0.line != nil }.count
+      print(
+        "symbolication timing: 64 frames, 3 modules (\(executable.name), libc, libswiftCore), llvm-symbolizer \(enhancer ? "on" : "off"): cold \(cold) ms, warm \(warm) ms; \(named) named, \(lines) with lines"
+      )
+    }
+  }
+}
+
+/// A small deterministic generator for reproducible damage.
+struct SplitMix64 {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var value = state
+    value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+    return value ^ (value >> 31)
+  }
+}
