@@ -38,6 +38,9 @@ struct RingStressCommand: ParsableCommand {
     let number: Int
     var appends = 0
     var elapsedNanoseconds: UInt64 = 0
+    /// CPU time this thread spent appending: unlike wall time, not inflated when other processes
+    /// take the cores.
+    var cpuNanoseconds: UInt64 = 0
     init(number: Int) { self.number = number }
   }
 
@@ -79,14 +82,19 @@ struct RingStressCommand: ParsableCommand {
 
     let total = workers.reduce(0) { $0 + $1.appends }
     let busy = workers.reduce(0.0) { $0 + Double($1.elapsedNanoseconds) }
+    let cpu = workers.reduce(0.0) { $0 + Double($1.cpuNanoseconds) }
     var output = LineWriter()
     output.write(line: "\(file): \(total) appends in \(format(wall, 2)) s from \(threads) thread(s)")
     output.write(
       line: "rate: \(format(Double(total) / wall / 1e6, 2)) M appends/s, "
-        + "\(format(busy / Double(max(total, 1)), 1)) ns/append per thread")
+        + "\(format(busy / Double(max(total, 1)), 1)) ns/append per thread "
+        + "(\(format(cpu / Double(max(total, 1)), 1)) ns of CPU)")
     for worker in workers {
       let perAppend = Double(worker.elapsedNanoseconds) / Double(max(worker.appends, 1))
-      output.write(line: "  t=\(worker.number): \(worker.appends) appends, \(format(perAppend, 1)) ns/append")
+      let cpuPerAppend = Double(worker.cpuNanoseconds) / Double(max(worker.appends, 1))
+      output.write(
+        line: "  t=\(worker.number): \(worker.appends) appends, \(format(perAppend, 1)) ns/append "
+          + "(\(format(cpuPerAppend, 1)) ns of CPU)")
     }
     output.flush()
   }
@@ -95,6 +103,7 @@ struct RingStressCommand: ParsableCommand {
   static func append(_ worker: Worker, for duration: UInt64) {
     let thread = String(worker.number)
     let prefix = "stress t=\(thread) n="
+    let cpuStart = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
     let start = monotonicNanoseconds()
     var count = 0
     var now = start
@@ -109,11 +118,14 @@ struct RingStressCommand: ParsableCommand {
     }
     worker.appends = count
     worker.elapsedNanoseconds = now - start
+    worker.cpuNanoseconds = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - cpuStart
   }
 
-  static func monotonicNanoseconds() -> UInt64 {
+  static func monotonicNanoseconds() -> UInt64 { nanoseconds(CLOCK_MONOTONIC) }
+
+  static func nanoseconds(_ clock: clockid_t) -> UInt64 {
     var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
+    clock_gettime(clock, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
   }
 }
