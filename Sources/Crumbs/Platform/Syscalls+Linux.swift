@@ -355,7 +355,7 @@ extension Syscall {
         pollfd(fd: streamOpen[0] ? outputPipe[0] : -1, events: Int16(POLLIN), revents: 0),
         pollfd(fd: streamOpen[1] ? errorPipe[0] : -1, events: Int16(POLLIN), revents: 0),
       ]
-      let ready = poll(&fds, 2, Int32(clamping: remaining))
+      let ready = Glibc.poll(&fds, 2, Int32(clamping: remaining))
       if ready < 0 {
         if Glibc.errno == EINTR { continue }
         output.timedOut = true  // cannot wait properly: treat as a failure, kill below
