@@ -25,10 +25,13 @@ demo: deps
 	$(SWIFT) build --product crumbs
 	$$($(SWIFT) build --show-bin-path)/crumbs demo --dir "$(DEMO_DIR)" $(DEMO_ARGS)
 
-## Every test: unit, stress, crash and kill -9 children, fuzz regressions.
+## Every test: unit, stress, crash and kill -9 children, fuzz regressions. The crash tests also
+## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
+	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
+	  $(SWIFT) test --skip-build
 
 ## Speed goals, with a C baseline measured in the same run (see Benchmarks/README.md): the
 ## ordo-one suite (ns per append with --scale, mallocs), instructions per append (callgrind), then
