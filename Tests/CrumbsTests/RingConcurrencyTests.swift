@@ -61,14 +61,17 @@ func checkStressInvariants(_ breadcrumbs: [Breadcrumb], sourceLocation: SourceLo
     group.wait()
     let final = ring.snapshot()
     checkStressInvariants(final.breadcrumbs)
+    // Under oversubscription (4 writers, 2 CPUs) a writer preempted mid-append can be lapped:
+    // the lapping writer skips its slot instead of tearing it, so nothing is torn, and every
+    // append is either in the ring, overwritten by a newer one, or (rarely) given up.
     #expect(final.counts.torn == 0)
+    #expect(final.counts.valid + final.counts.overwritten + final.counts.dropped == writers * perWriter)
     // Which lane each append took depends on the CPU it ran on; whatever the split, every slot
     // is accounted for and important lanes (nothing above info here) stay empty.
     let importantSlots = ring.lanesForTesting.filter(\.important).map(\.slotCount).reduce(0, +)
     #expect(final.counts.valid + final.counts.empty == ring.slotCount)
     #expect(final.counts.empty >= importantSlots)
-    #expect(final.counts.valid + final.counts.overwritten == writers * perWriter)
-    #expect(final.header.appendsClaimed == UInt64(writers * perWriter))
+    #expect(final.header.appendsClaimed >= UInt64(writers * perWriter))
     #expect(snapshots.value > 0)
   }
 

@@ -13,6 +13,8 @@ import CrumbsSignalPath
 struct RingLayout {
   struct Lane {
     var head: UInt64
+    var skipped: UInt64 = 0
+    var dropped: UInt64 = 0
     var firstSlot: Int
     var slotCount: Int
     var important: Bool
@@ -109,7 +111,10 @@ enum RingHeaderValidation {
       guard (lane.important != 0) == (index >= generalLanes) else {
         throw corrupt("lane \(index) has the wrong class")
       }
-      lanes.append(.init(head: lane.head, firstSlot: nextSlot, slotCount: count, important: lane.important != 0))
+      lanes.append(
+        .init(
+          head: lane.head, skipped: lane.skipped, dropped: lane.dropped, firstSlot: nextSlot,
+          slotCount: count, important: lane.important != 0))
       nextSlot += count
       appendsClaimed &+= lane.head
     }
@@ -134,7 +139,9 @@ enum RingHeaderValidation {
       receivedMemoryWarning: header.session_flags & UInt32(CRUMBS_SESSION_MEMORY_WARNING) != 0,
       cgroup: string(of: header.cgroup),
       cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
-        ? nil : header.cgroup_oom_kills_at_start)
+        ? nil : header.cgroup_oom_kills_at_start,
+      endSignal: header.state == UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue) && header.end_signal > 0
+        && header.end_signal < 65 ? Int32(header.end_signal) : nil)
     let generation = header.anchor_generation
     let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
     return RingLayout(

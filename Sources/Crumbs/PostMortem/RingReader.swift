@@ -49,6 +49,9 @@ public struct SlotCounts: Sendable, Equatable, Codable {
   public var overwritten = 0
   /// Slots never written.
   public var empty = 0
+  /// Breadcrumbs given up at append time: their slots were still being written a whole lap
+  /// behind, several times in a row (only under extreme oversubscription).
+  public var dropped = 0
 
   public init() {}
 }
@@ -76,6 +79,8 @@ public struct RingHeaderInfo: Sendable, Equatable {
   public var cgroup: String = ""
   /// The cgroup's oom_kill count when the ring was made, when known.
   public var cgroupOOMKillsAtStart: UInt64? = nil
+  /// With state `.terminatedBySignal`: the signal that ended the process.
+  public var endSignal: Int32? = nil
 }
 
 extension RingHeaderInfo {
@@ -88,12 +93,15 @@ extension RingHeaderInfo {
 /// `crumbs_ring_state` as Swift sees it.
 public enum RingState: String, Sendable, Equatable, Codable {
   case running, clean, crashed, unknown
+  /// A terminating signal the app did not handle (SIGTERM, SIGINT...) ended the process.
+  case terminatedBySignal = "terminated_by_signal"
 
   init(raw: UInt32) {
     switch raw {
     case UInt32(CRUMBS_RING_RUNNING.rawValue): self = .running
     case UInt32(CRUMBS_RING_CLEAN.rawValue): self = .clean
     case UInt32(CRUMBS_RING_CRASHED.rawValue): self = .crashed
+    case UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue): self = .terminatedBySignal
     default: self = .unknown
     }
   }
@@ -173,8 +181,8 @@ public enum RingReader {
 
     for (laneIndex, lane) in layout.lanes.enumerated() {
       let laneSlots = UInt64(lane.slotCount)
-      let windowStart = lane.head > laneSlots ? lane.head - laneSlots : 0
-      var staleReturned: UInt64 = 0
+      var validInLane: UInt64 = 0
+      var tornInLane: UInt64 = 0
       for offset in 0..<lane.slotCount {
         let commit = copySlot(lane.firstSlot + offset, buffer)
         if commit == 0 {
@@ -182,7 +190,7 @@ public enum RingReader {
           continue
         }
         guard commit & 1 == 0 else {
-          counts.torn += 1
+          tornInLane += 1
           continue
         }
         let position = (commit >> 1) &- 1
@@ -191,18 +199,22 @@ public enum RingReader {
           var breadcrumb = SlotDecoder.decode(
             UnsafeRawBufferPointer(buffer), position: position, lane: laneIndex)
         else {
-          counts.torn += 1
+          tornInLane += 1
           continue
         }
-        if position < windowStart { staleReturned += 1 }
         clock.stamp(&breadcrumb)
         breadcrumbs.append(breadcrumb)
-        counts.valid += 1
+        validInLane += 1
       }
-      // Heads come from the file: absurd ones (fuzzing found two near 2^63) must saturate the
-      // sum, not trap.
-      let lost = Int(clamping: windowStart &- min(windowStart, staleReturned))
-      counts.overwritten = counts.overwritten > Int.max - lost ? Int.max : counts.overwritten + lost
+      counts.valid += Int(validInLane)
+      counts.torn += Int(tornInLane)
+      // Lane counters come from the file: saturate rather than trap on absurd values.
+      counts.dropped = counts.dropped.saturatingAdd(Int(clamping: lane.dropped))
+      // Every claimed position that was written and is not in a slot any more was overwritten.
+      let written = lane.head &- min(lane.head, lane.skipped)
+      let present = validInLane + tornInLane
+      counts.overwritten = counts.overwritten.saturatingAdd(
+        Int(clamping: written > present ? written - present : 0))
     }
     breadcrumbs.sort { lhs, rhs in
       if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
@@ -273,5 +285,13 @@ enum SlotDecoder {
       messageTruncated: flags & UInt32(CRUMBS_SLOT_MESSAGE_TRUNCATED) != 0,
       attributesTruncated: flags & UInt32(CRUMBS_SLOT_ATTRIBUTES_TRUNCATED) != 0,
       fromSignalHandler: flags & UInt32(CRUMBS_SLOT_FROM_SIGNAL_HANDLER) != 0)
+  }
+}
+
+extension Int {
+  /// `self + other`, pinned at `Int.max` instead of trapping.
+  func saturatingAdd(_ other: Int) -> Int {
+    let (sum, overflow) = addingReportingOverflow(other)
+    return overflow ? Int.max : sum
   }
 }

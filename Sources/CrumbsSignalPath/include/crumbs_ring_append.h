@@ -115,7 +115,8 @@ static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, u
 }
 
 /// Claims the next slot of this CPU's lane for `level` and marks it WRITING.
-/// Returns false (and claims nothing) when the level or type is filtered out.
+/// Returns false when the level or type is filtered out, or (counted in the lane's `dropped`)
+/// when CRUMBS_RING_CLAIM_ATTEMPTS positions in a row were still being written a lap behind.
 /// Safe to call from a signal handler.
 static inline bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
                                      uint8_t flags, crumbs_slot_writer *writer) {
@@ -128,10 +129,27 @@ static inline bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uin
     lane_index = cpu & ring->general_lane_mask;
   }
   crumbs_ring_lane *lane = &ring->lanes[lane_index];
-  uint64_t position = __atomic_fetch_add(&lane->head, 1, __ATOMIC_RELAXED);
-  uint32_t slot_index = lane->first_slot + (uint32_t)(position & (lane->slot_count - 1));
-  unsigned char *slot = ring->slots + (size_t)slot_index * ring->slot_size;
-  crumbs_slot_header *header = (crumbs_slot_header *)slot;
+  uint64_t position;
+  unsigned char *slot;
+  crumbs_slot_header *header;
+  for (uint32_t attempt = 1;; attempt++) {
+    position = __atomic_fetch_add(&lane->head, 1, __ATOMIC_RELAXED);
+    uint32_t slot_index = lane->first_slot + (uint32_t)(position & (lane->slot_count - 1));
+    slot = ring->slots + (size_t)slot_index * ring->slot_size;
+    header = (crumbs_slot_header *)slot;
+    uint64_t current = __atomic_load_n(&header->commit, __ATOMIC_RELAXED);
+    // Free, or done with an older lap: ours. Otherwise a writer a lap behind is still in it
+    // (WRITING) or we were lapped before we started (a newer position): leave it alone.
+    if (current == 0 ||
+        (CRUMBS_COMMIT_IS_DONE(current) && CRUMBS_COMMIT_POSITION(current) < position)) {
+      break;
+    }
+    __atomic_fetch_add(&lane->skipped, 1, __ATOMIC_RELAXED);
+    if (attempt == CRUMBS_RING_CLAIM_ATTEMPTS) {
+      __atomic_fetch_add(&lane->dropped, 1, __ATOMIC_RELAXED);
+      return false;
+    }
+  }
 
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_WRITING(position), __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);

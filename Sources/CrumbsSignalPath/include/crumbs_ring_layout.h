@@ -29,8 +29,11 @@
 //   commit == 0                          never written
 //   commit == CRUMBS_COMMIT_WRITING(n)   the writer of lane position n began and has not finished
 //   commit == CRUMBS_COMMIT_DONE(n)      lane position n is complete; checksum covers it
-// The checksum (over bytes 8..32+payload_len, seeded with n) catches what the commit word cannot:
-// two writers a whole lap apart interleaving in one slot, and pages torn by the machine dying.
+// A writer never starts on a slot whose commit word says another writer is in it (WRITING of an
+// older lap) or that it already holds a newer lap: it skips that position and claims the next.
+// The checksum (over bytes 8..32+payload_len, seeded with n) catches what remains: two writers a
+// lap apart racing in the few instructions between that check and the WRITING store, and pages
+// torn by the machine dying.
 
 #ifndef CRUMBS_RING_LAYOUT_H
 #define CRUMBS_RING_LAYOUT_H
@@ -109,6 +112,11 @@ typedef enum crumbs_ring_state {
   CRUMBS_RING_CLEAN = 2,
   /// The crash handler ran; a crash record names this ring.
   CRUMBS_RING_CRASHED = 3,
+  /// A signal whose default action terminates (SIGTERM, SIGINT, SIGHUP, ...) ended the process
+  /// while the app had no handler for it: not a crash, not a clean exit. `end_signal` says which.
+  /// Added without a version bump: the field was reserved (always zero) in every version-1 file,
+  /// and an older reader sees an unknown state, which it reports as an abnormal end.
+  CRUMBS_RING_TERMINATED_BY_SIGNAL = 4,
 } crumbs_ring_state;
 
 /// A (ticks, monotonic, wall) triple read together: maps ticks to time after the fact.
@@ -157,7 +165,9 @@ typedef struct crumbs_ring_header {
   /// the next launch can tell whether the OOM killer struck during this session.
   uint64_t cgroup_oom_kills_at_start;
   char cgroup[248];        // cgroup v2 path of the process, NUL-terminated ("" when unknown)
-  uint8_t reserved[3328];
+  /// With state CRUMBS_RING_TERMINATED_BY_SIGNAL: the signal number (written before the state).
+  uint32_t end_signal;
+  uint8_t reserved[3324];
 } crumbs_ring_header;
 
 /// `crumbs_ring_header.session_flags` bits.
@@ -173,6 +183,7 @@ _Static_assert(offsetof(crumbs_ring_header, created) == 88, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, state) == 176, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, app_name) == 192, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, cgroup_oom_kills_at_start) == 512, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, end_signal) == 768, "persisted");
 
 /// One lane: its head counter alone on a cache line.
 typedef struct crumbs_ring_lane {
@@ -180,9 +191,20 @@ typedef struct crumbs_ring_lane {
   uint32_t first_slot; // index into the ring's slots
   uint32_t slot_count; // power of two
   uint32_t important;  // 1 for a warning-and-above lane
-  uint8_t reserved[44];
+  uint32_t reserved0;
+  /// atomic: positions claimed and left unwritten because their slot was still being written
+  /// by a writer a whole lap behind (or already held a newer lap); see crumbs_ring_begin.
+  uint64_t skipped;
+  /// atomic: breadcrumbs given up after CRUMBS_RING_CLAIM_ATTEMPTS skipped positions.
+  uint64_t dropped;
+  uint8_t reserved[24];
 } crumbs_ring_lane;
 _Static_assert(sizeof(crumbs_ring_lane) == CRUMBS_RING_LANE_SIZE, "persisted: one cache line");
+_Static_assert(offsetof(crumbs_ring_lane, skipped) == 24, "persisted");
+_Static_assert(offsetof(crumbs_ring_lane, dropped) == 32, "persisted");
+
+/// How many positions an append claims before it gives up (see crumbs_ring_begin).
+#define CRUMBS_RING_CLAIM_ATTEMPTS 3u
 
 /// The fixed part of every slot.
 typedef struct crumbs_slot_header {
