@@ -6,6 +6,8 @@
 //                         everything that may run inside a signal handler. Depends on nothing.
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
 //   Crumbs (Swift)        hot-path API over CrumbsSignalPath, readers, reports, storage.
+//   CrumbsLogging         swift-log LogHandler → breadcrumbs; its own product, so users of the
+//                         core never build swift-log.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 import PackageDescription
 
@@ -14,11 +16,13 @@ let package = Package(
   platforms: [.macOS(.v13)],
   products: [
     .library(name: "Crumbs", targets: ["Crumbs"]),
+    .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
   ],
   targets: [
     .target(name: "CrumbsSignalPath"),
@@ -34,6 +38,10 @@ let package = Package(
         "CLZ4",
         .product(name: "SystemPackage", package: "swift-system"),
       ]
+    ),
+    .target(
+      name: "CrumbsLogging",
+      dependencies: ["Crumbs", .product(name: "Logging", package: "swift-log")]
     ),
     .executableTarget(
       name: "CrumbsCLI",

@@ -1,0 +1,89 @@
+// AutomaticBreadcrumbs.swift — turning every automatic producer on (and off) in one call.
+//
+// Entry points, in call order:
+//   AutomaticBreadcrumbs.start(options)   process-start breadcrumb, clean-exit hook, signal
+//                                         breadcrumbs, memory-pressure monitor
+//   stop()                                monitor stopped and joined, signals given back, exit
+//                                         hook disarmed
+//
+// Every producer writes to the process-wide ring: install one first (BreadcrumbRing.install).
+// Not signal-safe.
+
+/// What `AutomaticBreadcrumbs.start` turns on.
+public struct AutomaticBreadcrumbsOptions: Sendable {
+  /// The memory-pressure monitor; nil leaves it off.
+  public var memoryPressure: MemoryPressureConfiguration? = MemoryPressureConfiguration()
+  /// Signals recorded as breadcrumbs; nil or empty leaves signals alone.
+  public var signals: Set<Int32>? = SignalBreadcrumbs.defaultSignals
+  /// Append "process started" now.
+  public var recordStart = true
+  /// Mark the ring clean on exit() (the next launch then reports nothing).
+  public var markCleanExit = true
+  /// Recorded in the start breadcrumb.
+  public var appVersion: String? = nil
+
+  public init() {}
+}
+
+/// The automatic producers that are running; `stop()` turns them off.
+public final class AutomaticBreadcrumbs: @unchecked Sendable {
+  /// The memory monitor, when it runs.
+  public let memoryMonitor: MemoryPressureMonitor?
+  /// How memory pressure is watched (`.stopped` when it is not).
+  public let memoryMode: MemoryPressureMonitor.Mode
+  /// What could not be turned on, in words (the rest runs).
+  public let problems: [String]
+  private let signals: Bool
+  private let exitHook: Bool
+
+  /// Turns on what `options` asks for. Never throws: what fails is listed in `problems`.
+  public static func start(_ options: AutomaticBreadcrumbsOptions = .init()) -> AutomaticBreadcrumbs {
+    var problems: [String] = []
+    if options.recordStart { Lifecycle.recordStart(version: options.appVersion) }
+    var exitHook = false
+    if options.markCleanExit {
+      exitHook = Lifecycle.markCleanExitOnExit(true)
+      if !exitHook { problems.append("cannot register the exit hook (on_exit failed)") }
+    }
+    var signals = false
+    if let set = options.signals, !set.isEmpty {
+      do {
+        try SignalBreadcrumbs.install(signals: set)
+        signals = true
+      } catch {
+        problems.append("\(error)")
+      }
+    }
+    var monitor: MemoryPressureMonitor?
+    var mode = MemoryPressureMonitor.Mode.stopped
+    if let configuration = options.memoryPressure {
+      let candidate = MemoryPressureMonitor(configuration: configuration)
+      do {
+        mode = try candidate.start()
+        monitor = candidate
+      } catch {
+        problems.append("\(error)")
+      }
+    }
+    return AutomaticBreadcrumbs(
+      memoryMonitor: monitor, memoryMode: mode, problems: problems, signals: signals, exitHook: exitHook)
+  }
+
+  private init(
+    memoryMonitor: MemoryPressureMonitor?, memoryMode: MemoryPressureMonitor.Mode, problems: [String],
+    signals: Bool, exitHook: Bool
+  ) {
+    self.memoryMonitor = memoryMonitor
+    self.memoryMode = memoryMode
+    self.problems = problems
+    self.signals = signals
+    self.exitHook = exitHook
+  }
+
+  /// Stops the monitor (joining its thread), gives the signals back, disarms the exit hook.
+  public func stop() {
+    memoryMonitor?.stop()
+    if signals { SignalBreadcrumbs.uninstall() }
+    if exitHook { Lifecycle.markCleanExitOnExit(false) }
+  }
+}

@@ -1,0 +1,274 @@
+// MemoryPressureMonitor.swift — memory pressure becomes `system` breadcrumbs, on its own thread.
+//
+// Entry points, in call order:
+//   MemoryPressureMonitor(configuration:target:)   locate the sources (MemorySources.locate)
+//   start()                                       arm the PSI trigger if the kernel lets us, start
+//                                                 the thread; returns the mode it runs in
+//     [thread] run loop: poll(wake pipe, PSI trigger fd POLLPRI, timeout = sampling interval)
+//              → sampleNow(): read (MemorySources.read), assess and decide
+//                (MemoryPressureAssessor), append, mark the session's memory-warning flag
+//   stop()                                        wake the thread through its pipe and join it
+//
+// Modes. `.pressureTrigger`: the kernel wakes us (poll POLLPRI) the moment tasks stall on memory
+// for `stall` within `window`, so pressure is seen within milliseconds, and between events the
+// thread samples the other sources once per interval. `.sampling`: no trigger (no PSI, or the
+// kernel refused: unprivileged processes may only use windows that are multiples of 2 s, and
+// containers often mount /proc/pressure read-only); everything is read once per interval.
+// Idle cost either way: one wake-up per interval (1 s default) reading 3–6 small files.
+//
+// Thread safety: after start() the assessor and the sources belong to the monitor thread; before
+// start() (or after stop()) the caller may drive sampleNow(at:) itself, as the tests do.
+// Not signal-safe.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import SystemPackage
+
+/// How the memory-pressure monitor reads and judges.
+public struct MemoryPressureConfiguration: Sendable, Equatable {
+  /// Prefix for every /proc and /sys path (tests point it at fixture files). "" is the system.
+  public var root: String = ""
+  /// The memory cgroup to watch, as `v2:/path` or `v1:/path`; nil reads /proc/self/cgroup.
+  public var cgroup: String? = nil
+  /// How often the sources are read when no trigger fires, in milliseconds (at least 100).
+  public var samplingIntervalMilliseconds: Int = 1000
+  /// The PSI trigger to ask the kernel for; nil samples only.
+  public var pressureTrigger: PressureTrigger? = PressureTrigger()
+  public var thresholds = MemoryPressureThresholds()
+  public var rateLimit = MemoryPressureRateLimit()
+
+  public init() {}
+}
+
+/// A PSI trigger: wake when tasks stall on memory at least `stallMicroseconds` in any
+/// `windowMicroseconds` window ("some" stalls: at least one task waiting).
+public struct PressureTrigger: Sendable, Equatable {
+  public var stallMicroseconds = 150_000
+  /// 500 ms...10 s. Unprivileged processes (no CAP_SYS_RESOURCE) may only use multiples of 2 s:
+  /// when the kernel refuses the window, the monitor retries with the next multiple of 2 s.
+  public var windowMicroseconds = 1_000_000
+
+  public init() {}
+
+  public init(stallMicroseconds: Int, windowMicroseconds: Int) {
+    self.stallMicroseconds = stallMicroseconds
+    self.windowMicroseconds = windowMicroseconds
+  }
+}
+
+/// Watches memory pressure and appends a `system` breadcrumb at each crossing.
+///
+/// Breadcrumbs carry `memory.pressure` (warning, error, fatal), `memory.source` (psi,
+/// psi.trigger, cgroup, meminfo) and the figures; a `warning` or worse also sets the session's
+/// memory-warning flag (read next launch as `hasReceivedMemoryWarningInLastSession` and as OOM
+/// evidence).
+public final class MemoryPressureMonitor: @unchecked Sendable {
+  /// How the monitor learns about pressure.
+  public enum Mode: Sendable, Equatable, CustomStringConvertible {
+    /// Not started, or stopped.
+    case stopped
+    /// The kernel's PSI trigger wakes the thread; other sources sampled every interval.
+    case pressureTrigger(file: String, stallMicroseconds: Int, windowMicroseconds: Int)
+    /// Every source read once per interval (the reason says why there is no trigger).
+    case sampling(reason: String)
+
+    public var description: String {
+      switch self {
+      case .stopped: "stopped"
+      case .pressureTrigger(let file, let stall, let window):
+        "PSI trigger on \(file) (\(stall / 1000) ms stall in \(window / 1000) ms), sampling the rest"
+      case .sampling(let reason): "sampling (\(reason))"
+      }
+    }
+  }
+
+  /// Why the monitor could not start.
+  public enum StartError: Error, Equatable, CustomStringConvertible {
+    case alreadyRunning
+    case system(SystemCallError)
+
+    public var description: String {
+      switch self {
+      case .alreadyRunning: "the memory-pressure monitor is already running"
+      case .system(let error): "cannot start the memory-pressure monitor: \(error)"
+      }
+    }
+  }
+
+  public let configuration: MemoryPressureConfiguration
+  let target: BreadcrumbTarget
+  let sources: MemorySources
+  var assessor: MemoryPressureAssessor
+  private var buffer = [UInt8](repeating: 0, count: 16 << 10)
+  /// Set by start(), read by the thread; stop() clears it after the join.
+  private(set) public var mode: Mode = .stopped
+  private var thread: pthread_t?
+  private var wake: (read: Int32, write: Int32)?
+  private var triggerDescriptor: Int32 = -1
+  /// Samples taken (by the thread or by sampleNow), for tests and diagnostics.
+  private(set) var samplesTaken = 0
+
+  /// Prepares a monitor writing to `target` (the process-wide ring unless told otherwise).
+  public init(configuration: MemoryPressureConfiguration = .init(), target: BreadcrumbTarget = .installedRing) {
+    self.configuration = configuration
+    self.target = target
+    sources = MemorySources.locate(root: configuration.root, cgroup: configuration.cgroup)
+    assessor = MemoryPressureAssessor(thresholds: configuration.thresholds, limits: configuration.rateLimit)
+  }
+
+  deinit { stop() }
+
+  /// What the monitor reads: the PSI file, the cgroup directory, meminfo (for diagnostics).
+  public var sourceDescription: String {
+    var parts: [String] = []
+    if let file = sources.pressureFile { parts.append("PSI \(file)") }
+    if let cgroup = sources.cgroup {
+      parts.append("cgroup \(cgroup.version.rawValue) \(cgroup.directory)")
+      parts.append("limit from \(sources.limitDirectory ?? "none (unlimited)")")
+    }
+    if let meminfo = sources.meminfoFile { parts.append(meminfo) }
+    return parts.isEmpty ? "no memory sources found" : parts.joined(separator: ", ")
+  }
+
+  /// Arms the trigger when possible and starts the thread. Returns the mode it runs in.
+  @discardableResult
+  public func start() throws(StartError) -> Mode {
+    guard thread == nil else { throw .alreadyRunning }
+    let pipe: (read: Int32, write: Int32)
+    do { pipe = try Syscall.wakePipe() } catch { throw .system(error) }
+    wake = pipe
+    mode = armTrigger()
+    // The first sample sets the baseline for counters (OOM kills before we started do not count).
+    sampleNow(at: Self.monotonicNow())
+    let context = Unmanaged.passRetained(self).toOpaque()
+    var created = pthread_t()
+    let result = pthread_create(
+      &created, nil,
+      { context in
+        let monitor = Unmanaged<MemoryPressureMonitor>.fromOpaque(context!).takeRetainedValue()
+        monitor.run()
+        return nil
+      }, context)
+    guard result == 0 else {
+      Unmanaged<MemoryPressureMonitor>.fromOpaque(context).release()
+      closeDescriptors()
+      mode = .stopped
+      throw .system(SystemCallError(call: "pthread_create", errno: Errno(rawValue: result)))
+    }
+    thread = created
+    return mode
+  }
+
+  /// Stops the thread and waits for it. Idempotent.
+  public func stop() {
+    guard let thread, let wake else { return }
+    Syscall.signalWakePipe(wake.write)
+    pthread_join(thread, nil)
+    self.thread = nil
+    closeDescriptors()
+    mode = .stopped
+  }
+
+  private func closeDescriptors() {
+    if let wake {
+      Syscall.close(wake.read)
+      Syscall.close(wake.write)
+    }
+    wake = nil
+    if triggerDescriptor >= 0 { Syscall.close(triggerDescriptor) }
+    triggerDescriptor = -1
+  }
+
+  private func armTrigger() -> Mode {
+    guard let file = sources.pressureFile else { return .sampling(reason: "no PSI file") }
+    guard let trigger = configuration.pressureTrigger else {
+      return .sampling(reason: "PSI trigger not requested")
+    }
+    let roundedUp = (trigger.windowMicroseconds + 1_999_999) / 2_000_000 * 2_000_000
+    var windows = [trigger.windowMicroseconds]
+    if roundedUp != trigger.windowMicroseconds { windows.append(roundedUp) }
+    var lastError = "unknown"
+    for window in windows {
+      do {
+        let fd = try Syscall.open(file, O_RDWR | O_NONBLOCK)
+        // The kernel overwrites the last byte written with NUL: send the terminator too.
+        let command = Array("some \(trigger.stallMicroseconds) \(window)".utf8) + [0]
+        do {
+          try Syscall.writeCommand(fd, command, path: file)
+        } catch {
+          Syscall.close(fd)
+          throw error
+        }
+        triggerDescriptor = fd
+        return .pressureTrigger(file: file, stallMicroseconds: trigger.stallMicroseconds, windowMicroseconds: window)
+      } catch {
+        lastError = "\(error)"
+      }
+    }
+    return .sampling(reason: "the kernel refused a PSI trigger: \(lastError)")
+  }
+
+  private func run() {
+    guard let wake else { return }
+    var descriptors = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+    if triggerDescriptor >= 0 {
+      descriptors.append(pollfd(fd: triggerDescriptor, events: Int16(POLLPRI), revents: 0))
+    }
+    let interval = Int32(clamping: max(100, configuration.samplingIntervalMilliseconds))
+    var nextSample = Self.monotonicNow() + UInt64(interval) * 1_000_000
+    while true {
+      let now = Self.monotonicNow()
+      let wait = nextSample > now ? Int32(clamping: (nextSample - now) / 1_000_000) : 0
+      do {
+        try Syscall.poll(&descriptors, timeoutMilliseconds: wait)
+      } catch {
+        return
+      }
+      if descriptors[0].revents != 0 { return }
+      var fired = false
+      if descriptors.count > 1 {
+        let events = descriptors[1].revents
+        if events & Int16(POLLERR) != 0 {
+          // The watched cgroup went away: the trigger is dead, keep sampling.
+          descriptors.removeLast()
+          Syscall.close(triggerDescriptor)
+          triggerDescriptor = -1
+        } else if events & Int16(POLLPRI) != 0 {
+          fired = true
+        }
+      }
+      let after = Self.monotonicNow()
+      if fired || after >= nextSample {
+        sampleNow(at: after, triggerFired: fired)
+        if after >= nextSample { nextSample = after + UInt64(interval) * 1_000_000 }
+      }
+    }
+  }
+
+  /// Reads every source once, judges and appends. The thread calls it; tests call it directly
+  /// (with their own clock) on a monitor that is not started. Returns what it appended.
+  @discardableResult
+  func sampleNow(at now: UInt64, triggerFired: Bool = false) -> MemoryPressureAssessor.Announcement? {
+    samplesTaken += 1
+    let sample = sources.read(at: now, buffer: &buffer)
+    let findings = assessor.assess(sample, triggerFired: triggerFired)
+    if findings.contains(where: { $0.level >= .warning }) {
+      target.markMemoryWarning()
+    }
+    guard let announcement = assessor.decide(findings, now: now) else { return nil }
+    var attributeBytes = 0
+    for (key, value) in announcement.attributes { attributeBytes += 2 + key.utf8.count + value.utf8.count }
+    target.compose(announcement.message, level: announcement.level, type: .system, attributeBytes: attributeBytes) {
+      writer in
+      for (key, value) in announcement.attributes { writer.add(key, value) }
+    }
+    return announcement
+  }
+
+  static func monotonicNow() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+  }
+}

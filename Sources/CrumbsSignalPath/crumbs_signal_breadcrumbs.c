@@ -1,0 +1,420 @@
+// crumbs_signal_breadcrumbs.c — non-fatal signals as breadcrumbs, chained politely; the exit hook.
+//
+// ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
+// stdio, no Swift. libc calls from signal context:
+//   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)
+//   (the ring append, see crumbs_ring_append.h), sigaction, sigemptyset/sigaddset, sigprocmask,
+//   getpid, syscall(SYS_gettid), syscall(SYS_tgkill) (only to die by a terminating signal).
+//   Then the app's own handler, which is the app's business.
+// errno is saved on entry and restored before returning (and before the app's handler runs, so
+// it sees the errno of the interrupted code, as it would without us).
+//
+// What the handler does, in order:
+//   1. Appends a `system` breadcrumb (flag FROM_SIGNAL_HANDLER): "SIGTERM received", with the
+//      signal name, si_code, the sender's pid/uid when a process sent it, the child's pid and
+//      status for SIGCHLD, and what happens next (`action`: handler, ignored, terminates,
+//      default-ignored). Rate-limited per signal per second, except a terminating one.
+//   2. Does what the saved (previous) action says:
+//        SA_SIGINFO handler → called with (signo, info, context); plain handler → (signo);
+//        SIG_IGN → nothing; SIG_DFL of a default-ignored signal (SIGCHLD, SIGWINCH, SIGURG,
+//        SIGCONT) → nothing; SIG_DFL of a terminating signal → the ring is marked
+//        TERMINATED_BY_SIGNAL with the signal number (unless a crash or clean exit already set
+//        its state), SIG_DFL is restored and the signal re-raised on this thread and unblocked:
+//        the process dies by it, with the exit status it would have had without Crumbs.
+//      A saved handler with SA_RESETHAND is called once, then treated as SIG_DFL (as the kernel
+//      would have reset it).
+//
+// How the action is installed so the app sees no difference:
+//   - over an app handler: SA_SIGINFO plus the app's SA_RESTART, SA_ONSTACK, SA_NODEFER,
+//     SA_NOCLDSTOP, SA_NOCLDWAIT and its sa_mask, so interrupted calls restart (or not) as they
+//     did and the handler runs with the same signals blocked;
+//   - over SIG_IGN or SIG_DFL: SA_RESTART, so a signal that used to be invisible (ignored)
+//     interrupts no system call with EINTR; for SIGCHLD over SIG_IGN also SA_NOCLDWAIT, because
+//     ignoring SIGCHLD is what made the kernel reap the app's children automatically.
+
+#define _GNU_SOURCE
+#include "crumbs_signal_breadcrumbs.h"
+#include "crumbs_ring.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CRUMBS__SB_MAX_SIGNAL 64
+
+// MARK: - Installed state (written by install before the action is taken, read by the handler)
+
+static struct sigaction crumbs__sb_previous[CRUMBS__SB_MAX_SIGNAL];
+static uint64_t crumbs__sb_installed_mask;    // atomic
+static uint64_t crumbs__sb_reset_mask;        // atomic: SA_RESETHAND handler already called once
+static uint32_t crumbs__sb_per_second = 20;   // atomic
+static uint64_t crumbs__sb_window[CRUMBS__SB_MAX_SIGNAL];     // atomic: second of the window
+static uint32_t crumbs__sb_count[CRUMBS__SB_MAX_SIGNAL];      // atomic: recorded in the window
+static uint32_t crumbs__sb_suppressed[CRUMBS__SB_MAX_SIGNAL]; // atomic: skipped since last one
+
+static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context);
+
+bool crumbs_signal_breadcrumbs_refuses(int signo) {
+  switch (signo) {
+  case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT: case SIGTRAP: case SIGSYS:
+  case SIGQUIT: case SIGKILL: case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
+    return true;
+  default:
+    return signo <= 0 || signo >= CRUMBS__SB_MAX_SIGNAL;
+  }
+}
+
+/// Whether SIG_DFL of `signo` terminates the process without a core dump (the fatal, core-dumping
+/// ones are refused). Safe to call from a signal handler.
+static bool crumbs__default_terminates(int signo) {
+  switch (signo) {
+  case SIGCHLD: case SIGCONT: case SIGURG: case SIGWINCH:
+    return false;
+  default:
+    return true; // SIGHUP, SIGINT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1/2, SIGPOLL, SIGPROF, ...
+  }
+}
+
+// MARK: - Install and uninstall (set-up, not signal-safe)
+
+int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_limit,
+                                      int *refused) {
+  for (int signo = 1; signo < CRUMBS__SB_MAX_SIGNAL; signo++) {
+    if ((signal_mask & (1ULL << signo)) && crumbs_signal_breadcrumbs_refuses(signo)) {
+      if (refused != NULL) *refused = signo;
+      return CRUMBS_SIGNAL_BREADCRUMBS_REFUSED_SIGNAL;
+    }
+  }
+  if (signal_mask & 1ULL) {
+    if (refused != NULL) *refused = 0;
+    return CRUMBS_SIGNAL_BREADCRUMBS_REFUSED_SIGNAL;
+  }
+  __atomic_store_n(&crumbs__sb_per_second, per_second_limit != 0 ? per_second_limit : 20u,
+                   __ATOMIC_RELAXED);
+  for (int signo = 1; signo < CRUMBS__SB_MAX_SIGNAL; signo++) {
+    if (!(signal_mask & (1ULL << signo))) continue;
+    struct sigaction current;
+    if (sigaction(signo, NULL, &current) != 0) return CRUMBS_SIGNAL_BREADCRUMBS_SIGACTION_FAILED;
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__signal_breadcrumb) {
+      continue; // already ours: keep the action saved when we took it
+    }
+    bool app_handler = (current.sa_flags & SA_SIGINFO) ||
+                       (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN);
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = crumbs__signal_breadcrumb;
+    if (app_handler) {
+      ours.sa_mask = current.sa_mask;
+      ours.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER |
+                                                         SA_NOCLDSTOP | SA_NOCLDWAIT));
+    } else {
+      sigemptyset(&ours.sa_mask);
+      ours.sa_flags = SA_SIGINFO | SA_RESTART;
+      if (signo == SIGCHLD) {
+        ours.sa_flags |= current.sa_flags & (SA_NOCLDSTOP | SA_NOCLDWAIT);
+        if (current.sa_handler == SIG_IGN) ours.sa_flags |= SA_NOCLDWAIT;
+      }
+    }
+    // Saved before the action is taken: the handler never sees a half-written entry.
+    crumbs__sb_previous[signo] = current;
+    __atomic_and_fetch(&crumbs__sb_reset_mask, ~(1ULL << signo), __ATOMIC_RELEASE);
+    __atomic_store_n(&crumbs__sb_suppressed[signo], 0, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&crumbs__sb_installed_mask, 1ULL << signo, __ATOMIC_RELEASE);
+    if (sigaction(signo, &ours, NULL) != 0) {
+      __atomic_and_fetch(&crumbs__sb_installed_mask, ~(1ULL << signo), __ATOMIC_RELEASE);
+      return CRUMBS_SIGNAL_BREADCRUMBS_SIGACTION_FAILED;
+    }
+  }
+  return CRUMBS_SIGNAL_BREADCRUMBS_OK;
+}
+
+void crumbs_signal_breadcrumbs_uninstall(void) {
+  uint64_t mask = __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
+  for (int signo = 1; signo < CRUMBS__SB_MAX_SIGNAL; signo++) {
+    if (!(mask & (1ULL << signo))) continue;
+    struct sigaction current;
+    if (sigaction(signo, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+        current.sa_sigaction == crumbs__signal_breadcrumb) {
+      struct sigaction previous = crumbs__sb_previous[signo];
+      if (__atomic_load_n(&crumbs__sb_reset_mask, __ATOMIC_ACQUIRE) & (1ULL << signo)) {
+        memset(&previous, 0, sizeof previous);
+        previous.sa_handler = SIG_DFL;
+        sigemptyset(&previous.sa_mask);
+      }
+      sigaction(signo, &previous, NULL);
+    }
+    __atomic_and_fetch(&crumbs__sb_installed_mask, ~(1ULL << signo), __ATOMIC_RELEASE);
+  }
+}
+
+uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
+  return __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
+}
+
+// MARK: - Formatting without libc (signal-safe)
+
+static const char *crumbs__signal_name(int signo) {
+  switch (signo) {
+  case SIGHUP: return "SIGHUP";
+  case SIGINT: return "SIGINT";
+  case SIGUSR1: return "SIGUSR1";
+  case SIGUSR2: return "SIGUSR2";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGALRM: return "SIGALRM";
+  case SIGTERM: return "SIGTERM";
+  case SIGCHLD: return "SIGCHLD";
+  case SIGCONT: return "SIGCONT";
+  case SIGURG: return "SIGURG";
+  case SIGXCPU: return "SIGXCPU";
+  case SIGXFSZ: return "SIGXFSZ";
+  case SIGVTALRM: return "SIGVTALRM";
+  case SIGPROF: return "SIGPROF";
+  case SIGWINCH: return "SIGWINCH";
+  case SIGIO: return "SIGIO";
+  case SIGPWR: return "SIGPWR";
+  default: return NULL;
+  }
+}
+
+/// Writes `value` in decimal at `out` (at least 21 bytes), NUL-terminated; returns the length.
+static size_t crumbs__decimal(char *out, int64_t value) {
+  char digits[20];
+  size_t count = 0;
+  uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+  do {
+    digits[count++] = (char)('0' + magnitude % 10);
+    magnitude /= 10;
+  } while (magnitude != 0 && count < sizeof digits);
+  size_t length = 0;
+  if (value < 0) out[length++] = '-';
+  while (count > 0) out[length++] = digits[--count];
+  out[length] = '\0';
+  return length;
+}
+
+/// Appends `text` at `out[*used]` within `capacity` (keeps the NUL).
+static void crumbs__append_text(char *out, size_t capacity, size_t *used, const char *text) {
+  while (*text != '\0' && *used + 1 < capacity) out[(*used)++] = *text++;
+  out[*used] = '\0';
+}
+
+static const char *crumbs__code_name(int signo, int code) {
+  if (signo == SIGCHLD) {
+    switch (code) {
+    case CLD_EXITED: return "CLD_EXITED";
+    case CLD_KILLED: return "CLD_KILLED";
+    case CLD_DUMPED: return "CLD_DUMPED";
+    case CLD_TRAPPED: return "CLD_TRAPPED";
+    case CLD_STOPPED: return "CLD_STOPPED";
+    case CLD_CONTINUED: return "CLD_CONTINUED";
+    default: break;
+    }
+  }
+  switch (code) {
+  case SI_USER: return "SI_USER";
+  case SI_KERNEL: return "SI_KERNEL";
+  case SI_QUEUE: return "SI_QUEUE";
+  case SI_TKILL: return "SI_TKILL";
+  case SI_TIMER: return "SI_TIMER";
+  case SI_MESGQ: return "SI_MESGQ";
+  case SI_ASYNCIO: return "SI_ASYNCIO";
+  case SI_SIGIO: return "SI_SIGIO";
+  default: return NULL;
+  }
+}
+
+// MARK: - The handler (async-signal-safe)
+
+/// Whether this delivery of `signo` may be recorded under the per-second limit; counts the ones
+/// that may not. Safe to call from a signal handler.
+static bool crumbs__within_limit(int signo, uint32_t *suppressed_before) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t second = (uint64_t)now.tv_sec;
+  uint64_t window = __atomic_load_n(&crumbs__sb_window[signo], __ATOMIC_RELAXED);
+  if (window != second &&
+      __atomic_compare_exchange_n(&crumbs__sb_window[signo], &window, second, false,
+                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&crumbs__sb_count[signo], 0, __ATOMIC_RELAXED);
+  }
+  uint32_t recorded = __atomic_fetch_add(&crumbs__sb_count[signo], 1, __ATOMIC_RELAXED);
+  if (recorded >= __atomic_load_n(&crumbs__sb_per_second, __ATOMIC_RELAXED)) {
+    __atomic_fetch_add(&crumbs__sb_suppressed[signo], 1, __ATOMIC_RELAXED);
+    return false;
+  }
+  *suppressed_before = __atomic_exchange_n(&crumbs__sb_suppressed[signo], 0, __ATOMIC_RELAXED);
+  return true;
+}
+
+typedef enum crumbs__signal_action {
+  CRUMBS__ACTION_HANDLER,
+  CRUMBS__ACTION_IGNORED,
+  CRUMBS__ACTION_DEFAULT_IGNORED,
+  CRUMBS__ACTION_TERMINATES,
+} crumbs__signal_action;
+
+/// Appends the breadcrumb for one delivery. Safe to call from a signal handler.
+static void crumbs__record_signal(const crumbs_ring *ring, int signo, const siginfo_t *info,
+                                  crumbs__signal_action action, uint32_t suppressed_before) {
+  char message[48];
+  size_t used = 0;
+  char number[24];
+  const char *name = crumbs__signal_name(signo);
+  char fallback_name[28];
+  if (name == NULL) {
+    size_t length = 0;
+    crumbs__append_text(fallback_name, sizeof fallback_name, &length, "SIG");
+    crumbs__decimal(number, signo);
+    crumbs__append_text(fallback_name, sizeof fallback_name, &length, number);
+    name = fallback_name;
+  }
+  crumbs__append_text(message, sizeof message, &used, name);
+  crumbs__append_text(message, sizeof message, &used, " received");
+
+  crumbs_attribute attributes[8];
+  size_t count = 0;
+  char signal_number[24], code_text[24], sender_pid[24], sender_uid[24], skipped[24];
+  attributes[count++] = (crumbs_attribute){"signal", name};
+  crumbs__decimal(signal_number, signo);
+  attributes[count++] = (crumbs_attribute){"signal.number", signal_number};
+  static const char *const action_names[] = {"handler", "ignored", "default-ignored",
+                                             "terminates"};
+  attributes[count++] = (crumbs_attribute){"action", action_names[action]};
+  if (info != NULL) {
+    const char *code_name = crumbs__code_name(signo, info->si_code);
+    if (code_name == NULL) {
+      crumbs__decimal(code_text, info->si_code);
+      code_name = code_text;
+    }
+    attributes[count++] = (crumbs_attribute){"signal.code", code_name};
+    if (signo == SIGCHLD) {
+      crumbs__decimal(sender_pid, info->si_pid);
+      crumbs__decimal(sender_uid, info->si_status);
+      attributes[count++] = (crumbs_attribute){"child.pid", sender_pid};
+      attributes[count++] = (crumbs_attribute){"child.status", sender_uid};
+    } else if (info->si_code <= 0) { // SI_USER, SI_QUEUE, SI_TKILL...: a process sent it
+      crumbs__decimal(sender_pid, info->si_pid);
+      crumbs__decimal(sender_uid, info->si_uid);
+      attributes[count++] = (crumbs_attribute){"sender.pid", sender_pid};
+      attributes[count++] = (crumbs_attribute){"sender.uid", sender_uid};
+    }
+  }
+  if (suppressed_before > 0) {
+    crumbs__decimal(skipped, suppressed_before);
+    attributes[count++] = (crumbs_attribute){"suppressed", skipped};
+  }
+  uint8_t level = CRUMBS_LEVEL_INFO;
+  switch (signo) {
+  case SIGTERM: case SIGINT: case SIGHUP: case SIGPIPE: case SIGXCPU: case SIGXFSZ:
+  case SIGPWR:
+    level = CRUMBS_LEVEL_WARNING;
+    break;
+  default:
+    break;
+  }
+  if (action == CRUMBS__ACTION_TERMINATES) level = CRUMBS_LEVEL_WARNING;
+  crumbs_ring_add(ring, level, CRUMBS_TYPE_SYSTEM, CRUMBS_SLOT_FROM_SIGNAL_HANDLER, message,
+                  attributes, count);
+}
+
+/// Marks the ring as ended by `signo`, restores SIG_DFL and re-raises: does not return unless
+/// the signal somehow fails to kill. Safe to call from a signal handler.
+static void crumbs__terminate_by(int signo) {
+  const crumbs_ring *ring = crumbs_installed_ring();
+  if (ring != NULL && crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
+    __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
+    crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
+  }
+  struct sigaction default_action;
+  memset(&default_action, 0, sizeof default_action);
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signo, &default_action, NULL);
+  syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, signo);
+  sigprocmask(SIG_UNBLOCK, &unblock, NULL); // the pending signal is delivered here: we die
+}
+
+static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  if (signo <= 0 || signo >= CRUMBS__SB_MAX_SIGNAL) return;
+  struct sigaction previous = crumbs__sb_previous[signo];
+  uint64_t bit = 1ULL << signo;
+  bool reset = (__atomic_load_n(&crumbs__sb_reset_mask, __ATOMIC_ACQUIRE) & bit) != 0;
+  bool siginfo_handler = !reset && (previous.sa_flags & SA_SIGINFO);
+  void (*plain)(int) = reset ? SIG_DFL : previous.sa_handler;
+
+  crumbs__signal_action action;
+  if (siginfo_handler || (plain != SIG_DFL && plain != SIG_IGN)) {
+    action = CRUMBS__ACTION_HANDLER;
+  } else if (plain == SIG_IGN) {
+    action = CRUMBS__ACTION_IGNORED;
+  } else if (crumbs__default_terminates(signo)) {
+    action = CRUMBS__ACTION_TERMINATES;
+  } else {
+    action = CRUMBS__ACTION_DEFAULT_IGNORED;
+  }
+
+  const crumbs_ring *ring = crumbs_installed_ring();
+  uint32_t suppressed_before = 0;
+  if (ring != NULL &&
+      (action == CRUMBS__ACTION_TERMINATES || crumbs__within_limit(signo, &suppressed_before))) {
+    crumbs__record_signal(ring, signo, info, action, suppressed_before);
+  }
+
+  switch (action) {
+  case CRUMBS__ACTION_HANDLER:
+    if (previous.sa_flags & SA_RESETHAND) {
+      __atomic_or_fetch(&crumbs__sb_reset_mask, bit, __ATOMIC_RELEASE);
+    }
+    errno = saved_errno;
+    if (siginfo_handler) {
+      previous.sa_sigaction(signo, info, context);
+    } else {
+      plain(signo);
+    }
+    // The app's handler may set errno on purpose only for itself; the interrupted code keeps its own.
+    break;
+  case CRUMBS__ACTION_TERMINATES:
+    crumbs__terminate_by(signo);
+    break;
+  case CRUMBS__ACTION_IGNORED:
+  case CRUMBS__ACTION_DEFAULT_IGNORED:
+    break;
+  }
+  errno = saved_errno;
+}
+
+// MARK: - The exit hook (runs in exit(), ordinary context)
+
+static int crumbs__exit_hook_enabled; // atomic
+static int crumbs__exit_hook_registered;
+
+static void crumbs__exit_hook(int status, void *unused) {
+  (void)unused;
+  if (!__atomic_load_n(&crumbs__exit_hook_enabled, __ATOMIC_ACQUIRE)) return;
+  const crumbs_ring *ring = crumbs_installed_ring();
+  if (ring == NULL) return;
+  char status_text[24];
+  crumbs__decimal(status_text, status);
+  crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};
+  crumbs_ring_add(ring, CRUMBS_LEVEL_INFO, CRUMBS_TYPE_SYSTEM, 0, "process exiting", attributes,
+                  2);
+  if (crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
+    crumbs_ring_set_state(ring, CRUMBS_RING_CLEAN);
+  }
+}
+
+bool crumbs_exit_hook_install(bool enabled) {
+  __atomic_store_n(&crumbs__exit_hook_enabled, enabled ? 1 : 0, __ATOMIC_RELEASE);
+  if (!enabled || crumbs__exit_hook_registered) return true;
+  if (on_exit(crumbs__exit_hook, NULL) != 0) return false;
+  crumbs__exit_hook_registered = 1;
+  return true;
+}
