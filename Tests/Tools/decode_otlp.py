@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Decode a captured OTLP/HTTP logs body with the official protobuf classes (PyPI
+`opentelemetry-proto`) and print it as JSON for DeliveryTests.
+
+Usage: decode_otlp.py BODY_FILE [--json]
+  BODY_FILE  the request body as the server received it
+  --json     the body is OTLP/JSON (parsed with google.protobuf.json_format into the same message)
+
+Output: one JSON object
+  {"records": [{"time_unix_nano", "observed_time_unix_nano", "severity_number", "severity_text",
+                "event_name", "body", "attributes": {key: value}}],
+   "resource": {key: value}, "scope": {"name", "version"},
+   "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>"}
+Attribute values: strings/ints/bools/doubles as JSON, bytes as {"bytes_len": n}, arrays as lists,
+kvlists as objects. Exit status 2 when the module is missing (run `make test` to install it).
+"""
+import json
+import subprocess
+import sys
+
+try:
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+except ImportError as error:  # pragma: no cover
+    print(f"decode_otlp.py: {error}; install with: python3 -m pip install opentelemetry-proto", file=sys.stderr)
+    sys.exit(2)
+
+
+def value(any_value):
+    kind = any_value.WhichOneof("value")
+    if kind == "string_value":
+        return any_value.string_value
+    if kind == "bool_value":
+        return any_value.bool_value
+    if kind == "int_value":
+        return any_value.int_value
+    if kind == "double_value":
+        return any_value.double_value
+    if kind == "bytes_value":
+        return {"bytes_len": len(any_value.bytes_value)}
+    if kind == "array_value":
+        return [value(v) for v in any_value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: value(kv.value) for kv in any_value.kvlist_value.values}
+    return None
+
+
+def main():
+    path = sys.argv[1]
+    with open(path, "rb") as f:
+        body = f.read()
+    request = ExportLogsServiceRequest()
+    if "--json" in sys.argv[2:]:
+        json_format.Parse(body.decode("utf-8"), request)
+    else:
+        request.ParseFromString(body)
+    out = {"records": [], "resource": {}, "scope": {}, "trail_jsonl": None}
+    trail = None
+    for resource_logs in request.resource_logs:
+        out["resource"] = {kv.key: value(kv.value) for kv in resource_logs.resource.attributes}
+        for scope_logs in resource_logs.scope_logs:
+            out["scope"] = {"name": scope_logs.scope.name, "version": scope_logs.scope.version}
+            for record in scope_logs.log_records:
+                attributes = {}
+                for kv in record.attributes:
+                    attributes[kv.key] = value(kv.value)
+                    if kv.key == "crumbs.breadcrumbs.jsonl.lz4" and kv.value.WhichOneof("value") == "bytes_value":
+                        trail = kv.value.bytes_value
+                out["records"].append({
+                    "time_unix_nano": str(record.time_unix_nano),
+                    "observed_time_unix_nano": str(record.observed_time_unix_nano),
+                    "severity_number": int(record.severity_number),
+                    "severity_text": record.severity_text,
+                    "event_name": record.event_name,
+                    "body": value(record.body),
+                    "attributes": attributes,
+                })
+    if trail is not None:
+        decompressed = subprocess.run(["lz4", "-dc"], input=trail, capture_output=True, check=True).stdout
+        out["trail_jsonl"] = decompressed.decode("utf-8")
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
