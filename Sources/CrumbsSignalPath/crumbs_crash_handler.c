@@ -9,7 +9,8 @@
 // libc calls from signal context:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), getpid, tgkill via
 //   syscall(SYS_tgkill), sigaction, sigaltstack, sigemptyset/sigaddset/sigprocmask, nanosleep,
-//   _exit, open/read/close (crumbs_unwind.c, /proc/self/maps), sched_getcpu (ring append).
+//   _exit, open/read/close (crumbs_unwind.c, /proc/self/maps), sched_getcpu (ring append),
+//   mprotect (the first-append hook, guard page of a pool stack).
 // Each is resolved at install (crumbs__resolve_handler_calls calls them once), so no lazy PLT
 // binding (loader lock) can happen in the handler; nothing here can load a library the way
 // glibc's backtrace() loads libgcc_s. The Swift test `CrashCaptureTests` proves "no allocation"
@@ -596,8 +597,13 @@ static void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, voi
 
 // MARK: - Alternate stacks
 
+/// Stack `index` of the pool, its guard page made PROT_NONE on the way out. The guard is set
+/// when a stack is handed out rather than for all stacks at install: 64 mprotect calls were
+/// most of the install time. mprotect is a plain system call (no libc state, no lock), safe here.
 static unsigned char *crumbs__pool_stack(uint32_t index) {
-  return crumbs__pool + (size_t)index * (crumbs__stack_size + 4096u) + 4096u;
+  unsigned char *guard = crumbs__pool + (size_t)index * (crumbs__stack_size + 4096u);
+  mprotect(guard, 4096u, PROT_NONE);
+  return guard + 4096u;
 }
 
 /// Takes a free stack from the pool for `thread_id`, reclaiming those of exited threads.
@@ -714,6 +720,7 @@ static void crumbs__resolve_handler_calls(void) {
   struct timespec zero = {0, 0};
   nanosleep(&zero, NULL);
   (void)sched_getcpu();
+  mprotect(crumbs__pool, 4096u, PROT_NONE); // already so: binds mprotect for the hook
   uint64_t low, high;
   (void)crumbs__crash_mapping_containing((uint64_t)(uintptr_t)&now, &low, &high);
   // _exit is bound by being referenced; it is never called here.
@@ -742,13 +749,10 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     void *pool = mmap(NULL, total, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (pool == MAP_FAILED) return CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED;
-    for (uint32_t index = 0; index <= count; index++) {
-      mprotect((unsigned char *)pool + (size_t)index * (size + 4096u), 4096u, PROT_NONE);
-    }
     crumbs__stack_size = size;
-    crumbs__install_altstack = (unsigned char *)pool + (size_t)count * (size + 4096u) + 4096u;
     crumbs__pool = (unsigned char *)pool;
     crumbs__pool_count = count;
+    crumbs__install_altstack = crumbs__pool_stack(count); // the extra one, with its guard
   }
 
   crumbs__wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
