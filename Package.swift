@@ -77,6 +77,11 @@ let package = Package(
       dependencies: ["Crumbs", "CFuzzDriver"],
       path: "Fuzz/CrashRecordReader"
     ),
+    .executableTarget(
+      name: "FuzzELFReader",
+      dependencies: ["Crumbs", "CFuzzDriver"],
+      path: "Fuzz/ELFReader"
+    ),
     .testTarget(
       name: "CrumbsTests",
       dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC"]

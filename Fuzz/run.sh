@@ -20,6 +20,7 @@ SCRATCH=.build-fuzz
 TARGETS=(
   "FuzzRingReader ring-reader"
   "FuzzCrashRecordReader crashrecord-reader"
+  "FuzzELFReader elf-reader"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (TOOLCHAIN-NOTES)

@@ -22,12 +22,33 @@ import Testing
   enum Outcome: Equatable {
     case parsed(valid: Int, torn: Int)
     case rejected(RingFileError.Kind)
+    /// An ELF image (maybe partial): how many symbols it gave.
+    case parsedELF(symbols: Int)
+    case rejectedELF(ELFError.Kind)
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
   static let parsers: [String: @Sendable (UnsafeRawBufferPointer) -> Outcome] = [
-    "ring-reader": replayRingReader
+    "ring-reader": replayRingReader,
+    "elf-reader": replayELFReader,
   ]
+
+  static func replayELFReader(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    do {
+      let image = try ELFImage.parse(bytes: bytes)
+      let symbols = image.symbols
+      #expect(symbols.count == image.symbolCount)
+      #expect(zip(symbols, symbols.dropFirst()).allSatisfy { $0.start <= $1.start })
+      for symbol in symbols.prefix(64) {
+        let found = image.symbol(containing: symbol.start)
+        #expect(found.map { $0.start <= symbol.start } ?? true)
+      }
+      return .parsedELF(symbols: image.symbolCount)
+    } catch {
+      #expect(!error.reason.isEmpty)
+      return .rejectedELF(error.kind)
+    }
+  }
 
   static func replayRingReader(_ image: UnsafeRawBufferPointer) -> Outcome {
     do {

@@ -298,6 +298,32 @@ private var noEnhancer: Symbolicator.Options {
     }
   }
 
+  /// Fuzz/Corpus/elf-reader (tiny files built from one C file, see Fuzz/README.md) and the
+  /// fuzzer's finding in Fuzz/Regressions/elf-reader.
+  @Test func fuzzSeedsAndFindingsReadAsExpected() throws {
+    let fuzz = String(#filePath.dropLast("Tests/CrumbsTests/SymbolicationTests.swift".count)) + "Fuzz"
+    let shared = try ELFImage.read(path: fuzz + "/Corpus/elf-reader/libtiny.so")
+    #expect(shared.symbolTable == .symtab && shared.buildID.count == 20 && shared.problems.isEmpty)
+    let exported = try #require(shared.symbols.first { $0.name == "tiny_exported" })
+    #expect(shared.symbol(containing: exported.start + exported.size - 1)?.name == "tiny_exported")
+    #expect(shared.symbol(containing: exported.start + exported.size)?.name != "tiny_exported")
+    #expect(shared.symbols.contains { $0.name == "helper" })  // static: only in .symtab
+
+    let stripped = try ELFImage.read(path: fuzz + "/Corpus/elf-reader/libtiny-stripped.so")
+    #expect(stripped.symbolTable == .dynsym && stripped.buildID == shared.buildID)
+    #expect(stripped.symbols.map(\.name).contains("tiny_exported"))
+    #expect(!stripped.symbols.contains { $0.name == "helper" })
+
+    let object = try ELFImage.read(path: fuzz + "/Corpus/elf-reader/tiny.o")
+    #expect(object.fileType == 1 && object.segments.isEmpty && object.buildID.isEmpty)
+
+    // sh_entsize 2^63+…: rejected as a table, the rest of the file still read.
+    let finding = try ELFImage.read(
+      path: fuzz + "/Regressions/elf-reader/not-enough-bits-ELFImage.readSymbols-entry-size-5662e1d47c")
+    #expect(finding.symbolCount == 0)
+    #expect(finding.problems.contains { $0.hasPrefix("symtab: symbol entries of 12370169555311111083 bytes") })
+  }
+
   @Test func aGarbageModuleFileIsNotedNotFatal() throws {
     let directory = TestDirectory()
     let path = directory.file("libgarbage.so")

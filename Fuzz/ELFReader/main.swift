@@ -1,0 +1,102 @@
+// FuzzELFReader — libFuzzer target for ELFImage.parse(bytes:), the reader symbolication uses on
+// module files found on disk at the next launch (untrusted input: a binary replaced or truncated
+// by an update, a file that is not ELF at all, a hostile one).
+//
+// Entry points, in call order:
+//   main                    dispatches on the arguments:
+//     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
+//     replay(files)         in a normal build: feeds each file given to fuzzOneInput and prints
+//                           what the reader made of it; no files: says "not a fuzzer build"
+//   fuzzOneInput            parse(bytes:), then lookups at every segment and symbol boundary
+//
+// Seeds (Fuzz/Corpus/elf-reader/) are tiny real ELF files: see Fuzz/README.md for the commands.
+// The property checked: parse returns an image or throws ELFError, never traps, and what it
+// returns is self-consistent (symbols sorted, lookups land inside the symbol they return). Not
+// signal-safe (an ordinary program).
+
+import CFuzzDriver
+import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One libFuzzer input. Any trap here is a finding.
+func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  let input = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
+  _ = check(input)
+  return 0
+}
+
+/// Parses `bytes` and checks what the reader promises about any result. Returns a one-line
+/// summary for the replay mode.
+func check(_ bytes: UnsafeRawBufferPointer) -> String {
+  do {
+    let image = try ELFImage.parse(bytes: bytes)
+    precondition(image.buildID.count <= bytes.count, "build id longer than the file")
+    let symbols = image.symbols
+    precondition(symbols.count == image.symbolCount, "symbol count disagrees")
+    var previous: UInt64 = 0
+    for symbol in symbols {
+      precondition(symbol.start >= previous, "symbols not sorted")
+      previous = symbol.start
+    }
+    // Lookups at every boundary the file itself names, and just around them.
+    var probes: [UInt64] = [0, UInt64.max]
+    for segment in image.segments {
+      probes += [
+        segment.virtualAddress, segment.virtualAddress &+ segment.memorySize, segment.virtualAddress &- 1,
+      ]
+    }
+    for symbol in symbols.prefix(256) {
+      probes += [
+        symbol.start, symbol.start &+ symbol.size, symbol.start &+ symbol.size &- 1, symbol.start &- 1,
+      ]
+    }
+    for address in probes {
+      guard let found = image.symbol(containing: address) else { continue }
+      precondition(found.start <= address, "lookup returned a symbol starting above the address")
+      precondition(found.size == 0 || address - found.start < found.size, "lookup outside the symbol")
+    }
+    return "ELF type \(image.fileType), machine \(image.machine), \(image.segments.count) segments, "
+      + "\(image.symbolCount) symbols from \(image.symbolTable.rawValue), build id \(image.buildID.count) bytes"
+      + (image.problems.isEmpty ? "" : "; problems: " + image.problems.joined(separator: "; "))
+  } catch {
+    precondition(!error.reason.isEmpty, "an error without a reason")
+    return "rejected (\(error.kind.rawValue)): \(error.reason)"
+  }
+}
+
+func readFile(_ path: String) -> [UInt8]? {
+  guard let file = fopen(path, "rb") else { return nil }
+  defer { fclose(file) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let count = fread(&chunk, 1, chunk.count, file)
+    if count <= 0 { break }
+    bytes += chunk[0..<count]
+  }
+  return bytes
+}
+
+// MARK: - Main
+
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
+if status != -1 { exit(status) }
+
+// A normal build: replay the files given, one line each.
+let files = Array(CommandLine.arguments.dropFirst())
+if files.isEmpty {
+  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
+  exit(0)
+}
+for path in files {
+  guard let bytes = readFile(path) else {
+    print("\(path): cannot read")
+    exit(1)
+  }
+  print("\(path): " + bytes.withUnsafeBytes { check($0) })
+}
