@@ -303,8 +303,8 @@ public struct ELFImage: Sendable {
     -> ([PackedSymbol], [UInt8])
   {
     let entrySize = section.entrySize == 0 ? 24 : section.entrySize
-    // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller than one entry) must not
-    // reach `Int(entrySize)`.
+    // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
+    // than one entry) must not reach `Int(entrySize)`.
     guard entrySize >= 24, entrySize <= 4096 else {
       throw ELFError(.malformed, "symbol entries of \(entrySize) bytes (need 24)")
     }
