@@ -308,6 +308,14 @@ private var noEnhancer: Symbolicator.Options {
     #expect(shared.symbol(containing: exported.start + exported.size - 1)?.name == "tiny_exported")
     #expect(shared.symbol(containing: exported.start + exported.size)?.name != "tiny_exported")
     #expect(shared.symbols.contains { $0.name == "helper" })  // static: only in .symtab
+    // Unsized symbols reach the end of their section (`_init`: .init, 0x17 bytes) or the next
+    // symbol (`frame_dummy` stops where `helper` starts), never beyond.
+    let initialization = try #require(shared.symbols.first { $0.name == "_init" })
+    #expect(initialization.size == 0x17)
+    #expect(shared.symbol(containing: initialization.start + 0x17)?.name != "_init")
+    let frameDummy = try #require(shared.symbols.first { $0.name == "frame_dummy" })
+    let helper = try #require(shared.symbols.first { $0.name == "helper" })
+    #expect(frameDummy.start + frameDummy.size == helper.start)
 
     let stripped = try ELFImage.read(path: fuzz + "/Corpus/elf-reader/libtiny-stripped.so")
     #expect(stripped.symbolTable == .dynsym && stripped.buildID == shared.buildID)

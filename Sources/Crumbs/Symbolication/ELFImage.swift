@@ -52,7 +52,8 @@ public struct ELFSymbol: Sendable, Equatable {
   public var name: String
   /// Its ELF virtual address (st_value).
   public var start: UInt64
-  /// Its size in bytes (st_size); 0 when the table did not say.
+  /// Its size in bytes: st_size, or for an unsized symbol the distance to the next symbol or the
+  /// end of its section, whichever comes first.
   public var size: UInt64
 }
 
@@ -113,12 +114,7 @@ public struct ELFImage: Sendable {
     let stop = max(-1, index - 8)
     while index > stop {
       let candidate = sortedSymbols[index]
-      if candidate.size > 0, address - candidate.start < candidate.size { return unpack(candidate) }
-      if candidate.size == 0, index == low - 1, address - candidate.start < 4096 {
-        // Unsized (hand-written assembly): accept only as the nearest preceding symbol, and only
-        // when the next symbol has not started yet — the binary search guarantees that.
-        return unpack(candidate)
-      }
+      if address - candidate.start < candidate.size { return unpack(candidate) }
       index -= 1
     }
     return nil
@@ -345,7 +341,17 @@ public struct ELFImage: Sendable {
         let rank: UInt8 =
           (isFunction ? 16 : 0) + (plainName ? 8 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0)
           + (size > 0 ? 1 : 0)
-        symbols.append(PackedSymbol(start: value, size: size, nameOffset: nameOffset, rank: rank))
+        var extent = size
+        if size == 0 {
+          // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,
+          // cut at the next symbol below.
+          guard Int(sectionIndex) < sections.count else { continue }
+          let section = sections[Int(sectionIndex)]
+          let (end, overflow) = section.address.addingReportingOverflow(section.size)
+          guard !overflow, section.address <= value, value < end else { continue }
+          extent = end - value
+        }
+        symbols.append(PackedSymbol(start: value, size: extent, nameOffset: nameOffset, rank: rank))
       }
     }
     symbols.sort { $0.start != $1.start ? $0.start < $1.start : $0.rank > $1.rank }
@@ -353,6 +359,9 @@ public struct ELFImage: Sendable {
     var unique: [PackedSymbol] = []
     unique.reserveCapacity(symbols.count)
     for symbol in symbols where unique.last?.start != symbol.start { unique.append(symbol) }
+    for index in unique.indices.dropLast() where unique[index].rank & 1 == 0 {
+      unique[index].size = min(unique[index].size, unique[index + 1].start - unique[index].start)
+    }
     return (unique, names)
   }
 
@@ -393,6 +402,7 @@ struct Section {
   var nameOffset: UInt32
   var type: UInt32
   var flags: UInt64
+  var address: UInt64
   var offset: UInt64
   var size: UInt64
   var link: UInt32
@@ -403,6 +413,7 @@ struct Section {
     nameOffset = fields.u32(0)
     type = fields.u32(4)
     flags = fields.u64(8)
+    address = fields.u64(16)
     offset = fields.u64(24)
     size = fields.u64(32)
     link = fields.u32(40)

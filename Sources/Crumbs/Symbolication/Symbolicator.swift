@@ -337,17 +337,21 @@ public final class Symbolicator {
         var frame = frames[request.frame]
         // The entry for the function the symbol table named (inlined callees come first), else
         // the outermost one, which is the function the address lies in.
-        let location =
-          locations.first { $0.function == frame.symbol } ?? locations.last
+        // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
+        // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
+        let withLines = locations.filter { $0.line != nil }
+        let location = withLines.first { $0.function == frame.symbol } ?? withLines.last
         guard let location else { continue }
         if frame.symbol == nil, let function = location.function {
           frame.symbol = function
           frame.function = demangle(function)
+          // Named after all (separate debug info): the symbol-table note no longer applies.
+          if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
+            frame.note = nil
+          }
         }
-        if let file = location.file {
-          frame.file = file
-          frame.line = location.line
-        }
+        frame.file = location.file
+        frame.line = location.line
         frames[request.frame] = frame
       }
     }
