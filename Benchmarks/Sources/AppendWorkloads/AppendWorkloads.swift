@@ -89,7 +89,9 @@ public final class BaselineFixture: @unchecked Sendable {
     guard failure == 0 else { throw BaselineError(errno: failure) }
     unlink(path)
     record = .allocate(byteCount: 256, alignment: 16)
-    for index in 0..<256 { record.storeBytes(of: UInt8(truncatingIfNeeded: index &* 31), toByteOffset: index, as: UInt8.self) }
+    for index in 0..<256 {
+      record.storeBytes(of: UInt8(truncatingIfNeeded: index &* 31), toByteOffset: index, as: UInt8.self)
+    }
   }
 }
 
