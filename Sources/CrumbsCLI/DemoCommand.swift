@@ -40,6 +40,7 @@ struct DemoCommand: ParsableCommand {
     let status = try runChild(kind: kind, directory: directory)
     if !json {
       print("   The child is gone: \(describe(waitStatus: status)).")
+      print(style.dim("   (its stderr, with the Swift runtime's own backtrace that Crumbs chains to: \(stderrPath(directory)))"))
       print("2. Next launch: Crumbs finds what the child left and turns it into a report.\n")
     }
     let ringDirectory = try RingDirectory(path: directory)
@@ -64,7 +65,14 @@ struct DemoCommand: ParsableCommand {
     var child = pid_t()
     let argv = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
-    let spawned = posix_spawn(&child, executable, nil, nil, argv, environ)
+    // The child's stderr (where the Swift runtime's own backtracer, which Crumbs chains to,
+    // prints) goes to a file so the report is not interleaved with it.
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    _ = try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath(directory), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let spawned = posix_spawn(&child, executable, &actions, nil, argv, environ)
     guard spawned == 0 else {
       printError("crumbs demo: cannot start the child: \(String(cString: strerror(spawned)))")
       throw ExitCode.failure
@@ -89,6 +97,7 @@ struct DemoChildCommand: ParsableCommand {
     options.appName = "crumbs-demo"
     let ring = try RingDirectory(path: dir).createRing(options: options)
     ring.install()
+    try CrashHandler.install(ring: ring)
     let workers = DemoWorkload.start(threads: 3)
     addBreadcrumb("checkout screen opened", level: .info, type: .navigation, attributes: ["screen": "checkout"])
     workers.waitUntil(appended: 300)
@@ -101,6 +110,8 @@ struct DemoChildCommand: ParsableCommand {
     generateTestCrash(kind: kind)
   }
 }
+
+func stderrPath(_ directory: String) -> String { directory + "/child.stderr" }
 
 func selfExecutable() -> String {
   var buffer = [CChar](repeating: 0, count: 4096)

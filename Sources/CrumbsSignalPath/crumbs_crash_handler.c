@@ -390,6 +390,17 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
     walked = crumbs__crash_walk_frames(registers.pc, registers.fp, registers.sp, low, high,
                                        record->frames, CRUMBS_CRASH_MAX_FRAMES, &stop);
   }
+  // Fewer than 3 frames: the fault sat in code without frame pointers (glibc's raise/abort,
+  // other C libraries). Recover the callers by scanning the stack, flagged as such.
+  if (walked < 3 && stop != CRUMBS_BACKTRACE_FULL && stop != CRUMBS_BACKTRACE_NO_STACK_BOUNDS &&
+      registers.sp >= low && registers.sp < high) {
+    uint32_t scanned = crumbs__crash_scan_frames(record, registers.sp, high, record->frames, walked,
+                                                 CRUMBS_CRASH_MAX_FRAMES, &stop);
+    if (scanned > walked) {
+      __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_STACK_SCANNED, __ATOMIC_RELAXED);
+      walked = scanned;
+    }
+  }
   record->frame_count = walked;
   record->backtrace_stop = stop;
 

@@ -73,6 +73,58 @@ uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64
   }
 }
 
+/// Whether `address` is a return address: inside a module's text, right after a call
+/// instruction (x86_64: E8 rel32, or FF /2 with its ModRM byte at one of the usual distances;
+/// aarch64: BL or BLR). Reads only that module's text, which is mapped and readable.
+static bool crumbs__is_return_address(const crumbs_crash_record *record, uint64_t address) {
+  int module = crumbs__crash_module_for_text(record, address - 1);
+  if (module < 0) return false;
+  uint64_t text_start = record->modules[module].text_start;
+  if (address < text_start + 8) return false;
+  const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
+#if defined(__x86_64__)
+  if (code[-5] == 0xE8) return true;
+  static const int distances[] = {2, 3, 6, 7};
+  for (unsigned index = 0; index < sizeof distances / sizeof distances[0]; index++) {
+    int distance = distances[index];
+    if (code[-distance] == 0xFF && (code[-distance + 1] & 0x38) == 0x10) return true;
+  }
+  return false;
+#elif defined(__aarch64__)
+  uint32_t instruction = (uint32_t)code[-4] | (uint32_t)code[-3] << 8 | (uint32_t)code[-2] << 16 |
+                         (uint32_t)code[-1] << 24;
+  return (instruction & 0xFC000000u) == 0x94000000u || (instruction & 0xFFFFFC1Fu) == 0xD63F0000u;
+#else
+  return false;
+#endif
+}
+
+uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
+                                   uint64_t *frames, uint32_t count, uint32_t capacity,
+                                   uint32_t *stop) {
+  // Bounded: 32 KiB of stack is far more than libc's frames between a fault and our code.
+  uint64_t limit = high > 16 ? high - 16 : 0;
+  if (sp + 32768 < limit) limit = sp + 32768;
+  for (uint64_t slot = (sp + 7) & ~(uint64_t)7; slot + 8 <= limit && count < capacity; slot += 8) {
+    uint64_t candidate = *(const volatile uint64_t *)(uintptr_t)slot;
+    if (!crumbs__is_return_address(record, candidate)) continue;
+    if (count == 0 || frames[count - 1] != candidate) frames[count++] = candidate;
+    // Is slot - 8 a frame record ([record] = caller's frame pointer, [record + 8] = this return
+    // address) whose caller's record holds a return address too? Then the chain is back.
+    if (slot < sp + 8) continue;
+    uint64_t saved_fp = *(const volatile uint64_t *)(uintptr_t)(slot - 8);
+    if ((saved_fp & 7u) == 0 && saved_fp > slot && saved_fp + 16 <= high &&
+        crumbs__is_return_address(record, ((const volatile uint64_t *)(uintptr_t)saved_fp)[1])) {
+      // The walker records its pc first; hand it the next return address as that pc.
+      uint64_t next_pc = ((const volatile uint64_t *)(uintptr_t)saved_fp)[1];
+      uint64_t next_fp = ((const volatile uint64_t *)(uintptr_t)saved_fp)[0];
+      return count + crumbs__crash_walk_frames(next_pc, next_fp, saved_fp + 16, saved_fp + 16, high,
+                                               &frames[count], capacity - count, stop);
+    }
+  }
+  return count;
+}
+
 // /proc/self/maps is read through this buffer, one chunk at a time; a line cut at the end of a
 // chunk is carried over in `crumbs__maps_line`. Static, so the handler's stack stays small; only
 // the first crashing thread (the one that won the record) ever calls this.

@@ -5,7 +5,9 @@
   import Glibc
 #endif
 
-let scenarios: [String: @Sendable ([String]) -> Int32] = ringScenarios.merging(crashScenarios) { a, _ in a }
+let scenarios = [ringScenarios, crashScenarios, reportScenarios].reduce(
+  into: [String: @Sendable ([String]) -> Int32]()
+) { all, table in all.merge(table) { first, _ in first } }
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, let scenario = scenarios[name] else {
   let known = scenarios.keys.sorted().joined(separator: ", ")

@@ -158,6 +158,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public var leafFrameInserted: Bool {
     flags & UInt32(CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED) != 0
   }
+  /// Frames were recovered by scanning the stack (see CRUMBS_CRASH_FLAG_STACK_SCANNED).
+  public var stackScanned: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_STACK_SCANNED) != 0 }
   public var concurrentCrash: Bool {
     flags & UInt32(CRUMBS_CRASH_FLAG_CONCURRENT_CRASH) != 0
   }

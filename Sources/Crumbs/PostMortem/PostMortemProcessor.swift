@@ -7,8 +7,10 @@
 //                                     clean    → nothing to report, files removed
 //                                     terminated by an unhandled SIGTERM/SIGINT... → no report,
 //                                       the session ends `.terminatedBySignal(n)`, files removed
-//                                     crashed  → crash report (CrashReportBuilder)
+//                                     crash record (any ring state) → crash report
+//                                     crashed, no record → crash report naming the damage
 //                                     running  → abnormal-termination report, with OOM evidence
+//     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4, idempotent per session
 //     → ClaimedRing.finish          consumed files removed only after the report is stored
 //
@@ -73,6 +75,8 @@ public struct PostMortemProcessor: Sendable {
   public var attributes: [String: String] = [:]
   /// Reported as `service.version`.
   public var appVersion: String?
+  /// How frames are symbolicated (e.g. whether llvm-symbolizer may add file and line).
+  public var symbolicatorOptions = Symbolicator.Options()
 
   public init(directory: RingDirectory, store: ReportStore) {
     self.directory = directory
@@ -96,44 +100,63 @@ public struct PostMortemProcessor: Sendable {
   func process(
     _ claimed: RingDirectory.ClaimedRing, reportingSession: SessionID?, into outcome: inout PostMortemOutcome
   ) -> PreviousSession? {
-    let contents: RingContents
+    var damage: [String] = []
+    // The ring: unreadable ones are quarantined, but a crash record may still tell the story.
+    var ring: RingContents?
     do {
-      contents = try RingReader.read(file: claimed.path)
+      ring = try RingReader.read(file: claimed.path)
     } catch {
+      damage.append("breadcrumb ring unreadable: \(error.reason)")
+      quarantine(claimed.path, reason: error.reason, into: &outcome)
+    }
+    // The crash record, when the handler made one (an untouched one means "no crash").
+    var record: CrashRecord?
+    if Syscall.fileExists(claimed.crashRecordPath) {
       do {
-        outcome.quarantined.append(try directory.quarantine(claimed.path, reason: error.reason))
+        let read = try CrashRecord.read(file: claimed.crashRecordPath)
+        if read.status != .noCrash { record = read }
       } catch {
-        outcome.problems.append("cannot quarantine \(claimed.path): \(error)")
+        damage.append("crash record unreadable: \(error.reason)")
+        quarantine(claimed.crashRecordPath, reason: error.reason, into: &outcome)
       }
+    }
+    guard ring != nil || record != nil else {
       claimed.release()
       return nil
     }
-    let header = contents.header
-    let session = PreviousSession(
-      sessionID: header.sessionID, end: .clean, report: nil,
-      receivedMemoryWarning: header.receivedMemoryWarning,
-      startedWallNanoseconds: header.createdWallNanoseconds)
-    if header.state == .clean {
+    let sessionID = ring?.header.sessionID ?? record!.sessionID
+    var session = PreviousSession(
+      sessionID: sessionID, end: .clean, report: nil,
+      receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
+      startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds)
+    if record == nil, ring?.header.state == .clean {
       claimed.finish()
       return session
     }
-    if header.state == .terminatedBySignal {
+    if record == nil, let header = ring?.header, header.state == .terminatedBySignal {
       claimed.finish()
-      var ended = session
-      ended.end = .terminatedBySignal
-      ended.endSignal = header.endSignal
-      return ended
+      session.end = .terminatedBySignal
+      session.endSignal = header.endSignal
+      return session
     }
     do {
-      let trail = try TrailAttachment.make(contents.breadcrumbs)
-      let report = buildReport(
-        contents, trailSize: trail?.bytes.count, claimed: claimed, reportingSession: reportingSession)
+      let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
+      var builder = CrashReportBuilder(attributes: attributes, appVersion: appVersion, reportingSession: reportingSession)
+      builder.symbolicatorOptions = symbolicatorOptions
+      let report: CrashReport
+      if let record {
+        report = builder.crash(record: record, ring: ring, trailSize: trail?.bytes.count, damage: damage)
+      } else if let ring, ring.header.state == .crashed {
+        report = builder.crashWithoutRecord(
+          ring: ring, trailSize: trail?.bytes.count, damage: damage + ["no crash record next to a ring marked crashed"])
+      } else {
+        report = builder.abnormalTermination(ring: ring!, trailSize: trail?.bytes.count)
+      }
       let stored = try store.store(report, attachments: trail.map { [($0.name, $0.bytes)] } ?? [])
       claimed.finish()
-      var ended = session
-      ended.end = report.kind == .crash ? .crash : .abnormalTermination
-      ended.report = stored
-      return ended
+      session.end = report.kind == .crash ? .crash : .abnormalTermination
+      session.report = stored
+      return session
     } catch {
       outcome.problems.append("cannot store the report for \(claimed.path): \(error)")
       claimed.release()
@@ -141,51 +164,12 @@ public struct PostMortemProcessor: Sendable {
     }
   }
 
-  func buildReport(
-    _ contents: RingContents, trailSize: Int?, claimed: RingDirectory.ClaimedRing,
-    reportingSession: SessionID?
-  ) -> CrashReport {
-    let header = contents.header
-    let observed = wallClockNanoseconds()
-    let lastSignOfLife = contents.breadcrumbs.last?.wallTimeNanoseconds ?? header.createdWallNanoseconds
-    var report = CrashReport(
-      id: header.sessionID.description,
-      kind: .abnormalTermination,
-      exceptionType: "AbnormalTermination",
-      exceptionMessage: "",
-      exceptionStacktrace: "",
-      threadID: nil,
-      threadName: nil,
-      sessionID: header.sessionID.description,
-      reportingSessionID: reportingSession?.description,
-      timeUnixNano: lastSignOfLife,
-      time: ISO8601.string(nanoseconds: lastSignOfLife),
-      observedTimeUnixNano: observed,
-      observedTime: ISO8601.string(nanoseconds: observed),
-      signal: nil, registers: [], frames: [], modules: [],
-      resource: ProcessAttributes.resource(
-        pid: header.pid, executable: header.executable, appName: header.appName, appVersion: appVersion),
-      attributes: attributes,
-      breadcrumbs: TrailAttachment.summary(contents, attachmentSize: trailSize),
-      attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
-    if contents.counts.torn > 0 {
-      report.damage.append("\(contents.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
+  private func quarantine(_ file: String, reason: String, into outcome: inout PostMortemOutcome) {
+    do {
+      outcome.quarantined.append(try directory.quarantine(file, reason: reason))
+    } catch {
+      outcome.problems.append("cannot quarantine \(file): \(error)")
     }
-    if let trailSize {
-      report.attachments.append(
-        .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
-    }
-    let evidence = OOMEvidence.gather(contents)
-    report.evidence = evidence
-    if evidence.isEmpty {
-      report.exceptionMessage =
-        "the process ended without a crash record and without a clean exit (SIGKILL, the OOM killer, or power loss)"
-    } else {
-      report.exceptionType = "OutOfMemory"
-      report.exceptionMessage = "likely out of memory: " + evidence.joined(separator: "; ")
-    }
-    report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
-    return report
   }
 }
 

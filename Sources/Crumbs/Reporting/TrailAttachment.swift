@@ -26,7 +26,16 @@ public enum TrailAttachment {
 
   /// The report's summary of a ring's contents.
   static func summary(_ contents: RingContents, attachmentSize: Int?) -> CrashReport.Trail {
-    let ownFinal = contents.breadcrumbs.last { !$0.fromSignalHandler || $0.level != .fatal }
+    // The app's last word: the crashing thread's newest breadcrumb before the crash handler's
+    // own fatal one (other threads may append after the crash while chained handlers run).
+    let crumbs = contents.breadcrumbs
+    let ownFinal: Breadcrumb?
+    if let handlerIndex = crumbs.lastIndex(where: { $0.fromSignalHandler && $0.level == .fatal }) {
+      let thread = crumbs[handlerIndex].threadID
+      ownFinal = crumbs[..<handlerIndex].last { $0.threadID == thread } ?? crumbs[..<handlerIndex].last
+    } else {
+      ownFinal = crumbs.last
+    }
     return CrashReport.Trail(
       attachment: attachmentSize == nil ? nil : name,
       count: contents.breadcrumbs.count,

@@ -112,6 +112,15 @@ const char *crumbs_crash_code_name(int signal_number, int code);
 uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
                                    uint32_t *stop);
+/// When the frame-pointer walk ended after fewer than 3 frames (the crash sat in code built
+/// without frame pointers, like glibc's abort/raise), scans the stack upward from `sp` for
+/// return addresses (values in a module's text right after a call instruction), appending them,
+/// and resumes the frame-pointer walk at the first frame record whose saved frame pointer leads
+/// to another return address. Returns the new frame count. Safe to call from a signal handler
+/// (reads only [sp, high) and module text ranges).
+uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
+                                   uint64_t *frames, uint32_t count, uint32_t capacity,
+                                   uint32_t *stop);
 /// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
 /// handler (open/read/close into a static buffer; not reentrant: one caller at a time).
 bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);

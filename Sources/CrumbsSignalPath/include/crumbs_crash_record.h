@@ -77,6 +77,9 @@ enum {
   CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED = 1u << 5,
   /// Another thread crashed while this record was being written (it waited, then died).
   CRUMBS_CRASH_FLAG_CONCURRENT_CRASH = 1u << 6,
+  /// Frames after the first few were recovered by scanning the stack for return addresses
+  /// (the fault was in code without frame pointers); a stale one may appear among them.
+  CRUMBS_CRASH_FLAG_STACK_SCANNED = 1u << 7,
 };
 
 /// `crumbs_crash_record.arch`: how to name `registers`.

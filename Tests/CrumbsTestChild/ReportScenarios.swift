@@ -1,0 +1,41 @@
+// Report scenarios: crash through named Swift functions, so the next launch's report can be
+// checked for the function that trapped and its callers.
+//   report-crash DIR   (kind from CRUMBS_TEST_CRASH_KIND, a CrashKind raw value)
+// Prints what the crash scenarios print (ring, record, thread, last-breadcrumb, crashing).
+#if canImport(Glibc)
+  import Glibc
+#endif
+import Crumbs
+
+let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
+  "report-crash": crashing { _ in
+    let name = getenv("CRUMBS_TEST_CRASH_KIND").map { String(cString: $0) } ?? "null-deref"
+    guard let kind = CrashKind(rawValue: name) else {
+      print("error unknown kind \(name)")
+      return
+    }
+    armAndFlush()
+    ReportWorkload.checkout(kind)
+  }
+]
+
+/// Three named callers between the scenario and the crash. Each does something different
+/// (a distinct breadcrumb), so a release build cannot merge them into one function.
+enum ReportWorkload {
+  @inline(never) static func checkout(_ kind: CrashKind) {
+    addBreadcrumb("checkout started", level: .info, type: .navigation, attributes: ["screen": "checkout"])
+    pay(kind)
+    print("unreachable: checkout")
+  }
+
+  @inline(never) static func pay(_ kind: CrashKind) {
+    addBreadcrumb("paying", level: .info, type: .user, attributes: ["button": "pay"])
+    charge(kind)
+    print("unreachable: pay")
+  }
+
+  @inline(never) static func charge(_ kind: CrashKind) {
+    addBreadcrumb("charging card", level: .info, type: .http, attributes: ["http.route": "/v1/charge"])
+    generateTestCrash(kind: kind)
+  }
+}
