@@ -4,6 +4,7 @@
 // holds the seeds. Each corpus directory name maps to one parser below: a new fuzz target adds
 // one entry, and a directory without an entry fails the test so it cannot be forgotten.
 
+import CrumbsSignalPath
 import Foundation
 import Testing
 
@@ -25,13 +26,28 @@ import Testing
     /// An ELF image (maybe partial): how many symbols it gave.
     case parsedELF(symbols: Int)
     case rejectedELF(ELFError.Kind)
+    /// A crash record: its status and how many frames it held.
+    case parsedCrashRecord(status: CrashRecord.Status, frames: Int)
+    case rejectedCrashRecord(CrashRecordError.Kind)
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
   static let parsers: [String: @Sendable (UnsafeRawBufferPointer) -> Outcome] = [
     "ring-reader": replayRingReader,
     "elf-reader": replayELFReader,
+    "crashrecord-reader": replayCrashRecordReader,
   ]
+
+  static func replayCrashRecordReader(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    do {
+      let record = try CrashRecord.read(image: bytes)
+      #expect(record.frames.count <= Int(CRUMBS_CRASH_MAX_FRAMES))
+      return .parsedCrashRecord(status: record.status, frames: record.frames.count)
+    } catch {
+      #expect(!error.reason.isEmpty)
+      return .rejectedCrashRecord(error.kind)
+    }
+  }
 
   static func replayELFReader(_ bytes: UnsafeRawBufferPointer) -> Outcome {
     do {
