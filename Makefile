@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps build bench fuzz fuzz-smoke format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ]; then \
@@ -27,7 +27,12 @@ demo: deps
 
 ## Every test: unit, stress, crash and kill -9 children, fuzz regressions. The crash tests also
 ## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path.
-test: deps
+## The delivery tests decode what was sent with the official OTLP decoder (PyPI opentelemetry-proto).
+test-deps:
+	@python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check opentelemetry-proto \
+	  || python3 -m pip install -q --disable-pip-version-check --break-system-packages opentelemetry-proto
+
+test: deps test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \

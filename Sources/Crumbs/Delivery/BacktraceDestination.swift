@@ -58,9 +58,14 @@ public struct BacktraceDestination: ReportDestination {
 
   public func request(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> DeliveryRequest
   {
-    let trail = try stored.trailEntries()
     var form = MultipartForm()
     var omitted: [String] = []
+    var trail: [TrailEntry] = []
+    do {
+      trail = try stored.trailEntries()
+    } catch {
+      omitted.append("\(TrailAttachment.name): \(error)")
+    }
     var parts: [(name: String, filename: String, contentType: String, bytes: [UInt8])] = []
     if !trail.isEmpty {
       parts.append(

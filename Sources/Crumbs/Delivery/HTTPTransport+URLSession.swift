@@ -81,14 +81,26 @@ public final class URLSessionTransport: HTTPTransport {
   /// Maps URLSession's error to ours by code only: its descriptions carry the URL (and so a
   /// token in the query).
   static func transportError(_ error: (any Error)?) -> TransportError {
-    guard let error = error as? URLError else { return .other(code: -1) }
-    switch error.code {
+    guard let error else { return .other(code: -1) }
+    // On Linux the error arrives as an NSError in NSURLErrorDomain, not always a URLError.
+    let nsError = error as NSError
+    guard nsError.domain == NSURLErrorDomain else { return .other(code: nsError.code) }
+    switch URLError.Code(rawValue: nsError.code) {
     case .timedOut: return .timedOut
     case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet:
       return .cannotConnect
     case .networkConnectionLost, .badServerResponse, .cannotParseResponse: return .connectionLost
     case .badURL, .unsupportedURL: return .invalidURL
-    default: return .other(code: error.code.rawValue)
+    default:
+      // libcurl's send/receive failures (a reset or closed connection, EPIPE) come as code -1
+      // with curl's text in the underlying error, which never contains the URL.
+      let underlying = (nsError.userInfo[NSUnderlyingErrorKey] as? NSError)?.localizedDescription ?? ""
+      if ["Send failure", "Recv failure", "Connection reset", "Connection died"].contains(
+        where: underlying.hasPrefix)
+      {
+        return .connectionLost
+      }
+      return .other(code: nsError.code)
     }
   }
 }

@@ -71,9 +71,10 @@ public struct OTLPDestination: ReportDestination {
   /// The records for `report` (read from `stored`'s folder for the attachments).
   public func batch(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> OTLPLogBatch {
     let resource = report.resource.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) }
-    var records = [try crashRecord(report, stored: stored)]
+    var records = [crashRecord(report, stored: stored)]
     if breadcrumbsAsLogRecords {
-      for entry in try stored.trailEntries() {
+      // A damaged or missing trail was already named in the crash record's omitted list.
+      for entry in (try? stored.trailEntries()) ?? [] {
         records.append(Self.breadcrumbRecord(entry, report: report))
       }
     }
@@ -81,7 +82,7 @@ public struct OTLPDestination: ReportDestination {
       resource: resource, scopeName: "crumbs", scopeVersion: CrumbsVersion.string, records: records)
   }
 
-  func crashRecord(_ report: CrashReport, stored: StoredReport) throws(DeliveryError) -> OTLPLogRecord {
+  func crashRecord(_ report: CrashReport, stored: StoredReport) -> OTLPLogRecord {
     let eventName = report.kind == .nonFatal ? Self.nonFatalEventName : Self.crashEventName
     var attributes: [OTLPAttribute] = [
       OTLPAttribute("event.name", .string(eventName)),
@@ -141,10 +142,14 @@ public struct OTLPDestination: ReportDestination {
     if let last = report.breadcrumbs.lastMessage {
       attributes.append(OTLPAttribute("crumbs.breadcrumbs.last_message", .string(last)))
     }
-    if let trail = try stored.trailAttachment() {
-      attributes.append(OTLPAttribute(Self.trailAttributeKey, .bytes(trail)))
-    }
     var omitted: [String] = []
+    do {
+      if let trail = try stored.trailAttachment() {
+        attributes.append(OTLPAttribute(Self.trailAttributeKey, .bytes(trail)))
+      }
+    } catch {
+      omitted.append("\(TrailAttachment.name): \(error)")
+    }
     for attachment in report.attachments where attachment.name != report.breadcrumbs.attachment {
       if let reason = attachment.omittedReason {
         omitted.append("\(attachment.name): \(reason)")

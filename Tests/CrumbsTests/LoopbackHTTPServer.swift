@@ -1,0 +1,225 @@
+import Foundation
+import Synchronization
+
+// LoopbackHTTPServer.swift — a small HTTP/1.1 server on 127.0.0.1 (ephemeral port) for delivery
+// tests: a listening socket on its own thread, one thread per connection, scripted answers,
+// captured requests. Writes use MSG_NOSIGNAL so a client that gave up cannot SIGPIPE the tests.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A request as the server received it (complete bodies only).
+struct CapturedRequest: Sendable {
+  var method: String
+  /// Path and query.
+  var target: String
+  /// Names lowercased.
+  var headers: [String: String]
+  var body: [UInt8]
+}
+
+final class LoopbackHTTPServer: Sendable {
+  /// What to do with the n-th request (0-based).
+  enum Behaviour: Sendable {
+    /// Answer with a status (and headers, body).
+    case respond(Int, headers: [String: String] = [:], body: String = "")
+    /// Wait (without answering) until the server stops or `seconds` pass, then answer 200.
+    case stall(seconds: Double)
+    /// Read the headers and `bytes` of the body, then close the connection (a server that dies
+    /// mid-upload).
+    case closeAfterReading(bytes: Int)
+  }
+
+  let port: UInt16
+  private let listener: Int32
+  private let script: @Sendable (Int, CapturedRequest) -> Behaviour
+  private let state = Mutex(State())
+  private let stopping = DispatchSemaphore(value: 0)
+  private let acceptLoopDone = DispatchSemaphore(value: 0)
+
+  private struct State {
+    var requests: [CapturedRequest] = []
+    var started = 0
+    var stopped = false
+    var openConnections = 0
+  }
+
+  /// Every complete request received, in order.
+  var requests: [CapturedRequest] { state.withLock { $0.requests } }
+  /// Requests whose headers arrived (complete or not).
+  var requestsStarted: Int { state.withLock { $0.started } }
+
+  /// `script` decides each answer from the request number and the request (its body may be
+  /// partial for `.closeAfterReading`: the script sees headers only, body empty).
+  init(_ script: @escaping @Sendable (Int, CapturedRequest) -> Behaviour) throws {
+    self.script = script
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw ServerError.socket(errno) }
+    var yes: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
+    guard bound == 0, listen(fd, 64) == 0 else {
+      close(fd)
+      throw ServerError.socket(errno)
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    port = UInt16(bigEndian: address.sin_port)
+    listener = fd
+    let thread = Thread { [self] in acceptLoop() }
+    thread.start()
+  }
+
+  /// A server answering every request with `status`.
+  convenience init(status: Int, headers: [String: String] = [:], body: String = "") throws {
+    try self.init { _, _ in .respond(status, headers: headers, body: body) }
+  }
+
+  var baseURL: String { "http://127.0.0.1:\(port)" }
+
+  /// Stops accepting, releases stalled answers and waits (bounded) for connections to end.
+  func stop() {
+    let first = state.withLock { state in
+      defer { state.stopped = true }
+      return !state.stopped
+    }
+    guard first else { return }
+    shutdown(listener, Int32(SHUT_RDWR))
+    acceptLoopDone.wait()
+    close(listener)
+    for _ in 0..<64 { stopping.signal() }
+    let deadline = Date().addingTimeInterval(10)
+    while state.withLock({ $0.openConnections }) > 0, Date() < deadline { usleep(1000) }
+  }
+
+  deinit { stop() }
+
+  private func acceptLoop() {
+    while true {
+      let connection = accept(listener, nil, nil)
+      if connection < 0 {
+        if errno == EINTR { continue }
+        break
+      }
+      _ = fcntl(connection, F_SETFD, FD_CLOEXEC)  // children the tests spawn must not hold it
+      if state.withLock({ $0.stopped }) {
+        close(connection)
+        break
+      }
+      state.withLock { $0.openConnections += 1 }
+      let thread = Thread { [self] in
+        serve(connection)
+        close(connection)
+        state.withLock { $0.openConnections -= 1 }
+      }
+      thread.start()
+    }
+    acceptLoopDone.signal()
+  }
+
+  private func serve(_ fd: Int32) {
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var buffer: [UInt8] = []
+    func fill() -> Bool {
+      var chunk = [UInt8](repeating: 0, count: 65536)
+      let count = recv(fd, &chunk, chunk.count, 0)
+      if count < 0 && errno == EINTR { return true }
+      guard count > 0 else { return false }
+      buffer.append(contentsOf: chunk[0..<count])
+      return true
+    }
+    // Headers.
+    let terminator: [UInt8] = Array("\r\n\r\n".utf8)
+    var headerEnd: Int?
+    while headerEnd == nil {
+      if let range = buffer.firstRange(of: terminator) {
+        headerEnd = range.upperBound
+        break
+      }
+      guard fill() else { return }
+    }
+    let head = String(decoding: buffer[..<headerEnd!], as: UTF8.self)
+    buffer.removeSubrange(..<headerEnd!)
+    var lines = head.components(separatedBy: "\r\n")
+    let requestLine = lines.removeFirst().split(separator: " ")
+    guard requestLine.count >= 2 else { return }
+    var headers: [String: String] = [:]
+    for line in lines {
+      guard let colon = line.firstIndex(of: ":") else { continue }
+      headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+        in: .whitespaces)
+    }
+    var request = CapturedRequest(
+      method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: [])
+    let index = state.withLock { state in
+      defer { state.started += 1 }
+      return state.started
+    }
+    let behaviour = script(index, request)
+    if headers["expect"]?.lowercased() == "100-continue" { write(fd, "HTTP/1.1 100 Continue\r\n\r\n") }
+    let length = Int(headers["content-length"] ?? "0") ?? 0
+    if case .closeAfterReading(let bytes) = behaviour {
+      while buffer.count < min(bytes, length) { guard fill() else { return } }
+      // Unread data in the receive queue makes close() send a reset: the client's send fails.
+      return
+    }
+    while buffer.count < length { guard fill() else { return } }
+    request.body = Array(buffer.prefix(length))
+    state.withLock { $0.requests.append(request) }
+    switch behaviour {
+    case .respond(let status, let extra, let body):
+      answer(fd, status: status, headers: extra, body: body)
+    case .stall(let seconds):
+      _ = stopping.wait(timeout: .now() + seconds)
+      answer(fd, status: 200, headers: [:], body: "")
+    case .closeAfterReading: break
+    }
+  }
+
+  private func answer(_ fd: Int32, status: Int, headers: [String: String], body: String) {
+    var text = "HTTP/1.1 \(status) Status\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n"
+    for (name, value) in headers { text += "\(name): \(value)\r\n" }
+    write(fd, text + "\r\n" + body)
+  }
+
+  private func write(_ fd: Int32, _ text: String) {
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+      let sent = bytes.withUnsafeBytes {
+        send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+      }
+      if sent < 0 && errno == EINTR { continue }
+      guard sent > 0 else { return }
+      offset += sent
+    }
+  }
+
+  enum ServerError: Error { case socket(Int32) }
+}
+
+/// A port nobody listens on (bound, then closed).
+func refusedPort() -> UInt16 {
+  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  defer { close(fd) }
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+  _ = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+  }
+  _ = withUnsafeMutablePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+  }
+  return UInt16(bigEndian: address.sin_port)
+}
