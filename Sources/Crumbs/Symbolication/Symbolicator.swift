@@ -177,6 +177,9 @@ public final class Symbolicator {
   /// Parsed files by path (nil: read failed, with the reason in `moduleProblems`).
   private var images: [String: ModuleImage] = [:]
   private var demangled: [String: String?] = [:]
+  /// llvm-symbolizer's answers by module path and offset: a second backtrace through the same
+  /// code costs no subprocess.
+  private var sourceLocations: [String: [UInt64: [SymbolizerLocation]]] = [:]
   /// Module indices sorted by text start, for lookups.
   private let modulesByText: [Int]
 
@@ -327,33 +330,41 @@ public final class Symbolicator {
     to frames: inout [SymbolicatedFrame], requests: [(frame: Int, offset: UInt64)], module: LoadedModule,
     symbolizer: LLVMSymbolizer
   ) {
-    switch symbolizer.lineInfo(path: module.path, offsets: requests.map(\.offset)) {
-    case .failure(let error):
-      for request in requests {
-        frames[request.frame].note = joined(frames[request.frame].note, "no line info: \(error.reason)")
-      }
-    case .success(let results):
-      for (request, locations) in zip(requests, results) {
-        var frame = frames[request.frame]
-        // The entry for the function the symbol table named (inlined callees come first), else
-        // the outermost one, which is the function the address lies in.
-        // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
-        // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
-        let withLines = locations.filter { $0.line != nil }
-        let location = withLines.first { $0.function == frame.symbol } ?? withLines.last
-        guard let location else { continue }
-        if frame.symbol == nil, let function = location.function {
-          frame.symbol = function
-          frame.function = demangle(function)
-          // Named after all (separate debug info): the symbol-table note no longer applies.
-          if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
-            frame.note = nil
-          }
+    var known = sourceLocations[module.path, default: [:]]
+    let missing = Array(Set(requests.map(\.offset).filter { known[$0] == nil })).sorted()
+    if !missing.isEmpty {
+      switch symbolizer.lineInfo(path: module.path, offsets: missing) {
+      case .failure(let error):
+        for request in requests {
+          frames[request.frame].note = joined(frames[request.frame].note, "no line info: \(error.reason)")
         }
-        frame.file = location.file
-        frame.line = location.line
-        frames[request.frame] = frame
+        return
+      case .success(let results):
+        for (offset, locations) in zip(missing, results) { known[offset] = locations }
+        sourceLocations[module.path] = known
       }
+    }
+    for request in requests {
+      let locations = known[request.offset] ?? []
+      var frame = frames[request.frame]
+      // The entry for the function the symbol table named (inlined callees come first), else
+      // the outermost one, which is the function the address lies in.
+      // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
+      // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
+      let withLines = locations.filter { $0.line != nil }
+      let location = withLines.first { $0.function == frame.symbol } ?? withLines.last
+      guard let location else { continue }
+      if frame.symbol == nil, let function = location.function {
+        frame.symbol = function
+        frame.function = demangle(function)
+        // Named after all (separate debug info): the symbol-table note no longer applies.
+        if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
+          frame.note = nil
+        }
+      }
+      frame.file = location.file
+      frame.line = location.line
+      frames[request.frame] = frame
     }
   }
 
