@@ -4,7 +4,7 @@
 // run with `--scale` (as `make bench` does) and the wall clock reads as nanoseconds per append.
 // The malloc count is per iteration (1000 appends): it must read 0.
 //
-// Benchmarks, in the order they print:
+// Benchmarks (the tool prints them sorted by name):
 //   Baseline C append, 1 thread           the floor (see CBaselineAppend)
 //   Ring append, 1 thread                 BreadcrumbRing.append(…, attributes: [2 pairs])
 //   addBreadcrumb, 1 thread               the global function, through the installed ring

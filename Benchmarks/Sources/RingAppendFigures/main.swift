@@ -1,41 +1,38 @@
 // RingAppendFigures — the comparison block `make bench` ends with: the ring's append against the C
-// baseline, measured in one process, in interleaved rounds, so the ratios hold on a noisy machine.
+// baseline, measured in one process, interleaved, so the ratios hold on a noisy machine.
 //
 // Steps, in order:
 //   1. map the rings (TMPDIR), warm every loop, check the ring really holds the benchmark breadcrumb
-//   2. ROUNDS rounds; each times COUNT appends of every kind back to back (1 thread: baseline, ring,
-//      addBreadcrumb, the C entry point; 2 threads: ring, baseline) and records per-round ratios
+//   2. BLOCKS blocks, each a one-thread phase of ROUNDS rounds (one timed chunk of 1000 appends of
+//      each kind: baseline, ring, addBreadcrumb, the C entry point) and a two-thread phase of ROUNDS
+//      rounds (one chunk each of ring and baseline, both threads at once). Chunks are tens of µs,
+//      so a preemption spoils a few chunks, which the medians ignore, not a whole measurement.
 //   3. counts mallocs over 1,000,000 appends of each kind with ordo-one's malloc interposer (the one
 //      the benchmark suite uses; `make bench` preloads it)
-//   4. prints medians, the ratios (median of per-round ratios) and whether each goal is met, then
-//      the best round of each kind: on a loaded machine the ring (instruction-bound) slows down
-//      more than the baseline (memory-bound), so the best rounds are the least disturbed ratio
+//   4. prints the medians, the ratios of medians and whether each goal is met, then the best chunk
+//      of each kind (the least disturbed figures)
 //
-// Usage: RingAppendFigures [ROUNDS [COUNT]]   (defaults 31 and 100000). Exit status 0 even when a
+// Usage: RingAppendFigures [BLOCKS [ROUNDS]]   (defaults 5 and 400). Exit status 0 even when a
 // goal is missed: a loaded machine can miss one, and the figures say so.
 
 import AppendWorkloads
 import Crumbs
 import Foundation
 import MallocInterposerSwift
+import Synchronization
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-let rounds = max(1, arguments.first ?? 31)
-let count = max(1000, arguments.dropFirst().first ?? 100_000)
+let blocks = max(1, arguments.first ?? 5)
+let roundsPerBlock = max(1, arguments.dropFirst().first ?? 400)
+/// Appends per timed chunk: short (tens of µs) so most chunks run without being preempted, long
+/// enough that the two clock reads are noise.
+let chunk = 1000
 
-/// Nanoseconds per append of `body(count)`.
-func nanosecondsPerAppend(_ body: (Int) -> Void) -> Double {
+/// Nanoseconds per append of one chunk of `body`.
+func chunkNanoseconds(_ body: (Int) -> Void) -> Double {
   let start = monotonicNanoseconds()
-  body(count)
-  return Double(monotonicNanoseconds() - start) / Double(count)
-}
-
-/// Nanoseconds per append of one thread while a second thread appends at once.
-func nanosecondsPerAppendOnTwoThreads(_ work: @escaping @Sendable (Int) -> Void) -> Double {
-  let runner = TwoThreadRunner(work: work)
-  defer { runner.stop() }
-  runner.run(count: 10_000)  // warm the second thread (its first append asks for its tid)
-  return Double(runner.run(count: count)) / Double(count)
+  body(chunk)
+  return Double(monotonicNanoseconds() - start) / Double(chunk)
 }
 
 func median(_ values: [Double]) -> Double {
@@ -59,10 +56,10 @@ do {
 }
 
 // 1. Warm up, and make sure what is measured is a real append of the benchmark breadcrumb.
-appendToBaseline(baseline, count: count)
-appendToRing(ring.ring, count: count)
-addBreadcrumbs(count: count)
-addBreadcrumbsFromC(count: count)
+appendToBaseline(baseline, count: 100_000)
+appendToRing(ring.ring, count: 100_000)
+addBreadcrumbs(count: 100_000)
+addBreadcrumbsFromC(count: 100_000)
 for fixture in [ring, installedRing] {
   let contents = fixture.ring.snapshot()
   guard let newest = contents.breadcrumbs.last,
@@ -75,34 +72,44 @@ for fixture in [ring, installedRing] {
   }
 }
 
-// 2. Interleaved rounds.
+/// Which loop both threads run in the two-thread phase: 0 the ring, 1 the baseline. Set before a
+/// round; the runner's hand-over (release/acquire) publishes it to the second thread.
+let twoThreadKind = Atomic<Int>(0)
+let twoThreadWork: @Sendable (Int) -> Void = { count in
+  if twoThreadKind.load(ordering: .relaxed) == 0 {
+    appendToRing(ring.ring, count: count)
+  } else {
+    appendToBaseline(baseline, count: count)
+  }
+}
+
+// 2. Blocks of interleaved chunks: a one-thread phase, then a two-thread phase (the second thread
+// spins between rounds, so it only exists during its phase).
 var baseline1: [Double] = []
 var ring1: [Double] = []
 var global1: [Double] = []
 var cEntry1: [Double] = []
 var ring2: [Double] = []
 var baseline2: [Double] = []
-var ringRatio: [Double] = []
-var globalRatio: [Double] = []
-var twoThreadRatio: [Double] = []
-var baselineTwoThreadRatio: [Double] = []
-for _ in 0..<rounds {
-  let b1 = nanosecondsPerAppend { appendToBaseline(baseline, count: $0) }
-  let r1 = nanosecondsPerAppend { appendToRing(ring.ring, count: $0) }
-  let g1 = nanosecondsPerAppend { addBreadcrumbs(count: $0) }
-  let c1 = nanosecondsPerAppend { addBreadcrumbsFromC(count: $0) }
-  let r2 = nanosecondsPerAppendOnTwoThreads { appendToRing(ring.ring, count: $0) }
-  let b2 = nanosecondsPerAppendOnTwoThreads { appendToBaseline(baseline, count: $0) }
-  baseline1.append(b1)
-  ring1.append(r1)
-  global1.append(g1)
-  cEntry1.append(c1)
-  ring2.append(r2)
-  baseline2.append(b2)
-  ringRatio.append(r1 / b1)
-  globalRatio.append(g1 / b1)
-  twoThreadRatio.append(r2 / r1)
-  baselineTwoThreadRatio.append(b2 / b1)
+for _ in 0..<blocks {
+  for _ in 0..<roundsPerBlock {
+    baseline1.append(chunkNanoseconds { appendToBaseline(baseline, count: $0) })
+    ring1.append(chunkNanoseconds { appendToRing(ring.ring, count: $0) })
+    global1.append(chunkNanoseconds { addBreadcrumbs(count: $0) })
+    cEntry1.append(chunkNanoseconds { addBreadcrumbsFromC(count: $0) })
+  }
+  let runner = TwoThreadRunner(work: twoThreadWork)
+  for kind in 0..<2 {  // warm: each thread's first append asks the kernel for its tid
+    twoThreadKind.store(kind, ordering: .relaxed)
+    runner.run(count: 10_000)
+  }
+  for _ in 0..<roundsPerBlock {
+    twoThreadKind.store(0, ordering: .relaxed)
+    ring2.append(Double(runner.run(count: chunk)) / Double(chunk))
+    twoThreadKind.store(1, ordering: .relaxed)
+    baseline2.append(Double(runner.run(count: chunk)) / Double(chunk))
+  }
+  runner.stop()
 }
 
 // 3. Mallocs, counted by the interposer the benchmark suite uses.
@@ -123,11 +130,13 @@ let baselineMallocs = mallocs { appendToBaseline(baseline, count: mallocAppends)
 
 // 4. The block.
 func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
-let ringRatioMedian = median(ringRatio)
-let globalRatioMedian = median(globalRatio)
-let twoThreadRatioMedian = median(twoThreadRatio)
+let ringRatioMedian = median(ring1) / median(baseline1)
+let globalRatioMedian = median(global1) / median(baseline1)
+let twoThreadRatioMedian = median(ring2) / median(ring1)
 print("")
-print("== Ring append figures: one process, median of \(rounds) interleaved rounds of \(count) appends ==")
+print(
+  "== Ring append figures: one process, medians of \(blocks * roundsPerBlock) interleaved chunks of "
+    + "\(chunk) appends per kind ==")
 print("  baseline C append, 1 thread:   \(format(median(baseline1))) ns/op")
 print("  ring append, 1 thread:         \(format(median(ring1))) ns/op")
 print("  addBreadcrumb, 1 thread:       \(format(median(global1))) ns/op")
@@ -144,11 +153,11 @@ print(
 print(
   "append 2 threads: \(format(median(ring2))) ns/op per thread, 1 thread: \(format(median(ring1))) ns/op, "
     + "ratio \(format(twoThreadRatioMedian)) (goal <= 2: \(verdict(twoThreadRatioMedian <= 2))); "
-    + "baseline 2 threads / 1 thread: \(format(median(baselineTwoThreadRatio)))")
+    + "baseline 2 threads / 1 thread: \(format(median(baseline2) / median(baseline1)))")
 let best1 = ring1.min()! / baseline1.min()!
 let best2 = ring2.min()! / ring1.min()!
 print(
-  "best rounds: baseline \(format(baseline1.min()!)), ring \(format(ring1.min()!)), "
+  "best chunks: baseline \(format(baseline1.min()!)), ring \(format(ring1.min()!)), "
     + "ring 2 threads \(format(ring2.min()!)) ns/op; ratios \(format(best1)) and \(format(best2))")
 if countingWorks {
   let total = ringMallocs + globalMallocs
