@@ -45,7 +45,10 @@ struct DemoCommand: ParsableCommand {
     }
     let ringDirectory = try RingDirectory(path: directory)
     let store = try ReportStore(directory: directory)
-    let outcome = PostMortemProcessor(directory: ringDirectory, store: store).run()
+    var processor = PostMortemProcessor(directory: ringDirectory, store: store)
+    // A person reads this one: file and line from llvm-symbolizer when it is installed.
+    processor.symbolicatorOptions.useLLVMSymbolizer = true
+    let outcome = processor.run()
     for problem in outcome.problems { printError("crumbs demo: \(problem)") }
     guard let stored = outcome.reports.last else {
       printError("crumbs demo: the child left no report (outcome: \(outcome.sessions.map(\.end.rawValue)))")

@@ -75,8 +75,24 @@ public struct PostMortemProcessor: Sendable {
   public var attributes: [String: String] = [:]
   /// Reported as `service.version`.
   public var appVersion: String?
-  /// How frames are symbolicated (e.g. whether llvm-symbolizer may add file and line).
-  public var symbolicatorOptions = Symbolicator.Options()
+  /// How frames are symbolicated. By default from the ELF symbol tables only, with simplified
+  /// Swift names: llvm-symbolizer's file and line cost 200–300 ms per report, beyond the 50 ms
+  /// next-launch budget (the demo turns it on).
+  public var symbolicatorOptions = PostMortemProcessor.defaultSymbolication
+  /// Whether a session that vanished without a crash record becomes a report (`detectOOM`).
+  /// When false such sessions are still counted (and their files removed), but not reported.
+  public var reportsAbnormalTerminations = true
+  /// Asked before a report is stored (the client's `shouldProcess`); false skips it, and the
+  /// session's files are removed as processed.
+  public var shouldStore: @Sendable (CrashReport) -> Bool = { _ in true }
+
+  /// ELF symbols only, simplified Swift names.
+  public static var defaultSymbolication: Symbolicator.Options {
+    var options = Symbolicator.Options()
+    options.useLLVMSymbolizer = false
+    options.nameStyle = .simplified
+    return options
+  }
 
   public init(directory: RingDirectory, store: ReportStore) {
     self.directory = directory
@@ -152,9 +168,13 @@ public struct PostMortemProcessor: Sendable {
       } else {
         report = builder.abnormalTermination(ring: ring!, trailSize: trail?.bytes.count)
       }
+      session.end = report.kind == .crash ? .crash : .abnormalTermination
+      if (report.kind == .abnormalTermination && !reportsAbnormalTerminations) || !shouldStore(report) {
+        claimed.finish()
+        return session
+      }
       let stored = try store.store(report, attachments: trail.map { [($0.name, $0.bytes)] } ?? [])
       claimed.finish()
-      session.end = report.kind == .crash ? .crash : .abnormalTermination
       session.report = stored
       return session
     } catch {

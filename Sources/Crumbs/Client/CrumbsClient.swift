@@ -1,0 +1,439 @@
+// CrumbsClient.swift — the one object an app holds: recording, crash capture, the previous
+// session's reports, non-fatal reports, consent, and delivery.
+//
+// Entry points, in call order:
+//   CrumbsClient.start(_:)          on the caller's thread only what must be: the directory, a
+//                                   new ring (installed), the crash handler. Everything else —
+//                                   the previous sessions' reports, session counts, delivery —
+//                                   runs on a background thread.
+//   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
+//   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
+//   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
+//   close()                         a clean exit: marks the ring clean, stops delivery
+//
+// Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
+// through `problems` and the delegate. Not signal-safe (except what it hands to C).
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import CrumbsSignalPath
+import Foundation
+import Synchronization
+
+/// Why a client could not start.
+public enum CrumbsError: Error, CustomStringConvertible {
+  case directory(SystemCallError)
+  case ring(RingCreationError)
+  case crashHandler(CrashHandlerError)
+  case store(SystemCallError)
+
+  public var description: String {
+    switch self {
+    case .directory(let error): "crumbs: cannot use the directory: \(error)"
+    case .ring(let error): "crumbs: \(error)"
+    case .crashHandler(let error): "crumbs: cannot install the crash handler: \(error)"
+    case .store(let error): "crumbs: cannot open the report store: \(error)"
+    }
+  }
+}
+
+/// A user's answer to "send these crash reports?".
+public enum ConsentAnswer: String, Sendable, Codable {
+  /// Send the reports asked about, ask again next time.
+  case send
+  /// Do not send them (they are moved to `dropped` with the reason), ask again next time.
+  case dontSend
+  /// Send them and every later report without asking (persisted).
+  case always
+}
+
+/// The app's hooks. Requirements, as for `ReportUploaderDelegate` (whose hooks it inherits:
+/// `willSend`, `willSendRequest`, `serverDidRespond`, `serverDidFail`, `didReachLimit`,
+/// `didSucceedSending`, `didFailSending`): called on Crumbs' background thread, one at a time;
+/// return quickly; never call `close()` from them.
+public protocol CrumbsClientDelegate: ReportUploaderDelegate {
+  /// Whether a report of the previous session (or a non-fatal one) is stored at all.
+  func shouldProcess(_ report: CrashReport) -> Bool
+}
+
+extension CrumbsClientDelegate {
+  public func shouldProcess(_ report: CrashReport) -> Bool { true }
+}
+
+/// Counts over all sessions of this install, persisted in `session-metrics.json`.
+public struct SessionMetrics: Codable, Sendable, Equatable {
+  /// Random, made once per install (Crumbs directory) and kept.
+  public var installID: String
+  public var sessions: Int = 0
+  public var crashedSessions: Int = 0
+  public var abnormalSessions: Int = 0
+  public var cleanSessions: Int = 0
+  /// Share of ended sessions with no crash and no abnormal end.
+  public var crashFreeRate: Double {
+    let ended = crashedSessions + abnormalSessions + cleanSessions
+    return ended == 0 ? 1 : Double(cleanSessions) / Double(ended)
+  }
+}
+
+public final class CrumbsClient: @unchecked Sendable {
+  /// The configuration it was started with.
+  public let configuration: CrumbsConfiguration
+  /// This session's ring.
+  public let ring: BreadcrumbRing
+  /// This session.
+  public var sessionID: SessionID { ring.sessionID }
+  public let store: ReportStore
+  let directory: RingDirectory
+  let uploader: ReportUploader?
+
+  private struct State {
+    var attributes: [String: String] = [:]
+    var attachments: [String] = []
+    weak var delegate: (any CrumbsClientDelegate)?
+    var consentHandler: (@Sendable ([CrashReport]) -> ConsentAnswer)?
+    var previous: PostMortemOutcome?
+    var metrics: SessionMetrics?
+    var problems: [String] = []
+    var closed = false
+  }
+
+  private let state = Mutex(State())
+  private let previousSessionsDone = DispatchSemaphore(value: 0)
+  private let bridge: UploaderBridge
+
+  /// The shared client, once `start(_:shared:)` made one.
+  public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
+  private static let sharedClient = Mutex<CrumbsClient?>(nil)
+
+  /// Starts Crumbs: records from now on and processes what earlier sessions left, in the
+  /// background. With `shared: true` it also becomes `CrumbsClient.shared`.
+  public static func start(_ configuration: CrumbsConfiguration, shared: Bool = true) throws(CrumbsError)
+    -> CrumbsClient
+  {
+    let client = try CrumbsClient(configuration)
+    if shared { sharedClient.withLock { $0 = client } }
+    client.startBackgroundWork()
+    return client
+  }
+
+  private init(_ configuration: CrumbsConfiguration) throws(CrumbsError) {
+    self.configuration = configuration
+    do {
+      directory = try RingDirectory(path: configuration.directory)
+    } catch {
+      throw .directory(error)
+    }
+    do {
+      store = try ReportStore(directory: configuration.directory)
+    } catch {
+      throw .store(error)
+    }
+    var ringOptions = configuration.ring
+    if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
+    do {
+      ring = try directory.createRing(options: ringOptions)
+    } catch {
+      throw .ring(error)
+    }
+    ring.install()
+    bridge = UploaderBridge()
+    let destinations = configuration.destinations.map {
+      $0.destination(maxAttachmentBytes: configuration.attachmentSizeLimit)
+    }
+    uploader =
+      destinations.isEmpty
+      ? nil
+      : ReportUploader(store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
+    bridge.client = self
+    if !Self.persistedEnabled(configuration.directory) {
+      ring.setFilter(minimumLevel: .debug, enabledTypes: [])
+    } else if configuration.installsCrashHandler
+      && (configuration.allowsAttachingDebugger || !Self.debuggerAttached())
+    {
+      do {
+        try CrashHandler.install(ring: ring, options: configuration.crashHandler)
+      } catch {
+        ring.close(clean: true)
+        throw .crashHandler(error)
+      }
+    }
+  }
+
+  // MARK: - Background work
+
+  private func startBackgroundWork() {
+    Thread.detachNewThread { [self] in
+      processPreviousSessions()
+      previousSessionsDone.signal()
+      if isEnabled { uploader?.start() }
+    }
+  }
+
+  private func processPreviousSessions() {
+    var processor = PostMortemProcessor(directory: directory, store: store)
+    processor.appVersion = configuration.appVersion
+    processor.attributes = attributes
+    processor.symbolicatorOptions = configuration.symbolication
+    processor.reportsAbnormalTerminations = configuration.detectOOM
+    processor.shouldStore = { [weak self] report in
+      guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
+      return delegate.shouldProcess(report)
+    }
+    let outcome = processor.run(reportingSession: sessionID)
+    let metrics = updateMetrics(with: outcome)
+    state.withLock {
+      $0.previous = outcome
+      $0.metrics = metrics
+      $0.problems += outcome.problems
+    }
+  }
+
+  private func updateMetrics(with outcome: PostMortemOutcome) -> SessionMetrics {
+    let path = configuration.directory + "/session-metrics.json"
+    var metrics =
+      (try? Syscall.readFile(path, limit: 1 << 16)).flatMap {
+        try? JSONDecoder().decode(SessionMetrics.self, from: Data($0))
+      } ?? SessionMetrics(installID: SessionID().description)
+    metrics.sessions += 1
+    for session in outcome.sessions {
+      switch session.end {
+      case .clean, .terminatedBySignal: metrics.cleanSessions += 1
+      case .crash: metrics.crashedSessions += 1
+      case .abnormalTermination: metrics.abnormalSessions += 1
+      }
+    }
+    if let bytes = try? JSONEncoder().encode(metrics) {
+      try? Syscall.writeFileAtomically(path, Array(bytes))
+    }
+    return metrics
+  }
+
+  /// Waits (at most `timeout` seconds) for the previous sessions to be processed.
+  @discardableResult
+  public func waitForPreviousSessions(timeout: Double = 10) -> PostMortemOutcome? {
+    if let previous = state.withLock({ $0.previous }) { return previous }
+    if previousSessionsDone.wait(timeout: .now() + timeout) == .success { previousSessionsDone.signal() }
+    return state.withLock { $0.previous }
+  }
+
+  /// Whether the previous session ended by a crash or abnormally. Waits for the background
+  /// processing of the previous sessions (up to 10 s).
+  public var hasCrashedInLastSession: Bool { waitForPreviousSessions()?.hasCrashedInLastSession ?? false }
+  /// The previous session's report, if it crashed. Waits like `hasCrashedInLastSession`.
+  public var lastSessionCrashReport: CrashReport? { waitForPreviousSessions()?.lastSessionCrashReport }
+  /// Whether the previous session recorded a memory-pressure warning.
+  public var hasReceivedMemoryWarningInLastSession: Bool {
+    waitForPreviousSessions()?.hasReceivedMemoryWarningInLastSession ?? false
+  }
+  /// Session counts, including this one. Waits like `hasCrashedInLastSession`.
+  public var sessionMetrics: SessionMetrics? {
+    waitForPreviousSessions()
+    return state.withLock { $0.metrics }
+  }
+  /// Problems met in the background (unreadable files, failed stores), for the app to log.
+  public var problems: [String] { state.withLock { $0.problems } }
+
+  // MARK: - Recording
+
+  /// Appends a breadcrumb to this client's ring (lock-free, no allocation for native strings).
+  @inlinable
+  public func addBreadcrumb(
+    _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
+    attributes: KeyValuePairs<String, String> = [:]
+  ) {
+    ring.append(message, level: level, type: type, attributes: attributes)
+  }
+
+  // MARK: - Attributes and attachments
+
+  /// Attributes added to every report from now on (thread-safe). `nil` removes the key.
+  public func setAttribute(_ value: String?, forKey key: String) {
+    state.withLock { $0.attributes[key] = value }
+  }
+
+  /// The global attributes.
+  public var attributes: [String: String] { state.withLock { $0.attributes } }
+
+  /// A file attached to every report from now on (read when a report is made).
+  public func addAttachment(path: String) {
+    state.withLock { if !$0.attachments.contains(path) { $0.attachments.append(path) } }
+  }
+
+  public func removeAttachment(path: String) {
+    state.withLock { $0.attachments.removeAll { $0 == path } }
+  }
+
+  // MARK: - Hooks and consent
+
+  /// The app's hooks; held weakly.
+  public var delegate: (any CrumbsClientDelegate)? {
+    get { state.withLock { $0.delegate } }
+    set { state.withLock { $0.delegate = newValue } }
+  }
+
+  /// With a handler set, nothing leaves the machine without consent: before sending, the
+  /// handler receives the pending reports and answers. `.always` is persisted.
+  public func setConsentHandler(_ handler: (@Sendable ([CrashReport]) -> ConsentAnswer)?) {
+    state.withLock { $0.consentHandler = handler }
+    uploader?.wake()
+  }
+
+  var consentPath: String { configuration.directory + "/consent" }
+
+  /// Whether the user answered `.always` (persisted).
+  public var hasStandingConsent: Bool {
+    (try? Syscall.readFile(consentPath, limit: 64)).map { String(decoding: $0, as: UTF8.self) } == "always\n"
+  }
+
+  /// Asks the consent handler (if any) about `report`; called on the uploader's thread.
+  func consentToSend(_ report: CrashReport) -> Bool {
+    guard let handler = state.withLock({ $0.consentHandler }) else { return true }
+    if hasStandingConsent { return true }
+    switch handler([report]) {
+    case .send:
+      return true
+    case .always:
+      try? Syscall.writeFileAtomically(consentPath, Array("always\n".utf8))
+      return true
+    case .dontSend:
+      _ = try? store.move(id: report.id, from: .pending, to: .dropped)
+      try? Syscall.writeFileAtomically(
+        store.folder(.dropped) + "/" + report.id + "/dropped.reason", Array("the user declined to send it\n".utf8))
+      return false
+    }
+  }
+
+  // MARK: - Enable / disable
+
+  /// Whether Crumbs records and sends (persisted across launches).
+  public var isEnabled: Bool { Self.persistedEnabled(configuration.directory) }
+
+  /// Turns Crumbs off (no breadcrumbs, no crash handler, no delivery) or back on; persisted.
+  public func setEnabled(_ enabled: Bool) {
+    let path = configuration.directory + "/disabled"
+    if enabled {
+      _ = try? Syscall.unlink(path)
+      ring.setFilter(minimumLevel: configuration.ring.minimumLevel, enabledTypes: configuration.ring.enabledTypes)
+      if configuration.installsCrashHandler { _ = try? CrashHandler.install(ring: ring, options: configuration.crashHandler) }
+      uploader?.start()
+    } else {
+      try? Syscall.writeFileAtomically(path, Array("disabled\n".utf8))
+      ring.setFilter(minimumLevel: .debug, enabledTypes: [])
+      CrashHandler.uninstall()
+      uploader?.stop()
+    }
+  }
+
+  static func persistedEnabled(_ directory: String) -> Bool {
+    !Syscall.fileExists(directory + "/disabled")
+  }
+
+  // MARK: - Non-fatal reports
+
+  /// Reports an `Error` the app survived, with the current thread's stack, the global and given
+  /// attributes, attachments, and a snapshot of the breadcrumb trail. Returns the stored report.
+  @discardableResult
+  public func send(
+    error: any Error, attributes: [String: String] = [:], attachments: [String] = []
+  ) -> StoredReport? {
+    let type = String(reflecting: Swift.type(of: error))
+    return sendNonFatal(
+      type: type, message: String(describing: error), attributes: attributes, attachments: attachments)
+  }
+
+  /// Reports a message (e.g. an unexpected state), like `send(error:)`.
+  @discardableResult
+  public func send(message: String, attributes: [String: String] = [:], attachments: [String] = [])
+    -> StoredReport?
+  {
+    sendNonFatal(type: "Message", message: message, attributes: attributes, attachments: attachments)
+  }
+
+  /// Reports an exception-like value: a name and a reason, like `send(error:)`.
+  @discardableResult
+  public func send(
+    exceptionName: String, reason: String, attributes: [String: String] = [:], attachments: [String] = []
+  ) -> StoredReport? {
+    sendNonFatal(type: exceptionName, message: reason, attributes: attributes, attachments: attachments)
+  }
+
+  private func sendNonFatal(
+    type: String, message: String, attributes extra: [String: String], attachments extraFiles: [String]
+  ) -> StoredReport? {
+    guard isEnabled else { return nil }
+    var addresses = [UInt64](repeating: 0, count: 128)
+    let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
+    addresses.removeSubrange(count...)
+    let (globalAttributes, globalFiles, delegate) = state.withLock { ($0.attributes, $0.attachments, $0.delegate) }
+    var builder = NonFatalReportBuilder(
+      ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
+      appName: configuration.appName ?? "", appVersion: configuration.appVersion,
+      attachmentSizeLimit: configuration.attachmentSizeLimit)
+    builder.symbolication = configuration.symbolication
+    let (report, files) = builder.build(
+      type: type, message: message, addresses: addresses, attachmentPaths: globalFiles + extraFiles)
+    if let delegate, !delegate.shouldProcess(report) { return nil }
+    do {
+      let stored = try store.store(report, attachments: files)
+      uploader?.wake()
+      return stored
+    } catch {
+      state.withLock { $0.problems.append("cannot store a non-fatal report: \(error)") }
+      return nil
+    }
+  }
+
+  // MARK: - Crashing on purpose, and closing
+
+  /// Crashes the app now, the way `kind` says, so the whole pipeline can be checked.
+  public func generateTestCrash(kind: CrashKind) -> Never {
+    Crumbs.generateTestCrash(kind: kind)
+  }
+
+  /// A clean exit: stops delivery, uninstalls the crash handler, marks the ring clean.
+  public func close() {
+    let first = state.withLock { state -> Bool in
+      defer { state.closed = true }
+      return !state.closed
+    }
+    guard first else { return }
+    uploader?.stop()
+    CrashHandler.uninstall()
+    ring.close(clean: true)
+    Self.sharedClient.withLock { if $0 === self { $0 = nil } }
+  }
+
+  /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.
+  static func debuggerAttached() -> Bool {
+    guard let bytes = try? Syscall.readFile("/proc/self/status", limit: 1 << 16) else { return false }
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("TracerPid:") {
+      let value = line.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" }
+      return !value.isEmpty && value != "0"
+    }
+    return false
+  }
+}
+
+/// Forwards the uploader's hooks to the client's delegate, and asks for consent.
+final class UploaderBridge: ReportUploaderDelegate, @unchecked Sendable {
+  weak var client: CrumbsClient?
+
+  func shouldSend(_ report: CrashReport) -> Bool {
+    guard let client else { return false }
+    return client.consentToSend(report) && (client.delegate?.shouldSend(report) ?? true)
+  }
+  func willSend(_ report: CrashReport) -> CrashReport { client?.delegate?.willSend(report) ?? report }
+  func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest {
+    client?.delegate?.willSendRequest(request) ?? request
+  }
+  func serverDidRespond(_ result: DeliveryResult) { client?.delegate?.serverDidRespond(result) }
+  func serverDidFail(_ failure: DeliveryFailure) { client?.delegate?.serverDidFail(failure) }
+  func didReachLimit(_ result: DeliveryResult) { client?.delegate?.didReachLimit(result) }
+  func didSucceedSending(_ report: CrashReport, results: [DeliveryResult]) {
+    client?.delegate?.didSucceedSending(report, results: results)
+  }
+  func didFailSending(_ report: CrashReport, result: DeliveryResult) {
+    client?.delegate?.didFailSending(report, result: result)
+  }
+}

@@ -1,0 +1,66 @@
+// CrumbsConfiguration.swift — everything a CrumbsClient is started with, in the vocabulary of
+// crash SDKs (Backtrace, App Center, Sentry, KSCrash).
+
+/// Where reports go.
+public enum CrumbsDestination: Sendable {
+  /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`. Headers marked secret never appear
+  /// in reports, logs or errors.
+  case otlp(endpoint: String, headers: [HTTPHeader] = [], breadcrumbsAsLogRecords: Bool = false)
+  /// Backtrace: `{endpoint}/post?format=json&token=TOKEN` (the token is a secret).
+  case backtrace(endpoint: String, token: String)
+  /// Backtrace with a full submission URL (token inside it).
+  case backtraceSubmissionURL(String)
+
+  func destination(maxAttachmentBytes: Int) -> any ReportDestination {
+    switch self {
+    case .otlp(let endpoint, let headers, let breadcrumbsAsLogRecords):
+      OTLPDestination(
+        endpoint: endpoint, headers: headers, breadcrumbsAsLogRecords: breadcrumbsAsLogRecords,
+        maxAttachmentBytes: maxAttachmentBytes)
+    case .backtrace(let endpoint, let token):
+      BacktraceDestination(endpoint: endpoint, token: token, maxAttachmentBytes: maxAttachmentBytes)
+    case .backtraceSubmissionURL(let url):
+      BacktraceDestination(submissionURL: url, maxAttachmentBytes: maxAttachmentBytes)
+    }
+  }
+}
+
+/// How a CrumbsClient records, stores and delivers.
+public struct CrumbsConfiguration: Sendable {
+  /// The Crumbs directory (rings, crash records, reports), created 0700.
+  public var directory: String
+  /// Reported as `service.name` (default: the executable's name).
+  public var appName: String?
+  /// Reported as `service.version`.
+  public var appVersion: String?
+
+  /// Ring shape and append-time filters: `slotCount` (capacity), `slotSize`, `minimumLevel`,
+  /// `enabledTypes`.
+  public var ring = RingOptions()
+
+  /// Where reports go; empty keeps them in the local store only.
+  public var destinations: [CrumbsDestination] = []
+  /// Database and retry settings: `maxRecordCount`, `maxDatabaseSize` (bytes), `retryInterval`,
+  /// `retryLimit`, `retryBehaviour` (`.interval`/`.none`), `retryOrder` (`.queue`/`.stack`),
+  /// `reportsPerMinute` (client-side rate limit; `didReachLimit` is called when reached).
+  public var database = DeliverySettings()
+
+  /// Whether the crash handler stays installed while a debugger (any tracer in
+  /// /proc/self/status) is attached. Default false: a debugger gets the signals first.
+  public var allowsAttachingDebugger = false
+  /// Whether a session that vanished without a crash record (SIGKILL, the OOM killer) becomes an
+  /// "abnormal termination" report (named "likely out of memory" only with evidence).
+  public var detectOOM = true
+  /// Largest attachment accepted; larger ones are left out and the report says so.
+  public var attachmentSizeLimit = 7 * 1024 * 1024
+  /// Whether to install the crash handler at all, and how.
+  public var installsCrashHandler = true
+  public var crashHandler = CrashHandlerOptions()
+  /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
+  /// adds file and line at 200–300 ms per report).
+  public var symbolication = PostMortemProcessor.defaultSymbolication
+
+  public init(directory: String) {
+    self.directory = directory
+  }
+}

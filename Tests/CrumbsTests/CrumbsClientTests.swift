@@ -1,0 +1,147 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+import Foundation
+import Testing
+
+@testable import Crumbs
+
+struct SampleError: Error, CustomStringConvertible {
+  var code: Int
+  var description: String { "sample failure \(code)" }
+}
+
+/// Keeps `report(_:)` a real frame in every build.
+enum ClientProbe {
+  @inline(never) static func report(_ client: CrumbsClient, attachments: [String] = []) -> StoredReport? {
+    client.send(error: SampleError(code: 7), attributes: ["order.id": "A-1"], attachments: attachments)
+  }
+}
+
+/// The client (issue 5): a crash-SDK API over the ring, the crash handler, the store and delivery.
+@Suite(.serialized) struct CrumbsClientTests {
+  func configuration(_ directory: TestDirectory) -> CrumbsConfiguration {
+    var configuration = CrumbsConfiguration(directory: directory.path)
+    configuration.appName = "client-test"
+    configuration.appVersion = "1.2.3"
+    return configuration
+  }
+
+  @Test func aNonFatalReportCarriesTheStackAttributesTrailAndAttachments() throws {
+    let directory = TestDirectory()
+    let client = try CrumbsClient.start(configuration(directory), shared: false)
+    defer { client.close() }
+    client.setAttribute("eu-west", forKey: "region")
+    client.addBreadcrumb("loaded cart", level: .info, type: .navigation)
+    client.addBreadcrumb("charge failed", level: .error, type: .http, attributes: ["status": "502"])
+    let small = directory.file("small.txt")
+    try Syscall.writeFileAtomically(small, Array("hello".utf8))
+    let large = directory.file("large.bin")
+    try Syscall.writeFileAtomically(large, [UInt8](repeating: 1, count: 8 * 1024 * 1024))
+    let missing = directory.file("missing.txt")
+
+    let stored = try #require(ClientProbe.report(client, attachments: [small, large, missing]))
+    let report = stored.report
+    #expect(report.kind == .nonFatal)
+    #expect(report.exceptionType.hasSuffix("SampleError"))
+    #expect(report.exceptionMessage == "sample failure 7")
+    #expect(report.exceptionStacktrace.contains("ClientProbe.report"), "\(report.exceptionStacktrace)")
+    #expect(report.attributes == ["region": "eu-west", "order.id": "A-1"])
+    #expect(report.resource["service.name"] == "client-test")
+    #expect(report.resource["service.version"] == "1.2.3")
+    #expect(report.sessionID == client.sessionID.description)
+    #expect(report.breadcrumbs.lastMessage == "charge failed")
+    let trail = try runLZ4Decompress(stored.attachmentPath(TrailAttachment.name))
+    #expect(trail.contains("\"message\":\"loaded cart\""))
+
+    let attachments = Dictionary(uniqueKeysWithValues: report.attachments.map { ($0.name, $0) })
+    #expect(attachments["attachment-small.txt"]?.omittedReason == nil)
+    #expect(try Syscall.readFile(stored.attachmentPath("attachment-small.txt")) == Array("hello".utf8))
+    #expect(attachments["attachment-large.bin"]?.omittedReason?.contains("limit") == true)
+    #expect(!Syscall.fileExists(stored.attachmentPath("attachment-large.bin")))
+    #expect(attachments["attachment-missing.txt"]?.omittedReason?.hasPrefix("unreadable") == true)
+  }
+
+  @Test func theNextStartReportsTheCrashedSessionAndCountsSessions() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "report-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_CRASH_KIND": "bounds"])
+    #expect(run.status & 0x7f == swiftTrapSignal)
+    let client = try CrumbsClient.start(configuration(directory), shared: true)
+    defer { client.close() }
+    #expect(CrumbsClient.shared === client)
+    #expect(client.hasCrashedInLastSession)
+    let report = try #require(client.lastSessionCrashReport)
+    #expect(report.kind == .crash)
+    #expect(report.reportingSessionID == client.sessionID.description)
+    #expect(!client.hasReceivedMemoryWarningInLastSession)
+    let metrics = try #require(client.sessionMetrics)
+    #expect(metrics.sessions == 1)
+    #expect(metrics.crashedSessions == 1)
+    #expect(!metrics.installID.isEmpty)
+  }
+
+  @Test func disablingIsPersistedAndRecordsNothing() throws {
+    let directory = TestDirectory()
+    let first = try CrumbsClient.start(configuration(directory), shared: false)
+    first.setEnabled(false)
+    first.addBreadcrumb("while disabled")
+    #expect(first.ring.snapshot().breadcrumbs.isEmpty)
+    #expect(ClientProbe.report(first) == nil)
+    #expect(!CrashHandler.isInstalled)
+    first.close()
+
+    let second = try CrumbsClient.start(configuration(directory), shared: false)
+    #expect(!second.isEnabled)
+    second.addBreadcrumb("still disabled")
+    #expect(second.ring.snapshot().breadcrumbs.isEmpty)
+    second.setEnabled(true)
+    second.addBreadcrumb("enabled again")
+    #expect(second.ring.snapshot().breadcrumbs.map(\.message) == ["enabled again"])
+    #expect(CrashHandler.isInstalled)
+    second.close()
+    #expect(!CrashHandler.isInstalled)
+  }
+
+  @Test func withAConsentHandlerNothingLeavesWithoutConsent() throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    var configuration = configuration(directory)
+    configuration.destinations = [.otlp(endpoint: server.baseURL)]
+    let client = try CrumbsClient.start(configuration, shared: false)
+    defer { client.close() }
+    client.waitForPreviousSessions()
+    let asked = Counter()
+    client.setConsentHandler { reports in
+      asked.add(reports.count)
+      return .dontSend
+    }
+    let declined = try #require(ClientProbe.report(client))
+    _ = client.uploader?.deliverPendingNow()
+    #expect(server.requests.isEmpty)
+    #expect(asked.value >= 1)
+    #expect(client.store.list(.dropped).reports.map(\.report.id).contains(declined.report.id))
+
+    client.setConsentHandler { _ in .always }
+    let accepted = try #require(ClientProbe.report(client))
+    _ = client.uploader?.deliverPendingNow()
+    #expect(server.requests.count == 1)
+    #expect(client.hasStandingConsent)
+    #expect(client.store.list(.sent).reports.map(\.report.id) == [accepted.report.id])
+  }
+
+  @Test func aBadDirectoryIsAnErrorTheAppCanSee() {
+    var configuration = CrumbsConfiguration(directory: "/proc/no-such-place/crumbs")
+    configuration.appName = "x"
+    #expect(throws: CrumbsError.self) { try CrumbsClient.start(configuration, shared: false) }
+  }
+}
+
+final class Counter: @unchecked Sendable {
+  private let lock = NSLock()
+  private var total = 0
+  func add(_ value: Int) { lock.withLock { total += value } }
+  var value: Int { lock.withLock { total } }
+}
