@@ -267,18 +267,21 @@ bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8
   if (ring == NULL) return false;
   crumbs_slot_writer writer;
   if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
+  // Each length once: at most CRUMBS_MAX_ATTRIBUTES + 1 are ever used.
+  size_t key_lengths[CRUMBS_MAX_ATTRIBUTES + 1], value_lengths[CRUMBS_MAX_ATTRIBUTES + 1];
+  size_t used = attribute_count <= CRUMBS_MAX_ATTRIBUTES ? attribute_count : CRUMBS_MAX_ATTRIBUTES + 1;
   size_t attribute_bytes = 0;
-  for (size_t index = 0; index < attribute_count; index++) {
-    attribute_bytes += 2 + crumbs__string_length(attributes[index].key) +
-                       crumbs__string_length(attributes[index].value);
+  for (size_t index = 0; index < used; index++) {
+    key_lengths[index] = crumbs__string_length(attributes[index].key);
+    value_lengths[index] = crumbs__string_length(attributes[index].value);
+    attribute_bytes += 2 + key_lengths[index] + value_lengths[index];
   }
   crumbs_slot_put_message(&writer, message != NULL ? message : "", crumbs__string_length(message),
                           attribute_bytes);
-  for (size_t index = 0; index < attribute_count; index++) {
+  for (size_t index = 0; index < used; index++) {
     const char *key = attributes[index].key != NULL ? attributes[index].key : "";
     const char *value = attributes[index].value != NULL ? attributes[index].value : "";
-    crumbs_slot_put_attribute(&writer, key, crumbs__string_length(key), value,
-                              crumbs__string_length(value));
+    crumbs_slot_put_attribute(&writer, key, key_lengths[index], value, value_lengths[index]);
   }
   crumbs_ring_commit(&writer);
   return true;

@@ -5,7 +5,8 @@
 // no system call, with two exceptions that happen once and are themselves async-signal-safe:
 // a thread's first append asks the kernel for its tid (syscall(SYS_gettid)), and about once a
 // second one appender refreshes the clock anchor (clock_gettime, served by the vDSO).
-// libc used: sched_getcpu (reads the rseq area / vDSO), syscall(SYS_gettid) once per thread,
+// libc used: none on the usual path (the CPU comes from glibc's rseq area, one load);
+// sched_getcpu (vDSO) only where rseq is not registered, syscall(SYS_gettid) once per thread,
 // clock_gettime (vDSO) about once a second per ring. Nothing else.
 //
 // Why C: the crash handler appends its final breadcrumb from inside a signal handler, where the
@@ -33,6 +34,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__GLIBC__) && __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define CRUMBS_HAVE_RSEQ 1
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,6 +91,52 @@ static inline uint32_t crumbs_current_thread_id(void) {
   return cached != 0 ? cached : crumbs__thread_id_slow();
 }
 
+/// The CPU this thread runs on, for picking a lane (a hint: the thread may move right after).
+/// Reads the kernel-maintained rseq area glibc registers (one load) and falls back to
+/// sched_getcpu (vDSO) when there is none. Safe to call from a signal handler.
+static inline uint32_t crumbs_current_cpu(void) {
+#if defined(CRUMBS_HAVE_RSEQ)
+  if (__builtin_expect(__rseq_size != 0, 1)) {
+    int32_t cpu = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() +
+                                              __rseq_offset + 4);  // struct rseq.cpu_id
+    if (cpu >= 0) return (uint32_t)cpu;
+  }
+#endif
+  return (uint32_t)sched_getcpu();
+}
+
+/// Copies `length` bytes with inline 8-byte moves (no call into memcpy for these small copies).
+/// Safe to call from a signal handler.
+static inline void crumbs__copy_bytes(unsigned char *destination, const unsigned char *source,
+                                uint32_t length) {
+  if (length >= 8) {
+    uint32_t index = 0;
+    uint64_t word;
+    for (; index + 8 <= length; index += 8) {
+      __builtin_memcpy(&word, source + index, 8);
+      __builtin_memcpy(destination + index, &word, 8);
+    }
+    if (index < length) {  // the last, overlapping word
+      __builtin_memcpy(&word, source + length - 8, 8);
+      __builtin_memcpy(destination + length - 8, &word, 8);
+    }
+  } else if (length >= 4) {  // two overlapping 4-byte moves
+    uint32_t head, tail;
+    __builtin_memcpy(&head, source, 4);
+    __builtin_memcpy(&tail, source + length - 4, 4);
+    __builtin_memcpy(destination, &head, 4);
+    __builtin_memcpy(destination + length - 4, &tail, 4);
+  } else if (length >= 2) {
+    uint16_t head, tail;
+    __builtin_memcpy(&head, source, 2);
+    __builtin_memcpy(&tail, source + length - 2, 2);
+    __builtin_memcpy(destination, &head, 2);
+    __builtin_memcpy(destination + length - 2, &tail, 2);
+  } else if (length == 1) {
+    destination[0] = source[0];
+  }
+}
+
 /// Next per-thread sequence number. A single instruction on x86_64 (no lock prefix needed: only
 /// this thread, or a signal handler interrupting it, ever touches it), so a handler appending in
 /// the middle of an append still gets a distinct number.
@@ -118,10 +169,10 @@ static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, u
 /// Returns false when the level or type is filtered out, or (counted in the lane's `dropped`)
 /// when CRUMBS_RING_CLAIM_ATTEMPTS positions in a row were still being written a lap behind.
 /// Safe to call from a signal handler.
-static inline bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
+static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
                                      uint8_t flags, crumbs_slot_writer *writer) {
   if (!crumbs_ring_accepts(ring, level, type)) return false;
-  uint32_t cpu = (uint32_t)sched_getcpu();
+  uint32_t cpu = crumbs_current_cpu();
   uint32_t lane_index;
   if (level >= CRUMBS_LEVEL_IMPORTANT) {
     lane_index = ring->general_lane_mask + 1 + (cpu & ring->important_lane_mask);
@@ -191,7 +242,7 @@ static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t l
 /// Copies the message. `attribute_bytes` is what the attributes that follow will need
 /// (2 + key + value each): the message leaves them up to half the payload.
 /// Safe to call from a signal handler.
-static inline void crumbs_slot_put_message(crumbs_slot_writer *writer, const void *message,
+static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs_slot_writer *writer, const void *message,
                                            size_t length, size_t attribute_bytes) {
   uint32_t room = writer->capacity - CRUMBS_SLOT_MESSAGE_OFFSET;
   uint32_t reserve = attribute_bytes < room / 2 ? (uint32_t)attribute_bytes : room / 2;
@@ -199,7 +250,7 @@ static inline void crumbs_slot_put_message(crumbs_slot_writer *writer, const voi
   uint32_t wanted = length > 0xFFFF ? 0xFFFF : (uint32_t)length;
   uint32_t kept = crumbs_utf8_prefix((const unsigned char *)message, wanted, limit);
   if (kept < length) ((crumbs_slot_header *)writer->slot)->flags |= CRUMBS_SLOT_MESSAGE_TRUNCATED;
-  __builtin_memcpy(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, message, kept);
+  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message, kept);
   uint16_t message_length = (uint16_t)kept;
   __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, &message_length, 2);
   writer->used = CRUMBS_SLOT_MESSAGE_OFFSET + kept;
@@ -209,7 +260,7 @@ static inline void crumbs_slot_put_message(crumbs_slot_writer *writer, const voi
 /// boundary); a key that does not fit, or a 17th attribute, is dropped. Either sets
 /// CRUMBS_SLOT_ATTRIBUTES_TRUNCATED. Keys and values longer than 255 bytes are cut.
 /// Safe to call from a signal handler.
-static inline void crumbs_slot_put_attribute(crumbs_slot_writer *writer, const void *key,
+static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(crumbs_slot_writer *writer, const void *key,
                                              size_t key_length, const void *value,
                                              size_t value_length) {
   crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
@@ -231,18 +282,28 @@ static inline void crumbs_slot_put_attribute(crumbs_slot_writer *writer, const v
   unsigned char *out = writer->slot + writer->used;
   out[0] = (unsigned char)key_kept;
   out[1] = (unsigned char)value_kept;
-  __builtin_memcpy(out + 2, key, key_kept);
-  __builtin_memcpy(out + 2 + key_kept, value, value_kept);
+  crumbs__copy_bytes(out + 2, (const unsigned char *)key, key_kept);
+  crumbs__copy_bytes(out + 2 + key_kept, (const unsigned char *)value, value_kept);
   writer->used += 2 + key_kept + value_kept;
   header->attribute_count++;
 }
 
 /// Seals the slot: payload length, checksum, then the DONE commit word (release).
 /// Safe to call from a signal handler.
-static inline void crumbs_ring_commit(crumbs_slot_writer *writer) {
+static inline __attribute__((always_inline)) void crumbs_ring_commit(crumbs_slot_writer *writer) {
   crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
   uint16_t payload_length = (uint16_t)(writer->used - CRUMBS_SLOT_PAYLOAD_OFFSET);
   __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET, &payload_length, 2);
+  // Zero the rest of the last 8-byte word: the checksum covers whole words. Slot sizes are
+  // multiples of 64, so that word is inside the slot.
+  uint32_t tail = writer->used & 7u;
+  if (tail != 0) {
+    uint64_t word;
+    unsigned char *last = writer->slot + (writer->used & ~7u);
+    __builtin_memcpy(&word, last, 8);
+    word &= ~(~0ULL << (tail * 8));
+    __builtin_memcpy(last, &word, 8);
+  }
   header->checksum = crumbs_slot_checksum(writer->slot, writer->used, writer->position);
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_DONE(writer->position), __ATOMIC_RELEASE);
 }

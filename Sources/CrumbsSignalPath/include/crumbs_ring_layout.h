@@ -225,32 +225,34 @@ _Static_assert(offsetof(crumbs_slot_header, checksum) == 24, "persisted");
 #define CRUMBS_SLOT_PAYLOAD_OFFSET CRUMBS_SLOT_HEADER_SIZE
 #define CRUMBS_SLOT_MESSAGE_OFFSET (CRUMBS_SLOT_HEADER_SIZE + 4u)
 
-/// The slot checksum: covers the slot from `ticks` to the end of the payload, seeded with the lane
-/// position so a slot from another lap never verifies as this one. Two independent 64-bit
-/// add/xor chains over 8-byte words: cheap enough for the hot path (the words were just written
-/// and are in L1), and any mix of two versions of a slot changes it.
-/// Safe to call from a signal handler: pure computation, no libc.
+/// The slot checksum: covers the slot from `ticks` to the end of the payload rounded up to 8
+/// bytes (the writer zero-pads that last word), with the checksum field itself read as zero,
+/// seeded with the lane position so a slot from another lap never verifies as this one.
+/// Two independent one-cycle chains over 8-byte words (a sum and an xor) and one final mix:
+/// cheap on the hot path (the words were just written and are in L1), and any mix of two
+/// versions of a slot changes it. Safe to call from a signal handler: pure computation.
 static inline uint32_t crumbs_slot_checksum(const void *slot, uint32_t covered_bytes,
                                             uint64_t position) {
-  const unsigned char *bytes = (const unsigned char *)slot + 8;
-  uint32_t length = covered_bytes - 8;
-  uint64_t sum = position * 0x9E3779B97F4A7C15ULL + length;
-  uint64_t mix = 0xC2B2AE3D27D4EB4FULL;
-  uint32_t index = 0;
-  for (; index + 8 <= length; index += 8) {
-    uint64_t word;
+  const unsigned char *bytes = (const unsigned char *)slot;
+  uint32_t end = (covered_bytes + 7u) & ~7u;
+  uint64_t word;
+  // The fixed header words: ticks, tid|seq, checksum|level|type|flags|count (checksum masked).
+  __builtin_memcpy(&word, bytes + 8, 8);
+  uint64_t sum = word + position * 0x9E3779B97F4A7C15ULL + end;
+  uint64_t mix = word ^ 0xC2B2AE3D27D4EB4FULL;
+  __builtin_memcpy(&word, bytes + 16, 8);
+  sum += word;
+  mix ^= word << 1;
+  __builtin_memcpy(&word, bytes + 24, 8);
+  word &= 0xFFFFFFFF00000000ULL;
+  sum += word;
+  mix ^= word << 2;
+  for (uint32_t index = 32; index < end; index += 8) {
     __builtin_memcpy(&word, bytes + index, 8);
-    if (index == 16) word &= 0xFFFFFFFF00000000ULL; // the checksum field itself reads as 0
     sum += word;
-    mix ^= word + (uint64_t)index * 0x100000001B3ULL;
+    mix ^= word;
   }
-  if (index < length) {
-    uint64_t word = 0;
-    __builtin_memcpy(&word, bytes + index, length - index);
-    sum += word;
-    mix ^= word + (uint64_t)index * 0x100000001B3ULL;
-  }
-  uint64_t folded = (sum ^ (mix * 0xFF51AFD7ED558CCDULL));
+  uint64_t folded = sum ^ (mix * 0xFF51AFD7ED558CCDULL);
   folded ^= folded >> 29;
   return (uint32_t)(folded ^ (folded >> 32));
 }
