@@ -84,7 +84,10 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsTests",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC"]
+      dependencies: [
+        "Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsLogging",
+        .product(name: "Logging", package: "swift-log"),
+      ]
     ),
   ]
 )
