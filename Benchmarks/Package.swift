@@ -8,6 +8,8 @@
 //   RingAppend             the ordo-one/benchmark suite (wall clock, malloc counts)
 //   RingAppendFigures      same-run ratios against the baseline, and malloc counts per append
 //   AppendCallgrind        N appends of one kind, for callgrind.sh (instructions per append)
+//   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
+//                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
 import PackageDescription
 
 let package = Package(
@@ -19,6 +21,7 @@ let package = Package(
     .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     // Already a dependency of benchmark; named here so RingAppendFigures can read its counters.
     .package(url: "https://github.com/ordo-one/malloc-interposer.git", from: "1.6.1"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
   ],
   targets: [
     .target(name: "CBaselineAppend"),
@@ -48,5 +51,16 @@ let package = Package(
       ]
     ),
     .executableTarget(name: "AppendCallgrind", dependencies: ["AppendWorkloads"]),
+    .executableTarget(
+      name: "LogHandler",
+      dependencies: [
+        .product(name: "Crumbs", package: "Crumbs"),
+        .product(name: "CrumbsLogging", package: "Crumbs"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Benchmark", package: "benchmark"),
+      ],
+      path: "LogHandler",
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
   ]
 )
