@@ -81,7 +81,9 @@ public struct BreadcrumbLogHandler: LogHandler {
     var attributeBytes = 10 + label.utf8.count
     for pair in flattenedMetadata { attributeBytes &+= 2 &+ pair.key.utf8.count &+ pair.value.utf8.count }
     if let eventMetadata {
-      for (key, value) in eventMetadata { attributeBytes &+= 2 &+ key.utf8.count &+ Self.estimatedCount(value) }
+      for (key, value) in eventMetadata {
+        attributeBytes &+= 2 &+ key.utf8.count &+ Self.estimatedCount(value)
+      }
     }
     target.compose(event.message.description, level: level, type: .log, attributeBytes: attributeBytes) {
       writer in
@@ -108,7 +110,9 @@ public struct BreadcrumbLogHandler: LogHandler {
   }
 
   /// Adds one metadata value, flattening nested ones.
-  private static func add(_ key: String, _ value: Logger.Metadata.Value, to writer: inout BreadcrumbAttributeWriter) {
+  private static func add(
+    _ key: String, _ value: Logger.Metadata.Value, to writer: inout BreadcrumbAttributeWriter
+  ) {
     switch value {
     case .string(let text): writer.add(key, text)
     case .stringConvertible(let convertible): writer.add(key, convertible.description)
@@ -139,7 +143,8 @@ public struct BreadcrumbLogHandler: LogHandler {
       case .string(let text): text
       case .stringConvertible(let convertible): convertible.description
       case .dictionary(let nested):
-        "[" + nested.sorted { $0.key < $1.key }.map { "\($0.key): \(text($0.value))" }.joined(separator: ", ") + "]"
+        "[" + nested.sorted { $0.key < $1.key }.map { "\($0.key): \(text($0.value))" }.joined(separator: ", ")
+          + "]"
       case .array(let items): "[" + items.map(text).joined(separator: ", ") + "]"
       }
     }

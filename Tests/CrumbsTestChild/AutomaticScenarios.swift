@@ -1,9 +1,10 @@
+import Crumbs
+
 // Automatic-breadcrumb scenarios: signals with the app's own handling, SIGTERM without a handler,
 // a memory hog in a small cgroup.
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
 
 /// Set by the app's own SIGTERM handler (plain), read by the main loop.
 nonisolated(unsafe) private var appQuitRequested: sig_atomic_t = 0

@@ -1,12 +1,13 @@
+import Crumbs
+import CrumbsLogging
+import Logging
+import Testing
+
 // swift-log → breadcrumbs: levels, label as category, metadata (handler, provider, event, nested)
 // as attributes, alone and inside MultiplexLogHandler, and the filters that keep it cheap.
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
-import CrumbsLogging
-import Logging
-import Testing
 
 /// A second handler for MultiplexLogHandler that remembers what it was given.
 private final class RecordingStream: TextOutputStream, @unchecked Sendable {
@@ -31,7 +32,8 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     logger[metadataKey: "request"] = "r-1"
     logger[metadataKey: "shard"] = .stringConvertible(7)
     logger.info(
-      "query done", metadata: ["rows": "42", "request": "r-2", "peer": ["host": "db1", "port": .stringConvertible(5432)]])
+      "query done",
+      metadata: ["rows": "42", "request": "r-2", "peer": ["host": "db1", "port": .stringConvertible(5432)]])
     logger.error("query failed", error: TestFailure())
 
     let crumbs = ring.snapshot().breadcrumbs
@@ -43,7 +45,8 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     #expect(done?.attributes.first?.key == "category")
     #expect(
       attributes(done) == [
-        "category": "app.db", "shard": "7", "rows": "42", "request": "r-2", "peer.host": "db1", "peer.port": "5432",
+        "category": "app.db", "shard": "7", "rows": "42", "request": "r-2", "peer.host": "db1",
+        "peer.port": "5432",
       ])
     #expect(done?.attributes.filter { $0.key == "request" }.count == 1)  // the event's value wins, once
     let failed = crumbs.last
@@ -120,7 +123,10 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     logger.info("with provider")
     logger.info("event wins", metadata: ["tenant": "from-event"])
     let crumbs = ring.snapshot().breadcrumbs.sorted { $0.threadSequence < $1.threadSequence }
-    #expect(attributes(crumbs.first) == ["category": "provided", "region": "eu", "trace.id": "abc", "tenant": "from-provider"])
+    #expect(
+      attributes(crumbs.first) == [
+        "category": "provided", "region": "eu", "trace.id": "abc", "tenant": "from-provider",
+      ])
     #expect(attributes(crumbs.last)["tenant"] == "from-event")
     #expect(crumbs.last?.attributes.filter { $0.key == "tenant" }.count == 1)
   }

@@ -1,13 +1,14 @@
+import CrumbsSignalPath
+import Testing
+
+@testable import Crumbs
+
 // Memory-pressure monitor: the kernel's file formats parsed, fixture trees driven sample by sample
 // (levels, crossings, events, rate limit, the session flag), the thread started and stopped, and a
 // real child OOM-killed in a small memory cgroup on this machine.
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
-import Testing
-
-@testable import Crumbs
 
 /// A fake / with /proc and /sys files in the kernel's formats.
 final class KernelFixture {
@@ -56,7 +57,10 @@ final class KernelFixture {
   }
 }
 
-private func monitor(_ fixture: KernelFixture, ring: BreadcrumbRing, configure: (inout MemoryPressureConfiguration) -> Void = { _ in })
+private func monitor(
+  _ fixture: KernelFixture, ring: BreadcrumbRing,
+  configure: (inout MemoryPressureConfiguration) -> Void = { _ in }
+)
   -> MemoryPressureMonitor
 {
   var configuration = MemoryPressureConfiguration()
@@ -78,7 +82,8 @@ private let second: UInt64 = 1_000_000_000
 
 @Suite struct KernelTextTests {
   @Test func pressureStallLinesParse() throws {
-    let text = "some avg10=12.50 avg60=3.10 avg300=0.80 total=1234567\nfull avg10=4.00 avg60=1.00 avg300=0.20 total=7654\n"
+    let text =
+      "some avg10=12.50 avg60=3.10 avg300=0.80 total=1234567\nfull avg10=4.00 avg60=1.00 avg300=0.20 total=7654\n"
     let stall = try #require(KernelText.pressureStall(ArraySlice(text.utf8)))
     #expect(stall.someAverage10 == 12.5)
     #expect(stall.fullAverage10 == 4.0)
@@ -89,8 +94,12 @@ private let second: UInt64 = 1_000_000_000
   }
 
   @Test func flatKeyedFilesParse() {
-    let pairs = KernelText.keyedNumbers(ArraySlice(KernelFixture.events(high: 3, max: 2, oom: 1, oomKill: 1).utf8))
-    #expect(pairs.map { "\($0.0)=\($0.1)" } == ["low=0", "high=3", "max=2", "oom=1", "oom_kill=1", "oom_group_kill=0"])
+    let pairs = KernelText.keyedNumbers(
+      ArraySlice(KernelFixture.events(high: 3, max: 2, oom: 1, oomKill: 1).utf8))
+    #expect(
+      pairs.map { "\($0.0)=\($0.1)" } == [
+        "low=0", "high=3", "max=2", "oom=1", "oom_kill=1", "oom_group_kill=0",
+      ])
   }
 
   @Test func limitsReadMaxAndV1UnlimitedAsNone() {
@@ -135,7 +144,8 @@ private let second: UInt64 = 1_000_000_000
     let crumbs = memoryCrumbs(ring)
     #expect(crumbs.map(\.level) == [.warning, .error, .error, .fatal, .info])
     #expect(crumbs.map { attribute($0, "memory.pressure") } == ["warning", "error", "error", "fatal", nil])
-    #expect(crumbs[0].message == "memory pressure warning: cgroup (v2) at 85% of its limit (85 MiB of 100 MiB)")
+    #expect(
+      crumbs[0].message == "memory pressure warning: cgroup (v2) at 85% of its limit (85 MiB of 100 MiB)")
     #expect(attribute(crumbs[0], "memory.source") == "cgroup")
     #expect(attribute(crumbs[0], "cgroup.usage") == String(85 << 20))
     #expect(attribute(crumbs[0], "cgroup.limit") == "104857600")
@@ -161,7 +171,8 @@ private let second: UInt64 = 1_000_000_000
     watcher.sampleNow(at: 1 * second)
     watcher.sampleNow(at: 2 * second)
     #expect(memoryCrumbs(ring).isEmpty)
-    try fixture.write(directory + "/memory.events", KernelFixture.events(high: 10, max: 9, oom: 2, oomKill: 2))
+    try fixture.write(
+      directory + "/memory.events", KernelFixture.events(high: 10, max: 9, oom: 2, oomKill: 2))
     watcher.sampleNow(at: 3 * second)
     #expect(memoryCrumbs(ring).map(\.level) == [.warning])
     #expect(attribute(memoryCrumbs(ring).first, "cgroup.high") == "+1")

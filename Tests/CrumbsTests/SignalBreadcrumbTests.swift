@@ -1,13 +1,14 @@
+import CrumbsSignalPath
+import Testing
+
+@testable import Crumbs
+
 // Signal breadcrumbs and lifecycle: real children receive real signals; the app's own handling
 // (its handlers, SIG_IGN, SIGCHLD reaping, death by SIGTERM) is unchanged, the ring tells what
 // happened, and the next launch tells an unhandled SIGTERM from a crash and from a clean exit.
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
-import Testing
-
-@testable import Crumbs
 
 /// Runs the processor until it has seen one session (bounded): a child spawned by a parallel
 /// test holds a copy of a ring's flock from its fork until its exec.
@@ -144,7 +145,9 @@ private func isAlive(_ pid: pid_t) -> Bool {
   }
 
   @Test func installRefusesTheCrashHandlersSignalsAndStops() {
-    for signal in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGKILL, SIGSTOP, SIGTSTP] {
+    for signal in [
+      SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGKILL, SIGSTOP, SIGTSTP,
+    ] {
       #expect(throws: SignalBreadcrumbs.InstallError.refusedSignal(signal)) {
         try SignalBreadcrumbs.install(signals: [SIGTERM, signal])
       }
@@ -171,12 +174,16 @@ private func isAlive(_ pid: pid_t) -> Bool {
     #expect(current.sa_flags & SA_SIGINFO != 0)
     #expect(current.sa_flags & SA_RESTART != 0)
     #expect(sigismember(&current.sa_mask, SIGWINCH) == 1)
-    #expect(unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(app.__sigaction_handler.sa_handler, to: Int.self))
+    #expect(
+      unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self)
+        != unsafeBitCast(app.__sigaction_handler.sa_handler, to: Int.self))
 
     SignalBreadcrumbs.uninstall()
     #expect(!SignalBreadcrumbs.installedSignals.contains(SIGURG))
     sigaction(SIGURG, nil, &current)
     #expect(current.sa_flags & SA_SIGINFO == 0)
-    #expect(unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(app.__sigaction_handler.sa_handler, to: Int.self))
+    #expect(
+      unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self)
+        == unsafeBitCast(app.__sigaction_handler.sa_handler, to: Int.self))
   }
 }

@@ -11,10 +11,11 @@
 // A process that dies by a signal never runs exit hooks: its ring stays RUNNING (or CRASHED /
 // TERMINATED_BY_SIGNAL, set by the handlers) and is reported accordingly. Not signal-safe.
 
+import CrumbsSignalPath
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
 
 /// A point in the app's life worth a breadcrumb: its name, type and level.
 public struct LifecyclePoint: Sendable, Hashable {
@@ -25,7 +26,9 @@ public struct LifecyclePoint: Sendable, Hashable {
   public var type: BreadcrumbType
   public var level: BreadcrumbLevel
 
-  public init(name: String, message: String? = nil, type: BreadcrumbType = .system, level: BreadcrumbLevel = .info) {
+  public init(
+    name: String, message: String? = nil, type: BreadcrumbType = .system, level: BreadcrumbLevel = .info
+  ) {
     self.name = name
     self.message = message ?? "lifecycle: \(name)"
     self.type = type

@@ -107,7 +107,8 @@ struct MemoryPressureAssessor {
           ("psi.some", percent(some)), ("psi.full", percent(full)),
           ("psi.some_avg10", percent(stall.someAverage10)),
         ]
-        let message = "memory pressure \(level.name): tasks stalled on memory \(percent(some)) of the time"
+        let message =
+          "memory pressure \(level.name): tasks stalled on memory \(percent(some)) of the time"
           + (full > 0 ? ", all tasks \(percent(full))" : "")
         findings.append(
           .init(
@@ -137,7 +138,8 @@ struct MemoryPressureAssessor {
             message:
               "memory pressure \(level.name): \(percent(available * 100)) of system memory available (\(bytes(system.availableBytes)) of \(bytes(system.totalBytes)))",
             figures: [
-              ("meminfo.available", String(system.availableBytes)), ("meminfo.total", String(system.totalBytes)),
+              ("meminfo.available", String(system.availableBytes)),
+              ("meminfo.total", String(system.totalBytes)),
             ], isEvent: false))
       }
     }
@@ -228,10 +230,12 @@ struct MemoryPressureAssessor {
     let worsened = currentLevel.map { worst.level > $0 } ?? true
     let event = findings.contains { $0.isEvent }
     let reminder =
-      worst.level == currentLevel && now &- lastAnnounced >= UInt64(max(1, limits.repeatSeconds)) * 1_000_000_000
+      worst.level == currentLevel
+      && now &- lastAnnounced >= UInt64(max(1, limits.repeatSeconds)) * 1_000_000_000
     currentLevel = worst.level
     guard worsened || event || reminder else { return nil }
-    let chosen = event && !worsened ? (findings.filter(\.isEvent).max { $0.level < $1.level } ?? worst) : worst
+    let chosen =
+      event && !worsened ? (findings.filter(\.isEvent).max { $0.level < $1.level } ?? worst) : worst
     var attributes: [(String, String)] = [
       ("memory.pressure", chosen.level.name), ("memory.source", chosen.source.rawValue),
     ]

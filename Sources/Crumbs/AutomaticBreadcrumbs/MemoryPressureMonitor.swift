@@ -20,10 +20,11 @@
 // start() (or after stop()) the caller may drive sampleNow(at:) itself, as the tests do.
 // Not signal-safe.
 
+import SystemPackage
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import SystemPackage
 
 /// How the memory-pressure monitor reads and judges.
 public struct MemoryPressureConfiguration: Sendable, Equatable {
@@ -110,7 +111,8 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
   private(set) var samplesTaken = 0
 
   /// Prepares a monitor writing to `target` (the process-wide ring unless told otherwise).
-  public init(configuration: MemoryPressureConfiguration = .init(), target: BreadcrumbTarget = .installedRing) {
+  public init(configuration: MemoryPressureConfiguration = .init(), target: BreadcrumbTarget = .installedRing)
+  {
     self.configuration = configuration
     self.target = target
     sources = MemorySources.locate(root: configuration.root, cgroup: configuration.cgroup)
@@ -201,7 +203,8 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
           throw error
         }
         triggerDescriptor = fd
-        return .pressureTrigger(file: file, stallMicroseconds: trigger.stallMicroseconds, windowMicroseconds: window)
+        return .pressureTrigger(
+          file: file, stallMicroseconds: trigger.stallMicroseconds, windowMicroseconds: window)
       } catch {
         lastError = "\(error)"
       }
@@ -259,7 +262,9 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
     guard let announcement = assessor.decide(findings, now: now) else { return nil }
     var attributeBytes = 0
     for (key, value) in announcement.attributes { attributeBytes += 2 + key.utf8.count + value.utf8.count }
-    target.compose(announcement.message, level: announcement.level, type: .system, attributeBytes: attributeBytes) {
+    target.compose(
+      announcement.message, level: announcement.level, type: .system, attributeBytes: attributeBytes
+    ) {
       writer in
       for (key, value) in announcement.attributes { writer.add(key, value) }
     }

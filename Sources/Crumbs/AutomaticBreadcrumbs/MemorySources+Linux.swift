@@ -84,7 +84,8 @@ struct MemorySources {
     if let named {
       let version: CgroupMemory.Version = named.hasPrefix("v1:") ? .v1 : .v2
       let path = String(named.dropFirst(3))
-      let mounts = version == .v1
+      let mounts =
+        version == .v1
         ? [root + "/sys/fs/cgroup/memory"]
         : [root + "/sys/fs/cgroup", root + "/sys/fs/cgroup/unified"]
       let probe = version == .v1 ? "memory.usage_in_bytes" : "memory.current"
@@ -143,7 +144,8 @@ struct MemorySources {
       sample.pressure = KernelText.pressureStall(buffer[0..<count])
     }
     if let cgroup {
-      sample.cgroup = readCgroup(cgroup.version, path: cgroup.path, directory: cgroup.directory, buffer: &buffer)
+      sample.cgroup = readCgroup(
+        cgroup.version, path: cgroup.path, directory: cgroup.directory, buffer: &buffer)
     }
     if let meminfoFile, let count = try? Syscall.readSmallFile(meminfoFile, into: &buffer) {
       sample.system = KernelText.systemMemory(buffer[0..<count])
@@ -199,7 +201,8 @@ enum KernelText {
   /// Both lines of a PSI file; nil when the `some` line is missing (a `full` line is optional:
   /// old kernels' cpu file has none, and it reads as zero).
   static func pressureStall(_ bytes: ArraySlice<UInt8>) -> PressureStall? {
-    var stall = PressureStall(someAverage10: 0, fullAverage10: 0, someTotalMicroseconds: 0, fullTotalMicroseconds: 0)
+    var stall = PressureStall(
+      someAverage10: 0, fullAverage10: 0, someTotalMicroseconds: 0, fullTotalMicroseconds: 0)
     var sawSome = false
     for line in bytes.split(separator: UInt8(ascii: "\n")) {
       let fields = line.split(separator: UInt8(ascii: " "))

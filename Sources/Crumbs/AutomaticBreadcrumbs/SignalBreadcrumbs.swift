@@ -9,11 +9,12 @@
 // Breadcrumbs go to the process-wide ring (the handler cannot know about Swift objects).
 // Install and uninstall are set-up calls: serialized here by a lock, not signal-safe.
 
+import CrumbsSignalPath
+import SystemPackage
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
-import SystemPackage
 
 /// Signals that do not crash the process become breadcrumbs, and the app's own handling of them
 /// stays exactly as it was: its handler is still called, `SIG_IGN` stays ignored, and a signal
@@ -21,7 +22,9 @@ import SystemPackage
 /// signal, which the next launch records as `SessionEnd.terminatedBySignal`, not as a crash.
 public enum SignalBreadcrumbs {
   /// SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD.
-  public static let defaultSignals: Set<Int32> = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD]
+  public static let defaultSignals: Set<Int32> = [
+    SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD,
+  ]
 
   /// Why install failed.
   public enum InstallError: Error, Equatable, CustomStringConvertible {
