@@ -48,6 +48,8 @@ bench: deps
 	cd Benchmarks && $(SWIFT) build -c release --product RingAppendFigures >/dev/null && \
 	  bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/RingAppendFigures
+	cd Benchmarks && $(SWIFT) build -c release --product ReportFigures >/dev/null && \
+	  $$($(SWIFT) build -c release --show-bin-path)/ReportFigures
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps

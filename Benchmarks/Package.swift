@@ -10,6 +10,8 @@
 //   AppendCallgrind        N appends of one kind, for callgrind.sh (instructions per append)
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
 //                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
+//   ReportFigures          crash handler, install, next-launch processing, LZ4, client start and
+//                          non-fatal reports, from real crashing children
 import PackageDescription
 
 let package = Package(
@@ -51,6 +53,10 @@ let package = Package(
       ]
     ),
     .executableTarget(name: "AppendCallgrind", dependencies: ["AppendWorkloads"]),
+    .executableTarget(
+      name: "ReportFigures",
+      dependencies: [.product(name: "Crumbs", package: "Crumbs")]
+    ),
     .executableTarget(
       name: "LogHandler",
       dependencies: [

@@ -4,8 +4,8 @@
 // Entry points, in call order:
 //   CrumbsClient.start(_:)          on the caller's thread only what must be: the directory, a
 //                                   new ring (installed), the crash handler. Everything else —
-//                                   the previous sessions' reports, session counts, delivery —
-//                                   runs on a background thread.
+//                                   automatic breadcrumbs, the previous sessions' reports,
+//                                   session counts, delivery — runs on a background thread.
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
@@ -96,11 +96,13 @@ public final class CrumbsClient: @unchecked Sendable {
     var metrics: SessionMetrics?
     var problems: [String] = []
     var closed = false
+    var automatic: AutomaticBreadcrumbs?
   }
 
   private let state = Mutex(State())
   private let previousSessionsDone = DispatchSemaphore(value: 0)
   private let bridge: UploaderBridge
+  private let liveSymbolicator: LiveSymbolicator
 
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
@@ -138,6 +140,7 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     ring.install()
     bridge = UploaderBridge()
+    liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
     let destinations = configuration.destinations.map {
       $0.destination(maxAttachmentBytes: configuration.attachmentSizeLimit)
     }
@@ -163,11 +166,40 @@ public final class CrumbsClient: @unchecked Sendable {
   // MARK: - Background work
 
   private func startBackgroundWork() {
+    // The start breadcrumb first, on the caller's thread (one append), so it precedes whatever
+    // the app records next; the rest of the automatic breadcrumbs start in the background.
+    if let options = configuration.automaticBreadcrumbs, options.recordStart, isEnabled {
+      Lifecycle.recordStart(version: configuration.appVersion)
+    }
     Thread.detachNewThread { [self] in
+      if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       previousSessionsDone.signal()
       if isEnabled { uploader?.start() }
     }
+  }
+
+  /// Starts memory-pressure, signal and exit breadcrumbs (not the start breadcrumb).
+  private func startAutomaticBreadcrumbs() {
+    guard var options = configuration.automaticBreadcrumbs else { return }
+    options.recordStart = false
+    if options.appVersion == nil { options.appVersion = configuration.appVersion }
+    let automatic = AutomaticBreadcrumbs.start(options)
+    let keep = state.withLock { state -> Bool in
+      state.problems += automatic.problems
+      if state.closed || state.automatic != nil { return false }
+      state.automatic = automatic
+      return true
+    }
+    if !keep { automatic.stop() }
+  }
+
+  private func stopAutomaticBreadcrumbs() {
+    let automatic = state.withLock { state -> AutomaticBreadcrumbs? in
+      defer { state.automatic = nil }
+      return state.automatic
+    }
+    automatic?.stop()
   }
 
   private func processPreviousSessions() {
@@ -316,11 +348,13 @@ public final class CrumbsClient: @unchecked Sendable {
       _ = try? Syscall.unlink(path)
       ring.setFilter(minimumLevel: configuration.ring.minimumLevel, enabledTypes: configuration.ring.enabledTypes)
       if configuration.installsCrashHandler { _ = try? CrashHandler.install(ring: ring, options: configuration.crashHandler) }
+      startAutomaticBreadcrumbs()
       uploader?.start()
     } else {
       try? Syscall.writeFileAtomically(path, Array("disabled\n".utf8))
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
       CrashHandler.uninstall()
+      stopAutomaticBreadcrumbs()
       uploader?.stop()
     }
   }
@@ -366,11 +400,10 @@ public final class CrumbsClient: @unchecked Sendable {
     let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
     addresses.removeSubrange(count...)
     let (globalAttributes, globalFiles, delegate) = state.withLock { ($0.attributes, $0.attachments, $0.delegate) }
-    var builder = NonFatalReportBuilder(
+    let builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
-      attachmentSizeLimit: configuration.attachmentSizeLimit)
-    builder.symbolication = configuration.symbolication
+      attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
     let (report, files) = builder.build(
       type: type, message: message, addresses: addresses, attachmentPaths: globalFiles + extraFiles)
     if let delegate, !delegate.shouldProcess(report) { return nil }
@@ -398,6 +431,7 @@ public final class CrumbsClient: @unchecked Sendable {
       return !state.closed
     }
     guard first else { return }
+    stopAutomaticBreadcrumbs()
     uploader?.stop()
     CrashHandler.uninstall()
     ring.close(clean: true)

@@ -56,6 +56,9 @@ public struct CrumbsConfiguration: Sendable {
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()
+  /// Breadcrumbs the client records by itself — memory pressure, non-fatal signals, process
+  /// start and exit — started in the background; nil turns them all off.
+  public var automaticBreadcrumbs: AutomaticBreadcrumbsOptions? = AutomaticBreadcrumbsOptions()
   /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
   /// adds file and line at 200–300 ms per report).
   public var symbolication = PostMortemProcessor.defaultSymbolication

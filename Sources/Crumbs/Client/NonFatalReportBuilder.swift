@@ -6,6 +6,30 @@
   import Glibc
 #endif
 import CrumbsSignalPath
+import Foundation
+
+/// Symbolicates the live process's addresses, keeping the parsed symbol tables between reports
+/// (parsed again only when the module list changed, e.g. after a dlopen). Thread-safe.
+final class LiveSymbolicator: @unchecked Sendable {
+  private let lock = NSLock()
+  private var modules: [LoadedModule] = []
+  private var symbolicator: Symbolicator?
+  let options: Symbolicator.Options
+
+  init(options: Symbolicator.Options) { self.options = options }
+
+  func symbolicate(_ addresses: [UInt64]) -> (frames: [SymbolicatedFrame], modules: [LoadedModule]) {
+    let current = CurrentProcessModules.list()
+    return lock.withLock {
+      if symbolicator == nil || current != modules {
+        modules = current
+        symbolicator = Symbolicator(modules: current, options: options)
+      }
+      // Every address is a return address (the capture starts at its caller's call site).
+      return (symbolicator!.symbolicate(addresses, firstIsExactPC: false), modules)
+    }
+  }
+}
 
 struct NonFatalReportBuilder {
   var ring: BreadcrumbRing
@@ -13,17 +37,14 @@ struct NonFatalReportBuilder {
   var appName: String
   var appVersion: String?
   var attachmentSizeLimit: Int
-  var symbolication = PostMortemProcessor.defaultSymbolication
+  var symbolicator: LiveSymbolicator
 
   /// The report and the files to store with it.
   func build(type: String, message: String, addresses: [UInt64], attachmentPaths: [String])
     -> (CrashReport, [(name: String, bytes: [UInt8])])
   {
-    let modules = CurrentProcessModules.list()
-    // Every address is a return address (the capture starts at its caller's call site).
-    let frames = Symbolicator(modules: modules, options: symbolication)
-      .symbolicate(addresses, firstIsExactPC: false)
-      .map(CrashReportBuilder.frame)
+    let (symbolicated, modules) = symbolicator.symbolicate(addresses)
+    let frames = symbolicated.map(CrashReportBuilder.frame)
     let contents = ring.snapshot()
     var files: [(name: String, bytes: [UInt8])] = []
     var trailSize: Int?

@@ -4,6 +4,45 @@
 /// Appends JSON text to a byte buffer.
 struct JSONText {
   var bytes: [UInt8] = []
+  /// The last second formatted by `timestamp`, and its "YYYY-MM-DDTHH:MM:SS" bytes: a trail's
+  /// breadcrumbs mostly share their second, and gmtime plus formatting per line would dominate.
+  private var cachedSecond: UInt64 = .max
+  private var cachedSecondText: [UInt8] = []
+
+  /// An ISO 8601 UTC timestamp string with milliseconds, e.g. "2026-11-22T04:10:11.123Z".
+  mutating func timestamp(nanoseconds: UInt64) {
+    let second = nanoseconds / 1_000_000_000
+    if second != cachedSecond {
+      cachedSecond = second
+      cachedSecondText = Array(ISO8601.string(nanoseconds: second * 1_000_000_000).utf8.prefix(19))
+    }
+    let milliseconds = Int(nanoseconds / 1_000_000 % 1000)
+    bytes.append(UInt8(ascii: "\""))
+    bytes.append(contentsOf: cachedSecondText)
+    bytes.append(UInt8(ascii: "."))
+    bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 100))
+    bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 10 % 10))
+    bytes.append(UInt8(ascii: "0") + UInt8(milliseconds % 10))
+    bytes.append(UInt8(ascii: "Z"))
+    bytes.append(UInt8(ascii: "\""))
+  }
+
+  /// A non-negative integer.
+  mutating func number(_ value: UInt64) {
+    var remaining = value
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes on the stack, no allocation
+    let count = withUnsafeMutableBytes(of: &digits) { buffer -> Int in
+      var index = buffer.count
+      repeat {
+        index -= 1
+        buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+        remaining /= 10
+      } while remaining > 0
+      bytes.append(contentsOf: buffer[index...])
+      return buffer.count - index
+    }
+    _ = count
+  }
 
   mutating func raw(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
@@ -38,18 +77,24 @@ extension Breadcrumb {
   /// See README "Breadcrumb trail schema".
   public func jsonLine() -> String {
     var json = JSONText()
+    writeJSON(into: &json)
+    return String(decoding: json.bytes, as: UTF8.self)
+  }
+
+  /// Appends this breadcrumb's JSON object (no newline) to `json`.
+  func writeJSON(into json: inout JSONText) {
     json.raw("{")
     json.key("timestamp")
-    json.string(ISO8601.string(nanoseconds: wallTimeNanoseconds))
+    json.timestamp(nanoseconds: wallTimeNanoseconds)
     json.raw(",")
     json.key("id")
-    json.raw(String(id))
+    json.number(id)
     json.raw(",")
     json.key("seq")
-    json.raw(String(threadSequence))
+    json.number(UInt64(threadSequence))
     json.raw(",")
     json.key("thread")
-    json.raw(String(threadID))
+    json.number(UInt64(threadID))
     json.raw(",")
     json.key("level")
     json.string(level.name)
@@ -79,6 +124,5 @@ extension Breadcrumb {
       json.raw("true")
     }
     json.raw("}")
-    return String(decoding: json.bytes, as: UTF8.self)
   }
 }

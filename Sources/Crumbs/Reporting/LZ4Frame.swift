@@ -17,17 +17,23 @@ public enum LZ4Frame {
     preferences.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled
     preferences.compressionLevel = 0  // the fast default: GB/s, plenty for crash-time sizes
     let bound = LZ4F_compressFrameBound(bytes.count, &preferences)
-    var output = [UInt8](repeating: 0, count: bound)
-    let written = output.withUnsafeMutableBytes { destination in
-      bytes.withUnsafeBytes { source in
+    var failure: Int = 0
+    // Uninitialized capacity: zero-filling the bound first would cost as much as compressing.
+    let output = [UInt8](unsafeUninitializedCapacity: bound) { destination, count in
+      let written = bytes.withUnsafeBytes { source in
         LZ4F_compressFrame(
           destination.baseAddress, destination.count, source.baseAddress, source.count, &preferences)
       }
+      if LZ4F_isError(written) != 0 {
+        failure = written
+        count = 0
+      } else {
+        count = written
+      }
     }
-    if LZ4F_isError(written) != 0 {
-      throw LZ4Error(reason: String(cString: LZ4F_getErrorName(written)))
+    if failure != 0 {
+      throw LZ4Error(reason: String(cString: LZ4F_getErrorName(failure)))
     }
-    output.removeSubrange(written...)
     return output
   }
 

@@ -9,13 +9,13 @@ public enum TrailAttachment {
 
   /// The uncompressed JSON Lines text (one line per breadcrumb, each ending in a newline).
   public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(breadcrumbs.count * 160)
+    var json = JSONText()
+    json.bytes.reserveCapacity(breadcrumbs.count * 200)
     for breadcrumb in breadcrumbs {
-      bytes.append(contentsOf: breadcrumb.jsonLine().utf8)
-      bytes.append(UInt8(ascii: "\n"))
+      breadcrumb.writeJSON(into: &json)
+      json.bytes.append(UInt8(ascii: "\n"))
     }
-    return bytes
+    return json.bytes
   }
 
   /// The compressed attachment, or nil when there are no breadcrumbs.

@@ -1,0 +1,230 @@
+// ReportFigures — the figures of the crash path and the next launch, measured in one run:
+//
+//   crash handler   signal delivery → complete record, as the handler measures itself, for a
+//                   1 MiB ring and a 64-frame stack (goal ≤ 1 ms); CrashHandler.install (≤ 2 ms)
+//   next launch     PostMortemProcessor.run on what such a crash left: read the ring and the
+//                   record, symbolicate 64+ frames, LZ4 the trail, store (goal ≤ 50 ms)
+//   LZ4             compressing the trail's JSON Lines, against `lz4 -b1` on the same bytes
+//   client          CrumbsClient.start on the caller's thread (goal ≤ 2 ms); a non-fatal report
+//                   from call to stored with a full 1 MiB ring (goal ≤ 5 ms)
+//
+// Each crash is a real child process (this executable, `crash-child DIR`). Medians of ROUNDS.
+// Usage: ReportFigures [ROUNDS]   (default 9)
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+import Crumbs
+import Foundation
+
+func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// CPU time of the calling thread: what the work cost, whatever else the machine was doing.
+func threadCPUNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+func median(_ values: [Double]) -> Double {
+  let sorted = values.sorted()
+  return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+}
+
+func milliseconds(_ nanoseconds: Double) -> String { String(format: "%.3f ms", nanoseconds / 1e6) }
+
+func fill(_ ring: BreadcrumbRing, count: Int) {
+  for index in 0..<count {
+    ring.append(
+      "GET /api/v1/orders/\(index) answered 200 in 12 ms (cache miss)", level: index % 50 == 0 ? .warning : .info,
+      type: .http, attributes: ["method": "GET", "status": "200", "n": String(index)])
+  }
+}
+
+// MARK: - The crashing child
+
+/// Called through a variable, so the optimizer cannot turn the recursion into a loop.
+nonisolated(unsafe) var descendThroughPointer: (Int) -> Int = descend
+
+@inline(never) func descend(_ depth: Int) -> Int {
+  if depth == 0 {
+    let pointer = UnsafeMutablePointer<Int>(bitPattern: Int(getpid() == 0 ? 1 : 0))
+    unsafeBitCast(pointer, to: UnsafeMutablePointer<Int>.self).pointee = 1
+    return 0
+  }
+  return descendThroughPointer(depth - 1) &+ depth
+}
+
+func crashChild(directory: String) -> Never {
+  do {
+    let ring = try RingDirectory(path: directory).createRing()  // 4096 × 256 B = 1 MiB
+    ring.install()
+    let started = threadCPUNanoseconds()
+    try CrashHandler.install(ring: ring)
+    let installed = threadCPUNanoseconds() - started
+    fill(ring, count: 2 * ring.slotCount)  // wrapped: every slot full
+    print("install-ns \(installed)")
+    fflush(nil)
+    _ = descend(64)
+  } catch {
+    print("error \(error)")
+  }
+  exit(1)
+}
+
+// MARK: - The parent
+
+func runChild(_ directory: String) -> (status: Int32, installNanoseconds: Double?) {
+  let executable = CommandLine.arguments[0]
+  let output = directory + "/child.out"
+  var actions = posix_spawn_file_actions_t()
+  posix_spawn_file_actions_init(&actions)
+  defer { posix_spawn_file_actions_destroy(&actions) }
+  posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+  let arguments: [String] = [executable, "crash-child", directory]
+  let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+  defer { argv.forEach { free($0) } }
+  var environment = ProcessInfo.processInfo.environment
+  environment["SWIFT_BACKTRACE"] = "enable=no"  // time our handler, not the runtime's backtracer
+  let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+  defer { envp.forEach { free($0) } }
+  var pid = pid_t()
+  guard posix_spawn(&pid, executable, &actions, nil, argv, envp) == 0 else { return (-1, nil) }
+  var status: Int32 = 0
+  while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+  let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+  let install = text.split(separator: "\n").first { $0.hasPrefix("install-ns ") }
+    .flatMap { Double($0.dropFirst("install-ns ".count)) }
+  return (status, install)
+}
+
+func temporaryDirectory(_ name: String) -> String {
+  let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+  let path = "\(base)/crumbs-figures-\(getpid())-\(name)"
+  try? FileManager.default.removeItem(atPath: path)
+  try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+  return path
+}
+
+func lz4CLIThroughput(_ file: String) -> Double? {
+  let pipe = Pipe()
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/usr/bin/lz4")
+  process.arguments = ["-b1", "-i3", file]
+  process.standardOutput = pipe
+  process.standardError = pipe
+  guard (try? process.run()) != nil else { return nil }
+  let data = pipe.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  // "...: 1048576 -> 300000 (3.49), 600.0 MB/s, 2000.0 MB/s" (progress lines end in \r)
+  let text = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\r", with: "\n")
+  guard let line = text.split(separator: "\n").last(where: { $0.contains("MB/s") }),
+    let range = line.range(of: "MB/s")
+  else { return nil }
+  let before = line[..<range.lowerBound].split(whereSeparator: { $0 == " " || $0 == "," }).last
+  return before.flatMap { Double($0) }
+}
+
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "crash-child" {
+  crashChild(directory: CommandLine.arguments[2])
+}
+
+let rounds = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 9 : 9
+print("== Crash path and next launch: medians of \(rounds) crashes of a child with a full 1 MiB ring and a 64-deep stack ==")
+
+var handlerTimes: [Double] = []
+var installTimes: [Double] = []
+var processingTimes: [Double] = []
+var framesSeen: [Int] = []
+var trailBytes: [UInt8] = []
+for round in 0..<rounds {
+  let directory = temporaryDirectory("crash-\(round)")
+  let (status, install) = runChild(directory)
+  guard status & 0x7f == SIGSEGV else {
+    print("round \(round): the child did not die by SIGSEGV (status \(status))")
+    continue
+  }
+  if let install { installTimes.append(install) }
+  let started = monotonicNanoseconds()
+  let outcome = PostMortemProcessor(
+    directory: try RingDirectory(path: directory), store: try ReportStore(directory: directory)
+  ).run()
+  processingTimes.append(Double(monotonicNanoseconds() - started))
+  if let report = outcome.lastSessionCrashReport {
+    handlerTimes.append(Double(report.handlerDurationNanoseconds ?? 0))
+    framesSeen.append(report.frames.count)
+    if trailBytes.isEmpty, let stored = outcome.reports.first, let name = report.breadcrumbs.attachment,
+      let compressed = FileManager.default.contents(atPath: stored.attachmentPath(name))
+    {
+      trailBytes = (try? LZ4Frame.decompress(Array(compressed))) ?? []
+    }
+  }
+  try? FileManager.default.removeItem(atPath: directory)
+}
+print("  crash handler, signal → complete record:  \(milliseconds(median(handlerTimes)))  (goal ≤ 1 ms; frames \(framesSeen.min() ?? 0)…\(framesSeen.max() ?? 0))")
+print("  CrashHandler.install (thread CPU time):    \(milliseconds(median(installTimes)))  (goal ≤ 2 ms)")
+print("  next launch (read, symbolicate, LZ4, store): \(milliseconds(median(processingTimes)))  (goal ≤ 50 ms)")
+
+// LZ4 on the trail.
+if !trailBytes.isEmpty {
+  let directory = temporaryDirectory("lz4")
+  let file = directory + "/trail.jsonl"
+  FileManager.default.createFile(atPath: file, contents: Data(trailBytes))
+  var compressedSize = 0
+  var times: [Double] = []
+  for _ in 0..<30 {
+    let started = monotonicNanoseconds()
+    compressedSize = (try? LZ4Frame.compress(trailBytes))?.count ?? 0
+    times.append(Double(monotonicNanoseconds() - started))
+  }
+  let ours = Double(trailBytes.count) / (median(times) / 1e9) / 1e6
+  let cli = lz4CLIThroughput(file)
+  print(
+    String(
+      format: "  LZ4 on the trail (%d bytes → %d, ratio %.2f): %.0f MB/s; lz4 -b1 on the same bytes: %@",
+      trailBytes.count, compressedSize, Double(trailBytes.count) / Double(max(compressedSize, 1)), ours,
+      cli.map { String(format: "%.0f MB/s", $0) } ?? "n/a"))
+  try? FileManager.default.removeItem(atPath: directory)
+}
+
+// The client.
+var startTimes: [Double] = []
+var startCPUTimes: [Double] = []
+for round in 0..<max(rounds, 15) {
+  let directory = temporaryDirectory("start-\(round)")
+  let started = monotonicNanoseconds()
+  let startedCPU = threadCPUNanoseconds()
+  let client = try CrumbsClient.start(CrumbsConfiguration(directory: directory), shared: false)
+  startCPUTimes.append(Double(threadCPUNanoseconds() - startedCPU))
+  startTimes.append(Double(monotonicNanoseconds() - started))
+  client.waitForPreviousSessions()
+  client.close()
+  try? FileManager.default.removeItem(atPath: directory)
+}
+print("  CrumbsClient.start on the caller's thread: \(milliseconds(median(startTimes))) wall, \(milliseconds(median(startCPUTimes))) CPU  (goal ≤ 2 ms)")
+
+struct FiguresError: Error {}
+let directory = temporaryDirectory("nonfatal")
+let client = try CrumbsClient.start(CrumbsConfiguration(directory: directory), shared: false)
+client.waitForPreviousSessions()
+fill(client.ring, count: 2 * client.ring.slotCount)
+var sendTimes: [Double] = []
+var sendCPUTimes: [Double] = []
+let firstStarted = monotonicNanoseconds()
+_ = client.send(error: FiguresError())  // the first parses the modules' symbol tables
+let firstSend = Double(monotonicNanoseconds() - firstStarted)
+for _ in 0..<max(rounds, 15) {
+  let started = monotonicNanoseconds()
+  let startedCPU = threadCPUNanoseconds()
+  _ = client.send(error: FiguresError())
+  sendCPUTimes.append(Double(threadCPUNanoseconds() - startedCPU))
+  sendTimes.append(Double(monotonicNanoseconds() - started))
+}
+client.close()
+try? FileManager.default.removeItem(atPath: directory)
+print("  non-fatal report, call → stored (1 MiB ring): \(milliseconds(median(sendTimes))) wall, \(milliseconds(median(sendCPUTimes))) CPU  (goal ≤ 5 ms; the first, which parses symbol tables: \(milliseconds(firstSend)))")
