@@ -78,6 +78,11 @@ let package = Package(
       path: "Fuzz/CrashRecordReader"
     ),
     .executableTarget(
+      name: "FuzzStoredReport",
+      dependencies: ["Crumbs", "CFuzzDriver"],
+      path: "Fuzz/StoredReport"
+    ),
+    .executableTarget(
       name: "FuzzELFReader",
       dependencies: ["Crumbs", "CFuzzDriver"],
       path: "Fuzz/ELFReader"

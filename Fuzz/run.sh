@@ -21,6 +21,7 @@ TARGETS=(
   "FuzzRingReader ring-reader"
   "FuzzCrashRecordReader crashrecord-reader"
   "FuzzELFReader elf-reader"
+  "FuzzStoredReport stored-report"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (TOOLCHAIN-NOTES)

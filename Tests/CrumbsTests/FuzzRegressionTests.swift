@@ -29,6 +29,10 @@ import Testing
     /// A crash record: its status and how many frames it held.
     case parsedCrashRecord(status: CrashRecord.Status, frames: Int)
     case rejectedCrashRecord(CrashRecordError.Kind)
+    /// A report folder's file: report.json, or an LZ4 trail.
+    case parsedReport(id: String)
+    case parsedTrail(bytes: Int)
+    case rejectedStoredFile
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
@@ -36,7 +40,15 @@ import Testing
     "ring-reader": replayRingReader,
     "elf-reader": replayELFReader,
     "crashrecord-reader": replayCrashRecordReader,
+    "stored-report": replayStoredReport,
   ]
+
+  static func replayStoredReport(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let input = Array(bytes)
+    if let report = try? ReportStore.decode(input) { return .parsedReport(id: report.id) }
+    if let text = try? LZ4Frame.decompress(input, limit: 1 << 22) { return .parsedTrail(bytes: text.count) }
+    return .rejectedStoredFile
+  }
 
   static func replayCrashRecordReader(_ bytes: UnsafeRawBufferPointer) -> Outcome {
     do {
