@@ -136,6 +136,44 @@ enum ClientProbe {
     #expect(client.store.list(.sent).reports.map(\.report.id) == [accepted.report.id])
   }
 
+  @Test func sessionSummariesAreSentAsOTLPEventsAndRemovedOnceAccepted() throws {
+    let directory = TestDirectory()
+    // Two earlier sessions: one crashed (abnormally ended), one clean.
+    let rings = try RingDirectory(path: directory.path)
+    let dead = try rings.createRing()
+    dead.append("before the end")
+    let deadSession = dead.sessionID
+    dead.close(clean: false)
+    let clean = try rings.createRing()
+    clean.close(clean: true)
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    var configuration = configuration(directory)
+    configuration.destinations = [.otlp(endpoint: server.baseURL)]
+    let client = try CrumbsClient.start(configuration, shared: false)
+    defer { client.close() }
+    client.waitForPreviousSessions()
+    // The background thread sends them right after processing; poll (bounded) for the requests.
+    let deadline = ChildProcess.now() + 20
+    var summaries: [[String: Any]] = []
+    while summaries.count < 2, ChildProcess.now() < deadline {
+      summaries = try server.requests.flatMap { request -> [[String: Any]] in
+        let decoded = try decodeOTLP(request.body)
+        return (decoded["records"] as? [[String: Any]] ?? []).filter { ($0["event_name"] as? String) == "crumbs.session.summary" }
+      }
+    }
+    #expect(summaries.count == 2)
+    let ends = Set(summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.session.end"] as? String })
+    #expect(ends == ["abnormal_termination", "clean"])
+    let sessionIDs = Set(summaries.compactMap { ($0["attributes"] as? [String: Any])?["session.id"] as? String })
+    #expect(sessionIDs.contains(deadSession.description))
+    let counts = summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.sessions"] }
+    #expect(counts.count == 2)
+    // Delivered summaries leave the queue.
+    let queued = (try? Syscall.directoryEntries(directory.path + "/session-summaries")) ?? []
+    #expect(queued.isEmpty)
+  }
+
   @Test func aBadDirectoryIsAnErrorTheAppCanSee() {
     var configuration = CrumbsConfiguration(directory: "/proc/no-such-place/crumbs")
     configuration.appName = "x"

@@ -175,7 +175,10 @@ public final class CrumbsClient: @unchecked Sendable {
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       previousSessionsDone.signal()
-      if isEnabled { uploader?.start() }
+      if isEnabled {
+        uploader?.start()
+        deliverSessionSummaries()
+      }
     }
   }
 
@@ -214,6 +217,7 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     let outcome = processor.run(reportingSession: sessionID)
     let metrics = updateMetrics(with: outcome)
+    SessionSummaryQueue.enqueue(outcome.sessions, metrics: metrics, directory: configuration.directory)
     state.withLock {
       $0.previous = outcome
       $0.metrics = metrics
@@ -239,6 +243,23 @@ public final class CrumbsClient: @unchecked Sendable {
       try? Syscall.writeFileAtomically(path, Array(bytes))
     }
     return metrics
+  }
+
+  /// Sends the queued session summaries to the OTLP destinations (never without consent when a
+  /// consent handler is set). Runs on the background thread; returns how many were delivered.
+  @discardableResult
+  func deliverSessionSummaries() -> Int {
+    let otlp = configuration.destinations.compactMap {
+      $0.destination(maxAttachmentBytes: configuration.attachmentSizeLimit) as? OTLPDestination
+    }
+    guard let uploader, !otlp.isEmpty, isEnabled else { return 0 }
+    if state.withLock({ $0.consentHandler }) != nil && !hasStandingConsent { return 0 }
+    return SessionSummaryQueue.deliver(
+      directory: configuration.directory, destinations: otlp,
+      resource: ProcessAttributes.resource(
+        pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
+        appVersion: configuration.appVersion),
+      transport: uploader.transport)
   }
 
   /// Waits (at most `timeout` seconds) for the previous sessions to be processed.

@@ -1,0 +1,114 @@
+// SessionSummaries.swift — error-free session metrics, sent as events.
+//
+// Entry points, in call order:
+//   SessionSummaryQueue.enqueue      after the previous sessions are processed, one summary per
+//                                    ended session (how it ended + the install's running counts),
+//                                    written to `session-summaries/<session>.json` (atomic)
+//   SessionSummaryQueue.deliver      each queued summary as one OTLP log record, event name
+//                                    `crumbs.session.summary`, to every OTLP destination; removed
+//                                    once one accepted it (2xx), kept for the next launch otherwise
+//
+// Summaries carry no crash data, but they still leave the machine: with a consent handler set
+// and no standing consent they stay queued. Not signal-safe.
+
+import Foundation
+
+/// How one session ended, with the install's counts at the time it was processed.
+public struct SessionSummary: Codable, Sendable, Equatable {
+  public var sessionID: String
+  public var installID: String
+  public var end: SessionEnd
+  public var startedUnixNano: UInt64
+  public var processedUnixNano: UInt64
+  public var sessions: Int
+  public var crashedSessions: Int
+  public var abnormalSessions: Int
+  public var cleanSessions: Int
+  public var crashFreeRate: Double
+}
+
+enum SessionSummaryQueue {
+  static let eventName = "crumbs.session.summary"
+
+  static func folder(_ directory: String) -> String { directory + "/session-summaries" }
+
+  /// Queues a summary per ended session.
+  static func enqueue(_ sessions: [PreviousSession], metrics: SessionMetrics, directory: String) {
+    guard !sessions.isEmpty, (try? Syscall.makeDirectory(folder(directory))) != nil else { return }
+    let now = wallClockNanoseconds()
+    for session in sessions {
+      let summary = SessionSummary(
+        sessionID: session.sessionID.description, installID: metrics.installID, end: session.end,
+        startedUnixNano: session.startedWallNanoseconds, processedUnixNano: now,
+        sessions: metrics.sessions, crashedSessions: metrics.crashedSessions,
+        abnormalSessions: metrics.abnormalSessions, cleanSessions: metrics.cleanSessions,
+        crashFreeRate: metrics.crashFreeRate)
+      if let bytes = try? JSONEncoder().encode(summary) {
+        try? Syscall.writeFileAtomically(folder(directory) + "/\(summary.sessionID).json", Array(bytes))
+      }
+    }
+  }
+
+  /// Sends the queued summaries; returns how many were delivered.
+  @discardableResult
+  static func deliver(
+    directory: String, destinations: [OTLPDestination], resource: [String: String],
+    transport: any HTTPTransport
+  ) -> Int {
+    guard !destinations.isEmpty else { return 0 }
+    let names = ((try? Syscall.directoryEntries(folder(directory))) ?? []).filter { $0.hasSuffix(".json") }
+    var delivered = 0
+    for name in names {
+      let path = folder(directory) + "/" + name
+      guard let bytes = try? Syscall.readFile(path, limit: 1 << 16),
+        let summary = try? JSONDecoder().decode(SessionSummary.self, from: Data(bytes))
+      else {
+        // Unreadable: moved aside with the reason, never deleted.
+        try? Syscall.writeFileAtomically(path + ".reason", Array("unreadable session summary\n".utf8))
+        try? Syscall.rename(path, to: path + ".unreadable")
+        continue
+      }
+      let batch = OTLPLogBatch(
+        resource: resource.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) },
+        scopeName: "crumbs", scopeVersion: CrumbsVersion.string,
+        records: [record(summary)])
+      var accepted = false
+      for destination in destinations {
+        let contentType = destination.encoding == .protobuf ? "application/x-protobuf" : "application/json"
+        let request = DeliveryRequest(
+          destination: destination.name, reportID: summary.sessionID, url: destination.logsURL,
+          headers: [HTTPHeader("Content-Type", contentType)] + destination.headers,
+          body: destination.encoding == .protobuf ? batch.protobuf() : batch.json(),
+          secrets: destination.headers.filter(\.isSecret).map(\.value))
+        if case .success(let response) = transport.send(request), (200..<300).contains(response.status) {
+          accepted = true
+        }
+      }
+      if accepted {
+        _ = try? Syscall.unlink(path)
+        delivered += 1
+      }
+    }
+    return delivered
+  }
+
+  static func record(_ summary: SessionSummary) -> OTLPLogRecord {
+    OTLPLogRecord(
+      timeUnixNano: summary.processedUnixNano, observedTimeUnixNano: summary.processedUnixNano,
+      severity: summary.end == .clean || summary.end == .terminatedBySignal ? .info : .error,
+      body: .string("session \(summary.sessionID) ended: \(summary.end.rawValue)"),
+      attributes: [
+        OTLPAttribute("event.name", .string(eventName)),
+        OTLPAttribute("session.id", .string(summary.sessionID)),
+        OTLPAttribute("crumbs.install.id", .string(summary.installID)),
+        OTLPAttribute("crumbs.session.end", .string(summary.end.rawValue)),
+        OTLPAttribute("crumbs.session.start_unix_nano", .int(Int64(clamping: summary.startedUnixNano))),
+        OTLPAttribute("crumbs.sessions", .int(Int64(summary.sessions))),
+        OTLPAttribute("crumbs.sessions.crashed", .int(Int64(summary.crashedSessions))),
+        OTLPAttribute("crumbs.sessions.abnormal", .int(Int64(summary.abnormalSessions))),
+        OTLPAttribute("crumbs.sessions.clean", .int(Int64(summary.cleanSessions))),
+        OTLPAttribute("crumbs.sessions.crash_free_rate", .double(summary.crashFreeRate)),
+      ],
+      eventName: eventName)
+  }
+}
