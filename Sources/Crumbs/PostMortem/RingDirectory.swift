@@ -181,23 +181,7 @@ public struct RingDirectory: Sendable {
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.
   @discardableResult
   public func quarantine(_ file: String, reason: String) throws(SystemCallError) -> QuarantinedFile {
-    let name = file.split(separator: "/").last.map(String.init) ?? "file"
-    var destination = quarantinePath + "/" + name
-    var attempt = 1
-    while Syscall.fileExists(destination) {
-      attempt += 1
-      destination = quarantinePath + "/\(name).\(attempt)"
-    }
-    let line = reason.replacingNewlines() + "\n"
-    try Syscall.writeFileAtomically(destination + ".reason", Array(line.utf8))
-    try Syscall.rename(file, to: destination)
-    try Syscall.fsyncDirectory(quarantinePath)
+    let destination = try Quarantine.move(file, into: quarantinePath, reason: reason)
     return QuarantinedFile(originalPath: file, quarantinedPath: destination, reason: reason)
-  }
-}
-
-extension String {
-  fileprivate func replacingNewlines() -> String {
-    String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
   }
 }

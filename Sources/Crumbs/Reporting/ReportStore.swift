@@ -154,15 +154,7 @@ public struct ReportStore: Sendable {
   /// Moves `item` into `quarantine/` with a `.reason` file; returns the new path.
   @discardableResult
   public func quarantine(_ item: String, reason: String) throws(SystemCallError) -> String {
-    let name = item.split(separator: "/").last.map(String.init) ?? "item"
-    var destination = path + "/quarantine/" + name
-    var attempt = 1
-    while Syscall.fileExists(destination) {
-      attempt += 1
-      destination = path + "/quarantine/\(name).\(attempt)"
-    }
-    try Syscall.writeFileAtomically(destination + ".reason", Array((reason + "\n").utf8))
-    try Syscall.rename(item, to: destination)
+    let destination = try Quarantine.move(item, into: path + "/quarantine", reason: reason)
     return destination
   }
 
