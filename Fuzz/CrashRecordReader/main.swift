@@ -15,12 +15,13 @@
 // The property checked: read(image:) returns a record or throws CrashRecordError, never traps,
 // and what it returns respects the C capacities. Not signal-safe (an ordinary program).
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CFuzzDriver
 import Crumbs
 import CrumbsSignalPath
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 let recordSize = MemoryLayout<crumbs_crash_record>.size
 
@@ -99,10 +100,14 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
     record.thread_id = 4242
     setString(&record.thread_name, "main")
     record.register_count = 23
-    withUnsafeMutableBytes(of: &record.registers) { $0.storeBytes(of: UInt64(0x1234), toByteOffset: 16 * 8, as: UInt64.self) }
+    withUnsafeMutableBytes(of: &record.registers) {
+      $0.storeBytes(of: UInt64(0x1234), toByteOffset: 16 * 8, as: UInt64.self)
+    }
     record.frame_count = 3
     withUnsafeMutableBytes(of: &record.frames) { frames in
-      for index in 0..<3 { frames.storeBytes(of: UInt64(0x5555_0000 + index * 16), toByteOffset: index * 8, as: UInt64.self) }
+      for index in 0..<3 {
+        frames.storeBytes(of: UInt64(0x5555_0000 + index * 16), toByteOffset: index * 8, as: UInt64.self)
+      }
     }
     record.module_count = 2
     withUnsafeMutableBytes(of: &record.modules) { modules in
@@ -218,7 +223,9 @@ for path in files {
     }
     switch result {
     case .success(let record):
-      print("\(path): \(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules")
+      print(
+        "\(path): \(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
+      )
     case .failure(let error):
       print("\(path): rejected (\(error.kind.rawValue)): \(error.reason)")
     }

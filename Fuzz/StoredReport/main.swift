@@ -10,12 +10,13 @@
 //   fuzzOneInput          the bytes through each parser; each must return or throw, never trap
 // Not signal-safe (an ordinary program).
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CFuzzDriver
 import Crumbs
 import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let bytes = data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))

@@ -147,7 +147,10 @@ enum CrashRecordText {
         + "}")
     add("frames", "[" + record.frames.map { quoted(hex($0)) }.joined(separator: ",") + "]")
     add("backtrace_stop", quoted(record.backtraceStop.rawValue))
-    add("stack", "{\"low\":\(quoted(hex(record.stackLow))),\"high\":\(quoted(hex(record.stackHigh))),\"source\":\(quoted(record.stackSource.rawValue))}")
+    add(
+      "stack",
+      "{\"low\":\(quoted(hex(record.stackLow))),\"high\":\(quoted(hex(record.stackHigh))),\"source\":\(quoted(record.stackSource.rawValue))}"
+    )
     add(
       "modules",
       "["

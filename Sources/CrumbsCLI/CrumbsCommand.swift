@@ -6,6 +6,9 @@ struct CrumbsCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "crumbs",
     abstract: "A flight recorder for Swift processes on Linux: breadcrumbs that survive the crash.",
-    subcommands: [DemoCommand.self, DemoChildCommand.self, RingCommand.self, CrashRecordCommand.self, ReportsCommand.self, ReportCommand.self]
+    subcommands: [
+      DemoCommand.self, DemoChildCommand.self, RingCommand.self, CrashRecordCommand.self, ReportsCommand.self,
+      ReportCommand.self,
+    ]
   )
 }

@@ -2,12 +2,13 @@
 // breadcrumbs from several threads and crashes; then this process plays the next launch: it
 // finds what the child left, builds and stores the report, and prints it.
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import ArgumentParser
 import Crumbs
 import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 struct DemoCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -25,7 +26,9 @@ struct DemoCommand: ParsableCommand {
 
   func validate() throws {
     guard CrashKind(rawValue: crash) != nil else {
-      throw ValidationError("unknown crash kind '\(crash)'; one of: \(CrashKind.allCases.map(\.rawValue).joined(separator: ", "))")
+      throw ValidationError(
+        "unknown crash kind '\(crash)'; one of: \(CrashKind.allCases.map(\.rawValue).joined(separator: ", "))"
+      )
     }
   }
 
@@ -35,12 +38,17 @@ struct DemoCommand: ParsableCommand {
     let style = TerminalStyle(enabled: !json && isatty(1) != 0)
     if !json {
       print(style.bold("Crumbs demo") + " — files in \(directory)")
-      print("1. A child process installs Crumbs, appends breadcrumbs from 3 threads, then crashes (\(kind.rawValue)).")
+      print(
+        "1. A child process installs Crumbs, appends breadcrumbs from 3 threads, then crashes (\(kind.rawValue))."
+      )
     }
     let status = try runChild(kind: kind, directory: directory)
     if !json {
       print("   The child is gone: \(describe(waitStatus: status)).")
-      print(style.dim("   (its stderr, with the Swift runtime's own backtrace that Crumbs chains to: \(stderrPath(directory)))"))
+      print(
+        style.dim(
+          "   (its stderr, with the Swift runtime's own backtrace that Crumbs chains to: \(stderrPath(directory)))"
+        ))
       print("2. Next launch: Crumbs finds what the child left and turns it into a report.\n")
     }
     let ringDirectory = try RingDirectory(path: directory)
@@ -102,9 +110,11 @@ struct DemoChildCommand: ParsableCommand {
     ring.install()
     try CrashHandler.install(ring: ring)
     let workers = DemoWorkload.start(threads: 3)
-    addBreadcrumb("checkout screen opened", level: .info, type: .navigation, attributes: ["screen": "checkout"])
+    addBreadcrumb(
+      "checkout screen opened", level: .info, type: .navigation, attributes: ["screen": "checkout"])
     workers.waitUntil(appended: 300)
-    addBreadcrumb("user tapped Pay", level: .info, type: .user, attributes: ["button": "pay", "cart.items": "3"])
+    addBreadcrumb(
+      "user tapped Pay", level: .info, type: .user, attributes: ["button": "pay", "cart.items": "3"])
     addBreadcrumb(
       "payment service slow: retrying", level: .warning, type: .http,
       attributes: ["http.url": "/v1/charge", "attempt": "2"])

@@ -1,8 +1,9 @@
+import Crumbs
+
 // The demo child's pretend app: threads serving requests and leaving breadcrumbs.
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
 
 /// Worker threads that append realistic breadcrumbs until the process dies.
 final class DemoWorkload: @unchecked Sendable {
@@ -15,11 +16,13 @@ final class DemoWorkload: @unchecked Sendable {
     for worker in 0..<threads {
       let context = Unmanaged.passRetained(WorkerContext(workload: workload, worker: worker)).toOpaque()
       var thread = pthread_t()
-      pthread_create(&thread, nil, { raw in
-        let context = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
-        context.workload.serve(worker: context.worker)
-        return nil
-      }, context)
+      pthread_create(
+        &thread, nil,
+        { raw in
+          let context = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
+          context.workload.serve(worker: context.worker)
+          return nil
+        }, context)
       pthread_detach(thread)
     }
     return workload
@@ -35,7 +38,8 @@ final class DemoWorkload: @unchecked Sendable {
         "GET \(route) → \(status)", level: status == "200" ? .debug : .warning, type: .http,
         attributes: ["http.route": route, "http.status_code": status, "worker": String(worker)])
       if request % 5 == 0 {
-        addBreadcrumb("cache miss for \(route)", level: .debug, type: .log, attributes: ["worker": String(worker)])
+        addBreadcrumb(
+          "cache miss for \(route)", level: .debug, type: .log, attributes: ["worker": String(worker)])
       }
       request += 1
       pthread_mutex_lock(&lock)

@@ -38,7 +38,10 @@ struct ReportPrinter {
     if let duration = report.handlerDurationNanoseconds {
       row("handler", String(format: "%.3f ms in the signal handler", Double(duration) / 1e6))
     }
-    row("system", [report.resource["os.description"], report.resource["os.version"], report.resource["host.arch"]].compactMap { $0 }.joined(separator: ", "))
+    row(
+      "system",
+      [report.resource["os.description"], report.resource["os.version"], report.resource["host.arch"]]
+        .compactMap { $0 }.joined(separator: ", "))
     for item in report.evidence { row("evidence", item) }
     for item in report.damage { row("damage", style.yellow(item)) }
 
@@ -50,10 +53,14 @@ struct ReportPrinter {
     let trail = report.breadcrumbs
     lines.append(
       style.bold("Breadcrumbs")
-        + style.dim("  (\(trail.count) kept: \(trail.valid) valid, \(trail.torn) torn, \(trail.overwritten) overwritten by newer ones)"))
+        + style.dim(
+          "  (\(trail.count) kept: \(trail.valid) valid, \(trail.torn) torn, \(trail.overwritten) overwritten by newer ones)"
+        ))
     let crumbs = breadcrumbs(of: stored)
     for crumb in crumbs.suffix(breadcrumbLimit) { lines.append("  " + line(for: crumb)) }
-    if crumbs.count > breadcrumbLimit { lines.append(style.dim("  … \(crumbs.count - breadcrumbLimit) older in the attachment")) }
+    if crumbs.count > breadcrumbLimit {
+      lines.append(style.dim("  … \(crumbs.count - breadcrumbLimit) older in the attachment"))
+    }
 
     lines.append("")
     lines.append(style.bold("Stored"))
@@ -88,7 +95,8 @@ struct ReportPrinter {
     case "error", "fatal": levelText = style.red(levelText)
     default: levelText = style.dim(levelText)
     }
-    return style.dim(timestamp) + " " + levelText + " " + style.cyan(type.padding(toLength: 8, withPad: " ", startingAt: 0))
+    return style.dim(timestamp) + " " + levelText + " "
+      + style.cyan(type.padding(toLength: 8, withPad: " ", startingAt: 0))
       + " " + message + (attributes.isEmpty ? "" : style.dim("  " + attributes))
   }
 }

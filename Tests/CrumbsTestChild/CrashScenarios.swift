@@ -1,3 +1,6 @@
+@_spi(Testing) import Crumbs
+import CrumbsTestChildC
+
 // Crash scenarios: each sets up Crumbs (ring + crash handler) in the directory given as the
 // first argument, appends a few breadcrumbs (the last one "about to crash: NAME"), prints what
 // the test checks, one fact a line, flushes, then crashes in one way:
@@ -12,8 +15,6 @@
 #if canImport(Glibc)
   import Glibc
 #endif
-@_spi(Testing) import Crumbs
-import CrumbsTestChildC
 
 /// Scenarios that crash the process in each way the crash handler must catch.
 let crashScenarios: [String: @Sendable ([String]) -> Int32] = [

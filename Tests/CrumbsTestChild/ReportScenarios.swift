@@ -1,3 +1,5 @@
+import Crumbs
+
 // Report scenarios: crash through named Swift functions, so the next launch's report can be
 // checked for the function that trapped and its callers.
 //   report-crash DIR   (kind from CRUMBS_TEST_CRASH_KIND, a CrashKind raw value)
@@ -5,7 +7,6 @@
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
 
 let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
   "report-crash": crashing { _ in

@@ -1,8 +1,9 @@
+import Crumbs
+
 // Ring scenarios: processes that append until the test kills them.
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
 
 /// Scenarios that exercise the ring from a separate process.
 let ringScenarios: [String: @Sendable ([String]) -> Int32] = [

@@ -9,13 +9,14 @@
 // `swift-backtrace` helper must not be left behind) and off (SWIFT_BACKTRACE=enable=no).
 // Every child is killed and reaped on every path; nothing here sleeps to assert on timing.
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 // MARK: - The matrix
 
@@ -68,12 +69,18 @@ let crashExpectations: [CrashExpectation] = [
   CrashExpectation(
     scenario: "null-deref", signal: SIGSEGV, code: 1, faultAddressIsZero: true,
     firstFrameInFunction: true),
-  CrashExpectation(scenario: "fatal-error", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
-  CrashExpectation(scenario: "precondition", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
-  CrashExpectation(scenario: "force-unwrap", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
-  CrashExpectation(scenario: "bounds", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
-  CrashExpectation(scenario: "overflow", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
-  CrashExpectation(scenario: "divide-by-zero", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "fatal-error", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "precondition", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "force-unwrap", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "bounds", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "overflow", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
+  CrashExpectation(
+    scenario: "divide-by-zero", signal: swiftTrapSignal, code: swiftTrapCode, someFrameInFunction: true),
   CrashExpectation(scenario: "abort", signal: SIGABRT, code: -6),  // SI_TKILL: raise()
   CrashExpectation(scenario: "c-assert", signal: SIGABRT, code: -6),
   CrashExpectation(scenario: "bus-error", signal: SIGBUS, code: 2),  // BUS_ADRERR
@@ -380,7 +387,9 @@ struct CrashCaptureTests {
     #expect(record.frames.count >= 2 && record.frames[1] > start && record.frames[1] < start + 512)
   }
 
-  @Test("a stack overflow is recorded from the alternate stack", arguments: ["stack-overflow-main", "stack-overflow-thread"])
+  @Test(
+    "a stack overflow is recorded from the alternate stack",
+    arguments: ["stack-overflow-main", "stack-overflow-thread"])
   func stackOverflow(scenario: String) throws {
     let directory = TestDirectory()
     let run = try runCrashScenario(
@@ -422,7 +431,8 @@ struct CrashCaptureTests {
     #expect(ring.breadcrumbs.filter { $0.level == .fatal }.count == 1)
   }
 
-  @Test("a crash inside the handler leaves a partial record and the original signal", arguments: [false, true])
+  @Test(
+    "a crash inside the handler leaves a partial record and the original signal", arguments: [false, true])
   func crashInsideHandler(backtracer: Bool) throws {
     let directory = TestDirectory()
     let run = try runCrashScenario(
@@ -557,7 +567,8 @@ struct CrashCaptureTests {
       environment: [:], stderrPath: directory.file("cc.txt"))
     compile.wait(seconds: 120)
     try #require(compile.status == 0)
-    let child = try CrashChild(binary, [], environment: ["LD_PRELOAD": library], stderrPath: directory.file("e"))
+    let child = try CrashChild(
+      binary, [], environment: ["LD_PRELOAD": library], stderrPath: directory.file("e"))
     child.wait(seconds: 30)
     #expect((child.status >> 8) & 0xff == 99)
   }
@@ -569,7 +580,8 @@ struct CrashCaptureTests {
     var bytes = [UInt8](repeating: 0, count: CrashHandler.recordFileSize)
     bytes.withUnsafeMutableBytes { raw in
       let record = raw.baseAddress!.assumingMemoryBound(to: crumbs_crash_record.self)
-      crumbs_crash_record_format(record, 42, [UInt8](repeating: 7, count: 16), [UInt8](repeating: 1, count: 16), 0)
+      crumbs_crash_record_format(
+        record, 42, [UInt8](repeating: 7, count: 16), [UInt8](repeating: 1, count: 16), 0)
     }
     let fresh = try bytes.withUnsafeBytes { try CrashRecord.read(image: $0) }
     #expect(fresh.status == .noCrash)

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import Foundation
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 struct SampleError: Error, CustomStringConvertible {
   var code: Int
@@ -24,154 +25,189 @@ enum ClientProbe {
     var configuration = CrumbsConfiguration(directory: directory.path)
     configuration.appName = "client-test"
     configuration.appVersion = "1.2.3"
+    // Off here: SIGCHLD from other tests' children would land in these rings. One test below
+    // turns them on.
+    configuration.automaticBreadcrumbs = nil
     return configuration
   }
 
   @Test func aNonFatalReportCarriesTheStackAttributesTrailAndAttachments() throws {
-    let directory = TestDirectory()
-    let client = try CrumbsClient.start(configuration(directory), shared: false)
-    defer { client.close() }
-    client.setAttribute("eu-west", forKey: "region")
-    client.addBreadcrumb("loaded cart", level: .info, type: .navigation)
-    client.addBreadcrumb("charge failed", level: .error, type: .http, attributes: ["status": "502"])
-    let small = directory.file("small.txt")
-    try Syscall.writeFileAtomically(small, Array("hello".utf8))
-    let large = directory.file("large.bin")
-    try Syscall.writeFileAtomically(large, [UInt8](repeating: 1, count: 8 * 1024 * 1024))
-    let missing = directory.file("missing.txt")
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let client = try CrumbsClient.start(configuration(directory), shared: false)
+      defer { client.close() }
+      client.setAttribute("eu-west", forKey: "region")
+      client.addBreadcrumb("loaded cart", level: .info, type: .navigation)
+      client.addBreadcrumb("charge failed", level: .error, type: .http, attributes: ["status": "502"])
+      let small = directory.file("small.txt")
+      try Syscall.writeFileAtomically(small, Array("hello".utf8))
+      let large = directory.file("large.bin")
+      try Syscall.writeFileAtomically(large, [UInt8](repeating: 1, count: 8 * 1024 * 1024))
+      let missing = directory.file("missing.txt")
 
-    let stored = try #require(ClientProbe.report(client, attachments: [small, large, missing]))
-    let report = stored.report
-    #expect(report.kind == .nonFatal)
-    #expect(report.exceptionType.hasSuffix("SampleError"))
-    #expect(report.exceptionMessage == "sample failure 7")
-    #expect(report.exceptionStacktrace.contains("ClientProbe.report"), "\(report.exceptionStacktrace)")
-    #expect(report.attributes == ["region": "eu-west", "order.id": "A-1"])
-    #expect(report.resource["service.name"] == "client-test")
-    #expect(report.resource["service.version"] == "1.2.3")
-    #expect(report.sessionID == client.sessionID.description)
-    #expect(report.breadcrumbs.lastMessage == "charge failed")
-    let messages = try runLZ4Decompress(stored.attachmentPath(TrailAttachment.name))
-    #expect(messages.range(of: "process started")!.lowerBound < messages.range(of: "loaded cart")!.lowerBound)
-    let trail = try runLZ4Decompress(stored.attachmentPath(TrailAttachment.name))
-    #expect(trail.contains("\"message\":\"loaded cart\""))
+      let stored = try #require(ClientProbe.report(client, attachments: [small, large, missing]))
+      let report = stored.report
+      #expect(report.kind == .nonFatal)
+      #expect(report.exceptionType.hasSuffix("SampleError"))
+      #expect(report.exceptionMessage == "sample failure 7")
+      #expect(report.exceptionStacktrace.contains("ClientProbe.report"), "\(report.exceptionStacktrace)")
+      #expect(report.attributes == ["region": "eu-west", "order.id": "A-1"])
+      #expect(report.resource["service.name"] == "client-test")
+      #expect(report.resource["service.version"] == "1.2.3")
+      #expect(report.sessionID == client.sessionID.description)
+      #expect(report.breadcrumbs.lastMessage == "charge failed")
+      let trail = try runLZ4Decompress(stored.attachmentPath(TrailAttachment.name))
+      #expect(trail.contains("\"message\":\"loaded cart\""))
 
-    let attachments = Dictionary(uniqueKeysWithValues: report.attachments.map { ($0.name, $0) })
-    #expect(attachments["attachment-small.txt"]?.omittedReason == nil)
-    #expect(try Syscall.readFile(stored.attachmentPath("attachment-small.txt")) == Array("hello".utf8))
-    #expect(attachments["attachment-large.bin"]?.omittedReason?.contains("limit") == true)
-    #expect(!Syscall.fileExists(stored.attachmentPath("attachment-large.bin")))
-    #expect(attachments["attachment-missing.txt"]?.omittedReason?.hasPrefix("unreadable") == true)
+      let attachments = Dictionary(uniqueKeysWithValues: report.attachments.map { ($0.name, $0) })
+      #expect(attachments["attachment-small.txt"]?.omittedReason == nil)
+      #expect(try Syscall.readFile(stored.attachmentPath("attachment-small.txt")) == Array("hello".utf8))
+      #expect(attachments["attachment-large.bin"]?.omittedReason?.contains("limit") == true)
+      #expect(!Syscall.fileExists(stored.attachmentPath("attachment-large.bin")))
+      #expect(attachments["attachment-missing.txt"]?.omittedReason?.hasPrefix("unreadable") == true)
+    }
   }
 
   @Test func theNextStartReportsTheCrashedSessionAndCountsSessions() throws {
-    let directory = TestDirectory()
-    let run = try runCrashScenario(
-      "report-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
-      environment: ["CRUMBS_TEST_CRASH_KIND": "bounds"])
-    #expect(run.status & 0x7f == swiftTrapSignal)
-    let client = try CrumbsClient.start(configuration(directory), shared: true)
-    defer { client.close() }
-    #expect(CrumbsClient.shared === client)
-    #expect(client.hasCrashedInLastSession)
-    let report = try #require(client.lastSessionCrashReport)
-    #expect(report.kind == .crash)
-    #expect(report.reportingSessionID == client.sessionID.description)
-    #expect(!client.hasReceivedMemoryWarningInLastSession)
-    let metrics = try #require(client.sessionMetrics)
-    #expect(metrics.sessions == 1)
-    #expect(metrics.crashedSessions == 1)
-    #expect(!metrics.installID.isEmpty)
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let run = try runCrashScenario(
+        "report-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+        environment: ["CRUMBS_TEST_CRASH_KIND": "bounds"])
+      #expect(run.status & 0x7f == swiftTrapSignal)
+      let client = try CrumbsClient.start(configuration(directory), shared: true)
+      defer { client.close() }
+      #expect(CrumbsClient.shared === client)
+      #expect(client.hasCrashedInLastSession)
+      let report = try #require(client.lastSessionCrashReport)
+      #expect(report.kind == .crash)
+      #expect(report.reportingSessionID == client.sessionID.description)
+      #expect(!client.hasReceivedMemoryWarningInLastSession)
+      let metrics = try #require(client.sessionMetrics)
+      #expect(metrics.sessions == 1)
+      #expect(metrics.crashedSessions == 1)
+      #expect(!metrics.installID.isEmpty)
+    }
   }
 
   @Test func disablingIsPersistedAndRecordsNothing() throws {
-    let directory = TestDirectory()
-    let first = try CrumbsClient.start(configuration(directory), shared: false)
-    #expect(first.ring.snapshot().breadcrumbs.map(\.message) == ["process started"])
-    first.setEnabled(false)
-    first.addBreadcrumb("while disabled")
-    #expect(first.ring.snapshot().breadcrumbs.map(\.message) == ["process started"])
-    #expect(ClientProbe.report(first) == nil)
-    #expect(!CrashHandler.isInstalled)
-    first.close()
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let first = try CrumbsClient.start(configuration(directory), shared: false)
+      first.addBreadcrumb("while enabled")
+      first.setEnabled(false)
+      first.addBreadcrumb("while disabled")
+      #expect(first.ring.snapshot().breadcrumbs.map(\.message) == ["while enabled"])
+      #expect(ClientProbe.report(first) == nil)
+      #expect(!CrashHandler.isInstalled)
+      first.close()
 
-    let second = try CrumbsClient.start(configuration(directory), shared: false)
-    #expect(!second.isEnabled)
-    second.addBreadcrumb("still disabled")
-    #expect(second.ring.snapshot().breadcrumbs.isEmpty)
-    second.setEnabled(true)
-    second.addBreadcrumb("enabled again")
-    #expect(second.ring.snapshot().breadcrumbs.map(\.message).contains("enabled again"))
-    #expect(!second.ring.snapshot().breadcrumbs.map(\.message).contains("still disabled"))
-    #expect(CrashHandler.isInstalled)
-    second.close()
-    #expect(!CrashHandler.isInstalled)
+      let second = try CrumbsClient.start(configuration(directory), shared: false)
+      #expect(!second.isEnabled)
+      second.addBreadcrumb("still disabled")
+      #expect(second.ring.snapshot().breadcrumbs.isEmpty)
+      second.setEnabled(true)
+      second.addBreadcrumb("enabled again")
+      #expect(second.ring.snapshot().breadcrumbs.map(\.message).contains("enabled again"))
+      #expect(!second.ring.snapshot().breadcrumbs.map(\.message).contains("still disabled"))
+      #expect(CrashHandler.isInstalled)
+      second.close()
+      #expect(!CrashHandler.isInstalled)
+    }
   }
 
   @Test func withAConsentHandlerNothingLeavesWithoutConsent() throws {
-    let directory = TestDirectory()
-    let server = try LoopbackHTTPServer(status: 200)
-    defer { server.stop() }
-    var configuration = configuration(directory)
-    configuration.destinations = [.otlp(endpoint: server.baseURL)]
-    let client = try CrumbsClient.start(configuration, shared: false)
-    defer { client.close() }
-    client.waitForPreviousSessions()
-    let asked = Counter()
-    client.setConsentHandler { reports in
-      asked.add(reports.count)
-      return .dontSend
-    }
-    let declined = try #require(ClientProbe.report(client))
-    _ = client.uploader?.deliverPendingNow()
-    #expect(server.requests.isEmpty)
-    #expect(asked.value >= 1)
-    #expect(client.store.list(.dropped).reports.map(\.report.id).contains(declined.report.id))
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let server = try LoopbackHTTPServer(status: 200)
+      defer { server.stop() }
+      var configuration = configuration(directory)
+      configuration.destinations = [.otlp(endpoint: server.baseURL)]
+      let client = try CrumbsClient.start(configuration, shared: false)
+      defer { client.close() }
+      client.waitForPreviousSessions()
+      let asked = Counter()
+      client.setConsentHandler { reports in
+        asked.add(reports.count)
+        return .dontSend
+      }
+      let declined = try #require(ClientProbe.report(client))
+      _ = client.uploader?.deliverPendingNow()
+      #expect(server.requests.isEmpty)
+      #expect(asked.value >= 1)
+      #expect(client.store.list(.dropped).reports.map(\.report.id).contains(declined.report.id))
 
-    client.setConsentHandler { _ in .always }
-    let accepted = try #require(ClientProbe.report(client))
-    _ = client.uploader?.deliverPendingNow()
-    #expect(server.requests.count == 1)
-    #expect(client.hasStandingConsent)
-    #expect(client.store.list(.sent).reports.map(\.report.id) == [accepted.report.id])
+      client.setConsentHandler { _ in .always }
+      let accepted = try #require(ClientProbe.report(client))
+      _ = client.uploader?.deliverPendingNow()
+      #expect(server.requests.count == 1)
+      #expect(client.hasStandingConsent)
+      #expect(client.store.list(.sent).reports.map(\.report.id) == [accepted.report.id])
+    }
   }
 
   @Test func sessionSummariesAreSentAsOTLPEventsAndRemovedOnceAccepted() throws {
-    let directory = TestDirectory()
-    // Two earlier sessions: one crashed (abnormally ended), one clean.
-    let rings = try RingDirectory(path: directory.path)
-    let dead = try rings.createRing()
-    dead.append("before the end")
-    let deadSession = dead.sessionID
-    dead.close(clean: false)
-    let clean = try rings.createRing()
-    clean.close(clean: true)
-    let server = try LoopbackHTTPServer(status: 200)
-    defer { server.stop() }
-    var configuration = configuration(directory)
-    configuration.destinations = [.otlp(endpoint: server.baseURL)]
-    let client = try CrumbsClient.start(configuration, shared: false)
-    defer { client.close() }
-    client.waitForPreviousSessions()
-    // The background thread sends them right after processing; poll (bounded) for the requests.
-    let deadline = ChildProcess.now() + 20
-    var summaries: [[String: Any]] = []
-    while summaries.count < 2, ChildProcess.now() < deadline {
-      summaries = try server.requests.flatMap { request -> [[String: Any]] in
-        let decoded = try decodeOTLP(request.body)
-        return (decoded["records"] as? [[String: Any]] ?? []).filter { ($0["event_name"] as? String) == "crumbs.session.summary" }
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      // Two earlier sessions: one crashed (abnormally ended), one clean.
+      let rings = try RingDirectory(path: directory.path)
+      let dead = try rings.createRing()
+      dead.append("before the end")
+      let deadSession = dead.sessionID
+      dead.close(clean: false)
+      let clean = try rings.createRing()
+      clean.close(clean: true)
+      let server = try LoopbackHTTPServer(status: 200)
+      defer { server.stop() }
+      var configuration = configuration(directory)
+      configuration.destinations = [.otlp(endpoint: server.baseURL)]
+      let client = try CrumbsClient.start(configuration, shared: false)
+      defer { client.close() }
+      client.waitForPreviousSessions()
+      // The background thread sends them right after processing; poll (bounded) for the requests.
+      let deadline = ChildProcess.now() + 20
+      var summaries: [[String: Any]] = []
+      while summaries.count < 2, ChildProcess.now() < deadline {
+        summaries = try server.requests.flatMap { request -> [[String: Any]] in
+          let decoded = try decodeOTLP(request.body)
+          return (decoded["records"] as? [[String: Any]] ?? []).filter {
+            ($0["event_name"] as? String) == "crumbs.session.summary"
+          }
+        }
       }
+      #expect(summaries.count == 2)
+      let ends = Set(
+        summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.session.end"] as? String })
+      #expect(ends == ["abnormal_termination", "clean"])
+      let sessionIDs = Set(
+        summaries.compactMap { ($0["attributes"] as? [String: Any])?["session.id"] as? String })
+      #expect(sessionIDs.contains(deadSession.description))
+      let counts = summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.sessions"] }
+      #expect(counts.count == 2)
+      // Delivered summaries leave the queue.
+      let queued = (try? Syscall.directoryEntries(directory.path + "/session-summaries")) ?? []
+      #expect(queued.isEmpty)
     }
-    #expect(summaries.count == 2)
-    let ends = Set(summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.session.end"] as? String })
-    #expect(ends == ["abnormal_termination", "clean"])
-    let sessionIDs = Set(summaries.compactMap { ($0["attributes"] as? [String: Any])?["session.id"] as? String })
-    #expect(sessionIDs.contains(deadSession.description))
-    let counts = summaries.compactMap { ($0["attributes"] as? [String: Any])?["crumbs.sessions"] }
-    #expect(counts.count == 2)
-    // Delivered summaries leave the queue.
-    let queued = (try? Syscall.directoryEntries(directory.path + "/session-summaries")) ?? []
-    #expect(queued.isEmpty)
+  }
+
+  @Test func automaticBreadcrumbsStartWithTheClientAndStopWithIt() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var configuration = configuration(directory)
+      var automatic = AutomaticBreadcrumbsOptions()
+      automatic.signals = nil  // SIGCHLD from other tests' children would make this racy
+      configuration.automaticBreadcrumbs = automatic
+      let client = try CrumbsClient.start(configuration, shared: false)
+      client.addBreadcrumb("first of the app's own")
+      client.waitForPreviousSessions()
+      let crumbs = client.ring.snapshot().breadcrumbs
+      // The start breadcrumb is recorded on the caller's thread, before anything the app adds.
+      #expect(crumbs.first?.message == "process started")
+      #expect(crumbs.first?.attributes.contains(.init(key: "version", value: "1.2.3")) == true)
+      #expect(crumbs.map(\.message).firstIndex(of: "first of the app's own") == 1)
+      client.close()
+      #expect(!CrashHandler.isInstalled)
+    }
   }
 
   @Test func aBadDirectoryIsAnErrorTheAppCanSee() {

@@ -18,7 +18,8 @@ import Testing
     let directory = TestDirectory()
     let original = Array((0..<100_000).map { UInt8(truncatingIfNeeded: $0 % 251) })
     try Syscall.writeFileAtomically(directory.file("plain"), original)
-    let child = try ChildProcess("/usr/bin/lz4", ["-q", "-f", directory.file("plain"), directory.file("plain.lz4")])
+    let child = try ChildProcess(
+      "/usr/bin/lz4", ["-q", "-f", directory.file("plain"), directory.file("plain.lz4")])
     child.wait()
     #expect(child.exitCode == 0)
     #expect(try LZ4Frame.decompress(try Syscall.readFile(directory.file("plain.lz4"))) == original)
@@ -29,6 +30,9 @@ import Testing
     #expect(throws: LZ4Error.self) { try LZ4Frame.decompress(Array(compressed.dropLast(3))) }
     #expect(throws: LZ4Error.self) { try LZ4Frame.decompress(Array("not lz4 at all".utf8)) }
     #expect(throws: LZ4Error.self) { try LZ4Frame.decompress([]) }
-    #expect(throws: LZ4Error.self) { try LZ4Frame.decompress(Array(repeating: 0, count: 100_000).withUnsafeBufferPointer { _ in compressed }, limit: 100) }
+    #expect(throws: LZ4Error.self) {
+      try LZ4Frame.decompress(
+        Array(repeating: 0, count: 100_000).withUnsafeBufferPointer { _ in compressed }, limit: 100)
+    }
   }
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import Foundation
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 @Suite struct PostMortemTests {
   /// Runs the processor until it has seen `expectingSessions` sessions (bounded). A child
@@ -37,7 +38,9 @@ import Testing
     let ringPath = try #require(child.value(after: "ring "))
     #expect(child.readLine() == "ready")
     let deadline = ChildProcess.now() + 30
-    while ((try? RingReader.read(file: ringPath))?.header.appendsClaimed ?? 0) < 500, ChildProcess.now() < deadline {}
+    while ((try? RingReader.read(file: ringPath))?.header.appendsClaimed ?? 0) < 500,
+      ChildProcess.now() < deadline
+    {}
     child.signal(SIGKILL)
     child.wait()
 
@@ -62,7 +65,10 @@ import Testing
     #expect(lines.count == report.breadcrumbs.count)
     for line in lines {
       let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-      #expect(Set(object.keys).isSuperset(of: ["timestamp", "id", "seq", "thread", "level", "type", "message", "attributes"]))
+      #expect(
+        Set(object.keys).isSuperset(of: [
+          "timestamp", "id", "seq", "thread", "level", "type", "message", "attributes",
+        ]))
       let message = try #require(object["message"] as? String)
       let attributes = try #require(object["attributes"] as? [String: String])
       #expect(message == "t=\(attributes["t"] ?? "?") n=\(attributes["n"] ?? "?")")
@@ -152,7 +158,9 @@ import Testing
     let directory = TestDirectory()
     let rings = try RingDirectory(path: directory.path)
     let ring = try rings.createRing()
-    ring.append("memory pressure high", level: .error, type: .system, attributes: ["memory.pressure": "some avg10=42.00"])
+    ring.append(
+      "memory pressure high", level: .error, type: .system,
+      attributes: ["memory.pressure": "some avg10=42.00"])
     ring.markMemoryWarning()
     ring.close(clean: false)
     let store = try ReportStore(directory: directory.path)
@@ -180,17 +188,27 @@ import Testing
     let directory = TestDirectory()
     let root = directory.file("cgroup")
     try Syscall.makeDirectories(root + "/app.slice")
-    try Syscall.writeFileAtomically(root + "/app.slice/memory.events", Array("low 0\nhigh 3\nmax 1\noom 1\noom_kill 2\n".utf8))
+    try Syscall.writeFileAtomically(
+      root + "/app.slice/memory.events", Array("low 0\nhigh 3\nmax 1\noom 1\noom_kill 2\n".utf8))
     var header = RingHeaderInfo.unknown
     header.cgroup = "v2:/app.slice"
     header.cgroupOOMKillsAtStart = 1
-    let contents = RingContents(header: header, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: true)
-    #expect(OOMEvidence.gather(contents, cgroupRoot: root) == ["the cgroup's oom_kill count rose from 1 to 2 (v2:/app.slice)"])
+    let contents = RingContents(
+      header: header, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: true)
+    #expect(
+      OOMEvidence.gather(contents, cgroupRoot: root) == [
+        "the cgroup's oom_kill count rose from 1 to 2 (v2:/app.slice)"
+      ])
     header.cgroupOOMKillsAtStart = 2
-    #expect(OOMEvidence.gather(RingContents(header: header, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: true), cgroupRoot: root).isEmpty)
+    #expect(
+      OOMEvidence.gather(
+        RingContents(header: header, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: true),
+        cgroupRoot: root
+      ).isEmpty)
     // cgroup v1: memory.oom_control.
     try Syscall.makeDirectories(root + "/memory/svc")
-    try Syscall.writeFileAtomically(root + "/memory/svc/memory.oom_control", Array("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n".utf8))
+    try Syscall.writeFileAtomically(
+      root + "/memory/svc/memory.oom_control", Array("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n".utf8))
     #expect(SystemFacts.cgroupOOMKills(cgroup: "v1:/svc", root: root) == 5)
   }
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import Foundation
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Issue 4, end to end: a real child crashes through named Swift functions; the next launch
 /// (this test) turns what it left into a stored report, which must name the signal, the Swift
@@ -23,7 +24,8 @@ let callers = ["ReportWorkload.charge", "ReportWorkload.pay", "ReportWorkload.ch
 let trapper = "generateTestCrash(kind:"
 
 let reportExpectations: [ReportExpectation] = [
-  .init(kind: .nullDereference, signal: SIGSEGV, functions: ["TestCrash.writeThroughNull", trapper] + callers),
+  .init(
+    kind: .nullDereference, signal: SIGSEGV, functions: ["TestCrash.writeThroughNull", trapper] + callers),
   .init(kind: .fatalError, signal: swiftTrapSignal, functions: [trapper] + callers),
   .init(kind: .precondition, signal: swiftTrapSignal, functions: [trapper] + callers),
   .init(kind: .forceUnwrap, signal: swiftTrapSignal, functions: [trapper] + callers),
@@ -39,7 +41,8 @@ let reportExpectations: [ReportExpectation] = [
 struct ReportEndToEndTests {
   @Test(
     "a crashing child becomes one stored report with its stack and trail",
-    arguments: reportExpectations, [ChildVariant(release: false, backtracer: true), ChildVariant(release: true, backtracer: false)])
+    arguments: reportExpectations,
+    [ChildVariant(release: false, backtracer: true), ChildVariant(release: true, backtracer: false)])
   func crashBecomesReport(expectation: ReportExpectation, variant: ChildVariant) throws {
     guard variant.executable != nil else {
       print("skipped \(expectation.kind) [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
@@ -89,7 +92,8 @@ struct ReportEndToEndTests {
     let lines = try runLZ4Decompress(stored.attachmentPath(attachment)).split(separator: "\n")
     #expect(lines.count == report.breadcrumbs.count)
     let messages = try lines.map { line in
-      try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["message"] as? String
+      try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["message"]
+        as? String
     }
     #expect(messages.contains("step 1"))
     #expect(messages.contains(run.facts["last-breadcrumb"]))

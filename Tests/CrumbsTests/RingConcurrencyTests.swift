@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsTestSupportC
 import Foundation
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Runs `body(index)` on `count` new threads at once and waits for all of them.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
@@ -29,7 +30,9 @@ func checkStressInvariants(_ breadcrumbs: [Breadcrumb], sourceLocation: SourceLo
     let counter = Int(crumb.attributes.first { $0.key == "n" }?.value ?? "") ?? -1
     #expect(crumb.message == "t=\(thread) n=\(counter)", sourceLocation: sourceLocation)
     if let previous = lastCounter[thread] {
-      #expect(counter > previous, "thread \(thread) went from \(previous) to \(counter)", sourceLocation: sourceLocation)
+      #expect(
+        counter > previous, "thread \(thread) went from \(previous) to \(counter)",
+        sourceLocation: sourceLocation)
     }
     lastCounter[thread] = counter
   }
@@ -76,52 +79,57 @@ func checkStressInvariants(_ breadcrumbs: [Breadcrumb], sourceLocation: SourceLo
   }
 
   @Test func appendsFromASignalHandlerInterleaveSafelyWithThreadAppends() throws {
-    let directory = TestDirectory()
-    var options = RingOptions()
-    options.slotCount = 1 << 16
-    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"), options: options)
-    ring.install()
-    defer { ring.close() }
-    #expect(crumbs_test_install_appending_handler(SIGUSR1) == 0)
-    let before = crumbs_test_signal_appends()
-    let writers = 3
-    let perWriter = 6_000
-    let threadIDs = ThreadTable(count: writers)
-    let started = ManagedCounter()
-    let group = DispatchGroup()
-    group.enter()
-    Thread.detachNewThread {
-      // Wait for the writers to exist, then interrupt them while they append.
-      while started.value < writers { sched_yield() }
-      for round in 0..<3_000 {
-        threadIDs.signal(round % writers, SIGUSR1)
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var options = RingOptions()
+      options.slotCount = 1 << 16
+      let ring = try BreadcrumbRing.create(at: directory.file("r.ring"), options: options)
+      ring.install()
+      defer { ring.close() }
+      #expect(crumbs_test_install_appending_handler(SIGUSR1) == 0)
+      let before = crumbs_test_signal_appends()
+      let writers = 3
+      let perWriter = 6_000
+      let threadIDs = ThreadTable(count: writers)
+      let started = ManagedCounter()
+      let group = DispatchGroup()
+      group.enter()
+      Thread.detachNewThread {
+        // Wait for the writers to exist, then interrupt them while they append.
+        while started.value < writers { sched_yield() }
+        for round in 0..<3_000 {
+          threadIDs.signal(round % writers, SIGUSR1)
+        }
+        group.leave()
       }
-      group.leave()
-    }
-    onThreads(writers) { thread in
-      // The test runner's threads start with SIGUSR1 blocked.
-      var unblock = sigset_t()
-      sigemptyset(&unblock)
-      sigaddset(&unblock, SIGUSR1)
-      pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-      threadIDs.register(thread)
-      started.increment()
-      for counter in 0..<perWriter {
-        addBreadcrumb("t=\(thread) n=\(counter)", attributes: ["t": String(thread), "n": String(counter)])
+      onThreads(writers) { thread in
+        // The test runner's threads start with SIGUSR1 blocked.
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGUSR1)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+        threadIDs.register(thread)
+        started.increment()
+        for counter in 0..<perWriter {
+          addBreadcrumb("t=\(thread) n=\(counter)", attributes: ["t": String(thread), "n": String(counter)])
+        }
+        // Stay alive until every signal aimed at this thread is delivered.
+        group.wait()
       }
-      // Stay alive until every signal aimed at this thread is delivered.
-      group.wait()
+      let fromHandler = Int(crumbs_test_signal_appends() - before)
+      let contents = ring.snapshot()
+      checkStressInvariants(contents.breadcrumbs)
+      #expect(fromHandler > 0)
+      #expect(contents.counts.torn == 0)
+      #expect(contents.counts.overwritten == 0)
+      #expect(contents.counts.valid == writers * perWriter + fromHandler)
+      let signalCrumbs = contents.breadcrumbs.filter(\.fromSignalHandler)
+      #expect(signalCrumbs.count == fromHandler)
+      #expect(
+        signalCrumbs.allSatisfy {
+          $0.message == "from signal handler" && $0.attributes == [.init(key: "origin", value: "signal")]
+        })
     }
-    let fromHandler = Int(crumbs_test_signal_appends() - before)
-    let contents = ring.snapshot()
-    checkStressInvariants(contents.breadcrumbs)
-    #expect(fromHandler > 0)
-    #expect(contents.counts.torn == 0)
-    #expect(contents.counts.overwritten == 0)
-    #expect(contents.counts.valid == writers * perWriter + fromHandler)
-    let signalCrumbs = contents.breadcrumbs.filter(\.fromSignalHandler)
-    #expect(signalCrumbs.count == fromHandler)
-    #expect(signalCrumbs.allSatisfy { $0.message == "from signal handler" && $0.attributes == [.init(key: "origin", value: "signal")] })
   }
 
   @Test func aDebugFloodDoesNotEvictImportantBreadcrumbs() throws {

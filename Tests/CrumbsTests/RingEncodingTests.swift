@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 @Suite struct RingEncodingTests {
   @Test func levelAndTypeRawValuesMatchTheCEnums() {
@@ -104,39 +105,43 @@ import Testing
   }
 
   @Test func globalAddBreadcrumbWritesToTheInstalledRingOnly() throws {
-    let directory = TestDirectory()
-    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
-    let other = try BreadcrumbRing.create(at: directory.file("o.ring"))
-    ring.install()
-    #expect(ring.isInstalled)
-    ring.install()  // idempotent
-    addBreadcrumb("through the global", level: .warning, type: .user, attributes: ["a": "b"])
-    #expect(ring.snapshot().breadcrumbs.map(\.message) == ["through the global"])
-    #expect(other.snapshot().breadcrumbs.isEmpty)
-    ring.close()
-    #expect(!ring.isInstalled)
-    addBreadcrumb("after close: dropped, no crash")
-    #expect(other.snapshot().breadcrumbs.isEmpty)
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+      let other = try BreadcrumbRing.create(at: directory.file("o.ring"))
+      ring.install()
+      #expect(ring.isInstalled)
+      ring.install()  // idempotent
+      addBreadcrumb("through the global", level: .warning, type: .user, attributes: ["a": "b"])
+      #expect(ring.snapshot().breadcrumbs.map(\.message) == ["through the global"])
+      #expect(other.snapshot().breadcrumbs.isEmpty)
+      ring.close()
+      #expect(!ring.isInstalled)
+      addBreadcrumb("after close: dropped, no crash")
+      #expect(other.snapshot().breadcrumbs.isEmpty)
+    }
   }
 
   @Test func cEntryPointAppendsWithAttributes() throws {
-    let directory = TestDirectory()
-    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
-    ring.install()
-    defer { ring.close() }
-    let appended = "key".withCString { key in
-      "value".withCString { value in
-        var attribute = crumbs_attribute(key: key, value: value)
-        return crumbs_add_breadcrumb(
-          UInt8(CRUMBS_LEVEL_ERROR.rawValue), UInt8(CRUMBS_TYPE_SYSTEM.rawValue), "from C", &attribute, 1)
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+      ring.install()
+      defer { ring.close() }
+      let appended = "key".withCString { key in
+        "value".withCString { value in
+          var attribute = crumbs_attribute(key: key, value: value)
+          return crumbs_add_breadcrumb(
+            UInt8(CRUMBS_LEVEL_ERROR.rawValue), UInt8(CRUMBS_TYPE_SYSTEM.rawValue), "from C", &attribute, 1)
+        }
       }
+      #expect(appended)
+      let crumb = try #require(ring.snapshot().breadcrumbs.first)
+      #expect(crumb.message == "from C")
+      #expect(crumb.level == .error)
+      #expect(crumb.type == .system)
+      #expect(crumb.attributes == [.init(key: "key", value: "value")])
     }
-    #expect(appended)
-    let crumb = try #require(ring.snapshot().breadcrumbs.first)
-    #expect(crumb.message == "from C")
-    #expect(crumb.level == .error)
-    #expect(crumb.type == .system)
-    #expect(crumb.attributes == [.init(key: "key", value: "value")])
   }
 
   @Test func timestampsAreCloseToTheWallClock() throws {

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Bad input: foreign, truncated, corrupt and newer files get a clear error, and in a Crumbs
 /// directory are quarantined with their reason, never deleted.
@@ -17,10 +18,14 @@ import Testing
   }
 
   func read(_ bytes: [UInt8]) -> Result<RingContents, RingFileError> {
-    bytes.withUnsafeBytes { image in Result { () throws(RingFileError) in try RingReader.read(image: image) } }
+    bytes.withUnsafeBytes { image in Result { () throws(RingFileError) in try RingReader.read(image: image) }
+    }
   }
 
-  func expectError(_ bytes: [UInt8], _ kind: RingFileError.Kind, containing text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+  func expectError(
+    _ bytes: [UInt8], _ kind: RingFileError.Kind, containing text: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) {
     switch read(bytes) {
     case .success: Issue.record("read succeeded; expected \(kind)", sourceLocation: sourceLocation)
     case .failure(let error):
@@ -34,7 +39,8 @@ import Testing
     expectError([], .notARing, containing: "0 bytes")
     expectError(Array("hello, I am a text file\n".utf8), .notARing, containing: "magic")
     expectError([UInt8](repeating: 0, count: 8192), .notARing, containing: "no magic")
-    expectError([0x7f, 0x45, 0x4c, 0x46] + [UInt8](repeating: 1, count: 5000), .notARing, containing: "magic")
+    expectError(
+      [0x7f, 0x45, 0x4c, 0x46] + [UInt8](repeating: 1, count: 5000), .notARing, containing: "magic")
   }
 
   @Test func truncatedRingsSaySo() throws {
@@ -73,8 +79,10 @@ import Testing
     // Flip one byte in the middle of that slot's message.
     let slotsOffset = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 32, as: UInt64.self) })
     let laneIndex = Int(damagedID >> 48)
-    let firstSlot = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 8, as: UInt32.self) })
-    let laneSlots = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 12, as: UInt32.self) })
+    let firstSlot = Int(
+      bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 8, as: UInt32.self) })
+    let laneSlots = Int(
+      bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 4096 + laneIndex * 64 + 12, as: UInt32.self) })
     let slot = firstSlot + Int(damagedID & 0xFFFF_FFFF_FFFF) % laneSlots
     bytes[slotsOffset + slot * 256 + 37] ^= 0x20
     let damaged = try read(bytes).get()

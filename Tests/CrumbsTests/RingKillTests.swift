@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
 import Testing
 
 @testable import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// A child appends from several threads and is SIGKILLed at a random point; the file it leaves
 /// must read back with every record intact and every thread's order kept.
@@ -37,7 +38,9 @@ import Testing
     // At most one slot per thread can have been mid-write when the process died.
     #expect(contents.counts.torn <= threads)
     #expect(contents.counts.valid + contents.counts.torn + contents.counts.empty == contents.header.slotCount)
-    #expect(UInt64(contents.counts.valid + contents.counts.torn + contents.counts.overwritten) <= contents.header.appendsClaimed)
+    #expect(
+      UInt64(contents.counts.valid + contents.counts.torn + contents.counts.overwritten)
+        <= contents.header.appendsClaimed)
     // Thread 0 appends warnings: the important lanes hold its newest ones.
     #expect(contents.breadcrumbs.contains { $0.level == .warning && $0.message.hasPrefix("t=0 ") })
     #expect(contents.breadcrumbs.contains { $0.level == .info })

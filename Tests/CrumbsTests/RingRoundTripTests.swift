@@ -12,7 +12,8 @@ import Testing
     ring.append("third")
     let live = ring.snapshot()
     #expect(live.breadcrumbs.map(\.message) == ["first", "second", "third"])
-    #expect(live.breadcrumbs[1].attributes == [.init(key: "url", value: "/x"), .init(key: "status", value: "500")])
+    #expect(
+      live.breadcrumbs[1].attributes == [.init(key: "url", value: "/x"), .init(key: "status", value: "500")])
     #expect(live.breadcrumbs[1].level == .warning)
     #expect(live.breadcrumbs[0].type == .navigation)
     #expect(live.counts.valid == 3)
@@ -20,6 +21,8 @@ import Testing
     let offline = try RingReader.read(file: directory.file("a.ring"))
     #expect(offline.breadcrumbs.map(\.message) == ["first", "second", "third"])
     #expect(offline.header.state == .running)
-    #expect(offline.breadcrumbs.map(\.threadSequence) == [0, 1, 2].map { $0 + offline.breadcrumbs[0].threadSequence })
+    #expect(
+      offline.breadcrumbs.map(\.threadSequence)
+        == [0, 1, 2].map { $0 + offline.breadcrumbs[0].threadSequence })
   }
 }

@@ -1,7 +1,10 @@
+import Foundation
+
+@testable import Crumbs
+
 #if canImport(Glibc)
   import Glibc
 #endif
-@testable import Crumbs
 
 /// A fresh 0700 directory under $TMPDIR for one test, removed with everything in it on deinit.
 final class TestDirectory {
@@ -25,5 +28,18 @@ final class TestDirectory {
 enum ProcessInfoLite {
   static func environment(_ name: String) -> String? {
     getenv(name).map { String(cString: $0) }
+  }
+}
+
+/// Tests that install process-wide state (the installed ring, the crash handler, signal
+/// handlers, a CrumbsClient) take this lock for their whole body: Swift Testing runs suites in
+/// parallel, and two such tests at once would write into each other's rings.
+enum ProcessWideState {
+  private static let lock = NSLock()
+
+  static func exclusive<Result>(_ body: () throws -> Result) rethrows -> Result {
+    lock.lock()
+    defer { lock.unlock() }
+    return try body()
   }
 }

@@ -11,11 +11,12 @@
 // Each crash is a real child process (this executable, `crash-child DIR`). Medians of ROUNDS.
 // Usage: ReportFigures [ROUNDS]   (default 9)
 
+import Crumbs
+import Foundation
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import Crumbs
-import Foundation
 
 func monotonicNanoseconds() -> UInt64 {
   var now = timespec()
@@ -40,7 +41,8 @@ func milliseconds(_ nanoseconds: Double) -> String { String(format: "%.3f ms", n
 func fill(_ ring: BreadcrumbRing, count: Int) {
   for index in 0..<count {
     ring.append(
-      "GET /api/v1/orders/\(index) answered 200 in 12 ms (cache miss)", level: index % 50 == 0 ? .warning : .info,
+      "GET /api/v1/orders/\(index) answered 200 in 12 ms (cache miss)",
+      level: index % 50 == 0 ? .warning : .info,
       type: .http, attributes: ["method": "GET", "status": "200", "n": String(index)])
   }
 }
@@ -135,7 +137,9 @@ if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "crash-child" {
 }
 
 let rounds = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 9 : 9
-print("== Crash path and next launch: medians of \(rounds) crashes of a child with a full 1 MiB ring and a 64-deep stack ==")
+print(
+  "== Crash path and next launch: medians of \(rounds) crashes of a child with a full 1 MiB ring and a 64-deep stack =="
+)
 
 var handlerTimes: [Double] = []
 var installTimes: [Double] = []
@@ -166,9 +170,12 @@ for round in 0..<rounds {
   }
   try? FileManager.default.removeItem(atPath: directory)
 }
-print("  crash handler, signal → complete record:  \(milliseconds(median(handlerTimes)))  (goal ≤ 1 ms; frames \(framesSeen.min() ?? 0)…\(framesSeen.max() ?? 0))")
+print(
+  "  crash handler, signal → complete record:  \(milliseconds(median(handlerTimes)))  (goal ≤ 1 ms; frames \(framesSeen.min() ?? 0)…\(framesSeen.max() ?? 0))"
+)
 print("  CrashHandler.install (thread CPU time):    \(milliseconds(median(installTimes)))  (goal ≤ 2 ms)")
-print("  next launch (read, symbolicate, LZ4, store): \(milliseconds(median(processingTimes)))  (goal ≤ 50 ms)")
+print(
+  "  next launch (read, symbolicate, LZ4, store): \(milliseconds(median(processingTimes)))  (goal ≤ 50 ms)")
 
 // LZ4 on the trail.
 if !trailBytes.isEmpty {
@@ -206,7 +213,9 @@ for round in 0..<max(rounds, 15) {
   client.close()
   try? FileManager.default.removeItem(atPath: directory)
 }
-print("  CrumbsClient.start on the caller's thread: \(milliseconds(median(startTimes))) wall, \(milliseconds(median(startCPUTimes))) CPU  (goal ≤ 2 ms)")
+print(
+  "  CrumbsClient.start on the caller's thread: \(milliseconds(median(startTimes))) wall, \(milliseconds(median(startCPUTimes))) CPU  (goal ≤ 2 ms)"
+)
 
 struct FiguresError: Error {}
 let directory = temporaryDirectory("nonfatal")
@@ -227,4 +236,6 @@ for _ in 0..<max(rounds, 15) {
 }
 client.close()
 try? FileManager.default.removeItem(atPath: directory)
-print("  non-fatal report, call → stored (1 MiB ring): \(milliseconds(median(sendTimes))) wall, \(milliseconds(median(sendCPUTimes))) CPU  (goal ≤ 5 ms; the first, which parses symbol tables: \(milliseconds(firstSend)))")
+print(
+  "  non-fatal report, call → stored (1 MiB ring): \(milliseconds(median(sendTimes))) wall, \(milliseconds(median(sendCPUTimes))) CPU  (goal ≤ 5 ms; the first, which parses symbol tables: \(milliseconds(firstSend)))"
+)

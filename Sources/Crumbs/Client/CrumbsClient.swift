@@ -14,12 +14,13 @@
 // Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsSignalPath
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Why a client could not start.
 public enum CrumbsError: Error, CustomStringConvertible {
@@ -147,7 +148,8 @@ public final class CrumbsClient: @unchecked Sendable {
     uploader =
       destinations.isEmpty
       ? nil
-      : ReportUploader(store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
+      : ReportUploader(
+        store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
     bridge.client = self
     if !Self.persistedEnabled(configuration.directory) {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
@@ -352,7 +354,8 @@ public final class CrumbsClient: @unchecked Sendable {
     case .dontSend:
       _ = try? store.move(id: report.id, from: .pending, to: .dropped)
       try? Syscall.writeFileAtomically(
-        store.folder(.dropped) + "/" + report.id + "/dropped.reason", Array("the user declined to send it\n".utf8))
+        store.folder(.dropped) + "/" + report.id + "/dropped.reason",
+        Array("the user declined to send it\n".utf8))
       return false
     }
   }
@@ -367,8 +370,11 @@ public final class CrumbsClient: @unchecked Sendable {
     let path = configuration.directory + "/disabled"
     if enabled {
       _ = try? Syscall.unlink(path)
-      ring.setFilter(minimumLevel: configuration.ring.minimumLevel, enabledTypes: configuration.ring.enabledTypes)
-      if configuration.installsCrashHandler { _ = try? CrashHandler.install(ring: ring, options: configuration.crashHandler) }
+      ring.setFilter(
+        minimumLevel: configuration.ring.minimumLevel, enabledTypes: configuration.ring.enabledTypes)
+      if configuration.installsCrashHandler {
+        _ = try? CrashHandler.install(ring: ring, options: configuration.crashHandler)
+      }
       startAutomaticBreadcrumbs()
       uploader?.start()
     } else {
@@ -420,7 +426,9 @@ public final class CrumbsClient: @unchecked Sendable {
     var addresses = [UInt64](repeating: 0, count: 128)
     let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
     addresses.removeSubrange(count...)
-    let (globalAttributes, globalFiles, delegate) = state.withLock { ($0.attributes, $0.attachments, $0.delegate) }
+    let (globalAttributes, globalFiles, delegate) = state.withLock {
+      ($0.attributes, $0.attachments, $0.delegate)
+    }
     let builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
@@ -462,7 +470,8 @@ public final class CrumbsClient: @unchecked Sendable {
   /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.
   static func debuggerAttached() -> Bool {
     guard let bytes = try? Syscall.readFile("/proc/self/status", limit: 1 << 16) else { return false }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("TracerPid:") {
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    where line.hasPrefix("TracerPid:") {
       let value = line.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" }
       return !value.isEmpty && value != "0"
     }

@@ -2,11 +2,12 @@
 // the current thread's stack (symbolicated against the live process's modules), attributes,
 // attachments within the size limit, and a snapshot of the breadcrumb trail. Not signal-safe.
 
+import CrumbsSignalPath
+import Foundation
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
-import Foundation
 
 /// Symbolicates the live process's addresses, keeping the parsed symbol tables between reports
 /// (parsed again only when the module list changed, e.g. after a dlopen). Thread-safe.
@@ -60,7 +61,9 @@ struct NonFatalReportBuilder {
       timeUnixNano: now, time: ISO8601.string(nanoseconds: now), observedTimeUnixNano: now,
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
       modules: modules.map {
-        .init(path: $0.path, loadAddress: CrashReport.hex($0.loadBias), buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
+        .init(
+          path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
+          buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
       },
       resource: ProcessAttributes.resource(
         pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion),
@@ -76,17 +79,20 @@ struct NonFatalReportBuilder {
       let size = Self.fileSize(path)
       if let size, size > attachmentSizeLimit {
         report.attachments.append(
-          .init(name: name, contentType: "application/octet-stream", size: size,
+          .init(
+            name: name, contentType: "application/octet-stream", size: size,
             omittedReason: "larger than the \(attachmentSizeLimit)-byte attachment limit"))
         continue
       }
       do {
         let bytes = try Syscall.readFile(path, limit: attachmentSizeLimit)
         files.append((name, bytes))
-        report.attachments.append(.init(name: name, contentType: "application/octet-stream", size: bytes.count))
+        report.attachments.append(
+          .init(name: name, contentType: "application/octet-stream", size: bytes.count))
       } catch {
         report.attachments.append(
-          .init(name: name, contentType: "application/octet-stream", size: 0,
+          .init(
+            name: name, contentType: "application/octet-stream", size: 0,
             omittedReason: error.errno == .fileTooLarge
               ? "larger than the \(attachmentSizeLimit)-byte attachment limit" : "unreadable: \(error)"))
       }

@@ -1,10 +1,11 @@
 // TestCrash.swift — crashing on purpose, in every way the crash handler must catch, so an app
 // (and the demo, and the tests) can check its whole crash pipeline end to end.
 
+import CrumbsSignalPath
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
 
 /// A way to crash.
 public enum CrashKind: String, CaseIterable, Sendable {

@@ -15,12 +15,13 @@
 // a full or read-only disk is an install-time error (`CrashHandlerError.recordFile`), never a
 // hang or a different death at crash time.
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 import CrumbsSignalPath
 import Synchronization
 import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// What the crash handler catches and how it behaves.
 public struct CrashHandlerOptions: Sendable, Equatable {
@@ -243,7 +244,8 @@ public enum CrashHandler {
     case Int(CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED): throw .alternateStacks(error)
     case Int(CRUMBS_CRASH_INSTALL_SIGACTION_FAILED): throw .sigaction(error)
     case Int(CRUMBS_CRASH_INSTALL_BAD_SIGNALS): throw .invalidSignals("rejected by sigaction set-up")
-    default: throw .recordFile(SystemCallError(call: "crumbs_crash_install", path: nil, errno: .invalidArgument))
+    default:
+      throw .recordFile(SystemCallError(call: "crumbs_crash_install", path: nil, errno: .invalidArgument))
     }
   }
 

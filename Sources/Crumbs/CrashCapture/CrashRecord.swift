@@ -11,10 +11,11 @@
 // a foreign file, a newer version): every count is checked against its C capacity, every string
 // is cut at its field's end, and nothing traps. Not signal-safe.
 
+import CrumbsSignalPath
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
 
 /// Why bytes could not be read as a crash record. The message is one line, for people.
 public struct CrashRecordError: Error, CustomStringConvertible, Equatable {
@@ -227,11 +228,13 @@ private struct RecordFields {
       throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
     }
     let state = u32(\C.state)
-    guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state) else {
+    guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
+    else {
       throw CrashRecordError(.corrupt, "state \(state) is not a crash record state")
     }
     guard u32(\C.register_count) <= CRUMBS_CRASH_MAX_REGISTERS else {
-      throw CrashRecordError(.corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
+      throw CrashRecordError(
+        .corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
     }
     guard u32(\C.frame_count) <= CRUMBS_CRASH_MAX_FRAMES else {
       throw CrashRecordError(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
@@ -246,9 +249,15 @@ private struct RecordFields {
   }
 
   func offset<T>(_ path: KeyPath<C, T>) -> Int { MemoryLayout<C>.offset(of: path)! }
-  func u64(_ path: KeyPath<C, UInt64>) -> UInt64 { image.loadUnaligned(fromByteOffset: offset(path), as: UInt64.self) }
-  func u32(_ path: KeyPath<C, UInt32>) -> UInt32 { image.loadUnaligned(fromByteOffset: offset(path), as: UInt32.self) }
-  func i32(_ path: KeyPath<C, Int32>) -> Int32 { image.loadUnaligned(fromByteOffset: offset(path), as: Int32.self) }
+  func u64(_ path: KeyPath<C, UInt64>) -> UInt64 {
+    image.loadUnaligned(fromByteOffset: offset(path), as: UInt64.self)
+  }
+  func u32(_ path: KeyPath<C, UInt32>) -> UInt32 {
+    image.loadUnaligned(fromByteOffset: offset(path), as: UInt32.self)
+  }
+  func i32(_ path: KeyPath<C, Int32>) -> Int32 {
+    image.loadUnaligned(fromByteOffset: offset(path), as: Int32.self)
+  }
 
   /// A NUL-terminated (or field-long) UTF-8 string of `capacity` bytes at `start`.
   func string(at start: Int, capacity: Int) -> String {

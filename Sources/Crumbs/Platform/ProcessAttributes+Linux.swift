@@ -11,7 +11,8 @@ enum ProcessAttributes {
     pid: Int32, executable: String, appName: String, appVersion: String? = nil
   ) -> [String: String] {
     var attributes: [String: String] = [
-      "service.name": appName.isEmpty ? (executable.split(separator: "/").last.map(String.init) ?? "unknown") : appName,
+      "service.name": appName.isEmpty
+        ? (executable.split(separator: "/").last.map(String.init) ?? "unknown") : appName,
       "process.pid": String(pid),
       "process.executable.path": executable,
       "process.executable.name": executable.split(separator: "/").last.map(String.init) ?? "",

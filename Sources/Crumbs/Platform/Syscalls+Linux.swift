@@ -4,12 +4,13 @@
 // names the call and the path. Nothing here is signal-safe: the signal path is C
 // (Sources/CrumbsSignalPath), and none of this runs on the append hot path.
 
+import SystemPackage
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Musl)
   import Musl
 #endif
-import SystemPackage
 
 /// A failed system call: which call, on what, and the errno it left.
 public struct SystemCallError: Error, CustomStringConvertible, Equatable {

@@ -55,7 +55,9 @@ struct CrashReportBuilder {
     report.registers = record.registers.map { .init(name: $0.name, value: Self.hex16($0.value)) }
     report.frames = frames
     report.modules = record.modules.map {
-      .init(path: $0.path, loadAddress: CrashReport.hex($0.loadBias), buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
+      .init(
+        path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
+        buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
     }
     report.handlerDurationNanoseconds = record.handlerDurationNanoseconds
     report.resource["process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
@@ -158,7 +160,8 @@ struct CrashReportBuilder {
   static func hint(signal: Int32, frames: [SymbolicatedFrame]) -> String? {
     let swiftTop = frames.prefix(3).contains { ($0.symbol ?? "").hasPrefix("$s") }
     if (signal == SIGILL || signal == SIGTRAP) && swiftTop {
-      return "a Swift runtime trap (fatalError, precondition, force-unwrap of nil, index out of range, arithmetic overflow)"
+      return
+        "a Swift runtime trap (fatalError, precondition, force-unwrap of nil, index out of range, arithmetic overflow)"
     }
     return signal == SIGABRT ? "abort() (or a failed C assert)" : nil
   }
@@ -168,4 +171,3 @@ struct CrashReportBuilder {
     return "0x" + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
   }
 }
-

@@ -157,14 +157,16 @@ public struct PostMortemProcessor: Sendable {
     }
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
-      var builder = CrashReportBuilder(attributes: attributes, appVersion: appVersion, reportingSession: reportingSession)
+      var builder = CrashReportBuilder(
+        attributes: attributes, appVersion: appVersion, reportingSession: reportingSession)
       builder.symbolicatorOptions = symbolicatorOptions
       let report: CrashReport
       if let record {
         report = builder.crash(record: record, ring: ring, trailSize: trail?.bytes.count, damage: damage)
       } else if let ring, ring.header.state == .crashed {
         report = builder.crashWithoutRecord(
-          ring: ring, trailSize: trail?.bytes.count, damage: damage + ["no crash record next to a ring marked crashed"])
+          ring: ring, trailSize: trail?.bytes.count,
+          damage: damage + ["no crash record next to a ring marked crashed"])
       } else {
         report = builder.abnormalTermination(ring: ring!, trailSize: trail?.bytes.count)
       }

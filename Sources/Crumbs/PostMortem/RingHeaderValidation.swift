@@ -4,10 +4,11 @@
 // one line what is wrong. Every field a slot decoder depends on is checked against the layout
 // rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
 
+import CrumbsSignalPath
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
 
 /// A validated ring layout: every offset and count in it is within the image.
 struct RingLayout {
@@ -87,7 +88,8 @@ enum RingHeaderValidation {
     guard slotCount >= 1, slotCount <= 1 << 25 else { throw corrupt("slot count \(slotCount)") }
     let fileSize = expectedSlotsOffset + slotCount * slotSize
     guard header.file_size == UInt64(fileSize) else {
-      throw corrupt("file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes")
+      throw corrupt(
+        "file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes")
     }
     guard availableBytes >= fileSize else {
       throw RingFileError(.truncated, "truncated ring: \(availableBytes) bytes, header says \(fileSize)")
@@ -95,8 +97,9 @@ enum RingHeaderValidation {
     guard image.count >= lanesEnd else {
       throw RingFileError(.truncated, "truncated ring: lane table cut off")
     }
-    guard header.clock_kind == CRUMBS_CLOCK_CPU_COUNTER.rawValue
-      || header.clock_kind == CRUMBS_CLOCK_MONOTONIC_NS.rawValue
+    guard
+      header.clock_kind == CRUMBS_CLOCK_CPU_COUNTER.rawValue
+        || header.clock_kind == CRUMBS_CLOCK_MONOTONIC_NS.rawValue
     else { throw corrupt("unknown clock kind \(header.clock_kind)") }
 
     var lanes: [RingLayout.Lane] = []
@@ -214,7 +217,8 @@ struct RingClock {
     let scaled = (deltaTicks / ticksPerNanosecond).rounded()
     // Garbage ticks (a damaged file that still verified) must not trap the conversion.
     let deltaNanoseconds = scaled.isFinite && abs(scaled) < 9.0e18 ? Int64(scaled) : 0
-    breadcrumb.monotonicNanoseconds = UInt64(bitPattern: Int64(bitPattern: anchor.monotonic_ns) &+ deltaNanoseconds)
+    breadcrumb.monotonicNanoseconds = UInt64(
+      bitPattern: Int64(bitPattern: anchor.monotonic_ns) &+ deltaNanoseconds)
     breadcrumb.wallTimeNanoseconds = UInt64(bitPattern: Int64(bitPattern: anchor.wall_ns) &+ deltaNanoseconds)
   }
 

@@ -10,10 +10,11 @@
 // The append itself is C (crumbs_ring_append.h), shared with the crash handler; this file only
 // hands it the UTF-8 bytes of Swift strings without copying them to the heap.
 
+import CrumbsSignalPath
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import CrumbsSignalPath
 
 /// How a ring is shaped and filtered.
 public struct RingOptions: Sendable, Equatable {

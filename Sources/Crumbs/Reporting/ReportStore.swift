@@ -16,10 +16,11 @@
 //   move(id:from:to:)           change state (delivery)
 // Not signal-safe.
 
+import FoundationEssentials
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import FoundationEssentials
 
 /// Why the store failed.
 public enum ReportStoreError: Error, CustomStringConvertible, Equatable {
