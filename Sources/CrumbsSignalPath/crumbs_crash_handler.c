@@ -378,6 +378,15 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
       crumbs__crash_module_for_text(record, registers.leaf_return) >= 0) {
     frames_before_walk[prefix++] = registers.leaf_return;
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED, __ATOMIC_RELAXED);
+  } else if (registers.leaf_return != 0 && crumbs__crash_is_return_address(record, registers.leaf_return) &&
+             registers.fp >= low && registers.fp + 16 <= high && (registers.fp & 7u) == 0 &&
+             ((const volatile uint64_t *)(uintptr_t)registers.fp)[1] != registers.leaf_return) {
+    // A fault inside a function that keeps no frame (glibc's memcpy, strlen, syscall…): the frame
+    // pointer still names its caller's caller, and the caller itself is only at [sp]. Take
+    // [sp] when it is a real return address (right after a call instruction, in a module's
+    // text) that the chain would not give anyway. Flagged.
+    frames_before_walk[prefix++] = registers.leaf_return;
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED, __ATOMIC_RELAXED);
   }
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
   uint32_t walked;

@@ -76,7 +76,7 @@ uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64
 /// Whether `address` is a return address: inside a module's text, right after a call
 /// instruction (x86_64: E8 rel32, or FF /2 with its ModRM byte at one of the usual distances;
 /// aarch64: BL or BLR). Reads only that module's text, which is mapped and readable.
-static bool crumbs__is_return_address(const crumbs_crash_record *record, uint64_t address) {
+bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address) {
   int module = crumbs__crash_module_for_text(record, address - 1);
   if (module < 0) return false;
   uint64_t text_start = record->modules[module].text_start;
@@ -107,14 +107,14 @@ uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t s
   if (sp + 32768 < limit) limit = sp + 32768;
   for (uint64_t slot = (sp + 7) & ~(uint64_t)7; slot + 8 <= limit && count < capacity; slot += 8) {
     uint64_t candidate = *(const volatile uint64_t *)(uintptr_t)slot;
-    if (!crumbs__is_return_address(record, candidate)) continue;
+    if (!crumbs__crash_is_return_address(record, candidate)) continue;
     if (count == 0 || frames[count - 1] != candidate) frames[count++] = candidate;
     // Is slot - 8 a frame record ([record] = caller's frame pointer, [record + 8] = this return
     // address) whose caller's record holds a return address too? Then the chain is back.
     if (slot < sp + 8) continue;
     uint64_t saved_fp = *(const volatile uint64_t *)(uintptr_t)(slot - 8);
     if ((saved_fp & 7u) == 0 && saved_fp > slot && saved_fp + 16 <= high &&
-        crumbs__is_return_address(record, ((const volatile uint64_t *)(uintptr_t)saved_fp)[1])) {
+        crumbs__crash_is_return_address(record, ((const volatile uint64_t *)(uintptr_t)saved_fp)[1])) {
       // The walker records its pc first; hand it the next return address as that pc.
       uint64_t next_pc = ((const volatile uint64_t *)(uintptr_t)saved_fp)[1];
       uint64_t next_fp = ((const volatile uint64_t *)(uintptr_t)saved_fp)[0];

@@ -75,6 +75,21 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     print(crumbs_test_int_divide(7, Int32(getpid() % 1)))
   },
+  "sigtrap": crashing { _ in
+    printFunction("crumbs_test_breakpoint", crumbs_test_address_of_breakpoint())
+    armAndFlush()
+    crumbs_test_breakpoint()
+  },
+  "sigsys": crashing { _ in
+    printFunction("crumbs_test_seccomp_trap", crumbs_test_address_of_seccomp_trap())
+    armAndFlush()
+    _ = crumbs_test_seccomp_trap()
+  },
+  // SIGQUIT is caught only when asked for (CRUMBS_TEST_CATCH_QUIT=1, set by the test).
+  "sigquit": crashing { _ in
+    armAndFlush()
+    raise(SIGQUIT)
+  },
   "stack-overflow-main": crashing { _ in
     printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
     armAndFlush()
@@ -191,6 +206,7 @@ final class BarrierBox: @unchecked Sendable {
 func handlerOptions() -> CrashHandlerOptions {
   var options = CrashHandlerOptions()
   options.faultsInsideHandlerForTesting = getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil
+  options.catchesQuit = getenv("CRUMBS_TEST_CATCH_QUIT") != nil
   return options
 }
 

@@ -2,6 +2,11 @@
 // they are how the test child crashes, not part of the handler.
 #define _GNU_SOURCE
 #undef NDEBUG
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include "crumbs_test_child.h"
 
 #include <assert.h>
@@ -100,3 +105,32 @@ int crumbs_test_arm_malloc_guard(void) {
   arm();
   return 1;
 }
+
+// MARK: - SIGTRAP and SIGSYS
+
+__attribute__((noinline)) void crumbs_test_breakpoint(void) {
+#if defined(__x86_64__)
+  __asm__ volatile("int3");
+#elif defined(__aarch64__)
+  __asm__ volatile("brk #0");
+#else
+  raise(SIGTRAP);
+#endif
+}
+
+uintptr_t crumbs_test_address_of_breakpoint(void) { return (uintptr_t)&crumbs_test_breakpoint; }
+
+__attribute__((noinline)) int crumbs_test_seccomp_trap(void) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getppid, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) return -1;
+  return (int)syscall(__NR_getppid);
+}
+
+uintptr_t crumbs_test_address_of_seccomp_trap(void) { return (uintptr_t)&crumbs_test_seccomp_trap; }

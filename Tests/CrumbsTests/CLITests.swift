@@ -307,7 +307,7 @@ final class CLIProcess {
     let argv = ([Self.executable] + arguments).map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var child = pid_t()
-    let result = posix_spawn(&child, Self.executable, &actions, nil, argv, environ)
+    let result = withCleanSignalState { posix_spawn(&child, Self.executable, &actions, $0, argv, environ) }
     close(out[1])
     close(err[1])
     guard result == 0 else {

@@ -53,7 +53,7 @@ final class ChildProcess {
       envp.forEach { free($0) }
     }
     var child = pid_t()
-    let result = posix_spawn(&child, executable, &actions, nil, argv, envp)
+    let result = withCleanSignalState { posix_spawn(&child, executable, &actions, $0, argv, envp) }
     close(pipeDescriptors[1])
     guard result == 0 else {
       close(pipeDescriptors[0])
@@ -152,4 +152,22 @@ final class ChildProcess {
 
 enum ChildError: Error {
   case spawn(String, Int32)
+}
+
+/// Calls `body` with spawn attributes that give the child an empty signal mask and default
+/// actions: the test runner's threads block signals (SIGUSR1, SIGQUIT…), and a child would
+/// otherwise inherit that mask and never see the signals a test sends or raises.
+func withCleanSignalState<Result>(_ body: (UnsafePointer<posix_spawnattr_t>) -> Result) -> Result {
+  var attributes = posix_spawnattr_t()
+  posix_spawnattr_init(&attributes)
+  defer { posix_spawnattr_destroy(&attributes) }
+  var empty = sigset_t()
+  sigemptyset(&empty)
+  posix_spawnattr_setsigmask(&attributes, &empty)
+  var defaults = sigset_t()
+  sigemptyset(&defaults)
+  for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, Int32(signal)) }
+  posix_spawnattr_setsigdefault(&attributes, &defaults)
+  posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+  return withUnsafePointer(to: &attributes) { body($0) }
 }

@@ -85,6 +85,10 @@ let crashExpectations: [CrashExpectation] = [
   CrashExpectation(scenario: "c-assert", signal: SIGABRT, code: -6),
   CrashExpectation(scenario: "bus-error", signal: SIGBUS, code: 2),  // BUS_ADRERR
   CrashExpectation(scenario: "sigfpe", signal: SIGFPE, code: 1, firstFrameInFunction: true),  // FPE_INTDIV
+  // int3 / brk: SIGTRAP (si_code SI_KERNEL on x86_64, TRAP_BRKPT on aarch64).
+  CrashExpectation(scenario: "sigtrap", signal: SIGTRAP, firstFrameInFunction: true),
+  // A seccomp filter traps getppid: SIGSYS, SYS_SECCOMP; the fault is inside libc's syscall().
+  CrashExpectation(scenario: "sigsys", signal: SIGSYS, code: 1, someFrameInFunction: true),
   CrashExpectation(scenario: "stack-overflow-main", signal: SIGSEGV, firstFrameInFunction: true),
   CrashExpectation(scenario: "stack-overflow-thread", signal: SIGSEGV, firstFrameInFunction: true),
   CrashExpectation(
@@ -160,7 +164,7 @@ final class CrashChild {
       envp.forEach { free($0) }
     }
     var child = pid_t()
-    let result = posix_spawn(&child, executable, &actions, nil, argv, envp)
+    let result = withCleanSignalState { posix_spawn(&child, executable, &actions, $0, argv, envp) }
     close(descriptors[1])
     guard result == 0 else {
       close(descriptors[0])
@@ -346,7 +350,9 @@ struct CrashCaptureTests {
     #expect(fatal.first?.fromSignalHandler == true)
     #expect(fatal.first?.message.hasPrefix(record.signal.name) == true, "\(fatal) \(context)")
 
-    if variant.backtracer {
+    // The runtime backtracer takes SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE and SIGSEGV
+    // (TOOLCHAIN-NOTES), not SIGSYS: nothing to chain to there.
+    if variant.backtracer && expectation.signal != SIGSYS {
       // Chained: the runtime backtracer still ran and printed its report.
       #expect(
         run.stderr.contains("Crash") || run.stderr.contains("crash"),
@@ -370,6 +376,24 @@ struct CrashCaptureTests {
         $0.hasSuffix(".crash")
       }
       #expect(crashFiles.count == 1)
+    }
+  }
+
+  @Test("SIGQUIT is recorded only when asked for, and still ends the process")
+  func quitIsOptIn() throws {
+    for catches in [false, true] {
+      let directory = TestDirectory()
+      let run = try runCrashScenario(
+        "sigquit", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+        environment: catches ? ["CRUMBS_TEST_CATCH_QUIT": "1"] : [:])
+      #expect(run.signal == SIGQUIT)
+      let record = try CrashRecord.read(file: try #require(run.recordPath))
+      if catches {
+        #expect(record.status == .complete)
+        #expect(record.signal.number == SIGQUIT)
+      } else {
+        #expect(record.status == .noCrash)
+      }
     }
   }
 

@@ -112,6 +112,9 @@ const char *crumbs_crash_code_name(int signal_number, int code);
 uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
                                    uint32_t *stop);
+/// Whether `address` is a return address: in a module's text, right after a call instruction.
+/// Safe to call from a signal handler (reads only that module's text).
+bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
 /// When the frame-pointer walk ended after fewer than 3 frames (the crash sat in code built
 /// without frame pointers, like glibc's abort/raise), scans the stack upward from `sp` for
 /// return addresses (values in a module's text right after a call instruction), appending them,

@@ -12,6 +12,13 @@ uint32_t crumbs_test_gettid(void);
 void crumbs_test_null_deref(void);
 /// Integer division by `divisor` (pass 0): SIGFPE, FPE_INTDIV on x86_64.
 int crumbs_test_int_divide(int dividend, int divisor);
+/// Executes a breakpoint instruction (int3 / brk): SIGTRAP.
+void crumbs_test_breakpoint(void);
+uintptr_t crumbs_test_address_of_breakpoint(void);
+/// Installs a seccomp filter that traps getppid (SECCOMP_RET_TRAP), then calls it: SIGSYS with
+/// si_code SYS_SECCOMP. Returns only if the filter could not be installed (-1, errno set).
+int crumbs_test_seccomp_trap(void);
+uintptr_t crumbs_test_address_of_seccomp_trap(void);
 /// C assert(value == 0) with NDEBUG undefined: prints, then abort() → SIGABRT.
 void crumbs_test_c_assert(int value);
 /// Maps `path` (created, 2 pages), truncates it to 0, then reads the mapping: SIGBUS.
