@@ -107,15 +107,19 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   },
   "thread-segv": crashing { _ in
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    let appending = StartedThreads()
     for index in 0..<3 {
       spawnThread {
         var count = 0
         while true {
           addBreadcrumb("background \(index) n=\(count)", level: .debug)
+          if count == 0 { appending.arrive() }
           count += 1
         }
       }
     }
+    // Crash only once every background thread has appended: they keep appending meanwhile.
+    appending.wait(for: 3)
     runOnThread(name: "crasher") {
       addBreadcrumb("crasher started", level: .info)
       print("thread \(crumbs_test_gettid())")
@@ -311,4 +315,29 @@ func printSymbol(_ name: String, _ function: @convention(c) (Int) -> Void) {
 }
 func printSymbol(_ name: String, _ function: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void) {
   printFunction(name, UInt(bitPattern: unsafeBitCast(function, to: Int.self)))
+}
+
+/// Counts threads that reached a point; another thread waits for a number of them.
+final class StartedThreads: @unchecked Sendable {
+  private var count = 0
+  private var mutex = pthread_mutex_t()
+  private var condition = pthread_cond_t()
+
+  init() {
+    pthread_mutex_init(&mutex, nil)
+    pthread_cond_init(&condition, nil)
+  }
+
+  func arrive() {
+    pthread_mutex_lock(&mutex)
+    count += 1
+    pthread_cond_broadcast(&condition)
+    pthread_mutex_unlock(&mutex)
+  }
+
+  func wait(for expected: Int) {
+    pthread_mutex_lock(&mutex)
+    while count < expected { pthread_cond_wait(&condition, &mutex) }
+    pthread_mutex_unlock(&mutex)
+  }
 }
