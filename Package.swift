@@ -67,24 +67,25 @@ let package = Package(
     // Fuzz targets: plain executables in a normal build, libFuzzer drivers when built with
     // `-sanitize=fuzzer` (see Fuzz/README.md).
     .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+    .target(name: "FuzzSupport", dependencies: ["CFuzzDriver"], path: "Fuzz/Support"),
     .executableTarget(
       name: "FuzzRingReader",
-      dependencies: ["Crumbs", "CFuzzDriver"],
+      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/RingReader"
     ),
     .executableTarget(
       name: "FuzzCrashRecordReader",
-      dependencies: ["Crumbs", "CFuzzDriver"],
+      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CrashRecordReader"
     ),
     .executableTarget(
       name: "FuzzStoredReport",
-      dependencies: ["Crumbs", "CFuzzDriver"],
+      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/StoredReport"
     ),
     .executableTarget(
       name: "FuzzELFReader",
-      dependencies: ["Crumbs", "CFuzzDriver"],
+      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFReader"
     ),
     .testTarget(

@@ -3,7 +3,7 @@
 // a torn page, a foreign file, a newer format).
 //
 // Entry points, in call order:
-//   main                    dispatches on the arguments:
+//   FuzzMain.run            dispatches on the arguments (shared: Fuzz/Support):
 //     --make-seeds DIR      writes the seed corpus (an armed record, a filled one, a partial
 //                           one, any real `.crash` files given after DIR, and damaged copies)
 //     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
@@ -18,6 +18,7 @@
 import CFuzzDriver
 import Crumbs
 import CrumbsSignalPath
+import FuzzSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -86,7 +87,7 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
   mkdir(directory, 0o755)
   var written = 0
   func save(_ name: String, _ bytes: [UInt8]) throws {
-    try writeFile(directory + "/" + name, bytes)
+    try FuzzMain.writeFile(directory + "/" + name, bytes)
     written += 1
   }
   let armed = record { _ in }
@@ -138,7 +139,7 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       record.complete_marker = CRUMBS_CRASH_COMPLETE_MARKER
     })
   for (index, path) in realRecords.enumerated() {
-    try save("real-\(index)", try readFile(path))
+    try save("real-\(index)", try FuzzMain.readFile(path))
   }
   func damaged(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
     var bytes = complete
@@ -159,78 +160,20 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
   return written
 }
 
-func readFile(_ path: String) throws -> [UInt8] {
-  guard let file = fopen(path, "rb") else { throw FuzzToolError(message: "cannot open \(path)") }
-  defer { fclose(file) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = fread(&chunk, 1, chunk.count, file)
-    if count <= 0 { break }
-    bytes += chunk[0..<count]
-  }
-  return bytes
-}
-
-func writeFile(_ path: String, _ bytes: [UInt8]) throws {
-  guard let file = fopen(path, "wb") else { throw FuzzToolError(message: "cannot create \(path)") }
-  defer { fclose(file) }
-  guard fwrite(bytes, 1, bytes.count, file) == bytes.count else {
-    throw FuzzToolError(message: "cannot write \(path)")
-  }
-}
-
-func printError(_ line: String) {
-  let text = line + "\n"
-  _ = text.withCString { write(2, $0, strlen($0)) }
-}
-
-struct FuzzToolError: Error {
-  var message: String
-}
-
 // MARK: - Main
 
-let arguments = CommandLine.arguments
-if arguments.count >= 3, arguments[1] == "--make-seeds" {
-  do {
-    let count = try makeSeeds(in: arguments[2], realRecords: Array(arguments.dropFirst(3)))
-    print("wrote \(count) seeds to \(arguments[2])")
-    exit(0)
-  } catch {
-    printError("FuzzCrashRecordReader: \(error)")
-    exit(1)
-  }
-}
-
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
-if status != -1 { exit(status) }
-
-// A normal build: replay the files given, one line each.
-let files = Array(arguments.dropFirst())
-if files.isEmpty {
-  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
-  exit(0)
-}
-for path in files {
-  do {
-    let bytes = try readFile(path)
-    _ = bytes.withUnsafeBufferPointer { fuzzOneInput($0.baseAddress, $0.count) }
+FuzzMain.run(
+  name: "FuzzCrashRecordReader", callback: { data, size in fuzzOneInput(data, size) },
+  makeSeeds: { directory, real in try makeSeeds(in: directory, realRecords: real) },
+  describe: { bytes in
     let result = bytes.withUnsafeBytes { image in
       Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
     }
     switch result {
     case .success(let record):
-      print(
-        "\(path): \(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
-      )
+      return
+        "\(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
     case .failure(let error):
-      print("\(path): rejected (\(error.kind.rawValue)): \(error.reason)")
+      return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }
-  } catch {
-    printError("FuzzCrashRecordReader: \(error)")
-    exit(1)
-  }
-}
+  })

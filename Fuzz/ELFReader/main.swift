@@ -3,7 +3,7 @@
 // by an update, a file that is not ELF at all, a hostile one).
 //
 // Entry points, in call order:
-//   main                    dispatches on the arguments:
+//   FuzzMain.run            dispatches on the arguments (shared: Fuzz/Support):
 //     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
 //     replay(files)         in a normal build: feeds each file given to fuzzOneInput and prints
 //                           what the reader made of it; no files: says "not a fuzzer build"
@@ -16,6 +16,7 @@
 
 import CFuzzDriver
 import Crumbs
+import FuzzSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -67,36 +68,12 @@ func check(_ bytes: UnsafeRawBufferPointer) -> String {
   }
 }
 
-func readFile(_ path: String) -> [UInt8]? {
-  guard let file = fopen(path, "rb") else { return nil }
-  defer { fclose(file) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = fread(&chunk, 1, chunk.count, file)
-    if count <= 0 { break }
-    bytes += chunk[0..<count]
-  }
-  return bytes
-}
-
 // MARK: - Main
 
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
-if status != -1 { exit(status) }
-
-// A normal build: replay the files given, one line each.
-let files = Array(CommandLine.arguments.dropFirst())
-if files.isEmpty {
-  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
-  exit(0)
-}
-for path in files {
-  guard let bytes = readFile(path) else {
-    print("\(path): cannot read")
-    exit(1)
-  }
-  print("\(path): " + bytes.withUnsafeBytes { check($0) })
-}
+FuzzMain.run(
+  name: "FuzzELFReader", callback: { data, size in fuzzOneInput(data, size) },
+  makeSeeds: { directory, _ in
+    throw FuzzToolError(
+      message: "ELF seeds are built with cc (see Fuzz/README.md), not by this tool: \(directory)")
+  },
+  describe: { bytes in bytes.withUnsafeBytes { check($0) } })

@@ -3,7 +3,7 @@
 // format).
 //
 // Entry points, in call order:
-//   main                    dispatches on the arguments:
+//   FuzzMain.run            dispatches on the arguments (shared: Fuzz/Support):
 //     --make-seeds DIR      writes the seed corpus (real rings made with BreadcrumbRing, plus a
 //                           few damaged ones) into DIR
 //     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
@@ -19,6 +19,7 @@
 import CFuzzDriver
 import Crumbs
 import CrumbsSignalPath
+import FuzzSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -99,7 +100,7 @@ func makeSeeds(in directory: String) throws -> Int {
     fill(ring)
     ring.close(clean: clean)
     written += 1
-    return try readFile(path)
+    return try FuzzMain.readFile(path)
   }
 
   _ = try ring("empty-64x64-clean", state: true) { _ in }
@@ -134,7 +135,7 @@ func makeSeeds(in directory: String) throws -> Int {
   func damaged(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
     var bytes = few
     change(&bytes)
-    try writeFile(directory + "/" + name, bytes)
+    try FuzzMain.writeFile(directory + "/" + name, bytes)
     written += 1
   }
   try damaged("damaged-cut-in-slots") { $0.removeLast($0.count - slotsOffset - 100) }
@@ -147,80 +148,21 @@ func makeSeeds(in directory: String) throws -> Int {
   return written
 }
 
-func readFile(_ path: String) throws -> [UInt8] {
-  guard let file = fopen(path, "rb") else { throw FuzzToolError(message: "cannot open \(path)") }
-  defer { fclose(file) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = fread(&chunk, 1, chunk.count, file)
-    if count <= 0 { break }
-    bytes += chunk[0..<count]
-  }
-  return bytes
-}
-
-func writeFile(_ path: String, _ bytes: [UInt8]) throws {
-  guard let file = fopen(path, "wb") else { throw FuzzToolError(message: "cannot create \(path)") }
-  defer { fclose(file) }
-  guard fwrite(bytes, 1, bytes.count, file) == bytes.count else {
-    throw FuzzToolError(message: "cannot write \(path)")
-  }
-}
-
-func printError(_ line: String) {
-  let text = line + "\n"
-  _ = text.withCString { write(2, $0, strlen($0)) }
-}
-
-struct FuzzToolError: Error {
-  var message: String
-}
-
 // MARK: - Main
 
-let arguments = CommandLine.arguments
-if arguments.count == 3, arguments[1] == "--make-seeds" {
-  do {
-    let count = try makeSeeds(in: arguments[2])
-    print("wrote \(count) seeds to \(arguments[2])")
-    exit(0)
-  } catch {
-    printError("FuzzRingReader: \(error)")
-    exit(1)
-  }
-}
-
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
-if status != -1 { exit(status) }
-
-// A normal build: replay the files given, one line each.
-let files = Array(arguments.dropFirst())
-if files.isEmpty {
-  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
-  exit(0)
-}
-for path in files {
-  do {
-    let bytes = try readFile(path)
-    _ = bytes.withUnsafeBufferPointer { fuzzOneInput($0.baseAddress, $0.count) }
+FuzzMain.run(
+  name: "FuzzRingReader", callback: { data, size in fuzzOneInput(data, size) },
+  makeSeeds: { directory, _ in try makeSeeds(in: directory) },
+  describe: { bytes in
     let result = bytes.withUnsafeBytes { image in
       Result { () throws(RingFileError) in try RingReader.read(image: image) }
     }
-    let outcome: String
     switch result {
     case .success(let contents):
       let counts = contents.counts
-      outcome =
+      return
         "ring: \(counts.valid) valid, \(counts.torn) torn, \(counts.overwritten) overwritten, \(counts.empty) empty"
     case .failure(let error):
-      outcome = "rejected (\(error.kind.rawValue)): \(error.reason)"
+      return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }
-    print("\(path): \(outcome)")
-  } catch {
-    printError("FuzzRingReader: \(error)")
-    exit(1)
-  }
-}
+  })

@@ -13,6 +13,7 @@
 import CFuzzDriver
 import Crumbs
 import Foundation
+import FuzzSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -54,32 +55,11 @@ func makeSeeds(in directory: String) throws -> Int {
   return seeds.count
 }
 
-let arguments = CommandLine.arguments
-if arguments.count >= 3, arguments[1] == "--make-seeds" {
-  do {
-    print("wrote \(try makeSeeds(in: arguments[2])) seeds to \(arguments[2])")
-    exit(0)
-  } catch {
-    print("FuzzStoredReport: \(error)")
-    exit(1)
-  }
-}
-
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-let status = crumbs_fuzz_run(&argc, &argv) { data, size in fuzzOneInput(data, size) }
-if status != -1 { exit(status) }
-
-let files = Array(arguments.dropFirst())
-if files.isEmpty {
-  print("not a fuzzer build (build with -sanitize=fuzzer; see Fuzz/README.md); pass files to replay them")
-  exit(0)
-}
-for path in files {
-  guard let data = FileManager.default.contents(atPath: path) else {
-    print("FuzzStoredReport: cannot read \(path)")
-    exit(1)
-  }
-  _ = Array(data).withUnsafeBufferPointer { fuzzOneInput($0.baseAddress, $0.count) }
-  print("\(path): replayed")
-}
+FuzzMain.run(
+  name: "FuzzStoredReport", callback: { data, size in fuzzOneInput(data, size) },
+  makeSeeds: { directory, _ in try makeSeeds(in: directory) },
+  describe: { bytes in
+    if let report = try? ReportStore.decode(bytes) { return "report \(report.id)" }
+    if let text = try? LZ4Frame.decompress(bytes, limit: 1 << 22) { return "trail, \(text.count) bytes" }
+    return "rejected"
+  })
