@@ -160,25 +160,7 @@ enum CrashRecordText {
     return "{" + fields.joined(separator: ",") + "}"
   }
 
-  static func quoted(_ text: String) -> String {
-    var result = "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": result += "\\\""
-      case "\\": result += "\\\\"
-      case "\n": result += "\\n"
-      case "\t": result += "\\t"
-      default:
-        if scalar.value < 0x20 {
-          let digits = String(scalar.value, radix: 16)
-          result += "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
-        } else {
-          result.unicodeScalars.append(scalar)
-        }
-      }
-    }
-    return result + "\""
-  }
+  static func quoted(_ text: String) -> String { jsonQuoted(text) }
 }
 
 extension String {

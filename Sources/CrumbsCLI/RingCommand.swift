@@ -40,7 +40,7 @@ enum BreadcrumbFormat {
   }
 
   static func humanLine(_ breadcrumb: Breadcrumb) -> String {
-    var line = Timestamp.iso8601(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 3)
+    var line = ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 3)
     line += " " + padded(breadcrumb.level.name.uppercased(), 7)
     line += " " + padded(breadcrumb.type.name, 13)
     line += " " + padded("tid=\(breadcrumb.threadID)", 11)
@@ -61,14 +61,14 @@ enum BreadcrumbFormat {
     var line = "{\"seq\":\(breadcrumb.threadSequence)"
     line += ",\"id\":\(breadcrumb.id)"
     line +=
-      ",\"timestamp\":\"" + Timestamp.iso8601(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 6)
+      ",\"timestamp\":\"" + ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 6)
       + "\""
     line += ",\"level\":\"\(breadcrumb.level.name)\""
     line += ",\"type\":\"\(breadcrumb.type.name)\""
     line += ",\"thread\":\(breadcrumb.threadID)"
-    line += ",\"message\":" + JSONText.string(breadcrumb.message)
+    line += ",\"message\":" + jsonQuoted(breadcrumb.message)
     line += ",\"attributes\":{"
-    line += breadcrumb.attributes.map { JSONText.string($0.key) + ":" + JSONText.string($0.value) }
+    line += breadcrumb.attributes.map { jsonQuoted($0.key) + ":" + jsonQuoted($0.value) }
       .joined(separator: ",")
     line += "}"
     if breadcrumb.truncated {
@@ -105,50 +105,6 @@ enum BreadcrumbFormat {
       }
     }
     return result
-  }
-}
-
-/// JSON string literals, written by hand so key order is exactly what we print.
-enum JSONText {
-  static func string(_ text: String) -> String {
-    var result = "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": result += "\\\""
-      case "\\": result += "\\\\"
-      case "\n": result += "\\n"
-      case "\r": result += "\\r"
-      case "\t": result += "\\t"
-      default:
-        if scalar.value < 0x20 || scalar.value == 0x7F {
-          let hex = String(scalar.value, radix: 16)
-          result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        } else {
-          result.unicodeScalars.append(scalar)
-        }
-      }
-    }
-    return result + "\""
-  }
-}
-
-/// UTC timestamps in ISO 8601 form.
-enum Timestamp {
-  /// `2026-11-22T04:12:01.123Z` (fractionDigits 3) from nanoseconds since the Unix epoch.
-  static func iso8601(nanoseconds: UInt64, fractionDigits: Int) -> String {
-    var seconds = time_t(nanoseconds / 1_000_000_000)
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
-    var fraction = Int(nanoseconds % 1_000_000_000)
-    for _ in fractionDigits..<9 { fraction /= 10 }
-    return "\(digits(Int(parts.tm_year) + 1900, 4))-\(digits(Int(parts.tm_mon) + 1, 2))-"
-      + "\(digits(Int(parts.tm_mday), 2))T\(digits(Int(parts.tm_hour), 2)):\(digits(Int(parts.tm_min), 2)):"
-      + "\(digits(Int(parts.tm_sec), 2)).\(digits(fraction, fractionDigits))Z"
-  }
-
-  private static func digits(_ value: Int, _ width: Int) -> String {
-    let text = String(value)
-    return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
   }
 }
 

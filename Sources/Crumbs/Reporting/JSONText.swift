@@ -56,7 +56,7 @@ struct JSONText {
       case UInt8(ascii: "\n"): raw("\\n")
       case UInt8(ascii: "\r"): raw("\\r")
       case UInt8(ascii: "\t"): raw("\\t")
-      case 0..<0x20:
+      case 0..<0x20, 0x7F:
         let hex = String(byte, radix: 16)
         raw("\\u00" + (hex.count == 1 ? "0" + hex : hex))
       default: bytes.append(byte)
@@ -69,6 +69,14 @@ struct JSONText {
     string(name)
     bytes.append(UInt8(ascii: ":"))
   }
+}
+
+/// `text` as a JSON string literal (quotes included), escaped per RFC 8259: for code that writes
+/// JSON by hand to keep its key order (the CLI, the trail).
+public func jsonQuoted(_ text: String) -> String {
+  var json = JSONText()
+  json.string(text)
+  return String(decoding: json.bytes, as: UTF8.self)
 }
 
 extension Breadcrumb {
