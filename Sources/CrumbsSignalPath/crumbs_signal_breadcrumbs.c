@@ -1,5 +1,8 @@
 // crumbs_signal_breadcrumbs.c — non-fatal signals as breadcrumbs, chained politely; the exit hook.
 //
+// Why C: the breadcrumb is appended inside the signal handler, before the app's own handler
+// runs, where the Swift runtime must not run; and the exit hook runs during exit().
+//
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
 //   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)

@@ -5,7 +5,11 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio.
 // libc calls: open, read, close (only in crumbs__crash_mapping_containing, on /proc/self/maps).
-// Everything else is arithmetic and loads from memory already proven readable.
+// Everything else is arithmetic and loads from memory already proven readable: the thread's
+// stack range, and (for the return-address checks of the stack scan and the leaf-caller
+// recovery) the text of modules in the record's module table. A module unloaded since the last
+// table refresh could make such a load fault; the handler then finishes a partial record and
+// dies by the original signal (crumbs_crash_handler.c), it never loops.
 //
 // Why frame pointers and not an unwinder: Swift and C on Linux x86_64/aarch64 keep frame
 // pointers by default here, and a frame-pointer walk needs nothing but loads, each of which we
