@@ -9,6 +9,23 @@ import Crumbs
 #endif
 
 let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // client-debugger DIR: starts a CrumbsClient with allowsAttachingDebugger = false and prints
+  // "crash-handler installed" or "crash-handler absent" (absent when a tracer is attached).
+  "client-debugger": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    configuration.allowsAttachingDebugger = false
+    do {
+      let client = try CrumbsClient.start(configuration, shared: false)
+      print("crash-handler \(CrashHandler.isInstalled ? "installed" : "absent")")
+      client.close()
+      return 0
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+  },
   "report-crash": crashing { _ in
     let name = getenv("CRUMBS_TEST_CRASH_KIND").map { String(cString: $0) } ?? "null-deref"
     guard let kind = CrashKind(rawValue: name) else {
@@ -17,7 +34,7 @@ let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     armAndFlush()
     ReportWorkload.checkout(kind)
-  }
+  },
 ]
 
 /// Three named callers between the scenario and the crash. Each does something different

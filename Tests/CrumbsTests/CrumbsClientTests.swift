@@ -210,6 +210,23 @@ enum ClientProbe {
     }
   }
 
+  @Test func withoutAllowsAttachingDebuggerATracedProcessGetsNoCrashHandler() throws {
+    let direct = TestDirectory()
+    let untraced = try ChildProcess(ChildProcess.testChild, ["client-debugger", direct.path])
+    #expect(untraced.value(after: "crash-handler ") == "installed")
+    untraced.wait()
+    let candidates: [String] = ["/usr/bin/strace", "/bin/strace"]
+    guard let strace = candidates.first(where: { access($0, X_OK) == 0 }) else {
+      print("skipped the traced half: strace is not installed (apt-get install strace)")
+      return
+    }
+    let traced = TestDirectory()
+    let child = try ChildProcess(
+      strace, ["-f", "-o", "/dev/null", ChildProcess.testChild, "client-debugger", traced.path])
+    #expect(child.value(after: "crash-handler ") == "absent")
+    child.wait()
+  }
+
   @Test func aBadDirectoryIsAnErrorTheAppCanSee() {
     var configuration = CrumbsConfiguration(directory: "/proc/no-such-place/crumbs")
     configuration.appName = "x"
