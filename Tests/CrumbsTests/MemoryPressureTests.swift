@@ -113,6 +113,18 @@ private let second: UInt64 = 1_000_000_000
       KernelText.systemMemory(ArraySlice(KernelFixture.meminfo(totalKB: 1000, availableKB: 250).utf8)))
     #expect(memory == SystemMemory(totalBytes: 1_024_000, availableBytes: 256_000))
   }
+
+  @Test func meminfoThatDoesNotParseGivesNothingAndNeverTraps() {
+    let huge = "MemTotal:       99999999999999999999 kB\nMemAvailable:   18446744073709551615 kB\n"
+    #expect(KernelText.systemMemory(ArraySlice(huge.utf8)) == nil)
+    #expect(KernelText.systemMemory(ArraySlice("MemTotal: kB\nMemAvailable: 5 kB\n".utf8)) == nil)
+    #expect(KernelText.systemMemory(ArraySlice("".utf8)) == nil)
+    // The real file's shape, the two lines apart, and a unit-less value.
+    let real = "MemTotal:       16318500 kB\nMemFree:         1000 kB\nMemAvailable:   2048\n"
+    #expect(
+      KernelText.systemMemory(ArraySlice(real.utf8))
+        == SystemMemory(totalBytes: 16_318_500 * 1024, availableBytes: 2048))
+  }
 }
 
 @Suite struct MemoryPressureFixtureTests {

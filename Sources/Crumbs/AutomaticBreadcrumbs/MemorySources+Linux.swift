@@ -248,16 +248,46 @@ enum KernelText {
 
   /// MemTotal and MemAvailable from /proc/meminfo (kB in the file, bytes here).
   static func systemMemory(_ bytes: ArraySlice<UInt8>) -> SystemMemory? {
+    // Bytes, not Strings: this runs every sampling interval, and String splitting of the 1.5 KB
+    // /proc/meminfo cost ~0.4 ms of CPU per sample. The two lines wanted come first; stop there.
     var total: UInt64?
     var available: UInt64?
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-      let fields = line.split(separator: " ")
-      guard fields.count >= 2, let value = UInt64(fields[1]) else { continue }
-      let bytes = fields.count >= 3 && fields[2] == "kB" ? value * 1024 : value
-      if fields[0] == "MemTotal:" { total = bytes }
-      if fields[0] == "MemAvailable:" { available = bytes }
+    var lineStart = bytes.startIndex
+    while lineStart < bytes.endIndex, total == nil || available == nil {
+      let lineEnd = bytes[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
+      let line = bytes[lineStart..<lineEnd]
+      if line.starts(with: "MemTotal:".utf8) {
+        total = kibibytes(line.dropFirst("MemTotal:".utf8.count))
+      } else if line.starts(with: "MemAvailable:".utf8) {
+        available = kibibytes(line.dropFirst("MemAvailable:".utf8.count))
+      }
+      lineStart = lineEnd < bytes.endIndex ? bytes.index(after: lineEnd) : lineEnd
     }
     guard let total, let available, total > 0 else { return nil }
     return SystemMemory(totalBytes: total, availableBytes: available)
+  }
+
+  /// "   16318500 kB" → bytes (a value without a unit is taken as bytes); nil when it does not
+  /// parse or would overflow.
+  private static func kibibytes(_ field: ArraySlice<UInt8>) -> UInt64? {
+    var value: UInt64 = 0
+    var digits = 0
+    var index = field.startIndex
+    while index < field.endIndex, field[index] == UInt8(ascii: " ") { index += 1 }
+    while index < field.endIndex, field[index] >= UInt8(ascii: "0"), field[index] <= UInt8(ascii: "9") {
+      let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+      let (sum, overflow2) = times10.addingReportingOverflow(UInt64(field[index] - UInt8(ascii: "0")))
+      guard !overflow1, !overflow2 else { return nil }
+      value = sum
+      digits += 1
+      index += 1
+    }
+    guard digits > 0 else { return nil }
+    let unit = field[index...].drop { $0 == UInt8(ascii: " ") }
+    if unit.starts(with: "kB".utf8) {
+      let (bytes, overflow) = value.multipliedReportingOverflow(by: 1024)
+      return overflow ? nil : bytes
+    }
+    return value
   }
 }
