@@ -29,6 +29,10 @@ demo: deps
 ## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path.
 ## The delivery tests decode what was sent with the official OTLP decoder (PyPI opentelemetry-proto).
 test-deps:
+	@if ! python3 -m pip --version >/dev/null 2>&1; then \
+	  echo "Installing python3-pip (apt-get) for the tests' OTLP decoder…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; \
+	fi
 	@python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check opentelemetry-proto \
 	  || python3 -m pip install -q --disable-pip-version-check --break-system-packages opentelemetry-proto
 
