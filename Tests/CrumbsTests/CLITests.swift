@@ -322,7 +322,7 @@ final class CLIProcess {
 
   /// The next stdout line, or nil at end of file or when none came within `timeoutSeconds`.
   func readLine(timeoutSeconds: Double) -> String? {
-    let deadline = Self.now() + timeoutSeconds
+    let deadline = ChildProcess.now() + timeoutSeconds
     while true {
       if let newline = stdoutBuffer.firstIndex(of: UInt8(ascii: "\n")) {
         let line = String(decoding: stdoutBuffer[..<newline], as: UTF8.self)
@@ -330,7 +330,7 @@ final class CLIProcess {
         return line
       }
       if stdoutClosed { return nil }
-      let remaining = deadline - Self.now()
+      let remaining = deadline - ChildProcess.now()
       if remaining <= 0 { return nil }
       var poller = pollfd(fd: stdoutDescriptor, events: Int16(POLLIN), revents: 0)
       let ready = poll(&poller, 1, Int32(min(remaining, 1) * 1000) + 1)
@@ -375,12 +375,12 @@ final class CLIProcess {
   func wait(timeoutSeconds: Double) -> Int32 {
     if let exitStatus { return exitStatus }
     var status: Int32 = 0
-    let deadline = Self.now() + timeoutSeconds
+    let deadline = ChildProcess.now() + timeoutSeconds
     while true {
       let result = waitpid(pid, &status, WNOHANG)
       if result == pid { break }
       if result < 0 && errno != EINTR { break }
-      if Self.now() > deadline {
+      if ChildProcess.now() > deadline {
         kill(pid, SIGKILL)
         waitpid(pid, &status, 0)
         break
@@ -402,11 +402,6 @@ final class CLIProcess {
     close(stderrDescriptor)
   }
 
-  static func now() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-  }
 }
 
 enum CLIProcessError: Error {

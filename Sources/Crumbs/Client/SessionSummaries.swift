@@ -74,12 +74,7 @@ enum SessionSummaryQueue {
         records: [record(summary)])
       var accepted = false
       for destination in destinations {
-        let contentType = destination.encoding == .protobuf ? "application/x-protobuf" : "application/json"
-        let request = DeliveryRequest(
-          destination: destination.name, reportID: summary.sessionID, url: destination.logsURL,
-          headers: [HTTPHeader("Content-Type", contentType)] + destination.headers,
-          body: destination.encoding == .protobuf ? batch.protobuf() : batch.json(),
-          secrets: destination.headers.filter(\.isSecret).map(\.value))
+        let request = destination.request(for: batch, id: summary.sessionID)
         if case .success(let response) = transport.send(request), (200..<300).contains(response.status) {
           accepted = true
         }

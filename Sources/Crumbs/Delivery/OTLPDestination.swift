@@ -60,10 +60,15 @@ public struct OTLPDestination: ReportDestination {
 
   public func request(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> DeliveryRequest
   {
-    let batch = try batch(for: report, stored: stored)
+    request(for: try batch(for: report, stored: stored), id: report.id)
+  }
+
+  /// The POST of any batch of records to `logsURL`, in this destination's encoding and headers
+  /// (secret headers are redacted from messages by DeliveryRequest). `id` names it in results.
+  public func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest {
     let contentType = encoding == .protobuf ? "application/x-protobuf" : "application/json"
     return DeliveryRequest(
-      destination: name, reportID: report.id, url: logsURL,
+      destination: name, reportID: id, url: logsURL,
       headers: [HTTPHeader("Content-Type", contentType)] + headers,
       body: encoding == .protobuf ? batch.protobuf() : batch.json())
   }
