@@ -1,14 +1,23 @@
 // swift-tools-version:6.1
 // Crumbs: a flight recorder for Swift processes on Linux.
 //
-// Targets, and the one direction their dependencies point:
+// Modules, and the one direction their dependencies point (each arrow: "is used by"):
 //   CrumbsSignalPath (C)  the persisted layouts, the lock-free append, the crash handler:
 //                         everything that may run inside a signal handler. Depends on nothing.
+//   CrumbsRecorder        the recorder a process carries: ring, readers, crash handler, crash
+//                         record reader, model types, platform layer. Never imports Foundation,
+//                         so a program that only records links no Foundation, ICU or curl.
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
-//   Crumbs (Swift)        hot-path API over CrumbsSignalPath, readers, reports, storage.
-//   CrumbsLogging         swift-log LogHandler → breadcrumbs; its own product, so users of the
-//                         core never build swift-log.
+//   CrumbsReports         after the fact: post-mortem, symbolication, crash reports, the store.
+//   CrumbsDelivery        OTLP and Backtrace uploads; the only module that imports
+//                         FoundationNetworking.
+//   Crumbs                the client and automatic breadcrumbs; re-exports the three above, so
+//                         `import Crumbs` is the whole SDK.
+//   CrumbsLogging         swift-log LogHandler → breadcrumbs; needs only the recorder.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
+//
+//   CrumbsSignalPath → CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
+//                                    ↘ CrumbsLogging
 import PackageDescription
 
 let package = Package(
@@ -16,6 +25,7 @@ let package = Package(
   platforms: [.macOS(.v13)],
   products: [
     .library(name: "Crumbs", targets: ["Crumbs"]),
+    .library(name: "CrumbsRecorder", targets: ["CrumbsRecorder"]),
     .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
@@ -32,16 +42,21 @@ let package = Package(
       providers: [.apt(["liblz4-dev"])]
     ),
     .target(
-      name: "Crumbs",
+      name: "CrumbsRecorder",
       dependencies: [
         "CrumbsSignalPath",
-        "CLZ4",
         .product(name: "SystemPackage", package: "swift-system"),
       ]
     ),
+    .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CLZ4"]),
+    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder"]),
+    .target(
+      name: "Crumbs",
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
+    ),
     .target(
       name: "CrumbsLogging",
-      dependencies: ["Crumbs", .product(name: "Logging", package: "swift-log")]
+      dependencies: ["CrumbsRecorder", .product(name: "Logging", package: "swift-log")]
     ),
     .executableTarget(
       name: "CrumbsCLI",

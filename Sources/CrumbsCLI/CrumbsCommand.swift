@@ -1,4 +1,5 @@
 // The `crumbs` command line. Nothing depends on this target.
+
 import ArgumentParser
 
 @main

@@ -1,4 +1,5 @@
 // Human-readable reports for the terminal (colours only on a terminal).
+
 import Crumbs
 import Foundation
 

@@ -14,7 +14,7 @@
 // dictionary, `.stringConvertible` descriptions longer than 15 bytes, nested dictionaries/arrays.
 // Not signal-safe (swift-log is not).
 
-import Crumbs
+import CrumbsRecorder
 import Logging
 
 /// A swift-log `LogHandler` that records every event as a `log` breadcrumb in the ring.

@@ -3,6 +3,9 @@ import Synchronization
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 // DeliveryTests.swift — delivery against real HTTP servers on loopback (LoopbackHTTPServer):
 // what was sent is decoded with the official OTLP decoder (Tests/Tools/decode_otlp.py, PyPI

@@ -9,6 +9,9 @@ import Foundation
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 @Suite struct FuzzRegressionTests {
   /// The repository root, from this file's path (Tests/CrumbsTests/FuzzRegressionTests.swift).

@@ -1,6 +1,9 @@
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 @Suite struct LZ4FrameTests {
   @Test func roundTripsAndTheLZ4CLIReadsIt() throws {

@@ -2,6 +2,9 @@ import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 // Memory-pressure monitor: the kernel's file formats parsed, fixture trees driven sample by sample
 // (levels, crossings, events, rate limit, the session flag), the thread started and stopped, and a

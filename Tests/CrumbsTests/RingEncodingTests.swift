@@ -2,6 +2,9 @@ import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc

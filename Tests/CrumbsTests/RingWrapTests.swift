@@ -2,6 +2,9 @@ import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 /// White-box: every head position of a lane, every number of appends after it.
 @Suite struct RingWrapTests {

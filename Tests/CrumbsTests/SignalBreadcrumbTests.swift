@@ -2,6 +2,9 @@ import CrumbsSignalPath
 import Testing
 
 @testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
 
 // Signal breadcrumbs and lifecycle: real children receive real signals; the app's own handling
 // (its handlers, SIG_IGN, SIGCHLD reaping, death by SIGTERM) is unchanged, the ring tells what

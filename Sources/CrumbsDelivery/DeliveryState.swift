@@ -1,0 +1,129 @@
+// DeliveryState.swift — what delivery remembers about a report, kept with the report so that it
+// survives restarts and moves with the folder:
+//
+//   reports/pending/<id>/delivery.json   per destination: attempts, next attempt time, last error
+//   reports/dropped/<id>/dropped.reason  why it was dropped (413, other 4xx, retry limit, eviction)
+//
+// delivery.json is written temp + fsync + rename like every store file. An attempt is counted
+// (and written) *before* the request goes out, as crashpad does: a report whose upload crashes
+// or hangs the process still uses up its attempts instead of retrying forever.
+// Why a file next to report.json and not crashpad's retry count in the folder name: the state
+// has several fields per destination (attempts, next time, last error, outcome), and a folder
+// name change would be a rename the reader of `pending/` must race with.
+// Not signal-safe.
+
+import CrumbsRecorder
+import CrumbsReports
+import Foundation
+
+/// A report's delivery history (`delivery.json`).
+public struct DeliveryState: Codable, Sendable, Equatable {
+  /// How delivery to one destination ended.
+  public enum Outcome: String, Codable, Sendable {
+    /// A 2xx answer.
+    case delivered
+    /// Refused for good (413, another 4xx, unencodable) or given up (retry limit).
+    case dropped
+  }
+
+  /// One destination's history.
+  public struct Destination: Codable, Sendable, Equatable {
+    /// Attempts made and counted towards `retryLimit` (a 429 answer is not counted).
+    public var attempts: Int = 0
+    /// Not before this time (ns since the epoch); 0 means as soon as possible.
+    public var nextAttemptUnixNano: UInt64 = 0
+    public var lastAttemptUnixNano: UInt64?
+    /// The last failure, redacted (e.g. `HTTP 503`, `timed out`).
+    public var lastError: String?
+    /// The last HTTP status received.
+    public var lastStatus: Int?
+    /// Set once the destination is done with this report.
+    public var outcome: Outcome?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+      case attempts
+      case nextAttemptUnixNano = "next_attempt_unix_nano"
+      case lastAttemptUnixNano = "last_attempt_unix_nano"
+      case lastError = "last_error"
+      case lastStatus = "last_status"
+      case outcome
+    }
+  }
+
+  /// By destination name.
+  public var destinations: [String: Destination] = [:]
+
+  public init() {}
+
+  public static let fileName = "delivery.json"
+  public static let droppedReasonFileName = "dropped.reason"
+}
+
+extension StoredReport {
+  /// The report's delivery state; empty when it has never been attempted (or the file is
+  /// damaged, which then costs at most one extra delivery: at-least-once).
+  public func deliveryState() -> DeliveryState {
+    guard let bytes = try? Syscall.readFile(path + "/" + DeliveryState.fileName, limit: 1 << 20),
+      let state = try? JSONDecoder().decode(DeliveryState.self, from: Data(bytes))
+    else { return DeliveryState() }
+    return state
+  }
+
+  /// Why the report was dropped, when it was.
+  public func droppedReason() -> String? {
+    (try? Syscall.readFile(path + "/" + DeliveryState.droppedReasonFileName, limit: 1 << 16))
+      .map { String(decoding: $0, as: UTF8.self).trimmed(of: "\n") }
+  }
+
+  package func writeDeliveryState(_ state: DeliveryState) throws(SystemCallError) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    let bytes = (try? encoder.encode(state)).map(Array.init) ?? []
+    try Syscall.writeFileAtomically(path + "/" + DeliveryState.fileName, bytes)
+  }
+}
+
+extension ReportStore {
+  /// Moves a pending report to `dropped/` with its reason written first (so a dropped report is
+  /// never without one). With `removingAttachments`, everything but report.json, delivery.json
+  /// and the reason is deleted (eviction: the point is to free space, the record stays).
+  @discardableResult
+  public func drop(id: String, reason: String, removingAttachments: Bool = false) throws(ReportStoreError)
+    -> String
+  {
+    let source = folder(.pending) + "/" + id
+    do throws(SystemCallError) {
+      try Syscall.writeFileAtomically(
+        source + "/" + DeliveryState.droppedReasonFileName, Array((reason + "\n").utf8))
+    } catch {
+      if error.errno == .noSuchFileOrDirectory { throw .notFound(id) }
+      throw .system(error)
+    }
+    if removingAttachments { removeAttachments(in: source) }
+    return try move(id: id, from: .pending, to: .dropped)
+  }
+
+  /// Deletes a report folder (sent or dropped ones, when the database is over its size).
+  package func remove(_ stored: StoredReport) {
+    try? FileManager.default.removeItem(atPath: stored.path)
+  }
+
+  package func removeAttachments(in folder: String) {
+    let keep: Set<String> = ["report.json", DeliveryState.fileName, DeliveryState.droppedReasonFileName]
+    for name in (try? Syscall.directoryEntries(folder)) ?? [] where !keep.contains(name) {
+      try? FileManager.default.removeItem(atPath: folder + "/" + name)
+    }
+  }
+
+  /// Bytes used by a report folder (its files; folders are flat).
+  package static func size(of folder: String) -> Int {
+    var total = 0
+    for name in (try? Syscall.directoryEntries(folder)) ?? [] {
+      var info = stat()
+      if stat(folder + "/" + name, &info) == 0 { total += Int(info.st_size) }
+    }
+    return total
+  }
+}

@@ -1,0 +1,653 @@
+// ReportUploader.swift — delivery of stored reports: at least once, never on the app's thread,
+// within the database limits, remembering attempts across restarts.
+//
+// Entry points, in call order:
+//   ReportUploader(store:destinations:settings:)   nothing happens yet (no thread, no I/O)
+//   start()                 a background thread runs passes: now, after wake(), when the next
+//                           report is due; stop() ends it (waits for the pass in flight)
+//   deliverPendingNow()     one pass on the caller's thread (CLI, tests); the same code
+//   wake()                  a new report was stored: run a pass soon
+//
+// One pass: take the store's delivery lock (flock on reports/.delivery.lock: one process
+// delivers at a time; a busy lock means another process is on it), enforce maxRecordCount and
+// maxDatabaseSize (oldest first), then for each pending report in retryOrder and each
+// destination not done with it: skip it if not due; stop at the client-side rate limit; count
+// the attempt in delivery.json; send; classify the answer:
+//
+//   2xx                        delivered
+//   413                        dropped, never retried ("HTTP 413 …" in dropped.reason)
+//   429                        destination paused until Retry-After (seconds or HTTP date);
+//                              the attempt is not counted
+//   408, 5xx, other, timeouts,
+//   refused, connection lost   retried after retryInterval·2^(n-1) (capped, with jitter) while
+//                              attempts < retryLimit, then dropped
+//   other 4xx, unencodable     dropped
+//
+// When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
+// Not signal-safe.
+
+import CrumbsRecorder
+import CrumbsReports
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// How delivery retries and how large the database may grow.
+public struct DeliverySettings: Sendable, Equatable {
+  /// Whether failed deliveries are retried while the process runs.
+  public enum RetryBehaviour: String, Sendable {
+    /// Retried after `retryInterval`, doubling each time (with jitter), up to `maxRetryInterval`.
+    case interval
+    /// Not retried in this process: the report stays pending and is tried again by the next
+    /// uploader (the next launch). Attempts still count towards `retryLimit`.
+    case none
+  }
+
+  /// Which pending reports go first.
+  public enum RetryOrder: String, Sendable {
+    /// Oldest first (FIFO).
+    case queue
+    /// Newest first (LIFO): after an outage the latest crash arrives first.
+    case stack
+  }
+
+  /// Attempts per destination before a report is dropped ("gave up after N attempts").
+  public var retryLimit: Int = 3
+  /// Seconds before the first retry; doubled after each further failure.
+  public var retryInterval: Double = 60
+  /// The longest wait between two attempts, in seconds.
+  public var maxRetryInterval: Double = 3600
+  public var retryBehaviour: RetryBehaviour = .interval
+  public var retryOrder: RetryOrder = .queue
+  /// The fraction of each wait that is random (0 = none, 0.5 = between half and all of it), so
+  /// that many devices recovering from one outage do not retry in step.
+  public var jitter: Double = 0.5
+  /// Most pending reports kept; the oldest beyond it are evicted (0: no limit).
+  public var maxRecordCount: Int = 0
+  /// Most megabytes the store may use (pending, sent and dropped; 0: no limit).
+  public var maxDatabaseSize: Int = 0
+  /// Client-side rate limit on requests (0: none).
+  public var reportsPerMinute: Int = 0
+  /// The pause after a 429 that carries no usable Retry-After, in seconds.
+  public var defaultRetryAfter: Double = 60
+  /// Whether a report waits for its next attempt time. An explicit "send now" (the CLI) sets
+  /// false: every pending report is tried at once; 429 pauses and limits still hold.
+  public var honoursSchedule = true
+
+  public init() {}
+}
+
+/// What happened to one report at one destination in a pass.
+public struct DeliveryResult: Sendable, Equatable, CustomStringConvertible {
+  public enum Outcome: Sendable, Equatable {
+    /// Accepted (2xx).
+    case delivered(status: Int)
+    /// Failed; tried again at `nextAttemptUnixNano` (0 with `.none`: at the next launch).
+    case willRetry(reason: String, nextAttemptUnixNano: UInt64)
+    /// 429: this destination is paused until then; the attempt was not counted.
+    case throttled(untilUnixNano: UInt64)
+    /// Refused for good or given up; the reason is stored in dropped.reason.
+    case dropped(reason: String)
+    /// The client-side rate limit (`reportsPerMinute`) was reached: nothing was sent.
+    case limitReached
+  }
+
+  public var reportID: String
+  public var destination: String
+  public var outcome: Outcome
+  /// Counted attempts so far at this destination.
+  public var attempts: Int
+  /// The HTTP status, when the server answered.
+  public var status: Int?
+
+  public var description: String {
+    let what: String
+    switch outcome {
+    case .delivered(let status): what = "delivered (\(status))"
+    case .willRetry(let reason, _): what = "will retry: \(reason)"
+    case .throttled: what = "throttled (429)"
+    case .dropped(let reason): what = "dropped: \(reason)"
+    case .limitReached: what = "rate limit reached"
+    }
+    return "\(reportID) → \(destination): \(what) after \(attempts) attempt(s)"
+  }
+}
+
+/// A request that got no HTTP answer.
+public struct DeliveryFailure: Error, Sendable, Equatable, CustomStringConvertible {
+  public var reportID: String
+  public var destination: String
+  /// The URL with secrets redacted.
+  public var url: String
+  public var error: TransportError
+  public var description: String { "\(destination) \(url): \(error)" }
+}
+
+/// A pending report removed to keep the database within its limits.
+public struct Eviction: Sendable, Equatable {
+  public var reportID: String
+  public var state: ReportState
+  public var reason: String
+}
+
+/// What one pass did.
+public struct DeliveryPass: Sendable {
+  /// One per attempt (and one `.limitReached` when the rate limit stopped the pass).
+  public var results: [DeliveryResult] = []
+  public var evictions: [Eviction] = []
+  /// Reports that moved to sent/ or dropped/ in this pass.
+  public var finished: [(id: String, state: ReportState)] = []
+  /// Reports quarantined because their report.json was unreadable.
+  public var quarantined: [String] = []
+  /// When the earliest waiting report is due (nil: nothing waits in this process).
+  public var nextDueUnixNano: UInt64?
+  /// Another process held the delivery lock: this pass did nothing.
+  public var lockBusy = false
+}
+
+/// Hooks into delivery, for the client object (and for tests).
+///
+/// Requirements:
+/// - Every method is called on the uploader's thread (the background thread, or the caller of
+///   `deliverPendingNow()`), one at a time, never concurrently with another of them.
+/// - They must return quickly and must not call back into the uploader's `deliverPendingNow()`
+///   or `stop()` (that would deadlock); `wake()` is fine.
+/// - Values handed to them are already redacted where they are text (errors, reasons, URLs in
+///   failures); `willSendRequest` sees the real request (it may need the credentials, e.g. to
+///   sign it) and must not log it.
+/// - All have default implementations that do nothing (and return their input / `true`).
+public protocol ReportUploaderDelegate: AnyObject, Sendable {
+  /// Whether `report` may be sent now. `false` leaves it pending, untouched (consent).
+  func shouldSend(_ report: CrashReport) -> Bool
+  /// The report as it will be encoded (e.g. with attributes added). Not written back to the store.
+  func willSend(_ report: CrashReport) -> CrashReport
+  /// The request as it will go out (e.g. with a signature header).
+  func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest
+  /// A server answered (any status).
+  func serverDidRespond(_ result: DeliveryResult)
+  /// A request got no answer (timeout, refused, connection lost).
+  func serverDidFail(_ failure: DeliveryFailure)
+  /// `reportsPerMinute` was reached; the pass stopped and will resume when the window allows.
+  func didReachLimit(_ result: DeliveryResult)
+  /// The report was delivered and moved to sent/.
+  func didSucceedSending(_ report: CrashReport, results: [DeliveryResult])
+  /// An attempt failed (`result.outcome` says whether it will be retried or was dropped).
+  func didFailSending(_ report: CrashReport, result: DeliveryResult)
+}
+
+extension ReportUploaderDelegate {
+  public func shouldSend(_ report: CrashReport) -> Bool { true }
+  public func willSend(_ report: CrashReport) -> CrashReport { report }
+  public func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest { request }
+  public func serverDidRespond(_ result: DeliveryResult) {}
+  public func serverDidFail(_ failure: DeliveryFailure) {}
+  public func didReachLimit(_ result: DeliveryResult) {}
+  public func didSucceedSending(_ report: CrashReport, results: [DeliveryResult]) {}
+  public func didFailSending(_ report: CrashReport, result: DeliveryResult) {}
+}
+
+/// Delivers a report store's pending reports to one or more destinations.
+public final class ReportUploader: Sendable {
+  public let store: ReportStore
+  public let destinations: [any ReportDestination]
+  public let settings: DeliverySettings
+  package let transport: any HTTPTransport
+  /// Wall-clock nanoseconds since the epoch; injectable so tests can move time.
+  let clock: @Sendable () -> UInt64
+  /// Uniform in 0..<1, for jitter.
+  let random: @Sendable () -> Double
+
+  private struct State {
+    weak var delegate: (any ReportUploaderDelegate)?
+    /// 429 pauses, by destination name (this process only; see the README).
+    var pausedUntil: [String: UInt64] = [:]
+    /// Send times within the last minute, for `reportsPerMinute`.
+    var recentSends: [UInt64] = []
+    /// (report id, destination) pairs that failed in this process with retryBehaviour `.none`.
+    var deferredToNextLaunch: Set<String> = []
+    var running = false
+    var stopRequested = false
+    var wakeRequested = false
+  }
+
+  private let state = Mutex(State())
+  /// Serializes passes within this process (the flock serializes processes).
+  private let passLock = Mutex(())
+  private let condition = NSCondition()
+  private let finished = DispatchSemaphore(value: 0)
+
+  /// An uploader for `store`. Nothing runs until `start()` or `deliverPendingNow()`.
+  public init(
+    store: ReportStore, destinations: [any ReportDestination],
+    settings: DeliverySettings = DeliverySettings(),
+    transport: any HTTPTransport = URLSessionTransport(), delegate: (any ReportUploaderDelegate)? = nil,
+    clock: @escaping @Sendable () -> UInt64 = ReportUploader.wallClock,
+    random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+  ) {
+    self.store = store
+    self.destinations = destinations
+    self.settings = settings
+    self.transport = transport
+    self.clock = clock
+    self.random = random
+    state.withLock { $0.delegate = delegate }
+  }
+
+  /// Receives the hooks; held weakly.
+  public var delegate: (any ReportUploaderDelegate)? {
+    get { state.withLock { $0.delegate } }
+    set { state.withLock { $0.delegate = newValue } }
+  }
+
+  /// CLOCK_REALTIME in nanoseconds.
+  @Sendable public static func wallClock() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+  }
+
+  // MARK: - Background thread
+
+  /// Starts the background thread (once; later calls do nothing). Returns at once.
+  public func start() {
+    let alreadyRunning = state.withLock { state in
+      defer { state.running = true }
+      return state.running
+    }
+    guard !alreadyRunning else { return }
+    let thread = Thread { [self] in runLoop() }
+    thread.name = "crumbs.delivery"
+    thread.start()
+  }
+
+  /// Asks the background thread for a pass soon (e.g. after a new report was stored).
+  public func wake() {
+    condition.lock()
+    state.withLock { $0.wakeRequested = true }
+    condition.signal()
+    condition.unlock()
+  }
+
+  /// Stops the background thread, waiting for a pass in flight to end (bounded by the
+  /// transport's timeout). Reports keep their state; a later uploader continues.
+  public func stop() {
+    let running = state.withLock { $0.running }
+    guard running else { return }
+    condition.lock()
+    state.withLock { $0.stopRequested = true }
+    condition.signal()
+    condition.unlock()
+    finished.wait()
+    state.withLock {
+      $0.running = false
+      $0.stopRequested = false
+    }
+  }
+
+  private func runLoop() {
+    while !state.withLock({ $0.stopRequested }) {
+      let pass = deliverPendingNow()
+      // Sleep until the next report is due (at most a minute: new reports may arrive from
+      // another process), or until woken or stopped.
+      var wait: Double = 60
+      if let due = pass.nextDueUnixNano {
+        let now = clock()
+        wait = due > now ? min(60, Double(due - now) / 1e9) : 0
+      }
+      if pass.lockBusy { wait = max(wait, 1) }
+      condition.lock()
+      let deadline = Date(timeIntervalSinceNow: wait)
+      while !state.withLock({ $0.stopRequested || $0.wakeRequested }) {
+        if !condition.wait(until: deadline) { break }
+      }
+      state.withLock { $0.wakeRequested = false }
+      condition.unlock()
+    }
+    finished.signal()
+  }
+
+  // MARK: - One pass
+
+  /// Runs one delivery pass on the caller's thread and returns what it did. Never call it on
+  /// the app's main thread: it waits for the network.
+  @discardableResult
+  public func deliverPendingNow() -> DeliveryPass {
+    passLock.withLock { _ in
+      var pass = DeliveryPass()
+      guard let lock = takeDeliveryLock() else {
+        pass.lockBusy = true
+        return pass
+      }
+      defer { Syscall.close(lock) }
+      pass.evictions = enforceLimits()
+      let listing = store.list(.pending)
+      pass.quarantined = listing.quarantined
+      let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
+      for stored in reports {
+        if !deliver(stored, into: &pass) { break }
+      }
+      return pass
+    }
+  }
+
+  /// Delivers one report to every destination that is due; false when the rate limit stops the pass.
+  private func deliver(_ stored: StoredReport, into pass: inout DeliveryPass) -> Bool {
+    let delegate = self.delegate
+    if let delegate, !delegate.shouldSend(stored.report) { return true }
+    var deliveryState = stored.deliveryState()
+    var outgoing: CrashReport?
+    var results: [DeliveryResult] = []
+    for destination in destinations {
+      var history = deliveryState.destinations[destination.name] ?? DeliveryState.Destination()
+      guard history.outcome == nil else { continue }
+      let now = clock()
+      let key = stored.report.id + "\u{0}" + destination.name
+      let (paused, deferred) = state.withLock {
+        ($0.pausedUntil[destination.name] ?? 0, $0.deferredToNextLaunch.contains(key))
+      }
+      if deferred { continue }
+      let due = settings.honoursSchedule ? max(history.nextAttemptUnixNano, paused) : paused
+      if due > now {
+        pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, due)
+        continue
+      }
+      // Attempts counted before a crash or kill in an earlier upload may already be at the limit.
+      if history.attempts >= settings.retryLimit {
+        let reason =
+          "gave up after \(history.attempts) attempts" + (history.lastError.map { ": \($0)" } ?? "")
+        history.outcome = .dropped
+        let result = DeliveryResult(
+          reportID: stored.report.id, destination: destination.name, outcome: .dropped(reason: reason),
+          attempts: history.attempts)
+        deliveryState.destinations[destination.name] = history
+        save(deliveryState, of: stored)
+        results.append(result)
+        pass.results.append(result)
+        delegate?.didFailSending(stored.report, result: result)
+        continue
+      }
+      if !admitUnderRateLimit(now) {
+        let result = DeliveryResult(
+          reportID: stored.report.id, destination: destination.name, outcome: .limitReached,
+          attempts: history.attempts)
+        pass.results.append(result)
+        delegate?.didReachLimit(result)
+        if let oldest = state.withLock({ $0.recentSends.first }) {
+          pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, oldest + 60_000_000_000)
+        }
+        finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
+        return false
+      }
+      if outgoing == nil { outgoing = delegate?.willSend(stored.report) ?? stored.report }
+
+      let result = attempt(
+        stored, report: outgoing!, destination: destination, history: &history, now: now, delegate: delegate)
+      deliveryState.destinations[destination.name] = history
+      save(deliveryState, of: stored)
+      results.append(result)
+      pass.results.append(result)
+      switch result.outcome {
+      case .willRetry(_, let next):
+        if next != 0 { pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, next) }
+        delegate?.didFailSending(stored.report, result: result)
+      case .throttled(let until):
+        pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, until)
+      case .dropped:
+        delegate?.didFailSending(stored.report, result: result)
+      case .delivered, .limitReached: break
+      }
+    }
+    finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
+    return true
+  }
+
+  /// One counted attempt at one destination; updates `history`.
+  private func attempt(
+    _ stored: StoredReport, report: CrashReport, destination: any ReportDestination,
+    history: inout DeliveryState.Destination, now: UInt64, delegate: (any ReportUploaderDelegate)?
+  ) -> DeliveryResult {
+    let id = stored.report.id
+    var request: DeliveryRequest
+    do {
+      request = try destination.request(for: report, stored: stored)
+    } catch {
+      history.outcome = .dropped
+      history.lastError = "\(error)"
+      return DeliveryResult(
+        reportID: id, destination: destination.name, outcome: .dropped(reason: "\(error)"),
+        attempts: history.attempts)
+    }
+    if let delegate { request = delegate.willSendRequest(request) }
+    let redactor = request.redactor
+
+    // Count the attempt first (see DeliveryState.swift), with the retry time it gets if this
+    // process dies before the answer.
+    history.attempts += 1
+    history.lastAttemptUnixNano = now
+    history.nextAttemptUnixNano = now + backoff(afterAttempt: history.attempts)
+    save(history, destination.name, of: stored)
+
+    let response = transport.send(request)
+    let after = clock()
+    switch response {
+    case .failure(let error):
+      let failure = DeliveryFailure(
+        reportID: id, destination: destination.name, url: request.redactedURL, error: error)
+      delegate?.serverDidFail(failure)
+      return retryOrDrop(id, destination.name, reason: "\(error)", status: nil, history: &history, now: after)
+    case .success(let answer):
+      history.lastStatus = answer.status
+      var result: DeliveryResult
+      switch answer.status {
+      case 200..<300:
+        history.outcome = .delivered
+        history.lastError = nil
+        history.nextAttemptUnixNano = 0
+        result = DeliveryResult(
+          reportID: id, destination: destination.name, outcome: .delivered(status: answer.status),
+          attempts: history.attempts, status: answer.status)
+      case 429:
+        history.attempts -= 1
+        let until =
+          after
+          + Self.retryAfter(answer.headers["retry-after"], now: after, default: settings.defaultRetryAfter)
+        history.nextAttemptUnixNano = until
+        history.lastError = "HTTP 429"
+        state.withLock {
+          $0.pausedUntil[destination.name] = max($0.pausedUntil[destination.name] ?? 0, until)
+        }
+        result = DeliveryResult(
+          reportID: id, destination: destination.name, outcome: .throttled(untilUnixNano: until),
+          attempts: history.attempts, status: 429)
+      case 408, 500..<600, 100..<200, 300..<400:
+        result = retryOrDrop(
+          id, destination.name, reason: "HTTP \(answer.status)", status: answer.status, history: &history,
+          now: after)
+      default:
+        // 413 and every other 4xx: the same bytes will be refused again.
+        let reason = redactor.redact("HTTP \(answer.status)" + Self.excerpt(answer.body))
+        history.outcome = .dropped
+        history.lastError = reason
+        result = DeliveryResult(
+          reportID: id, destination: destination.name, outcome: .dropped(reason: reason),
+          attempts: history.attempts, status: answer.status)
+      }
+      delegate?.serverDidRespond(result)
+      return result
+    }
+  }
+
+  private func retryOrDrop(
+    _ id: String, _ destination: String, reason: String, status: Int?,
+    history: inout DeliveryState.Destination, now: UInt64
+  ) -> DeliveryResult {
+    history.lastError = reason
+    if history.attempts >= settings.retryLimit {
+      history.outcome = .dropped
+      let final = "gave up after \(history.attempts) attempts: \(reason)"
+      return DeliveryResult(
+        reportID: id, destination: destination, outcome: .dropped(reason: final), attempts: history.attempts,
+        status: status)
+    }
+    var next = now + backoff(afterAttempt: history.attempts)
+    if settings.retryBehaviour == .none {
+      state.withLock { _ = $0.deferredToNextLaunch.insert(id + "\u{0}" + destination) }
+      next = 0
+    }
+    history.nextAttemptUnixNano = next
+    return DeliveryResult(
+      reportID: id, destination: destination, outcome: .willRetry(reason: reason, nextAttemptUnixNano: next),
+      attempts: history.attempts, status: status)
+  }
+
+  /// Moves the report out of pending when every destination is done with it.
+  private func finish(
+    _ stored: StoredReport, _ deliveryState: DeliveryState, results: [DeliveryResult], outgoing: CrashReport?,
+    into pass: inout DeliveryPass
+  ) {
+    let outcomes = destinations.map { deliveryState.destinations[$0.name]?.outcome }
+    guard !destinations.isEmpty, outcomes.allSatisfy({ $0 != nil }) else { return }
+    let id = stored.report.id
+    if outcomes.contains(.delivered) {
+      guard (try? store.move(id: id, from: .pending, to: .sent)) != nil else { return }
+      pass.finished.append((id, .sent))
+      delegate?.didSucceedSending(outgoing ?? stored.report, results: results)
+    } else {
+      let reasons = destinations.compactMap { destination in
+        deliveryState.destinations[destination.name]?.lastError.map { "\(destination.name): \($0)" }
+      }
+      guard (try? store.drop(id: id, reason: reasons.joined(separator: "; "))) != nil else { return }
+      pass.finished.append((id, .dropped))
+    }
+  }
+
+  private func save(_ deliveryState: DeliveryState, of stored: StoredReport) {
+    // A failed write costs at most a resend (at-least-once); delivery goes on.
+    try? stored.writeDeliveryState(deliveryState)
+  }
+
+  private func save(_ history: DeliveryState.Destination, _ destination: String, of stored: StoredReport) {
+    var current = stored.deliveryState()
+    current.destinations[destination] = history
+    save(current, of: stored)
+  }
+
+  /// Nanoseconds to wait after the `attempt`-th failure: retryInterval·2^(attempt-1), capped,
+  /// minus up to `jitter` of it at random.
+  func backoff(afterAttempt attempt: Int) -> UInt64 {
+    let exponent = Double(min(max(attempt - 1, 0), 30))
+    let full = min(settings.retryInterval * pow(2, exponent), settings.maxRetryInterval)
+    let jittered = full * (1 - min(max(settings.jitter, 0), 1) * random())
+    return UInt64(max(0, jittered) * 1e9)
+  }
+
+  private func admitUnderRateLimit(_ now: UInt64) -> Bool {
+    guard settings.reportsPerMinute > 0 else { return true }
+    return state.withLock { state in
+      state.recentSends.removeAll { $0 + 60_000_000_000 <= now }
+      guard state.recentSends.count < settings.reportsPerMinute else { return false }
+      state.recentSends.append(now)
+      return true
+    }
+  }
+
+  private func takeDeliveryLock() -> Int32? {
+    guard let fd = try? Syscall.open(store.path + "/.delivery.lock", O_RDWR | O_CREAT | O_CLOEXEC) else {
+      return nil
+    }
+    guard (try? Syscall.tryLockExclusive(fd, path: store.path)) == true else {
+      Syscall.close(fd)
+      return nil
+    }
+    return fd
+  }
+
+  // MARK: - Limits
+
+  /// Evicts to keep within `maxRecordCount` and `maxDatabaseSize`, oldest first: pending reports
+  /// beyond the count move to dropped/ (attachments removed, reason written); over the size,
+  /// sent reports are deleted first, then pending ones are evicted, then dropped ones deleted.
+  @discardableResult
+  public func enforceLimits() -> [Eviction] {
+    var evictions: [Eviction] = []
+    var pending = store.list(.pending).reports
+    if settings.maxRecordCount > 0, pending.count > settings.maxRecordCount {
+      for stored in pending.prefix(pending.count - settings.maxRecordCount) {
+        let reason = "evicted: more than \(settings.maxRecordCount) pending reports (maxRecordCount)"
+        if (try? store.drop(id: stored.report.id, reason: reason, removingAttachments: true)) != nil {
+          evictions.append(Eviction(reportID: stored.report.id, state: .pending, reason: reason))
+        }
+      }
+      pending = store.list(.pending).reports
+    }
+    guard settings.maxDatabaseSize > 0 else { return evictions }
+    let limit = settings.maxDatabaseSize * 1_000_000
+    let sent = store.list(.sent).reports
+    let dropped = store.list(.dropped).reports
+    var sizes: [String: Int] = [:]
+    for stored in sent + pending + dropped { sizes[stored.path] = ReportStore.size(of: stored.path) }
+    var total = sizes.values.reduce(0, +)
+    guard total > limit else { return evictions }
+    let reason = "evicted: database over \(settings.maxDatabaseSize) MB (maxDatabaseSize)"
+    for stored in sent where total > limit {
+      store.remove(stored)
+      total -= sizes[stored.path] ?? 0
+      evictions.append(Eviction(reportID: stored.report.id, state: .sent, reason: reason))
+    }
+    for stored in pending where total > limit {
+      guard let moved = try? store.drop(id: stored.report.id, reason: reason, removingAttachments: true)
+      else { continue }
+      total -= (sizes[stored.path] ?? 0) - ReportStore.size(of: moved)
+      evictions.append(Eviction(reportID: stored.report.id, state: .pending, reason: reason))
+    }
+    for stored in dropped where total > limit {
+      store.remove(stored)
+      total -= sizes[stored.path] ?? 0
+      evictions.append(Eviction(reportID: stored.report.id, state: .dropped, reason: reason))
+    }
+    return evictions
+  }
+
+  // MARK: - Parsing answers
+
+  /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date
+  /// (IMF-fixdate). Unusable values give `default`; waits are capped at a day.
+  static func retryAfter(_ value: String?, now: UInt64, default fallback: Double) -> UInt64 {
+    let day: Double = 86_400
+    guard let value = value?.trimmed(of: " \t") else { return UInt64(fallback * 1e9) }
+    if let seconds = Double(value), seconds >= 0 { return UInt64(min(seconds, day) * 1e9) }
+    guard let date = httpDate(value) else { return UInt64(fallback * 1e9) }
+    let seconds = min(max(0, date - Double(now) / 1e9), day)
+    return UInt64(seconds * 1e9)
+  }
+
+  /// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110).
+  static func httpDate(_ text: String) -> Double? {
+    let fields = text.split(separator: " ")
+    guard fields.count == 6, fields[5] == "GMT", let day = Int32(fields[1]), let year = Int32(fields[3])
+    else { return nil }
+    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    guard let month = months.firstIndex(of: String(fields[2])) else { return nil }
+    let clock = fields[4].split(separator: ":").compactMap { Int32($0) }
+    guard clock.count == 3 else { return nil }
+    var parts = tm()
+    parts.tm_year = year - 1900
+    parts.tm_mon = Int32(month)
+    parts.tm_mday = day
+    parts.tm_hour = clock[0]
+    parts.tm_min = clock[1]
+    parts.tm_sec = clock[2]
+    return Double(timegm(&parts))
+  }
+
+  /// The start of a refusal's body, for the stored reason.
+  static func excerpt(_ body: [UInt8]) -> String {
+    guard !body.isEmpty else { return "" }
+    let text = String(decoding: body.prefix(200), as: UTF8.self)
+      .map { $0.isNewline ? " " : $0 }
+    return ": " + String(text).trimmed(of: " ")
+  }
+}

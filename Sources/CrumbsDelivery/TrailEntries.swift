@@ -1,0 +1,99 @@
+// TrailEntries.swift — a stored report's breadcrumb trail read back from its LZ4 JSON Lines
+// attachment, for destinations that send breadcrumbs one by one (OTLP log records, Backtrace's
+// breadcrumb file). Schema: Breadcrumb.jsonLine(). Not signal-safe.
+
+import CrumbsRecorder
+import CrumbsReports
+import FoundationEssentials
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One breadcrumb as read back from a trail attachment.
+public struct TrailEntry: Sendable, Equatable, Decodable {
+  /// ISO 8601 as stored (millisecond precision).
+  public var timestamp: String
+  public var id: UInt64
+  public var seq: UInt32
+  public var thread: UInt32
+  public var level: String
+  public var type: String
+  public var message: String
+  public var attributes: [String: String]
+  public var truncated: Bool?
+  public var signalHandler: Bool?
+
+  enum CodingKeys: String, CodingKey {
+    case timestamp, id, seq, thread, level, type, message, attributes, truncated
+    case signalHandler = "signal_handler"
+  }
+
+  /// `timestamp` as nanoseconds since the epoch (0 when unparseable).
+  public var timeUnixNano: UInt64 { ISO8601.nanoseconds(timestamp) ?? 0 }
+}
+
+extension StoredReport {
+  /// The trail attachment's bytes, nil when the report has none.
+  public func trailAttachment() throws(DeliveryError) -> [UInt8]? {
+    guard let name = report.breadcrumbs.attachment else { return nil }
+    do {
+      return try Syscall.readFile(attachmentPath(name), limit: 256 << 20)
+    } catch {
+      throw .unencodable("trail attachment \(name): \(error)")
+    }
+  }
+
+  /// The trail's entries, oldest first; empty without a trail. Lines that do not parse are
+  /// skipped (the attachment was written by us, so that means damage, not a format change).
+  public func trailEntries() throws(DeliveryError) -> [TrailEntry] {
+    guard let compressed = try trailAttachment() else { return [] }
+    let text: [UInt8]
+    do {
+      text = try LZ4Frame.decompress(compressed, limit: 1 << 30)
+    } catch {
+      throw .unencodable("trail attachment: \(error)")
+    }
+    let decoder = JSONDecoder()
+    return text.split(separator: UInt8(ascii: "\n")).compactMap {
+      try? decoder.decode(TrailEntry.self, from: Data($0))
+    }
+  }
+}
+
+extension ISO8601 {
+  /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (UTC, as `string(nanoseconds:)` writes it).
+  public static func nanoseconds(_ text: String) -> UInt64? {
+    let bytes = Array(text.utf8)
+    guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+    func number(_ range: Range<Int>) -> Int32? {
+      var value: Int32 = 0
+      for index in range {
+        let digit = Int32(bytes[index]) - 48
+        guard (0...9).contains(digit) else { return nil }
+        value = value * 10 + digit
+      }
+      return value
+    }
+    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+      let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
+    else { return nil }
+    var parts = tm()
+    parts.tm_year = year - 1900
+    parts.tm_mon = month - 1
+    parts.tm_mday = day
+    parts.tm_hour = hour
+    parts.tm_min = minute
+    parts.tm_sec = second
+    let seconds = timegm(&parts)
+    guard seconds >= 0 else { return nil }
+    var fraction: UInt64 = 0
+    if bytes[19] == UInt8(ascii: ".") {
+      let digits = bytes[20..<(bytes.count - 1)]
+      guard !digits.isEmpty, digits.count <= 9, let value = number(20..<(bytes.count - 1)) else { return nil }
+      fraction = UInt64(value)
+      for _ in digits.count..<9 { fraction *= 10 }
+    }
+    return UInt64(seconds) * 1_000_000_000 + fraction
+  }
+}

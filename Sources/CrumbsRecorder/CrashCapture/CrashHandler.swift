@@ -1,0 +1,276 @@
+// CrashHandler.swift — the Swift face of crash capture: install, check, refresh, uninstall.
+//
+// Entry points, in call order:
+//   CrashHandler.install(ring:options:)  create `<session>.crash` beside the ring (0600,
+//                                        posix_fallocate'd, mapped MAP_SHARED), format it, then
+//                                        crumbs_crash_install (signals, alternate stack, modules)
+//   CrashHandler.prepareCurrentThread()  optional, per thread: alternate stack + exact bounds
+//   CrashHandler.refreshModules()        after dlopen/dlclose (one cheap check when unchanged)
+//   CrashHandler.replacedSignals()       signals another library took from us since install
+//   [crash]                              C only: Sources/CrumbsSignalPath/crumbs_crash_handler.c
+//   CrashHandler.uninstall()             previous actions back, record file removed
+//
+// Nothing here runs in a signal handler: the handler is C and reads only what install prepared.
+// The record file is created at install so that a crash never opens, writes or sizes a file:
+// a full or read-only disk is an install-time error (`CrashHandlerError.recordFile`), never a
+// hang or a different death at crash time.
+
+import CrumbsSignalPath
+import Synchronization
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What the crash handler catches and how it behaves.
+public struct CrashHandlerOptions: Sendable, Equatable {
+  /// The fatal signals caught: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS.
+  public static let defaultSignals: [Int32] = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS]
+
+  /// Signals to catch. Each must be in 1..<64 and not SIGKILL or SIGSTOP.
+  public var signals: [Int32] = CrashHandlerOptions.defaultSignals
+  /// Also catch SIGQUIT (the terminal's Ctrl-\ "quit and dump core").
+  public var catchesQuit = false
+  /// Bytes of each alternate signal stack (rounded up to pages). Big enough for our handler
+  /// and the Swift runtime backtracer we chain to.
+  public var alternateStackSize = 64 * 1024
+  /// Alternate stacks reserved (virtual memory, touched only when used) for threads other
+  /// than the installing one; stacks of exited threads are reused.
+  public var alternateStackPoolCount = 64
+  /// How long a second crashing thread waits for the first one to finish and end the process
+  /// before it ends the process itself.
+  public var waitForFirstCrashMilliseconds = 3000
+  /// Tests only: the handler deliberately faults after starting the record.
+  @_spi(Testing) public var faultsInsideHandlerForTesting = false
+
+  public init() {}
+
+  var signalMask: UInt64 {
+    var mask: UInt64 = 0
+    for signal in signals + (catchesQuit ? [SIGQUIT] : []) where (1..<64).contains(signal) {
+      mask |= 1 << UInt64(signal)
+    }
+    return mask
+  }
+}
+
+/// Why the crash handler could not be installed.
+public enum CrashHandlerError: Error, CustomStringConvertible, Equatable {
+  /// The crash record file could not be created, sized or mapped (read-only or full disk...).
+  case recordFile(SystemCallError)
+  /// The options name no signal, or one that cannot be caught.
+  case invalidSignals(String)
+  /// The alternate signal stacks could not be mapped.
+  case alternateStacks(Errno)
+  /// sigaction refused.
+  case sigaction(Errno)
+
+  public var description: String {
+    switch self {
+    case .recordFile(let error): "cannot prepare the crash record file: \(error)"
+    case .invalidSignals(let reason): "invalid signals: \(reason)"
+    case .alternateStacks(let error): "cannot map alternate signal stacks: \(error)"
+    case .sigaction(let error): "sigaction failed: \(error)"
+    }
+  }
+}
+
+/// The process-wide crash handler. All methods are thread-safe (serialized by a lock) and none
+/// may be called from a signal handler.
+public enum CrashHandler {
+  /// What an installation holds: the ring it writes its final breadcrumb to, and the mapping of
+  /// its record file.
+  private struct Installation {
+    var ring: BreadcrumbRing
+    var recordPath: String
+    var record: UnsafeMutablePointer<crumbs_crash_record>
+    var descriptor: Int32
+    var options: CrashHandlerOptions
+  }
+
+  private static let installation = Mutex<Installation?>(nil)
+
+  /// Bytes of a crash record file: the C struct rounded up to a page.
+  public static let recordFileSize = (MemoryLayout<crumbs_crash_record>.size + 4095) & ~4095
+
+  /// The crash record file that belongs to a ring file: `x.ring` → `x.crash`.
+  public static func recordPath(forRing ringPath: String) -> String {
+    (ringPath.hasSuffix(".ring") ? String(ringPath.dropLast(5)) : ringPath) + ".crash"
+  }
+
+  /// Installs the crash handler for `ring`: creates the ring's crash record file, takes the
+  /// fatal signals (saving the previous actions, chained to after recording), gives this thread
+  /// an alternate signal stack (others get one on their first breadcrumb), and records the
+  /// loaded modules. Idempotent: installing again for the same ring only re-takes signals that
+  /// another library replaced since (see `replacedSignals()`); installing for another ring moves
+  /// the handler to it. Returns the path of the crash record file.
+  @discardableResult
+  public static func install(
+    ring: BreadcrumbRing, options: CrashHandlerOptions = CrashHandlerOptions()
+  ) throws(CrashHandlerError) -> String {
+    let mask = options.signalMask
+    let forbidden: UInt64 = (1 << UInt64(SIGKILL)) | (1 << UInt64(SIGSTOP))
+    guard mask != 0, mask & forbidden == 0,
+      (options.signals + (options.catchesQuit ? [SIGQUIT] : [])).allSatisfy({ (1..<64).contains($0) })
+    else {
+      throw .invalidSignals("\(options.signals) (need 1...63, not SIGKILL or SIGSTOP)")
+    }
+    let result: Result<String, CrashHandlerError> = installation.withLock { current in
+      do throws(CrashHandlerError) {
+        if let existing = current, existing.ring === ring {
+          try activate(existing.record, ring: ring, options: options)
+          current?.options = options
+          return .success(existing.recordPath)
+        }
+        let fresh = try createRecord(for: ring)
+        do throws(CrashHandlerError) {
+          try activate(fresh.record, ring: ring, options: options)
+        } catch {
+          release(fresh.record, descriptor: fresh.descriptor, path: fresh.path)
+          throw error
+        }
+        if let previous = current {
+          release(previous.record, descriptor: previous.descriptor, path: previous.recordPath)
+        }
+        current = Installation(
+          ring: ring, recordPath: fresh.path, record: fresh.record, descriptor: fresh.descriptor,
+          options: options)
+        return .success(fresh.path)
+      } catch {
+        return .failure(error)
+      }
+    }
+    return try result.get()
+  }
+
+  /// The crash record file of the current installation, or nil when not installed.
+  public static var recordPath: String? {
+    installation.withLock { $0?.recordPath }
+  }
+
+  /// Whether the handler is installed.
+  public static var isInstalled: Bool {
+    installation.withLock { $0 != nil }
+  }
+
+  /// Signals we installed whose action another library has replaced since (sorted). Installing
+  /// again re-takes them.
+  public static func replacedSignals() -> [Int32] {
+    installation.withLock { _ in
+      let mask = crumbs_crash_replaced_signals()
+      return (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { Int32($0) }
+    }
+  }
+
+  /// Gives the calling thread an alternate signal stack (so a stack overflow on it is recorded)
+  /// and registers its exact stack bounds. Threads get the stack anyway on their first
+  /// breadcrumb; call this from threads that may never append. Returns whether the thread now
+  /// has an alternate stack.
+  @discardableResult
+  public static func prepareCurrentThread() -> Bool {
+    installation.withLock { $0 == nil ? false : crumbs_crash_prepare_thread() }
+  }
+
+  /// Updates the record's module table when libraries were loaded or unloaded since the last
+  /// scan (cheap otherwise). Call after `dlopen`. Returns the number of modules recorded.
+  @discardableResult
+  public static func refreshModules(force: Bool = false) -> Int {
+    installation.withLock { $0 == nil ? 0 : Int(crumbs_crash_refresh_modules(force)) }
+  }
+
+  /// Restores every signal's previous action (unless another library replaced ours since: its
+  /// handler stays), the installing thread's previous alternate stack, and removes the
+  /// untouched record file. Idempotent.
+  public static func uninstall() {
+    installation.withLock { current in
+      guard let existing = current else { return }
+      crumbs_crash_uninstall()
+      release(existing.record, descriptor: existing.descriptor, path: existing.recordPath)
+      current = nil
+    }
+  }
+
+  // MARK: - Internals
+
+  private static func createRecord(for ring: BreadcrumbRing) throws(CrashHandlerError) -> (
+    path: String, record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32
+  ) {
+    let path = recordPath(forRing: ring.path)
+    let size = recordFileSize
+    do throws(SystemCallError) {
+      let descriptor = try Syscall.open(path, O_RDWR | O_CREAT | O_TRUNC, mode: 0o600)
+      do throws(SystemCallError) {
+        try Syscall.allocate(descriptor, size: size, path: path)
+        let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        let record = base.bindMemory(to: crumbs_crash_record.self, capacity: 1)
+        let bootID = SystemFacts.bootID
+        ring.sessionID.bytes.withUnsafeBufferPointer { session in
+          bootID.withUnsafeBufferPointer { boot in
+            crumbs_crash_record_format(
+              record, UInt32(bitPattern: Syscall.processID()), session.baseAddress,
+              boot.baseAddress, SystemFacts.processStartBoottimeNanoseconds)
+          }
+        }
+        return (path, record, descriptor)
+      } catch {
+        Syscall.close(descriptor)
+        _ = try? Syscall.unlink(path)
+        throw error
+      }
+    } catch {
+      throw .recordFile(error)
+    }
+  }
+
+  private static func activate(
+    _ record: UnsafeMutablePointer<crumbs_crash_record>, ring: BreadcrumbRing,
+    options: CrashHandlerOptions
+  ) throws(CrashHandlerError) {
+    var config = crumbs_crash_config()
+    config.record = record
+    config.signal_mask = options.signalMask
+    config.altstack_size = UInt32(clamping: options.alternateStackSize)
+    config.altstack_pool_count = UInt32(clamping: options.alternateStackPoolCount)
+    config.wait_for_first_crash_ms = UInt32(clamping: max(1, options.waitForFirstCrashMilliseconds))
+    config.test_fault_inside_handler = options.faultsInsideHandlerForTesting ? 1 : 0
+    let status = withExtendedLifetime(ring) {
+      config.ring = UnsafePointer(ring.handle)
+      return crumbs_crash_install(&config)
+    }
+    let error = Errno(rawValue: Glibc.errno)
+    switch Int(status) {
+    case Int(CRUMBS_CRASH_INSTALL_OK): return
+    case Int(CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED): throw .alternateStacks(error)
+    case Int(CRUMBS_CRASH_INSTALL_SIGACTION_FAILED): throw .sigaction(error)
+    case Int(CRUMBS_CRASH_INSTALL_BAD_SIGNALS): throw .invalidSignals("rejected by sigaction set-up")
+    default:
+      throw .recordFile(SystemCallError(call: "crumbs_crash_install", path: nil, errno: .invalidArgument))
+    }
+  }
+
+  private static func release(
+    _ record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32, path: String
+  ) {
+    Syscall.unmap(UnsafeMutableRawPointer(record), size: recordFileSize)
+    Syscall.close(descriptor)
+    _ = try? Syscall.unlink(path)
+  }
+}
+
+extension SystemFacts {
+  /// When this process started, in CLOCK_BOOTTIME nanoseconds (field 22 of /proc/self/stat,
+  /// in clock ticks since boot); 0 when unreadable. The handler subtracts it from the crash
+  /// time to report the process uptime.
+  package static var processStartBoottimeNanoseconds: UInt64 {
+    guard let bytes = try? Syscall.readFile("/proc/self/stat", limit: 4096),
+      let close = bytes.lastIndex(of: UInt8(ascii: ")"))
+    else { return 0 }
+    let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
+    // fields[0] is field 3 (state); starttime is field 22.
+    guard fields.count > 19, let ticks = UInt64(String(decoding: fields[19], as: UTF8.self))
+    else { return 0 }
+    let perSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+    return ticks * (1_000_000_000 / perSecond)
+  }
+}

@@ -1,0 +1,100 @@
+// SystemFacts+Linux.swift — facts about this machine and process read from /proc and /sys.
+// Read once, at set-up; never on the hot path and never in a signal handler.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+package enum SystemFacts {
+  /// This boot's id (/proc/sys/kernel/random/boot_id) as 16 bytes; zeros when unreadable.
+  /// Clock ticks stored in a ring compare with "now" only within one boot.
+  package static let bootID: [UInt8] = {
+    guard let bytes = try? Syscall.readFile("/proc/sys/kernel/random/boot_id", limit: 64),
+      let text = String(validating: bytes, as: UTF8.self),
+      let id = SessionID(text.trimmingCharacters(in: " \n"))
+    else { return [UInt8](repeating: 0, count: 16) }
+    return id.bytes
+  }()
+
+  /// The running executable (/proc/self/exe), or "" when unreadable.
+  package static let executablePath: String = {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard count > 0 else { return "" }
+    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }()
+
+  /// Whether the CPU's cycle counter can stand in for CLOCK_MONOTONIC: on x86_64 when the kernel
+  /// itself keeps time with the TSC (so it is invariant and synchronized across CPUs); on aarch64
+  /// the generic timer always is.
+  package static let cpuCounterIsReliable: Bool = {
+    #if arch(x86_64)
+      guard
+        let bytes = try? Syscall.readFile(
+          "/sys/devices/system/clocksource/clocksource0/current_clocksource", limit: 256)
+      else { return false }
+      return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: " \n") == "tsc"
+    #elseif arch(arm64)
+      return true
+    #else
+      return false
+    #endif
+  }()
+
+  /// Where this process's memory cgroup is: `v2:/PATH` (unified hierarchy) or `v1:/PATH` (the
+  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed.
+  package static func memoryCgroup(procFile: String = "/proc/self/cgroup") -> String? {
+    guard let bytes = try? Syscall.readFile(procFile, limit: 1 << 16) else { return nil }
+    var unified: String?
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+      let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+      guard fields.count == 3 else { continue }
+      if fields[1].split(separator: ",").contains("memory") { return "v1:" + fields[2] }
+      if fields[0] == "0" && fields[1].isEmpty { unified = "v2:" + fields[2] }
+    }
+    return unified
+  }
+
+  /// The OOM-kill count of a memory cgroup named as `memoryCgroup` names it: `oom_kill` in
+  /// memory.events (v2) or memory.oom_control (v1). Nil when unreadable.
+  package static func cgroupOOMKills(cgroup: String, root: String = "/sys/fs/cgroup") -> UInt64? {
+    let file: String
+    if cgroup.hasPrefix("v2:") {
+      file = root + String(cgroup.dropFirst(3)) + "/memory.events"
+    } else if cgroup.hasPrefix("v1:") {
+      file = root + "/memory" + String(cgroup.dropFirst(3)) + "/memory.oom_control"
+    } else {
+      return nil
+    }
+    guard let bytes = try? Syscall.readFile(file.replacingDoubleSlashes(), limit: 1 << 16) else {
+      return nil
+    }
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      if fields.count == 2, fields[0] == "oom_kill" { return UInt64(fields[1]) }
+    }
+    return nil
+  }
+
+  /// Whether this reader runs in the boot that wrote `bootID`.
+  package static func isCurrentBoot(_ other: [UInt8]) -> Bool {
+    other == bootID && !bootID.allSatisfy { $0 == 0 }
+  }
+}
+
+extension String {
+  fileprivate func replacingDoubleSlashes() -> String {
+    var result = self
+    while result.contains("//") { result = result.replacing("//", with: "/") }
+    return result
+  }
+
+  /// `self` without leading and trailing characters from `set`.
+  package func trimmingCharacters(in set: String) -> String {
+    let characters = Set(set)
+    guard let first = firstIndex(where: { !characters.contains($0) }),
+      let last = lastIndex(where: { !characters.contains($0) })
+    else { return "" }
+    return String(self[first...last])
+  }
+}

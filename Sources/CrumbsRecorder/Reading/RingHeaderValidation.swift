@@ -1,0 +1,230 @@
+// RingHeaderValidation.swift — trusting nothing in a ring file's header.
+//
+// Entry point: RingHeaderValidation.validate(image) → RingLayout, or a RingFileError that says in
+// one line what is wrong. Every field a slot decoder depends on is checked against the layout
+// rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
+
+import CrumbsSignalPath
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A validated ring layout: every offset and count in it is within the image.
+package struct RingLayout {
+  package struct Lane {
+    package var head: UInt64
+    package var skipped: UInt64 = 0
+    package var dropped: UInt64 = 0
+    package var firstSlot: Int
+    package var slotCount: Int
+    package var important: Bool
+  }
+
+  package var slotSize: Int
+  package var slotCount: Int
+  package var slotsOffset: Int
+  package var lanes: [Lane]
+  package var clockKind: UInt32
+  package var created: crumbs_clock_anchor
+  package var latestAnchor: crumbs_clock_anchor
+  package var info: RingHeaderInfo
+}
+
+package enum RingHeaderValidation {
+  package static let headerSize = Int(CRUMBS_RING_HEADER_SIZE)
+  package static let laneSize = Int(CRUMBS_RING_LANE_SIZE)
+
+  /// Validates the header and lane table of `image`, a whole ring file.
+  package static func validate(_ image: UnsafeRawBufferPointer) throws(RingFileError) -> RingLayout {
+    try validate(image, availableBytes: image.count)
+  }
+
+  /// Validates the header and lane table at the start of `image`; `availableBytes` is how long
+  /// the whole file is (the slots need not be in `image`).
+  package static func validate(_ image: UnsafeRawBufferPointer, availableBytes: Int) throws(RingFileError)
+    -> RingLayout
+  {
+    guard image.count >= 8 else {
+      throw RingFileError(.notARing, "not a Crumbs ring: only \(image.count) bytes")
+    }
+    let magic = image.loadUnaligned(as: UInt64.self)
+    guard magic == CRUMBS_RING_MAGIC else {
+      if magic == 0 {
+        throw RingFileError(.notARing, "not a Crumbs ring: no magic (creation never finished?)")
+      }
+      throw RingFileError(.notARing, "not a Crumbs ring: magic is \(hex(magic))")
+    }
+    guard image.count >= headerSize else {
+      throw RingFileError(.truncated, "truncated ring: \(image.count) bytes, header alone is \(headerSize)")
+    }
+    let header = image.loadUnaligned(as: crumbs_ring_header.self)
+    guard header.version != 0 else { throw corrupt("format version 0") }
+    guard header.version <= CRUMBS_RING_VERSION else {
+      throw RingFileError(
+        .unsupportedVersion,
+        "ring format version \(header.version) is newer than this reader's (\(CRUMBS_RING_VERSION)); use a newer crumbs"
+      )
+    }
+    guard header.header_size == CRUMBS_RING_HEADER_SIZE else {
+      throw corrupt("header size \(header.header_size), expected \(CRUMBS_RING_HEADER_SIZE)")
+    }
+    let slotSize = Int(header.slot_size)
+    guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE), slotSize <= Int(CRUMBS_SLOT_MAX_SIZE),
+      slotSize.nonzeroBitCount == 1
+    else { throw corrupt("slot size \(slotSize) is not a power of two in 64...4096") }
+    let laneCount = Int(header.lane_count)
+    let generalLanes = Int(header.general_lane_count)
+    guard laneCount >= 2, laneCount <= Int(CRUMBS_RING_MAX_LANES), generalLanes >= 1,
+      generalLanes < laneCount, generalLanes.nonzeroBitCount == 1,
+      (laneCount - generalLanes).nonzeroBitCount == 1
+    else { throw corrupt("lane counts \(generalLanes)+\(laneCount - generalLanes) are not valid") }
+    let lanesEnd = headerSize + laneCount * laneSize
+    let expectedSlotsOffset = (lanesEnd + 4095) & ~4095
+    guard header.slots_offset == UInt64(expectedSlotsOffset) else {
+      throw corrupt("slots offset \(header.slots_offset), expected \(expectedSlotsOffset)")
+    }
+    let slotCount = Int(header.slot_count)
+    guard slotCount >= 1, slotCount <= 1 << 25 else { throw corrupt("slot count \(slotCount)") }
+    let fileSize = expectedSlotsOffset + slotCount * slotSize
+    guard header.file_size == UInt64(fileSize) else {
+      throw corrupt(
+        "file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes")
+    }
+    guard availableBytes >= fileSize else {
+      throw RingFileError(.truncated, "truncated ring: \(availableBytes) bytes, header says \(fileSize)")
+    }
+    guard image.count >= lanesEnd else {
+      throw RingFileError(.truncated, "truncated ring: lane table cut off")
+    }
+    guard
+      header.clock_kind == CRUMBS_CLOCK_CPU_COUNTER.rawValue
+        || header.clock_kind == CRUMBS_CLOCK_MONOTONIC_NS.rawValue
+    else { throw corrupt("unknown clock kind \(header.clock_kind)") }
+
+    var lanes: [RingLayout.Lane] = []
+    var nextSlot = 0
+    var appendsClaimed: UInt64 = 0
+    for index in 0..<laneCount {
+      let lane = image.loadUnaligned(fromByteOffset: headerSize + index * laneSize, as: crumbs_ring_lane.self)
+      let count = Int(lane.slot_count)
+      guard count >= 1, count.nonzeroBitCount == 1, Int(lane.first_slot) == nextSlot,
+        count <= slotCount - nextSlot
+      else { throw corrupt("lane \(index) (first slot \(lane.first_slot), \(count) slots) does not fit") }
+      guard (lane.important != 0) == (index >= generalLanes) else {
+        throw corrupt("lane \(index) has the wrong class")
+      }
+      lanes.append(
+        .init(
+          head: lane.head, skipped: lane.skipped, dropped: lane.dropped, firstSlot: nextSlot,
+          slotCount: count, important: lane.important != 0))
+      nextSlot += count
+      appendsClaimed &+= lane.head
+    }
+    guard nextSlot == slotCount else {
+      throw corrupt("lanes hold \(nextSlot) slots, header says \(slotCount)")
+    }
+
+    let info = RingHeaderInfo(
+      version: header.version,
+      pid: Int32(bitPattern: header.pid),
+      sessionID: SessionID(bytes: bytes(of: header.session_id))!,
+      bootID: bytes(of: header.boot_id),
+      appName: string(of: header.app_name),
+      executable: string(of: header.executable),
+      state: RingState(raw: header.state),
+      slotSize: slotSize,
+      slotCount: slotCount,
+      laneCount: laneCount,
+      generalLaneCount: generalLanes,
+      createdWallNanoseconds: header.created.wall_ns,
+      appendsClaimed: appendsClaimed,
+      receivedMemoryWarning: header.session_flags & UInt32(CRUMBS_SESSION_MEMORY_WARNING) != 0,
+      cgroup: string(of: header.cgroup),
+      cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
+        ? nil : header.cgroup_oom_kills_at_start,
+      endSignal: header.state == UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue) && header.end_signal > 0
+        && header.end_signal < 65 ? Int32(header.end_signal) : nil)
+    let generation = header.anchor_generation
+    let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
+    return RingLayout(
+      slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,
+      clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)
+  }
+
+  private static func corrupt(_ reason: String) -> RingFileError {
+    RingFileError(.corruptHeader, "corrupt ring header: \(reason)")
+  }
+
+  private static func hex(_ value: UInt64) -> String {
+    "0x" + String(value, radix: 16)
+  }
+
+  private static func bytes<T>(of tuple: T) -> [UInt8] {
+    withUnsafeBytes(of: tuple) { Array($0) }
+  }
+
+  /// A NUL-terminated C string in a fixed field; invalid UTF-8 is repaired, not trusted.
+  private static func string<T>(of tuple: T) -> String {
+    withUnsafeBytes(of: tuple) { raw in
+      let end = raw.firstIndex(of: 0) ?? raw.count
+      return String(decoding: raw[0..<end], as: UTF8.self)
+    }
+  }
+}
+
+/// Converts a ring's clock ticks to monotonic and wall-clock time, from the header's anchors.
+package struct RingClock {
+  package let anchor: crumbs_clock_anchor
+  package let ticksPerNanosecond: Double
+  package let isCalibrated: Bool
+
+  package init(layout: RingLayout) {
+    anchor = layout.latestAnchor
+    if layout.clockKind == CRUMBS_CLOCK_MONOTONIC_NS.rawValue {
+      ticksPerNanosecond = 1
+      isCalibrated = true
+      return
+    }
+    let created = layout.created
+    var later = layout.latestAnchor
+    if later.monotonic_ns &- created.monotonic_ns < 1_000_000,
+      SystemFacts.isCurrentBoot(layout.info.bootID)
+    {
+      // Died before the first refresh, but in this boot: the counter is still running, so an
+      // anchor taken now calibrates it.
+      later = crumbs_clock_anchor(
+        ticks: crumbs_clock_now_ticks(layout.clockKind), monotonic_ns: Self.monotonicNow(),
+        wall_ns: 0)
+    }
+    let elapsedNanoseconds = later.monotonic_ns &- created.monotonic_ns
+    let elapsedTicks = later.ticks &- created.ticks
+    // A short interval calibrates well enough for the short span of ticks it has to convert:
+    // the error is proportional to the distance from the anchor.
+    if later.monotonic_ns > created.monotonic_ns, elapsedNanoseconds >= 10_000,
+      later.ticks > created.ticks
+    {
+      ticksPerNanosecond = Double(elapsedTicks) / Double(elapsedNanoseconds)
+      isCalibrated = true
+    } else {
+      ticksPerNanosecond = 1
+      isCalibrated = false
+    }
+  }
+
+  package func stamp(_ breadcrumb: inout Breadcrumb) {
+    let deltaTicks = Double(Int64(bitPattern: breadcrumb.ticks &- anchor.ticks))
+    let scaled = (deltaTicks / ticksPerNanosecond).rounded()
+    // Garbage ticks (a damaged file that still verified) must not trap the conversion.
+    let deltaNanoseconds = scaled.isFinite && abs(scaled) < 9.0e18 ? Int64(scaled) : 0
+    breadcrumb.monotonicNanoseconds = UInt64(
+      bitPattern: Int64(bitPattern: anchor.monotonic_ns) &+ deltaNanoseconds)
+    breadcrumb.wallTimeNanoseconds = UInt64(bitPattern: Int64(bitPattern: anchor.wall_ns) &+ deltaNanoseconds)
+  }
+
+  package static func monotonicNow() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+  }
+}

@@ -1,0 +1,297 @@
+// RingReader.swift — reading a ring, after the fact or live.
+//
+// Entry points, in call order:
+//   RingReader.read(file:)   a ring file left by a live, crashed or killed process
+//   RingReader.read(image:)  the same from bytes in memory (what the fuzzer drives)
+//     → RingHeaderValidation.validate  every header field checked before any slot is touched
+//     → decodeSlots                    commit word, position, checksum, then the payload
+//   RingReader.readLive               a mapped ring while writers run (BreadcrumbRing.snapshot)
+//
+// A reader never returns a torn slot (commit word not DONE, position not matching the slot,
+// checksum mismatch, or a payload that does not parse) and never traps on any input: every
+// length is bounds-checked and all arithmetic is on values already validated. Not signal-safe.
+
+import CrumbsSignalPath
+
+/// Why a file could not be read as a ring. The message is one line, for people.
+public struct RingFileError: Error, CustomStringConvertible, Equatable {
+  public enum Kind: String, Sendable, Equatable {
+    /// Not a Crumbs ring at all (wrong magic, too short to tell).
+    case notARing
+    /// A ring written by a newer Crumbs.
+    case unsupportedVersion
+    /// The header is a ring's but inconsistent.
+    case corruptHeader
+    /// Shorter than its header says.
+    case truncated
+    /// Could not be read (permissions, I/O).
+    case unreadable
+  }
+
+  public var kind: Kind
+  public var reason: String
+
+  public init(_ kind: Kind, _ reason: String) {
+    self.kind = kind
+    self.reason = reason
+  }
+
+  public var description: String { reason }
+}
+
+/// Counts of what the slots held.
+public struct SlotCounts: Sendable, Equatable, Codable {
+  /// Complete, verified breadcrumbs (returned).
+  public var valid = 0
+  /// Slots caught mid-write, failing their checksum, or not parsing (never returned).
+  public var torn = 0
+  /// Breadcrumbs lost to wrap-around: appended, then overwritten by newer ones in their lane.
+  public var overwritten = 0
+  /// Slots never written.
+  public var empty = 0
+  /// Breadcrumbs given up at append time: their slots were still being written a whole lap
+  /// behind, several times in a row (only under extreme oversubscription).
+  public var dropped = 0
+
+  public init() {}
+}
+
+/// What a ring's header says about its writer.
+public struct RingHeaderInfo: Sendable, Equatable {
+  public var version: UInt32
+  public var pid: Int32
+  public var sessionID: SessionID
+  public var bootID: [UInt8]
+  public var appName: String
+  public var executable: String
+  public var state: RingState
+  public var slotSize: Int
+  public var slotCount: Int
+  public var laneCount: Int
+  public var generalLaneCount: Int
+  /// Ring creation, nanoseconds since the Unix epoch.
+  public var createdWallNanoseconds: UInt64
+  /// Total appends ever claimed, all lanes.
+  public var appendsClaimed: UInt64
+  /// A memory-pressure warning was recorded during the session.
+  public var receivedMemoryWarning: Bool = false
+  /// The writer's cgroup v2 path ("" when unknown).
+  public var cgroup: String = ""
+  /// The cgroup's oom_kill count when the ring was made, when known.
+  public var cgroupOOMKillsAtStart: UInt64? = nil
+  /// With state `.terminatedBySignal`: the signal that ended the process.
+  public var endSignal: Int32? = nil
+}
+
+extension RingHeaderInfo {
+  package static let unknown = RingHeaderInfo(
+    version: 0, pid: 0, sessionID: SessionID(bytes: [UInt8](repeating: 0, count: 16))!,
+    bootID: [], appName: "", executable: "", state: .unknown, slotSize: 0, slotCount: 0,
+    laneCount: 0, generalLaneCount: 0, createdWallNanoseconds: 0, appendsClaimed: 0)
+}
+
+/// `crumbs_ring_state` as Swift sees it.
+public enum RingState: String, Sendable, Equatable, Codable {
+  case running, clean, crashed, unknown
+  /// A terminating signal the app did not handle (SIGTERM, SIGINT...) ended the process.
+  case terminatedBySignal = "terminated_by_signal"
+
+  init(raw: UInt32) {
+    switch raw {
+    case UInt32(CRUMBS_RING_RUNNING.rawValue): self = .running
+    case UInt32(CRUMBS_RING_CLEAN.rawValue): self = .clean
+    case UInt32(CRUMBS_RING_CRASHED.rawValue): self = .crashed
+    case UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue): self = .terminatedBySignal
+    default: self = .unknown
+    }
+  }
+}
+
+/// Everything a reader found in a ring.
+public struct RingContents: Sendable {
+  public var header: RingHeaderInfo
+  /// Oldest to newest.
+  public var breadcrumbs: [Breadcrumb]
+  public var counts: SlotCounts
+  /// False when the ring's clock could not be calibrated (it died within milliseconds of its
+  /// creation, in another boot): times are then the creation time plus raw ticks as nanoseconds.
+  public var timesAreCalibrated: Bool
+}
+
+public enum RingReader {
+  /// Reads a ring file. Errors say why the file is not a readable ring; damaged slots inside a
+  /// good header are counted as torn, not thrown.
+  public static func read(file path: String) throws(RingFileError) -> RingContents {
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(path)
+    } catch {
+      throw RingFileError(.unreadable, "\(path): cannot read: \(error.errno)")
+    }
+    let result = bytes.withUnsafeBytes { image in
+      Result { () throws(RingFileError) in try read(image: image) }
+    }
+    switch result {
+    case .success(let contents): return contents
+    case .failure(let error): throw RingFileError(error.kind, "\(path): \(error.reason)")
+    }
+  }
+
+  /// Reads a ring from a file image in memory.
+  public static func read(image: UnsafeRawBufferPointer) throws(RingFileError) -> RingContents {
+    let layout = try RingHeaderValidation.validate(image)
+    let slotSize = layout.slotSize
+    let slotsStart = layout.slotsOffset
+    return decodeSlots(layout: layout) { slotIndex, destination in
+      let start = slotsStart + slotIndex * slotSize
+      destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: image[start..<start + slotSize]))
+      return destination.loadUnaligned(as: UInt64.self)
+    }
+  }
+
+  /// Reads a mapped ring while writers run: each slot is copied with a seqlock read and skipped
+  /// (as torn) if it changed during the copy.
+  static func readLive(_ ring: UnsafePointer<crumbs_ring>) -> RingContents {
+    let header = ring.pointee.header!
+    let fileSize = Int(header.pointee.file_size)
+    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
+    // Our own ring, formatted by this process: validation cannot fail unless memory was
+    // overwritten, and then an empty result is the honest answer.
+    guard let layout = try? RingHeaderValidation.validate(tables, availableBytes: fileSize) else {
+      return RingContents(
+        header: RingHeaderInfo.unknown, breadcrumbs: [], counts: SlotCounts(),
+        timesAreCalibrated: false)
+    }
+    return decodeSlots(layout: layout) { slotIndex, destination in
+      crumbs_ring_read_slot(ring, UInt32(slotIndex), destination.baseAddress)
+    }
+  }
+
+  /// Decodes every slot through `copySlot(index, buffer) -> commit word` (0: never written; odd:
+  /// being written or changed during the copy; even: a consistent copy is in the buffer).
+  static func decodeSlots(
+    layout: RingLayout, copySlot: (Int, UnsafeMutableRawBufferPointer) -> UInt64
+  ) -> RingContents {
+    var counts = SlotCounts()
+    var breadcrumbs: [Breadcrumb] = []
+    breadcrumbs.reserveCapacity(layout.slotCount)
+    let clock = RingClock(layout: layout)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.slotSize, alignment: 8)
+    defer { buffer.deallocate() }
+
+    for (laneIndex, lane) in layout.lanes.enumerated() {
+      let laneSlots = UInt64(lane.slotCount)
+      var validInLane: UInt64 = 0
+      var tornInLane: UInt64 = 0
+      for offset in 0..<lane.slotCount {
+        let commit = copySlot(lane.firstSlot + offset, buffer)
+        if commit == 0 {
+          counts.empty += 1
+          continue
+        }
+        guard commit & 1 == 0 else {
+          tornInLane += 1
+          continue
+        }
+        let position = (commit >> 1) &- 1
+        // The position must belong to this slot and must have been claimed (< head).
+        guard position & (laneSlots - 1) == UInt64(offset), position < lane.head,
+          var breadcrumb = SlotDecoder.decode(
+            UnsafeRawBufferPointer(buffer), position: position, lane: laneIndex)
+        else {
+          tornInLane += 1
+          continue
+        }
+        clock.stamp(&breadcrumb)
+        breadcrumbs.append(breadcrumb)
+        validInLane += 1
+      }
+      counts.valid += Int(validInLane)
+      counts.torn += Int(tornInLane)
+      // Lane counters come from the file: saturate rather than trap on absurd values.
+      counts.dropped = counts.dropped.saturatingAdd(Int(clamping: lane.dropped))
+      // Every claimed position that was written and is not in a slot any more was overwritten.
+      let written = lane.head &- min(lane.head, lane.skipped)
+      let present = validInLane + tornInLane
+      counts.overwritten = counts.overwritten.saturatingAdd(
+        Int(clamping: written > present ? written - present : 0))
+    }
+    breadcrumbs.sort { lhs, rhs in
+      if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
+      if lhs.threadID != rhs.threadID { return lhs.threadID < rhs.threadID }
+      return lhs.threadSequence < rhs.threadSequence
+    }
+    return RingContents(
+      header: layout.info, breadcrumbs: breadcrumbs, counts: counts,
+      timesAreCalibrated: clock.isCalibrated)
+  }
+}
+
+/// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
+/// that does not verify or parse; never traps.
+package enum SlotDecoder {
+  package static func decode(_ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int) -> Breadcrumb? {
+    let slotSize = slot.count
+    let payloadOffset = Int(CRUMBS_SLOT_PAYLOAD_OFFSET)
+    guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE) else { return nil }
+    let payloadLength = Int(slot.loadUnaligned(fromByteOffset: payloadOffset, as: UInt16.self))
+    let covered = payloadOffset + payloadLength
+    guard payloadLength >= 2, covered <= slotSize else { return nil }
+    let stored = slot.loadUnaligned(
+      fromByteOffset: MemoryLayout<crumbs_slot_header>.offset(of: \.checksum)!, as: UInt32.self)
+    guard crumbs_slot_checksum(slot.baseAddress, UInt32(covered), position) == stored else {
+      return nil
+    }
+    let header = slot.loadUnaligned(as: crumbs_slot_header.self)
+    guard let level = BreadcrumbLevel(rawValue: header.level),
+      let type = BreadcrumbType(rawValue: header.type)
+    else { return nil }
+
+    var cursor = payloadOffset + 2
+    let end = covered
+    let messageLength = Int(slot.loadUnaligned(fromByteOffset: cursor, as: UInt16.self))
+    cursor += 2
+    guard messageLength <= end - cursor else { return nil }
+    let message = String(decoding: slot[cursor..<cursor + messageLength], as: UTF8.self)
+    cursor += messageLength
+
+    var attributes: [Breadcrumb.Attribute] = []
+    for _ in 0..<Int(header.attribute_count) {
+      guard end - cursor >= 2 else { return nil }
+      let keyLength = Int(slot[cursor])
+      let valueLength = Int(slot[cursor + 1])
+      cursor += 2
+      guard keyLength + valueLength <= end - cursor else { return nil }
+      let key = String(decoding: slot[cursor..<cursor + keyLength], as: UTF8.self)
+      cursor += keyLength
+      let value = String(decoding: slot[cursor..<cursor + valueLength], as: UTF8.self)
+      cursor += valueLength
+      attributes.append(.init(key: key, value: value))
+    }
+    guard cursor == end else { return nil }
+
+    let flags = UInt32(header.flags)
+    return Breadcrumb(
+      id: UInt64(lane) << 48 | (position & 0xFFFF_FFFF_FFFF),
+      threadSequence: header.thread_seq,
+      threadID: header.thread_id,
+      wallTimeNanoseconds: 0,
+      monotonicNanoseconds: 0,
+      ticks: header.ticks,
+      level: level,
+      type: type,
+      message: message,
+      attributes: attributes,
+      messageTruncated: flags & UInt32(CRUMBS_SLOT_MESSAGE_TRUNCATED) != 0,
+      attributesTruncated: flags & UInt32(CRUMBS_SLOT_ATTRIBUTES_TRUNCATED) != 0,
+      fromSignalHandler: flags & UInt32(CRUMBS_SLOT_FROM_SIGNAL_HANDLER) != 0)
+  }
+}
+
+extension Int {
+  /// `self + other`, pinned at `Int.max` instead of trapping.
+  package func saturatingAdd(_ other: Int) -> Int {
+    let (sum, overflow) = addingReportingOverflow(other)
+    return overflow ? Int.max : sum
+  }
+}

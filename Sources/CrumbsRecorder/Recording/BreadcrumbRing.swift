@@ -1,0 +1,279 @@
+// BreadcrumbRing.swift — the Swift face of the hot path.
+//
+// Entry points, in call order:
+//   RingDirectory.createRing / BreadcrumbRing.create   map a new ring file (0600, flock'ed)
+//   BreadcrumbRing.install                             make it the process-wide ring
+//   BreadcrumbRing.append / addBreadcrumb(...)         the hot path (inlinable, no allocation)
+//   BreadcrumbRing.snapshot                            read it live while writers run
+//   BreadcrumbRing.close(clean:)                       mark clean, retire the mapping
+//
+// The append itself is C (crumbs_ring_append.h), shared with the crash handler; this file only
+// hands it the UTF-8 bytes of Swift strings without copying them to the heap.
+
+import CrumbsSignalPath
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// How a ring is shaped and filtered.
+public struct RingOptions: Sendable, Equatable {
+  /// Bytes per slot: a power of two from 64 to 4096. A slot holds a 32-byte header, the message
+  /// and the attributes; what does not fit is cut and flagged.
+  public var slotSize: Int = 256
+  /// About how many slots (rounded per lane to powers of two; `BreadcrumbRing.slotCount` says).
+  public var slotCount: Int = 4096
+  /// One `importantShare`-th of the slots is kept for `warning` and above.
+  public var importantShare: Int = 8
+  /// Breadcrumbs below this level are dropped at append time.
+  public var minimumLevel: BreadcrumbLevel = .debug
+  /// Types recorded; `nil` records all.
+  public var enabledTypes: Set<BreadcrumbType>? = nil
+  /// Recorded in the header, e.g. for the next launch to find its own rings.
+  public var appName: String? = nil
+
+  public init() {}
+}
+
+/// Why a ring could not be created.
+public enum RingCreationError: Error, CustomStringConvertible, Equatable {
+  case invalidOptions(String)
+  case system(SystemCallError)
+
+  public var description: String {
+    switch self {
+    case .invalidOptions(let reason): "invalid ring options: \(reason)"
+    case .system(let error): "cannot create ring: \(error)"
+    }
+  }
+}
+
+/// A mapped ring file that this process writes.
+///
+/// Thread safety: every method may be called from any thread at any time; `append` is lock-free
+/// and never allocates. `close` must not race with `append` calls made through this object (calls
+/// through the process-wide ring are safe: the mapping is retired, not unmapped).
+public final class BreadcrumbRing: @unchecked Sendable {
+  /// The ring file.
+  public let path: String
+  /// The session this ring belongs to.
+  public let sessionID: SessionID
+  /// Slots in the ring, all lanes.
+  public let slotCount: Int
+  /// Bytes per slot.
+  public let slotSize: Int
+
+  /// The C handle: pointers into the mapping. Stable for the object's life.
+  @usableFromInline let handle: UnsafeMutablePointer<crumbs_ring>
+  private let base: UnsafeMutableRawPointer
+  private let mappedSize: Int
+  private let descriptor: Int32
+  private let closed = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+
+  /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
+  public static func create(
+    at path: String, options: RingOptions = RingOptions(), sessionID: SessionID = SessionID()
+  ) throws(RingCreationError) -> BreadcrumbRing {
+    var plan = crumbs_ring_plan_result()
+    let planned = crumbs_ring_plan(
+      UInt32(clamping: options.slotSize), UInt32(clamping: options.slotCount),
+      UInt32(clamping: Syscall.onlineCPUCount()), UInt32(clamping: options.importantShare), &plan)
+    switch Int(planned) {
+    case Int(CRUMBS_PLAN_OK): break
+    case Int(CRUMBS_PLAN_BAD_SLOT_SIZE):
+      throw .invalidOptions("slot size \(options.slotSize) is not a power of two in 64...4096")
+    default:
+      throw .invalidOptions("slot count \(options.slotCount) is not in 64...16777216")
+    }
+    do throws(SystemCallError) {
+      let descriptor = try Syscall.open(path, O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
+      do throws(SystemCallError) {
+        guard try Syscall.tryLockExclusive(descriptor, path: path) else {
+          throw SystemCallError(call: "flock", path: path, errno: .wouldBlock)
+        }
+        let size = Int(plan.file_size)
+        try Syscall.allocate(descriptor, size: size, path: path)
+        let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        var identity = crumbs_ring_identity()
+        identity.pid = UInt32(bitPattern: Syscall.processID())
+        withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
+        withUnsafeMutableBytes(of: &identity.boot_id) { $0.copyBytes(from: SystemFacts.bootID) }
+        let executable = SystemFacts.executablePath
+        let cgroup = SystemFacts.memoryCgroup() ?? ""
+        identity.cgroup_oom_kills_at_start =
+          SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+        (options.appName ?? "").withCString { appName in
+          executable.withCString { executablePath in
+            cgroup.withCString { cgroupPath in
+              identity.app_name = appName
+              identity.executable = executablePath
+              identity.cgroup = cgroupPath
+              crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+            }
+          }
+        }
+        let handle = UnsafeMutablePointer<crumbs_ring>.allocate(capacity: 1)
+        crumbs_ring_attach(handle, base)
+        let ring = BreadcrumbRing(
+          path: path, sessionID: sessionID, handle: handle, base: base, mappedSize: size,
+          descriptor: descriptor)
+        ring.setFilter(minimumLevel: options.minimumLevel, enabledTypes: options.enabledTypes)
+        return ring
+      } catch {
+        Syscall.close(descriptor)
+        _ = try? Syscall.unlink(path)
+        throw error
+      }
+    } catch {
+      throw .system(error)
+    }
+  }
+
+  private init(
+    path: String, sessionID: SessionID, handle: UnsafeMutablePointer<crumbs_ring>,
+    base: UnsafeMutableRawPointer, mappedSize: Int, descriptor: Int32
+  ) {
+    self.path = path
+    self.sessionID = sessionID
+    self.handle = handle
+    self.base = base
+    self.mappedSize = mappedSize
+    self.descriptor = descriptor
+    self.slotCount = Int(handle.pointee.header.pointee.slot_count)
+    self.slotSize = Int(handle.pointee.slot_size)
+    closed.initialize(to: 0)
+  }
+
+  deinit {
+    close(clean: true)
+    closed.deallocate()
+  }
+
+  /// Appends one breadcrumb. Lock-free, allocation-free for native Swift strings (small ones are
+  /// copied on the stack), no system call; safe from any thread. A message or attribute that does
+  /// not fit the slot is cut at a character boundary and the record is flagged.
+  @inlinable
+  public func append(
+    _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
+    attributes: KeyValuePairs<String, String> = [:]
+  ) {
+    appendBreadcrumb(
+      to: UnsafePointer(handle), message: message, level: level, type: type,
+      attributes: attributes)
+  }
+
+  /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point
+  /// `crumbs_add_breadcrumb` and the crash handler write to. Idempotent.
+  public func install() {
+    crumbs_ring_install(handle)
+  }
+
+  /// Whether this ring is the process-wide ring.
+  public var isInstalled: Bool {
+    crumbs_installed_ring()?.pointee.header == handle.pointee.header
+  }
+
+  /// Records that the session received a memory-pressure warning (kept in the header, read by
+  /// the next launch as `hasReceivedMemoryWarningInLastSession` and as OOM evidence).
+  public func markMemoryWarning() {
+    crumbs_ring_set_session_flags(handle, UInt32(CRUMBS_SESSION_MEMORY_WARNING))
+  }
+
+  /// Changes the append-time filters (any thread, takes effect at once).
+  public func setFilter(minimumLevel: BreadcrumbLevel, enabledTypes: Set<BreadcrumbType>?) {
+    let mask = enabledTypes.map { $0.reduce(UInt32(0)) { $0 | (1 << UInt32($1.rawValue)) } } ?? 0
+    // An empty set would read as "all" (0): keep a bit no type uses instead.
+    crumbs_ring_set_filter(handle, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
+  }
+
+  /// White-box entry point for tests: puts the head of every general lane (or every important
+  /// lane) at `position`, as if that many breadcrumbs had been appended to it, so a test can
+  /// build any wrap position.
+  func setLaneHeadsForTesting(_ position: UInt64, important: Bool = false) {
+    let lanes = Int(handle.pointee.header.pointee.lane_count)
+    for index in 0..<lanes where (handle.pointee.lanes[index].important != 0) == important {
+      handle.pointee.lanes[index].head = position
+    }
+  }
+
+  /// Lane layout, for tests: (slot count, important) per lane.
+  var lanesForTesting: [(slotCount: Int, important: Bool)] {
+    (0..<Int(handle.pointee.header.pointee.lane_count)).map {
+      (Int(handle.pointee.lanes[$0].slot_count), handle.pointee.lanes[$0].important != 0)
+    }
+  }
+
+  /// A consistent copy of what the ring holds now, oldest to newest, while writers keep going.
+  public func snapshot() -> RingContents {
+    RingReader.readLive(handle)
+  }
+
+  /// Marks the ring clean (`clean: true`, nothing to report next launch) or leaves it marked
+  /// running, syncs it, and retires the mapping. Idempotent.
+  public func close(clean: Bool = true) {
+    guard closed.pointee == 0 else { return }
+    closed.pointee = 1
+    if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
+    let wasInstalled = isInstalled
+    if wasInstalled { crumbs_ring_uninstall() }
+    Syscall.msync(base, size: mappedSize)
+    if wasInstalled {
+      // A thread may still be inside an append through the process-wide pointer.
+      Syscall.retireMapping(base, size: mappedSize)
+    } else {
+      Syscall.unmap(base, size: mappedSize)
+    }
+    Syscall.close(descriptor)
+    handle.deallocate()
+  }
+}
+
+/// Appends one breadcrumb to the process-wide ring (see `BreadcrumbRing.install`); does nothing
+/// when none is installed. Lock-free, allocation-free for native strings, no system call, safe
+/// from any thread.
+@inlinable
+public func addBreadcrumb(
+  _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
+  attributes: KeyValuePairs<String, String> = [:]
+) {
+  guard let ring = crumbs_installed_ring() else { return }
+  appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
+}
+
+@inlinable
+package func appendBreadcrumb(
+  to ring: UnsafePointer<crumbs_ring>, message: String, level: BreadcrumbLevel,
+  type: BreadcrumbType, attributes: KeyValuePairs<String, String>
+) {
+  var writer = crumbs_slot_writer()
+  guard crumbs_ring_begin(ring, level.rawValue, type.rawValue, 0, &writer) else { return }
+  var attributeBytes = 0
+  for attribute in attributes {
+    attributeBytes &+= 2 &+ attribute.key.utf8.count &+ attribute.value.utf8.count
+  }
+  withUTF8Bytes(of: message) { bytes, count in
+    crumbs_slot_put_message(&writer, bytes, count, attributeBytes)
+  }
+  for attribute in attributes {
+    withUTF8Bytes(of: attribute.key) { key, keyCount in
+      withUTF8Bytes(of: attribute.value) { value, valueCount in
+        crumbs_slot_put_attribute(&writer, key, keyCount, value, valueCount)
+      }
+    }
+  }
+  crumbs_ring_commit(&writer)
+}
+
+/// Calls `body` with the string's UTF-8 bytes without a heap copy for native strings.
+@inlinable
+package func withUTF8Bytes<Result>(
+  of string: String, _ body: (UnsafeRawPointer?, Int) -> Result
+) -> Result {
+  if let result = string.utf8.withContiguousStorageIfAvailable({
+    body(UnsafeRawPointer($0.baseAddress), $0.count)
+  }) {
+    return result
+  }
+  var copy = string
+  return copy.withUTF8 { body(UnsafeRawPointer($0.baseAddress), $0.count) }
+}

@@ -1,0 +1,177 @@
+// CrashReportBuilder.swift — a crash record (+ the ring it names) becomes a CrashReport.
+//
+// Entry points, in call order:
+//   CrashReportBuilder.crash(record:ring:…)          a signal the handler recorded
+//     → Symbolicator(modules: record.modules)       the crashed process's module map
+//     → symbolicate(record.frames)                  names, offsets, build IDs, notes
+//   CrashReportBuilder.abnormalTermination(ring:…)  a ring left running with no record
+//
+// Not signal-safe; never traps on a damaged record (the reader validated it).
+
+import CrumbsRecorder
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+package struct CrashReportBuilder {
+  package var attributes: [String: String]
+  package var appVersion: String?
+  package var reportingSession: SessionID?
+  package var symbolicatorOptions = Symbolicator.Options()
+
+  /// A report for a crash the handler recorded. `ring` is nil when the ring was unreadable.
+  package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
+    -> CrashReport
+  {
+    let modules = record.modules.map {
+      LoadedModule(
+        path: $0.path, loadBias: $0.loadBias, buildID: $0.buildID, start: $0.start, end: $0.end,
+        textStart: $0.textStart, textEnd: $0.textEnd)
+    }
+    let symbolicated = Symbolicator(modules: modules, options: symbolicatorOptions)
+      .symbolicate(record.frames, firstIsExactPC: true)
+    let frames = symbolicated.map(Self.frame)
+    let signal = record.signal
+    var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
+    if let sender = signal.senderPID {
+      message =
+        sender == record.pid
+        ? "\(signal.codeName) raised by the process itself"
+        : "\(signal.codeName) sent by pid \(sender)" + (signal.senderUID.map { " (uid \($0))" } ?? "")
+    }
+    if let hint = Self.hint(signal: signal.number, frames: symbolicated) { message += " — " + hint }
+
+    var report = base(
+      id: record.sessionID.description, kind: .crash, sessionID: record.sessionID,
+      time: record.crashWallNanoseconds, ring: ring, trailSize: trailSize,
+      pid: record.pid, executable: ring?.header.executable ?? modules.first?.path ?? "",
+      appName: ring?.header.appName ?? "")
+    report.exceptionType = signal.name
+    report.exceptionMessage = message
+    report.exceptionStacktrace = CrashReport.stacktrace(frames)
+    report.threadID = Int(record.threadID)
+    report.threadName = record.threadName.isEmpty ? nil : record.threadName
+    report.signal = CrashReport.SignalInfo(
+      number: signal.number, name: signal.name, code: signal.code, codeName: signal.codeName,
+      faultAddress: CrashReport.hex(signal.faultAddress), senderPID: signal.senderPID,
+      senderUID: signal.senderUID)
+    report.registers = record.registers.map { .init(name: $0.name, value: Self.hex16($0.value)) }
+    report.frames = frames
+    report.modules = record.modules.map {
+      .init(
+        path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
+        buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
+    }
+    report.handlerDurationNanoseconds = record.handlerDurationNanoseconds
+    report.resource["process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
+    report.resource["host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
+    report.resource["host.arch"] = record.architecture == "x86_64" ? "amd64" : record.architecture
+    report.damage = damage
+    if record.isPartial {
+      report.damage.append(
+        "the crash handler itself faulted (signal \(record.nestedSignal ?? 0)); this record is partial")
+    }
+    if record.status == .incomplete {
+      report.damage.append("the crash handler did not finish; fields after the last one written are missing")
+    }
+    if record.stackScanned {
+      report.evidence.append(
+        "the crash was in code without frame pointers; callers were recovered by scanning the stack")
+    }
+    if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
+    if record.concurrentCrash {
+      report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
+    }
+    return report
+  }
+
+  /// A report for a session that vanished without a crash record.
+  package func abnormalTermination(ring: RingContents, trailSize: Int?, cgroupRoot: String = "/sys/fs/cgroup")
+    -> CrashReport
+  {
+    let header = ring.header
+    let lastSignOfLife = ring.breadcrumbs.last?.wallTimeNanoseconds ?? header.createdWallNanoseconds
+    var report = base(
+      id: header.sessionID.description, kind: .abnormalTermination, sessionID: header.sessionID,
+      time: lastSignOfLife, ring: ring, trailSize: trailSize, pid: header.pid,
+      executable: header.executable, appName: header.appName)
+    let evidence = OOMEvidence.gather(ring, cgroupRoot: cgroupRoot)
+    report.evidence = evidence
+    if evidence.isEmpty {
+      report.exceptionType = "AbnormalTermination"
+      report.exceptionMessage =
+        "the process ended without a crash record and without a clean exit (SIGKILL, the OOM killer, or power loss)"
+    } else {
+      report.exceptionType = "OutOfMemory"
+      report.exceptionMessage = "likely out of memory: " + evidence.joined(separator: "; ")
+    }
+    report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
+    return report
+  }
+
+  /// A report for a ring marked crashed whose crash record is missing or unreadable.
+  package func crashWithoutRecord(ring: RingContents, trailSize: Int?, damage: [String]) -> CrashReport {
+    var report = abnormalTermination(ring: ring, trailSize: trailSize)
+    report.kind = .crash
+    report.exceptionType = "Crash"
+    report.exceptionMessage = "the crash handler ran but its record is missing or damaged"
+    report.exceptionStacktrace = "(no stack: the crash record is missing or damaged)"
+    report.evidence = []
+    report.damage += damage
+    return report
+  }
+
+  private func base(
+    id: String, kind: CrashReport.Kind, sessionID: SessionID, time: UInt64, ring: RingContents?,
+    trailSize: Int?, pid: Int32, executable: String, appName: String
+  ) -> CrashReport {
+    let observed = wallClockNanoseconds()
+    var report = CrashReport(
+      id: id, kind: kind, exceptionType: "", exceptionMessage: "", exceptionStacktrace: "",
+      threadID: nil, threadName: nil, sessionID: sessionID.description,
+      reportingSessionID: reportingSession?.description,
+      timeUnixNano: time, time: ISO8601.string(nanoseconds: time),
+      observedTimeUnixNano: observed, observedTime: ISO8601.string(nanoseconds: observed),
+      signal: nil, registers: [], frames: [], modules: [],
+      resource: ProcessAttributes.resource(
+        pid: pid, executable: executable, appName: appName, appVersion: appVersion),
+      attributes: attributes,
+      breadcrumbs: ring.map { TrailAttachment.summary($0, attachmentSize: trailSize) }
+        ?? CrashReport.Trail(
+          attachment: nil, count: 0, valid: 0, torn: 0, overwritten: 0, empty: 0, lastMessage: nil,
+          timesCalibrated: false),
+      attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
+    if let ring, ring.counts.torn > 0 {
+      report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
+    }
+    if let trailSize {
+      report.attachments.append(
+        .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
+    }
+    return report
+  }
+
+  package static func frame(_ frame: SymbolicatedFrame) -> CrashReport.Frame {
+    CrashReport.Frame(
+      index: frame.index, address: CrashReport.hex(frame.address), module: frame.modulePath,
+      moduleOffset: frame.moduleOffset.map(CrashReport.hex), buildID: frame.buildID,
+      function: frame.function ?? frame.symbol, symbolOffset: frame.symbolOffset, file: frame.file,
+      line: frame.line, note: frame.note)
+  }
+
+  /// What a signal usually means, when the frames say so.
+  package static func hint(signal: Int32, frames: [SymbolicatedFrame]) -> String? {
+    let swiftTop = frames.prefix(3).contains { ($0.symbol ?? "").hasPrefix("$s") }
+    if (signal == SIGILL || signal == SIGTRAP) && swiftTop {
+      return
+        "a Swift runtime trap (fatalError, precondition, force-unwrap of nil, index out of range, arithmetic overflow)"
+    }
+    return signal == SIGABRT ? "abort() (or a failed C assert)" : nil
+  }
+
+  package static func hex16(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return "0x" + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+  }
+}

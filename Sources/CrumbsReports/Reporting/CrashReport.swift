@@ -1,0 +1,170 @@
+// CrashReport.swift — what a crash (or an abnormal end, or a non-fatal error) becomes.
+//
+// The JSON keys of the exception, thread and session fields are OpenTelemetry's semantic
+// convention names (`exception.type`, `thread.id`, `session.id`, …) so the report maps straight
+// onto an OTLP log record; `resource` holds OTel resource attribute names too.
+
+/// A report, as stored in `reports/<state>/<id>/report.json`.
+public struct CrashReport: Codable, Sendable, Equatable {
+  /// What ended (or troubled) the session.
+  public enum Kind: String, Codable, Sendable {
+    /// A fatal signal, recorded by the crash handler.
+    case crash
+    /// The process vanished without a crash record: SIGKILL, the OOM killer, power loss.
+    case abnormalTermination = "abnormal_termination"
+    /// Reported by the app while it kept running.
+    case nonFatal = "non_fatal"
+  }
+
+  /// The fatal signal, for crashes.
+  public struct SignalInfo: Codable, Sendable, Equatable {
+    public var number: Int32
+    public var name: String
+    public var code: Int32
+    public var codeName: String
+    /// Hex, e.g. `0x0`.
+    public var faultAddress: String
+    /// For signals sent by a process (kill, tgkill, sigqueue).
+    public var senderPID: Int32?
+    public var senderUID: UInt32?
+  }
+
+  /// One register of the crashing thread.
+  public struct Register: Codable, Sendable, Equatable {
+    public var name: String
+    /// Hex, e.g. `0x00007ffd1c2a3b40`.
+    public var value: String
+  }
+
+  /// One stack frame, symbolicated as far as the device could.
+  public struct Frame: Codable, Sendable, Equatable {
+    public var index: Int
+    /// Hex runtime address.
+    public var address: String
+    public var module: String?
+    /// Hex offset in the module (ELF virtual address), with `buildID` what a server needs.
+    public var moduleOffset: String?
+    public var buildID: String?
+    public var function: String?
+    public var symbolOffset: UInt64?
+    public var file: String?
+    public var line: Int?
+    /// Why a frame is not (fully) symbolicated: "module gone", "build id changed", "stripped".
+    public var note: String?
+  }
+
+  /// One loaded module of the crashed process.
+  public struct Module: Codable, Sendable, Equatable {
+    public var path: String
+    /// Hex load bias (runtime address = ELF virtual address + bias).
+    public var loadAddress: String
+    public var buildID: String?
+  }
+
+  /// The breadcrumb trail: what is in the attachment, and what the ring said about itself.
+  public struct Trail: Codable, Sendable, Equatable {
+    /// Attachment file name (`breadcrumbs.jsonl.lz4`), nil when there were no breadcrumbs.
+    public var attachment: String?
+    public var count: Int
+    public var valid: Int
+    public var torn: Int
+    public var overwritten: Int
+    public var empty: Int
+    /// The newest breadcrumb's message (the crash handler's own final one excluded).
+    public var lastMessage: String?
+    /// False when times could not be calibrated (see RingContents.timesAreCalibrated).
+    public var timesCalibrated: Bool
+  }
+
+  /// A file attached to the report, or one that was left out and why.
+  public struct Attachment: Codable, Sendable, Equatable {
+    public var name: String
+    public var contentType: String
+    public var size: Int
+    /// Set when the attachment was left out (too large, unreadable).
+    public var omittedReason: String?
+
+    public init(name: String, contentType: String, size: Int, omittedReason: String? = nil) {
+      self.name = name
+      self.contentType = contentType
+      self.size = size
+      self.omittedReason = omittedReason
+    }
+  }
+
+  public var id: String
+  public var kind: Kind
+  public var exceptionType: String
+  public var exceptionMessage: String
+  public var exceptionStacktrace: String
+  public var threadID: Int?
+  public var threadName: String?
+  /// The session that crashed.
+  public var sessionID: String
+  /// The session that read it (a later launch), for crashes and abnormal ends.
+  public var reportingSessionID: String?
+  /// When it happened, ns since the epoch, and as ISO 8601.
+  public var timeUnixNano: UInt64
+  public var time: String
+  /// When this report was made.
+  public var observedTimeUnixNano: UInt64
+  public var observedTime: String
+  public var signal: SignalInfo?
+  public var registers: [Register]
+  public var frames: [Frame]
+  public var modules: [Module]
+  /// Process, app and OS attributes (OTel resource names: `service.name`, `process.pid`, …).
+  public var resource: [String: String]
+  /// The app's own attributes.
+  public var attributes: [String: String]
+  public var breadcrumbs: Trail
+  public var attachments: [Attachment]
+  /// What was damaged in the inputs this report was built from.
+  public var damage: [String]
+  /// Why a cause was inferred (e.g. the evidence for "likely out of memory").
+  public var evidence: [String]
+  /// How long the crash handler ran, measured inside it.
+  public var handlerDurationNanoseconds: UInt64?
+
+  enum CodingKeys: String, CodingKey {
+    case id = "report.id"
+    case kind
+    case exceptionType = "exception.type"
+    case exceptionMessage = "exception.message"
+    case exceptionStacktrace = "exception.stacktrace"
+    case threadID = "thread.id"
+    case threadName = "thread.name"
+    case sessionID = "session.id"
+    case reportingSessionID = "crumbs.reporting_session.id"
+    case timeUnixNano = "time_unix_nano"
+    case time
+    case observedTimeUnixNano = "observed_time_unix_nano"
+    case observedTime = "observed_time"
+    case signal, registers, frames, modules, resource, attributes, breadcrumbs, attachments
+    case damage, evidence
+    case handlerDurationNanoseconds = "crumbs.handler_duration_ns"
+  }
+}
+
+extension CrashReport {
+  /// Hex with a 0x prefix.
+  package static func hex(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
+
+  /// A readable multi-line stack trace from `frames`:
+  /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`.
+  package static func stacktrace(_ frames: [Frame]) -> String {
+    frames.map { frame in
+      var line = "#\(frame.index)  \(frame.address)"
+      if let function = frame.function {
+        line += "  \(function)"
+        if let offset = frame.symbolOffset { line += " + \(offset)" }
+      } else if let offset = frame.moduleOffset {
+        line += "  \(offset)"
+      }
+      if let module = frame.module { line += "  (\(module.split(separator: "/").last ?? ""))" }
+      if let file = frame.file { line += "  \(file)" + (frame.line.map { ":\($0)" } ?? "") }
+      if let note = frame.note { line += "  [\(note)]" }
+      return line
+    }.joined(separator: "\n")
+  }
+}

@@ -1,0 +1,139 @@
+// NonFatalReportBuilder.swift — an error the app survived becomes a report like a crash's:
+// the current thread's stack (symbolicated against the live process's modules), attributes,
+// attachments within the size limit, and a snapshot of the breadcrumb trail. Not signal-safe.
+
+import CrumbsRecorder
+import CrumbsSignalPath
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Symbolicates the live process's addresses, keeping the parsed symbol tables between reports
+/// (parsed again only when the module list changed, e.g. after a dlopen). Thread-safe.
+package final class LiveSymbolicator: @unchecked Sendable {
+  private let lock = NSLock()
+  private var modules: [LoadedModule] = []
+  private var symbolicator: Symbolicator?
+  package let options: Symbolicator.Options
+
+  package init(options: Symbolicator.Options) { self.options = options }
+
+  package func symbolicate(_ addresses: [UInt64]) -> (frames: [SymbolicatedFrame], modules: [LoadedModule]) {
+    let current = CurrentProcessModules.list()
+    return lock.withLock {
+      if symbolicator == nil || current != modules {
+        modules = current
+        symbolicator = Symbolicator(modules: current, options: options)
+      }
+      // Every address is a return address (the capture starts at its caller's call site).
+      return (symbolicator!.symbolicate(addresses, firstIsExactPC: false), modules)
+    }
+  }
+}
+
+package struct NonFatalReportBuilder {
+  package var ring: BreadcrumbRing
+  package var attributes: [String: String]
+  package var appName: String
+  package var appVersion: String?
+  package var attachmentSizeLimit: Int
+  package var symbolicator: LiveSymbolicator
+
+  package init(
+    ring: BreadcrumbRing, attributes: [String: String], appName: String, appVersion: String?,
+    attachmentSizeLimit: Int, symbolicator: LiveSymbolicator
+  ) {
+    self.ring = ring
+    self.attributes = attributes
+    self.appName = appName
+    self.appVersion = appVersion
+    self.attachmentSizeLimit = attachmentSizeLimit
+    self.symbolicator = symbolicator
+  }
+
+  /// The report and the files to store with it.
+  package func build(type: String, message: String, addresses: [UInt64], attachmentPaths: [String])
+    -> (CrashReport, [(name: String, bytes: [UInt8])])
+  {
+    let (symbolicated, modules) = symbolicator.symbolicate(addresses)
+    let frames = symbolicated.map(CrashReportBuilder.frame)
+    let contents = ring.snapshot()
+    var files: [(name: String, bytes: [UInt8])] = []
+    var trailSize: Int?
+    if let trail = try? TrailAttachment.make(contents.breadcrumbs) {
+      files.append(trail)
+      trailSize = trail.bytes.count
+    }
+    let now = wallClockNanoseconds()
+    var report = CrashReport(
+      id: SessionID().description, kind: .nonFatal, exceptionType: type, exceptionMessage: message,
+      exceptionStacktrace: CrashReport.stacktrace(frames), threadID: Int(crumbs_current_thread_id()),
+      threadName: Self.currentThreadName(), sessionID: ring.sessionID.description, reportingSessionID: nil,
+      timeUnixNano: now, time: ISO8601.string(nanoseconds: now), observedTimeUnixNano: now,
+      observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
+      modules: modules.map {
+        .init(
+          path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
+          buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
+      },
+      resource: ProcessAttributes.resource(
+        pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion),
+      attributes: attributes,
+      breadcrumbs: TrailAttachment.summary(contents, attachmentSize: trailSize),
+      attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
+    if let trailSize {
+      report.attachments.append(
+        .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
+    }
+    for path in attachmentPaths {
+      let name = Self.attachmentName(path, taken: files.map(\.name))
+      let size = Self.fileSize(path)
+      if let size, size > attachmentSizeLimit {
+        report.attachments.append(
+          .init(
+            name: name, contentType: "application/octet-stream", size: size,
+            omittedReason: "larger than the \(attachmentSizeLimit)-byte attachment limit"))
+        continue
+      }
+      do {
+        let bytes = try Syscall.readFile(path, limit: attachmentSizeLimit)
+        files.append((name, bytes))
+        report.attachments.append(
+          .init(name: name, contentType: "application/octet-stream", size: bytes.count))
+      } catch {
+        report.attachments.append(
+          .init(
+            name: name, contentType: "application/octet-stream", size: 0,
+            omittedReason: error.errno == .fileTooLarge
+              ? "larger than the \(attachmentSizeLimit)-byte attachment limit" : "unreadable: \(error)"))
+      }
+    }
+    return (report, files)
+  }
+
+  /// A file name for an attachment in the report folder: the path's last component, made unique
+  /// and never one of the report's own files.
+  package static func attachmentName(_ path: String, taken: [String]) -> String {
+    let base = path.split(separator: "/").last.map(String.init) ?? "attachment"
+    var name = "attachment-" + base
+    var index = 2
+    while taken.contains(name) {
+      name = "attachment-\(index)-" + base
+      index += 1
+    }
+    return name
+  }
+
+  package static func fileSize(_ path: String) -> Int? {
+    var info = stat()
+    return fstatat(AT_FDCWD, path, &info, 0) == 0 ? Int(info.st_size) : nil
+  }
+
+  package static func currentThreadName() -> String? {
+    guard let bytes = try? Syscall.readFile("/proc/thread-self/comm", limit: 64) else { return nil }
+    let name = String(decoding: bytes.filter { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+    return name.isEmpty ? nil : name
+  }
+}

@@ -1,0 +1,507 @@
+// ELFImage.swift — a bounds-checked reader of ELF64 little-endian files, for symbolication.
+//
+// Entry points, in call order:
+//   ELFImage.read(path:)     opens a module file and reads only the parts it needs with pread
+//                            (header, program headers, notes, section headers, one symbol table
+//                            and its strings): a 100 MB binary costs its symbol table, not 100 MB
+//   ELFImage.parse(bytes:)   the same over bytes in memory (what the fuzzer and tests drive)
+//     → header               ELF identification, class, byte order, table offsets
+//     → program headers      PT_LOAD segments; PT_NOTE segments for the GNU build ID
+//     → section headers      names, `.note.gnu.build-id` when no PT_NOTE had one,
+//                            `.symtab`, else `.dynsym`, with the string table each links to
+//     → symbols              functions (and sized symbols in executable sections), sorted by
+//                            start address for binary search
+//   image.symbol(containing:) the symbol covering an ELF virtual address
+//
+// Every value read from the file is untrusted: offsets, sizes and counts are checked against the
+// file size with overflow-reporting arithmetic before use, so any input gives an ELFImage (maybe
+// partial, with `problems` saying what was skipped) or a thrown ELFError — never a trap. Not
+// signal-safe (allocates, reads files).
+
+import CrumbsRecorder
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Why a file could not be read as an ELF image. The message is one line, for people.
+public struct ELFError: Error, CustomStringConvertible, Equatable, Sendable {
+  public enum Kind: String, Sendable, Equatable {
+    /// Could not be opened or read (missing, permissions, not a regular file, I/O).
+    case unreadable
+    /// Not an ELF file at all (too short, wrong magic).
+    case notELF
+    /// An ELF file this reader does not handle (32-bit, big-endian, unknown version).
+    case unsupported
+    /// The header or a table it needs is inconsistent or lies outside the file.
+    case malformed
+  }
+
+  public var kind: Kind
+  public var reason: String
+
+  public init(_ kind: Kind, _ reason: String) {
+    self.kind = kind
+    self.reason = reason
+  }
+
+  public var description: String { reason }
+}
+
+/// A function (or other sized code symbol) from an ELF symbol table.
+public struct ELFSymbol: Sendable, Equatable {
+  /// The symbol's name as stored (mangled).
+  public var name: String
+  /// Its ELF virtual address (st_value).
+  public var start: UInt64
+  /// Its size in bytes: st_size, or for an unsized symbol the distance to the next symbol or the
+  /// end of its section, whichever comes first.
+  public var size: UInt64
+}
+
+/// The parts of one ELF64 little-endian file that symbolication needs.
+public struct ELFImage: Sendable {
+  /// One PT_LOAD segment.
+  public struct Segment: Sendable, Equatable {
+    public var virtualAddress: UInt64
+    public var memorySize: UInt64
+    public var fileOffset: UInt64
+    public var fileSize: UInt64
+    /// PF_X: the segment holds code.
+    public var executable: Bool
+  }
+
+  /// Which table the symbols came from.
+  public enum SymbolTable: String, Sendable {
+    /// The full static table: every function, local ones included.
+    case symtab
+    /// Only the dynamic (exported and imported) symbols: what is left after `strip`.
+    case dynsym
+    /// No symbol table at all.
+    case none
+  }
+
+  /// e_type: 1 relocatable, 2 executable, 3 shared object (and PIE), 4 core.
+  public var fileType: UInt16
+  /// e_machine: 62 x86_64, 183 aarch64.
+  public var machine: UInt16
+  /// The NT_GNU_BUILD_ID note's bytes; empty when the file has none.
+  public var buildID: [UInt8]
+  public var segments: [Segment]
+  /// The table `symbols` were read from.
+  public var symbolTable: SymbolTable
+  /// What was skipped because it was damaged (the rest of the image is still usable).
+  public var problems: [String]
+
+  /// Sorted by start address; among symbols at one address only the best one is kept.
+  var sortedSymbols: [PackedSymbol]
+  /// The string table the symbols' names point into.
+  var symbolNames: [UInt8]
+
+  /// How many symbols can be looked up.
+  public var symbolCount: Int { sortedSymbols.count }
+
+  /// The symbol whose range holds `address` (an ELF virtual address: runtime address minus the
+  /// load bias), or nil.
+  public func symbol(containing address: UInt64) -> ELFSymbol? {
+    // The last symbol starting at or below the address…
+    var low = 0
+    var high = sortedSymbols.count
+    while low < high {
+      let middle = low + (high - low) / 2
+      if sortedSymbols[middle].start <= address { low = middle + 1 } else { high = middle }
+    }
+    // …or, rarely, an earlier, larger one around a nested symbol: look back a little.
+    var index = low - 1
+    let stop = max(-1, index - 8)
+    while index > stop {
+      let candidate = sortedSymbols[index]
+      if address - candidate.start < candidate.size { return unpack(candidate) }
+      index -= 1
+    }
+    return nil
+  }
+
+  /// Every symbol, in address order (for tests and tools; symbolication uses `symbol(containing:)`).
+  public var symbols: [ELFSymbol] { sortedSymbols.map(unpack) }
+
+  func unpack(_ packed: PackedSymbol) -> ELFSymbol {
+    ELFSymbol(
+      name: ELFImage.string(in: symbolNames, at: packed.nameOffset), start: packed.start, size: packed.size)
+  }
+
+  /// A NUL-terminated string at `offset` of `table`; "" when out of bounds.
+  static func string(in table: [UInt8], at offset: UInt32) -> String {
+    let start = Int(offset)
+    guard start < table.count else { return "" }
+    let end = table[start...].firstIndex(of: 0) ?? table.count
+    return String(decoding: table[start..<end], as: UTF8.self)
+  }
+
+  // MARK: Reading
+
+  /// Reads the ELF file at `path`, only the parts symbolication needs.
+  public static func read(path: String) throws(ELFError) -> ELFImage {
+    let opened: (fd: Int32, size: UInt64)
+    do {
+      opened = try Syscall.openRegularFileForReading(path)
+    } catch {
+      throw ELFError(.unreadable, "cannot open \(path): \(error.errno)")
+    }
+    defer { Syscall.close(opened.fd) }
+    let source = ByteSource.file(fd: opened.fd, size: opened.size, path: path)
+    return try parse(source)
+  }
+
+  /// Parses an ELF image held in memory.
+  public static func parse(bytes: UnsafeRawBufferPointer) throws(ELFError) -> ELFImage {
+    try parse(ByteSource.memory(bytes))
+  }
+
+  /// Parses an ELF image held in memory.
+  public static func parse(bytes: [UInt8]) throws(ELFError) -> ELFImage {
+    let result = bytes.withUnsafeBytes { buffer in
+      Result { () throws(ELFError) -> ELFImage in try parse(ByteSource.memory(buffer)) }
+    }
+    return try result.get()
+  }
+
+  static func parse(_ source: ByteSource) throws(ELFError) -> ELFImage {
+    let header = try source.read(0, 64, "ELF header", exact: false)
+    guard header.count >= 16, header[0] == 0x7F, header[1] == 0x45, header[2] == 0x4C, header[3] == 0x46
+    else {
+      throw ELFError(
+        .notELF, "not an ELF file (\(header.count < 4 ? "only \(header.count) bytes" : "wrong magic"))")
+    }
+    guard header[4] == 2 else { throw ELFError(.unsupported, "ELF class \(header[4]) (only ELF64 is read)") }
+    guard header[5] == 1 else {
+      throw ELFError(.unsupported, "ELF data encoding \(header[5]) (only little-endian is read)")
+    }
+    guard header[6] == 1 else { throw ELFError(.unsupported, "ELF version \(header[6])") }
+    guard header.count == 64 else {
+      throw ELFError(.malformed, "truncated ELF header: \(header.count) of 64 bytes")
+    }
+    let fields = LittleEndianBytes(header)
+    var image = ELFImage(
+      fileType: fields.u16(16), machine: fields.u16(18), buildID: [], segments: [], symbolTable: .none,
+      problems: [], sortedSymbols: [], symbolNames: [])
+    let programHeaderOffset = fields.u64(32)
+    let sectionHeaderOffset = fields.u64(40)
+    let programHeaderSize = UInt64(fields.u16(54))
+    var programHeaderCount = UInt64(fields.u16(56))
+    let sectionHeaderSize = UInt64(fields.u16(58))
+    var sectionHeaderCount = UInt64(fields.u16(60))
+    var sectionNamesIndex = UInt64(fields.u16(62))
+
+    // Section 0 holds the real counts when they do not fit the header's 16-bit fields.
+    var firstSection: LittleEndianBytes?
+    if sectionHeaderOffset != 0, sectionHeaderSize >= 64,
+      let bytes = try? source.read(sectionHeaderOffset, 64, "section header 0")
+    {
+      firstSection = LittleEndianBytes(bytes)
+    }
+    if let firstSection {
+      if sectionHeaderCount == 0 { sectionHeaderCount = firstSection.u64(32) }
+      if sectionNamesIndex == 0xFFFF { sectionNamesIndex = UInt64(firstSection.u32(40)) }
+      if programHeaderCount == 0xFFFF { programHeaderCount = UInt64(firstSection.u32(44)) }
+    }
+
+    // Program headers: segments and build-ID notes.
+    var noteRanges: [(offset: UInt64, size: UInt64, align: UInt64)] = []
+    if programHeaderCount > 0 {
+      do throws(ELFError) {
+        guard programHeaderSize >= 56 else {
+          throw ELFError(.malformed, "program header entries of \(programHeaderSize) bytes (need 56)")
+        }
+        let table = try source.readTable(
+          programHeaderOffset, programHeaderCount, programHeaderSize, "program headers")
+        for index in 0..<Int(programHeaderCount) {
+          let entry = LittleEndianBytes(table, base: index * Int(programHeaderSize))
+          let type = entry.u32(0)
+          if type == 1 {  // PT_LOAD
+            image.segments.append(
+              Segment(
+                virtualAddress: entry.u64(16), memorySize: entry.u64(40), fileOffset: entry.u64(8),
+                fileSize: entry.u64(32), executable: entry.u32(4) & 1 != 0))
+          } else if type == 4 {  // PT_NOTE
+            noteRanges.append((entry.u64(8), entry.u64(32), entry.u64(48)))
+          }
+        }
+      } catch {
+        image.problems.append(error.reason)
+      }
+    }
+    for note in noteRanges where image.buildID.isEmpty {
+      guard note.size <= 1 << 20, let bytes = try? source.read(note.offset, note.size, "note segment") else {
+        image.problems.append("note segment at \(note.offset) (\(note.size) bytes) outside the file")
+        continue
+      }
+      image.buildID = ELFImage.buildID(inNotes: bytes, alignment: note.align) ?? []
+    }
+
+    // Section headers: the build-ID section when no segment had one, and the symbol tables.
+    guard sectionHeaderCount > 0, sectionHeaderOffset != 0 else {
+      if image.segments.isEmpty { image.problems.append("no program or section headers") }
+      return image
+    }
+    let sections: [Section]
+    do throws(ELFError) {
+      guard sectionHeaderSize >= 64 else {
+        throw ELFError(.malformed, "section header entries of \(sectionHeaderSize) bytes (need 64)")
+      }
+      let table = try source.readTable(
+        sectionHeaderOffset, sectionHeaderCount, sectionHeaderSize, "section headers")
+      sections = (0..<Int(sectionHeaderCount)).map { index in
+        Section(LittleEndianBytes(table, base: index * Int(sectionHeaderSize)))
+      }
+    } catch {
+      image.problems.append(error.reason)
+      return image
+    }
+    var sectionNames: [UInt8] = []
+    if sectionNamesIndex < UInt64(sections.count) {
+      let names = sections[Int(sectionNamesIndex)]
+      if names.size <= 1 << 24, let bytes = try? source.read(names.offset, names.size, "section names") {
+        sectionNames = bytes
+      } else {
+        image.problems.append("section name table outside the file")
+      }
+    }
+    if image.buildID.isEmpty {
+      for section in sections
+      where section.type == 7 /* SHT_NOTE */
+        && ELFImage.string(in: sectionNames, at: section.nameOffset) == ".note.gnu.build-id"
+      {
+        if section.size <= 1 << 20,
+          let bytes = try? source.read(section.offset, section.size, "build-id note")
+        {
+          image.buildID = ELFImage.buildID(inNotes: bytes, alignment: section.alignment) ?? []
+        }
+      }
+    }
+
+    for (table, type) in [(SymbolTable.symtab, UInt32(2)), (SymbolTable.dynsym, UInt32(11))] {
+      guard let section = sections.first(where: { $0.type == type && $0.size > 0 }) else { continue }
+      do throws(ELFError) {
+        let (symbols, names) = try readSymbols(section, sections: sections, source: source)
+        if symbols.isEmpty { continue }
+        image.sortedSymbols = symbols
+        image.symbolNames = names
+        image.symbolTable = table
+        break
+      } catch {
+        image.problems.append("\(table.rawValue): \(error.reason)")
+      }
+    }
+    return image
+  }
+
+  /// Reads one symbol table, keeps what can hold code, and sorts it.
+  static func readSymbols(_ section: Section, sections: [Section], source: ByteSource) throws(ELFError)
+    -> ([PackedSymbol], [UInt8])
+  {
+    let entrySize = section.entrySize == 0 ? 24 : section.entrySize
+    // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
+    // than one entry) must not reach `Int(entrySize)`.
+    guard entrySize >= 24, entrySize <= 4096 else {
+      throw ELFError(.malformed, "symbol entries of \(entrySize) bytes (need 24)")
+    }
+    let count = section.size / entrySize
+    let entries = try source.readTable(section.offset, count, entrySize, "symbol table")
+    guard section.link < UInt64(sections.count) else {
+      throw ELFError(.malformed, "symbol table links to string table \(section.link) of \(sections.count)")
+    }
+    let stringSection = sections[Int(section.link)]
+    let names = try source.read(stringSection.offset, stringSection.size, "symbol names")
+
+    var symbols: [PackedSymbol] = []
+    symbols.reserveCapacity(Int(count))
+    let stride = Int(entrySize)
+    entries.withUnsafeBytes { raw in
+      for index in 0..<Int(count) {
+        let base = index * stride
+        let nameOffset = raw.loadUnaligned(fromByteOffset: base, as: UInt32.self).littleEndian
+        let info = raw[base + 4]
+        let sectionIndex = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: base + 6, as: UInt16.self))
+        let value = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 8, as: UInt64.self))
+        let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 16, as: UInt64.self))
+        let type = info & 0xF
+        let binding = info >> 4
+        guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0,
+          UInt64(nameOffset) < UInt64(names.count)
+        else { continue }  // undefined, absolute or special, or nameless
+        let isFunction = type == 2 || type == 10  // STT_FUNC, STT_GNU_IFUNC
+        if !isFunction {
+          // Other symbols only when sized and in a section that holds code.
+          guard type <= 1, size > 0, Int(sectionIndex) < sections.count,
+            sections[Int(sectionIndex)].flags & 0x4 != 0  // SHF_EXECINSTR
+          else { continue }
+        }
+        // Prefer functions, then the public spelling (`getpid` over its alias `__getpid`), then
+        // global over weak over local, then the sized one.
+        let plainName = names[Int(nameOffset)] != UInt8(ascii: "_")
+        let rank: UInt8 =
+          (isFunction ? 16 : 0) + (plainName ? 8 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0)
+          + (size > 0 ? 1 : 0)
+        var extent = size
+        if size == 0 {
+          // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,
+          // cut at the next symbol below.
+          guard Int(sectionIndex) < sections.count else { continue }
+          let section = sections[Int(sectionIndex)]
+          let (end, overflow) = section.address.addingReportingOverflow(section.size)
+          guard !overflow, section.address <= value, value < end else { continue }
+          extent = end - value
+        }
+        symbols.append(PackedSymbol(start: value, size: extent, nameOffset: nameOffset, rank: rank))
+      }
+    }
+    symbols.sort { $0.start != $1.start ? $0.start < $1.start : $0.rank > $1.rank }
+    // One symbol per address: the best ranked, which sorts first.
+    var unique: [PackedSymbol] = []
+    unique.reserveCapacity(symbols.count)
+    for symbol in symbols where unique.last?.start != symbol.start { unique.append(symbol) }
+    for index in unique.indices.dropLast() where unique[index].rank & 1 == 0 {
+      unique[index].size = min(unique[index].size, unique[index + 1].start - unique[index].start)
+    }
+    return (unique, names)
+  }
+
+  /// The NT_GNU_BUILD_ID descriptor in a run of ELF notes, or nil.
+  static func buildID(inNotes bytes: [UInt8], alignment: UInt64) -> [UInt8]? {
+    let align = alignment == 8 ? 8 : 4
+    var offset = 0
+    while bytes.count - offset >= 12 {
+      let fields = LittleEndianBytes(bytes, base: offset)
+      let nameSize = Int(fields.u32(0))
+      let descriptorSize = Int(fields.u32(4))
+      let type = fields.u32(8)
+      let nameStart = offset + 12
+      guard nameSize <= bytes.count - nameStart else { return nil }
+      let descriptorStart = (nameStart + nameSize + align - 1) / align * align
+      guard descriptorStart <= bytes.count, descriptorSize <= bytes.count - descriptorStart else {
+        return nil
+      }
+      if type == 3, nameSize == 4, bytes[nameStart..<nameStart + 4].elementsEqual([0x47, 0x4E, 0x55, 0]) {
+        return Array(bytes[descriptorStart..<descriptorStart + descriptorSize])
+      }
+      offset = (descriptorStart + descriptorSize + align - 1) / align * align
+    }
+    return nil
+  }
+}
+
+/// A symbol as kept in the sorted table: 24 bytes, name resolved only on lookup.
+package struct PackedSymbol: Sendable {
+  package var start: UInt64
+  package var size: UInt64
+  package var nameOffset: UInt32
+  package var rank: UInt8
+}
+
+/// One section header (Elf64_Shdr), fields as read (untrusted).
+package struct Section {
+  package var nameOffset: UInt32
+  package var type: UInt32
+  package var flags: UInt64
+  package var address: UInt64
+  package var offset: UInt64
+  package var size: UInt64
+  package var link: UInt32
+  package var alignment: UInt64
+  package var entrySize: UInt64
+
+  package init(_ fields: LittleEndianBytes) {
+    nameOffset = fields.u32(0)
+    type = fields.u32(4)
+    flags = fields.u64(8)
+    address = fields.u64(16)
+    offset = fields.u64(24)
+    size = fields.u64(32)
+    link = fields.u32(40)
+    alignment = fields.u64(48)
+    entrySize = fields.u64(56)
+  }
+}
+
+/// Little-endian loads from an array at offsets the caller has already bounds-checked (the
+/// arrays come from `ByteSource.read` with exact sizes).
+package struct LittleEndianBytes {
+  package var bytes: [UInt8]
+  package var base: Int
+
+  package init(_ bytes: [UInt8], base: Int = 0) {
+    self.bytes = bytes
+    self.base = base
+  }
+
+  package func u16(_ offset: Int) -> UInt16 {
+    UInt16(bytes[base + offset]) | UInt16(bytes[base + offset + 1]) << 8
+  }
+  package func u32(_ offset: Int) -> UInt32 {
+    UInt32(u16(offset)) | UInt32(u16(offset + 2)) << 16
+  }
+  package func u64(_ offset: Int) -> UInt64 {
+    UInt64(u32(offset)) | UInt64(u32(offset + 4)) << 32
+  }
+}
+
+/// Where an image's bytes come from. Every read is checked against the size first.
+package enum ByteSource {
+  case file(fd: Int32, size: UInt64, path: String)
+  case memory(UnsafeRawBufferPointer)
+
+  /// The most one read may ask for: a garbage size in a huge file must not allocate gigabytes.
+  package static let largestRead: UInt64 = 512 << 20
+
+  package var size: UInt64 {
+    switch self {
+    case .file(_, let size, _): return size
+    case .memory(let bytes): return UInt64(bytes.count)
+    }
+  }
+
+  /// `count` bytes at `offset`; with `exact: false`, as many as there are up to `count`.
+  package func read(_ offset: UInt64, _ count: UInt64, _ what: String, exact: Bool = true) throws(ELFError)
+    -> [UInt8]
+  {
+    let available = offset <= size ? size - offset : 0
+    guard offset <= size, !exact || count <= available else {
+      throw ELFError(
+        .malformed, "\(what) (\(count) bytes at offset \(offset)) lies outside the file of \(size) bytes")
+    }
+    let length = min(count, available)
+    guard length <= ByteSource.largestRead else {
+      throw ELFError(.malformed, "\(what) claims \(length) bytes")
+    }
+    switch self {
+    case .file(let fd, _, let path):
+      do {
+        let bytes = try Syscall.read(fd, at: offset, count: Int(length), path: path)
+        guard !exact || bytes.count == Int(length) else {
+          throw ELFError(.unreadable, "\(path) shrank while being read")
+        }
+        return bytes
+      } catch let error as SystemCallError {
+        throw ELFError(.unreadable, error.description)
+      } catch let error as ELFError {
+        throw error
+      } catch {
+        throw ELFError(.unreadable, "\(error)")
+      }
+    case .memory(let bytes):
+      let start = Int(offset)
+      return Array(bytes[start..<start + Int(length)])
+    }
+  }
+
+  /// A table of `count` entries of `entrySize` bytes at `offset`.
+  package func readTable(_ offset: UInt64, _ count: UInt64, _ entrySize: UInt64, _ what: String)
+    throws(ELFError)
+    -> [UInt8]
+  {
+    let (total, overflow) = count.multipliedReportingOverflow(by: entrySize)
+    guard !overflow else { throw ELFError(.malformed, "\(what): \(count) entries of \(entrySize) bytes") }
+    return try read(offset, total, what)
+  }
+}

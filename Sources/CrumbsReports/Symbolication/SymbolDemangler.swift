@@ -1,0 +1,121 @@
+// SymbolDemangler.swift — readable names for mangled symbols, in process, no subprocess.
+//
+// Entry points, in call order:
+//   SymbolDemangler.demangle(_:style:)   Swift names through the runtime's own `swift_demangle`
+//                                        (libswiftCore, always loaded in a Swift process); C++
+//                                        names through `__cxa_demangle` (libstdc++, which
+//                                        libswiftCore links); anything else is returned as is
+//   SymbolDemangler.simplify(_:)         the `.simplified` style: the full Swift name without
+//                                        `Swift.` qualifiers, extension markers and return type
+//
+// Both C functions are looked up once with dlsym and called through `@convention(c)` function
+// types, which spell their C signatures exactly (`@_silgen_name` would call them with the Swift
+// calling convention). Not signal-safe (mallocs).
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// How much of a demangled Swift name to keep.
+public enum SymbolNameStyle: String, Sendable, Codable {
+  /// Everything the demangler prints: `CrumbsTests.Cache.lookup(Swift.String) -> Swift.Int`.
+  case full
+  /// Without `Swift.` qualifiers, `(extension in M):` markers and the return type:
+  /// `CrumbsTests.Cache.lookup(String)`.
+  case simplified
+}
+
+package enum SymbolDemangler {
+  /// char *swift_demangle(const char *mangledName, size_t mangledNameLength, char *outputBuffer,
+  ///                      size_t *outputBufferSize, uint32_t flags)
+  package typealias SwiftDemangle =
+    @convention(c) (
+      UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32
+    ) -> UnsafeMutablePointer<CChar>?
+  /// char *__cxa_demangle(const char *mangled, char *buffer, size_t *length, int *status)
+  package typealias CxxDemangle =
+    @convention(c) (
+      UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?,
+      UnsafeMutablePointer<Int32>?
+    ) -> UnsafeMutablePointer<CChar>?
+
+  package static let swiftDemangle: SwiftDemangle? = lookUp("swift_demangle", as: SwiftDemangle.self)
+  package static let cxxDemangle: CxxDemangle? = lookUp("__cxa_demangle", as: CxxDemangle.self)
+
+  package static func lookUp<Function>(_ name: String, as type: Function.Type) -> Function? {
+    // A nil handle is RTLD_DEFAULT: search every loaded object.
+    guard let address = dlsym(nil, name) else { return nil }
+    return unsafeBitCast(address, to: type)
+  }
+
+  /// Whether `name` looks like a Swift mangled name (current, Swift 4 and embedded manglings).
+  package static func isSwiftSymbol(_ name: String) -> Bool {
+    name.hasPrefix("$s") || name.hasPrefix("$S") || name.hasPrefix("_$s") || name.hasPrefix("$e")
+      || name.hasPrefix("_T0")
+  }
+
+  /// The readable form of `name`, or nil when it is not a mangled name the process can demangle.
+  package static func demangle(_ name: String, style: SymbolNameStyle = .full) -> String? {
+    if isSwiftSymbol(name), let swiftDemangle {
+      let utf8 = Array(name.utf8)
+      let result = utf8.withUnsafeBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { swiftDemangle($0.baseAddress, $0.count, nil, nil, 0) }
+      }
+      guard let result else { return nil }
+      defer { free(result) }
+      let full = String(cString: result)
+      guard full != name else { return nil }
+      return style == .full ? full : simplify(full)
+    }
+    if name.hasPrefix("_Z"), let cxxDemangle {
+      var status: Int32 = -1
+      guard let result = cxxDemangle(name, nil, nil, &status) else { return nil }
+      defer { free(result) }
+      return status == 0 ? String(cString: result) : nil
+    }
+    return nil
+  }
+
+  /// Drops `Swift.` qualifiers, `(extension in Module):` markers and the top-level return type.
+  package static func simplify(_ full: String) -> String {
+    var text = Substring(full)
+    var output = ""
+    output.reserveCapacity(full.utf8.count)
+    while !text.isEmpty {
+      if text.hasPrefix("(extension in "), let colon = text.firstIndex(of: ":") {
+        text = text[text.index(after: colon)...]
+        continue
+      }
+      if text.hasPrefix("Swift."), output.last.map({ !($0.isLetter || $0.isNumber || $0 == "_") }) ?? true {
+        text = text.dropFirst(6)
+        continue
+      }
+      output.append(text.removeFirst())
+    }
+    // The return type follows the first top-level parameter list: " -> T" at depth 0.
+    var depth = 0
+    var index = output.startIndex
+    while index < output.endIndex {
+      if output[index...].hasPrefix(" -> ") {
+        // Only a function's own arrow, right after its parameter list at depth 0.
+        if depth == 0, index > output.startIndex, output[output.index(before: index)] == ")" {
+          let rest = output[output.index(index, offsetBy: 4)...]
+          // Keep trailing context such as " in Foo.bar()" of closures.
+          if let inRange = rest.firstRange(of: " in ") {
+            output = String(output[..<index]) + String(rest[inRange.lowerBound...])
+          } else {
+            output = String(output[..<index])
+          }
+          break
+        }
+        index = output.index(index, offsetBy: 4)
+        continue
+      }
+      let character = output[index]
+      if character == "(" || character == "<" || character == "[" { depth += 1 }
+      if character == ")" || character == ">" || character == "]" { depth = max(0, depth - 1) }
+      index = output.index(after: index)
+    }
+    return output
+  }
+}

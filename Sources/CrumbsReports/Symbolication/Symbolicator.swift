@@ -1,0 +1,394 @@
+// Symbolicator.swift — return addresses to function names, on the device, after the fact.
+//
+// Entry points, in call order:
+//   Symbolicator(modules:options:)       the module map of the process that recorded the
+//                                        addresses (a crash record's, or CurrentProcessModules)
+//   symbolicator.symbolicate(_:firstIsExactPC:)
+//     → module(containing:)              which module each address falls in (its executable
+//                                        segments first, then its whole mapping)
+//     → image(for:)                      the module's ELF file, read once per Symbolicator
+//                                        (ELFImage.read) and checked: gone? build ID changed?
+//     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
+//                                        address − 1 for return addresses
+//     → SymbolDemangler.demangle         Swift and C++ names, in process
+//     → LLVMSymbolizer.lineInfo          optional: file and line from DWARF, one batched
+//                                        `llvm-symbolizer` run per module, when it is on PATH
+//
+// Whatever a module's state, a frame keeps its module, offset and build ID, which is what a
+// server needs to symbolicate it later; `note` says why a name is missing. Never traps on any
+// input (missing, changed, stripped or garbage files, addresses outside every module). Not
+// signal-safe: reads files, allocates, may run a subprocess. Not thread-safe: use one
+// Symbolicator from one task at a time (it caches parsed modules).
+
+import CrumbsRecorder
+
+/// One loaded module as the crash record (or the live process) describes it.
+public struct LoadedModule: Sendable, Equatable, Codable {
+  /// The file it was loaded from, as the dynamic linker named it.
+  public var path: String
+  /// `dlpi_addr`: runtime address = ELF virtual address + loadBias (0 for non-PIE executables).
+  public var loadBias: UInt64
+  /// The GNU build-id note's bytes; empty when unknown.
+  public var buildID: [UInt8]
+  /// Lowest runtime address of its PT_LOAD segments.
+  public var start: UInt64
+  /// End (exclusive) of its highest PT_LOAD segment.
+  public var end: UInt64
+  /// Lowest runtime address of its executable segments; 0 with `textEnd` 0 when unknown.
+  public var textStart: UInt64
+  /// End (exclusive) of its executable segments.
+  public var textEnd: UInt64
+
+  public init(
+    path: String, loadBias: UInt64, buildID: [UInt8], start: UInt64, end: UInt64, textStart: UInt64 = 0,
+    textEnd: UInt64 = 0
+  ) {
+    self.path = path
+    self.loadBias = loadBias
+    self.buildID = buildID
+    self.start = start
+    self.end = end
+    self.textStart = textStart
+    self.textEnd = textEnd
+  }
+
+  /// The build ID as lowercase hex ("" when none), as `file` and `readelf -n` print it.
+  public var buildIDHex: String { hexString(buildID) }
+
+  /// The file name without its directory.
+  public var name: String {
+    guard let slash = path.lastIndex(of: "/") else { return path }
+    return String(path[path.index(after: slash)...])
+  }
+
+  /// Whether `address` lies in its executable segments.
+  public func textContains(_ address: UInt64) -> Bool { textStart <= address && address < textEnd }
+
+  /// Whether `address` lies anywhere in its mapping.
+  public func contains(_ address: UInt64) -> Bool { start <= address && address < end }
+}
+
+/// One frame of a backtrace, named as well as the device could.
+public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConvertible {
+  /// Why a frame has no name (the values `note` takes when a name is missing).
+  public enum Note {
+    /// No module in the map contains the address (JIT code, a garbage address, a library
+    /// loaded after the map was taken).
+    public static let noModule = "no module"
+    /// The module's file no longer exists (uninstalled, updated by rename, a temporary file).
+    public static let moduleGone = "module gone"
+    /// The file at the module's path has another build ID: it was replaced since.
+    public static let buildIDChanged = "build id changed"
+    /// The module has no full symbol table, and its dynamic one does not cover the address.
+    public static let stripped = "stripped"
+    /// The module has a full symbol table, but no symbol covers the address.
+    public static let noSymbol = "no symbol"
+    /// The module's path names no file (the vDSO, an anonymous mapping).
+    public static let noFile = "no file"
+  }
+
+  /// Position in the backtrace, 0 for the innermost frame.
+  public var index: Int
+  /// The address as recorded (a return address for every frame but an exact faulting PC).
+  public var address: UInt64
+  /// The module containing the address.
+  public var modulePath: String?
+  /// `address − loadBias`: the ELF virtual address, which with `buildID` is what a server needs.
+  public var moduleOffset: UInt64?
+  /// The module's build ID as recorded, hex.
+  public var buildID: String?
+  /// The symbol's name as found in the symbol table (mangled).
+  public var symbol: String?
+  /// The demangled name (Swift and C++); the symbol itself for C names.
+  public var function: String?
+  /// `address − symbol start`.
+  public var symbolOffset: UInt64?
+  /// Source file, only when the optional `llvm-symbolizer` enhancer found debug info.
+  public var file: String?
+  /// Source line, with `file`.
+  public var line: Int?
+  /// Why something is missing (see `Note`), or what the optional enhancer could not do.
+  public var note: String?
+
+  public init(
+    index: Int, address: UInt64, modulePath: String? = nil, moduleOffset: UInt64? = nil,
+    buildID: String? = nil,
+    symbol: String? = nil, function: String? = nil, symbolOffset: UInt64? = nil, file: String? = nil,
+    line: Int? = nil, note: String? = nil
+  ) {
+    self.index = index
+    self.address = address
+    self.modulePath = modulePath
+    self.moduleOffset = moduleOffset
+    self.buildID = buildID
+    self.symbol = symbol
+    self.function = function
+    self.symbolOffset = symbolOffset
+    self.file = file
+    self.line = line
+    self.note = note
+  }
+
+  /// One line: `MyApp.Cache.lookup(_:) + 52 (MyApp +0x1a2b4) at Cache.swift:10`, or for an
+  /// unnamed frame `0x7f…  (libfoo.so +0x1a2b4, build id 4f1c…) [module gone]`.
+  public var description: String {
+    var text: String
+    if let function {
+      text = function
+      if let symbolOffset { text += " + \(symbolOffset)" }
+    } else {
+      text = "0x" + String(address, radix: 16)
+    }
+    if let modulePath {
+      let name = modulePath.split(separator: "/").last.map(String.init) ?? modulePath
+      text += " (\(name)"
+      if let moduleOffset { text += " +0x" + String(moduleOffset, radix: 16) }
+      if function == nil, let buildID, !buildID.isEmpty { text += ", build id \(buildID)" }
+      text += ")"
+    }
+    if let file {
+      text += " at \(file)"
+      if let line { text += ":\(line)" }
+    }
+    if let note { text += " [\(note)]" }
+    return text
+  }
+}
+
+/// Names the frames of a backtrace from a module map, reading each module's ELF file once.
+public final class Symbolicator {
+  /// What a Symbolicator does beyond the ELF symbol tables.
+  public struct Options: Sendable {
+    /// Ask `llvm-symbolizer` for file and line when it can be found (never required: without it,
+    /// or when it fails, frames keep their ELF names and `note` says what happened).
+    public var useLLVMSymbolizer: Bool = true
+    /// Where `llvm-symbolizer` is; nil: the first one on PATH.
+    public var llvmSymbolizerPath: String? = nil
+    /// How long one `llvm-symbolizer` run may take before it is killed.
+    public var llvmSymbolizerTimeoutMilliseconds: Int = 5_000
+    /// Full or simplified Swift names.
+    public var nameStyle: SymbolNameStyle = .full
+
+    public init() {}
+  }
+
+  /// The module map, in the order given.
+  public let modules: [LoadedModule]
+  public let options: Options
+
+  /// Parsed files by path (nil: read failed, with the reason in `moduleProblems`).
+  private var images: [String: ModuleImage] = [:]
+  private var demangled: [String: String?] = [:]
+  /// llvm-symbolizer's answers by module path and offset: a second backtrace through the same
+  /// code costs no subprocess.
+  private var sourceLocations: [String: [UInt64: [SymbolizerLocation]]] = [:]
+  /// Module indices sorted by text start, for lookups.
+  private let modulesByText: [Int]
+
+  /// A Symbolicator for addresses recorded in a process whose modules were `modules`.
+  public init(modules: [LoadedModule], options: Options = .init()) {
+    self.modules = modules
+    self.options = options
+    modulesByText = modules.indices.sorted { modules[$0].textStart < modules[$1].textStart }
+  }
+
+  /// Names each address. Return addresses point after their call, so every frame is looked up at
+  /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself).
+  public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true) -> [SymbolicatedFrame] {
+    var frames: [SymbolicatedFrame] = []
+    frames.reserveCapacity(addresses.count)
+    // Per module: (frame index, lookup offset) for the optional line-info pass.
+    var lineRequests: [Int: [(frame: Int, offset: UInt64)]] = [:]
+
+    for (index, address) in addresses.enumerated() {
+      var frame = SymbolicatedFrame(index: index, address: address)
+      let lookupAddress = (index == 0 && firstIsExactPC) || address == 0 ? address : address - 1
+      guard let moduleIndex = moduleIndex(containing: lookupAddress) else {
+        frame.note = SymbolicatedFrame.Note.noModule
+        frames.append(frame)
+        continue
+      }
+      let module = modules[moduleIndex]
+      frame.modulePath = module.path
+      frame.buildID = module.buildID.isEmpty ? nil : module.buildIDHex
+      let (offset, overflow) = address.subtractingReportingOverflow(module.loadBias)
+      let (lookupOffset, lookupOverflow) = lookupAddress.subtractingReportingOverflow(module.loadBias)
+      frame.moduleOffset = overflow ? nil : offset
+      let usable = !overflow && !lookupOverflow
+
+      switch image(for: module) {
+      case .failure(let failure):
+        frame.note = failure.note
+      case .success(let image):
+        if usable, let symbol = image.symbol(containing: lookupOffset) {
+          frame.symbol = symbol.name
+          frame.function = demangle(symbol.name)
+          let (distance, before) = offset.subtractingReportingOverflow(symbol.start)
+          frame.symbolOffset = before ? nil : distance
+        } else if image.symbolCount == 0, let problem = image.problems.first {
+          frame.note = "module unreadable: \(problem)"
+        } else {
+          frame.note =
+            image.symbolTable == .symtab ? SymbolicatedFrame.Note.noSymbol : SymbolicatedFrame.Note.stripped
+        }
+        // A damaged file is not worth a subprocess; a stripped one may have separate debug info.
+        if usable, image.problems.isEmpty {
+          lineRequests[moduleIndex, default: []].append((frames.count, lookupOffset))
+        }
+      }
+      frames.append(frame)
+    }
+
+    if options.useLLVMSymbolizer, !lineRequests.isEmpty {
+      switch LLVMSymbolizer.find(options) {
+      case .success(let symbolizer?):
+        for (moduleIndex, requests) in lineRequests.sorted(by: { $0.key < $1.key }) {
+          addLineInfo(to: &frames, requests: requests, module: modules[moduleIndex], symbolizer: symbolizer)
+        }
+      case .success(nil):
+        break  // none on PATH: it is optional
+      case .failure(let error):
+        for requests in lineRequests.values {
+          for request in requests {
+            frames[request.frame].note = joined(frames[request.frame].note, "no line info: \(error.reason)")
+          }
+        }
+      }
+    }
+    return frames
+  }
+
+  /// The module whose executable segments (or, failing that, whole mapping) contain `address`.
+  public func module(containing address: UInt64) -> LoadedModule? {
+    moduleIndex(containing: address).map { modules[$0] }
+  }
+
+  func moduleIndex(containing address: UInt64) -> Int? {
+    // The last module whose text starts at or below the address, by binary search…
+    var low = 0
+    var high = modulesByText.count
+    while low < high {
+      let middle = low + (high - low) / 2
+      if modules[modulesByText[middle]].textStart <= address { low = middle + 1 } else { high = middle }
+    }
+    if low > 0, modules[modulesByText[low - 1]].textContains(address) { return modulesByText[low - 1] }
+    // …else any module covering it (overlaps, unknown text ranges): a linear scan, rare.
+    if let index = modules.indices.first(where: { modules[$0].textContains(address) }) { return index }
+    return modules.indices.first { modules[$0].contains(address) }
+  }
+
+  // MARK: Module files
+
+  private enum ModuleImage {
+    case readable(ELFImage)
+    case failed(note: String)
+  }
+
+  /// The module's parsed file, or the note that says why there is none.
+  private func image(for module: LoadedModule) -> Result<ELFImage, ModuleFailure> {
+    let cached: ModuleImage
+    if let known = images[module.path] {
+      cached = known
+    } else {
+      cached = Self.load(module.path)
+      images[module.path] = cached
+    }
+    switch cached {
+    case .failed(let note):
+      return .failure(ModuleFailure(note))
+    case .readable(let image):
+      if !module.buildID.isEmpty, image.buildID != module.buildID {
+        return .failure(ModuleFailure(SymbolicatedFrame.Note.buildIDChanged))
+      }
+      return .success(image)
+    }
+  }
+
+  private static func load(_ path: String) -> ModuleImage {
+    guard path.hasPrefix("/") else { return .failed(note: SymbolicatedFrame.Note.noFile) }
+    if let error = Syscall.statusOfPath(path) {
+      if error == .noSuchFileOrDirectory || error == .notDirectory {
+        return .failed(note: SymbolicatedFrame.Note.moduleGone)
+      }
+      return .failed(note: "module unreadable: \(error)")
+    }
+    do {
+      return .readable(try ELFImage.read(path: path))
+    } catch {
+      return .failed(note: "module unreadable: \(error.reason)")
+    }
+  }
+
+  private func demangle(_ name: String) -> String {
+    if let known = demangled[name] { return known ?? name }
+    let result = SymbolDemangler.demangle(name, style: options.nameStyle)
+    demangled[name] = result
+    return result ?? name
+  }
+
+  // MARK: File and line
+
+  private func addLineInfo(
+    to frames: inout [SymbolicatedFrame], requests: [(frame: Int, offset: UInt64)], module: LoadedModule,
+    symbolizer: LLVMSymbolizer
+  ) {
+    var known = sourceLocations[module.path, default: [:]]
+    let missing = Array(Set(requests.map(\.offset).filter { known[$0] == nil })).sorted()
+    if !missing.isEmpty {
+      switch symbolizer.lineInfo(path: module.path, offsets: missing) {
+      case .failure(let error):
+        for request in requests {
+          frames[request.frame].note = joined(frames[request.frame].note, "no line info: \(error.reason)")
+        }
+        return
+      case .success(let results):
+        for (offset, locations) in zip(missing, results) { known[offset] = locations }
+        sourceLocations[module.path] = known
+      }
+    }
+    for request in requests {
+      let locations = known[request.offset] ?? []
+      var frame = frames[request.frame]
+      // The entry for the function the symbol table named (inlined callees come first), else
+      // the outermost one, which is the function the address lies in.
+      // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
+      // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
+      let withLines = locations.filter { $0.line != nil }
+      let location = withLines.first { $0.function == frame.symbol } ?? withLines.last
+      guard let location else { continue }
+      if frame.symbol == nil, let function = location.function {
+        frame.symbol = function
+        frame.function = demangle(function)
+        // Named after all (separate debug info): the symbol-table note no longer applies.
+        if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
+          frame.note = nil
+        }
+      }
+      frame.file = location.file
+      frame.line = location.line
+      frames[request.frame] = frame
+    }
+  }
+
+  private func joined(_ note: String?, _ more: String) -> String {
+    guard let note, !note.isEmpty else { return more }
+    return note + "; " + more
+  }
+}
+
+package struct ModuleFailure: Error {
+  package var note: String
+  package init(_ note: String) { self.note = note }
+}
+
+/// Lowercase hex of `bytes`.
+package func hexString(_ bytes: [UInt8]) -> String {
+  let digits = Array("0123456789abcdef".utf8)
+  var text: [UInt8] = []
+  text.reserveCapacity(bytes.count * 2)
+  for byte in bytes {
+    text.append(digits[Int(byte >> 4)])
+    text.append(digits[Int(byte & 0xF)])
+  }
+  return String(decoding: text, as: UTF8.self)
+}
