@@ -103,12 +103,39 @@ let package = Package(
       dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFReader"
     ),
+    // Tests: one target per module, and what they share (spawning children, temporary
+    // directories, a loopback HTTP server, the process-wide-state lock).
+    .target(
+      name: "CrumbsTestSupport",
+      dependencies: ["Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports"],
+      path: "Tests/CrumbsTestSupport"
+    ),
+    .testTarget(
+      name: "CrumbsRecorderTests",
+      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC"]
+    ),
+    .testTarget(
+      name: "CrumbsReportsTests",
+      dependencies: ["CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport"]
+    ),
+    .testTarget(
+      name: "CrumbsDeliveryTests",
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport"]
+    ),
     .testTarget(
       name: "CrumbsTests",
+      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC"]
+    ),
+    .testTarget(
+      name: "CrumbsLoggingTests",
       dependencies: [
-        "Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsLogging",
+        "CrumbsLogging", "CrumbsRecorder", "CrumbsTestSupport",
         .product(name: "Logging", package: "swift-log"),
       ]
+    ),
+    .testTarget(
+      name: "CrumbsCLITests",
+      dependencies: ["CrumbsRecorder", "CrumbsReports", "CrumbsTestSupport"]
     ),
   ]
 )

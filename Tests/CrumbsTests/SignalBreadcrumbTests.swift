@@ -1,4 +1,5 @@
 import CrumbsSignalPath
+import CrumbsTestSupport
 import Testing
 
 @testable import Crumbs

@@ -1,3 +1,4 @@
+import CrumbsTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -114,21 +115,6 @@ func settings(_ change: (inout DeliverySettings) -> Void = { _ in }) -> Delivery
   settings.retryInterval = 10
   change(&settings)
   return settings
-}
-
-/// Runs Tests/Tools/decode_otlp.py on a captured body; returns its JSON.
-func decodeOTLP(_ body: [UInt8], json: Bool = false) throws -> [String: Any] {
-  let directory = TestDirectory()
-  let file = directory.file("body.bin")
-  try Data(body).write(to: URL(fileURLWithPath: file))
-  let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Tools/decode_otlp.py").path
-  let child = try ChildProcess("/usr/bin/env", ["python3", script, file] + (json ? ["--json"] : []))
-  let output = child.readRemaining()
-  child.wait()
-  try #require(
-    child.exitCode == 0, "decode_otlp.py failed (is opentelemetry-proto installed? `make test` installs it)")
-  return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
 }
 
 @Suite struct DeliveryTests {

@@ -1,3 +1,4 @@
+import CrumbsTestSupport
 import Foundation
 import Testing
 

@@ -9,18 +9,18 @@ import Synchronization
 #endif
 
 /// A request as the server received it (complete bodies only).
-struct CapturedRequest: Sendable {
-  var method: String
+package struct CapturedRequest: Sendable {
+  package var method: String
   /// Path and query.
-  var target: String
+  package var target: String
   /// Names lowercased.
-  var headers: [String: String]
-  var body: [UInt8]
+  package var headers: [String: String]
+  package var body: [UInt8]
 }
 
-final class LoopbackHTTPServer: Sendable {
+package final class LoopbackHTTPServer: Sendable {
   /// What to do with the n-th request (0-based).
-  enum Behaviour: Sendable {
+  package enum Behaviour: Sendable {
     /// Answer with a status (and headers, body).
     case respond(Int, headers: [String: String] = [:], body: String = "")
     /// Wait (without answering) until the server stops or `seconds` pass, then answer 200.
@@ -30,7 +30,7 @@ final class LoopbackHTTPServer: Sendable {
     case closeAfterReading(bytes: Int)
   }
 
-  let port: UInt16
+  package let port: UInt16
   private let listener: Int32
   private let script: @Sendable (Int, CapturedRequest) -> Behaviour
   private let state = Mutex(State())
@@ -45,13 +45,13 @@ final class LoopbackHTTPServer: Sendable {
   }
 
   /// Every complete request received, in order.
-  var requests: [CapturedRequest] { state.withLock { $0.requests } }
+  package var requests: [CapturedRequest] { state.withLock { $0.requests } }
   /// Requests whose headers arrived (complete or not).
-  var requestsStarted: Int { state.withLock { $0.started } }
+  package var requestsStarted: Int { state.withLock { $0.started } }
 
   /// `script` decides each answer from the request number and the request (its body may be
   /// partial for `.closeAfterReading`: the script sees headers only, body empty).
-  init(_ script: @escaping @Sendable (Int, CapturedRequest) -> Behaviour) throws {
+  package init(_ script: @escaping @Sendable (Int, CapturedRequest) -> Behaviour) throws {
     self.script = script
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw ServerError.socket(errno) }
@@ -79,14 +79,14 @@ final class LoopbackHTTPServer: Sendable {
   }
 
   /// A server answering every request with `status`.
-  convenience init(status: Int, headers: [String: String] = [:], body: String = "") throws {
+  package convenience init(status: Int, headers: [String: String] = [:], body: String = "") throws {
     try self.init { _, _ in .respond(status, headers: headers, body: body) }
   }
 
-  var baseURL: String { "http://127.0.0.1:\(port)" }
+  package var baseURL: String { "http://127.0.0.1:\(port)" }
 
   /// Stops accepting, releases stalled answers and waits (bounded) for connections to end.
-  func stop() {
+  package func stop() {
     let first = state.withLock { state in
       defer { state.stopped = true }
       return !state.stopped
@@ -208,7 +208,7 @@ final class LoopbackHTTPServer: Sendable {
 }
 
 /// A port nobody listens on (bound, then closed).
-func refusedPort() -> UInt16 {
+package func refusedPort() -> UInt16 {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   defer { close(fd) }
   var address = sockaddr_in()

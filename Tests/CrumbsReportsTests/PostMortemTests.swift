@@ -1,3 +1,4 @@
+import CrumbsTestSupport
 import Foundation
 import Testing
 
@@ -221,13 +222,4 @@ final class OutcomeBox: @unchecked Sendable {
   private var outcomes: [PostMortemOutcome] = []
   func add(_ outcome: PostMortemOutcome) { lock.withLock { outcomes.append(outcome) } }
   var reportCount: Int { lock.withLock { outcomes.map(\.reports.count).reduce(0, +) } }
-}
-
-/// `lz4 -dc FILE` through the real CLI.
-func runLZ4Decompress(_ path: String) throws -> String {
-  let child = try ChildProcess("/usr/bin/lz4", ["-dc", path])
-  let output = child.readRemaining()
-  child.wait()
-  #expect(child.exitCode == 0)
-  return output
 }

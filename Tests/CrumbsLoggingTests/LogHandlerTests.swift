@@ -1,5 +1,6 @@
 import Crumbs
 import CrumbsLogging
+import CrumbsTestSupport
 import Logging
 import Testing
 
@@ -107,7 +108,7 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     #expect(found["only.crumbs"] == "yes")
     #expect(found["file"]?.hasSuffix("LogHandlerTests.swift") == true)
     #expect(found["line"].flatMap(Int.init) != nil)
-    #expect(found["source"] == "CrumbsTests")
+    #expect(found["source"] == "CrumbsLoggingTests")
   }
 
   @Test func aMetadataProviderSitsBetweenHandlerAndEventMetadata() throws {

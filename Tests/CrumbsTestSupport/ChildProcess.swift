@@ -5,14 +5,14 @@
 
 /// A child process with its stdout on a pipe. `deinit` kills (SIGKILL) and reaps it if the test
 /// did not, so no test leaves a process behind.
-final class ChildProcess {
-  let pid: pid_t
+package final class ChildProcess {
+  package let pid: pid_t
   private let stdoutDescriptor: Int32
   private var buffered: [UInt8] = []
   private(set) var exitStatus: Int32?
 
   /// The directory holding the built products (next to the test bundle).
-  static let productsDirectory: String = {
+  package static let productsDirectory: String = {
     var path = CommandLine.arguments[0]
     // swift test runs `.build/<config>/<Package>PackageTests.xctest` (a file on Linux).
     while !path.isEmpty, !path.hasSuffix(".xctest") {
@@ -24,10 +24,10 @@ final class ChildProcess {
   }()
 
   /// The debug test child.
-  static var testChild: String { productsDirectory + "/CrumbsTestChild" }
+  package static var testChild: String { productsDirectory + "/CrumbsTestChild" }
 
   /// Starts `executable` with `arguments`; `environment` entries are added to this process's.
-  init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+  package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
     var pipeDescriptors: [Int32] = [0, 0]
     guard pipe(&pipeDescriptors) == 0 else { throw ChildError.spawn("pipe", errno) }
     var actions = posix_spawn_file_actions_t()
@@ -64,7 +64,7 @@ final class ChildProcess {
   }
 
   /// The next line of stdout, or nil at end of file.
-  func readLine() -> String? {
+  package func readLine() -> String? {
     while true {
       if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
         let line = String(decoding: buffered[..<newline], as: UTF8.self)
@@ -84,7 +84,7 @@ final class ChildProcess {
   }
 
   /// Reads lines until one starts with `prefix`; returns the rest of that line.
-  func value(after prefix: String) -> String? {
+  package func value(after prefix: String) -> String? {
     while let line = readLine() {
       if line.hasPrefix(prefix) { return String(line.dropFirst(prefix.count)) }
     }
@@ -92,18 +92,18 @@ final class ChildProcess {
   }
 
   /// Everything left on stdout.
-  func readRemaining() -> String {
+  package func readRemaining() -> String {
     var lines: [String] = []
     while let line = readLine() { lines.append(line) }
     return lines.joined(separator: "\n")
   }
 
-  func signal(_ signalNumber: Int32) { kill(pid, signalNumber) }
+  package func signal(_ signalNumber: Int32) { kill(pid, signalNumber) }
 
   /// Waits for the child to exit, at most `seconds`; SIGKILLs it after that. Returns the raw
   /// wait status.
   @discardableResult
-  func wait(seconds: Double = 60) -> Int32 {
+  package func wait(seconds: Double = 60) -> Int32 {
     if let exitStatus { return exitStatus }
     var status: Int32 = 0
     let deadline = Self.now() + seconds
@@ -123,13 +123,13 @@ final class ChildProcess {
   }
 
   /// The signal that ended the child, or nil if it exited normally.
-  var terminatingSignal: Int32? {
+  package var terminatingSignal: Int32? {
     guard let status = exitStatus, status & 0x7f != 0, status & 0x7f != 0x7f else { return nil }
     return status & 0x7f
   }
 
   /// The exit code, or nil if a signal ended the child.
-  var exitCode: Int32? {
+  package var exitCode: Int32? {
     guard let status = exitStatus, status & 0x7f == 0 else { return nil }
     return (status >> 8) & 0xff
   }
@@ -143,21 +143,21 @@ final class ChildProcess {
     close(stdoutDescriptor)
   }
 
-  static func now() -> Double {
+  package static func now() -> Double {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
   }
 }
 
-enum ChildError: Error {
+package enum ChildError: Error {
   case spawn(String, Int32)
 }
 
 /// Calls `body` with spawn attributes that give the child an empty signal mask and default
 /// actions: the test runner's threads block signals (SIGUSR1, SIGQUIT…), and a child would
 /// otherwise inherit that mask and never see the signals a test sends or raises.
-func withCleanSignalState<Result>(_ body: (UnsafePointer<posix_spawnattr_t>) -> Result) -> Result {
+package func withCleanSignalState<Result>(_ body: (UnsafePointer<posix_spawnattr_t>) -> Result) -> Result {
   var attributes = posix_spawnattr_t()
   posix_spawnattr_init(&attributes)
   defer { posix_spawnattr_destroy(&attributes) }

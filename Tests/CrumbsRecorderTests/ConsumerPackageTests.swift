@@ -2,6 +2,7 @@
 // its public products only. The consumer's own Package.swift names the product; nothing here
 // reaches into the package's internals except to read back what the consumer recorded.
 
+import CrumbsTestSupport
 import Testing
 
 @testable import CrumbsRecorder

@@ -10,10 +10,10 @@ import Foundation
 #endif
 
 /// A fresh 0700 directory under $TMPDIR for one test, removed with everything in it on deinit.
-final class TestDirectory {
-  let path: String
+package final class TestDirectory {
+  package let path: String
 
-  init(_ name: String = #function) {
+  package init(_ name: String = #function) {
     let base = ProcessInfoLite.environment("TMPDIR") ?? "/tmp"
     var template = Array("\(base)/crumbs-test-XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
@@ -21,15 +21,15 @@ final class TestDirectory {
     path = String(cString: template)
   }
 
-  func file(_ name: String) -> String { path + "/" + name }
+  package func file(_ name: String) -> String { path + "/" + name }
 
   deinit {
     _ = system("rm -rf '\(path)'")
   }
 }
 
-enum ProcessInfoLite {
-  static func environment(_ name: String) -> String? {
+package enum ProcessInfoLite {
+  package static func environment(_ name: String) -> String? {
     getenv(name).map { String(cString: $0) }
   }
 }
@@ -37,10 +37,10 @@ enum ProcessInfoLite {
 /// Tests that install process-wide state (the installed ring, the crash handler, signal
 /// handlers, a CrumbsClient) take this lock for their whole body: Swift Testing runs suites in
 /// parallel, and two such tests at once would write into each other's rings.
-enum ProcessWideState {
+package enum ProcessWideState {
   private static let lock = NSLock()
 
-  static func exclusive<Result>(_ body: () throws -> Result) rethrows -> Result {
+  package static func exclusive<Result>(_ body: () throws -> Result) rethrows -> Result {
     lock.lock()
     defer { lock.unlock() }
     return try body()

@@ -1,3 +1,4 @@
+import CrumbsTestSupport
 import Testing
 
 @testable import Crumbs

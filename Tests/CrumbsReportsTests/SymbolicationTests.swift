@@ -2,6 +2,7 @@
 // the files the way a next launch would; copies that were stripped, replaced or removed; damaged
 // ELF files; and the optional llvm-symbolizer enhancer.
 
+import CrumbsTestSupport
 import Testing
 
 @testable import Crumbs
@@ -106,13 +107,13 @@ private var noEnhancer: Symbolicator.Options {
 
     #expect(
       frames[0].function
-        == "static CrumbsTests.SymbolicationProbe.inner(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
+        == "static CrumbsReportsTests.SymbolicationProbe.inner(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
     )
     #expect(
       frames[1].function
-        == "static CrumbsTests.SymbolicationProbe.outer(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
+        == "static CrumbsReportsTests.SymbolicationProbe.outer(Swift.Int) -> (addresses: Swift.Array<Swift.UInt64>, line: Swift.Int)"
     )
-    #expect(frames[0].symbol?.hasPrefix("$s11CrumbsTests18SymbolicationProbeV5inner") == true)
+    #expect(frames[0].symbol?.hasPrefix("$s18CrumbsReportsTests18SymbolicationProbeV5inner") == true)
     #expect(frames[0].note == nil)
     // The caller of `outer` is this test function.
     #expect(frames[2].function?.contains("namesSwiftFunctionsOfThisBinaryDemangled") == true)
@@ -126,7 +127,7 @@ private var noEnhancer: Symbolicator.Options {
     #expect(!module.buildID.isEmpty)
     let offset = try #require(frames[0].symbolOffset)
     #expect(offset > 0 && offset < 4096)
-    #expect(frames[0].description.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(Swift.Int)"))
+    #expect(frames[0].description.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(Swift.Int)"))
     #expect(frames[0].description.contains(" + \(offset) ("))
   }
 
@@ -136,7 +137,7 @@ private var noEnhancer: Symbolicator.Options {
     options.nameStyle = .simplified
     let frames = Symbolicator(modules: CurrentProcessModules.list(), options: options)
       .symbolicate([addresses[0]], firstIsExactPC: false)
-    #expect(frames[0].function == "static CrumbsTests.SymbolicationProbe.inner(Int)")
+    #expect(frames[0].function == "static CrumbsReportsTests.SymbolicationProbe.inner(Int)")
     #expect(
       SymbolDemangler.simplify("closure #1 (Swift.Int) -> Swift.Int in Foo.bar() -> ()")
         == "closure #1 (Int) in Foo.bar() -> ()")
@@ -173,7 +174,7 @@ private var noEnhancer: Symbolicator.Options {
     module.path = "/proc/self/exe"
     let frames = Symbolicator(modules: [module], options: noEnhancer).symbolicate(
       [addresses[0]], firstIsExactPC: false)
-    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(frames[0].function?.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(") == true)
   }
 
   // MARK: Modules that are gone, changed or stripped
@@ -214,7 +215,7 @@ private var noEnhancer: Symbolicator.Options {
     module.buildID = []
     let trusted = Symbolicator(modules: [module], options: noEnhancer).symbolicate(
       [addresses[0]], firstIsExactPC: false)
-    #expect(trusted[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(trusted[0].function?.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(") == true)
   }
 
   @Test(.enabled(if: onPath("strip"), "binutils' strip is not on PATH"))
@@ -304,7 +305,7 @@ private var noEnhancer: Symbolicator.Options {
   /// Fuzz/Corpus/elf-reader (tiny files built from one C file, see Fuzz/README.md) and the
   /// fuzzer's finding in Fuzz/Regressions/elf-reader.
   @Test func fuzzSeedsAndFindingsReadAsExpected() throws {
-    let fuzz = String(#filePath.dropLast("Tests/CrumbsTests/SymbolicationTests.swift".count)) + "Fuzz"
+    let fuzz = String(#filePath.dropLast("Tests/CrumbsReportsTests/SymbolicationTests.swift".count)) + "Fuzz"
     let shared = try ELFImage.read(path: fuzz + "/Corpus/elf-reader/libtiny.so")
     #expect(shared.symbolTable == .symtab && shared.buildID.count == 20 && shared.problems.isEmpty)
     let exported = try #require(shared.symbols.first { $0.name == "tiny_exported" })
@@ -385,10 +386,10 @@ private var noEnhancer: Symbolicator.Options {
     let (addresses, line) = SymbolicationProbe.outer(5)
     let frames = Symbolicator(modules: CurrentProcessModules.list())
       .symbolicate(Array(addresses.prefix(2)), firstIsExactPC: false)
-    #expect(frames[0].file?.hasSuffix("Tests/CrumbsTests/SymbolicationTests.swift") == true, "\(frames[0])")
+    #expect(frames[0].file?.hasSuffix("Tests/CrumbsReportsTests/SymbolicationTests.swift") == true, "\(frames[0])")
     #expect(frames[0].line == line, "\(frames[0])")
     #expect(frames[1].file?.hasSuffix("SymbolicationTests.swift") == true)
-    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(frames[0].function?.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(") == true)
     #expect(frames[0].note == nil)
     #expect(frames[0].description.contains("SymbolicationTests.swift:\(line)"))
   }
@@ -403,7 +404,7 @@ private var noEnhancer: Symbolicator.Options {
     let (addresses, _) = SymbolicationProbe.outer(6)
     let frames = Symbolicator(modules: CurrentProcessModules.list(), options: options)
       .symbolicate([addresses[0]], firstIsExactPC: false)
-    #expect(frames[0].function?.hasPrefix("static CrumbsTests.SymbolicationProbe.inner(") == true)
+    #expect(frames[0].function?.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(") == true)
     #expect(frames[0].file == nil)
     #expect(frames[0].note?.contains("status 3") == true, "\(frames[0].note ?? "nil")")
 

@@ -5,6 +5,7 @@
 // one entry, and a directory without an entry fails the test so it cannot be forgotten.
 
 import CrumbsSignalPath
+import CrumbsTestSupport
 import Foundation
 import Testing
 
@@ -14,7 +15,7 @@ import Testing
 @testable import CrumbsReports
 
 @Suite struct FuzzRegressionTests {
-  /// The repository root, from this file's path (Tests/CrumbsTests/FuzzRegressionTests.swift).
+  /// The repository root, from this file's path (Tests/CrumbsReportsTests/FuzzRegressionTests.swift).
   static let repositoryRoot: String = {
     var url = URL(fileURLWithPath: #filePath)
     for _ in 0..<3 { url.deleteLastPathComponent() }

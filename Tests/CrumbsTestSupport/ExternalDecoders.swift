@@ -1,0 +1,38 @@
+// ExternalDecoders.swift — what we send and store, decoded by tools we did not write: the
+// official OpenTelemetry protobuf decoder (Tests/Tools/decode_otlp.py) and the lz4 command.
+
+import Foundation
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Runs Tests/Tools/decode_otlp.py on a captured body; returns its JSON.
+package func decodeOTLP(_ body: [UInt8], json: Bool = false) throws -> [String: Any] {
+  let directory = TestDirectory()
+  let file = directory.file("body.bin")
+  try Data(body).write(to: URL(fileURLWithPath: file))
+  let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Tools/decode_otlp.py").path
+  let child = try ChildProcess("/usr/bin/env", ["python3", script, file] + (json ? ["--json"] : []))
+  let output = child.readRemaining()
+  child.wait()
+  try #require(
+    child.exitCode == 0, "decode_otlp.py failed (is opentelemetry-proto installed? `make test` installs it)")
+  return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
+}
+
+/// `lz4 -dc FILE` through the real CLI.
+package func runLZ4Decompress(_ path: String) throws -> String {
+  let child = try ChildProcess("/usr/bin/lz4", ["-dc", path])
+  let output = child.readRemaining()
+  child.wait()
+  #expect(child.exitCode == 0)
+  return output
+}
