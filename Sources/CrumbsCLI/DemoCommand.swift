@@ -69,28 +69,20 @@ struct DemoCommand: ParsableCommand {
     }
   }
 
-  /// Starts `crumbs demo-child` and waits for it.
+  /// Starts `crumbs demo-child` and waits for it; returns its raw wait status.
   func runChild(kind: CrashKind, directory: String) throws -> Int32 {
-    let executable = selfExecutable()
-    let arguments = [executable, "demo-child", "--crash", kind.rawValue, "--dir", directory]
-    var child = pid_t()
-    let argv = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
     // The child's stderr (where the Swift runtime's own backtracer, which Crumbs chains to,
     // prints) goes to a file so the report is not interleaved with it.
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    _ = try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath(directory), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let spawned = posix_spawn(&child, executable, &actions, nil, argv, environ)
-    guard spawned == 0 else {
-      printError("crumbs demo: cannot start the child: \(String(cString: strerror(spawned)))")
+    do {
+      try Syscall.makeDirectories(directory)
+      let child = try Subprocess(
+        selfExecutable(), ["demo-child", "--crash", kind.rawValue, "--dir", directory],
+        standardOutput: .inherit, standardError: .file(stderrPath(directory)))
+      return child.wait(timeoutMilliseconds: nil)
+    } catch {
+      printError("crumbs demo: cannot start the child: \(error)")
       throw ExitCode.failure
     }
-    var status: Int32 = 0
-    while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-    return status
   }
 }
 
@@ -127,9 +119,7 @@ struct DemoChildCommand: ParsableCommand {
 func stderrPath(_ directory: String) -> String { directory + "/child.stderr" }
 
 func selfExecutable() -> String {
-  var buffer = [CChar](repeating: 0, count: 4096)
-  let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-  return count > 0 ? String(cString: buffer) : CommandLine.arguments[0]
+  Syscall.readLink("/proc/self/exe") ?? CommandLine.arguments[0]
 }
 
 func absolute(_ path: String) -> String {

@@ -1,4 +1,5 @@
 import Crumbs
+import Synchronization
 
 // The demo child's pretend app: threads serving requests and leaving breadcrumbs.
 #if canImport(Glibc)
@@ -6,24 +7,13 @@ import Crumbs
 #endif
 
 /// Worker threads that append realistic breadcrumbs until the process dies.
-final class DemoWorkload: @unchecked Sendable {
-  private var appended = 0
-  private var lock = pthread_mutex_t()
+final class DemoWorkload: Sendable {
+  private let appended = Mutex(0)
 
   static func start(threads: Int) -> DemoWorkload {
     let workload = DemoWorkload()
-    pthread_mutex_init(&workload.lock, nil)
     for worker in 0..<threads {
-      let context = Unmanaged.passRetained(WorkerContext(workload: workload, worker: worker)).toOpaque()
-      var thread = pthread_t()
-      pthread_create(
-        &thread, nil,
-        { raw in
-          let context = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
-          context.workload.serve(worker: context.worker)
-          return nil
-        }, context)
-      pthread_detach(thread)
+      try? BackgroundThread.start(name: "demo.worker\(worker)") { workload.serve(worker: worker) }
     }
     return workload
   }
@@ -42,30 +32,13 @@ final class DemoWorkload: @unchecked Sendable {
           "cache miss for \(route)", level: .debug, type: .log, attributes: ["worker": String(worker)])
       }
       request += 1
-      pthread_mutex_lock(&lock)
-      appended += request % 5 == 1 ? 2 : 1
-      pthread_mutex_unlock(&lock)
+      appended.withLock { $0 += request % 5 == 1 ? 2 : 1 }
       usleep(200)
     }
   }
 
   /// Blocks until the workers have appended at least `count` breadcrumbs.
   func waitUntil(appended count: Int) {
-    while true {
-      pthread_mutex_lock(&lock)
-      let done = appended >= count
-      pthread_mutex_unlock(&lock)
-      if done { return }
-      usleep(1_000)
-    }
-  }
-}
-
-private final class WorkerContext {
-  let workload: DemoWorkload
-  let worker: Int
-  init(workload: DemoWorkload, worker: Int) {
-    self.workload = workload
-    self.worker = worker
+    while appended.withLock({ $0 }) < count { usleep(1_000) }
   }
 }

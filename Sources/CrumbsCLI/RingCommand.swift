@@ -141,17 +141,8 @@ struct LineWriter {
   }
 
   mutating func flush() {
-    var written = 0
-    pending.withUnsafeBytes { bytes in
-      while written < bytes.count {
-        let result = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-        if result < 0 {
-          if errno == EINTR { continue }
-          return  // stdout closed (e.g. `| head`): nothing useful left to do with the output
-        }
-        written += result
-      }
-    }
+    // A failed write means stdout closed (e.g. `| head`): nothing useful left to do with it.
+    pending.withUnsafeBytes { bytes in _ = try? Syscall.writeAll(descriptor, bytes, path: "stdout") }
     pending.removeAll(keepingCapacity: true)
   }
 

@@ -103,7 +103,7 @@ struct RingStressCommand: ParsableCommand {
   static func append(_ worker: Worker, for duration: UInt64) {
     let thread = String(worker.number)
     let prefix = "stress t=\(thread) n="
-    let cpuStart = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
+    let cpuStart = SystemClock.threadCPUNanoseconds()
     let start = monotonicNanoseconds()
     var count = 0
     var now = start
@@ -118,16 +118,10 @@ struct RingStressCommand: ParsableCommand {
     }
     worker.appends = count
     worker.elapsedNanoseconds = now - start
-    worker.cpuNanoseconds = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - cpuStart
+    worker.cpuNanoseconds = SystemClock.threadCPUNanoseconds() - cpuStart
   }
 
-  static func monotonicNanoseconds() -> UInt64 { nanoseconds(CLOCK_MONOTONIC) }
-
-  static func nanoseconds(_ clock: clockid_t) -> UInt64 {
-    var now = timespec()
-    clock_gettime(clock, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-  }
+  static func monotonicNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
 }
 
 private func format(_ value: Double, _ decimals: Int) -> String {

@@ -14,7 +14,7 @@
 
 import CrumbsRecorder
 import CrumbsReports
-import Foundation
+import FoundationEssentials
 
 /// A report's delivery history (`delivery.json`).
 public struct DeliveryState: Codable, Sendable, Equatable {
@@ -107,13 +107,13 @@ extension ReportStore {
 
   /// Deletes a report folder (sent or dropped ones, when the database is over its size).
   package func remove(_ stored: StoredReport) {
-    try? FileManager.default.removeItem(atPath: stored.path)
+    Syscall.removeTree(stored.path)
   }
 
   package func removeAttachments(in folder: String) {
     let keep: Set<String> = ["report.json", DeliveryState.fileName, DeliveryState.droppedReasonFileName]
     for name in (try? Syscall.directoryEntries(folder)) ?? [] where !keep.contains(name) {
-      try? FileManager.default.removeItem(atPath: folder + "/" + name)
+      Syscall.removeTree(folder + "/" + name)
     }
   }
 
@@ -121,8 +121,7 @@ extension ReportStore {
   package static func size(of folder: String) -> Int {
     var total = 0
     for name in (try? Syscall.directoryEntries(folder)) ?? [] {
-      var info = stat()
-      if stat(folder + "/" + name, &info) == 0 { total += Int(info.st_size) }
+      total += Syscall.fileSize(atPath: folder + "/" + name) ?? 0
     }
     return total
   }

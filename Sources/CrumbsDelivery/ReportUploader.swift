@@ -243,11 +243,7 @@ public final class ReportUploader: Sendable {
   }
 
   /// CLOCK_REALTIME in nanoseconds.
-  @Sendable public static func wallClock() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-  }
+  @Sendable public static func wallClock() -> UInt64 { SystemClock.wallNanoseconds() }
 
   // MARK: - Background thread
 
@@ -258,9 +254,11 @@ public final class ReportUploader: Sendable {
       return state.running
     }
     guard !alreadyRunning else { return }
-    let thread = Thread { [self] in runLoop() }
-    thread.name = "crumbs.delivery"
-    thread.start()
+    do {
+      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop() }
+    } catch {
+      state.withLock { $0.running = false }  // stop() then has nothing to wait for
+    }
   }
 
   /// Asks the background thread for a pass soon (e.g. after a new report was stored).

@@ -199,12 +199,12 @@ import Testing
     let ring = try BreadcrumbRing.create(at: path)
     for number in 1...3 { ring.append("before-\(number)") }
 
-    let tail = try CLIProcess([
+    let tail = try CLIProcess.start([
       "ring", "tail", "-f", "-n", "2", "--json", "--interval-milliseconds", "20", path,
     ])
     var seen: [String] = []
     func nextMessage() throws -> String? {
-      guard let line = tail.readLine(timeoutSeconds: 20) else { return nil }
+      guard let line = tail.readLine(seconds: 20) else { return nil }
       let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
       return object["message"] as? String
     }
@@ -219,9 +219,9 @@ import Testing
     #expect(seen == ["before-2", "before-3", "after-1", "after-2", "after-3"])
 
     ring.close(clean: true)
-    let status = tail.wait(timeoutSeconds: 20)
-    #expect(status == 0)
-    #expect(tail.readLine(timeoutSeconds: 5) == nil, "nothing printed twice")
+    tail.wait(seconds: 20)
+    #expect(tail.shellStatus == 0)
+    #expect(tail.readLine(seconds: 5) == nil, "nothing printed twice")
     #expect(tail.readStderr().contains("ring is clean"))
   }
 
@@ -230,10 +230,11 @@ import Testing
     let path = directory.file("gone.ring")
     let ring = try BreadcrumbRing.create(at: path)
     ring.append("only")
-    let tail = try CLIProcess(["ring", "tail", "-f", "--interval-milliseconds", "20", path])
-    #expect(tail.readLine(timeoutSeconds: 20)?.contains("only") == true)
+    let tail = try CLIProcess.start(["ring", "tail", "-f", "--interval-milliseconds", "20", path])
+    #expect(tail.readLine(seconds: 20)?.contains("only") == true)
     #expect(unlink(path) == 0)
-    #expect(tail.wait(timeoutSeconds: 20) == 0)
+    tail.wait(seconds: 20)
+    #expect(tail.shellStatus == 0)
     #expect(tail.readStderr().contains("gone"))
     ring.close(clean: true)
   }

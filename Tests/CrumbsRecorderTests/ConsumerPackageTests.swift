@@ -25,7 +25,7 @@ import Testing
   static func buildConsumer(_ name: String, in directory: TestDirectory) throws -> String {
     let source = packageRoot + "/Tests/Consumers/" + name
     let copy = directory.file(name)
-    let copied = try Syscall.runProcess("/bin/cp", ["-R", source, copy], timeoutMilliseconds: 60_000)
+    let copied = try Subprocess.run("/bin/cp", ["-R", source, copy], timeoutMilliseconds: 60_000)
     #expect(copied.exitStatus == 0)
     let manifestPath = copy + "/Package.swift"
     let manifest = String(decoding: try Syscall.readFile(manifestPath, limit: 1 << 20), as: UTF8.self)
@@ -36,13 +36,13 @@ import Testing
     let scratch = packageRoot + "/.build-consumers/" + name
     // A first build resolves and compiles the dependencies: minutes on a busy 2-core machine,
     // so the limit is generous; a later build takes seconds.
-    let build = try Syscall.runProcess(
+    let build = try Subprocess.run(
       "/usr/bin/env",
       ["swift", "build", "--package-path", copy, "--scratch-path", scratch, "--product", name],
       timeoutMilliseconds: 30 * 60_000)
     let log = String(decoding: build.standardOutput + build.standardError, as: UTF8.self)
     try #require(build.exitStatus == 0, "swift build of \(name) failed:\n\(log)")
-    let binPath = try Syscall.runProcess(
+    let binPath = try Subprocess.run(
       "/usr/bin/env",
       ["swift", "build", "--package-path", copy, "--scratch-path", scratch, "--show-bin-path"],
       timeoutMilliseconds: 10 * 60_000)
@@ -54,7 +54,7 @@ import Testing
     let directory = TestDirectory()
     let executable = try Self.buildConsumer("RecorderConsumer", in: directory)
 
-    let ldd = try Syscall.runProcess("/usr/bin/ldd", [executable], timeoutMilliseconds: 60_000)
+    let ldd = try Subprocess.run("/usr/bin/ldd", [executable], timeoutMilliseconds: 60_000)
     let libraries = String(decoding: ldd.standardOutput, as: UTF8.self).split(separator: "\n")
     #expect(ldd.exitStatus == 0)
     #expect(libraries.contains { $0.contains("libswiftCore.so") })  // ldd really listed it
@@ -65,7 +65,7 @@ import Testing
     print("recorder consumer links \(libraries.count) shared libraries")
 
     let crumbsDirectory = directory.file("crumbs")
-    let run = try Syscall.runProcess(executable, [crumbsDirectory], timeoutMilliseconds: 60_000)
+    let run = try Subprocess.run(executable, [crumbsDirectory], timeoutMilliseconds: 60_000)
     #expect(run.exitStatus == 0, "\(String(decoding: run.standardError, as: UTF8.self))")
     let ringPath = String(decoding: run.standardOutput, as: UTF8.self).split(separator: "\n").first ?? ""
     let contents = try RingReader.read(file: String(ringPath))

@@ -302,9 +302,9 @@ struct CrashCaptureTests {
   @Test("a process that exits cleanly leaves a record that says no crash")
   func cleanExit() throws {
     let directory = TestDirectory()
-    let child = try CrashChild(
+    let child = try Subprocess(
       ChildProcess.testChild, ["clean-exit", directory.path], environment: ["SWIFT_BACKTRACE": "enable=no"],
-      stderrPath: directory.file("stderr.txt"))
+      standardError: .file(directory.file("stderr.txt")))
     let lines = child.readLines(until: "exiting", seconds: 60)
     child.wait(seconds: 60)
     #expect(child.status == 0)
@@ -319,9 +319,9 @@ struct CrashCaptureTests {
     let source = directory.file("malloc_guard.c")
     let library = directory.file("libmalloc_guard.so")
     try Syscall.writeFileAtomically(source, Array(mallocGuardSource.utf8))
-    let compile = try CrashChild(
+    let compile = try Subprocess(
       "/bin/sh", ["-c", "cc -shared -fPIC -O1 -o '\(library)' '\(source)' -ldl"], environment: [:],
-      stderrPath: directory.file("cc.txt"))
+      standardError: .file(directory.file("cc.txt")))
     compile.wait(seconds: 120)
     try #require(compile.status == 0, "cc failed")
     for scenario in ["null-deref", "abort", "stack-overflow-thread", "wait-for-signal"] {
@@ -362,16 +362,16 @@ struct CrashCaptureTests {
           return p != NULL ? 0 : 1;
         }
         """.utf8))
-    let compile = try CrashChild(
+    let compile = try Subprocess(
       "/bin/sh",
       ["-c", "cc -shared -fPIC -o '\(library)' '\(source)' -ldl && cc -o '\(binary)' '\(program)' -ldl"],
-      environment: [:], stderrPath: directory.file("cc.txt"))
+      environment: [:], standardError: .file(directory.file("cc.txt")))
     compile.wait(seconds: 120)
     try #require(compile.status == 0)
-    let child = try CrashChild(
-      binary, [], environment: ["LD_PRELOAD": library], stderrPath: directory.file("e"))
+    let child = try Subprocess(
+      binary, [], environment: ["LD_PRELOAD": library], standardError: .file(directory.file("e")))
     child.wait(seconds: 30)
-    #expect((child.status >> 8) & 0xff == 99)
+    #expect(child.exitCode == 99)
   }
 
   @Test("the record layout is the C one, and the reader rejects damaged bytes without trapping")

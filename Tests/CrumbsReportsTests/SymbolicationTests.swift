@@ -386,7 +386,8 @@ private var noEnhancer: Symbolicator.Options {
     let (addresses, line) = SymbolicationProbe.outer(5)
     let frames = Symbolicator(modules: CurrentProcessModules.list())
       .symbolicate(Array(addresses.prefix(2)), firstIsExactPC: false)
-    #expect(frames[0].file?.hasSuffix("Tests/CrumbsReportsTests/SymbolicationTests.swift") == true, "\(frames[0])")
+    #expect(
+      frames[0].file?.hasSuffix("Tests/CrumbsReportsTests/SymbolicationTests.swift") == true, "\(frames[0])")
     #expect(frames[0].line == line, "\(frames[0])")
     #expect(frames[1].file?.hasSuffix("SymbolicationTests.swift") == true)
     #expect(frames[0].function?.hasPrefix("static CrumbsReportsTests.SymbolicationProbe.inner(") == true)

@@ -77,116 +77,6 @@ package struct CrashRun {
   }
 }
 
-/// Spawns the child with stdout on a pipe and stderr into a file; `deinit` kills and reaps.
-package final class CrashChild {
-  package let pid: pid_t
-  private let output: Int32
-  private var buffered: [UInt8] = []
-  private var reaped = false
-  package var status: Int32 = 0
-
-  package init(_ executable: String, _ arguments: [String], environment: [String: String], stderrPath: String)
-    throws
-  {
-    var descriptors: [Int32] = [0, 0]
-    guard pipe(&descriptors) == 0 else { throw ChildError.spawn("pipe", errno) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, descriptors[1], 1)
-    posix_spawn_file_actions_addclose(&actions, descriptors[0])
-    posix_spawn_file_actions_addclose(&actions, descriptors[1])
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    var lines: [String] = []
-    var current = environ
-    while let entry = current.pointee {
-      let line = String(cString: entry)
-      let name = String(line.prefix { $0 != "=" })
-      if environment[name] == nil { lines.append(line) }
-      current += 1
-    }
-    lines += environment.map { "\($0.key)=\($0.value)" }
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    let envp = lines.map { strdup($0) } + [nil]
-    defer {
-      argv.forEach { free($0) }
-      envp.forEach { free($0) }
-    }
-    var child = pid_t()
-    let result = withCleanSignalState { posix_spawn(&child, executable, &actions, $0, argv, envp) }
-    close(descriptors[1])
-    guard result == 0 else {
-      close(descriptors[0])
-      throw ChildError.spawn("posix_spawn \(executable)", result)
-    }
-    pid = child
-    output = descriptors[0]
-    _ = fcntl(output, F_SETFL, fcntl(output, F_GETFL) | O_NONBLOCK)
-  }
-
-  /// Reads stdout lines until `last` is seen, EOF, or `seconds` pass.
-  package func readLines(until last: String, seconds: Double) -> [String] {
-    var lines: [String] = []
-    let deadline = ChildProcess.now() + seconds
-    while ChildProcess.now() < deadline {
-      while let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
-        let line = String(decoding: buffered[..<newline], as: UTF8.self)
-        buffered.removeSubrange(...newline)
-        lines.append(line)
-        if line == last { return lines }
-      }
-      var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
-      let ready = poll(&descriptor, 1, 100)
-      if ready <= 0 { continue }
-      var chunk = [UInt8](repeating: 0, count: 4096)
-      let count = read(output, &chunk, chunk.count)
-      if count > 0 {
-        buffered += chunk[..<count]
-      } else if count == 0 {
-        break
-      }
-    }
-    if !buffered.isEmpty {
-      lines.append(String(decoding: buffered, as: UTF8.self))
-      buffered.removeAll()
-    }
-    return lines
-  }
-
-  /// Waits at most `seconds` for the child to end; SIGKILLs it after that. Returns the status.
-  @discardableResult
-  package func wait(seconds: Double) -> Int32 {
-    if reaped { return status }
-    let deadline = ChildProcess.now() + seconds
-    var raw: Int32 = 0
-    while true {
-      let result = waitpid(pid, &raw, WNOHANG)
-      if result == pid { break }
-      if result < 0 && errno != EINTR { break }
-      if ChildProcess.now() > deadline {
-        kill(pid, SIGKILL)
-        waitpid(pid, &raw, 0)
-        break
-      }
-      var descriptor = pollfd(fd: -1, events: 0, revents: 0)
-      _ = poll(&descriptor, 0, 5)  // a 5 ms pause between checks, not a timing assertion
-    }
-    reaped = true
-    status = raw
-    return raw
-  }
-
-  deinit {
-    if !reaped {
-      kill(pid, SIGKILL)
-      var raw: Int32 = 0
-      waitpid(pid, &raw, 0)
-    }
-    close(output)
-  }
-}
-
 /// `swift-backtrace` helper processes started for `pid` that are still alive.
 package func backtraceHelpers(for pid: pid_t) -> [pid_t] {
   guard let entries = try? Syscall.directoryEntries("/proc") else { return [] }
@@ -210,14 +100,14 @@ package func backtraceHelpers(for pid: pid_t) -> [pid_t] {
 /// printed (e.g. to send it a signal). Checks that no backtracer helper is left behind.
 package func runCrashScenario(
   _ scenario: String, variant: ChildVariant, directory: TestDirectory,
-  environment: [String: String] = [:], whileRunning: ((CrashChild, CrashRun) -> Void)? = nil
+  environment: [String: String] = [:], whileRunning: ((Subprocess, CrashRun) -> Void)? = nil
 ) throws -> CrashRun {
   let executable = try #require(variant.executable)
   let stderrPath = directory.file("stderr.txt")
-  let child = try CrashChild(
+  let child = try Subprocess(
     executable, [scenario, directory.path],
     environment: variant.environment.merging(environment) { _, new in new },
-    stderrPath: stderrPath)
+    standardError: .file(stderrPath))
   var run = CrashRun()
   run.lines = child.readLines(until: "crashing", seconds: 60)
   for line in run.lines {

@@ -338,7 +338,7 @@ private let second: UInt64 = 1_000_000_000
     let taken = watcher.samplesTaken
     // Stopped means stopped: the thread is joined, nothing samples any more.
     try fixture.write(directory + "/memory.current", "\(10 << 20)\n")
-    watcher.sampleNow(at: MemoryPressureMonitor.monotonicNow())
+    watcher.sampleNow(at: SystemClock.monotonicNanoseconds())
     #expect(watcher.samplesTaken == taken + 1)
     watcher.stop()  // idempotent
   }
@@ -365,6 +365,16 @@ private let second: UInt64 = 1_000_000_000
   }
 }
 
+/// Why a test cgroup could not be made: what failed and the errno.
+struct CgroupUnavailable: Error {
+  var step: String
+  var errno: Int32
+  init(_ step: String, _ errno: Int32) {
+    self.step = step
+    self.errno = errno
+  }
+}
+
 /// A child memory cgroup under this process's own, with a small limit; nil when this machine
 /// does not let us make one (no root, no memory controller, read-only cgroupfs).
 struct SmallMemoryCgroup {
@@ -377,13 +387,13 @@ struct SmallMemoryCgroup {
   }()
 
   init(limit: Int) throws {
-    guard let named = SystemFacts.memoryCgroup() else { throw ChildError.spawn("no memory cgroup", 0) }
+    guard let named = SystemFacts.memoryCgroup() else { throw CgroupUnavailable("no memory cgroup", 0) }
     let isV1 = named.hasPrefix("v1:")
     let own = String(named.dropFirst(3))
     let mount = isV1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup"
     let base = own == "/" ? mount : mount + own
     directory = base + "/crumbs-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    guard mkdir(directory, 0o755) == 0 else { throw ChildError.spawn("mkdir \(directory)", errno) }
+    guard mkdir(directory, 0o755) == 0 else { throw CgroupUnavailable("mkdir \(directory)", errno) }
     let file = directory + (isV1 ? "/memory.limit_in_bytes" : "/memory.max")
     let value = Array("\(limit)\n".utf8)
     let fd = open(file, O_WRONLY)
@@ -391,7 +401,7 @@ struct SmallMemoryCgroup {
     if fd >= 0 { close(fd) }
     guard written == value.count else {
       rmdir(directory)
-      throw ChildError.spawn("write \(file)", errno)
+      throw CgroupUnavailable("write \(file)", errno)
     }
   }
 

@@ -106,7 +106,7 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
   private var buffer = [UInt8](repeating: 0, count: 16 << 10)
   /// Set by start(), read by the thread; stop() clears it after the join.
   private(set) public var mode: Mode = .stopped
-  private var thread: pthread_t?
+  private var thread: BackgroundThread?
   private var wake: (read: Int32, write: Int32)?
   private var triggerDescriptor: Int32 = -1
   /// Samples taken (by the thread or by sampleNow), for tests and diagnostics.
@@ -144,23 +144,14 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
     wake = pipe
     mode = armTrigger()
     // The first sample sets the baseline for counters (OOM kills before we started do not count).
-    sampleNow(at: Self.monotonicNow())
-    let context = Unmanaged.passRetained(self).toOpaque()
-    var created = pthread_t()
-    let result = pthread_create(
-      &created, nil,
-      { context in
-        let monitor = Unmanaged<MemoryPressureMonitor>.fromOpaque(context!).takeRetainedValue()
-        monitor.run()
-        return nil
-      }, context)
-    guard result == 0 else {
-      Unmanaged<MemoryPressureMonitor>.fromOpaque(context).release()
+    sampleNow(at: SystemClock.monotonicNanoseconds())
+    do {
+      thread = try BackgroundThread.startJoinable(name: "crumbs.memory") { [self] in run() }
+    } catch {
       closeDescriptors()
       mode = .stopped
-      throw .system(SystemCallError(call: "pthread_create", errno: Errno(rawValue: result)))
+      throw .system(error)
     }
-    thread = created
     return mode
   }
 
@@ -168,7 +159,7 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
   public func stop() {
     guard let thread, let wake else { return }
     Syscall.signalWakePipe(wake.write)
-    pthread_join(thread, nil)
+    thread.join()
     self.thread = nil
     closeDescriptors()
     mode = .stopped
@@ -221,9 +212,9 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
       descriptors.append(pollfd(fd: triggerDescriptor, events: Int16(POLLPRI), revents: 0))
     }
     let interval = Int32(clamping: max(100, configuration.samplingIntervalMilliseconds))
-    var nextSample = Self.monotonicNow() + UInt64(interval) * 1_000_000
+    var nextSample = SystemClock.monotonicNanoseconds() + UInt64(interval) * 1_000_000
     while true {
-      let now = Self.monotonicNow()
+      let now = SystemClock.monotonicNanoseconds()
       let wait = nextSample > now ? Int32(clamping: (nextSample - now) / 1_000_000) : 0
       do {
         try Syscall.poll(&descriptors, timeoutMilliseconds: wait)
@@ -243,7 +234,7 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
           fired = true
         }
       }
-      let after = Self.monotonicNow()
+      let after = SystemClock.monotonicNanoseconds()
       if fired || after >= nextSample {
         sampleNow(at: after, triggerFired: fired)
         if after >= nextSample { nextSample = after + UInt64(interval) * 1_000_000 }
@@ -273,9 +264,4 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
     return announcement
   }
 
-  static func monotonicNow() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-  }
 }

@@ -10,6 +10,7 @@
 // Install and uninstall are set-up calls: serialized here by a lock, not signal-safe.
 
 import CrumbsSignalPath
+import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
@@ -41,7 +42,7 @@ public enum SignalBreadcrumbs {
     }
   }
 
-  private static let lock = SetupLock()
+  private static let lock = Mutex(())
 
   /// Starts recording `signals`. Idempotent per signal: a signal already recorded keeps the app
   /// action saved the first time. `perSecondLimit` caps breadcrumbs per signal per second (a
@@ -57,7 +58,7 @@ public enum SignalBreadcrumbs {
       mask |= 1 << UInt64(signal)
     }
     var refused: Int32 = 0
-    let result = lock.withLock {
+    let result = lock.withLock { _ in
       crumbs_signal_breadcrumbs_install(mask, UInt32(clamping: max(1, perSecondLimit)), &refused)
     }
     switch Int(result) {
@@ -69,30 +70,12 @@ public enum SignalBreadcrumbs {
 
   /// Restores every signal's saved action, unless the app replaced ours since.
   public static func uninstall() {
-    lock.withLock { crumbs_signal_breadcrumbs_uninstall() }
+    lock.withLock { _ in crumbs_signal_breadcrumbs_uninstall() }
   }
 
   /// The signals being recorded now.
   public static var installedSignals: Set<Int32> {
     let mask = crumbs_signal_breadcrumbs_installed_mask()
     return Set((1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { Int32($0) })
-  }
-}
-
-/// A pthread mutex for the rare set-up calls (install/uninstall), never on a hot path.
-final class SetupLock: @unchecked Sendable {
-  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-  init() { pthread_mutex_init(mutex, nil) }
-
-  deinit {
-    pthread_mutex_destroy(mutex)
-    mutex.deallocate()
-  }
-
-  func withLock<T>(_ body: () throws -> T) rethrows -> T {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    return try body()
   }
 }

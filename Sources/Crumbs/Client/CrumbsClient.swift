@@ -173,7 +173,7 @@ public final class CrumbsClient: @unchecked Sendable {
     if let options = configuration.automaticBreadcrumbs, options.recordStart, isEnabled {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
-    Thread.detachNewThread { [self] in
+    let work: @Sendable () -> Void = { [self] in
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       previousSessionsDone.signal()
@@ -182,6 +182,8 @@ public final class CrumbsClient: @unchecked Sendable {
         deliverSessionSummaries()
       }
     }
+    // Without a thread (the process is out of them), the work runs here rather than not at all.
+    do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
   }
 
   /// Starts memory-pressure, signal and exit breadcrumbs (not the start breadcrumb).

@@ -35,7 +35,7 @@ enum SessionSummaryQueue {
   /// Queues a summary per ended session.
   static func enqueue(_ sessions: [PreviousSession], metrics: SessionMetrics, directory: String) {
     guard !sessions.isEmpty, (try? Syscall.makeDirectory(folder(directory))) != nil else { return }
-    let now = wallClockNanoseconds()
+    let now = SystemClock.wallNanoseconds()
     for session in sessions {
       let summary = SessionSummary(
         sessionID: session.sessionID.description, installID: metrics.installID, end: session.end,

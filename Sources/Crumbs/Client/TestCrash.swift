@@ -57,9 +57,7 @@ public func generateTestCrash(kind: CrashKind) -> Never {
   case .stackOverflow:
     TestCrash.sink(TestCrash.recurse(1))
   case .threadSegv:
-    var thread = pthread_t()
-    pthread_create(&thread, nil, { _ in TestCrash.writeThroughNull() }, nil)
-    pthread_join(thread, nil)
+    (try? BackgroundThread.startJoinable(name: "crumbs.crash") { TestCrash.writeThroughNull() })?.join()
   case .kill9:
     Glibc.kill(getpid(), SIGKILL)
   }

@@ -286,22 +286,56 @@ package enum Syscall {
     return fstatat(AT_FDCWD, path, &info, AT_SYMLINK_NOFOLLOW) == 0
   }
 
+  /// The size of the file at `path` (following a symbolic link), nil when it cannot be stat'ed.
+  package static func fileSize(atPath path: String) -> Int? {
+    var info = stat()
+    guard fstatat(AT_FDCWD, path, &info, 0) == 0, info.st_size >= 0 else { return nil }
+    return Int(info.st_size)
+  }
+
+  /// Removes `path`: a file or symbolic link is unlinked (never followed), a directory is
+  /// emptied the same way and removed. Best effort: what cannot be removed stays.
+  package static func removeTree(_ path: String) {
+    var info = stat()
+    guard fstatat(AT_FDCWD, path, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+    if (info.st_mode & S_IFMT) == S_IFDIR {
+      for name in (try? directoryEntries(path)) ?? [] { removeTree(path + "/" + name) }
+      _ = Glibc.rmdir(path)
+    } else {
+      _ = Glibc.unlink(path)
+    }
+  }
+
+  /// Writes all of `bytes` to `fd`, retrying EINTR and short writes.
+  package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String)
+    throws(SystemCallError)
+  {
+    var written = 0
+    while written < bytes.count {
+      written += try retrying("write", path: path) {
+        Glibc.write(fd, bytes.baseAddress! + written, bytes.count - written)
+      }
+    }
+  }
+
   package static func processID() -> Int32 { getpid() }
+
+  /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
+  /// what pthread_setname_np does (that function is not visible to Swift without _GNU_SOURCE).
+  /// Best effort: a thread without a name works the same.
+  package static func setCurrentThreadName(_ name: String) {
+    guard let fd = try? open("/proc/thread-self/comm", O_WRONLY) else { return }
+    defer { close(fd) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = try? retrying("write", path: "/proc/thread-self/comm") {
+      bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+  }
 
   package static func onlineCPUCount() -> Int { max(1, sysconf(Int32(_SC_NPROCESSORS_CONF))) }
 }
 
-// MARK: - Reading other files in parts, and running a helper program (symbolication)
-
-/// What a helper program run by `Syscall.runProcess` left: how it ended and what it printed.
-package struct ProcessOutput {
-  /// The exit status when it exited, nil when a signal ended it (including our SIGKILL on timeout).
-  package var exitStatus: Int32?
-  /// True when it was killed for running past its time limit.
-  package var timedOut: Bool
-  package var standardOutput: [UInt8]
-  package var standardError: [UInt8]
-}
+// MARK: - Reading other files in parts (symbolication)
 
 extension Syscall {
   /// Opens `path` for reading without blocking on FIFOs or devices, and returns the descriptor
@@ -363,92 +397,5 @@ extension Syscall {
     var info = stat()
     return fstatat(AT_FDCWD, path, &info, 0) == 0 && (info.st_mode & S_IFMT) == S_IFREG
       && access(path, X_OK) == 0
-  }
-
-  /// Runs `executable` with `arguments` (no shell; stdin is /dev/null), collects its stdout and
-  /// stderr (each capped at `outputLimit` bytes, the rest drained and dropped), and waits for it.
-  /// Past `timeoutMilliseconds` it is killed with SIGKILL and reaped: no child is ever left behind.
-  package static func runProcess(
-    _ executable: String, _ arguments: [String], timeoutMilliseconds: Int, outputLimit: Int = 16 << 20
-  ) throws(SystemCallError) -> ProcessOutput {
-    // pipe2 does not import; pipe + FD_CLOEXEC leaves a window in which a fork on another
-    // thread inherits the descriptors, which costs that child nothing but two open pipes.
-    var outputPipe: [Int32] = [-1, -1]
-    var errorPipe: [Int32] = [-1, -1]
-    try retrying("pipe") { pipe(&outputPipe) }
-    do throws(SystemCallError) {
-      try retrying("pipe") { pipe(&errorPipe) }
-    } catch {
-      close(outputPipe[0])
-      close(outputPipe[1])
-      throw error
-    }
-    for fd in outputPipe + errorPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
-    posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
-
-    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-    close(outputPipe[1])
-    close(errorPipe[1])
-    defer {
-      close(outputPipe[0])
-      close(errorPipe[0])
-    }
-    guard spawned == 0 else {
-      throw SystemCallError(call: "posix_spawn", path: executable, errno: Errno(rawValue: spawned))
-    }
-
-    var output = ProcessOutput(exitStatus: nil, timedOut: false, standardOutput: [], standardError: [])
-    var streamOpen = [true, true]
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    var start = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &start)
-    while streamOpen[0] || streamOpen[1] {
-      var now = timespec()
-      clock_gettime(CLOCK_MONOTONIC, &now)
-      let elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1_000_000
-      let remaining = timeoutMilliseconds - elapsed
-      if remaining <= 0 {
-        output.timedOut = true
-        break
-      }
-      var fds = [
-        pollfd(fd: streamOpen[0] ? outputPipe[0] : -1, events: Int16(POLLIN), revents: 0),
-        pollfd(fd: streamOpen[1] ? errorPipe[0] : -1, events: Int16(POLLIN), revents: 0),
-      ]
-      let ready = Glibc.poll(&fds, 2, Int32(clamping: remaining))
-      if ready < 0 {
-        if Glibc.errno == EINTR { continue }
-        output.timedOut = true  // cannot wait properly: treat as a failure, kill below
-        break
-      }
-      for index in 0..<2 where streamOpen[index] && fds[index].revents != 0 {
-        let fd = index == 0 ? outputPipe[0] : errorPipe[0]
-        let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if count < 0 && Glibc.errno == EINTR { continue }
-        if count <= 0 {
-          streamOpen[index] = false
-          continue
-        }
-        if index == 0 {
-          if output.standardOutput.count < outputLimit { output.standardOutput += chunk[0..<count] }
-        } else if output.standardError.count < outputLimit {
-          output.standardError += chunk[0..<count]
-        }
-      }
-    }
-    if output.timedOut { kill(pid, SIGKILL) }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && Glibc.errno == EINTR {}
-    // WIFEXITED / WEXITSTATUS, spelled out (the macros do not import).
-    if status & 0x7f == 0 { output.exitStatus = (status >> 8) & 0xff }
-    return output
   }
 }

@@ -194,7 +194,7 @@ package struct RingClock {
       // Died before the first refresh, but in this boot: the counter is still running, so an
       // anchor taken now calibrates it.
       later = crumbs_clock_anchor(
-        ticks: crumbs_clock_now_ticks(layout.clockKind), monotonic_ns: Self.monotonicNow(),
+        ticks: crumbs_clock_now_ticks(layout.clockKind), monotonic_ns: SystemClock.monotonicNanoseconds(),
         wall_ns: 0)
     }
     let elapsedNanoseconds = later.monotonic_ns &- created.monotonic_ns
@@ -222,9 +222,4 @@ package struct RingClock {
     breadcrumb.wallTimeNanoseconds = UInt64(bitPattern: Int64(bitPattern: anchor.wall_ns) &+ deltaNanoseconds)
   }
 
-  package static func monotonicNow() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-  }
 }

@@ -126,7 +126,7 @@ package struct CrashReportBuilder {
     id: String, kind: CrashReport.Kind, sessionID: SessionID, time: UInt64, ring: RingContents?,
     trailSize: Int?, pid: Int32, executable: String, appName: String
   ) -> CrashReport {
-    let observed = wallClockNanoseconds()
+    let observed = SystemClock.wallNanoseconds()
     var report = CrashReport(
       id: id, kind: kind, exceptionType: "", exceptionMessage: "", exceptionStacktrace: "",
       threadID: nil, threadName: nil, sessionID: sessionID.description,

@@ -219,9 +219,3 @@ package enum OOMEvidence {
     return evidence
   }
 }
-
-package func wallClockNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_REALTIME, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}

@@ -4,7 +4,8 @@
 
 import CrumbsRecorder
 import CrumbsSignalPath
-import Foundation
+import FoundationEssentials
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -12,23 +13,25 @@ import Foundation
 
 /// Symbolicates the live process's addresses, keeping the parsed symbol tables between reports
 /// (parsed again only when the module list changed, e.g. after a dlopen). Thread-safe.
-package final class LiveSymbolicator: @unchecked Sendable {
-  private let lock = NSLock()
-  private var modules: [LoadedModule] = []
-  private var symbolicator: Symbolicator?
+package final class LiveSymbolicator: Sendable {
+  private struct Cache {
+    var modules: [LoadedModule] = []
+    var symbolicator: Symbolicator?
+  }
+  private let cache = Mutex(Cache())
   package let options: Symbolicator.Options
 
   package init(options: Symbolicator.Options) { self.options = options }
 
   package func symbolicate(_ addresses: [UInt64]) -> (frames: [SymbolicatedFrame], modules: [LoadedModule]) {
     let current = CurrentProcessModules.list()
-    return lock.withLock {
-      if symbolicator == nil || current != modules {
-        modules = current
-        symbolicator = Symbolicator(modules: current, options: options)
+    return cache.withLock { cache in
+      if cache.symbolicator == nil || current != cache.modules {
+        cache.modules = current
+        cache.symbolicator = Symbolicator(modules: current, options: options)
       }
       // Every address is a return address (the capture starts at its caller's call site).
-      return (symbolicator!.symbolicate(addresses, firstIsExactPC: false), modules)
+      return (cache.symbolicator!.symbolicate(addresses, firstIsExactPC: false), cache.modules)
     }
   }
 }
@@ -66,7 +69,7 @@ package struct NonFatalReportBuilder {
       files.append(trail)
       trailSize = trail.bytes.count
     }
-    let now = wallClockNanoseconds()
+    let now = SystemClock.wallNanoseconds()
     var report = CrashReport(
       id: SessionID().description, kind: .nonFatal, exceptionType: type, exceptionMessage: message,
       exceptionStacktrace: CrashReport.stacktrace(frames), threadID: Int(crumbs_current_thread_id()),
@@ -89,7 +92,7 @@ package struct NonFatalReportBuilder {
     }
     for path in attachmentPaths {
       let name = Self.attachmentName(path, taken: files.map(\.name))
-      let size = Self.fileSize(path)
+      let size = Syscall.fileSize(atPath: path)
       if let size, size > attachmentSizeLimit {
         report.attachments.append(
           .init(
@@ -124,11 +127,6 @@ package struct NonFatalReportBuilder {
       index += 1
     }
     return name
-  }
-
-  package static func fileSize(_ path: String) -> Int? {
-    var info = stat()
-    return fstatat(AT_FDCWD, path, &info, 0) == 0 ? Int(info.st_size) : nil
   }
 
   package static func currentThreadName() -> String? {

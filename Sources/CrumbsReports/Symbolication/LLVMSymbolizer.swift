@@ -73,7 +73,7 @@ package struct LLVMSymbolizer {
       + offsets.map { "0x" + String($0, radix: 16) }
     let output: ProcessOutput
     do {
-      output = try Syscall.runProcess(executable, arguments, timeoutMilliseconds: timeoutMilliseconds)
+      output = try Subprocess.run(executable, arguments, timeoutMilliseconds: timeoutMilliseconds)
     } catch {
       return .failure(LLVMSymbolizerError(reason: "llvm-symbolizer did not start: \(error)"))
     }
