@@ -24,7 +24,7 @@ TARGETS=(
   "FuzzStoredReport stored-report"
 )
 
-export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (TOOLCHAIN-NOTES)
+export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)
 SYMBOLIZER="$(dirname "$(command -v swift)")/llvm-symbolizer"
 [ -x "$SYMBOLIZER" ] && export ASAN_SYMBOLIZER_PATH="$SYMBOLIZER"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}"

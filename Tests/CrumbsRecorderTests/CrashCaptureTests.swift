@@ -128,7 +128,7 @@ struct CrashCaptureTests {
     #expect(fatal.first?.message.hasPrefix(record.signal.name) == true, "\(fatal) \(context)")
 
     // The runtime backtracer takes SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE and SIGSEGV
-    // (TOOLCHAIN-NOTES), not SIGSYS: nothing to chain to there.
+    // (docs/platform-facts.md), not SIGSYS: nothing to chain to there.
     if variant.backtracer && expectation.signal != SIGSYS {
       // Chained: the runtime backtracer still ran and printed its report.
       #expect(

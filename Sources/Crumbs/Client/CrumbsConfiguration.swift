@@ -40,7 +40,7 @@ public struct CrumbsConfiguration: Sendable {
 
   /// Where reports go; empty keeps them in the local store only.
   public var destinations: [CrumbsDestination] = []
-  /// Database and retry settings: `maxRecordCount`, `maxDatabaseSize` (bytes), `retryInterval`,
+  /// Database and retry settings: `maxRecordCount`, `maxDatabaseSize` (megabytes), `retryInterval`,
   /// `retryLimit`, `retryBehaviour` (`.interval`/`.none`), `retryOrder` (`.queue`/`.stack`),
   /// `reportsPerMinute` (client-side rate limit; `didReachLimit` is called when reached).
   public var database = DeliverySettings()
