@@ -41,6 +41,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_crash_handler.h"
+#include "crumbs_format.h"
 #include "crumbs_ring.h"
 
 #include <errno.h>
@@ -107,48 +108,6 @@ static uint64_t crumbs__clock_ns(clockid_t clock) {
 }
 
 static uint32_t crumbs__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
-
-static void crumbs__copy(char *destination, size_t capacity, const char *source) {
-  size_t index = 0;
-  for (; index + 1 < capacity && source[index] != '\0'; index++) destination[index] = source[index];
-  destination[index] = '\0';
-}
-
-/// Appends `text` at `*length` in `buffer` (capacity bytes, kept NUL-terminated).
-static void crumbs__append(char *buffer, size_t capacity, size_t *length, const char *text) {
-  while (*text != '\0' && *length + 1 < capacity) buffer[(*length)++] = *text++;
-  buffer[*length] = '\0';
-}
-
-static void crumbs__append_hex(char *buffer, size_t capacity, size_t *length, uint64_t value) {
-  char digits[19] = "0x";
-  int count = 0;
-  char reversed[16];
-  do {
-    reversed[count++] = "0123456789abcdef"[value & 15u];
-    value >>= 4;
-  } while (value != 0);
-  int index = 2;
-  while (count > 0) digits[index++] = reversed[--count];
-  digits[index] = '\0';
-  crumbs__append(buffer, capacity, length, digits);
-}
-
-static void crumbs__append_decimal(char *buffer, size_t capacity, size_t *length, int64_t value) {
-  char reversed[21];
-  int count = 0;
-  uint64_t magnitude = value < 0 ? (uint64_t)(-(value + 1)) + 1 : (uint64_t)value;
-  do {
-    reversed[count++] = (char)('0' + magnitude % 10);
-    magnitude /= 10;
-  } while (magnitude != 0);
-  char digits[22];
-  int index = 0;
-  if (value < 0) digits[index++] = '-';
-  while (count > 0) digits[index++] = reversed[--count];
-  digits[index] = '\0';
-  crumbs__append(buffer, capacity, length, digits);
-}
 
 static void crumbs__raise_on_this_thread(int signal_number) {
   syscall(SYS_tgkill, getpid(), (pid_t)crumbs__gettid(), signal_number);
@@ -316,10 +275,10 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
   record->signal_number = signal_number;
   record->signal_code = info != NULL ? info->si_code : 0;
   record->signal_errno = info != NULL ? info->si_errno : 0;
-  crumbs__copy(record->signal_name, sizeof record->signal_name,
-               crumbs_crash_signal_name(signal_number));
-  crumbs__copy(record->code_name, sizeof record->code_name,
-               crumbs_crash_code_name(signal_number, record->signal_code));
+  crumbs__format_copy(record->signal_name, sizeof record->signal_name,
+                      crumbs_crash_signal_name(signal_number));
+  crumbs__format_copy(record->code_name, sizeof record->code_name,
+                      crumbs_crash_code_name(signal_number, record->signal_code));
   if (info == NULL) return;
   int code = info->si_code;
   if (code == SI_USER || code == SI_QUEUE || code == SI_TKILL) {
@@ -430,47 +389,35 @@ static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   if (ring == NULL) return;
   static char message[160];
   static char signal_text[24], code_text[40], address_text[24], pc_text[24], thread_text[24];
-  size_t length = 0;
-  message[0] = '\0';
-  crumbs__append(message, sizeof message, &length,
-                 record->signal_name[0] != '\0' ? record->signal_name : "signal");
+  size_t length = crumbs__format_copy(
+      message, sizeof message, record->signal_name[0] != '\0' ? record->signal_name : "signal");
   if (record->signal_name[0] == '\0') {
-    crumbs__append_decimal(message, sizeof message, &length, record->signal_number);
+    length = crumbs__format_append_decimal(message, sizeof message, length, record->signal_number);
   }
   if (record->code_name[0] != '\0') {
-    crumbs__append(message, sizeof message, &length, " ");
-    crumbs__append(message, sizeof message, &length, record->code_name);
+    length = crumbs__format_append(message, sizeof message, length, " ");
+    length = crumbs__format_append(message, sizeof message, length, record->code_name);
   }
   if (record->flags & CRUMBS_CRASH_FLAG_HAS_SENDER) {
-    crumbs__append(message, sizeof message, &length, " from pid ");
-    crumbs__append_decimal(message, sizeof message, &length, record->sender_pid);
+    length = crumbs__format_append(message, sizeof message, length, " from pid ");
+    length = crumbs__format_append_decimal(message, sizeof message, length, record->sender_pid);
   } else {
-    crumbs__append(message, sizeof message, &length, " at ");
-    crumbs__append_hex(message, sizeof message, &length, record->fault_address);
+    length = crumbs__format_append(message, sizeof message, length, " at ");
+    length = crumbs__format_append_hex(message, sizeof message, length, record->fault_address);
   }
-  crumbs__append(message, sizeof message, &length, " on thread ");
-  crumbs__append_decimal(message, sizeof message, &length, record->thread_id);
+  length = crumbs__format_append(message, sizeof message, length, " on thread ");
+  length = crumbs__format_append_decimal(message, sizeof message, length, record->thread_id);
   if (record->thread_name[0] != '\0') {
-    crumbs__append(message, sizeof message, &length, " ");
-    crumbs__append(message, sizeof message, &length, record->thread_name);
+    length = crumbs__format_append(message, sizeof message, length, " ");
+    crumbs__format_append(message, sizeof message, length, record->thread_name);
   }
 
-  length = 0;
-  signal_text[0] = '\0';
-  crumbs__append_decimal(signal_text, sizeof signal_text, &length, record->signal_number);
-  length = 0;
-  code_text[0] = '\0';
-  crumbs__append_decimal(code_text, sizeof code_text, &length, record->signal_code);
-  length = 0;
-  address_text[0] = '\0';
-  crumbs__append_hex(address_text, sizeof address_text, &length, record->fault_address);
-  length = 0;
-  pc_text[0] = '\0';
-  crumbs__append_hex(pc_text, sizeof pc_text, &length,
-                     record->frame_count > 0 ? record->frames[0] : 0);
-  length = 0;
-  thread_text[0] = '\0';
-  crumbs__append_decimal(thread_text, sizeof thread_text, &length, record->thread_id);
+  crumbs__format_append_decimal(signal_text, sizeof signal_text, 0, record->signal_number);
+  crumbs__format_append_decimal(code_text, sizeof code_text, 0, record->signal_code);
+  crumbs__format_append_hex(address_text, sizeof address_text, 0, record->fault_address);
+  crumbs__format_append_hex(pc_text, sizeof pc_text, 0,
+                            record->frame_count > 0 ? record->frames[0] : 0);
+  crumbs__format_append_decimal(thread_text, sizeof thread_text, 0, record->thread_id);
   const crumbs_attribute attributes[] = {
       {"signal", signal_text}, {"code", code_text}, {"address", address_text},
       {"pc", pc_text},         {"thread", thread_text},

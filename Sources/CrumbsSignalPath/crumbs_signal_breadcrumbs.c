@@ -37,6 +37,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_signal_breadcrumbs.h"
+#include "crumbs_format.h"
 #include "crumbs_ring.h"
 
 #include <errno.h>
@@ -158,7 +159,7 @@ uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
   return __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
 }
 
-// MARK: - Formatting without libc (signal-safe)
+// MARK: - Names (signal-safe)
 
 static const char *crumbs__signal_name(int signo) {
   switch (signo) {
@@ -181,28 +182,6 @@ static const char *crumbs__signal_name(int signo) {
   case SIGPWR: return "SIGPWR";
   default: return NULL;
   }
-}
-
-/// Writes `value` in decimal at `out` (at least 21 bytes), NUL-terminated; returns the length.
-static size_t crumbs__decimal(char *out, int64_t value) {
-  char digits[20];
-  size_t count = 0;
-  uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
-  do {
-    digits[count++] = (char)('0' + magnitude % 10);
-    magnitude /= 10;
-  } while (magnitude != 0 && count < sizeof digits);
-  size_t length = 0;
-  if (value < 0) out[length++] = '-';
-  while (count > 0) out[length++] = digits[--count];
-  out[length] = '\0';
-  return length;
-}
-
-/// Appends `text` at `out[*used]` within `capacity` (keeps the NUL).
-static void crumbs__append_text(char *out, size_t capacity, size_t *used, const char *text) {
-  while (*text != '\0' && *used + 1 < capacity) out[(*used)++] = *text++;
-  out[*used] = '\0';
 }
 
 static const char *crumbs__code_name(int signo, int code) {
@@ -264,25 +243,21 @@ typedef enum crumbs__signal_action {
 static void crumbs__record_signal(const crumbs_ring *ring, int signo, const siginfo_t *info,
                                   crumbs__signal_action action, uint32_t suppressed_before) {
   char message[48];
-  size_t used = 0;
-  char number[24];
   const char *name = crumbs__signal_name(signo);
   char fallback_name[28];
   if (name == NULL) {
-    size_t length = 0;
-    crumbs__append_text(fallback_name, sizeof fallback_name, &length, "SIG");
-    crumbs__decimal(number, signo);
-    crumbs__append_text(fallback_name, sizeof fallback_name, &length, number);
+    size_t length = crumbs__format_copy(fallback_name, sizeof fallback_name, "SIG");
+    crumbs__format_append_decimal(fallback_name, sizeof fallback_name, length, signo);
     name = fallback_name;
   }
-  crumbs__append_text(message, sizeof message, &used, name);
-  crumbs__append_text(message, sizeof message, &used, " received");
+  size_t used = crumbs__format_copy(message, sizeof message, name);
+  crumbs__format_append(message, sizeof message, used, " received");
 
   crumbs_attribute attributes[8];
   size_t count = 0;
   char signal_number[24], code_text[24], sender_pid[24], sender_uid[24], skipped[24];
   attributes[count++] = (crumbs_attribute){"signal", name};
-  crumbs__decimal(signal_number, signo);
+  crumbs__format_append_decimal(signal_number, sizeof signal_number, 0, signo);
   attributes[count++] = (crumbs_attribute){"signal.number", signal_number};
   static const char *const action_names[] = {"handler", "ignored", "default-ignored",
                                              "terminates"};
@@ -290,24 +265,24 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
   if (info != NULL) {
     const char *code_name = crumbs__code_name(signo, info->si_code);
     if (code_name == NULL) {
-      crumbs__decimal(code_text, info->si_code);
+      crumbs__format_append_decimal(code_text, sizeof code_text, 0, info->si_code);
       code_name = code_text;
     }
     attributes[count++] = (crumbs_attribute){"signal.code", code_name};
     if (signo == SIGCHLD) {
-      crumbs__decimal(sender_pid, info->si_pid);
-      crumbs__decimal(sender_uid, info->si_status);
+      crumbs__format_append_decimal(sender_pid, sizeof sender_pid, 0, info->si_pid);
+      crumbs__format_append_decimal(sender_uid, sizeof sender_uid, 0, info->si_status);
       attributes[count++] = (crumbs_attribute){"child.pid", sender_pid};
       attributes[count++] = (crumbs_attribute){"child.status", sender_uid};
     } else if (info->si_code <= 0) { // SI_USER, SI_QUEUE, SI_TKILL...: a process sent it
-      crumbs__decimal(sender_pid, info->si_pid);
-      crumbs__decimal(sender_uid, info->si_uid);
+      crumbs__format_append_decimal(sender_pid, sizeof sender_pid, 0, info->si_pid);
+      crumbs__format_append_decimal(sender_uid, sizeof sender_uid, 0, info->si_uid);
       attributes[count++] = (crumbs_attribute){"sender.pid", sender_pid};
       attributes[count++] = (crumbs_attribute){"sender.uid", sender_uid};
     }
   }
   if (suppressed_before > 0) {
-    crumbs__decimal(skipped, suppressed_before);
+    crumbs__format_append_decimal(skipped, sizeof skipped, 0, suppressed_before);
     attributes[count++] = (crumbs_attribute){"suppressed", skipped};
   }
   uint8_t level = CRUMBS_LEVEL_INFO;
@@ -405,7 +380,7 @@ static void crumbs__exit_hook(int status, void *unused) {
   const crumbs_ring *ring = crumbs_installed_ring();
   if (ring == NULL) return;
   char status_text[24];
-  crumbs__decimal(status_text, status);
+  crumbs__format_append_decimal(status_text, sizeof status_text, 0, status);
   crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};
   crumbs_ring_add(ring, CRUMBS_LEVEL_INFO, CRUMBS_TYPE_SYSTEM, 0, "process exiting", attributes,
                   2);
