@@ -43,6 +43,7 @@
 #include "crumbs_crash_handler.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
+#include "crumbs_signal_names.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -137,93 +138,6 @@ static void crumbs__die_now(int signal_number) {
   _exit(128 + signal_number);
 }
 
-// MARK: - Names
-
-const char *crumbs_crash_signal_name(int signal_number) {
-  switch (signal_number) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGBUS: return "SIGBUS";
-  case SIGILL: return "SIGILL";
-  case SIGFPE: return "SIGFPE";
-  case SIGABRT: return "SIGABRT";
-  case SIGTRAP: return "SIGTRAP";
-  case SIGSYS: return "SIGSYS";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGTERM: return "SIGTERM";
-  case SIGINT: return "SIGINT";
-  case SIGUSR1: return "SIGUSR1";
-  case SIGUSR2: return "SIGUSR2";
-  default: return "";
-  }
-}
-
-const char *crumbs_crash_code_name(int signal_number, int code) {
-  switch (code) {
-  case SI_USER: return "SI_USER";
-  case SI_KERNEL: return "SI_KERNEL";
-  case SI_QUEUE: return "SI_QUEUE";
-  case SI_TIMER: return "SI_TIMER";
-  case SI_MESGQ: return "SI_MESGQ";
-  case SI_ASYNCIO: return "SI_ASYNCIO";
-  case SI_SIGIO: return "SI_SIGIO";
-  case SI_TKILL: return "SI_TKILL";
-  default: break;
-  }
-  switch (signal_number) {
-  case SIGSEGV:
-    switch (code) {
-    case SEGV_MAPERR: return "SEGV_MAPERR";
-    case SEGV_ACCERR: return "SEGV_ACCERR";
-    case 3: return "SEGV_BNDERR";
-    case 4: return "SEGV_PKUERR";
-    default: return "";
-    }
-  case SIGBUS:
-    switch (code) {
-    case BUS_ADRALN: return "BUS_ADRALN";
-    case BUS_ADRERR: return "BUS_ADRERR";
-    case BUS_OBJERR: return "BUS_OBJERR";
-    case 4: return "BUS_MCEERR_AR";
-    case 5: return "BUS_MCEERR_AO";
-    default: return "";
-    }
-  case SIGILL:
-    switch (code) {
-    case ILL_ILLOPC: return "ILL_ILLOPC";
-    case ILL_ILLOPN: return "ILL_ILLOPN";
-    case ILL_ILLADR: return "ILL_ILLADR";
-    case ILL_ILLTRP: return "ILL_ILLTRP";
-    case ILL_PRVOPC: return "ILL_PRVOPC";
-    case ILL_PRVREG: return "ILL_PRVREG";
-    case ILL_COPROC: return "ILL_COPROC";
-    case ILL_BADSTK: return "ILL_BADSTK";
-    default: return "";
-    }
-  case SIGFPE:
-    switch (code) {
-    case FPE_INTDIV: return "FPE_INTDIV";
-    case FPE_INTOVF: return "FPE_INTOVF";
-    case FPE_FLTDIV: return "FPE_FLTDIV";
-    case FPE_FLTOVF: return "FPE_FLTOVF";
-    case FPE_FLTUND: return "FPE_FLTUND";
-    case FPE_FLTRES: return "FPE_FLTRES";
-    case FPE_FLTINV: return "FPE_FLTINV";
-    case FPE_FLTSUB: return "FPE_FLTSUB";
-    default: return "";
-    }
-  case SIGTRAP:
-    switch (code) {
-    case TRAP_BRKPT: return "TRAP_BRKPT";
-    case TRAP_TRACE: return "TRAP_TRACE";
-    default: return "";
-    }
-  case SIGSYS:
-    return code == 1 ? "SYS_SECCOMP" : "";
-  default:
-    return "";
-  }
-}
-
 // MARK: - Registers
 
 typedef struct crumbs__context_registers {
@@ -275,10 +189,11 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
   record->signal_number = signal_number;
   record->signal_code = info != NULL ? info->si_code : 0;
   record->signal_errno = info != NULL ? info->si_errno : 0;
+  // "" when the table has no name: the reader shows the number.
   crumbs__format_copy(record->signal_name, sizeof record->signal_name,
-                      crumbs_crash_signal_name(signal_number));
+                      crumbs_signal_name(signal_number));
   crumbs__format_copy(record->code_name, sizeof record->code_name,
-                      crumbs_crash_code_name(signal_number, record->signal_code));
+                      crumbs_signal_code_name(signal_number, record->signal_code));
   if (info == NULL) return;
   int code = info->si_code;
   if (code == SI_USER || code == SI_QUEUE || code == SI_TKILL) {
@@ -389,11 +304,7 @@ static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   if (ring == NULL) return;
   static char message[160];
   static char signal_text[24], code_text[40], address_text[24], pc_text[24], thread_text[24];
-  size_t length = crumbs__format_copy(
-      message, sizeof message, record->signal_name[0] != '\0' ? record->signal_name : "signal");
-  if (record->signal_name[0] == '\0') {
-    length = crumbs__format_append_decimal(message, sizeof message, length, record->signal_number);
-  }
+  size_t length = crumbs_signal_name_text(record->signal_number, message, sizeof message);
   if (record->code_name[0] != '\0') {
     length = crumbs__format_append(message, sizeof message, length, " ");
     length = crumbs__format_append(message, sizeof message, length, record->code_name);

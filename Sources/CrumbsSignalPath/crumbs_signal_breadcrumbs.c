@@ -39,6 +39,7 @@
 #include "crumbs_signal_breadcrumbs.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
+#include "crumbs_signal_names.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -159,56 +160,6 @@ uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
   return __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
 }
 
-// MARK: - Names (signal-safe)
-
-static const char *crumbs__signal_name(int signo) {
-  switch (signo) {
-  case SIGHUP: return "SIGHUP";
-  case SIGINT: return "SIGINT";
-  case SIGUSR1: return "SIGUSR1";
-  case SIGUSR2: return "SIGUSR2";
-  case SIGPIPE: return "SIGPIPE";
-  case SIGALRM: return "SIGALRM";
-  case SIGTERM: return "SIGTERM";
-  case SIGCHLD: return "SIGCHLD";
-  case SIGCONT: return "SIGCONT";
-  case SIGURG: return "SIGURG";
-  case SIGXCPU: return "SIGXCPU";
-  case SIGXFSZ: return "SIGXFSZ";
-  case SIGVTALRM: return "SIGVTALRM";
-  case SIGPROF: return "SIGPROF";
-  case SIGWINCH: return "SIGWINCH";
-  case SIGIO: return "SIGIO";
-  case SIGPWR: return "SIGPWR";
-  default: return NULL;
-  }
-}
-
-static const char *crumbs__code_name(int signo, int code) {
-  if (signo == SIGCHLD) {
-    switch (code) {
-    case CLD_EXITED: return "CLD_EXITED";
-    case CLD_KILLED: return "CLD_KILLED";
-    case CLD_DUMPED: return "CLD_DUMPED";
-    case CLD_TRAPPED: return "CLD_TRAPPED";
-    case CLD_STOPPED: return "CLD_STOPPED";
-    case CLD_CONTINUED: return "CLD_CONTINUED";
-    default: break;
-    }
-  }
-  switch (code) {
-  case SI_USER: return "SI_USER";
-  case SI_KERNEL: return "SI_KERNEL";
-  case SI_QUEUE: return "SI_QUEUE";
-  case SI_TKILL: return "SI_TKILL";
-  case SI_TIMER: return "SI_TIMER";
-  case SI_MESGQ: return "SI_MESGQ";
-  case SI_ASYNCIO: return "SI_ASYNCIO";
-  case SI_SIGIO: return "SI_SIGIO";
-  default: return NULL;
-  }
-}
-
 // MARK: - The handler (async-signal-safe)
 
 /// Whether this delivery of `signo` may be recorded under the per-second limit; counts the ones
@@ -243,13 +194,8 @@ typedef enum crumbs__signal_action {
 static void crumbs__record_signal(const crumbs_ring *ring, int signo, const siginfo_t *info,
                                   crumbs__signal_action action, uint32_t suppressed_before) {
   char message[48];
-  const char *name = crumbs__signal_name(signo);
-  char fallback_name[28];
-  if (name == NULL) {
-    size_t length = crumbs__format_copy(fallback_name, sizeof fallback_name, "SIG");
-    crumbs__format_append_decimal(fallback_name, sizeof fallback_name, length, signo);
-    name = fallback_name;
-  }
+  char name[28];
+  crumbs_signal_name_text(signo, name, sizeof name);
   size_t used = crumbs__format_copy(message, sizeof message, name);
   crumbs__format_append(message, sizeof message, used, " received");
 
@@ -263,7 +209,7 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
                                              "terminates"};
   attributes[count++] = (crumbs_attribute){"action", action_names[action]};
   if (info != NULL) {
-    const char *code_name = crumbs__code_name(signo, info->si_code);
+    const char *code_name = crumbs_signal_code_name(signo, info->si_code);
     if (code_name == NULL) {
       crumbs__format_append_decimal(code_text, sizeof code_text, 0, info->si_code);
       code_name = code_text;

@@ -99,11 +99,6 @@ uint32_t crumbs_crash_refresh_modules(bool force);
 /// still point their alternate stack at it. Not signal-safe.
 void crumbs_crash_uninstall(void);
 
-/// Name of a signal ("SIGSEGV") and of an si_code for it ("SEGV_MAPERR"), or "" when unknown.
-/// Safe to call from a signal handler (static strings).
-const char *crumbs_crash_signal_name(int signal_number);
-const char *crumbs_crash_code_name(int signal_number, int code);
-
 // Internal, exposed for tests of the unwinder and the module scan.
 
 /// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
