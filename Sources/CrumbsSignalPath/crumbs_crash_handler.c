@@ -41,6 +41,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_crash_handler.h"
+#include "crumbs_die_by_signal.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
 #include "crumbs_signal_names.h"
@@ -110,31 +111,11 @@ static uint64_t crumbs__clock_ns(clockid_t clock) {
 
 static uint32_t crumbs__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
-static void crumbs__raise_on_this_thread(int signal_number) {
-  syscall(SYS_tgkill, getpid(), (pid_t)crumbs__gettid(), signal_number);
-}
-
-static void crumbs__set_default(int signal_number) {
-  struct sigaction action;
-  memset(&action, 0, sizeof action);
-  action.sa_handler = SIG_DFL;
-  sigemptyset(&action.sa_mask);
-  sigaction(signal_number, &action, NULL);
-}
-
-static void crumbs__unblock(int signal_number) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, signal_number);
-  sigprocmask(SIG_UNBLOCK, &set, NULL);
-}
-
-/// Dies by `signal_number`: default action, unblocked, raised on this thread. If that somehow
-/// returns (the signal is ignored at a level we cannot change), exit with the shell's code.
+/// Dies by `signal_number` (crumbs_die_by_signal.c). If the signal does not end the process (a
+/// default action that ignores it, or an init process the kernel shields), exit with the
+/// shell's code for it: a crashed thread must not run on.
 static void crumbs__die_now(int signal_number) {
-  crumbs__set_default(signal_number);
-  crumbs__unblock(signal_number);
-  crumbs__raise_on_this_thread(signal_number);
+  crumbs__die_by_signal(signal_number);
   _exit(128 + signal_number);
 }
 
@@ -423,7 +404,7 @@ static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
     crumbs__finish_record(record, record->crash_monotonic_ns);
   }
   // Whatever happened, nothing of ours runs again: default actions, then the original signal.
-  crumbs__set_default(signal_number);
+  crumbs__die_by_signal_set_default(signal_number);
   crumbs__die_now(original != 0 ? original : signal_number);
 }
 
@@ -462,10 +443,10 @@ static void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, voi
 
   crumbs__chain(signal_number, info, context);
 
-  crumbs__set_default(signal_number);
-  if (!crumbs__redelivered_on_return(signal_number, info)) {
-    crumbs__unblock(signal_number);
-    crumbs__raise_on_this_thread(signal_number);
+  if (crumbs__redelivered_on_return(signal_number, info)) {
+    crumbs__die_by_signal_set_default(signal_number);
+  } else {
+    crumbs__die_by_signal(signal_number);
   }
   // Returning: a fault re-executes and meets SIG_DFL; a raised signal is delivered at the latest
   // when the kernel restores the interrupted mask.

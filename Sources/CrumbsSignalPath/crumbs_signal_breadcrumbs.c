@@ -6,8 +6,9 @@
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
 //   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)
-//   (the ring append, see crumbs_ring_append.h), sigaction, sigemptyset/sigaddset, sigprocmask,
-//   getpid, syscall(SYS_gettid), syscall(SYS_tgkill) (only to die by a terminating signal).
+//   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal (through
+//   crumbs_die_by_signal.c): memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   syscall(SYS_gettid), syscall(SYS_tgkill).
 //   Then the app's own handler, which is the app's business.
 // errno is saved on entry and restored before returning (and before the app's handler runs, so
 // it sees the errno of the interrupted code, as it would without us).
@@ -37,6 +38,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_signal_breadcrumbs.h"
+#include "crumbs_die_by_signal.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
 #include "crumbs_signal_names.h"
@@ -45,7 +47,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -246,23 +247,16 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
 }
 
 /// Marks the ring as ended by `signo`, restores SIG_DFL and re-raises: does not return unless
-/// the signal somehow fails to kill. Safe to call from a signal handler.
+/// the signal fails to kill (then the process goes on, as it would have without us: no _exit
+/// here, an init process in a container ignores SIGTERM's default action). Safe to call from a
+/// signal handler.
 static void crumbs__terminate_by(int signo) {
   const crumbs_ring *ring = crumbs_installed_ring();
   if (ring != NULL && crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
     __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
     crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
   }
-  struct sigaction default_action;
-  memset(&default_action, 0, sizeof default_action);
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  sigaction(signo, &default_action, NULL);
-  syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
-  sigset_t unblock;
-  sigemptyset(&unblock);
-  sigaddset(&unblock, signo);
-  sigprocmask(SIG_UNBLOCK, &unblock, NULL); // the pending signal is delivered here: we die
+  crumbs__die_by_signal(signo);
 }
 
 static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context) {
