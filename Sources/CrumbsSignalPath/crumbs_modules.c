@@ -16,7 +16,7 @@
 // libc calls: dl_iterate_phdr, readlink (set-up only).
 
 #define _GNU_SOURCE
-#include "crumbs_crash_handler.h"
+#include "crumbs_crash_internal.h"
 #include "crumbs_format.h"
 
 #include <elf.h>

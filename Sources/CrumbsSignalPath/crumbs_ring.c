@@ -40,7 +40,7 @@ static uint64_t crumbs__wall_ns(void) {
 
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
-// Set by the crash handler (crumbs_crash_handler.c) to give each thread an alternate signal
+// Set by the crash handler (crumbs_altstack.c) to give each thread an alternate signal
 // stack on its first append; NULL otherwise. Must be async-signal-safe and preserve errno.
 void (*crumbs__first_append_hook)(void);
 
