@@ -41,7 +41,8 @@ static uint64_t crumbs__wall_ns(void) {
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
 // Set by the crash handler (crumbs_altstack.c) to give each thread an alternate signal
-// stack on its first append; NULL otherwise. Must be async-signal-safe and preserve errno.
+// stack on its first append; NULL otherwise. Must be async-signal-safe, preserve errno, and
+// keep the hot path's promise: O(1), at most the one system call it documents.
 void (*crumbs__first_append_hook)(void);
 
 uint32_t crumbs__thread_id_slow(void) {

@@ -26,7 +26,8 @@
 // are recorded on the thread's own stack):
 //   - the thread that calls crumbs_crash_install (normally the main thread);
 //   - every thread that appends a breadcrumb, on its first append (the ring's once-per-thread
-//     slow path calls our hook), from a pool preallocated at install;
+//     slow path calls our hook), from a pool prepared at install: one sigaltstack call, no scan;
+//     a thread's stack returns to the pool when it exits;
 //   - every thread that calls crumbs_crash_prepare_thread.
 // A thread that does none of these (a library's private thread that never appends) has no
 // alternate stack of ours: a stack overflow on it kills the process by SIGSEGV without a record.
