@@ -95,7 +95,7 @@ static unsigned char *crumbs__altstack_stack(uint32_t taken) {
 // MARK: - The pool (lock-free; async-signal-safe)
 
 /// A stack from the free list, else a never-used one, else 0. O(1) but for compare-exchange
-/// retries under contention; no system call.
+/// retries under contention; no system call. Safe to call from a signal handler.
 static uint32_t crumbs__altstack_take(void) {
   uint64_t head = __atomic_load_n(&crumbs__altstack_free, __ATOMIC_ACQUIRE);
   while ((uint32_t)head != 0) {
@@ -117,7 +117,8 @@ static uint32_t crumbs__altstack_take(void) {
   return 0;
 }
 
-/// Puts a pool stack no thread uses any more on the free list.
+/// Puts a pool stack no thread uses any more on the free list. No system call. Safe to call
+/// from a signal handler.
 static void crumbs__altstack_give_back(uint32_t taken) {
   uint64_t head = __atomic_load_n(&crumbs__altstack_free, __ATOMIC_RELAXED);
   uint64_t pushed;
@@ -139,7 +140,8 @@ typedef enum crumbs__altstack_outcome {
 /// Takes a pool stack and makes it the calling thread's alternate stack, unless the thread
 /// already has one at least as large. System calls: one sigaltstack; a second only to give a
 /// thread its own larger stack back. Records the stack in the key when that is safe in a signal
-/// handler (key below 32); set-up callers record it themselves.
+/// handler (key below 32); set-up callers record it themselves. Safe to call from a signal
+/// handler (sigaltstack, pthread_setspecific on a key below 32).
 static crumbs__altstack_outcome crumbs__altstack_adopt(void) {
   uint32_t taken = crumbs__altstack_take();
   if (taken == 0) return CRUMBS__ALTSTACK_NONE_FREE;
@@ -164,7 +166,8 @@ static crumbs__altstack_outcome crumbs__altstack_adopt(void) {
   return CRUMBS__ALTSTACK_OURS;
 }
 
-/// The ring's first-append hook. Runs once per thread, possibly in a signal handler.
+/// The ring's first-append hook. Runs once per thread, possibly in a signal handler: safe to
+/// call from one (what crumbs__altstack_adopt calls). Preserves errno.
 static void crumbs__altstack_first_append(void) {
   if (!__atomic_load_n(&crumbs__altstack_enabled, __ATOMIC_ACQUIRE)) return;
   if (crumbs__altstack_mine != 0) return;
@@ -203,7 +206,8 @@ bool crumbs__altstack_give_this_thread(void) {
 // MARK: - Giving stacks back
 
 /// The key's destructor: the thread is exiting. Its stack goes back to the pool once the
-/// thread can no longer run a handler on it.
+/// thread can no longer run a handler on it. Runs at thread exit (not a signal handler, though
+/// it would be safe in one: sigaltstack and atomics). Preserves errno.
 static void crumbs__altstack_thread_exit(void *value) {
   uint32_t taken = (uint32_t)(uintptr_t)value;
   if (taken == 0 || taken > crumbs__altstack_count) return;
@@ -228,7 +232,7 @@ static void crumbs__altstack_thread_exit(void *value) {
 
 /// In a forked child only the forking thread exists: every stack handed out to another thread
 /// is free again. Rebuilds the free list from scratch (the fork may have cut a push or pop of
-/// another thread in half).
+/// another thread in half). Runs in the child after fork; no libc calls, no system calls.
 static void crumbs__altstack_after_fork(void) {
   uint32_t handed_out = __atomic_load_n(&crumbs__altstack_fresh, __ATOMIC_RELAXED);
   if (handed_out > crumbs__altstack_count) handed_out = crumbs__altstack_count;
