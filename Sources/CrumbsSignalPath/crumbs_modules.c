@@ -16,7 +16,8 @@
 // libc calls: dl_iterate_phdr, readlink (set-up only).
 
 #define _GNU_SOURCE
-#include "crumbs_crash_handler.h"
+#include "crumbs_crash_internal.h"
+#include "crumbs_format.h"
 
 #include <elf.h>
 #include <link.h>
@@ -28,14 +29,6 @@ typedef struct crumbs__scan_state {
   uint32_t count;
   uint64_t adds;
 } crumbs__scan_state;
-
-static void crumbs__copy_path(char *destination, const char *source) {
-  size_t index = 0;
-  for (; source != NULL && index + 1 < CRUMBS_CRASH_PATH_SIZE && source[index] != '\0'; index++) {
-    destination[index] = source[index];
-  }
-  destination[index] = '\0';
-}
 
 /// Finds NT_GNU_BUILD_ID in the PT_NOTE segments of a loaded object (mapped, so readable).
 static void crumbs__read_build_id(const struct dl_phdr_info *info, crumbs_crash_module *module) {
@@ -95,7 +88,7 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
   const char *name = info->dlpi_name;
   // The main executable comes first with an empty name.
   if ((name == NULL || name[0] == '\0') && state->count == 0) name = crumbs__executable_path;
-  crumbs__copy_path(module->path, name);
+  crumbs__format_copy(module->path, sizeof module->path, name);
   crumbs__read_build_id(info, module);
   state->count++;
   return 0;

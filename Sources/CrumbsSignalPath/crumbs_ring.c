@@ -7,13 +7,15 @@
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
 // crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor and crumbs__monotonic_ns are async-signal-safe.
-// libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, strlen-like loops written
-// here (no libc string functions), __builtin_memcpy. No malloc, no locks, no stdio.
+// libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
+// lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
+// stdio.
 // Not signal-safe (set-up only): crumbs_ring_plan, crumbs_ring_format, crumbs_ring_attach,
 // crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_set_filter.
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
+#include "crumbs_format.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -38,8 +40,9 @@ static uint64_t crumbs__wall_ns(void) {
 
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
-// Set by the crash handler (crumbs_crash_handler.c) to give each thread an alternate signal
-// stack on its first append; NULL otherwise. Must be async-signal-safe and preserve errno.
+// Set by the crash handler (crumbs_altstack.c) to give each thread an alternate signal
+// stack on its first append; NULL otherwise. Must be async-signal-safe, preserve errno, and
+// keep the hot path's promise: O(1), at most the one system call it documents.
 void (*crumbs__first_append_hook)(void);
 
 uint32_t crumbs__thread_id_slow(void) {
@@ -161,14 +164,6 @@ int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count
   return CRUMBS_PLAN_OK;
 }
 
-static void crumbs__copy_string(char *destination, size_t capacity, const char *source) {
-  size_t index = 0;
-  if (source != NULL) {
-    for (; index + 1 < capacity && source[index] != '\0'; index++) destination[index] = source[index];
-  }
-  destination[index] = '\0';
-}
-
 void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
                         const crumbs_ring_identity *identity, bool cpu_counter_is_reliable) {
   crumbs_ring_header *header = (crumbs_ring_header *)base;
@@ -196,9 +191,9 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
   header->state = CRUMBS_RING_RUNNING;
   header->min_level = CRUMBS_LEVEL_DEBUG;
   header->enabled_types = 0;
-  crumbs__copy_string(header->app_name, sizeof header->app_name, identity->app_name);
-  crumbs__copy_string(header->executable, sizeof header->executable, identity->executable);
-  crumbs__copy_string(header->cgroup, sizeof header->cgroup, identity->cgroup);
+  crumbs__format_copy(header->app_name, sizeof header->app_name, identity->app_name);
+  crumbs__format_copy(header->executable, sizeof header->executable, identity->executable);
+  crumbs__format_copy(header->cgroup, sizeof header->cgroup, identity->cgroup);
   header->cgroup_oom_kills_at_start = identity->cgroup_oom_kills_at_start;
 
   crumbs_ring_lane *lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
@@ -254,13 +249,6 @@ const crumbs_ring *crumbs_installed_ring(void) {
 
 // MARK: - Appending from C
 
-static size_t crumbs__string_length(const char *string) {
-  size_t length = 0;
-  if (string == NULL) return 0;
-  while (string[length] != '\0') length++;
-  return length;
-}
-
 bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
                      const char *message, const crumbs_attribute *attributes,
                      size_t attribute_count) {
@@ -272,11 +260,11 @@ bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8
   size_t used = attribute_count <= CRUMBS_MAX_ATTRIBUTES ? attribute_count : CRUMBS_MAX_ATTRIBUTES + 1;
   size_t attribute_bytes = 0;
   for (size_t index = 0; index < used; index++) {
-    key_lengths[index] = crumbs__string_length(attributes[index].key);
-    value_lengths[index] = crumbs__string_length(attributes[index].value);
+    key_lengths[index] = crumbs__format_length(attributes[index].key);
+    value_lengths[index] = crumbs__format_length(attributes[index].value);
     attribute_bytes += 2 + key_lengths[index] + value_lengths[index];
   }
-  crumbs_slot_put_message(&writer, message != NULL ? message : "", crumbs__string_length(message),
+  crumbs_slot_put_message(&writer, message != NULL ? message : "", crumbs__format_length(message),
                           attribute_bytes);
   for (size_t index = 0; index < used; index++) {
     const char *key = attributes[index].key != NULL ? attributes[index].key : "";

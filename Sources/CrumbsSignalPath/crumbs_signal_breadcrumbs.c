@@ -6,8 +6,9 @@
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
 //   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)
-//   (the ring append, see crumbs_ring_append.h), sigaction, sigemptyset/sigaddset, sigprocmask,
-//   getpid, syscall(SYS_gettid), syscall(SYS_tgkill) (only to die by a terminating signal).
+//   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal (through
+//   crumbs_die_by_signal.c): memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   syscall(SYS_gettid), syscall(SYS_tgkill).
 //   Then the app's own handler, which is the app's business.
 // errno is saved on entry and restored before returning (and before the app's handler runs, so
 // it sees the errno of the interrupted code, as it would without us).
@@ -37,13 +38,15 @@
 
 #define _GNU_SOURCE
 #include "crumbs_signal_breadcrumbs.h"
+#include "crumbs_die_by_signal.h"
+#include "crumbs_format.h"
 #include "crumbs_ring.h"
+#include "crumbs_signal_names.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -158,78 +161,6 @@ uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
   return __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
 }
 
-// MARK: - Formatting without libc (signal-safe)
-
-static const char *crumbs__signal_name(int signo) {
-  switch (signo) {
-  case SIGHUP: return "SIGHUP";
-  case SIGINT: return "SIGINT";
-  case SIGUSR1: return "SIGUSR1";
-  case SIGUSR2: return "SIGUSR2";
-  case SIGPIPE: return "SIGPIPE";
-  case SIGALRM: return "SIGALRM";
-  case SIGTERM: return "SIGTERM";
-  case SIGCHLD: return "SIGCHLD";
-  case SIGCONT: return "SIGCONT";
-  case SIGURG: return "SIGURG";
-  case SIGXCPU: return "SIGXCPU";
-  case SIGXFSZ: return "SIGXFSZ";
-  case SIGVTALRM: return "SIGVTALRM";
-  case SIGPROF: return "SIGPROF";
-  case SIGWINCH: return "SIGWINCH";
-  case SIGIO: return "SIGIO";
-  case SIGPWR: return "SIGPWR";
-  default: return NULL;
-  }
-}
-
-/// Writes `value` in decimal at `out` (at least 21 bytes), NUL-terminated; returns the length.
-static size_t crumbs__decimal(char *out, int64_t value) {
-  char digits[20];
-  size_t count = 0;
-  uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
-  do {
-    digits[count++] = (char)('0' + magnitude % 10);
-    magnitude /= 10;
-  } while (magnitude != 0 && count < sizeof digits);
-  size_t length = 0;
-  if (value < 0) out[length++] = '-';
-  while (count > 0) out[length++] = digits[--count];
-  out[length] = '\0';
-  return length;
-}
-
-/// Appends `text` at `out[*used]` within `capacity` (keeps the NUL).
-static void crumbs__append_text(char *out, size_t capacity, size_t *used, const char *text) {
-  while (*text != '\0' && *used + 1 < capacity) out[(*used)++] = *text++;
-  out[*used] = '\0';
-}
-
-static const char *crumbs__code_name(int signo, int code) {
-  if (signo == SIGCHLD) {
-    switch (code) {
-    case CLD_EXITED: return "CLD_EXITED";
-    case CLD_KILLED: return "CLD_KILLED";
-    case CLD_DUMPED: return "CLD_DUMPED";
-    case CLD_TRAPPED: return "CLD_TRAPPED";
-    case CLD_STOPPED: return "CLD_STOPPED";
-    case CLD_CONTINUED: return "CLD_CONTINUED";
-    default: break;
-    }
-  }
-  switch (code) {
-  case SI_USER: return "SI_USER";
-  case SI_KERNEL: return "SI_KERNEL";
-  case SI_QUEUE: return "SI_QUEUE";
-  case SI_TKILL: return "SI_TKILL";
-  case SI_TIMER: return "SI_TIMER";
-  case SI_MESGQ: return "SI_MESGQ";
-  case SI_ASYNCIO: return "SI_ASYNCIO";
-  case SI_SIGIO: return "SI_SIGIO";
-  default: return NULL;
-  }
-}
-
 // MARK: - The handler (async-signal-safe)
 
 /// Whether this delivery of `signo` may be recorded under the per-second limit; counts the ones
@@ -264,50 +195,41 @@ typedef enum crumbs__signal_action {
 static void crumbs__record_signal(const crumbs_ring *ring, int signo, const siginfo_t *info,
                                   crumbs__signal_action action, uint32_t suppressed_before) {
   char message[48];
-  size_t used = 0;
-  char number[24];
-  const char *name = crumbs__signal_name(signo);
-  char fallback_name[28];
-  if (name == NULL) {
-    size_t length = 0;
-    crumbs__append_text(fallback_name, sizeof fallback_name, &length, "SIG");
-    crumbs__decimal(number, signo);
-    crumbs__append_text(fallback_name, sizeof fallback_name, &length, number);
-    name = fallback_name;
-  }
-  crumbs__append_text(message, sizeof message, &used, name);
-  crumbs__append_text(message, sizeof message, &used, " received");
+  char name[28];
+  crumbs_signal_name_text(signo, name, sizeof name);
+  size_t used = crumbs__format_copy(message, sizeof message, name);
+  crumbs__format_append(message, sizeof message, used, " received");
 
   crumbs_attribute attributes[8];
   size_t count = 0;
   char signal_number[24], code_text[24], sender_pid[24], sender_uid[24], skipped[24];
   attributes[count++] = (crumbs_attribute){"signal", name};
-  crumbs__decimal(signal_number, signo);
+  crumbs__format_append_decimal(signal_number, sizeof signal_number, 0, signo);
   attributes[count++] = (crumbs_attribute){"signal.number", signal_number};
   static const char *const action_names[] = {"handler", "ignored", "default-ignored",
                                              "terminates"};
   attributes[count++] = (crumbs_attribute){"action", action_names[action]};
   if (info != NULL) {
-    const char *code_name = crumbs__code_name(signo, info->si_code);
+    const char *code_name = crumbs_signal_code_name(signo, info->si_code);
     if (code_name == NULL) {
-      crumbs__decimal(code_text, info->si_code);
+      crumbs__format_append_decimal(code_text, sizeof code_text, 0, info->si_code);
       code_name = code_text;
     }
     attributes[count++] = (crumbs_attribute){"signal.code", code_name};
     if (signo == SIGCHLD) {
-      crumbs__decimal(sender_pid, info->si_pid);
-      crumbs__decimal(sender_uid, info->si_status);
+      crumbs__format_append_decimal(sender_pid, sizeof sender_pid, 0, info->si_pid);
+      crumbs__format_append_decimal(sender_uid, sizeof sender_uid, 0, info->si_status);
       attributes[count++] = (crumbs_attribute){"child.pid", sender_pid};
       attributes[count++] = (crumbs_attribute){"child.status", sender_uid};
     } else if (info->si_code <= 0) { // SI_USER, SI_QUEUE, SI_TKILL...: a process sent it
-      crumbs__decimal(sender_pid, info->si_pid);
-      crumbs__decimal(sender_uid, info->si_uid);
+      crumbs__format_append_decimal(sender_pid, sizeof sender_pid, 0, info->si_pid);
+      crumbs__format_append_decimal(sender_uid, sizeof sender_uid, 0, info->si_uid);
       attributes[count++] = (crumbs_attribute){"sender.pid", sender_pid};
       attributes[count++] = (crumbs_attribute){"sender.uid", sender_uid};
     }
   }
   if (suppressed_before > 0) {
-    crumbs__decimal(skipped, suppressed_before);
+    crumbs__format_append_decimal(skipped, sizeof skipped, 0, suppressed_before);
     attributes[count++] = (crumbs_attribute){"suppressed", skipped};
   }
   uint8_t level = CRUMBS_LEVEL_INFO;
@@ -325,23 +247,16 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
 }
 
 /// Marks the ring as ended by `signo`, restores SIG_DFL and re-raises: does not return unless
-/// the signal somehow fails to kill. Safe to call from a signal handler.
+/// the signal fails to kill (then the process goes on, as it would have without us: no _exit
+/// here, an init process in a container ignores SIGTERM's default action). Safe to call from a
+/// signal handler.
 static void crumbs__terminate_by(int signo) {
   const crumbs_ring *ring = crumbs_installed_ring();
   if (ring != NULL && crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
     __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
     crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
   }
-  struct sigaction default_action;
-  memset(&default_action, 0, sizeof default_action);
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  sigaction(signo, &default_action, NULL);
-  syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
-  sigset_t unblock;
-  sigemptyset(&unblock);
-  sigaddset(&unblock, signo);
-  sigprocmask(SIG_UNBLOCK, &unblock, NULL); // the pending signal is delivered here: we die
+  crumbs__die_by_signal(signo);
 }
 
 static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context) {
@@ -405,7 +320,7 @@ static void crumbs__exit_hook(int status, void *unused) {
   const crumbs_ring *ring = crumbs_installed_ring();
   if (ring == NULL) return;
   char status_text[24];
-  crumbs__decimal(status_text, status);
+  crumbs__format_append_decimal(status_text, sizeof status_text, 0, status);
   crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};
   crumbs_ring_add(ring, CRUMBS_LEVEL_INFO, CRUMBS_TYPE_SYSTEM, 0, "process exiting", attributes,
                   2);

@@ -23,7 +23,7 @@
 // read the mapping that holds the stack pointer, with open/read into a static buffer. Every
 // address from the stack pointer to the end of that mapping is mapped and readable.
 
-#include "crumbs_crash_handler.h"
+#include "crumbs_crash_internal.h"
 
 #include <fcntl.h>
 #include <unistd.h>

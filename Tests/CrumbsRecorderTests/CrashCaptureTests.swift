@@ -190,17 +190,50 @@ struct CrashCaptureTests {
 
   @Test(
     "a stack overflow is recorded from the alternate stack",
-    arguments: ["stack-overflow-main", "stack-overflow-thread"])
+    arguments: ["stack-overflow-main", "stack-overflow-thread", "stack-overflow-recycled"])
   func stackOverflow(scenario: String) throws {
     let directory = TestDirectory()
+    // One pool stack: the recycled scenario's overflower needs the one an exited thread gave back.
     let run = try runCrashScenario(
-      scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory)
+      scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: scenario == "stack-overflow-recycled" ? ["CRUMBS_TEST_POOL": "1"] : [:])
     #expect(run.signal == SIGSEGV)
     let record = try CrashRecord.read(file: try #require(run.recordPath))
     #expect(record.status == .complete)
     #expect(record.ranOnAlternateStack)
     #expect(record.frames.count > 8, "a deep recursion leaves many frames")
-    if scenario == "stack-overflow-thread" { #expect(record.threadName == "overflower") }
+    if scenario != "stack-overflow-main" { #expect(record.threadName == "overflower") }
+  }
+
+  @Test("a thread's first append makes no system call but its tid and sigaltstack, pool used up or not")
+  func firstAppendSystemCalls() throws {
+    // The child's threads first take every pool stack at once and exit; then one thread makes
+    // its first append under a seccomp filter that kills the process on any system call but
+    // gettid, sigaltstack, clock_gettime, getcpu (and ppoll, to park afterwards): no mprotect,
+    // no probing of other threads, no scan that grows with the pool.
+    let pool = 4
+    let stackSize = String(CrashHandlerOptions().alternateStackSize)
+    let directory = TestDirectory()
+    let child = try Subprocess(
+      ChildProcess.testChild, ["first-append-seccomp", directory.path],
+      environment: ["SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": String(pool)],
+      standardError: .file(directory.file("stderr.txt")))
+    let lines = child.readLines(until: "done", seconds: 60)
+    child.wait(seconds: 60)
+    #expect(
+      child.exitCode == 0,
+      "killed by signal \(child.terminatingSignal ?? 0) (SIGSYS is \(SIGSYS)): \(lines)")
+
+    let holders = lines.filter { $0.hasPrefix("holder ") }.map { $0.split(separator: " ").map(String.init) }
+    #expect(holders.count == pool, "\(lines)")
+    #expect(Set(holders.map { $0[1] }).count == pool, "each holder has its own stack: \(holders)")
+    #expect(holders.allSatisfy { $0[2] == stackSize && $0[3] == "0" }, "\(holders)")
+    let watched = try #require(
+      lines.first { $0.hasPrefix("watched ") }?.split(separator: " ").map(String.init), "\(lines)")
+    #expect(watched[2] == stackSize && watched[3] == "0", "the watched thread has one of ours: \(watched)")
+    #expect(
+      holders.contains { $0[1] == watched[1] },
+      "the pool was used up, so it is a stack an exited holder gave back: \(watched) \(holders)")
   }
 
   @Test("a crash on a thread while others append names that thread")

@@ -1,5 +1,6 @@
 @_spi(Testing) import Crumbs
 import CrumbsTestChildC
+import CrumbsTestSupportC
 
 // Crash scenarios: each sets up Crumbs (ring + crash handler) in the directory given as the
 // first argument, appends a few breadcrumbs (the last one "about to crash: NAME"), prints what
@@ -10,8 +11,9 @@ import CrumbsTestChildC
 //   last-breadcrumb MESSAGE       the last breadcrumb appended before the fault
 //   crashing                      printed last, right before the fault
 // Environment: CRUMBS_TEST_FAULT_IN_HANDLER=1 makes the handler fault inside itself (test hook);
-// CRUMBS_TEST_SLOTS=N sizes the ring; an LD_PRELOAD malloc guard, when present, is armed right
-// before the crash (see CrashCaptureTests' allocation test).
+// CRUMBS_TEST_SLOTS=N sizes the ring; CRUMBS_TEST_POOL=N the pool of alternate stacks; an
+// LD_PRELOAD malloc guard, when present, is armed right before the crash (see CrashCaptureTests'
+// allocation test).
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -95,15 +97,34 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     _ = crumbs_test_overflow_stack(0)
   },
-  "stack-overflow-thread": crashing { _ in
-    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
-    runOnThread(name: "overflower") {
-      // The thread's first breadcrumb gives it an alternate signal stack (the ring's hook).
-      addBreadcrumb("overflower started", level: .info)
-      print("thread \(crumbs_test_gettid())")
-      armAndFlush()
-      _ = crumbs_test_overflow_stack(0)
+  "stack-overflow-thread": crashing { _ in overflowOnNewThread() },
+  // Run with CRUMBS_TEST_POOL=1: a first thread takes the only pool stack and exits, so the
+  // overflower's first breadcrumb must get the stack that thread gave back.
+  "stack-overflow-recycled": crashing { _ in
+    var first = [crumbs_test_altstack_report](repeating: .init(), count: 1)
+    guard crumbs_test_append_on_threads(1, &first) == 0 else { return }
+    overflowOnNewThread()
+  },
+  // Run with a small CRUMBS_TEST_POOL: as many threads as the pool holds each take a stack at
+  // once, then exit; then a thread makes its first append under a seccomp filter that kills the
+  // process on any system call but the few a first append may make. Prints each holder's
+  // alternate stack and the watched thread's ("holder|watched SP SIZE FLAGS"), then "done".
+  "first-append-seccomp": { arguments in
+    guard setUp(arguments) else { return 70 }
+    var holders = [crumbs_test_altstack_report](
+      repeating: .init(), count: handlerOptions().alternateStackPoolCount)
+    guard crumbs_test_append_on_threads(UInt32(holders.count), &holders) == 0 else { return 72 }
+    for holder in holders { print("holder \(holder.stack) \(holder.size) \(holder.flags)") }
+    fflush(nil)
+    var watched = crumbs_test_altstack_report()
+    guard crumbs_test_first_append_under_seccomp(&watched) == 0 else {
+      print("no-seccomp \(watched.error)")
+      return 73
     }
+    print("watched \(watched.stack) \(watched.size) \(watched.flags)")
+    print("done")
+    fflush(nil)
+    return 0
   },
   "thread-segv": crashing { _ in
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
@@ -211,6 +232,9 @@ func handlerOptions() -> CrashHandlerOptions {
   var options = CrashHandlerOptions()
   options.faultsInsideHandlerForTesting = getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil
   options.catchesQuit = getenv("CRUMBS_TEST_CATCH_QUIT") != nil
+  if let pool = getenv("CRUMBS_TEST_POOL").flatMap({ Int(String(cString: $0)) }) {
+    options.alternateStackPoolCount = pool
+  }
   return options
 }
 
@@ -269,6 +293,18 @@ func nanoseconds(_ clock: clockid_t) -> UInt64 {
   var now = timespec()
   clock_gettime(clock, &now)
   return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Overflows the stack of a new thread named "overflower", whose first breadcrumb gives it an
+/// alternate signal stack (the ring's first-append hook).
+func overflowOnNewThread() -> Never {
+  printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+  runOnThread(name: "overflower") {
+    addBreadcrumb("overflower started", level: .info)
+    print("thread \(crumbs_test_gettid())")
+    armAndFlush()
+    _ = crumbs_test_overflow_stack(0)
+  }
 }
 
 /// Runs `body` on a new named thread and parks the calling thread forever.

@@ -12,10 +12,13 @@
 //   crumbs_crash_replaced_signals     which of our signals another library has taken since
 //   [crash] crumbs__crash_signal_handler  records, appends the fatal breadcrumb, chains, dies
 //   crumbs_crash_uninstall            give every signal back its previous action
+// Where they live: crumbs_crash_install.c (every function declared here), crumbs_crash_handler.c
+// (the handler), crumbs_altstack.c (the alternate stacks), crumbs_unwind.c and crumbs_modules.c
+// (backtrace and module table); crumbs_crash_internal.h is what they share.
 //
-// SIGNAL SAFETY: only the handler itself and crumbs__crash_first_append (the ring's first-append
-// hook that hands a thread its alternate stack) run in signal context; both are async-signal-safe
-// (see crumbs_crash_handler.c for the libc they call). Every other function here is set-up code:
+// SIGNAL SAFETY: only the handler itself and the ring's first-append hook (crumbs_altstack.c,
+// which hands a thread its alternate stack) run in signal context; both are async-signal-safe
+// (see their files for the libc they call). Every function declared here is set-up code:
 // not signal-safe, call it from ordinary threads (they are not thread-safe against each other
 // either: the Swift wrapper serializes them).
 //
@@ -23,7 +26,8 @@
 // are recorded on the thread's own stack):
 //   - the thread that calls crumbs_crash_install (normally the main thread);
 //   - every thread that appends a breadcrumb, on its first append (the ring's once-per-thread
-//     slow path calls our hook), from a pool preallocated at install;
+//     slow path calls our hook), from a pool prepared at install: one sigaltstack call, no scan;
+//     a thread's stack returns to the pool when it exits;
 //   - every thread that calls crumbs_crash_prepare_thread.
 // A thread that does none of these (a library's private thread that never appends) has no
 // alternate stack of ours: a stack overflow on it kills the process by SIGSEGV without a record.
@@ -98,41 +102,6 @@ uint32_t crumbs_crash_refresh_modules(bool force);
 /// alternate stack, and stops handing out alternate stacks. The pool stays mapped: threads may
 /// still point their alternate stack at it. Not signal-safe.
 void crumbs_crash_uninstall(void);
-
-/// Name of a signal ("SIGSEGV") and of an si_code for it ("SEGV_MAPERR"), or "" when unknown.
-/// Safe to call from a signal handler (static strings).
-const char *crumbs_crash_signal_name(int signal_number);
-const char *crumbs_crash_code_name(int signal_number, int code);
-
-// Internal, exposed for tests of the unwinder and the module scan.
-
-/// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
-/// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
-/// Safe to call from a signal handler (reads memory only inside [low, high)).
-uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
-                                   uint64_t high, uint64_t *frames, uint32_t capacity,
-                                   uint32_t *stop);
-/// Whether `address` is a return address: in a module's text, right after a call instruction.
-/// Safe to call from a signal handler (reads only that module's text).
-bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
-/// When the frame-pointer walk ended after fewer than 3 frames (the crash sat in code built
-/// without frame pointers, like glibc's abort/raise), scans the stack upward from `sp` for
-/// return addresses (values in a module's text right after a call instruction), appending them,
-/// and resumes the frame-pointer walk at the first frame record whose saved frame pointer leads
-/// to another return address. Returns the new frame count. Safe to call from a signal handler
-/// (reads only [sp, high) and module text ranges).
-uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
-                                   uint64_t *frames, uint32_t count, uint32_t capacity,
-                                   uint32_t *stop);
-/// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
-/// handler (open/read/close into a static buffer; not reentrant: one caller at a time).
-bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
-/// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
-uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
-/// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
-uint64_t crumbs__crash_module_changes(void);
-/// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
-int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
 
 #ifdef __cplusplus
 }

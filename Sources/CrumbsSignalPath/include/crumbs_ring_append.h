@@ -4,10 +4,14 @@
 // one that interrupted an append on the same thread. They take no lock, never allocate and make
 // no system call, with two exceptions that happen once and are themselves async-signal-safe:
 // a thread's first append asks the kernel for its tid (syscall(SYS_gettid)), and about once a
-// second one appender refreshes the clock anchor (clock_gettime, served by the vDSO).
+// second one appender refreshes the clock anchor (clock_gettime, served by the vDSO). While the
+// crash handler is installed, the first append also gives the thread an alternate signal stack
+// in O(1): one sigaltstack call (a second only for a thread that keeps its own, larger, one),
+// never a scan or a probe (crumbs_altstack.c).
 // libc used: none on the usual path (the CPU comes from glibc's rseq area, one load);
 // sched_getcpu (vDSO) only where rseq is not registered, syscall(SYS_gettid) once per thread,
-// clock_gettime (vDSO) about once a second per ring. Nothing else.
+// clock_gettime (vDSO) about once a second per ring; once per thread, the crash handler's hook:
+// sigaltstack and pthread_setspecific (see crumbs_altstack.c). Nothing else.
 //
 // Why C: the crash handler appends its final breadcrumb from inside a signal handler, where the
 // Swift runtime must not run; the Swift hot path calls these same inline functions (in release

@@ -1,0 +1,57 @@
+// crumbs_altstack.h — alternate signal stacks for the crash handler. Internal to
+// CrumbsSignalPath (crumbs_crash_install.c drives it; see crumbs_altstack.c for the design).
+//
+// Entry points, in call order:
+//   crumbs__altstack_reserve               (install, once) map the pool
+//   crumbs__altstack_give_install_thread   (install) the installing thread's own stack
+//   crumbs__altstack_resolve_calls         (install) bind the libc calls the hook makes
+//   crumbs__altstack_start                 (install) hand out stacks: the ring's first-append hook
+//   [first append of each thread]          the hook gives the thread a stack from the pool
+//   crumbs__altstack_give_this_thread      (prepare_thread) the same, asked for explicitly
+//   crumbs__altstack_stop                  (uninstall) stop handing out stacks
+//   crumbs__altstack_restore_install_thread  (uninstall) the installing thread's previous stack
+//
+// SIGNAL SAFETY: the first-append hook is async-signal-safe (it may run inside a signal handler
+// that appends); every function declared here is set-up code: not signal-safe.
+
+#ifndef CRUMBS_ALTSTACK_H
+#define CRUMBS_ALTSTACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/// Bytes of one alternate stack when the configuration says 0.
+#define CRUMBS__ALTSTACK_DEFAULT_SIZE (64u * 1024u)
+/// Alternate stacks in the pool when the configuration says 0, and the most it may ask for.
+#define CRUMBS__ALTSTACK_DEFAULT_COUNT 64u
+#define CRUMBS__ALTSTACK_MAX_COUNT 1024u
+
+/// Maps the pool once: `count` stacks for other threads plus one for the installing thread,
+/// `size` bytes each (rounded up to pages; 0: the defaults above). Later calls do nothing and
+/// return true. Returns false (errno set) when the mapping failed. Not signal-safe.
+bool crumbs__altstack_reserve(uint32_t size, uint32_t count);
+
+/// Gives the calling (installing) thread the pool's extra stack unless it has an alternate stack
+/// at least as large, remembering the one it had. Once: later calls do nothing. Not signal-safe.
+void crumbs__altstack_give_install_thread(void);
+
+/// Gives back the installing thread's previous alternate stack, when called on that thread and
+/// it still uses ours. Not signal-safe.
+void crumbs__altstack_restore_install_thread(void);
+
+/// Calls once each libc function the first-append hook uses, so no lazy PLT binding (which
+/// takes the loader's lock) happens in a signal handler. Not signal-safe.
+void crumbs__altstack_resolve_calls(void);
+
+/// Starts (or stops) handing out stacks: sets (or clears) the ring's first-append hook. The
+/// pool stays mapped after stop: threads may still point their alternate stack at it.
+/// Not signal-safe.
+void crumbs__altstack_start(void);
+void crumbs__altstack_stop(void);
+
+/// Gives the calling thread an alternate stack from the pool unless it has one at least as
+/// large. Returns whether it has an alternate stack afterwards. Not signal-safe (it is the
+/// hook's work, for crumbs_crash_prepare_thread).
+bool crumbs__altstack_give_this_thread(void);
+
+#endif // CRUMBS_ALTSTACK_H

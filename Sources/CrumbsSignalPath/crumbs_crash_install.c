@@ -1,0 +1,221 @@
+// crumbs_crash_install.c — installing the crash handler: record format, install (and re-assert),
+// modules refresh, replaced-signal check, thread preparation, uninstall.
+//
+// Why C: install prepares everything the handler (crumbs_crash_handler.c) reads at crash time,
+// and binds every libc call it makes, so the handler needs nothing from the Swift runtime.
+//
+// Entry points, in call order (declared in crumbs_crash_handler.h):
+//   crumbs_crash_record_format     header of a fresh, zeroed record mapping (ARMED)
+//   crumbs_crash_install           alternate stacks (crumbs_altstack.c), the handler's state,
+//                                  the module table, the installing thread's stack bounds, the
+//                                  libc bindings, then the signals; idempotent, re-asserts
+//   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
+//   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
+//   crumbs_crash_replaced_signals  which of our signals another library took since
+//   crumbs_crash_uninstall         previous actions back, stacks no longer handed out
+//
+// NOT SIGNAL-SAFE: everything here is set-up code for ordinary threads, serialized by the Swift
+// wrapper (CrashHandler). libc calls: mmap, mprotect, sigaltstack, sigaction, pthread_self,
+// pthread_getattr_np (allocates), pthread_attr_getstack, pthread_attr_destroy, dl_iterate_phdr
+// and readlink (crumbs_modules.c), and once each the calls the handler makes.
+
+#define _GNU_SOURCE
+#include "crumbs_altstack.h"
+#include "crumbs_crash_internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+// Which signals we took, and whether install succeeded (set-up state: one thread at a time).
+static uint64_t crumbs__installed_mask;
+static int crumbs__installed;
+
+void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
+                                const uint8_t session_id[16], const uint8_t boot_id[16],
+                                uint64_t process_start_boottime_ns) {
+  record->version = CRUMBS_CRASH_RECORD_VERSION;
+  record->header_size = CRUMBS_CRASH_HEADER_SIZE;
+  record->total_size = sizeof(crumbs_crash_record);
+  record->pid = pid;
+#if defined(__x86_64__)
+  record->arch = CRUMBS_CRASH_ARCH_X86_64;
+#elif defined(__aarch64__)
+  record->arch = CRUMBS_CRASH_ARCH_AARCH64;
+#endif
+  memcpy(record->session_id, session_id, 16);
+  memcpy(record->boot_id, boot_id, 16);
+  record->install_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
+  record->process_start_boottime_ns = process_start_boottime_ns;
+  record->state = CRUMBS_CRASH_ARMED;
+  // The magic goes last: a record whose formatting was interrupted is not a record.
+  __atomic_store_n(&record->magic, CRUMBS_CRASH_RECORD_MAGIC, __ATOMIC_RELEASE);
+}
+
+/// Calls once every libc function the handler uses, so each PLT slot is bound now and not by
+/// the dynamic loader (which takes a lock) at crash time.
+static void crumbs__resolve_handler_calls(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  struct sysinfo memory;
+  sysinfo(&memory);
+  char name[16];
+  prctl(PR_GET_NAME, (unsigned long)name, 0, 0, 0);
+  pid_t thread_id = (pid_t)syscall(SYS_gettid);
+  syscall(SYS_tgkill, getpid(), thread_id, 0);
+  struct sigaction action;
+  sigaction(SIGSEGV, NULL, &action);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGSEGV);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  stack_t stack;
+  sigaltstack(NULL, &stack);
+  struct timespec zero = {0, 0};
+  nanosleep(&zero, NULL);
+  (void)sched_getcpu();
+  crumbs__altstack_resolve_calls();
+  uint64_t low, high;
+  (void)crumbs__crash_mapping_containing((uint64_t)(uintptr_t)&now, &low, &high);
+  // _exit is bound by being referenced; it is never called here.
+}
+
+static bool crumbs__is_ours(const struct sigaction *action) {
+  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == crumbs__crash_signal_handler;
+}
+
+/// Registers the calling thread's exact stack bounds for the handler's backtrace.
+static void crumbs__register_stack_bounds(void) {
+  pthread_attr_t attributes;
+  if (pthread_getattr_np(pthread_self(), &attributes) != 0) return;
+  void *address = NULL;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attributes, &address, &size) == 0 && address != NULL) {
+    crumbs__crash_this_thread.stack_low = (uint64_t)(uintptr_t)address;
+    crumbs__crash_this_thread.stack_high = (uint64_t)(uintptr_t)address + size;
+  }
+  pthread_attr_destroy(&attributes);
+}
+
+int crumbs_crash_install(const crumbs_crash_config *config) {
+  if (config->record == NULL || config->record->magic != CRUMBS_CRASH_RECORD_MAGIC) {
+    return CRUMBS_CRASH_INSTALL_BAD_RECORD;
+  }
+  uint64_t mask = config->signal_mask;
+  if (mask == 0 || (mask & ((1ull << SIGKILL) | (1ull << SIGSTOP) | 1ull))) {
+    return CRUMBS_CRASH_INSTALL_BAD_SIGNALS;
+  }
+
+  // Alternate stacks, once.
+  if (!crumbs__altstack_reserve(config->altstack_size, config->altstack_pool_count)) {
+    return CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED;
+  }
+
+  crumbs__crash_state *state = &crumbs__crash_installed;
+  state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
+  state->test_fault = config->test_fault_inside_handler;
+  if (config->ring != NULL) {
+    state->ring_copy = *config->ring;
+    __atomic_store_n(&state->ring, &state->ring_copy, __ATOMIC_RELEASE);
+  } else {
+    __atomic_store_n(&state->ring, NULL, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&state->record, config->record, __ATOMIC_RELEASE);
+
+  // Modules: a full scan for a new record, else only if dlopen/dlclose happened.
+  crumbs__crash_scan_modules(config->record, NULL);
+
+  // The install thread: our alternate stack unless it has a large enough one; its bounds.
+  crumbs__register_stack_bounds();
+  crumbs__altstack_give_install_thread();
+
+  crumbs__resolve_handler_calls();
+
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs__crash_signal_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
+    if (!(mask & (1ull << signal_number))) continue;
+    struct sigaction current_action;
+    if (sigaction(signal_number, NULL, &current_action) != 0) {
+      return CRUMBS_CRASH_INSTALL_SIGACTION_FAILED;
+    }
+    if (crumbs__is_ours(&current_action)) continue;
+    // The first time: keep the previous action to chain to. A re-assert after another library
+    // replaced us keeps the original one: that library probably chains to us, and chaining
+    // back to it would loop.
+    if (!(crumbs__installed_mask & (1ull << signal_number))) {
+      state->previous[signal_number] = current_action;
+    }
+    if (sigaction(signal_number, &action, NULL) != 0) return CRUMBS_CRASH_INSTALL_SIGACTION_FAILED;
+    crumbs__installed_mask |= 1ull << signal_number;
+  }
+  // Signals dropped from the mask by a re-install go back to what they were.
+  for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
+    if ((crumbs__installed_mask & (1ull << signal_number)) && !(mask & (1ull << signal_number))) {
+      struct sigaction current_action;
+      if (sigaction(signal_number, NULL, &current_action) == 0 && crumbs__is_ours(&current_action)) {
+        sigaction(signal_number, &state->previous[signal_number], NULL);
+      }
+      crumbs__installed_mask &= ~(1ull << signal_number);
+    }
+  }
+
+  crumbs__altstack_start();
+  crumbs__installed = 1;
+  return CRUMBS_CRASH_INSTALL_OK;
+}
+
+bool crumbs_crash_is_installed(void) { return crumbs__installed != 0; }
+
+uint64_t crumbs_crash_replaced_signals(void) {
+  uint64_t replaced = 0;
+  for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
+    if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
+    struct sigaction current;
+    if (sigaction(signal_number, NULL, &current) == 0 && !crumbs__is_ours(&current)) {
+      replaced |= 1ull << signal_number;
+    }
+  }
+  return replaced;
+}
+
+uint32_t crumbs_crash_refresh_modules(bool force) {
+  crumbs_crash_record *record = crumbs__crash_installed.record;
+  if (record == NULL) return 0;
+  if (!force && (uint32_t)crumbs__crash_module_changes() == record->module_adds) {
+    return record->module_count;
+  }
+  return crumbs__crash_scan_modules(record, NULL);
+}
+
+void crumbs_crash_uninstall(void) {
+  if (!crumbs__installed) return;
+  crumbs__altstack_stop();
+  for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
+    if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
+    struct sigaction current;
+    // A library that replaced us keeps its handler: taking it away would break it.
+    if (sigaction(signal_number, NULL, &current) == 0 && crumbs__is_ours(&current)) {
+      sigaction(signal_number, &crumbs__crash_installed.previous[signal_number], NULL);
+    }
+  }
+  crumbs__installed_mask = 0;
+  crumbs__altstack_restore_install_thread();
+  __atomic_store_n(&crumbs__crash_installed.ring, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__crash_installed.record, NULL, __ATOMIC_RELEASE);
+  crumbs__installed = 0;
+}
+
+bool crumbs_crash_prepare_thread(void) {
+  crumbs__register_stack_bounds();
+  return crumbs__altstack_give_this_thread();
+}

@@ -1,0 +1,88 @@
+// crumbs_crash_internal.h — what the crash-capture C files share and Swift need not see: the
+// state install prepares for the handler, the per-thread state, and the unwinder and module
+// table functions. Internal to CrumbsSignalPath (not in include/, so not imported by Swift).
+//
+// The files of crash capture, one idea each:
+//   crumbs_crash_install.c   install, re-assert, refresh modules, uninstall (set-up, not signal-safe)
+//   crumbs_crash_handler.c   the fatal-signal handler (async-signal-safe)
+//   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
+//   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe)
+//   crumbs_modules.c         the module table (scan at set-up; lookups in the handler)
+//   crumbs_stack_capture.c   the calling thread's backtrace, for non-fatal reports
+
+#ifndef CRUMBS_CRASH_INTERNAL_H
+#define CRUMBS_CRASH_INTERNAL_H
+
+#include "crumbs_crash_handler.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/// Signals 1…63 (a mask bit each).
+#define CRUMBS__CRASH_MAX_SIGNAL 64
+
+// MARK: - Installed state (crumbs_crash_handler.c defines it)
+
+/// What install prepared for the handler. Written by install and uninstall (ordinary threads,
+/// serialized by the Swift wrapper); read by the handler on any thread. `record` and `ring` are
+/// published with release stores and read once per crash; the rest is written before them.
+typedef struct crumbs__crash_state {
+  crumbs_crash_record *volatile record; // NULL when not installed
+  const crumbs_ring *volatile ring;     // &ring_copy, or NULL: no fatal breadcrumb
+  crumbs_ring ring_copy;
+  struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
+  uint32_t wait_ms;    // how long a second crashing thread waits for the first
+  uint32_t test_fault; // tests only: the handler faults inside itself
+} crumbs__crash_state;
+extern crumbs__crash_state crumbs__crash_installed;
+
+/// Per thread: depth inside our handler (re-entry detection), the original signal, and stack
+/// bounds registered outside the handler (pthread_getattr_np, by install and prepare_thread).
+typedef struct crumbs__crash_thread {
+  uint32_t depth;
+  int original_signal;
+  uint64_t stack_low;
+  uint64_t stack_high;
+} crumbs__crash_thread;
+extern __thread crumbs__crash_thread crumbs__crash_this_thread
+    __attribute__((tls_model("initial-exec")));
+
+/// The fatal-signal handler (installed with SA_SIGINFO | SA_ONSTACK | SA_NODEFER).
+void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context);
+
+/// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
+uint64_t crumbs__crash_clock_ns(clockid_t clock);
+
+// MARK: - Unwinder (crumbs_unwind.c) and module table (crumbs_modules.c)
+
+/// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
+/// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
+/// Safe to call from a signal handler (reads memory only inside [low, high)).
+uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+                                   uint64_t high, uint64_t *frames, uint32_t capacity,
+                                   uint32_t *stop);
+/// Whether `address` is a return address: in a module's text, right after a call instruction.
+/// Safe to call from a signal handler (reads only that module's text).
+bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
+/// When the frame-pointer walk ended after fewer than 3 frames (the crash sat in code built
+/// without frame pointers, like glibc's abort/raise), scans the stack upward from `sp` for
+/// return addresses (values in a module's text right after a call instruction), appending them,
+/// and resumes the frame-pointer walk at the first frame record whose saved frame pointer leads
+/// to another return address. Returns the new frame count. Safe to call from a signal handler
+/// (reads only [sp, high) and module text ranges).
+uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
+                                   uint64_t *frames, uint32_t count, uint32_t capacity,
+                                   uint32_t *stop);
+/// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
+/// handler (open/read/close into a static buffer; not reentrant: one caller at a time).
+bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
+/// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
+uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
+/// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
+uint64_t crumbs__crash_module_changes(void);
+/// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
+int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+
+#endif // CRUMBS_CRASH_INTERNAL_H
