@@ -10,12 +10,14 @@
 // libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, strlen-like loops written
 // here (no libc string functions), __builtin_memcpy. No malloc, no locks, no stdio.
 // Not signal-safe (set-up only): crumbs_ring_plan, crumbs_ring_format, crumbs_ring_attach,
-// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_set_filter.
+// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_set_filter,
+// crumbs_ring_retire (mmap, mremap, munmap).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -250,6 +252,32 @@ void crumbs_ring_uninstall(void) { __atomic_store_n(&crumbs__installed, NULL, __
 
 const crumbs_ring *crumbs_installed_ring(void) {
   return __atomic_load_n(&crumbs__installed, __ATOMIC_ACQUIRE);
+}
+
+// MARK: - Retiring a mapping
+
+bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size) {
+  void *base = ring->header;
+  size_t tables = (size_t)(ring->slots - (unsigned char *)base);
+  // Build the replacement aside, then move it over the file mapping in one mremap: at every
+  // instant the range holds a lane table with this ring's geometry, so an append that loaded
+  // the handle before the close computes an in-bounds slot. The slot pages stay untouched
+  // (zero, not backed) until a late writer touches one.
+  void *copy = mmap(NULL, mapped_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (copy == MAP_FAILED) return false;
+  // Word-wise relaxed loads: racing writers may move heads and anchors during the copy, and
+  // any value they leave is in bounds (the geometry they cannot change).
+  const uint64_t *source = (const uint64_t *)base;
+  uint64_t *destination = (uint64_t *)copy;
+  for (size_t index = 0; index < tables / 8; index++) {
+    destination[index] = __atomic_load_n(&source[index], __ATOMIC_RELAXED);
+  }
+  if (mremap(copy, mapped_size, mapped_size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
+    munmap(copy, mapped_size);
+    return false;
+  }
+  return true;
 }
 
 // MARK: - Appending from C

@@ -12,11 +12,13 @@
 //   crumbs_ring_read_slot      copy one slot consistently while writers run
 //   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
 //   crumbs_ring_uninstall      forget the process-wide ring
+//   crumbs_ring_retire         swap the file mapping for anonymous memory; the range stays valid
 //
 // SIGNAL SAFETY: crumbs_add_breadcrumb, crumbs_installed_ring, crumbs_ring_read_slot,
 // crumbs_ring_set_state and crumbs_ring_refresh_anchor_now are safe in a signal handler (see
 // crumbs_ring_append.h for the libc they use). crumbs_ring_plan/format/attach/install/uninstall
-// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up).
+// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up), nor
+// is crumbs_ring_retire (mmap, mremap).
 
 #ifndef CRUMBS_RING_H
 #define CRUMBS_RING_H
@@ -84,10 +86,18 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base);
 /// resets the cached thread id in the child.
 void crumbs_ring_install(const crumbs_ring *ring);
 /// Forgets the process-wide ring. Appends that already loaded it may still complete: the caller
-/// must keep the mapping valid (Swift replaces it with anonymous memory on close).
+/// must keep the mapping valid (BreadcrumbRing retires it on close, never unmaps it).
 void crumbs_ring_uninstall(void);
 /// The process-wide ring, or NULL. Safe to call from a signal handler.
 const crumbs_ring *crumbs_installed_ring(void);
+
+/// Replaces the ring's file mapping (`mapped_size` bytes at ring->header) in one step by private
+/// anonymous memory holding a copy of its header and lane table, and nothing in its slots. The
+/// range stays mapped with the same geometry, so an append through a pointer loaded earlier
+/// still writes in bounds, into memory no one reads; the file gets no further write and is
+/// released (with its flock) when its descriptor is closed. Returns false when the replacement
+/// could not be made (then the file mapping stays, equally safe). Not signal-safe.
+bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size);
 
 /// One attribute for crumbs_add_breadcrumb: NUL-terminated key and value.
 typedef struct crumbs_attribute {
