@@ -65,7 +65,6 @@ extern void (*crumbs__first_append_hook)(void);
 // MARK: - Installed state (written at install by one thread, read by the handler)
 
 static crumbs_crash_record *volatile crumbs__record;
-static crumbs_ring crumbs__ring_copy;
 static const crumbs_ring *volatile crumbs__ring;
 static uint64_t crumbs__installed_mask;
 static struct sigaction crumbs__previous[CRUMBS__MAX_SIGNAL];
@@ -777,12 +776,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
 
   crumbs__wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
   crumbs__test_fault = config->test_fault_inside_handler;
-  if (config->ring != NULL) {
-    crumbs__ring_copy = *config->ring;
-    __atomic_store_n(&crumbs__ring, &crumbs__ring_copy, __ATOMIC_RELEASE);
-  } else {
-    __atomic_store_n(&crumbs__ring, NULL, __ATOMIC_RELEASE);
-  }
+  // The pointer itself, never a copy a later install would overwrite under a running handler.
+  __atomic_store_n(&crumbs__ring, config->ring, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__record, config->record, __ATOMIC_RELEASE);
 
   // Modules: a full scan for a new record, else only if dlopen/dlclose happened.

@@ -224,11 +224,17 @@ public final class BreadcrumbRing: @unchecked Sendable {
   public func install() {
     guard let ring = publish() else { return }
     crumbs_ring_install(ring)
+    // A close that ran since `publish` may have looked for this install before it happened:
+    // take it back. Both sides are sequentially consistent (closed bit, then uninstall; install,
+    // then closed bit), so one of them sees the other.
+    if lifecycle.load(ordering: .sequentiallyConsistent) & Self.closedBit != 0 {
+      crumbs_ring_uninstall_if(ring)
+    }
   }
 
   /// Whether this ring is the process-wide ring.
   public var isInstalled: Bool {
-    crumbs_installed_ring()?.pointee.header == handle.pointee.header
+    crumbs_installed_ring() == UnsafePointer(handle)
   }
 
   /// Records that the session received a memory-pressure warning (kept in the header, read by
@@ -282,8 +288,8 @@ public final class BreadcrumbRing: @unchecked Sendable {
   public func close(clean: Bool = true) {
     let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
     guard before & Self.closedBit == 0 else { return }
+    crumbs_ring_uninstall_if(handle)
     if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
-    if isInstalled { crumbs_ring_uninstall() }
     Syscall.msync(base, size: mappedSize)
     // On failure the file mapping stays: as safe, only the file stays held until exit.
     _ = crumbs_ring_retire(handle, mappedSize)

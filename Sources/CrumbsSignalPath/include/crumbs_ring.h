@@ -11,7 +11,7 @@
 //   crumbs_add_breadcrumb      append from C, from any thread or signal handler
 //   crumbs_ring_read_slot      copy one slot consistently while writers run
 //   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
-//   crumbs_ring_uninstall      forget the process-wide ring
+//   crumbs_ring_uninstall_if   forget the process-wide ring if it is this one
 //   crumbs_ring_retire         swap the file mapping for anonymous memory; the range stays valid
 //
 // SIGNAL SAFETY: crumbs_add_breadcrumb, crumbs_installed_ring, crumbs_ring_read_slot,
@@ -81,14 +81,20 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
 /// untrusted files validate in Swift first.
 void crumbs_ring_attach(crumbs_ring *ring, void *base);
 
-/// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and the crash handler.
-/// Idempotent; installing another ring replaces it. Also registers a fork handler (once) that
-/// resets the cached thread id in the child.
+/// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and signal breadcrumbs.
+/// Publishes the pointer itself (no copy): `ring` and the memory it points into must stay valid
+/// for the rest of the process, as any reader may hold the pointer for ever (BreadcrumbRing
+/// never frees or unmaps a ring it installed). Idempotent; installing another ring replaces it.
+/// Also registers a fork handler (once) that resets the cached thread id in the child.
 void crumbs_ring_install(const crumbs_ring *ring);
-/// Forgets the process-wide ring. Appends that already loaded it may still complete: the caller
-/// must keep the mapping valid (BreadcrumbRing retires it on close, never unmaps it).
+/// Forgets the process-wide ring. Only new readers stop: appends that already loaded it may
+/// still complete, which is why an installed ring must stay valid.
 void crumbs_ring_uninstall(void);
-/// The process-wide ring, or NULL. Safe to call from a signal handler.
+/// Forgets the process-wide ring only if it is `ring` (compare-and-swap), so a close never
+/// uninstalls a ring installed since by someone else. Returns whether it did.
+bool crumbs_ring_uninstall_if(const crumbs_ring *ring);
+/// The process-wide ring, or NULL. The pointer stays valid for ever (see crumbs_ring_install).
+/// Safe to call from a signal handler.
 const crumbs_ring *crumbs_installed_ring(void);
 
 /// Replaces the ring's file mapping (`mapped_size` bytes at ring->header) in one step by private
