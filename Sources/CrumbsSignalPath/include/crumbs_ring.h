@@ -7,7 +7,7 @@
 //   crumbs_ring_plan           geometry (lanes, offsets, file size) for a slot size and count
 //   crumbs_ring_format         write header and lane table into a fresh zeroed mapping
 //   crumbs_ring_attach         fill a crumbs_ring handle from a mapping we formatted
-//   crumbs_ring_install        make it the process-wide ring (crumbs_add_breadcrumb, crash handler)
+//   crumbs_ring_install        the process-wide ring (crumbs_add_breadcrumb, signal breadcrumbs)
 //   crumbs_add_breadcrumb      append from C, from any thread or signal handler
 //   crumbs_ring_read_slot      copy one slot consistently while writers run
 //   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
