@@ -30,8 +30,7 @@
 /// published with release stores and read once per crash; the rest is written before them.
 typedef struct crumbs__crash_state {
   crumbs_crash_record *volatile record; // NULL when not installed
-  const crumbs_ring *volatile ring;     // &ring_copy, or NULL: no fatal breadcrumb
-  crumbs_ring ring_copy;
+  const crumbs_ring *volatile ring;     // the installer's handle (immortal), or NULL
   struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
   uint32_t test_fault; // tests only: the handler faults inside itself

@@ -11,13 +11,15 @@
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
 // Not signal-safe (set-up only): crumbs_ring_plan, crumbs_ring_format, crumbs_ring_attach,
-// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_set_filter.
+// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_uninstall_if,
+// crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
 #include "crumbs_format.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -223,28 +225,59 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
 
 // MARK: - The process-wide ring
 
-// Installing copies the handle into one of a few static entries and publishes a pointer to it,
-// so a reader never sees a half-copied handle and nothing is allocated.
-static crumbs_ring crumbs__installed_entries[4];
-static unsigned crumbs__install_count;
-static crumbs_ring *crumbs__installed;
+// Installing publishes the caller's handle itself: no copy, no slot that a later install could
+// overwrite under a reader that loaded the pointer earlier (a signal handler, an append in
+// flight). The caller keeps the handle and its mapping valid for the process's life
+// (BreadcrumbRing: see its design comment); uninstalling only stops new readers.
+static const crumbs_ring *crumbs__installed;
 static int crumbs__fork_handler_registered;
 
 void crumbs_ring_install(const crumbs_ring *ring) {
   if (__atomic_exchange_n(&crumbs__fork_handler_registered, 1, __ATOMIC_ACQ_REL) == 0) {
     pthread_atfork(NULL, NULL, crumbs__reset_thread_after_fork);
   }
-  const crumbs_ring *current = crumbs_installed_ring();
-  if (current != NULL && current->header == ring->header) return; // idempotent
-  unsigned entry = __atomic_fetch_add(&crumbs__install_count, 1, __ATOMIC_RELAXED) % 4;
-  crumbs__installed_entries[entry] = *ring;
-  __atomic_store_n(&crumbs__installed, &crumbs__installed_entries[entry], __ATOMIC_RELEASE);
+  // Sequentially consistent, paired with crumbs_ring_uninstall_if: a closer that marks its ring
+  // closed and then uninstalls, racing an installer that installs and then checks "closed",
+  // cannot both miss each other.
+  __atomic_store_n(&crumbs__installed, ring, __ATOMIC_SEQ_CST);
 }
 
-void crumbs_ring_uninstall(void) { __atomic_store_n(&crumbs__installed, NULL, __ATOMIC_RELEASE); }
+void crumbs_ring_uninstall(void) { __atomic_store_n(&crumbs__installed, NULL, __ATOMIC_SEQ_CST); }
+
+bool crumbs_ring_uninstall_if(const crumbs_ring *ring) {
+  const crumbs_ring *expected = ring;
+  return __atomic_compare_exchange_n(&crumbs__installed, &expected, NULL, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST);
+}
 
 const crumbs_ring *crumbs_installed_ring(void) {
   return __atomic_load_n(&crumbs__installed, __ATOMIC_ACQUIRE);
+}
+
+// MARK: - Retiring a mapping
+
+bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size) {
+  void *base = ring->header;
+  size_t tables = (size_t)(ring->slots - (unsigned char *)base);
+  // Build the replacement aside, then move it over the file mapping in one mremap: at every
+  // instant the range holds a lane table with this ring's geometry, so an append that loaded
+  // the handle before the close computes an in-bounds slot. The slot pages stay untouched
+  // (zero, not backed) until a late writer touches one.
+  void *copy = mmap(NULL, mapped_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (copy == MAP_FAILED) return false;
+  // Word-wise relaxed loads: racing writers may move heads and anchors during the copy, and
+  // any value they leave is in bounds (the geometry they cannot change).
+  const uint64_t *source = (const uint64_t *)base;
+  uint64_t *destination = (uint64_t *)copy;
+  for (size_t index = 0; index < tables / 8; index++) {
+    destination[index] = __atomic_load_n(&source[index], __ATOMIC_RELAXED);
+  }
+  if (mremap(copy, mapped_size, mapped_size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
+    munmap(copy, mapped_size);
+    return false;
+  }
+  return true;
 }
 
 // MARK: - Appending from C

@@ -190,6 +190,24 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crumbs_test_null_deref()
   },
+  // The crash handler's ring closed before the crash: one the handler still holds while another
+  // ring is the process-wide one (its mapping must outlive the close), or the process-wide ring.
+  "closed-handler-ring": crashing { arguments in
+    guard let ring = installedRing.value,
+      let other = try? RingDirectory(path: arguments[0]).createRing()
+    else { exit(70) }
+    other.install()
+    ring.close(clean: true)
+    withExtendedLifetime(other) {
+      armAndFlush()
+      crumbs_test_null_deref()
+    }
+  },
+  "closed-installed-ring": crashing { _ in
+    installedRing.value?.close(clean: true)
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
   "clean-exit": { arguments in
     guard setUp(arguments) else { return 70 }
     print("exiting")

@@ -104,7 +104,9 @@ public enum CrashHandler {
   /// an alternate signal stack (others get one on their first breadcrumb), and records the
   /// loaded modules. Idempotent: installing again for the same ring only re-takes signals that
   /// another library replaced since (see `replacedSignals()`); installing for another ring moves
-  /// the handler to it. Returns the path of the crash record file.
+  /// the handler to it. Returns the path of the crash record file. `ring` may be closed later
+  /// (or already be): the handler then still records crashes, and its fatal breadcrumb goes
+  /// nowhere (see `BreadcrumbRing.close`).
   @discardableResult
   public static func install(
     ring: BreadcrumbRing, options: CrashHandlerOptions = CrashHandlerOptions()
@@ -234,10 +236,11 @@ public enum CrashHandler {
     config.altstack_pool_count = UInt32(clamping: options.alternateStackPoolCount)
     config.wait_for_first_crash_ms = UInt32(clamping: max(1, options.waitForFirstCrashMilliseconds))
     config.test_fault_inside_handler = options.faultsInsideHandlerForTesting ? 1 : 0
-    let status = withExtendedLifetime(ring) {
-      config.ring = UnsafePointer(ring.handle)
-      return crumbs_crash_install(&config)
-    }
+    // Published: the handle and its range now outlive any close, since a handler already
+    // running on another thread may still write through them. A closed ring gives nil: crashes
+    // are still recorded, without a fatal breadcrumb.
+    config.ring = ring.publish()
+    let status = crumbs_crash_install(&config)
     let error = Errno(rawValue: Glibc.errno)
     switch Int(status) {
     case Int(CRUMBS_CRASH_INSTALL_OK): return

@@ -187,12 +187,6 @@ package enum Syscall {
     _ = munmap(base, size)
   }
 
-  /// Replaces a file mapping with private anonymous memory at the same address, so a late writer
-  /// that still holds the address writes into harmless memory instead of faulting.
-  package static func retireMapping(_ base: UnsafeMutableRawPointer, size: Int) {
-    _ = mmap(base, size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-  }
-
   package static func msync(_ base: UnsafeMutableRawPointer, size: Int) {
     _ = Glibc.msync(base, size, MS_SYNC)
   }

@@ -9,8 +9,32 @@
 //
 // The append itself is C (crumbs_ring_append.h), shared with the crash handler; this file only
 // hands it the UTF-8 bytes of Swift strings without copying them to the heap.
+//
+// Lifetime. The handle and the mapping are reached by appends through this object (any thread,
+// any time), by BreadcrumbTarget, by the process-wide pointer (crumbs_installed_ring) and by the
+// crash handler, and none of them can say when it is done. So:
+//   - `lifecycle` is one atomic word: `closedBit` (the first `close` sets it and does the work;
+//     every call after it is a no-op) and `publishedBit` (the handle was given to C: `install`
+//     or `CrashHandler.install`; set only while open).
+//   - `close` frees and unmaps nothing. It uninstalls the ring if it is still the process-wide
+//     one, marks it clean, syncs it, then retires the mapping: crumbs_ring_retire moves, in one
+//     mremap, anonymous memory holding a copy of the header and lane table over the file
+//     mapping. At every instant the range is mapped with this ring's geometry, so an append that
+//     loaded the handle before the close (from whichever path) finishes in bounds, into memory
+//     no one reads; the file gets no late write and is released, flock included, when its
+//     descriptor is closed.
+//   - Memory goes back only in `deinit`, and only for a ring never published: no reference to
+//     the object is left, so no append through it is in flight (each use of `handle` keeps the
+//     object alive around it), and C never saw the pointer. A published ring's handle (40 bytes,
+//     malloc) and its address range (the file's size, backed only by the copied tables: a page
+//     or two) are leaked on purpose for the rest of the process, since some reader may hold them.
+// Rejected: an in-flight counter (two contended atomics on every append, and a close that
+// waits); keeping the file mapping (it holds the file and its flock until the process exits);
+// an anonymous mapping laid over the file with MAP_FIXED (zeroed lane table: a late append
+// would index past the range until the table is restored).
 
 import CrumbsSignalPath
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -50,9 +74,12 @@ public enum RingCreationError: Error, CustomStringConvertible, Equatable {
 
 /// A mapped ring file that this process writes.
 ///
-/// Thread safety: every method may be called from any thread at any time; `append` is lock-free
-/// and never allocates. `close` must not race with `append` calls made through this object (calls
-/// through the process-wide ring are safe: the mapping is retired, not unmapped).
+/// Thread safety: every method may be called from any thread at any time, concurrently with
+/// `close` too; `append` is lock-free and never allocates. After `close` every call is a no-op
+/// (`snapshot` returns nothing, `isInstalled` is false), and an append already under way when
+/// `close` runs finishes harmlessly into retired memory, never into freed memory or the file.
+/// A ring that was installed or given to the crash handler keeps its small C handle and its
+/// address range for the rest of the process (see the design comment of BreadcrumbRing.swift).
 public final class BreadcrumbRing: @unchecked Sendable {
   /// The ring file.
   public let path: String
@@ -63,12 +90,16 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// Bytes per slot.
   public let slotSize: Int
 
-  /// The C handle: pointers into the mapping. Stable for the object's life.
+  /// The C handle: pointers into the mapping. Written once before the object exists; freed in
+  /// `deinit` only if never published to C, else never.
   @usableFromInline let handle: UnsafeMutablePointer<crumbs_ring>
   private let base: UnsafeMutableRawPointer
   private let mappedSize: Int
   private let descriptor: Int32
-  private let closed = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+  /// `closedBit` | `publishedBit`.
+  @usableFromInline let lifecycle = Atomic<UInt32>(0)
+  @inlinable static var closedBit: UInt32 { 1 }
+  static var publishedBit: UInt32 { 2 }
 
   /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
   public static func create(
@@ -141,49 +172,86 @@ public final class BreadcrumbRing: @unchecked Sendable {
     self.descriptor = descriptor
     self.slotCount = Int(handle.pointee.header.pointee.slot_count)
     self.slotSize = Int(handle.pointee.slot_size)
-    closed.initialize(to: 0)
   }
 
   deinit {
     close(clean: true)
-    closed.deallocate()
+    // No reference is left, so nothing appends through this object; if C never saw the handle
+    // either, nothing can reach the memory.
+    if lifecycle.load(ordering: .acquiring) & Self.publishedBit == 0 {
+      Syscall.unmap(base, size: mappedSize)
+      handle.deallocate()
+    }
+  }
+
+  /// The handle while the ring is open, nil once closed. A relaxed load: seeing "open" just
+  /// before a close is harmless, as retired memory stays valid. Callers keep the ring alive
+  /// while they use the pointer.
+  @inlinable var openHandle: UnsafePointer<crumbs_ring>? {
+    lifecycle.load(ordering: .relaxed) & Self.closedBit == 0 ? UnsafePointer(handle) : nil
+  }
+
+  /// Marks the handle as given to C (from then on it and the range are never freed) and returns
+  /// it; nil once closed. For `install` and the crash handler.
+  func publish() -> UnsafePointer<crumbs_ring>? {
+    var current = lifecycle.load(ordering: .relaxed)
+    while current & Self.closedBit == 0 {
+      let (exchanged, original) = lifecycle.compareExchange(
+        expected: current, desired: current | Self.publishedBit, ordering: .sequentiallyConsistent)
+      if exchanged { return UnsafePointer(handle) }
+      current = original
+    }
+    return nil
   }
 
   /// Appends one breadcrumb. Lock-free, allocation-free for native Swift strings (small ones are
   /// copied on the stack), no system call; safe from any thread. A message or attribute that does
-  /// not fit the slot is cut at a character boundary and the record is flagged.
+  /// not fit the slot is cut at a character boundary and the record is flagged. Does nothing
+  /// once the ring is closed.
   @inlinable
   public func append(
     _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
     attributes: KeyValuePairs<String, String> = [:]
   ) {
-    appendBreadcrumb(
-      to: UnsafePointer(handle), message: message, level: level, type: type,
-      attributes: attributes)
+    guard let ring = openHandle else { return }
+    defer { withExtendedLifetime(self) {} }
+    appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
   }
 
   /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point
-  /// `crumbs_add_breadcrumb` and the crash handler write to. Idempotent.
+  /// `crumbs_add_breadcrumb` and signal breadcrumbs write to. Idempotent; does nothing once
+  /// the ring is closed. From then on the ring's handle and range live as long as the process.
   public func install() {
-    crumbs_ring_install(handle)
+    guard let ring = publish() else { return }
+    crumbs_ring_install(ring)
+    // A close that ran since `publish` may have looked for this install before it happened:
+    // take it back. Both sides are sequentially consistent (closed bit, then uninstall; install,
+    // then closed bit), so one of them sees the other.
+    if lifecycle.load(ordering: .sequentiallyConsistent) & Self.closedBit != 0 {
+      crumbs_ring_uninstall_if(ring)
+    }
   }
 
   /// Whether this ring is the process-wide ring.
   public var isInstalled: Bool {
-    crumbs_installed_ring()?.pointee.header == handle.pointee.header
+    crumbs_installed_ring() == UnsafePointer(handle)
   }
 
   /// Records that the session received a memory-pressure warning (kept in the header, read by
-  /// the next launch as `hasReceivedMemoryWarningInLastSession` and as OOM evidence).
+  /// the next launch as `hasReceivedMemoryWarningInLastSession` and as OOM evidence). Does
+  /// nothing once the ring is closed.
   public func markMemoryWarning() {
-    crumbs_ring_set_session_flags(handle, UInt32(CRUMBS_SESSION_MEMORY_WARNING))
+    guard let ring = openHandle else { return }
+    crumbs_ring_set_session_flags(ring, UInt32(CRUMBS_SESSION_MEMORY_WARNING))
   }
 
-  /// Changes the append-time filters (any thread, takes effect at once).
+  /// Changes the append-time filters (any thread, takes effect at once). Does nothing once the
+  /// ring is closed.
   public func setFilter(minimumLevel: BreadcrumbLevel, enabledTypes: Set<BreadcrumbType>?) {
+    guard let ring = openHandle else { return }
     let mask = enabledTypes.map { $0.reduce(UInt32(0)) { $0 | (1 << UInt32($1.rawValue)) } } ?? 0
     // An empty set would read as "all" (0): keep a bit no type uses instead.
-    crumbs_ring_set_filter(handle, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
+    crumbs_ring_set_filter(ring, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
   }
 
   /// White-box entry point for tests: puts the head of every general lane (or every important
@@ -204,27 +272,28 @@ public final class BreadcrumbRing: @unchecked Sendable {
   }
 
   /// A consistent copy of what the ring holds now, oldest to newest, while writers keep going.
+  /// Once the ring is closed: no breadcrumbs and an unknown header (read the file instead).
   public func snapshot() -> RingContents {
-    RingReader.readLive(handle)
+    guard let ring = openHandle else {
+      return RingContents(
+        header: .unknown, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: false)
+    }
+    return RingReader.readLive(ring)
   }
 
   /// Marks the ring clean (`clean: true`, nothing to report next launch) or leaves it marked
-  /// running, syncs it, and retires the mapping. Idempotent.
+  /// running, uninstalls it if it is the process-wide ring, syncs it, retires the mapping and
+  /// closes the file. The first call does this, from any thread; later ones do nothing. Frees
+  /// nothing: see the design comment of BreadcrumbRing.swift.
   public func close(clean: Bool = true) {
-    guard closed.pointee == 0 else { return }
-    closed.pointee = 1
+    let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
+    guard before & Self.closedBit == 0 else { return }
+    crumbs_ring_uninstall_if(handle)
     if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
-    let wasInstalled = isInstalled
-    if wasInstalled { crumbs_ring_uninstall() }
     Syscall.msync(base, size: mappedSize)
-    if wasInstalled {
-      // A thread may still be inside an append through the process-wide pointer.
-      Syscall.retireMapping(base, size: mappedSize)
-    } else {
-      Syscall.unmap(base, size: mappedSize)
-    }
+    // On failure the file mapping stays: as safe, only the file stays held until exit.
+    _ = crumbs_ring_retire(handle, mappedSize)
     Syscall.close(descriptor)
-    handle.deallocate()
   }
 }
 

@@ -21,7 +21,7 @@ public struct BreadcrumbTarget: Sendable {
   /// The ring installed at the time of each append; appends are dropped while none is.
   public static var installedRing: BreadcrumbTarget { BreadcrumbTarget(ring: nil) }
 
-  /// A given ring, whether or not it is installed.
+  /// A given ring, whether or not it is installed; appends are dropped once it is closed.
   public static func ring(_ ring: BreadcrumbRing) -> BreadcrumbTarget { BreadcrumbTarget(ring: ring) }
 
   @usableFromInline init(ring: BreadcrumbRing?) { self.ring = ring }
@@ -45,6 +45,7 @@ public struct BreadcrumbTarget: Sendable {
   @inlinable
   public func accepts(level: BreadcrumbLevel, type: BreadcrumbType) -> Bool {
     guard let handle = cRing else { return false }
+    defer { withExtendedLifetime(ring) {} }
     return crumbs_ring_accepts(handle, level.rawValue, type.rawValue)
   }
 
@@ -59,6 +60,7 @@ public struct BreadcrumbTarget: Sendable {
     _ body: (inout BreadcrumbAttributeWriter) -> Void
   ) -> Bool {
     guard let handle = cRing else { return false }
+    defer { withExtendedLifetime(ring) {} }
     var writer = BreadcrumbAttributeWriter()
     guard crumbs_ring_begin(handle, level.rawValue, type.rawValue, 0, &writer.slot) else {
       return false
@@ -74,11 +76,14 @@ public struct BreadcrumbTarget: Sendable {
   /// Sets the session's "memory warning received" flag in the target ring's header.
   public func markMemoryWarning() {
     guard let handle = cRing else { return }
+    defer { withExtendedLifetime(ring) {} }
     crumbs_ring_set_session_flags(handle, UInt32(CRUMBS_SESSION_MEMORY_WARNING))
   }
 
+  /// The ring's handle, nil when it is closed or none is installed. Callers keep `ring` alive
+  /// while they use it.
   @usableFromInline var cRing: UnsafePointer<crumbs_ring>? {
-    if let ring { return UnsafePointer(ring.handle) }
+    if let ring { return ring.openHandle }
     return crumbs_installed_ring()
   }
 }

@@ -45,8 +45,9 @@
 extern "C" {
 #endif
 
-/// What to install. Pointers must stay valid until crumbs_crash_uninstall (the record mapping
-/// and the ring mapping; the ring handle itself is copied).
+/// What to install. The record mapping must stay valid until crumbs_crash_uninstall; the ring
+/// handle (not copied) and its mapping for the process's life, since a handler already running
+/// on another thread may still use them (BreadcrumbRing keeps both: see crumbs_ring_install).
 typedef struct crumbs_crash_config {
   crumbs_crash_record *record; // a formatted record mapping (crumbs_crash_record_format)
   const crumbs_ring *ring;     // where the final fatal breadcrumb goes; may be NULL

@@ -7,16 +7,18 @@
 //   crumbs_ring_plan           geometry (lanes, offsets, file size) for a slot size and count
 //   crumbs_ring_format         write header and lane table into a fresh zeroed mapping
 //   crumbs_ring_attach         fill a crumbs_ring handle from a mapping we formatted
-//   crumbs_ring_install        make it the process-wide ring (crumbs_add_breadcrumb, crash handler)
+//   crumbs_ring_install        the process-wide ring (crumbs_add_breadcrumb, signal breadcrumbs)
 //   crumbs_add_breadcrumb      append from C, from any thread or signal handler
 //   crumbs_ring_read_slot      copy one slot consistently while writers run
 //   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
-//   crumbs_ring_uninstall      forget the process-wide ring
+//   crumbs_ring_uninstall_if   forget the process-wide ring if it is this one
+//   crumbs_ring_retire         swap the file mapping for anonymous memory; the range stays valid
 //
 // SIGNAL SAFETY: crumbs_add_breadcrumb, crumbs_installed_ring, crumbs_ring_read_slot,
 // crumbs_ring_set_state and crumbs_ring_refresh_anchor_now are safe in a signal handler (see
 // crumbs_ring_append.h for the libc they use). crumbs_ring_plan/format/attach/install/uninstall
-// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up).
+// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up), nor
+// is crumbs_ring_retire (mmap, mremap).
 
 #ifndef CRUMBS_RING_H
 #define CRUMBS_RING_H
@@ -79,15 +81,29 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
 /// untrusted files validate in Swift first.
 void crumbs_ring_attach(crumbs_ring *ring, void *base);
 
-/// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and the crash handler.
-/// Idempotent; installing another ring replaces it. Also registers a fork handler (once) that
-/// resets the cached thread id in the child.
+/// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and signal breadcrumbs.
+/// Publishes the pointer itself (no copy): `ring` and the memory it points into must stay valid
+/// for the rest of the process, as any reader may hold the pointer for ever (BreadcrumbRing
+/// never frees or unmaps a ring it installed). Idempotent; installing another ring replaces it.
+/// Also registers a fork handler (once) that resets the cached thread id in the child.
 void crumbs_ring_install(const crumbs_ring *ring);
-/// Forgets the process-wide ring. Appends that already loaded it may still complete: the caller
-/// must keep the mapping valid (Swift replaces it with anonymous memory on close).
+/// Forgets the process-wide ring. Only new readers stop: appends that already loaded it may
+/// still complete, which is why an installed ring must stay valid.
 void crumbs_ring_uninstall(void);
-/// The process-wide ring, or NULL. Safe to call from a signal handler.
+/// Forgets the process-wide ring only if it is `ring` (compare-and-swap), so a close never
+/// uninstalls a ring installed since by someone else. Returns whether it did.
+bool crumbs_ring_uninstall_if(const crumbs_ring *ring);
+/// The process-wide ring, or NULL. The pointer stays valid for ever (see crumbs_ring_install).
+/// Safe to call from a signal handler.
 const crumbs_ring *crumbs_installed_ring(void);
+
+/// Replaces the ring's file mapping (`mapped_size` bytes at ring->header) in one step by private
+/// anonymous memory holding a copy of its header and lane table, and nothing in its slots. The
+/// range stays mapped with the same geometry, so an append through a pointer loaded earlier
+/// still writes in bounds, into memory no one reads; the file gets no further write and is
+/// released (with its flock) when its descriptor is closed. Returns false when the replacement
+/// could not be made (then the file mapping stays, equally safe). Not signal-safe.
+bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size);
 
 /// One attribute for crumbs_add_breadcrumb: NUL-terminated key and value.
 typedef struct crumbs_attribute {
