@@ -296,7 +296,7 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
   __atomic_store_n(&record->state, CRUMBS_CRASH_WRITING, __ATOMIC_RELEASE);
 
   if (crumbs__crash_installed.test_fault) {
-    // Tests only (see crumbs_crash_config.test_fault_inside_handler).
+    // Tests only (crumbs_crash_testing_fault_inside_handler in crumbs_crash_testing.h).
     *(volatile int *)(uintptr_t)8 = 1;
   }
 

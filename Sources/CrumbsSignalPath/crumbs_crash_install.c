@@ -119,7 +119,6 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
 
   crumbs__crash_state *state = &crumbs__crash_installed;
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
-  state->test_fault = config->test_fault_inside_handler;
   // The pointer itself, never a copy a later install would overwrite under a running handler.
   __atomic_store_n(&state->ring, config->ring, __ATOMIC_RELEASE);
   __atomic_store_n(&state->record, config->record, __ATOMIC_RELEASE);

@@ -1,4 +1,5 @@
-@_spi(Testing) import Crumbs
+import Crumbs
+import CrumbsSignalPath
 import CrumbsTestChildC
 import CrumbsTestSupportC
 
@@ -248,7 +249,7 @@ final class BarrierBox: @unchecked Sendable {
 
 func handlerOptions() -> CrashHandlerOptions {
   var options = CrashHandlerOptions()
-  options.faultsInsideHandlerForTesting = getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil
+  crumbs_crash_testing_fault_inside_handler(getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil)
   options.catchesQuit = getenv("CRUMBS_TEST_CATCH_QUIT") != nil
   if let pool = getenv("CRUMBS_TEST_POOL").flatMap({ Int(String(cString: $0)) }) {
     options.alternateStackPoolCount = pool

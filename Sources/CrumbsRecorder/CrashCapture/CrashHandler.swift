@@ -41,8 +41,6 @@ public struct CrashHandlerOptions: Sendable, Equatable {
   /// How long a second crashing thread waits for the first one to finish and end the process
   /// before it ends the process itself.
   public var waitForFirstCrashMilliseconds = 3000
-  /// Tests only: the handler deliberately faults after starting the record.
-  @_spi(Testing) public var faultsInsideHandlerForTesting = false
 
   public init() {}
 
@@ -235,7 +233,6 @@ public enum CrashHandler {
     config.altstack_size = UInt32(clamping: options.alternateStackSize)
     config.altstack_pool_count = UInt32(clamping: options.alternateStackPoolCount)
     config.wait_for_first_crash_ms = UInt32(clamping: max(1, options.waitForFirstCrashMilliseconds))
-    config.test_fault_inside_handler = options.faultsInsideHandlerForTesting ? 1 : 0
     // Published: the handle and its range now outlive any close, since a handler already
     // running on another thread may still write through them. A closed ring gives nil: crashes
     // are still recorded, without a fatal breadcrumb.
@@ -252,10 +249,12 @@ public enum CrashHandler {
     }
   }
 
+  /// Lets go of a record file: closes and removes it, but never unmaps it. Once a record was
+  /// handed to C, a handler already running on another thread may still be writing it; the
+  /// mapping (88 KiB of address space, of an unlinked file) stays for the process's life.
   private static func release(
     _ record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32, path: String
   ) {
-    Syscall.unmap(UnsafeMutableRawPointer(record), size: recordFileSize)
     Syscall.close(descriptor)
     _ = try? Syscall.unlink(path)
   }

@@ -254,23 +254,6 @@ public final class BreadcrumbRing: @unchecked Sendable {
     crumbs_ring_set_filter(ring, minimumLevel.rawValue, enabledTypes?.isEmpty == true ? 1 << 31 : mask)
   }
 
-  /// White-box entry point for tests: puts the head of every general lane (or every important
-  /// lane) at `position`, as if that many breadcrumbs had been appended to it, so a test can
-  /// build any wrap position.
-  func setLaneHeadsForTesting(_ position: UInt64, important: Bool = false) {
-    let lanes = Int(handle.pointee.header.pointee.lane_count)
-    for index in 0..<lanes where (handle.pointee.lanes[index].important != 0) == important {
-      handle.pointee.lanes[index].head = position
-    }
-  }
-
-  /// Lane layout, for tests: (slot count, important) per lane.
-  var lanesForTesting: [(slotCount: Int, important: Bool)] {
-    (0..<Int(handle.pointee.header.pointee.lane_count)).map {
-      (Int(handle.pointee.lanes[$0].slot_count), handle.pointee.lanes[$0].important != 0)
-    }
-  }
-
   /// A consistent copy of what the ring holds now, oldest to newest, while writers keep going.
   /// Once the ring is closed: no breadcrumbs and an unknown header (read the file instead).
   public func snapshot() -> RingContents {

@@ -55,9 +55,6 @@ typedef struct crumbs_crash_config {
   uint32_t altstack_size;      // bytes per alternate stack; 0: 64 KiB
   uint32_t altstack_pool_count; // alternate stacks for other threads; 0: 64 (max 1024)
   uint32_t wait_for_first_crash_ms; // a second crashing thread waits at most this; 0: 3000
-  /// Tests only: the handler faults (SIGSEGV) right after it starts the record, to exercise
-  /// the crash-inside-the-handler path. The Swift API only exposes it as an SPI for tests.
-  uint32_t test_fault_inside_handler;
 } crumbs_crash_config;
 
 /// Errors of crumbs_crash_install (0 is success).

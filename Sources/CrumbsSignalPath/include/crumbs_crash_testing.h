@@ -1,0 +1,21 @@
+// crumbs_crash_testing.h — test-only entry points into the crash handler. Nothing in the
+// product calls them; they exist so tests can reach paths a healthy process never takes.
+#ifndef CRUMBS_CRASH_TESTING_H
+#define CRUMBS_CRASH_TESTING_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Tests only: from now on the handler faults (SIGSEGV) right after it starts the record, to
+/// exercise the crash-inside-the-handler path (a PARTIAL record, death by the original signal).
+/// Call before the crash, from an ordinary thread. Not signal-safe to call; affects the handler.
+void crumbs_crash_testing_fault_inside_handler(bool enabled);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
