@@ -124,9 +124,8 @@ func selfExecutable() -> String {
 
 func absolute(_ path: String) -> String {
   if path.hasPrefix("/") { return path }
-  var buffer = [CChar](repeating: 0, count: 4096)
-  guard getcwd(&buffer, buffer.count) != nil else { return path }
-  return String(cString: buffer) + "/" + path
+  guard let current = Syscall.currentDirectory() else { return path }
+  return current + "/" + path
 }
 
 func describe(waitStatus status: Int32) -> String {
@@ -137,6 +136,5 @@ func describe(waitStatus status: Int32) -> String {
 }
 
 func printError(_ line: String) {
-  var text = line + "\n"
-  text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+  Array((line + "\n").utf8).withUnsafeBytes { _ = try? Syscall.writeAll(2, $0, path: "stderr") }
 }

@@ -1,7 +1,13 @@
-// Syscalls+Linux.swift — every system call the Swift side of Crumbs makes, in one thin file.
+// Syscalls+Linux.swift — the system calls the Swift side of Crumbs makes on files, directories,
+// mappings and pipes, in one thin file. The rest of the platform layer is beside it, one idea a
+// file: Subprocess+Linux (starting programs), Clock+Linux (reading clocks), BackgroundThread+Linux
+// (starting threads), Quarantine (moving bad files aside), SystemFacts/ProcessAttributes (facts
+// about this process and machine). Code outside Platform/ makes no system call of its own.
 //
-// Each wrapper retries EINTR, reads errno at once, and throws a typed `SystemCallError` that
-// names the call and the path. Nothing here is signal-safe: the signal path is C
+// Each wrapper retries EINTR and throws a typed `SystemCallError` that names the call and the
+// path. errno is read as soon as the call returns: a wrapper's closure is the libc call alone,
+// and the only code that can run between the call and the read is the release of the call's
+// temporary C string, and glibc's free (since 2.33) preserves errno. Nothing here is signal-safe: the signal path is C
 // (Sources/CrumbsSignalPath), and none of this runs on the append hot path.
 
 import SystemPackage
@@ -313,6 +319,13 @@ package enum Syscall {
   }
 
   package static func processID() -> Int32 { getpid() }
+
+  /// The working directory, nil when it cannot be named (e.g. removed, or longer than 4 KiB).
+  package static func currentDirectory() -> String? {
+    var buffer = [CChar](repeating: 0, count: 4097)
+    guard getcwd(&buffer, buffer.count) != nil else { return nil }
+    return String(cString: buffer)
+  }
 
   /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
   /// what pthread_setname_np does (that function is not visible to Swift without _GNU_SOURCE).
