@@ -168,7 +168,7 @@ func readRingOrExit(_ path: String) throws -> RingContents {
   do {
     return try RingReader.read(file: path)
   } catch {
-    LineWriter.error("crumbs: \(error.reason)")
+    LineWriter.error("crumbs: \(error)")
     throw ExitCode(1)
   }
 }

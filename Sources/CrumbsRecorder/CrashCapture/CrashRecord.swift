@@ -17,32 +17,6 @@ import CrumbsSignalPath
   import Glibc
 #endif
 
-/// Why bytes could not be read as a crash record. The message is one line, for people.
-public struct CrashRecordError: Error, CustomStringConvertible, Equatable {
-  public enum Kind: String, Sendable, Equatable {
-    /// Not a Crumbs crash record (wrong magic, too short to tell).
-    case notARecord
-    /// Written by a newer Crumbs.
-    case unsupportedVersion
-    /// A record's magic, but sizes, state or counts are inconsistent.
-    case corrupt
-    /// Shorter than the record.
-    case truncated
-    /// Could not be read (permissions, I/O).
-    case unreadable
-  }
-
-  public var kind: Kind
-  public var reason: String
-
-  public init(_ kind: Kind, _ reason: String) {
-    self.kind = kind
-    self.reason = reason
-  }
-
-  public var description: String { reason }
-}
-
 /// A crash record as the crash handler left it.
 public struct CrashRecord: Sendable, Equatable, Codable {
   /// What the handler got to.
@@ -171,24 +145,12 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   }
 
   /// Reads a crash record file.
-  public static func read(file path: String) throws(CrashRecordError) -> CrashRecord {
-    let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(path, limit: 1 << 20)
-    } catch {
-      throw CrashRecordError(.unreadable, "\(path): cannot read: \(error.errno)")
-    }
-    let result = bytes.withUnsafeBytes { image in
-      Result { () throws(CrashRecordError) in try read(image: image) }
-    }
-    switch result {
-    case .success(let record): return record
-    case .failure(let error): throw CrashRecordError(error.kind, "\(path): \(error.reason)")
-    }
+  public static func read(file path: String) throws(PersistedFileError) -> CrashRecord {
+    try PersistedFile.read(path, as: .crashRecord, limit: 1 << 20, image: read(image:))
   }
 
   /// Reads a crash record from a file image in memory. Never traps on any input.
-  public static func read(image: UnsafeRawBufferPointer) throws(CrashRecordError) -> CrashRecord {
+  public static func read(image: UnsafeRawBufferPointer) throws(PersistedFileError) -> CrashRecord {
     let fields = try RecordFields(validating: image)
     return fields.decode()
   }
@@ -199,53 +161,56 @@ private struct RecordFields {
   typealias C = crumbs_crash_record
   let image: UnsafeRawBufferPointer
 
-  init(validating image: UnsafeRawBufferPointer) throws(CrashRecordError) {
+  init(validating image: UnsafeRawBufferPointer) throws(PersistedFileError) {
     self.image = image
     guard image.count >= 8 else {
-      throw CrashRecordError(.notARecord, "\(image.count) bytes: too short for a crash record")
+      throw failure(.unrecognized, "\(image.count) bytes: too short for a crash record")
     }
     guard image.loadUnaligned(as: UInt64.self) == CRUMBS_CRASH_RECORD_MAGIC else {
-      throw CrashRecordError(.notARecord, "wrong magic: not a Crumbs crash record")
+      throw failure(.unrecognized, "wrong magic: not a Crumbs crash record")
     }
     guard image.count >= Int(CRUMBS_CRASH_HEADER_SIZE) else {
-      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record header")
+      throw failure(.truncated, "\(image.count) bytes: shorter than the record header")
     }
     let version = u32(\C.version)
     guard version == CRUMBS_CRASH_RECORD_VERSION else {
       if version > CRUMBS_CRASH_RECORD_VERSION {
-        throw CrashRecordError(.unsupportedVersion, "version \(version) is newer than this reader")
+        throw failure(.unsupported, "version \(version) is newer than this reader")
       }
-      throw CrashRecordError(.corrupt, "version \(version) is not a valid version")
+      throw failure(.corrupt, "version \(version) is not a valid version")
     }
     guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
-      throw CrashRecordError(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
+      throw failure(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
     }
     let total = u64(\C.total_size)
     guard total == UInt64(MemoryLayout<C>.size) else {
-      throw CrashRecordError(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
+      throw failure(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
     }
     guard image.count >= MemoryLayout<C>.size else {
-      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
+      throw failure(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
     }
     let state = u32(\C.state)
     guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
     else {
-      throw CrashRecordError(.corrupt, "state \(state) is not a crash record state")
+      throw failure(.corrupt, "state \(state) is not a crash record state")
     }
     guard u32(\C.register_count) <= CRUMBS_CRASH_MAX_REGISTERS else {
-      throw CrashRecordError(
-        .corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
+      throw failure(.corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
     }
     guard u32(\C.frame_count) <= CRUMBS_CRASH_MAX_FRAMES else {
-      throw CrashRecordError(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
+      throw failure(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
     }
     guard u32(\C.module_count) <= CRUMBS_CRASH_MAX_MODULES else {
-      throw CrashRecordError(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
+      throw failure(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
     }
     let marker = u64(\C.complete_marker)
     guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
-      throw CrashRecordError(.corrupt, "complete marker is neither 0 nor the marker")
+      throw failure(.corrupt, "complete marker is neither 0 nor the marker")
     }
+  }
+
+  func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
+    PersistedFileError(kind, reason, format: .crashRecord)
   }
 
   func offset<T>(_ path: KeyPath<C, T>) -> Int { MemoryLayout<C>.offset(of: path)! }
