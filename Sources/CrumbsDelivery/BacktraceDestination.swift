@@ -220,10 +220,10 @@ public struct BacktraceDestination: ReportDestination {
         json.raw("{\"path\":")
         json.string(module.path)
         json.raw(",\"loadAddress\":")
-        json.string(module.loadAddress)
-        if let buildID = module.buildID {
+        json.string(CrashReport.hex(module.loadBias))
+        if !module.buildID.isEmpty {
           json.raw(",\"buildId\":")
-          json.string(buildID)
+          json.string(module.buildIDHex)
         }
         json.raw("}")
       }

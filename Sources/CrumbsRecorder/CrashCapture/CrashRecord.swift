@@ -65,20 +65,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var value: UInt64
   }
 
-  /// One loaded ELF object.
-  public struct Module: Sendable, Equatable, Codable {
-    public var path: String
-    /// Runtime address minus the file's virtual address.
-    public var loadBias: UInt64
-    public var start: UInt64
-    public var end: UInt64
-    public var textStart: UInt64
-    public var textEnd: UInt64
-    /// NT_GNU_BUILD_ID bytes (empty when none).
-    public var buildID: [UInt8]
-    /// Lowercase hex of `buildID`.
-    public var buildIDHex: String { buildID.map { hex2($0) }.joined() }
-  }
+  /// The module type this record used to have its own copy of.
+  @available(*, deprecated, renamed: "LoadedModule")
+  public typealias Module = LoadedModule
 
   public var status: Status
   public var version: UInt32
@@ -120,7 +109,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public var stackHigh: UInt64
   public var stackSource: StackSource
 
-  public var modules: [Module]
+  /// The module table as the handler had it (written at install and by `refreshModules()`).
+  public var modules: [LoadedModule]
 
   /// Raw CRUMBS_CRASH_FLAG_* bits.
   public var flags: UInt32
@@ -140,8 +130,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   }
 
   /// The module whose code holds `address`, if any.
-  public func module(containing address: UInt64) -> Module? {
-    modules.first { address >= $0.textStart && address < $0.textEnd }
+  public func module(containing address: UInt64) -> LoadedModule? {
+    modules.first { $0.textContains(address) }
   }
 
   /// Reads a crash record file.
@@ -300,7 +290,7 @@ private struct RecordFields {
 
     let moduleStride = MemoryLayout<crumbs_crash_module>.stride
     let modulesStart = offset(\C.modules)
-    let modules = (0..<Int(u32(\C.module_count))).map { index -> CrashRecord.Module in
+    let modules = (0..<Int(u32(\C.module_count))).map { index -> LoadedModule in
       let base = modulesStart + index * moduleStride
       func moduleWord(_ path: KeyPath<crumbs_crash_module, UInt64>) -> UInt64 {
         image.loadUnaligned(
@@ -310,13 +300,14 @@ private struct RecordFields {
         fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id_size)!,
         as: UInt32.self)
       let buildIDStart = base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id)!
-      return CrashRecord.Module(
+      return LoadedModule(
         path: string(
           at: base + MemoryLayout<crumbs_crash_module>.offset(of: \.path)!,
           capacity: Int(CRUMBS_CRASH_PATH_SIZE)),
-        loadBias: moduleWord(\.load_bias), start: moduleWord(\.start), end: moduleWord(\.end),
-        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
-        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))))
+        loadBias: moduleWord(\.load_bias),
+        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))),
+        start: moduleWord(\.start), end: moduleWord(\.end),
+        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end))
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0
@@ -351,9 +342,4 @@ private struct RecordFields {
       modules: modules,
       flags: flags)
   }
-}
-
-private func hex2(_ byte: UInt8) -> String {
-  let digits = Array("0123456789abcdef")
-  return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
 }
