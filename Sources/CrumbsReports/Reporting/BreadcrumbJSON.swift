@@ -6,7 +6,8 @@
 //   [, truncated, truncated_parts]   only when something was cut
 //   [, signal_handler]               only when appended from a signal handler
 //
-// Not signal-safe.
+// Timestamps have microseconds. Trails written before this schema had milliseconds and no
+// `truncated_parts`; TrailEntries reads both. Not signal-safe.
 
 import CrumbsRecorder
 
@@ -21,7 +22,7 @@ extension Breadcrumb {
   /// Appends this breadcrumb's JSON object (no newline) to `json`.
   package func writeJSON(into json: inout JSONWriter) {
     json.object { object in
-      object.field("timestamp", timestamp: wallTimeNanoseconds, fractionDigits: 3)
+      object.field("timestamp", timestamp: wallTimeNanoseconds, fractionDigits: 6)
       object.field("id", id)
       object.field("seq", threadSequence)
       object.field("thread", threadID)
@@ -31,8 +32,18 @@ extension Breadcrumb {
       object.object("attributes") { fields in
         for attribute in attributes { fields.field(attribute.key, attribute.value) }
       }
-      if truncated { object.field("truncated", true) }
+      if truncated {
+        object.field("truncated", true)
+        object.array("truncated_parts") { parts in
+          for part in truncatedParts { parts.append(part) }
+        }
+      }
       if fromSignalHandler { object.field("signal_handler", true) }
     }
+  }
+
+  /// What was cut to fit the slot: `["message"]`, `["attributes"]`, both, or none.
+  package var truncatedParts: [String] {
+    (messageTruncated ? ["message"] : []) + (attributesTruncated ? ["attributes"] : [])
   }
 }
