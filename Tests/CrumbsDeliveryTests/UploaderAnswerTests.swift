@@ -42,8 +42,9 @@ import Testing
     #expect(server.requests.count == 1)
     clock.advance(seconds: 10)
     result = try #require(uploader.deliverPendingNow().results.first)
+    // The interval doubled.
     #expect(
-      result.outcome == .willRetry(reason: "HTTP 503", nextAttemptUnixNano: clock.now() + 20_000_000_000))  // doubled
+      result.outcome == .willRetry(reason: "HTTP 503", nextAttemptUnixNano: clock.now() + 20_000_000_000))
     clock.advance(seconds: 20)
     result = try #require(uploader.deliverPendingNow().results.first)
     #expect(result.outcome == .dropped(reason: "gave up after 3 attempts: HTTP 503"))

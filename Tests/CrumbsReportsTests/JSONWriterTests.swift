@@ -153,7 +153,9 @@ import Testing
   }
 
   @Test func doublesAreJSONNumbersAndNonFiniteOnesNull() throws {
-    let values: [Double] = [0, -0.0, 1, 0.1, -2.5, 1e-7, 1.7976931348623157e308, Double.leastNonzeroMagnitude]
+    let values: [Double] = [
+      0, -0.0, 1, 0.1, -2.5, 1e-7, 1.7976931348623157e308, Double.leastNonzeroMagnitude,
+    ]
     let json = text { json in json.array { array in for value in values { array.append(value) } } }
     let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [Double])
     #expect(parsed == values)
