@@ -12,7 +12,7 @@
 //                           the record size with the magic, version and sizes repaired, so
 //                           mutations reach the field decoder instead of dying at the header
 //
-// The property checked: read(image:) returns a record or throws CrashRecordError, never traps,
+// The property checked: read(image:) returns a record or throws PersistedFileError, never traps,
 // and what it returns respects the C capacities. Not signal-safe (an ordinary program).
 
 import CFuzzDriver
@@ -46,7 +46,7 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 
 /// Reads `image` and checks what the reader promises about any result.
 func check(_ image: UnsafeRawBufferPointer) {
-  let result = Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+  let result = Result { () throws(PersistedFileError) in try CrashRecord.read(image: image) }
   switch result {
   case .success(let record):
     precondition(record.frames.count <= Int(CRUMBS_CRASH_MAX_FRAMES), "too many frames")
@@ -167,7 +167,7 @@ FuzzMain.run(
   makeSeeds: { directory, real in try makeSeeds(in: directory, realRecords: real) },
   describe: { bytes in
     let result = bytes.withUnsafeBytes { image in
-      Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+      Result { () throws(PersistedFileError) in try CrashRecord.read(image: image) }
     }
     switch result {
     case .success(let record):

@@ -10,9 +10,9 @@
 //   fuzzOneInput            parse(bytes:), then lookups at every segment and symbol boundary
 //
 // Seeds (Fuzz/Corpus/elf-reader/) are tiny real ELF files: see Fuzz/README.md for the commands.
-// The property checked: parse returns an image or throws ELFError, never traps, and what it
-// returns is self-consistent (symbols sorted, lookups land inside the symbol they return). Not
-// signal-safe (an ordinary program).
+// The property checked: parse returns an image or throws PersistedFileError, never traps, and
+// what it returns is self-consistent (symbols sorted, lookups land inside the symbol they
+// return). Not signal-safe (an ordinary program).
 
 import CFuzzDriver
 import Crumbs

@@ -13,8 +13,8 @@
 //                           checksums are recomputed, so mutations reach the payload decoder
 //                           instead of dying at the checksum
 //
-// The property checked: read(image:) returns contents or throws RingFileError, never traps, and
-// what it returns is self-consistent. Not signal-safe (an ordinary program).
+// The property checked: read(image:) returns contents or throws PersistedFileError, never traps,
+// and what it returns is self-consistent. Not signal-safe (an ordinary program).
 
 import CFuzzDriver
 import Crumbs
@@ -155,7 +155,7 @@ FuzzMain.run(
   makeSeeds: { directory, _ in try makeSeeds(in: directory) },
   describe: { bytes in
     let result = bytes.withUnsafeBytes { image in
-      Result { () throws(RingFileError) in try RingReader.read(image: image) }
+      Result { () throws(PersistedFileError) in try RingReader.read(image: image) }
     }
     switch result {
     case .success(let contents):

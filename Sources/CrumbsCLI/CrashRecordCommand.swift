@@ -112,55 +112,65 @@ enum CrashRecordText {
   }
 
   static func json(_ record: CrashRecord) -> String {
-    var fields: [String] = []
-    func add(_ key: String, _ value: String) { fields.append("\"\(key)\":\(value)") }
-    add("status", quoted(record.status.rawValue))
-    add("session", quoted("\(record.sessionID)"))
-    add("pid", "\(record.pid)")
-    add("signal", "\(record.signal.number)")
-    add("signal_name", quoted(record.signal.name))
-    add("code", "\(record.signal.code)")
-    add("code_name", quoted(record.signal.codeName))
-    add("fault_address", quoted(hex(record.signal.faultAddress)))
-    if let pid = record.signal.senderPID {
-      add("sender", "{\"pid\":\(pid),\"uid\":\(record.signal.senderUID ?? 0)}")
+    var json = JSONWriter()
+    json.object { object in
+      object.field("status", record.status.rawValue)
+      object.field("session", "\(record.sessionID)")
+      object.field("pid", record.pid)
+      object.field("signal", record.signal.number)
+      object.field("signal_name", record.signal.name)
+      object.field("code", record.signal.code)
+      object.field("code_name", record.signal.codeName)
+      object.field("fault_address", hex(record.signal.faultAddress))
+      if let pid = record.signal.senderPID {
+        object.object("sender") { sender in
+          sender.field("pid", pid)
+          sender.field("uid", record.signal.senderUID ?? 0)
+        }
+      }
+      object.field("thread_id", record.threadID)
+      object.field("thread_name", record.threadName)
+      object.field("threads_crashed", record.threadsCrashed)
+      if let nested = record.nestedSignal {
+        object.object("nested") { fields in
+          fields.field("signal", nested)
+          fields.field("code", record.nestedSignalCode ?? 0)
+          fields.field("address", hex(record.nestedFaultAddress ?? 0))
+        }
+      }
+      object.field("crash_wall_ns", record.crashWallNanoseconds)
+      object.field("process_uptime_ns", record.processUptimeNanoseconds)
+      object.field("free_memory_bytes", record.freeMemoryBytes)
+      object.field("total_memory_bytes", record.totalMemoryBytes)
+      object.field("handler_duration_ns", record.handlerDurationNanoseconds)
+      object.field("flags", record.flags)
+      object.field("architecture", record.architecture)
+      object.object("registers") { registers in
+        for register in record.registers { registers.field(register.name, hex(register.value)) }
+      }
+      object.array("frames") { frames in
+        for frame in record.frames { frames.append(hex(frame)) }
+      }
+      object.field("backtrace_stop", record.backtraceStop.rawValue)
+      object.object("stack") { stack in
+        stack.field("low", hex(record.stackLow))
+        stack.field("high", hex(record.stackHigh))
+        stack.field("source", record.stackSource.rawValue)
+      }
+      object.array("modules") { modules in
+        for module in record.modules {
+          modules.object { fields in
+            fields.field("path", module.path)
+            fields.field("load_bias", hex(module.loadBias))
+            fields.field("start", hex(module.start))
+            fields.field("end", hex(module.end))
+            fields.field("build_id", module.buildIDHex)
+          }
+        }
+      }
     }
-    add("thread_id", "\(record.threadID)")
-    add("thread_name", quoted(record.threadName))
-    add("threads_crashed", "\(record.threadsCrashed)")
-    if let nested = record.nestedSignal {
-      add(
-        "nested",
-        "{\"signal\":\(nested),\"code\":\(record.nestedSignalCode ?? 0),\"address\":\(quoted(hex(record.nestedFaultAddress ?? 0)))}"
-      )
-    }
-    add("crash_wall_ns", "\(record.crashWallNanoseconds)")
-    add("process_uptime_ns", "\(record.processUptimeNanoseconds)")
-    add("free_memory_bytes", "\(record.freeMemoryBytes)")
-    add("total_memory_bytes", "\(record.totalMemoryBytes)")
-    add("handler_duration_ns", "\(record.handlerDurationNanoseconds)")
-    add("flags", "\(record.flags)")
-    add("architecture", quoted(record.architecture))
-    add(
-      "registers",
-      "{" + record.registers.map { "\(quoted($0.name)):\(quoted(hex($0.value)))" }.joined(separator: ",")
-        + "}")
-    add("frames", "[" + record.frames.map { quoted(hex($0)) }.joined(separator: ",") + "]")
-    add("backtrace_stop", quoted(record.backtraceStop.rawValue))
-    add(
-      "stack",
-      "{\"low\":\(quoted(hex(record.stackLow))),\"high\":\(quoted(hex(record.stackHigh))),\"source\":\(quoted(record.stackSource.rawValue))}"
-    )
-    add(
-      "modules",
-      "["
-        + record.modules.map {
-          "{\"path\":\(quoted($0.path)),\"load_bias\":\(quoted(hex($0.loadBias))),\"start\":\(quoted(hex($0.start))),\"end\":\(quoted(hex($0.end))),\"build_id\":\(quoted($0.buildIDHex))}"
-        }.joined(separator: ",") + "]")
-    return "{" + fields.joined(separator: ",") + "}"
+    return String(decoding: json.bytes, as: UTF8.self)
   }
-
-  static func quoted(_ text: String) -> String { jsonQuoted(text) }
 }
 
 extension String {

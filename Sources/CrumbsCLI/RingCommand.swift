@@ -27,15 +27,14 @@ enum BreadcrumbFormat {
   /// One line per breadcrumb:
   /// `2026-11-22T04:12:01.123Z WARNING http  tid=4242 #7  GET /x  {status=500}  [truncated: message]`
   case human
-  /// JSON Lines, keys in a fixed order: seq, id, timestamp, level, type, thread, message,
-  /// attributes, then `truncated` (and `truncated_parts`) only when something was cut, then
-  /// `from_signal_handler` only when true.
+  /// JSON Lines in the trail attachment's schema (`Breadcrumb.jsonLine()`, README "Breadcrumb
+  /// trail schema"): what a report carries and what the CLI prints are read the same way.
   case json
 
   func line(_ breadcrumb: Breadcrumb) -> String {
     switch self {
     case .human: Self.humanLine(breadcrumb)
-    case .json: Self.jsonLine(breadcrumb)
+    case .json: breadcrumb.jsonLine()
     }
   }
 
@@ -51,36 +50,10 @@ enum BreadcrumbFormat {
       line += "  {" + pairs.joined(separator: ", ") + "}"
     }
     if breadcrumb.truncated {
-      line += "  [truncated: " + truncatedParts(breadcrumb).joined(separator: ", ") + "]"
+      line += "  [truncated: " + breadcrumb.truncatedParts.joined(separator: ", ") + "]"
     }
     if breadcrumb.fromSignalHandler { line += "  [signal handler]" }
     return line
-  }
-
-  static func jsonLine(_ breadcrumb: Breadcrumb) -> String {
-    var line = "{\"seq\":\(breadcrumb.threadSequence)"
-    line += ",\"id\":\(breadcrumb.id)"
-    line +=
-      ",\"timestamp\":\"" + ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds, fractionDigits: 6)
-      + "\""
-    line += ",\"level\":\"\(breadcrumb.level.name)\""
-    line += ",\"type\":\"\(breadcrumb.type.name)\""
-    line += ",\"thread\":\(breadcrumb.threadID)"
-    line += ",\"message\":" + jsonQuoted(breadcrumb.message)
-    line += ",\"attributes\":{"
-    line += breadcrumb.attributes.map { jsonQuoted($0.key) + ":" + jsonQuoted($0.value) }
-      .joined(separator: ",")
-    line += "}"
-    if breadcrumb.truncated {
-      line += ",\"truncated\":true,\"truncated_parts\":["
-      line += truncatedParts(breadcrumb).map { "\"\($0)\"" }.joined(separator: ",") + "]"
-    }
-    if breadcrumb.fromSignalHandler { line += ",\"from_signal_handler\":true" }
-    return line + "}"
-  }
-
-  private static func truncatedParts(_ breadcrumb: Breadcrumb) -> [String] {
-    (breadcrumb.messageTruncated ? ["message"] : []) + (breadcrumb.attributesTruncated ? ["attributes"] : [])
   }
 
   private static func padded(_ text: String, _ width: Int) -> String {
@@ -159,7 +132,7 @@ func readRingOrExit(_ path: String) throws -> RingContents {
   do {
     return try RingReader.read(file: path)
   } catch {
-    LineWriter.error("crumbs: \(error.reason)")
+    LineWriter.error("crumbs: \(error)")
     throw ExitCode(1)
   }
 }

@@ -58,7 +58,7 @@ struct RingTailCommand: ParsableCommand {
         return
       } catch {
         // Being recreated, or not a ring any more.
-        LineWriter.error("crumbs: \(error.reason)")
+        LineWriter.error("crumbs: \(error)")
         throw ExitCode(1)
       }
       var stillHeld = Set<PrintedKey>()

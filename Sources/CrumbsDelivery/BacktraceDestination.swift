@@ -102,137 +102,101 @@ public struct BacktraceDestination: ReportDestination {
 
   /// The Backtrace JSON report.
   public func json(for report: CrashReport, trail: [TrailEntry], omitted: [String] = []) -> [UInt8] {
-    var json = JSONText()
-    json.raw("{")
-    json.key("uuid")
-    json.string(Self.uuid(for: report.id))
-    json.raw(",")
-    json.key("timestamp")
-    json.raw(String(report.timeUnixNano / 1_000_000_000))
-    json.raw(",\"lang\":\"swift\",\"langVersion\":")
-    json.string(report.resource["process.runtime.version"] ?? Self.swiftVersion)
-    json.raw(",\"agent\":\"crumbs\",\"agentVersion\":")
-    json.string(CrumbsVersion.string)
-
     let threadName =
       report.threadName.flatMap { $0.isEmpty ? nil : $0 } ?? report.threadID.map { "thread-\($0)" } ?? "main"
-    json.raw(",\"mainThread\":")
-    json.string(threadName)
-    json.raw(",\"threads\":{")
-    json.key(threadName)
-    json.raw("{\"name\":")
-    json.string(threadName)
-    json.raw(",\"fault\":true,\"stack\":[")
-    for (index, frame) in report.frames.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.raw("{\"funcName\":")
-      json.string(
-        frame.function ?? frame.moduleOffset.map { "\(Self.basename(frame.module ?? "?"))+\($0)" }
-          ?? frame.address)
-      json.raw(",\"address\":")
-      json.string(frame.address)
-      if let module = frame.module {
-        json.raw(",\"library\":")
-        json.string(Self.basename(module))
-        json.raw(",\"path\":")
-        json.string(module)
-      }
-      if let offset = frame.moduleOffset {
-        json.raw(",\"moduleOffset\":")
-        json.string(offset)
-      }
-      if let buildID = frame.buildID {
-        json.raw(",\"buildId\":")
-        json.string(buildID)
-      }
-      if let file = frame.file {
-        json.raw(",\"sourceCode\":")
-        json.string(file)
-      }
-      if let line = frame.line { json.raw(",\"line\":\(line)") }
-      json.raw("}")
-    }
-    json.raw("]}}")
-
-    json.raw(",\"attributes\":{")
-    var first = true
-    for (key, value) in attributes(for: report, trail: trail) {
-      if !first { json.raw(",") }
-      first = false
-      json.key(key)
-      switch value {
-      case .string(let text): json.string(text)
-      case .number(let number): json.raw(String(number))
-      }
-    }
-    json.raw("}")
-
-    json.raw(",\"annotations\":{\"Crumbs\":{")
-    json.key("report.id")
-    json.string(report.id)
-    json.raw(",")
-    json.key("kind")
-    json.string(report.kind.rawValue)
-    json.raw(",")
-    json.key("time")
-    json.string(report.time)
-    json.raw(",")
-    json.key("observedTime")
-    json.string(report.observedTime)
-    func stringArray(_ key: String, _ values: [String]) {
-      json.raw(",")
-      json.key(key)
-      json.raw("[")
-      for (index, value) in values.enumerated() {
-        if index > 0 { json.raw(",") }
-        json.string(value)
-      }
-      json.raw("]")
-    }
-    stringArray("damage", report.damage)
-    stringArray("evidence", report.evidence)
-    stringArray("omittedAttachments", omitted)
-    json.raw(",\"trail\":{\"count\":\(report.breadcrumbs.count),\"valid\":\(report.breadcrumbs.valid),")
-    json.raw("\"torn\":\(report.breadcrumbs.torn),\"overwritten\":\(report.breadcrumbs.overwritten)}}")
-    if let signal = report.signal {
-      json.raw(",\"Signal\":{\"number\":\(signal.number),\"name\":")
-      json.string(signal.name)
-      json.raw(",\"code\":\(signal.code),\"codeName\":")
-      json.string(signal.codeName)
-      json.raw(",\"faultAddress\":")
-      json.string(signal.faultAddress)
-      if let sender = signal.senderPID { json.raw(",\"senderPid\":\(sender)") }
-      json.raw("}")
-    }
-    if !report.registers.isEmpty {
-      json.raw(",\"Registers\":{")
-      for (index, register) in report.registers.enumerated() {
-        if index > 0 { json.raw(",") }
-        json.key(register.name)
-        json.string(register.value)
-      }
-      json.raw("}")
-    }
-    if !report.modules.isEmpty {
-      json.raw(",\"Modules\":[")
-      for (index, module) in report.modules.enumerated() {
-        if index > 0 { json.raw(",") }
-        json.raw("{\"path\":")
-        json.string(module.path)
-        json.raw(",\"loadAddress\":")
-        json.string(module.loadAddress)
-        if let buildID = module.buildID {
-          json.raw(",\"buildId\":")
-          json.string(buildID)
+    var json = JSONWriter()
+    json.object { object in
+      object.field("uuid", Self.uuid(for: report.id))
+      object.field("timestamp", report.timeUnixNano / 1_000_000_000)
+      object.field("lang", "swift")
+      object.field("langVersion", report.resource["process.runtime.version"] ?? Self.swiftVersion)
+      object.field("agent", "crumbs")
+      object.field("agentVersion", CrumbsVersion.string)
+      object.field("mainThread", threadName)
+      object.object("threads") { threads in
+        threads.object(threadName) { thread in
+          thread.field("name", threadName)
+          thread.field("fault", true)
+          thread.array("stack") { stack in
+            for frame in report.frames { stack.object { Self.json(frame, into: &$0) } }
+          }
         }
-        json.raw("}")
       }
-      json.raw("]")
+      object.object("attributes") { attributes in
+        for (key, value) in self.attributes(for: report, trail: trail) {
+          switch value {
+          case .string(let text): attributes.field(key, text)
+          case .number(let number): attributes.field(key, number)
+          }
+        }
+      }
+      object.object("annotations") { annotations in
+        annotations.object("Crumbs") { crumbs in
+          crumbs.field("report.id", report.id)
+          crumbs.field("kind", report.kind.rawValue)
+          crumbs.field("time", report.time)
+          crumbs.field("observedTime", report.observedTime)
+          for (key, values) in [
+            ("damage", report.damage), ("evidence", report.evidence), ("omittedAttachments", omitted),
+          ] {
+            crumbs.array(key) { array in
+              for value in values { array.append(value) }
+            }
+          }
+          crumbs.object("trail") { summary in
+            summary.field("count", report.breadcrumbs.count)
+            summary.field("valid", report.breadcrumbs.valid)
+            summary.field("torn", report.breadcrumbs.torn)
+            summary.field("overwritten", report.breadcrumbs.overwritten)
+          }
+        }
+        if let signal = report.signal {
+          annotations.object("Signal") { fields in
+            fields.field("number", signal.number)
+            fields.field("name", signal.name)
+            fields.field("code", signal.code)
+            fields.field("codeName", signal.codeName)
+            fields.field("faultAddress", signal.faultAddress)
+            if let sender = signal.senderPID { fields.field("senderPid", sender) }
+          }
+        }
+        if !report.registers.isEmpty {
+          annotations.object("Registers") { registers in
+            for register in report.registers { registers.field(register.name, register.value) }
+          }
+        }
+        if !report.modules.isEmpty {
+          annotations.array("Modules") { modules in
+            for module in report.modules {
+              modules.object { fields in
+                fields.field("path", module.path)
+                fields.field("loadAddress", CrashReport.hex(module.loadBias))
+                if !module.buildID.isEmpty { fields.field("buildId", module.buildIDHex) }
+              }
+            }
+          }
+        }
+        annotations.field("Stacktrace", report.exceptionStacktrace)
+      }
     }
-    json.raw(",\"Stacktrace\":")
-    json.string(report.exceptionStacktrace)
-    json.raw("}}")
     return json.bytes
+  }
+
+  /// One frame of the faulting thread's stack.
+  static func json(_ frame: CrashReport.Frame, into json: inout JSONObject) {
+    json.field(
+      "funcName",
+      frame.function ?? frame.moduleOffset.map { "\(Self.basename(frame.module ?? "?"))+\($0)" }
+        ?? frame.address)
+    json.field("address", frame.address)
+    if let module = frame.module {
+      json.field("library", Self.basename(module))
+      json.field("path", module)
+    }
+    if let offset = frame.moduleOffset { json.field("moduleOffset", offset) }
+    if let buildID = frame.buildID { json.field("buildId", buildID) }
+    if let file = frame.file { json.field("sourceCode", file) }
+    if let line = frame.line { json.field("line", line) }
   }
 
   enum AttributeValue {
@@ -269,28 +233,25 @@ public struct BacktraceDestination: ReportDestination {
 
   /// The trail as Backtrace breadcrumb objects in one JSON array (see the file comment).
   static func breadcrumbsFile(_ trail: [TrailEntry]) -> [UInt8] {
-    var json = JSONText()
-    json.raw("[")
-    for (index, entry) in trail.enumerated() {
-      if index > 0 { json.raw(",\n") }
-      json.raw("{\"id\":\(index + 1),\"timestamp\":\(entry.timeUnixNano / 1_000_000),\"level\":")
-      json.string(entry.level)
-      json.raw(",\"type\":")
-      json.string(entry.type)
-      json.raw(",\"message\":")
-      json.string(entry.message)
-      json.raw(",\"attributes\":{")
-      var attributes = entry.attributes.sorted { $0.key < $1.key }
-      attributes.append(("crumbs.id", String(entry.id)))
-      attributes.append(("thread.id", String(entry.thread)))
-      for (position, attribute) in attributes.enumerated() {
-        if position > 0 { json.raw(",") }
-        json.key(attribute.0)
-        json.string(attribute.1)
+    var json = JSONWriter()
+    json.array { breadcrumbs in
+      for (index, entry) in trail.enumerated() {
+        breadcrumbs.object { breadcrumb in
+          breadcrumb.field("id", index + 1)
+          breadcrumb.field("timestamp", entry.timeUnixNano / 1_000_000)
+          breadcrumb.field("level", entry.level)
+          breadcrumb.field("type", entry.type)
+          breadcrumb.field("message", entry.message)
+          breadcrumb.object("attributes") { attributes in
+            for (key, value) in entry.attributes.sorted(by: { $0.key < $1.key }) {
+              attributes.field(key, value)
+            }
+            attributes.field("crumbs.id", String(entry.id))
+            attributes.field("thread.id", String(entry.thread))
+          }
+        }
       }
-      json.raw("}}")
     }
-    json.raw("]\n")
     return json.bytes
   }
 

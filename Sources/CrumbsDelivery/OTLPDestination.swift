@@ -134,9 +134,11 @@ public struct OTLPDestination: ReportDestination {
             report.modules.map { module in
               var fields = [
                 OTLPAttribute("path", .string(module.path)),
-                OTLPAttribute("load_address", .string(module.loadAddress)),
+                OTLPAttribute("load_address", .string(CrashReport.hex(module.loadBias))),
               ]
-              if let buildID = module.buildID { fields.append(OTLPAttribute("build_id", .string(buildID))) }
+              if !module.buildID.isEmpty {
+                fields.append(OTLPAttribute("build_id", .string(module.buildIDHex)))
+              }
               return .keyValueList(fields)
             })))
     }

@@ -167,80 +167,75 @@ public struct OTLPLogBatch: Sendable, Equatable {
   /// The OTLP/JSON encoding (`Content-Type: application/json`): proto3 JSON mapping with
   /// lowerCamelCase names, 64-bit integers as strings, bytes as base64, enums as numbers.
   public func json() -> [UInt8] {
-    var json = JSONText()
-    json.raw("{\"resourceLogs\":[{\"resource\":{\"attributes\":")
-    Self.json(resource, into: &json)
-    json.raw("},\"scopeLogs\":[{\"scope\":{\"name\":")
-    json.string(scopeName)
-    json.raw(",\"version\":")
-    json.string(scopeVersion)
-    json.raw("},\"logRecords\":[")
-    for (index, record) in records.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.raw("{\"timeUnixNano\":\"\(record.timeUnixNano)\"")
-      json.raw(",\"observedTimeUnixNano\":\"\(record.observedTimeUnixNano)\"")
-      json.raw(",\"severityNumber\":\(record.severity.rawValue),\"severityText\":")
-      json.string(record.severity.text)
-      if let body = record.body {
-        json.raw(",\"body\":")
-        Self.json(body, into: &json)
+    var json = JSONWriter()
+    json.object { request in
+      request.array("resourceLogs") { resourceLogs in
+        resourceLogs.object { resourceLog in
+          resourceLog.object("resource") { resource in
+            resource.array("attributes") { Self.json(self.resource, into: &$0) }
+          }
+          resourceLog.array("scopeLogs") { scopeLogs in
+            scopeLogs.object { scopeLog in
+              scopeLog.object("scope") { scope in
+                scope.field("name", scopeName)
+                scope.field("version", scopeVersion)
+              }
+              scopeLog.array("logRecords") { logRecords in
+                for record in records { logRecords.object { Self.json(record, into: &$0) } }
+              }
+            }
+          }
+        }
       }
-      json.raw(",\"attributes\":")
-      Self.json(record.attributes, into: &json)
-      if let eventName = record.eventName {
-        json.raw(",\"eventName\":")
-        json.string(eventName)
-      }
-      json.raw("}")
     }
-    json.raw("]}]}]}")
     return json.bytes
   }
 
-  static func json(_ attributes: [OTLPAttribute], into json: inout JSONText) {
-    json.raw("[")
-    for (index, attribute) in attributes.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.raw("{\"key\":")
-      json.string(attribute.key)
-      json.raw(",\"value\":")
-      Self.json(attribute.value, into: &json)
-      json.raw("}")
-    }
-    json.raw("]")
+  static func json(_ record: OTLPLogRecord, into json: inout JSONObject) {
+    json.field("timeUnixNano", String(record.timeUnixNano))
+    json.field("observedTimeUnixNano", String(record.observedTimeUnixNano))
+    json.field("severityNumber", record.severity.rawValue)
+    json.field("severityText", record.severity.text)
+    if let body = record.body { json.object("body") { Self.json(body, into: &$0) } }
+    json.array("attributes") { Self.json(record.attributes, into: &$0) }
+    if let eventName = record.eventName { json.field("eventName", eventName) }
   }
 
-  static func json(_ value: OTLPValue, into json: inout JSONText) {
+  static func json(_ attributes: [OTLPAttribute], into json: inout JSONArray) {
+    for attribute in attributes {
+      json.object { keyValue in
+        keyValue.field("key", attribute.key)
+        keyValue.object("value") { Self.json(attribute.value, into: &$0) }
+      }
+    }
+  }
+
+  /// An AnyValue's one member.
+  static func json(_ value: OTLPValue, into json: inout JSONObject) {
     switch value {
-    case .string(let text):
-      json.raw("{\"stringValue\":")
-      json.string(text)
-    case .bool(let flag): json.raw("{\"boolValue\":\(flag)")
-    case .int(let number): json.raw("{\"intValue\":\"\(number)\"")
+    case .string(let text): json.field("stringValue", text)
+    case .bool(let flag): json.field("boolValue", flag)
+    case .int(let number): json.field("intValue", String(number))
     case .double(let number):
       // JSON has no NaN or infinities; proto3 JSON spells them as strings.
       if number.isNaN {
-        json.raw("{\"doubleValue\":\"NaN\"")
+        json.field("doubleValue", "NaN")
       } else if number.isInfinite {
-        json.raw("{\"doubleValue\":\"\(number > 0 ? "Infinity" : "-Infinity")\"")
+        json.field("doubleValue", number > 0 ? "Infinity" : "-Infinity")
       } else {
-        json.raw("{\"doubleValue\":\(number)")
+        json.field("doubleValue", number)
       }
-    case .bytes(let bytes):
-      json.raw("{\"bytesValue\":")
-      json.string(Data(bytes).base64EncodedString())
+    case .bytes(let bytes): json.field("bytesValue", Data(bytes).base64EncodedString())
     case .array(let values):
-      json.raw("{\"arrayValue\":{\"values\":[")
-      for (index, element) in values.enumerated() {
-        if index > 0 { json.raw(",") }
-        Self.json(element, into: &json)
+      json.object("arrayValue") { array in
+        array.array("values") { elements in
+          for element in values { elements.object { Self.json(element, into: &$0) } }
+        }
       }
-      json.raw("]}")
     case .keyValueList(let attributes):
-      json.raw("{\"kvlistValue\":{\"values\":")
-      Self.json(attributes, into: &json)
-      json.raw("}")
+      json.object("kvlistValue") { list in
+        list.array("values") { Self.json(attributes, into: &$0) }
+      }
     }
-    json.raw("}")
   }
 }

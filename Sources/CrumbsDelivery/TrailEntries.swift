@@ -1,6 +1,6 @@
 // TrailEntries.swift — a stored report's breadcrumb trail read back from its LZ4 JSON Lines
 // attachment, for destinations that send breadcrumbs one by one (OTLP log records, Backtrace's
-// breadcrumb file). Schema: Breadcrumb.jsonLine(). Not signal-safe.
+// breadcrumb file). Schema: Breadcrumb.jsonLine() (BreadcrumbJSON.swift). Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
@@ -12,7 +12,7 @@ import FoundationEssentials
 
 /// One breadcrumb as read back from a trail attachment.
 public struct TrailEntry: Sendable, Equatable, Decodable {
-  /// ISO 8601 as stored (millisecond precision).
+  /// ISO 8601 as stored: microseconds (milliseconds in trails written by older versions).
   public var timestamp: String
   public var id: UInt64
   public var seq: UInt32
@@ -22,10 +22,13 @@ public struct TrailEntry: Sendable, Equatable, Decodable {
   public var message: String
   public var attributes: [String: String]
   public var truncated: Bool?
+  /// With `truncated`: `message`, `attributes` or both (nil in trails written by older versions).
+  public var truncatedParts: [String]?
   public var signalHandler: Bool?
 
   enum CodingKeys: String, CodingKey {
     case timestamp, id, seq, thread, level, type, message, attributes, truncated
+    case truncatedParts = "truncated_parts"
     case signalHandler = "signal_handler"
   }
 

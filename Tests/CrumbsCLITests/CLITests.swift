@@ -52,24 +52,34 @@ import Testing
         attributes == Dictionary(uniqueKeysWithValues: breadcrumb.attributes.map { ($0.key, $0.value) }))
       #expect((object["truncated"] as? Bool ?? false) == breadcrumb.truncated)
       #expect((object["truncated"] != nil) == breadcrumb.truncated)
+      #expect((object["truncated_parts"] as? [String] ?? []) == breadcrumb.truncatedParts)
+      #expect((object["truncated_parts"] != nil) == breadcrumb.truncated)
+      #expect(object["signal_handler"] == nil)
+      #expect(object.count == (breadcrumb.truncated ? 10 : 8), "\(line)")
       let timestamp = try #require(object["timestamp"] as? String)
       let date = try #require(Self.parseISO8601(timestamp), "not ISO 8601: \(timestamp)")
       #expect(date >= before.addingTimeInterval(-2) && date <= after.addingTimeInterval(2), "\(timestamp)")
-      #expect(timestamp.hasSuffix("Z"))
-      // Stable key order: the order the README documents.
+      #expect(
+        timestamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil,
+        "microseconds: \(timestamp)")
+      // Exactly the line the trail attachment holds for it: one schema (README "Breadcrumb trail
+      // schema"), keys in its order.
+      #expect(line == breadcrumb.jsonLine())
       let keys = [
-        "\"seq\":", "\"id\":", "\"timestamp\":", "\"level\":", "\"type\":", "\"thread\":",
+        "\"timestamp\":", "\"id\":", "\"seq\":", "\"thread\":", "\"level\":", "\"type\":",
         "\"message\":", "\"attributes\":",
       ]
       let offsets = keys.map { line.range(of: $0)?.lowerBound }
       #expect(offsets.allSatisfy { $0 != nil }, "\(line)")
       #expect(offsets.compactMap { $0 } == offsets.compactMap { $0 }.sorted(), "\(line)")
-      #expect(line.hasPrefix("{\"seq\":"))
+      #expect(line.hasPrefix("{\"timestamp\":"))
     }
+    let trail = String(decoding: TrailAttachment.jsonLines(expected.breadcrumbs), as: UTF8.self)
+    #expect(trail == lines.map { $0 + "\n" }.joined())
     #expect(
       (try JSONSerialization.jsonObject(with: Data(lines[1].utf8)) as? [String: Any])?["message"] as? String
         == "GET \"/x\"\n")
-    #expect(lines[2].contains("\"truncated\":true"))
+    #expect(lines[2].contains("\"truncated\":true,\"truncated_parts\":[\"message\"]"))
     #expect(expected.breadcrumbs[2].messageTruncated)
 
     let summary = result.stderrLines

@@ -421,25 +421,38 @@ struct CrashCaptureTests {
     #expect(fresh.status == .noCrash)
     #expect(fresh.pid == 42)
 
-    func rejected(_ change: (inout [UInt8]) -> Void) -> CrashRecordError.Kind? {
+    func rejected(_ change: (inout [UInt8]) -> Void) -> PersistedFileError.Kind? {
       var copy = bytes
       change(&copy)
       let result = copy.withUnsafeBytes { image in
-        Result { () throws(CrashRecordError) in try CrashRecord.read(image: image) }
+        Result { () throws(PersistedFileError) in try CrashRecord.read(image: image) }
       }
-      if case .failure(let error) = result { return error.kind }
-      return nil
+      guard case .failure(let error) = result else { return nil }
+      #expect(error.format == .crashRecord && error.path == nil && !error.reason.contains("\n"))
+      return error.kind
     }
-    #expect(rejected { $0[0] ^= 1 } == .notARecord)
+    #expect(rejected { $0[0] ^= 1 } == .unrecognized)
     #expect(rejected { $0.removeLast(4096) } == .truncated)
     #expect(rejected { $0.removeLast($0.count - 100) } == .truncated)
-    #expect(rejected { $0[8] = 2 } == .unsupportedVersion)
+    #expect(rejected { $0[8] = 2 } == .unsupported)
     #expect(rejected { $0[16] = 1 } == .corrupt)  // total size
     #expect(rejected { $0[24] = 9 } == .corrupt)  // state
     let frameCount = MemoryLayout<crumbs_crash_record>.offset(of: \.frame_count)!
     #expect(rejected { $0[frameCount + 1] = 1 } == .corrupt)  // 256 + frames
     let moduleCount = MemoryLayout<crumbs_crash_record>.offset(of: \.module_count)!
     #expect(rejected { $0[moduleCount + 1] = 2 } == .corrupt)
+
+    // From a file: the error names it.
+    let directory = TestDirectory()
+    let path = directory.file("cut.crash")
+    try Syscall.writeFileAtomically(path, bytes.prefix(100))
+    #expect(
+      performing: { try CrashRecord.read(file: path) },
+      throws: {
+        ($0 as? PersistedFileError).map {
+          $0.kind == .truncated && $0.path == path && $0.description == path + ": " + $0.reason
+        } ?? false
+      })
   }
 }
 

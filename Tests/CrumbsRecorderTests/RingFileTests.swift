@@ -21,30 +21,34 @@ import Testing
     return try Syscall.readFile(directory.file("source.ring"))
   }
 
-  func read(_ bytes: [UInt8]) -> Result<RingContents, RingFileError> {
-    bytes.withUnsafeBytes { image in Result { () throws(RingFileError) in try RingReader.read(image: image) }
+  func read(_ bytes: [UInt8]) -> Result<RingContents, PersistedFileError> {
+    bytes.withUnsafeBytes { image in
+      Result { () throws(PersistedFileError) in try RingReader.read(image: image) }
     }
   }
 
   func expectError(
-    _ bytes: [UInt8], _ kind: RingFileError.Kind, containing text: String,
+    _ bytes: [UInt8], _ kind: PersistedFileError.Kind, containing text: String,
     sourceLocation: SourceLocation = #_sourceLocation
   ) {
     switch read(bytes) {
     case .success: Issue.record("read succeeded; expected \(kind)", sourceLocation: sourceLocation)
     case .failure(let error):
       #expect(error.kind == kind, sourceLocation: sourceLocation)
+      #expect(
+        error.format == .ring && error.path == nil && error.errno == nil, sourceLocation: sourceLocation)
+      #expect(error.description == error.reason, sourceLocation: sourceLocation)
       #expect(error.reason.contains(text), "\(error.reason)", sourceLocation: sourceLocation)
       #expect(!error.reason.contains("\n"), sourceLocation: sourceLocation)
     }
   }
 
   @Test func foreignFilesAreNotRings() {
-    expectError([], .notARing, containing: "0 bytes")
-    expectError(Array("hello, I am a text file\n".utf8), .notARing, containing: "magic")
-    expectError([UInt8](repeating: 0, count: 8192), .notARing, containing: "no magic")
+    expectError([], .unrecognized, containing: "0 bytes")
+    expectError(Array("hello, I am a text file\n".utf8), .unrecognized, containing: "magic")
+    expectError([UInt8](repeating: 0, count: 8192), .unrecognized, containing: "no magic")
     expectError(
-      [0x7f, 0x45, 0x4c, 0x46] + [UInt8](repeating: 1, count: 5000), .notARing, containing: "magic")
+      [0x7f, 0x45, 0x4c, 0x46] + [UInt8](repeating: 1, count: 5000), .unrecognized, containing: "magic")
   }
 
   @Test func truncatedRingsSaySo() throws {
@@ -58,7 +62,7 @@ import Testing
     let directory = TestDirectory()
     var bytes = try ringBytes(directory)
     bytes[8] = UInt8(CRUMBS_RING_VERSION + 1)
-    expectError(bytes, .unsupportedVersion, containing: "newer")
+    expectError(bytes, .unsupported, containing: "newer")
   }
 
   @Test func inconsistentHeaderFieldsAreCorrupt() throws {
@@ -66,13 +70,36 @@ import Testing
     let good = try ringBytes(directory)
     var badSlotSize = good
     badSlotSize[16] = 100
-    expectError(badSlotSize, .corruptHeader, containing: "slot size")
+    expectError(badSlotSize, .corrupt, containing: "slot size")
     var badLaneCount = good
     badLaneCount[24] = 200
-    expectError(badLaneCount, .corruptHeader, containing: "lane")
+    expectError(badLaneCount, .corrupt, containing: "lane")
     var badLane = good
     badLane[4096 + 8] = 1  // first lane's first_slot
-    expectError(badLane, .corruptHeader, containing: "lane 0")
+    expectError(badLane, .corrupt, containing: "lane 0")
+  }
+
+  @Test func readingAFileNamesItInTheError() throws {
+    let directory = TestDirectory()
+    let foreign = directory.file("notes.ring")
+    try Syscall.writeFileAtomically(foreign, Array("hello, I am a text file\n".utf8))
+    #expect(
+      performing: { try RingReader.read(file: foreign) },
+      throws: {
+        ($0 as? PersistedFileError).map {
+          $0.kind == .unrecognized && $0.format == .ring && $0.path == foreign && $0.errno == nil
+            && $0.description == foreign + ": " + $0.reason && $0.reason.hasPrefix("not a Crumbs ring")
+        } ?? false
+      })
+    let missing = directory.file("absent.ring")
+    #expect(
+      performing: { try RingReader.read(file: missing) },
+      throws: {
+        ($0 as? PersistedFileError).map {
+          $0.kind == .unreadable && $0.path == missing && $0.errno == .noSuchFileOrDirectory
+            && $0.description.hasPrefix(missing + ": cannot open: ")
+        } ?? false
+      })
   }
 
   @Test func aDamagedSlotIsTornAndTheOthersSurvive() throws {

@@ -26,13 +26,13 @@ import Testing
   /// error. A trap never comes back here: it kills the test process, which fails the run.
   enum Outcome: Equatable {
     case parsed(valid: Int, torn: Int)
-    case rejected(RingFileError.Kind)
+    case rejected(PersistedFileError.Kind)
     /// An ELF image (maybe partial): how many symbols it gave.
     case parsedELF(symbols: Int)
-    case rejectedELF(ELFError.Kind)
+    case rejectedELF(PersistedFileError.Kind)
     /// A crash record: its status and how many frames it held.
     case parsedCrashRecord(status: CrashRecord.Status, frames: Int)
-    case rejectedCrashRecord(CrashRecordError.Kind)
+    case rejectedCrashRecord(PersistedFileError.Kind)
     /// A report folder's file: report.json, or an LZ4 trail.
     case parsedReport(id: String)
     case parsedTrail(bytes: Int)
@@ -133,7 +133,7 @@ import Testing
     #expect(!paths.isEmpty)
     for path in paths {
       let data = try #require(FileManager.default.contents(atPath: path))
-      let contents = try data.withUnsafeBytes { image throws(RingFileError) in
+      let contents = try data.withUnsafeBytes { image throws(PersistedFileError) in
         try RingReader.read(image: image)
       }
       #expect(contents.counts.overwritten == Int.max)
@@ -150,9 +150,9 @@ import Testing
       switch name {
       case "damaged-cut-in-slots", "damaged-cut-in-header":
         #expect(outcome == .rejected(.truncated), "\(name)")
-      case "damaged-wrong-magic": #expect(outcome == .rejected(.notARing), "\(name)")
-      case "damaged-future-version": #expect(outcome == .rejected(.unsupportedVersion), "\(name)")
-      case "damaged-lane-count": #expect(outcome == .rejected(.corruptHeader), "\(name)")
+      case "damaged-wrong-magic": #expect(outcome == .rejected(.unrecognized), "\(name)")
+      case "damaged-future-version": #expect(outcome == .rejected(.unsupported), "\(name)")
+      case "damaged-lane-count": #expect(outcome == .rejected(.corrupt), "\(name)")
       case "damaged-payload-byte", "damaged-commit-writing":
         // One of the three breadcrumbs of few-64x64 damaged: counted torn, the others kept.
         #expect(outcome == .parsed(valid: 2, torn: 1), "\(name)")

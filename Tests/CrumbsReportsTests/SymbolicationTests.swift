@@ -248,17 +248,18 @@ private var noEnhancer: Symbolicator.Options {
   // MARK: Damaged files
 
   @Test func garbageAndTruncatedFilesGiveTypedErrors() throws {
-    #expect(throws: ELFError.self) { try ELFImage.parse(bytes: [UInt8]()) }
+    #expect(throws: PersistedFileError.self) { try ELFImage.parse(bytes: [UInt8]()) }
     #expect(
       performing: { try ELFImage.parse(bytes: [0x7F, 0x45, 0x4C]) },
-      throws: { ($0 as? ELFError)?.kind == .notELF })
+      throws: { ($0 as? PersistedFileError)?.kind == .unrecognized })
     let elf32 = [0x7F, 0x45, 0x4C, 0x46, 1, 1, 1] + [UInt8](repeating: 0, count: 57)
     #expect(
-      performing: { try ELFImage.parse(bytes: elf32) }, throws: { ($0 as? ELFError)?.kind == .unsupported })
+      performing: { try ELFImage.parse(bytes: elf32) },
+      throws: { ($0 as? PersistedFileError)?.kind == .unsupported })
     let bigEndian = [0x7F, 0x45, 0x4C, 0x46, 2, 2, 1] + [UInt8](repeating: 0, count: 57)
     #expect(
       performing: { try ELFImage.parse(bytes: bigEndian) },
-      throws: { ($0 as? ELFError)?.kind == .unsupported })
+      throws: { ($0 as? PersistedFileError)?.kind == .unsupported })
 
     let libc = try #require(CurrentProcessModules.list().first { $0.path.hasSuffix("/libc.so.6") })
     let real = try #require(try? Syscall.readFile(libc.path))
@@ -269,7 +270,7 @@ private var noEnhancer: Symbolicator.Options {
 
     #expect(
       performing: { try ELFImage.parse(bytes: Array(real.prefix(40))) },
-      throws: { ($0 as? ELFError)?.kind == .malformed })
+      throws: { ($0 as? PersistedFileError)?.kind == .truncated })
     // Every cut keeps what lies before it and reports the rest, never traps.
     var cuts = [64, 100, 1000, 4096, real.count / 2, real.count - 1]
     cuts += (1..<64).map { real.count * $0 / 64 }
@@ -351,13 +352,30 @@ private var noEnhancer: Symbolicator.Options {
     #expect(frames[0].moduleOffset == 0x1000)
 
     // A directory, a FIFO: rejected without blocking.
+    for path in [directory.path, directory.file("fifo")] {
+      if path.hasSuffix("fifo") { #expect(mkfifo(path, 0o600) == 0) }
+      #expect(
+        performing: { try ELFImage.read(path: path) },
+        throws: {
+          let error = $0 as? PersistedFileError
+          return error?.kind == .unreadable && error?.format == .elf && error?.path == path
+            && error?.errno != nil && error?.description.hasPrefix(path + ": cannot ") == true
+        })
+    }
+    // A parse error read from a file names the file; the same bytes in memory do not.
+    let text = directory.file("notes.txt")
+    try Syscall.writeFileAtomically(text, Array("not an ELF file at all\n".utf8))
     #expect(
-      performing: { try ELFImage.read(path: directory.path) },
-      throws: { ($0 as? ELFError)?.kind == .unreadable })
-    #expect(mkfifo(directory.file("fifo"), 0o600) == 0)
+      performing: { try ELFImage.read(path: text) },
+      throws: {
+        ($0 as? PersistedFileError).map {
+          $0.kind == .unrecognized && $0.path == text && $0.errno == nil
+            && $0.description == text + ": not an ELF file (wrong magic)"
+        } ?? false
+      })
     #expect(
-      performing: { try ELFImage.read(path: directory.file("fifo")) },
-      throws: { ($0 as? ELFError)?.kind == .unreadable })
+      performing: { try ELFImage.parse(bytes: Array("not an ELF file at all\n".utf8)) },
+      throws: { ($0 as? PersistedFileError)?.description == "not an ELF file (wrong magic)" })
   }
 
   // MARK: The module map of this process

@@ -17,32 +17,6 @@ import CrumbsSignalPath
   import Glibc
 #endif
 
-/// Why bytes could not be read as a crash record. The message is one line, for people.
-public struct CrashRecordError: Error, CustomStringConvertible, Equatable {
-  public enum Kind: String, Sendable, Equatable {
-    /// Not a Crumbs crash record (wrong magic, too short to tell).
-    case notARecord
-    /// Written by a newer Crumbs.
-    case unsupportedVersion
-    /// A record's magic, but sizes, state or counts are inconsistent.
-    case corrupt
-    /// Shorter than the record.
-    case truncated
-    /// Could not be read (permissions, I/O).
-    case unreadable
-  }
-
-  public var kind: Kind
-  public var reason: String
-
-  public init(_ kind: Kind, _ reason: String) {
-    self.kind = kind
-    self.reason = reason
-  }
-
-  public var description: String { reason }
-}
-
 /// A crash record as the crash handler left it.
 public struct CrashRecord: Sendable, Equatable, Codable {
   /// What the handler got to.
@@ -91,20 +65,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var value: UInt64
   }
 
-  /// One loaded ELF object.
-  public struct Module: Sendable, Equatable, Codable {
-    public var path: String
-    /// Runtime address minus the file's virtual address.
-    public var loadBias: UInt64
-    public var start: UInt64
-    public var end: UInt64
-    public var textStart: UInt64
-    public var textEnd: UInt64
-    /// NT_GNU_BUILD_ID bytes (empty when none).
-    public var buildID: [UInt8]
-    /// Lowercase hex of `buildID`.
-    public var buildIDHex: String { buildID.map { hex2($0) }.joined() }
-  }
+  /// The module type this record used to have its own copy of.
+  @available(*, deprecated, renamed: "LoadedModule")
+  public typealias Module = LoadedModule
 
   public var status: Status
   public var version: UInt32
@@ -146,7 +109,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public var stackHigh: UInt64
   public var stackSource: StackSource
 
-  public var modules: [Module]
+  /// The module table as the handler had it (written at install and by `refreshModules()`).
+  public var modules: [LoadedModule]
 
   /// Raw CRUMBS_CRASH_FLAG_* bits.
   public var flags: UInt32
@@ -166,29 +130,17 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   }
 
   /// The module whose code holds `address`, if any.
-  public func module(containing address: UInt64) -> Module? {
-    modules.first { address >= $0.textStart && address < $0.textEnd }
+  public func module(containing address: UInt64) -> LoadedModule? {
+    modules.first { $0.textContains(address) }
   }
 
   /// Reads a crash record file.
-  public static func read(file path: String) throws(CrashRecordError) -> CrashRecord {
-    let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(path, limit: 1 << 20)
-    } catch {
-      throw CrashRecordError(.unreadable, "\(path): cannot read: \(error.errno)")
-    }
-    let result = bytes.withUnsafeBytes { image in
-      Result { () throws(CrashRecordError) in try read(image: image) }
-    }
-    switch result {
-    case .success(let record): return record
-    case .failure(let error): throw CrashRecordError(error.kind, "\(path): \(error.reason)")
-    }
+  public static func read(file path: String) throws(PersistedFileError) -> CrashRecord {
+    try PersistedFile.read(path, as: .crashRecord, limit: 1 << 20, image: read(image:))
   }
 
   /// Reads a crash record from a file image in memory. Never traps on any input.
-  public static func read(image: UnsafeRawBufferPointer) throws(CrashRecordError) -> CrashRecord {
+  public static func read(image: UnsafeRawBufferPointer) throws(PersistedFileError) -> CrashRecord {
     let fields = try RecordFields(validating: image)
     return fields.decode()
   }
@@ -199,53 +151,56 @@ private struct RecordFields {
   typealias C = crumbs_crash_record
   let image: UnsafeRawBufferPointer
 
-  init(validating image: UnsafeRawBufferPointer) throws(CrashRecordError) {
+  init(validating image: UnsafeRawBufferPointer) throws(PersistedFileError) {
     self.image = image
     guard image.count >= 8 else {
-      throw CrashRecordError(.notARecord, "\(image.count) bytes: too short for a crash record")
+      throw failure(.unrecognized, "\(image.count) bytes: too short for a crash record")
     }
     guard image.loadUnaligned(as: UInt64.self) == CRUMBS_CRASH_RECORD_MAGIC else {
-      throw CrashRecordError(.notARecord, "wrong magic: not a Crumbs crash record")
+      throw failure(.unrecognized, "wrong magic: not a Crumbs crash record")
     }
     guard image.count >= Int(CRUMBS_CRASH_HEADER_SIZE) else {
-      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record header")
+      throw failure(.truncated, "\(image.count) bytes: shorter than the record header")
     }
     let version = u32(\C.version)
     guard version == CRUMBS_CRASH_RECORD_VERSION else {
       if version > CRUMBS_CRASH_RECORD_VERSION {
-        throw CrashRecordError(.unsupportedVersion, "version \(version) is newer than this reader")
+        throw failure(.unsupported, "version \(version) is newer than this reader")
       }
-      throw CrashRecordError(.corrupt, "version \(version) is not a valid version")
+      throw failure(.corrupt, "version \(version) is not a valid version")
     }
     guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
-      throw CrashRecordError(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
+      throw failure(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
     }
     let total = u64(\C.total_size)
     guard total == UInt64(MemoryLayout<C>.size) else {
-      throw CrashRecordError(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
+      throw failure(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
     }
     guard image.count >= MemoryLayout<C>.size else {
-      throw CrashRecordError(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
+      throw failure(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
     }
     let state = u32(\C.state)
     guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
     else {
-      throw CrashRecordError(.corrupt, "state \(state) is not a crash record state")
+      throw failure(.corrupt, "state \(state) is not a crash record state")
     }
     guard u32(\C.register_count) <= CRUMBS_CRASH_MAX_REGISTERS else {
-      throw CrashRecordError(
-        .corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
+      throw failure(.corrupt, "register count \(u32(\C.register_count)) > \(CRUMBS_CRASH_MAX_REGISTERS)")
     }
     guard u32(\C.frame_count) <= CRUMBS_CRASH_MAX_FRAMES else {
-      throw CrashRecordError(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
+      throw failure(.corrupt, "frame count \(u32(\C.frame_count)) > \(CRUMBS_CRASH_MAX_FRAMES)")
     }
     guard u32(\C.module_count) <= CRUMBS_CRASH_MAX_MODULES else {
-      throw CrashRecordError(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
+      throw failure(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
     }
     let marker = u64(\C.complete_marker)
     guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
-      throw CrashRecordError(.corrupt, "complete marker is neither 0 nor the marker")
+      throw failure(.corrupt, "complete marker is neither 0 nor the marker")
     }
+  }
+
+  func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
+    PersistedFileError(kind, reason, format: .crashRecord)
   }
 
   func offset<T>(_ path: KeyPath<C, T>) -> Int { MemoryLayout<C>.offset(of: path)! }
@@ -335,7 +290,7 @@ private struct RecordFields {
 
     let moduleStride = MemoryLayout<crumbs_crash_module>.stride
     let modulesStart = offset(\C.modules)
-    let modules = (0..<Int(u32(\C.module_count))).map { index -> CrashRecord.Module in
+    let modules = (0..<Int(u32(\C.module_count))).map { index -> LoadedModule in
       let base = modulesStart + index * moduleStride
       func moduleWord(_ path: KeyPath<crumbs_crash_module, UInt64>) -> UInt64 {
         image.loadUnaligned(
@@ -345,13 +300,14 @@ private struct RecordFields {
         fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id_size)!,
         as: UInt32.self)
       let buildIDStart = base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id)!
-      return CrashRecord.Module(
+      return LoadedModule(
         path: string(
           at: base + MemoryLayout<crumbs_crash_module>.offset(of: \.path)!,
           capacity: Int(CRUMBS_CRASH_PATH_SIZE)),
-        loadBias: moduleWord(\.load_bias), start: moduleWord(\.start), end: moduleWord(\.end),
-        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
-        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))))
+        loadBias: moduleWord(\.load_bias),
+        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))),
+        start: moduleWord(\.start), end: moduleWord(\.end),
+        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end))
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0
@@ -386,9 +342,4 @@ private struct RecordFields {
       modules: modules,
       flags: flags)
   }
-}
-
-private func hex2(_ byte: UInt8) -> String {
-  let digits = Array("0123456789abcdef")
-  return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
 }

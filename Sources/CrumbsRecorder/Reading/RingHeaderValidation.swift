@@ -1,8 +1,8 @@
 // RingHeaderValidation.swift — trusting nothing in a ring file's header.
 //
-// Entry point: RingHeaderValidation.validate(image) → RingLayout, or a RingFileError that says in
-// one line what is wrong. Every field a slot decoder depends on is checked against the layout
-// rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
+// Entry point: RingHeaderValidation.validate(image) → RingLayout, or a PersistedFileError that
+// says in one line what is wrong. Every field a slot decoder depends on is checked against the
+// layout rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
 
 import CrumbsSignalPath
 
@@ -36,33 +36,34 @@ package enum RingHeaderValidation {
   package static let laneSize = Int(CRUMBS_RING_LANE_SIZE)
 
   /// Validates the header and lane table of `image`, a whole ring file.
-  package static func validate(_ image: UnsafeRawBufferPointer) throws(RingFileError) -> RingLayout {
+  package static func validate(_ image: UnsafeRawBufferPointer) throws(PersistedFileError) -> RingLayout {
     try validate(image, availableBytes: image.count)
   }
 
   /// Validates the header and lane table at the start of `image`; `availableBytes` is how long
   /// the whole file is (the slots need not be in `image`).
-  package static func validate(_ image: UnsafeRawBufferPointer, availableBytes: Int) throws(RingFileError)
+  package static func validate(_ image: UnsafeRawBufferPointer, availableBytes: Int)
+    throws(PersistedFileError)
     -> RingLayout
   {
     guard image.count >= 8 else {
-      throw RingFileError(.notARing, "not a Crumbs ring: only \(image.count) bytes")
+      throw failure(.unrecognized, "not a Crumbs ring: only \(image.count) bytes")
     }
     let magic = image.loadUnaligned(as: UInt64.self)
     guard magic == CRUMBS_RING_MAGIC else {
       if magic == 0 {
-        throw RingFileError(.notARing, "not a Crumbs ring: no magic (creation never finished?)")
+        throw failure(.unrecognized, "not a Crumbs ring: no magic (creation never finished?)")
       }
-      throw RingFileError(.notARing, "not a Crumbs ring: magic is \(hex(magic))")
+      throw failure(.unrecognized, "not a Crumbs ring: magic is \(hex(magic))")
     }
     guard image.count >= headerSize else {
-      throw RingFileError(.truncated, "truncated ring: \(image.count) bytes, header alone is \(headerSize)")
+      throw failure(.truncated, "truncated ring: \(image.count) bytes, header alone is \(headerSize)")
     }
     let header = image.loadUnaligned(as: crumbs_ring_header.self)
     guard header.version != 0 else { throw corrupt("format version 0") }
     guard header.version <= CRUMBS_RING_VERSION else {
-      throw RingFileError(
-        .unsupportedVersion,
+      throw failure(
+        .unsupported,
         "ring format version \(header.version) is newer than this reader's (\(CRUMBS_RING_VERSION)); use a newer crumbs"
       )
     }
@@ -92,10 +93,10 @@ package enum RingHeaderValidation {
         "file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes")
     }
     guard availableBytes >= fileSize else {
-      throw RingFileError(.truncated, "truncated ring: \(availableBytes) bytes, header says \(fileSize)")
+      throw failure(.truncated, "truncated ring: \(availableBytes) bytes, header says \(fileSize)")
     }
     guard image.count >= lanesEnd else {
-      throw RingFileError(.truncated, "truncated ring: lane table cut off")
+      throw failure(.truncated, "truncated ring: lane table cut off")
     }
     guard
       header.clock_kind == CRUMBS_CLOCK_CPU_COUNTER.rawValue
@@ -152,8 +153,12 @@ package enum RingHeaderValidation {
       clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)
   }
 
-  private static func corrupt(_ reason: String) -> RingFileError {
-    RingFileError(.corruptHeader, "corrupt ring header: \(reason)")
+  private static func corrupt(_ reason: String) -> PersistedFileError {
+    failure(.corrupt, "corrupt ring header: \(reason)")
+  }
+
+  private static func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
+    PersistedFileError(kind, reason, format: .ring)
   }
 
   private static func hex(_ value: UInt64) -> String {

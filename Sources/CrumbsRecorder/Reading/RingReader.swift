@@ -13,32 +13,6 @@
 
 import CrumbsSignalPath
 
-/// Why a file could not be read as a ring. The message is one line, for people.
-public struct RingFileError: Error, CustomStringConvertible, Equatable {
-  public enum Kind: String, Sendable, Equatable {
-    /// Not a Crumbs ring at all (wrong magic, too short to tell).
-    case notARing
-    /// A ring written by a newer Crumbs.
-    case unsupportedVersion
-    /// The header is a ring's but inconsistent.
-    case corruptHeader
-    /// Shorter than its header says.
-    case truncated
-    /// Could not be read (permissions, I/O).
-    case unreadable
-  }
-
-  public var kind: Kind
-  public var reason: String
-
-  public init(_ kind: Kind, _ reason: String) {
-    self.kind = kind
-    self.reason = reason
-  }
-
-  public var description: String { reason }
-}
-
 /// Counts of what the slots held.
 public struct SlotCounts: Sendable, Equatable, Codable {
   /// Complete, verified breadcrumbs (returned).
@@ -121,24 +95,12 @@ public struct RingContents: Sendable {
 public enum RingReader {
   /// Reads a ring file. Errors say why the file is not a readable ring; damaged slots inside a
   /// good header are counted as torn, not thrown.
-  public static func read(file path: String) throws(RingFileError) -> RingContents {
-    let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(path)
-    } catch {
-      throw RingFileError(.unreadable, "\(path): cannot read: \(error.errno)")
-    }
-    let result = bytes.withUnsafeBytes { image in
-      Result { () throws(RingFileError) in try read(image: image) }
-    }
-    switch result {
-    case .success(let contents): return contents
-    case .failure(let error): throw RingFileError(error.kind, "\(path): \(error.reason)")
-    }
+  public static func read(file path: String) throws(PersistedFileError) -> RingContents {
+    try PersistedFile.read(path, as: .ring, limit: 1 << 30, image: read(image:))
   }
 
   /// Reads a ring from a file image in memory.
-  public static func read(image: UnsafeRawBufferPointer) throws(RingFileError) -> RingContents {
+  public static func read(image: UnsafeRawBufferPointer) throws(PersistedFileError) -> RingContents {
     let layout = try RingHeaderValidation.validate(image)
     let slotSize = layout.slotSize
     let slotsStart = layout.slotsOffset

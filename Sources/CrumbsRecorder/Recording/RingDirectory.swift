@@ -99,7 +99,7 @@ public struct RingDirectory: Sendable {
         scan.leftovers.append(LeftoverRing(path: file, contents: contents))
       } catch {
         do {
-          scan.quarantined.append(try quarantine(file, reason: error.reason))
+          scan.quarantined.append(try quarantine(file, reason: error.description))
         } catch {
           scan.problems.append("cannot quarantine \(file): \(error)")
         }

@@ -24,12 +24,7 @@ package struct CrashReportBuilder {
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
     -> CrashReport
   {
-    let modules = record.modules.map {
-      LoadedModule(
-        path: $0.path, loadBias: $0.loadBias, buildID: $0.buildID, start: $0.start, end: $0.end,
-        textStart: $0.textStart, textEnd: $0.textEnd)
-    }
-    let symbolicated = Symbolicator(modules: modules, options: symbolicatorOptions)
+    let symbolicated = Symbolicator(modules: record.modules, options: symbolicatorOptions)
       .symbolicate(record.frames, firstIsExactPC: true)
     let frames = symbolicated.map(Self.frame)
     let signal = record.signal
@@ -45,7 +40,7 @@ package struct CrashReportBuilder {
     var report = base(
       id: record.sessionID.description, kind: .crash, sessionID: record.sessionID,
       time: record.crashWallNanoseconds, ring: ring, trailSize: trailSize,
-      pid: record.pid, executable: ring?.header.executable ?? modules.first?.path ?? "",
+      pid: record.pid, executable: ring?.header.executable ?? record.modules.first?.path ?? "",
       appName: ring?.header.appName ?? "")
     report.exceptionType = signal.name
     report.exceptionMessage = message
@@ -58,11 +53,7 @@ package struct CrashReportBuilder {
       senderUID: signal.senderUID)
     report.registers = record.registers.map { .init(name: $0.name, value: Self.hex16($0.value)) }
     report.frames = frames
-    report.modules = record.modules.map {
-      .init(
-        path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
-        buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
-    }
+    report.modules = record.modules
     report.handlerDurationNanoseconds = record.handlerDurationNanoseconds
     report.resource["process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
     report.resource["host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)

@@ -124,8 +124,8 @@ public struct PostMortemProcessor: Sendable {
     do {
       ring = try RingReader.read(file: claimed.path)
     } catch {
-      damage.append("breadcrumb ring unreadable: \(error.reason)")
-      quarantine(claimed.path, reason: error.reason, into: &outcome)
+      damage.append("breadcrumb ring unreadable: \(error)")
+      quarantine(claimed.path, reason: error.description, into: &outcome)
     }
     // The crash record, when the handler made one (an untouched one means "no crash").
     var record: CrashRecord?
@@ -134,8 +134,8 @@ public struct PostMortemProcessor: Sendable {
         let read = try CrashRecord.read(file: claimed.crashRecordPath)
         if read.status != .noCrash { record = read }
       } catch {
-        damage.append("crash record unreadable: \(error.reason)")
-        quarantine(claimed.crashRecordPath, reason: error.reason, into: &outcome)
+        damage.append("crash record unreadable: \(error)")
+        quarantine(claimed.crashRecordPath, reason: error.description, into: &outcome)
       }
     }
     guard ring != nil || record != nil else {

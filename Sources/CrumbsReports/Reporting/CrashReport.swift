@@ -4,6 +4,8 @@
 // convention names (`exception.type`, `thread.id`, `session.id`, …) so the report maps straight
 // onto an OTLP log record; `resource` holds OTel resource attribute names too.
 
+import CrumbsRecorder
+
 /// A report, as stored in `reports/<state>/<id>/report.json`.
 public struct CrashReport: Codable, Sendable, Equatable {
   /// What ended (or troubled) the session.
@@ -53,13 +55,10 @@ public struct CrashReport: Codable, Sendable, Equatable {
     public var note: String?
   }
 
-  /// One loaded module of the crashed process.
-  public struct Module: Codable, Sendable, Equatable {
-    public var path: String
-    /// Hex load bias (runtime address = ELF virtual address + bias).
-    public var loadAddress: String
-    public var buildID: String?
-  }
+  /// The module type this report used to have its own copy of (path, hex load address, hex
+  /// build ID: still the JSON of `LoadedModule`, which adds its address ranges).
+  @available(*, deprecated, renamed: "LoadedModule")
+  public typealias Module = LoadedModule
 
   /// The breadcrumb trail: what is in the attachment, and what the ring said about itself.
   public struct Trail: Codable, Sendable, Equatable {
@@ -112,7 +111,8 @@ public struct CrashReport: Codable, Sendable, Equatable {
   public var signal: SignalInfo?
   public var registers: [Register]
   public var frames: [Frame]
-  public var modules: [Module]
+  /// The loaded modules of the crashed (or reporting) process.
+  public var modules: [LoadedModule]
   /// Process, app and OS attributes (OTel resource names: `service.name`, `process.pid`, …).
   public var resource: [String: String]
   /// The app's own attributes.
@@ -148,7 +148,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
 
 extension CrashReport {
   /// Hex with a 0x prefix.
-  package static func hex(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
+  package static func hex(_ value: UInt64) -> String { LoadedModule.hexAddress(value) }
 
   /// A readable multi-line stack trace from `frames`:
   /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`.

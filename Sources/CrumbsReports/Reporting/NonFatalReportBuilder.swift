@@ -76,11 +76,7 @@ package struct NonFatalReportBuilder {
       threadName: Self.currentThreadName(), sessionID: ring.sessionID.description, reportingSessionID: nil,
       timeUnixNano: now, time: ISO8601.string(nanoseconds: now), observedTimeUnixNano: now,
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
-      modules: modules.map {
-        .init(
-          path: $0.path, loadAddress: CrashReport.hex($0.loadBias),
-          buildID: $0.buildID.isEmpty ? nil : $0.buildIDHex)
-      },
+      modules: modules,
       resource: ProcessAttributes.resource(
         pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion),
       attributes: attributes,

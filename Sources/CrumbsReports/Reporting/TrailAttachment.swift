@@ -11,11 +11,10 @@ public enum TrailAttachment {
 
   /// The uncompressed JSON Lines text (one line per breadcrumb, each ending in a newline).
   public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
-    var json = JSONText()
-    json.bytes.reserveCapacity(breadcrumbs.count * 200)
+    var json = JSONWriter(reservingCapacity: breadcrumbs.count * 200)
     for breadcrumb in breadcrumbs {
       breadcrumb.writeJSON(into: &json)
-      json.bytes.append(UInt8(ascii: "\n"))
+      json.newline()
     }
     return json.bytes
   }

@@ -15,8 +15,8 @@
 //
 // Every value read from the file is untrusted: offsets, sizes and counts are checked against the
 // file size with overflow-reporting arithmetic before use, so any input gives an ELFImage (maybe
-// partial, with `problems` saying what was skipped) or a thrown ELFError — never a trap. Not
-// signal-safe (allocates, reads files).
+// partial, with `problems` saying what was skipped) or a thrown PersistedFileError — never a
+// trap. Not signal-safe (allocates, reads files).
 
 import CrumbsRecorder
 
@@ -24,29 +24,14 @@ import CrumbsRecorder
   import Glibc
 #endif
 
-/// Why a file could not be read as an ELF image. The message is one line, for people.
-public struct ELFError: Error, CustomStringConvertible, Equatable, Sendable {
-  public enum Kind: String, Sendable, Equatable {
-    /// Could not be opened or read (missing, permissions, not a regular file, I/O).
-    case unreadable
-    /// Not an ELF file at all (too short, wrong magic).
-    case notELF
-    /// An ELF file this reader does not handle (32-bit, big-endian, unknown version).
-    case unsupported
-    /// The header or a table it needs is inconsistent or lies outside the file.
-    case malformed
-  }
-
-  public var kind: Kind
-  public var reason: String
-
-  public init(_ kind: Kind, _ reason: String) {
-    self.kind = kind
-    self.reason = reason
-  }
-
-  public var description: String { reason }
+extension PersistedFormat {
+  /// An ELF64 little-endian file: an executable, a shared object, an object file.
+  public static let elf = PersistedFormat("ELF file")
 }
+
+/// The name this error had when each reader had its own type.
+@available(*, deprecated, renamed: "PersistedFileError")
+public typealias ELFError = PersistedFileError
 
 /// A function (or other sized code symbol) from an ELF symbol table.
 public struct ELFSymbol: Sendable, Equatable {
@@ -141,45 +126,37 @@ public struct ELFImage: Sendable {
   // MARK: Reading
 
   /// Reads the ELF file at `path`, only the parts symbolication needs.
-  public static func read(path: String) throws(ELFError) -> ELFImage {
-    let opened: (fd: Int32, size: UInt64)
-    do {
-      opened = try Syscall.openRegularFileForReading(path)
-    } catch {
-      throw ELFError(.unreadable, "cannot open \(path): \(error.errno)")
-    }
-    defer { Syscall.close(opened.fd) }
-    let source = ByteSource.file(fd: opened.fd, size: opened.size, path: path)
-    return try parse(source)
+  public static func read(path: String) throws(PersistedFileError) -> ELFImage {
+    try PersistedFile.read(path, as: .elf) { file throws(PersistedFileError) in try parse(.file(file)) }
   }
 
   /// Parses an ELF image held in memory.
-  public static func parse(bytes: UnsafeRawBufferPointer) throws(ELFError) -> ELFImage {
+  public static func parse(bytes: UnsafeRawBufferPointer) throws(PersistedFileError) -> ELFImage {
     try parse(ByteSource.memory(bytes))
   }
 
   /// Parses an ELF image held in memory.
-  public static func parse(bytes: [UInt8]) throws(ELFError) -> ELFImage {
+  public static func parse(bytes: [UInt8]) throws(PersistedFileError) -> ELFImage {
     let result = bytes.withUnsafeBytes { buffer in
-      Result { () throws(ELFError) -> ELFImage in try parse(ByteSource.memory(buffer)) }
+      Result { () throws(PersistedFileError) -> ELFImage in try parse(ByteSource.memory(buffer)) }
     }
     return try result.get()
   }
 
-  static func parse(_ source: ByteSource) throws(ELFError) -> ELFImage {
+  static func parse(_ source: ByteSource) throws(PersistedFileError) -> ELFImage {
     let header = try source.read(0, 64, "ELF header", exact: false)
     guard header.count >= 16, header[0] == 0x7F, header[1] == 0x45, header[2] == 0x4C, header[3] == 0x46
     else {
-      throw ELFError(
-        .notELF, "not an ELF file (\(header.count < 4 ? "only \(header.count) bytes" : "wrong magic"))")
+      throw failure(
+        .unrecognized, "not an ELF file (\(header.count < 4 ? "only \(header.count) bytes" : "wrong magic"))")
     }
-    guard header[4] == 2 else { throw ELFError(.unsupported, "ELF class \(header[4]) (only ELF64 is read)") }
+    guard header[4] == 2 else { throw failure(.unsupported, "ELF class \(header[4]) (only ELF64 is read)") }
     guard header[5] == 1 else {
-      throw ELFError(.unsupported, "ELF data encoding \(header[5]) (only little-endian is read)")
+      throw failure(.unsupported, "ELF data encoding \(header[5]) (only little-endian is read)")
     }
-    guard header[6] == 1 else { throw ELFError(.unsupported, "ELF version \(header[6])") }
+    guard header[6] == 1 else { throw failure(.unsupported, "ELF version \(header[6])") }
     guard header.count == 64 else {
-      throw ELFError(.malformed, "truncated ELF header: \(header.count) of 64 bytes")
+      throw failure(.truncated, "truncated ELF header: \(header.count) of 64 bytes")
     }
     let fields = LittleEndianBytes(header)
     var image = ELFImage(
@@ -209,9 +186,9 @@ public struct ELFImage: Sendable {
     // Program headers: segments and build-ID notes.
     var noteRanges: [(offset: UInt64, size: UInt64, align: UInt64)] = []
     if programHeaderCount > 0 {
-      do throws(ELFError) {
+      do throws(PersistedFileError) {
         guard programHeaderSize >= 56 else {
-          throw ELFError(.malformed, "program header entries of \(programHeaderSize) bytes (need 56)")
+          throw failure(.corrupt, "program header entries of \(programHeaderSize) bytes (need 56)")
         }
         let table = try source.readTable(
           programHeaderOffset, programHeaderCount, programHeaderSize, "program headers")
@@ -245,9 +222,9 @@ public struct ELFImage: Sendable {
       return image
     }
     let sections: [Section]
-    do throws(ELFError) {
+    do throws(PersistedFileError) {
       guard sectionHeaderSize >= 64 else {
-        throw ELFError(.malformed, "section header entries of \(sectionHeaderSize) bytes (need 64)")
+        throw failure(.corrupt, "section header entries of \(sectionHeaderSize) bytes (need 64)")
       }
       let table = try source.readTable(
         sectionHeaderOffset, sectionHeaderCount, sectionHeaderSize, "section headers")
@@ -282,7 +259,7 @@ public struct ELFImage: Sendable {
 
     for (table, type) in [(SymbolTable.symtab, UInt32(2)), (SymbolTable.dynsym, UInt32(11))] {
       guard let section = sections.first(where: { $0.type == type && $0.size > 0 }) else { continue }
-      do throws(ELFError) {
+      do throws(PersistedFileError) {
         let (symbols, names) = try readSymbols(section, sections: sections, source: source)
         if symbols.isEmpty { continue }
         image.sortedSymbols = symbols
@@ -297,19 +274,20 @@ public struct ELFImage: Sendable {
   }
 
   /// Reads one symbol table, keeps what can hold code, and sorts it.
-  static func readSymbols(_ section: Section, sections: [Section], source: ByteSource) throws(ELFError)
+  static func readSymbols(_ section: Section, sections: [Section], source: ByteSource)
+    throws(PersistedFileError)
     -> ([PackedSymbol], [UInt8])
   {
     let entrySize = section.entrySize == 0 ? 24 : section.entrySize
     // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
     // than one entry) must not reach `Int(entrySize)`.
     guard entrySize >= 24, entrySize <= 4096 else {
-      throw ELFError(.malformed, "symbol entries of \(entrySize) bytes (need 24)")
+      throw failure(.corrupt, "symbol entries of \(entrySize) bytes (need 24)")
     }
     let count = section.size / entrySize
     let entries = try source.readTable(section.offset, count, entrySize, "symbol table")
     guard section.link < UInt64(sections.count) else {
-      throw ELFError(.malformed, "symbol table links to string table \(section.link) of \(sections.count)")
+      throw failure(.corrupt, "symbol table links to string table \(section.link) of \(sections.count)")
     }
     let stringSection = sections[Int(section.link)]
     let names = try source.read(stringSection.offset, stringSection.size, "symbol names")
@@ -448,7 +426,7 @@ package struct LittleEndianBytes {
 
 /// Where an image's bytes come from. Every read is checked against the size first.
 package enum ByteSource {
-  case file(fd: Int32, size: UInt64, path: String)
+  case file(PersistedFile)
   case memory(UnsafeRawBufferPointer)
 
   /// The most one read may ask for: a garbage size in a huge file must not allocate gigabytes.
@@ -456,39 +434,31 @@ package enum ByteSource {
 
   package var size: UInt64 {
     switch self {
-    case .file(_, let size, _): return size
+    case .file(let file): return file.size
     case .memory(let bytes): return UInt64(bytes.count)
     }
   }
 
   /// `count` bytes at `offset`; with `exact: false`, as many as there are up to `count`.
-  package func read(_ offset: UInt64, _ count: UInt64, _ what: String, exact: Bool = true) throws(ELFError)
-    -> [UInt8]
+  package func read(_ offset: UInt64, _ count: UInt64, _ what: String, exact: Bool = true)
+    throws(PersistedFileError) -> [UInt8]
   {
     let available = offset <= size ? size - offset : 0
     guard offset <= size, !exact || count <= available else {
-      throw ELFError(
-        .malformed, "\(what) (\(count) bytes at offset \(offset)) lies outside the file of \(size) bytes")
+      throw failure(
+        .corrupt, "\(what) (\(count) bytes at offset \(offset)) lies outside the file of \(size) bytes")
     }
     let length = min(count, available)
     guard length <= ByteSource.largestRead else {
-      throw ELFError(.malformed, "\(what) claims \(length) bytes")
+      throw failure(.corrupt, "\(what) claims \(length) bytes")
     }
     switch self {
-    case .file(let fd, _, let path):
-      do {
-        let bytes = try Syscall.read(fd, at: offset, count: Int(length), path: path)
-        guard !exact || bytes.count == Int(length) else {
-          throw ELFError(.unreadable, "\(path) shrank while being read")
-        }
-        return bytes
-      } catch let error as SystemCallError {
-        throw ELFError(.unreadable, error.description)
-      } catch let error as ELFError {
-        throw error
-      } catch {
-        throw ELFError(.unreadable, "\(error)")
+    case .file(let file):
+      let bytes = try file.bytes(at: offset, count: Int(length))
+      guard !exact || bytes.count == Int(length) else {
+        throw failure(.truncated, "shrank while being read")
       }
+      return bytes
     case .memory(let bytes):
       let start = Int(offset)
       return Array(bytes[start..<start + Int(length)])
@@ -497,11 +467,16 @@ package enum ByteSource {
 
   /// A table of `count` entries of `entrySize` bytes at `offset`.
   package func readTable(_ offset: UInt64, _ count: UInt64, _ entrySize: UInt64, _ what: String)
-    throws(ELFError)
+    throws(PersistedFileError)
     -> [UInt8]
   {
     let (total, overflow) = count.multipliedReportingOverflow(by: entrySize)
-    guard !overflow else { throw ELFError(.malformed, "\(what): \(count) entries of \(entrySize) bytes") }
+    guard !overflow else { throw failure(.corrupt, "\(what): \(count) entries of \(entrySize) bytes") }
     return try read(offset, total, what)
   }
+}
+
+/// An error about an ELF file, thrown by the parser (`PersistedFile.read` adds the path).
+private func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
+  PersistedFileError(kind, reason, format: .elf)
 }

@@ -22,52 +22,6 @@
 
 import CrumbsRecorder
 
-/// One loaded module as the crash record (or the live process) describes it.
-public struct LoadedModule: Sendable, Equatable, Codable {
-  /// The file it was loaded from, as the dynamic linker named it.
-  public var path: String
-  /// `dlpi_addr`: runtime address = ELF virtual address + loadBias (0 for non-PIE executables).
-  public var loadBias: UInt64
-  /// The GNU build-id note's bytes; empty when unknown.
-  public var buildID: [UInt8]
-  /// Lowest runtime address of its PT_LOAD segments.
-  public var start: UInt64
-  /// End (exclusive) of its highest PT_LOAD segment.
-  public var end: UInt64
-  /// Lowest runtime address of its executable segments; 0 with `textEnd` 0 when unknown.
-  public var textStart: UInt64
-  /// End (exclusive) of its executable segments.
-  public var textEnd: UInt64
-
-  public init(
-    path: String, loadBias: UInt64, buildID: [UInt8], start: UInt64, end: UInt64, textStart: UInt64 = 0,
-    textEnd: UInt64 = 0
-  ) {
-    self.path = path
-    self.loadBias = loadBias
-    self.buildID = buildID
-    self.start = start
-    self.end = end
-    self.textStart = textStart
-    self.textEnd = textEnd
-  }
-
-  /// The build ID as lowercase hex ("" when none), as `file` and `readelf -n` print it.
-  public var buildIDHex: String { hexString(buildID) }
-
-  /// The file name without its directory.
-  public var name: String {
-    guard let slash = path.lastIndex(of: "/") else { return path }
-    return String(path[path.index(after: slash)...])
-  }
-
-  /// Whether `address` lies in its executable segments.
-  public func textContains(_ address: UInt64) -> Bool { textStart <= address && address < textEnd }
-
-  /// Whether `address` lies anywhere in its mapping.
-  public func contains(_ address: UInt64) -> Bool { start <= address && address < end }
-}
-
 /// One frame of a backtrace, named as well as the device could.
 public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConvertible {
   /// Why a frame has no name (the values `note` takes when a name is missing).
@@ -379,16 +333,4 @@ public final class Symbolicator {
 package struct ModuleFailure: Error {
   package var note: String
   package init(_ note: String) { self.note = note }
-}
-
-/// Lowercase hex of `bytes`.
-package func hexString(_ bytes: [UInt8]) -> String {
-  let digits = Array("0123456789abcdef".utf8)
-  var text: [UInt8] = []
-  text.reserveCapacity(bytes.count * 2)
-  for byte in bytes {
-    text.append(digits[Int(byte >> 4)])
-    text.append(digits[Int(byte & 0xF)])
-  }
-  return String(decoding: text, as: UTF8.self)
 }

@@ -1,0 +1,120 @@
+// LoadedModule.swift — one ELF object loaded in a process: what the crash record keeps (written
+// by the handler's module table), what symbolication looks addresses up in, and what a stored
+// report lists. One type for all three, so a module is never copied field by field between them.
+//
+// Its Codable form is the stored report's (`report.json` → `modules`): addresses as hex strings
+// (JSON numbers above 2^53 lose precision in most readers), the build ID as lowercase hex,
+// omitted when unknown. `start`, `end`, `textStart`, `textEnd` came later: a report stored
+// before them decodes with 0. Not signal-safe.
+
+/// One loaded module as a crash record (or the live process) describes it.
+public struct LoadedModule: Sendable, Equatable {
+  /// The file it was loaded from, as the dynamic linker named it.
+  public var path: String
+  /// `dlpi_addr`: runtime address = ELF virtual address + loadBias (0 for non-PIE executables).
+  public var loadBias: UInt64
+  /// The GNU build-id note's bytes; empty when unknown.
+  public var buildID: [UInt8]
+  /// Lowest runtime address of its PT_LOAD segments.
+  public var start: UInt64
+  /// End (exclusive) of its highest PT_LOAD segment.
+  public var end: UInt64
+  /// Lowest runtime address of its executable segments; 0 with `textEnd` 0 when unknown.
+  public var textStart: UInt64
+  /// End (exclusive) of its executable segments.
+  public var textEnd: UInt64
+
+  public init(
+    path: String, loadBias: UInt64, buildID: [UInt8], start: UInt64, end: UInt64, textStart: UInt64 = 0,
+    textEnd: UInt64 = 0
+  ) {
+    self.path = path
+    self.loadBias = loadBias
+    self.buildID = buildID
+    self.start = start
+    self.end = end
+    self.textStart = textStart
+    self.textEnd = textEnd
+  }
+
+  /// The build ID as lowercase hex ("" when none), as `file` and `readelf -n` print it.
+  public var buildIDHex: String { LoadedModule.hex(buildID) }
+
+  /// The file name without its directory.
+  public var name: String {
+    guard let slash = path.lastIndex(of: "/") else { return path }
+    return String(path[path.index(after: slash)...])
+  }
+
+  /// Whether `address` lies in its executable segments.
+  public func textContains(_ address: UInt64) -> Bool { textStart <= address && address < textEnd }
+
+  /// Whether `address` lies anywhere in its mapping.
+  public func contains(_ address: UInt64) -> Bool { start <= address && address < end }
+
+  /// Lowercase hex of `bytes`.
+  package static func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+      text.append(digits[Int(byte >> 4)])
+      text.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: text, as: UTF8.self)
+  }
+}
+
+extension LoadedModule: Codable {
+  enum CodingKeys: String, CodingKey {
+    case path
+    case loadBias = "loadAddress"
+    case buildID, start, end, textStart, textEnd
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(path, forKey: .path)
+    try container.encode(Self.hexAddress(loadBias), forKey: .loadBias)
+    if !buildID.isEmpty { try container.encode(buildIDHex, forKey: .buildID) }
+    for (key, value) in [
+      (CodingKeys.start, start), (.end, end), (.textStart, textStart), (.textEnd, textEnd),
+    ] {
+      try container.encode(Self.hexAddress(value), forKey: key)
+    }
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    func address(_ key: CodingKeys) throws -> UInt64 {
+      guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return 0 }
+      guard text.hasPrefix("0x"), let value = UInt64(text.dropFirst(2), radix: 16) else {
+        throw DecodingError.dataCorruptedError(
+          forKey: key, in: container, debugDescription: "not a hex address: \(text)")
+      }
+      return value
+    }
+    var buildID: [UInt8] = []
+    if let text = try container.decodeIfPresent(String.self, forKey: .buildID) {
+      let digits = Array(text.utf8)
+      guard digits.count % 2 == 0 else {
+        throw DecodingError.dataCorruptedError(
+          forKey: .buildID, in: container, debugDescription: "odd number of hex digits")
+      }
+      for index in stride(from: 0, to: digits.count, by: 2) {
+        guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
+          throw DecodingError.dataCorruptedError(
+            forKey: .buildID, in: container, debugDescription: "not hex: \(text)")
+        }
+        buildID.append(byte)
+      }
+    }
+    self.init(
+      path: try container.decode(String.self, forKey: .path), loadBias: try address(.loadBias),
+      buildID: buildID, start: try address(.start), end: try address(.end),
+      textStart: try address(.textStart), textEnd: try address(.textEnd))
+  }
+
+  /// `0x` and lowercase hex, as the report writes addresses.
+  package static func hexAddress(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
+}

@@ -1,0 +1,199 @@
+// UploaderAnswerTests.swift — what the uploader does with each kind of answer (2xx, 413, other
+// 4xx, 429 with Retry-After, 5xx, timeout, refused, a reset mid-upload), driven by real loopback
+// servers and a manual clock, so no assertion depends on elapsed time.
+
+import CrumbsTestSupport
+import Testing
+
+@testable import CrumbsDelivery
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite struct UploaderAnswerTests {
+  @Test func retryAfterReadsSecondsAndHTTPDates() {
+    let now: UInt64 = 1_700_000_000 * 1_000_000_000
+    #expect(ReportUploader.retryAfter("120", now: now, default: 60) == 120_000_000_000)
+    // 2023-11-14T22:13:20Z is 1_700_000_000; 30 s later:
+    #expect(
+      ReportUploader.retryAfter("Tue, 14 Nov 2023 22:13:50 GMT", now: now, default: 60) == 30_000_000_000)
+    #expect(ReportUploader.retryAfter("soon", now: now, default: 60) == 60_000_000_000)
+    #expect(ReportUploader.retryAfter(nil, now: now, default: 5) == 5_000_000_000)
+  }
+
+  @Test func serverErrorsAreRetriedWithBackoffUntilTheLimitThenDropped() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer(status: 503)
+    defer { server.stop() }
+    let clock = ManualClock()
+    let delegate = RecordingDelegate()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.retryLimit = 3 }, delegate: delegate, clock: { clock.now() }, random: { 0 })
+    let id = fixture.ids[0]
+
+    let start = clock.now()
+    var result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(result.outcome == .willRetry(reason: "HTTP 503", nextAttemptUnixNano: start + 10_000_000_000))
+    // Not due yet: nothing is sent.
+    #expect(uploader.deliverPendingNow().results.isEmpty)
+    #expect(server.requests.count == 1)
+    clock.advance(seconds: 10)
+    result = try #require(uploader.deliverPendingNow().results.first)
+    // The interval doubled.
+    #expect(
+      result.outcome == .willRetry(reason: "HTTP 503", nextAttemptUnixNano: clock.now() + 20_000_000_000))
+    clock.advance(seconds: 20)
+    result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(result.outcome == .dropped(reason: "gave up after 3 attempts: HTTP 503"))
+    #expect(server.requests.count == 3)
+    clock.advance(seconds: 1000)
+    #expect(uploader.deliverPendingNow().results.isEmpty)
+    #expect(server.requests.count == 3)
+
+    let dropped = try fixture.store.load(id: id)
+    #expect(dropped.state == .dropped)
+    #expect(dropped.droppedReason() == "otlp: HTTP 503")
+    #expect(dropped.deliveryState().destinations["otlp"]?.attempts == 3)
+    #expect(delegate.responses.withLock { $0.count } == 3)
+    #expect(delegate.failed.withLock { $0.count } == 3)
+  }
+
+  @Test func payloadTooLargeIsDroppedAtOnceAndNeverRetried() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer(status: 413)
+    defer { server.stop() }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings(),
+      clock: { clock.now() })
+    let pass = uploader.deliverPendingNow()
+    #expect(pass.results.map(\.outcome) == [.dropped(reason: "HTTP 413")])
+    #expect(pass.finished.map(\.state) == [.dropped])
+    clock.advance(seconds: 3600)
+    uploader.deliverPendingNow()
+    #expect(server.requests.count == 1)
+    #expect(try fixture.store.load(id: fixture.ids[0]).droppedReason() == "otlp: HTTP 413")
+  }
+
+  @Test func otherClientErrorsAreDroppedWithTheServersWordsButNoSecrets() throws {
+    let fixture = try ReportFixture()
+    // A server that echoes the credential it refused: the stored reason must not repeat it.
+    let server = try LoopbackHTTPServer(status: 401, body: "bad credentials: Bearer s3cret-401")
+    defer { server.stop() }
+    let destination = OTLPDestination(
+      endpoint: server.baseURL, headers: [HTTPHeader("Authorization", "Bearer s3cret-401", isSecret: true)])
+    let delegate = RecordingDelegate()
+    let uploader = ReportUploader(store: fixture.store, destinations: [destination], delegate: delegate)
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(result.outcome == .dropped(reason: "HTTP 401: bad credentials: <redacted>"))
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .dropped)
+    #expect(!fixture.everythingStored().contains("s3cret-401"))
+    #expect(!"\(delegate.responses.withLock { $0 })".contains("s3cret-401"))
+    #expect(!HTTPHeader("Authorization", "Bearer s3cret-401", isSecret: true).description.contains("s3cret"))
+  }
+
+  @Test func tooManyRequestsPausesTheDestinationUntilRetryAfter() throws {
+    let fixture = try ReportFixture(count: 2)
+    let server = try LoopbackHTTPServer { index, _ in
+      index == 0 ? .respond(429, headers: ["Retry-After": "120"]) : .respond(200)
+    }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings(),
+      clock: { clock.now() })
+    let start = clock.now()
+    let first = uploader.deliverPendingNow()
+    // One request: the 429 pauses the destination, so the second report is not tried either.
+    #expect(first.results.map(\.outcome) == [.throttled(untilUnixNano: start + 120_000_000_000)])
+    #expect(first.nextDueUnixNano == start + 120_000_000_000)
+    #expect(server.requestsStarted == 1)
+    #expect(try fixture.store.load(id: fixture.ids[0]).deliveryState().destinations["otlp"]?.attempts == 0)
+    clock.advance(seconds: 119)
+    #expect(uploader.deliverPendingNow().results.isEmpty)
+    #expect(server.requestsStarted == 1)
+    clock.advance(seconds: 1)
+    let second = uploader.deliverPendingNow()
+    #expect(second.finished.count == 2)
+    #expect(Set(server.requests.compactMap(reportID(ofOTLP:))) == Set(fixture.ids))
+  }
+
+  @Test func aSlowServerIsATimeoutAndTheReportStaysPending() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer { _, _ in .stall(seconds: 20) }
+    defer { server.stop() }
+    let delegate = RecordingDelegate()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings(),
+      transport: URLSessionTransport(timeout: 0.5), delegate: delegate)
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    guard case .willRetry(let reason, _) = result.outcome else {
+      Issue.record("expected a retry, got \(result)")
+      return
+    }
+    #expect(reason == "timed out")
+    #expect(delegate.failures.withLock { $0.map(\.error) } == [.timedOut])
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .pending)
+  }
+
+  @Test func aRefusedConnectionIsRetried() throws {
+    let fixture = try ReportFixture()
+    let delegate = RecordingDelegate()
+    let port = refusedPort()
+    let token = "s3cret-refused"
+    let uploader = ReportUploader(
+      store: fixture.store,
+      destinations: [BacktraceDestination(endpoint: "http://127.0.0.1:\(port)", token: token)],
+      settings: settings(), delegate: delegate)
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(result.outcome == .willRetry(reason: "cannot connect", nextAttemptUnixNano: result.nextAttempt))
+    let failure = try #require(delegate.failures.withLock { $0.first })
+    #expect(failure.error == .cannotConnect)
+    #expect(failure.url == "http://127.0.0.1:\(port)/post?format=json&token=<redacted>")
+    #expect(!failure.description.contains(token))
+    #expect(!fixture.everythingStored().contains(token))
+  }
+
+  @Test func aServerDyingMidUploadNeitherKillsTheProcessNorLosesTheReport() throws {
+    // SIGPIPE at its default action would kill this test process if the client wrote to the
+    // reset connection without MSG_NOSIGNAL.
+    var previous = sigaction()
+    var defaultAction = sigaction()
+    defaultAction.__sigaction_handler.sa_handler = SIG_DFL
+    sigaction(SIGPIPE, &defaultAction, &previous)
+    defer { sigaction(SIGPIPE, &previous, nil) }
+
+    let fixture = try ReportFixture(count: 2, extraAttachmentBytes: 6 << 20)
+    let dying = try LoopbackHTTPServer { _, _ in .closeAfterReading(bytes: 64 << 10) }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: dying.baseURL)], settings: settings(),
+      transport: URLSessionTransport(timeout: 10), clock: { clock.now() })
+    // Only the clone carries 6 MiB; send it first.
+    try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    dying.stop()
+    guard case .willRetry(let reason, _) = result.outcome else {
+      Issue.record("expected a retry, got \(result)")
+      return
+    }
+    // libcurl met the reset as EPIPE ("Send failure: Broken pipe") and the process lives on.
+    #expect(reason == "connection lost")
+    #expect(dying.requests.isEmpty)
+    #expect(try fixture.store.load(id: fixture.ids[1]).state == .pending)
+
+    // The next attempt, to a healthy server, delivers it: nothing lost.
+    let healthy = try LoopbackHTTPServer(status: 200)
+    defer { healthy.stop() }
+    clock.advance(seconds: 3600)
+    let retry = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: healthy.baseURL)], settings: settings(),
+      clock: { clock.now() })
+    #expect(retry.deliverPendingNow().finished.map(\.state) == [.sent])
+    #expect(healthy.requests.compactMap(reportID(ofOTLP:)) == [fixture.ids[1]])
+    #expect(try fixture.store.load(id: fixture.ids[1]).deliveryState().destinations["otlp"]?.attempts == 2)
+  }
+}

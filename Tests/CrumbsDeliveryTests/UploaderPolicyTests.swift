@@ -1,0 +1,201 @@
+// UploaderPolicyTests.swift — retry limits and order, rate limits, eviction, restarts, the
+// background thread and several destinations: what survives, what is sent once, what is dropped
+// and why.
+
+import CrumbsTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite struct UploaderPolicyTests {
+  @Test func attemptCountsSurviveARestart() throws {
+    let fixture = try ReportFixture()
+    let failing = Mutex(true)
+    let server = try LoopbackHTTPServer { _, _ in failing.withLock { $0 } ? .respond(500) : .respond(204) }
+    defer { server.stop() }
+    let clock = ManualClock()
+    func makeUploader() throws -> ReportUploader {
+      ReportUploader(
+        store: try ReportStore(directory: fixture.directory.path),
+        destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings { $0.retryLimit = 5 },
+        clock: { clock.now() }, random: { 0 })
+    }
+    try makeUploader().deliverPendingNow()
+    // "Restart": a new uploader on a newly opened store knows the attempt and its schedule.
+    let restarted = try makeUploader()
+    #expect(restarted.deliverPendingNow().results.isEmpty)
+    #expect(server.requests.count == 1)
+    clock.advance(seconds: 10)
+    try #require(restarted.deliverPendingNow().results.count == 1)
+    let state = try fixture.store.load(id: fixture.ids[0]).deliveryState().destinations["otlp"]
+    #expect(state?.attempts == 2)
+    #expect(state?.lastError == "HTTP 500")
+    #expect(state?.nextAttemptUnixNano == clock.now() + 20_000_000_000)
+
+    failing.withLock { $0 = false }
+    clock.advance(seconds: 20)
+    let final = try makeUploader().deliverPendingNow()
+    #expect(final.results.map(\.outcome) == [.delivered(status: 204)])
+    #expect(final.results.first?.attempts == 3)
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .sent)
+  }
+
+  @Test func flakyServerLosesNothingAndDuplicatesNothing() throws {
+    let fixture = try ReportFixture(count: 6)
+    // Every other request fails; the accepted ids are recorded.
+    let accepted = Mutex<[String]>([])
+    let server = try LoopbackHTTPServer { index, _ in index % 2 == 0 ? .respond(502) : .respond(200) }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.retryLimit = 10 }, clock: { clock.now() })
+    for _ in 0..<20 where !fixture.store.list(.pending).reports.isEmpty {
+      uploader.deliverPendingNow()
+      clock.advance(seconds: 3600)
+    }
+    for (index, request) in server.requests.enumerated() where index % 2 == 1 {
+      accepted.withLock { $0.append(reportID(ofOTLP: request) ?? "?") }
+    }
+    #expect(fixture.store.list(.pending).reports.isEmpty)
+    #expect(accepted.withLock { $0 }.sorted() == fixture.ids.sorted())
+    #expect(fixture.store.list(.sent).reports.count == 6)
+  }
+
+  @Test(arguments: [DeliverySettings.RetryOrder.queue, .stack])
+  func retryOrderPicksOldestOrNewestFirst(order: DeliverySettings.RetryOrder) throws {
+    let fixture = try ReportFixture(count: 4)
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.retryOrder = order })
+    uploader.deliverPendingNow()
+    let sentOrder = server.requests.compactMap(reportID(ofOTLP:))
+    #expect(sentOrder == (order == .queue ? fixture.ids : fixture.ids.reversed()))
+  }
+
+  @Test func retryBehaviourNoneLeavesRetriesToTheNextLaunch() throws {
+    let fixture = try ReportFixture()
+    let count = Mutex(0)
+    let server = try LoopbackHTTPServer { _, _ in
+      count.withLock {
+        $0 += 1; return $0 == 1
+      } ? .respond(500) : .respond(200)
+    }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let noRetry = settings { $0.retryBehaviour = .none }
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: noRetry,
+      clock: { clock.now() })
+    #expect(
+      uploader.deliverPendingNow().results.first?.outcome
+        == .willRetry(reason: "HTTP 500", nextAttemptUnixNano: 0))
+    clock.advance(seconds: 86_400)
+    #expect(uploader.deliverPendingNow().results.isEmpty)
+    let nextLaunch = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: noRetry,
+      clock: { clock.now() })
+    #expect(nextLaunch.deliverPendingNow().finished.map(\.state) == [.sent])
+  }
+
+  @Test func rateLimitStopsThePassAndCallsDidReachLimit() throws {
+    let fixture = try ReportFixture(count: 3)
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let clock = ManualClock()
+    let delegate = RecordingDelegate()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.reportsPerMinute = 2 }, delegate: delegate, clock: { clock.now() })
+    let first = uploader.deliverPendingNow()
+    #expect(first.finished.count == 2)
+    #expect(first.results.last?.outcome == .limitReached)
+    #expect(delegate.limits.withLock { $0.count } == 1)
+    #expect(server.requests.count == 2)
+    clock.advance(seconds: 60)
+    #expect(uploader.deliverPendingNow().finished.map(\.id) == [fixture.ids[2]])
+  }
+
+  @Test func evictionByCountAndSizeTakesTheOldestAndSaysWhy() throws {
+    let fixture = try ReportFixture(count: 5, extraAttachmentBytes: 400_000)
+    let byCount = ReportUploader(
+      store: fixture.store, destinations: [], settings: settings { $0.maxRecordCount = 3 })
+    let evicted = byCount.enforceLimits()
+    #expect(evicted.map(\.reportID) == Array(fixture.ids.prefix(2)))
+    let first = try fixture.store.load(id: fixture.ids[0])
+    #expect(first.state == .dropped)
+    #expect(first.droppedReason() == "evicted: more than 3 pending reports (maxRecordCount)")
+    #expect(fixture.store.list(.pending).reports.map(\.report.id) == Array(fixture.ids.suffix(3)))
+
+    // Three pending reports of ~400 kB are over 1 MB: the oldest pending one goes (its
+    // attachments deleted, the record kept).
+    let bySize = ReportUploader(
+      store: fixture.store, destinations: [], settings: settings { $0.maxDatabaseSize = 1 })
+    let sizeEvictions = bySize.enforceLimits()
+    #expect(sizeEvictions.map(\.reportID) == [fixture.ids[2]])
+    let third = try fixture.store.load(id: fixture.ids[2])
+    #expect(third.droppedReason() == "evicted: database over 1 MB (maxDatabaseSize)")
+    #expect(!Syscall.fileExists(third.attachmentPath("blob.bin")))
+    #expect(Syscall.fileExists(third.reportPath))
+  }
+
+  @Test func theBackgroundThreadDeliversAfterWake() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let delegate = RecordingDelegate()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], delegate: delegate)
+    uploader.start()
+    defer { uploader.stop() }
+    let deadline = Date().addingTimeInterval(30)
+    while fixture.store.list(.sent).reports.isEmpty, Date() < deadline { usleep(10_000) }
+    #expect(fixture.store.list(.sent).reports.map(\.report.id) == fixture.ids)
+
+    // A report whose trail file is gone is still delivered (the record names what is missing).
+    var another = fixture.reports[0].report
+    another.id = SessionID().description
+    try fixture.store.store(another)
+    uploader.wake()
+    while fixture.store.list(.sent).reports.count < 2, Date() < deadline { usleep(10_000) }
+    #expect(fixture.store.list(.sent).reports.count == 2)
+    #expect(server.requests.count == 2)
+    #expect(delegate.succeeded.withLock { $0 }.count == 2)
+  }
+
+  @Test func twoDestinationsAreTrackedSeparately() throws {
+    let fixture = try ReportFixture()
+    let good = try LoopbackHTTPServer(status: 200)
+    let failing = Mutex(true)
+    let flaky = try LoopbackHTTPServer { _, _ in failing.withLock { $0 } ? .respond(503) : .respond(200) }
+    defer {
+      good.stop()
+      flaky.stop()
+    }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store,
+      destinations: [
+        OTLPDestination(endpoint: good.baseURL), BacktraceDestination(endpoint: flaky.baseURL, token: "t"),
+      ],
+      settings: settings(), clock: { clock.now() })
+    uploader.deliverPendingNow()
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .pending)
+    failing.withLock { $0 = false }
+    clock.advance(seconds: 3600)
+    #expect(uploader.deliverPendingNow().finished.map(\.state) == [.sent])
+    // The destination that had accepted it is not sent it again.
+    #expect(good.requests.count == 1)
+    #expect(flaky.requests.count == 2)
+  }
+}
