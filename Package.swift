@@ -120,7 +120,9 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsDeliveryTests",
-      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport"]
+      dependencies: [
+        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsTestSupportC",
+      ]
     ),
     .testTarget(
       name: "CrumbsTests",

@@ -8,8 +8,8 @@
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests); the same code
 //   wake()                  a new report was stored: run a pass soon
 //
-// One pass: take the store's delivery lock (flock on reports/.delivery.lock: one process
-// delivers at a time; a busy lock means another process is on it), enforce maxRecordCount and
+// One pass: take the store's delivery lock (DeliveryLock: one deliverer at a time, across
+// processes and within this one; a busy lock means another deliverer is on it), enforce maxRecordCount and
 // maxDatabaseSize (oldest first), then for each pending report in retryOrder and each
 // destination not done with it: skip it if not due; stop at the client-side rate limit; count
 // the attempt in delivery.json; send; classify the answer:
@@ -315,11 +315,11 @@ public final class ReportUploader: Sendable {
   public func deliverPendingNow() -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
-      guard let lock = takeDeliveryLock() else {
+      guard DeliveryLock.take(store: store.path) else {
         pass.lockBusy = true
         return pass
       }
-      defer { Syscall.close(lock) }
+      defer { DeliveryLock.release(store: store.path) }
       pass.evictions = enforceLimits()
       let listing = store.list(.pending)
       pass.quarantined = listing.quarantined
@@ -550,17 +550,6 @@ public final class ReportUploader: Sendable {
       state.recentSends.append(now)
       return true
     }
-  }
-
-  private func takeDeliveryLock() -> Int32? {
-    guard let fd = try? Syscall.open(store.path + "/.delivery.lock", O_RDWR | O_CREAT | O_CLOEXEC) else {
-      return nil
-    }
-    guard (try? Syscall.tryLockExclusive(fd, path: store.path)) == true else {
-      Syscall.close(fd)
-      return nil
-    }
-    return fd
   }
 
   // MARK: - Limits

@@ -166,6 +166,25 @@ package enum Syscall {
     }
   }
 
+  /// Takes a write lock on the whole file that belongs to this process (fcntl F_SETLK). Unlike
+  /// flock, no child ever holds it: a child that another thread spawns holds a copy of every
+  /// descriptor (and so of every flock) from its clone until its exec, long enough for a lock
+  /// check to fail. False when another process holds it. Record locks do not exclude threads of
+  /// one process, and closing any descriptor of the file drops the lock: the caller keeps one
+  /// descriptor per file and excludes its own threads.
+  package static func tryLockForThisProcess(_ fd: Int32, path: String) throws(SystemCallError) -> Bool {
+    var lock = Glibc.flock()
+    lock.l_type = Int16(F_WRLCK)
+    lock.l_whence = Int16(SEEK_SET)
+    while true {
+      if fcntl(fd, F_SETLK, &lock) == 0 { return true }
+      let error = Errno(rawValue: Glibc.errno)
+      if error == .interrupted { continue }
+      if error == .wouldBlock || error == .permissionDenied { return false }  // EAGAIN or EACCES
+      throw SystemCallError(call: "fcntl(F_SETLK)", path: path, errno: error)
+    }
+  }
+
   /// Sizes a file and reserves its blocks, so that writing through a mapping of it can never
   /// meet a full disk (which would be a SIGBUS in the middle of an append).
   package static func allocate(_ fd: Int32, size: Int, path: String) throws(SystemCallError) {

@@ -36,4 +36,14 @@ int crumbs_test_append_on_threads(uint32_t count, crumbs_test_altstack_report *r
 /// alternate stack to *report and parks for good. Returns 0 once the report is written; -1 when
 /// the thread or the filter could not be set up (the report's error field says why).
 int crumbs_test_first_append_under_seccomp(crumbs_test_altstack_report *report);
+
+// MARK: - A forked child that holds a copy of one descriptor
+
+/// fork()s a child that closes every descriptor above 2 except `read_fd` and `keep_fd`, blocks
+/// in read(read_fd) until the parent closes the pipe's write end, then _exits(0). While it lives
+/// it holds a copy of keep_fd (and any flock on it), as every child holds all descriptors
+/// between its fork or clone and its exec; closing the others keeps it from holding what other
+/// tests running at the same time have open. Returns the child's pid, or -1 (errno set).
+/// Why C: after fork in a multithreaded process the child may only make async-signal-safe calls.
+int crumbs_test_fork_blocked_child(int read_fd, int keep_fd);
 #endif
