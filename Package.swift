@@ -112,7 +112,10 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsRecorderTests",
-      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC"]
+      dependencies: [
+        "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
+        .product(name: "SystemPackage", package: "swift-system"),
+      ]
     ),
     .testTarget(
       name: "CrumbsReportsTests",

@@ -103,6 +103,55 @@ bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t
 #endif
 }
 
+/// The module that the direct call ending right before return address `address` goes to,
+/// following a PLT stub to its bound target; -1 when that cannot be known (an indirect call, an
+/// unrecognized stub, another architecture). Reads only module text, and a GOT slot inside the
+/// same module's loaded range.
+static int crumbs__direct_call_target_module(const crumbs_crash_record *record, uint64_t address) {
+#if defined(__x86_64__)
+  const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
+  if (code[-5] != 0xE8) return -1;
+  int32_t relative = (int32_t)((uint32_t)code[-4] | (uint32_t)code[-3] << 8 |
+                               (uint32_t)code[-2] << 16 | (uint32_t)code[-1] << 24);
+  uint64_t target = address + (uint64_t)(int64_t)relative;
+  int module = crumbs__crash_module_for_text(record, target);
+  if (module < 0 || target + 16 > record->modules[module].text_end) return module;
+  // A PLT stub: jmp *slot(%rip), optionally after endbr64 and a bnd prefix.
+  const volatile uint8_t *stub = (const volatile uint8_t *)(uintptr_t)target;
+  uint64_t after = 0;
+  if (stub[0] == 0xFF && stub[1] == 0x25) {
+    after = 6;
+  } else if (stub[0] == 0xF3 && stub[1] == 0x0F && stub[2] == 0x1E && stub[3] == 0xFA) {
+    if (stub[4] == 0xF2 && stub[5] == 0xFF && stub[6] == 0x25) after = 11;
+    if (stub[4] == 0xFF && stub[5] == 0x25) after = 10;
+  }
+  if (after == 0) return module; // an ordinary function of this module
+  const volatile uint8_t *displacement = stub + after - 4;
+  int32_t slot_offset = (int32_t)((uint32_t)displacement[0] | (uint32_t)displacement[1] << 8 |
+                                  (uint32_t)displacement[2] << 16 | (uint32_t)displacement[3] << 24);
+  uint64_t slot = target + after + (uint64_t)(int64_t)slot_offset;
+  const crumbs_crash_module *owner = &record->modules[module];
+  if (slot < owner->start || slot + 8 > owner->end || (slot & 7u) != 0) return -1;
+  return crumbs__crash_module_for_text(record, *(const volatile uint64_t *)(uintptr_t)slot);
+#else
+  (void)record;
+  (void)address;
+  return -1;
+#endif
+}
+
+/// Whether return address `candidate` can be the caller of the frame whose pc (or return
+/// address, when `inner_is_return`) is `inner`: false only when its call is a direct one that
+/// goes into another module than the one `inner` is in. A stale return address left in dead
+/// stack by an earlier, deeper call usually fails this: it called something else.
+static bool crumbs__can_call(const crumbs_crash_record *record, uint64_t candidate, uint64_t inner,
+                             bool inner_is_return) {
+  int target = crumbs__direct_call_target_module(record, candidate);
+  if (target < 0) return true;
+  int inner_module = crumbs__crash_module_for_text(record, inner_is_return ? inner - 1 : inner);
+  return inner_module < 0 || inner_module == target;
+}
+
 uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
                                    uint64_t *frames, uint32_t count, uint32_t capacity,
                                    uint32_t *stop) {
@@ -112,6 +161,7 @@ uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t s
   for (uint64_t slot = (sp + 7) & ~(uint64_t)7; slot + 8 <= limit && count < capacity; slot += 8) {
     uint64_t candidate = *(const volatile uint64_t *)(uintptr_t)slot;
     if (!crumbs__crash_is_return_address(record, candidate)) continue;
+    if (count > 0 && !crumbs__can_call(record, candidate, frames[count - 1], count > 1)) continue;
     if (count == 0 || frames[count - 1] != candidate) frames[count++] = candidate;
     // Is slot - 8 a frame record ([record] = caller's frame pointer, [record + 8] = this return
     // address) whose caller's record holds a return address too? Then the chain is back.

@@ -245,7 +245,8 @@ public enum CrashHandler {
     case Int(CRUMBS_CRASH_INSTALL_SIGACTION_FAILED): throw .sigaction(error)
     case Int(CRUMBS_CRASH_INSTALL_BAD_SIGNALS): throw .invalidSignals("rejected by sigaction set-up")
     default:
-      throw .recordFile(SystemCallError(call: "crumbs_crash_install", path: nil, errno: .invalidArgument))
+      throw .recordFile(
+        SystemCallError(call: "crumbs_crash_install", refusal: .other("unexpected status \(status)")))
     }
   }
 

@@ -18,14 +18,36 @@ import SystemPackage
   import Musl
 #endif
 
-/// A failed system call: which call, on what, and the errno it left.
+/// A failed system call — which call, on what, and the errno it left — or a call that worked
+/// but whose result Crumbs refused (too large, not a regular file): then `errno` is nil and
+/// `refusal` says why. No errno is ever made up.
 public struct SystemCallError: Error, CustomStringConvertible, Equatable {
+  /// Why a call that succeeded did not give what was needed.
+  public enum Refusal: Sendable, Equatable, CustomStringConvertible {
+    /// More bytes than the caller's limit.
+    case tooLarge(limit: Int)
+    /// Not a regular file (a FIFO, a device, a directory…): never read, it could block or lie.
+    case notARegularFile
+    /// Anything else, in words.
+    case other(String)
+
+    public var description: String {
+      switch self {
+      case .tooLarge(let limit): "larger than the limit of \(limit) bytes"
+      case .notARegularFile: "not a regular file"
+      case .other(let text): text
+      }
+    }
+  }
+
   /// The call that failed, e.g. `"open"`.
   public var call: String
   /// The path it worked on, when it had one.
   public var path: String?
-  /// What errno said.
-  public var errno: Errno
+  /// What errno said; nil when the call succeeded and its result was refused.
+  public var errno: Errno?
+  /// Why the result of a successful call was refused; nil when errno says what failed.
+  public var refusal: Refusal?
 
   package init(call: String, path: String? = nil, errno: Errno) {
     self.call = call
@@ -33,9 +55,18 @@ public struct SystemCallError: Error, CustomStringConvertible, Equatable {
     self.errno = errno
   }
 
+  package init(call: String, path: String? = nil, refusal: Refusal) {
+    self.call = call
+    self.path = path
+    self.refusal = refusal
+  }
+
+  /// What went wrong, without the call and path: the errno's text or the refusal.
+  public var cause: String { refusal?.description ?? errno.map { "\($0)" } ?? "unknown" }
+
   public var description: String {
-    if let path { return "\(call)(\(path)): \(errno)" }
-    return "\(call): \(errno)"
+    if let path { return "\(call)(\(path)): \(cause)" }
+    return "\(call): \(cause)"
   }
 }
 
@@ -82,7 +113,7 @@ extension Syscall {
   }
 
   /// Reads the whole of a small file (a /proc or /sys text file) into `buffer`, reusing its
-  /// storage, and returns the byte count; more than `buffer.count` bytes is an EFBIG error.
+  /// storage, and returns the byte count; a file that fills the buffer is refused as too large.
   /// Re-opened on every call: a cgroup file replaced or removed is seen as it is now.
   package static func readSmallFile(_ path: String, into buffer: inout [UInt8]) throws(SystemCallError) -> Int
   {
@@ -95,7 +126,9 @@ extension Syscall {
       }
       if count == 0 { return total }
       total += count
-      if total == buffer.count { throw SystemCallError(call: "read", path: path, errno: .fileTooLarge) }
+      if total == buffer.count {
+        throw SystemCallError(call: "read", path: path, refusal: .tooLarge(limit: buffer.count - 1))
+      }
     }
   }
 }
@@ -248,7 +281,7 @@ package enum Syscall {
       if count == 0 { return bytes }
       bytes.append(contentsOf: chunk[0..<count])
       if bytes.count > limit {
-        throw SystemCallError(call: "read", path: path, errno: .fileTooLarge)
+        throw SystemCallError(call: "read", path: path, refusal: .tooLarge(limit: limit))
       }
     }
   }
@@ -365,7 +398,7 @@ package enum Syscall {
 
 extension Syscall {
   /// Opens `path` for reading without blocking on FIFOs or devices, and returns the descriptor
-  /// and size only when it is a regular file (ENODEV-style `SystemCallError` otherwise).
+  /// and size only when it is a regular file (refused as `.notARegularFile` otherwise).
   package static func openRegularFileForReading(_ path: String) throws(SystemCallError)
     -> (fd: Int32, size: UInt64)
   {
@@ -379,7 +412,7 @@ extension Syscall {
     }
     guard (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= 0 else {
       close(fd)
-      throw SystemCallError(call: "open", path: path, errno: Errno(rawValue: ENODEV))
+      throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
     }
     return (fd, UInt64(info.st_size))
   }

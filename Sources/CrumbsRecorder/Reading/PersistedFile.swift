@@ -113,7 +113,7 @@ package struct PersistedFile {
       opened = try Syscall.openRegularFileForReading(path)
     } catch {
       throw PersistedFileError(
-        .unreadable, "cannot \(error.call == "open" ? "open" : "read"): \(error.errno)", format: format,
+        .unreadable, "cannot \(error.call == "open" ? "open" : "read"): \(error.cause)", format: format,
         path: path, errno: error.errno)
     }
     defer { Syscall.close(opened.fd) }
@@ -135,8 +135,7 @@ package struct PersistedFile {
     try read(path, as: format) { file throws(PersistedFileError) in
       guard file.size <= UInt64(limit) else {
         throw PersistedFileError(
-          .unreadable, "cannot read: \(file.size) bytes, more than \(limit)", format: format,
-          errno: .fileTooLarge)
+          .unreadable, "cannot read: \(file.size) bytes, more than \(limit)", format: format)
       }
       let bytes = try file.bytes(at: 0, count: Int(file.size))
       return try bytes.withUnsafeBytes { image in
@@ -151,7 +150,7 @@ package struct PersistedFile {
       return try Syscall.read(descriptor, at: offset, count: count, path: path)
     } catch {
       throw PersistedFileError(
-        .unreadable, "cannot read: \(error.errno)", format: format, path: path, errno: error.errno)
+        .unreadable, "cannot read: \(error.cause)", format: format, path: path, errno: error.errno)
     }
   }
 }

@@ -105,7 +105,7 @@ package struct NonFatalReportBuilder {
         report.attachments.append(
           .init(
             name: name, contentType: "application/octet-stream", size: 0,
-            omittedReason: error.errno == .fileTooLarge
+            omittedReason: error.refusal == .tooLarge(limit: attachmentSizeLimit)
               ? "larger than the \(attachmentSizeLimit)-byte attachment limit" : "unreadable: \(error)"))
       }
     }

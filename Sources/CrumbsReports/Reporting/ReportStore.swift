@@ -167,7 +167,7 @@ public struct ReportStore: Sendable {
       return Array(try encoder.encode(report))
     } catch {
       // Every field is a plain value: encoding cannot fail short of memory exhaustion.
-      throw SystemCallError(call: "encode report", path: report.id, errno: .invalidArgument)
+      throw SystemCallError(call: "encode report", path: report.id, refusal: .other("\(error)"))
     }
   }
 
