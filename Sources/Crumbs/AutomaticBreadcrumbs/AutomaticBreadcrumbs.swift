@@ -17,7 +17,9 @@ public struct AutomaticBreadcrumbsOptions: Sendable {
   public var signals: Set<Int32>? = SignalBreadcrumbs.defaultSignals
   /// Append "process started" now.
   public var recordStart = true
-  /// Mark the ring clean on exit() (the next launch then reports nothing).
+  /// Mark the ring clean on exit() (the next launch then reports nothing). A CrumbsClient arms
+  /// this hook itself, on the caller's thread of `start`; false there leaves every exit() that
+  /// does not follow `close()` to be reported as an abnormal termination.
   public var markCleanExit = true
   /// Recorded in the start breadcrumb.
   public var appVersion: String? = nil

@@ -2,14 +2,17 @@
 // session's reports, non-fatal reports, consent, and delivery.
 //
 // Entry points, in call order:
-//   CrumbsClient.start(_:)          on the caller's thread only what must be: the directory, a
-//                                   new ring (installed), the crash handler. Everything else —
-//                                   automatic breadcrumbs, the previous sessions' reports,
-//                                   session counts, delivery — runs on a background thread.
+//   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
+//                                   decides how the session ends: the directory, a new ring
+//                                   (installed), the crash handler, the session counted, the
+//                                   clean-exit hook. Everything else — automatic
+//                                   breadcrumbs, the previous sessions' reports and their counts,
+//                                   delivery — runs on a background thread.
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
-//   close()                         a clean exit: marks the ring clean, stops delivery
+//   close()                         a clean end: marks the ring clean, stops delivery
+//   [exit()]                        the exit hook marks the ring clean (C)
 //
 // Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
@@ -62,21 +65,6 @@ extension CrumbsClientDelegate {
   public func shouldProcess(_ report: CrashReport) -> Bool { true }
 }
 
-/// Counts over all sessions of this install, persisted in `session-metrics.json`.
-public struct SessionMetrics: Codable, Sendable, Equatable {
-  /// Random, made once per install (Crumbs directory) and kept.
-  public var installID: String
-  public var sessions: Int = 0
-  public var crashedSessions: Int = 0
-  public var abnormalSessions: Int = 0
-  public var cleanSessions: Int = 0
-  /// Share of ended sessions with no crash and no abnormal end.
-  public var crashFreeRate: Double {
-    let ended = crashedSessions + abnormalSessions + cleanSessions
-    return ended == 0 ? 1 : Double(cleanSessions) / Double(ended)
-  }
-}
-
 public final class CrumbsClient: @unchecked Sendable {
   /// The configuration it was started with.
   public let configuration: CrumbsConfiguration
@@ -101,6 +89,8 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   private let state = Mutex(State())
+  /// Whether this client armed the clean-exit hook (disarmed at close).
+  private var armedExitHook = false
   private let previousSessionsDone = DispatchSemaphore(value: 0)
   private let bridge: UploaderBridge
   private let liveSymbolicator: LiveSymbolicator
@@ -111,6 +101,10 @@ public final class CrumbsClient: @unchecked Sendable {
 
   /// Starts Crumbs: records from now on and processes what earlier sessions left, in the
   /// background. With `shared: true` it also becomes `CrumbsClient.shared`.
+  ///
+  /// Before it returns, everything that decides how this session ends is in place: the crash
+  /// handler, the session counted, and the exit hook that marks the session clean when the
+  /// process calls `exit()` or returns from `main`, however soon.
   public static func start(_ configuration: CrumbsConfiguration, shared: Bool = true) throws(CrumbsError)
     -> CrumbsClient
   {
@@ -163,6 +157,19 @@ public final class CrumbsClient: @unchecked Sendable {
         throw .crashHandler(error)
       }
     }
+    do {
+      try SessionMetricsFile.countStart(directory: configuration.directory)
+    } catch {
+      state.withLock { $0.problems.append("cannot count this session: \(error)") }
+    }
+    // A clean exit() is clean from the first moment, not once the background work has run. It
+    // decides how the session ends, so it is armed even without automatic breadcrumbs.
+    if configuration.automaticBreadcrumbs?.markCleanExit ?? true {
+      armedExitHook = Lifecycle.markCleanExitOnExit(true)
+      if !armedExitHook {
+        state.withLock { $0.problems.append("cannot register the exit hook (on_exit failed)") }
+      }
+    }
   }
 
   // MARK: - Background work
@@ -186,10 +193,12 @@ public final class CrumbsClient: @unchecked Sendable {
     do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
   }
 
-  /// Starts memory-pressure, signal and exit breadcrumbs (not the start breadcrumb).
+  /// Starts memory-pressure and signal breadcrumbs (not the start breadcrumb, nor the exit hook:
+  /// `start` did those).
   private func startAutomaticBreadcrumbs() {
     guard var options = configuration.automaticBreadcrumbs else { return }
     options.recordStart = false
+    options.markCleanExit = false
     if options.appVersion == nil { options.appVersion = configuration.appVersion }
     let automatic = AutomaticBreadcrumbs.start(options)
     let keep = state.withLock { state -> Bool in
@@ -209,6 +218,8 @@ public final class CrumbsClient: @unchecked Sendable {
     automatic?.stop()
   }
 
+  /// Reports what earlier sessions left, and counts each ended session before its files are
+  /// removed.
   private func processPreviousSessions() {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.appVersion = configuration.appVersion
@@ -219,34 +230,28 @@ public final class CrumbsClient: @unchecked Sendable {
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)
     }
+    let directory = configuration.directory
+    processor.sessionEnded = { [weak self] session in
+      do {
+        let metrics = try SessionMetricsFile.countEnd(session, directory: directory)
+        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: directory)
+      } catch {
+        self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
+      }
+    }
     let outcome = processor.run(reportingSession: sessionID)
-    let metrics = updateMetrics(with: outcome)
-    SessionSummaryQueue.enqueue(outcome.sessions, metrics: metrics, directory: configuration.directory)
+    var problems = outcome.problems
+    var metrics: SessionMetrics?
+    do {
+      metrics = try SessionMetricsFile.read(directory: directory)
+    } catch {
+      problems.append("cannot read the session metrics: \(error)")
+    }
     state.withLock {
       $0.previous = outcome
       $0.metrics = metrics
-      $0.problems += outcome.problems
+      $0.problems += problems
     }
-  }
-
-  private func updateMetrics(with outcome: PostMortemOutcome) -> SessionMetrics {
-    let path = configuration.directory + "/session-metrics.json"
-    var metrics =
-      (try? Syscall.readFile(path, limit: 1 << 16)).flatMap {
-        try? JSONDecoder().decode(SessionMetrics.self, from: Data($0))
-      } ?? SessionMetrics(installID: SessionID().description)
-    metrics.sessions += 1
-    for session in outcome.sessions {
-      switch session.end {
-      case .clean, .terminatedBySignal: metrics.cleanSessions += 1
-      case .crash: metrics.crashedSessions += 1
-      case .abnormalTermination: metrics.abnormalSessions += 1
-      }
-    }
-    if let bytes = try? JSONEncoder().encode(metrics) {
-      try? Syscall.writeFileAtomically(path, Array(bytes))
-    }
-    return metrics
   }
 
   /// Sends the queued session summaries to the OTLP destinations (never without consent when a
@@ -455,7 +460,7 @@ public final class CrumbsClient: @unchecked Sendable {
     Crumbs.generateTestCrash(kind: kind)
   }
 
-  /// A clean exit: stops delivery, uninstalls the crash handler, marks the ring clean.
+  /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean.
   public func close() {
     let first = state.withLock { state -> Bool in
       defer { state.closed = true }
@@ -466,6 +471,7 @@ public final class CrumbsClient: @unchecked Sendable {
     uploader?.stop()
     CrashHandler.uninstall()
     ring.close(clean: true)
+    if armedExitHook { Lifecycle.markCleanExitOnExit(false) }
     Self.sharedClient.withLock { if $0 === self { $0 = nil } }
   }
 

@@ -57,7 +57,9 @@ public struct CrumbsConfiguration: Sendable {
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()
   /// Breadcrumbs the client records by itself — memory pressure, non-fatal signals, process
-  /// start and exit — started in the background; nil turns them all off.
+  /// start and exit — started in the background; nil turns them all off but one: the exit hook
+  /// that marks the session clean on `exit()` (with its "process exiting" breadcrumb) decides
+  /// how the session ends, so `start` arms it unless these options say `markCleanExit = false`.
   public var automaticBreadcrumbs: AutomaticBreadcrumbsOptions? = AutomaticBreadcrumbsOptions()
   /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
   /// adds file and line at 200–300 ms per report).

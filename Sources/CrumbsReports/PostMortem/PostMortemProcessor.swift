@@ -12,6 +12,7 @@
 //                                     running  → abnormal-termination report, with OOM evidence
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4, idempotent per session
+//     → sessionEnded(session)       the caller counts it (before the files go: see sessionEnded)
 //     → ClaimedRing.finish          consumed files removed only after the report is stored
 //
 // Damaged inputs never stop the run: an unreadable ring is quarantined with its reason and, if a
@@ -87,6 +88,11 @@ public struct PostMortemProcessor: Sendable {
   /// Asked before a report is stored (the client's `shouldProcess`); false skips it, and the
   /// session's files are removed as processed.
   public var shouldStore: @Sendable (CrashReport) -> Bool = { _ in true }
+  /// Called once per ended session, after its report (if any) is stored and before its files are
+  /// removed, so that what it counts survives a process that dies during the run. A process
+  /// that dies between this call and the removal leaves the session to the next run, which calls
+  /// this again for it: count by session id.
+  public var sessionEnded: @Sendable (PreviousSession) -> Void = { _ in }
 
   /// ELF symbols only, simplified Swift names.
   public static var defaultSymbolication: Symbolicator.Options {
@@ -147,15 +153,18 @@ public struct PostMortemProcessor: Sendable {
       sessionID: sessionID, end: .clean, report: nil,
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
       startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds)
-    if record == nil, ring?.header.state == .clean {
+    func end(_ session: PreviousSession) -> PreviousSession {
+      sessionEnded(session)
       claimed.finish()
       return session
     }
+    if record == nil, ring?.header.state == .clean {
+      return end(session)
+    }
     if record == nil, let header = ring?.header, header.state == .terminatedBySignal {
-      claimed.finish()
       session.end = .terminatedBySignal
       session.endSignal = header.endSignal
-      return session
+      return end(session)
     }
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
@@ -174,13 +183,10 @@ public struct PostMortemProcessor: Sendable {
       }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if (report.kind == .abnormalTermination && !reportsAbnormalTerminations) || !shouldStore(report) {
-        claimed.finish()
-        return session
+        return end(session)
       }
-      let stored = try store.store(report, attachments: trail.map { [($0.name, $0.bytes)] } ?? [])
-      claimed.finish()
-      session.report = stored
-      return session
+      session.report = try store.store(report, attachments: trail.map { [($0.name, $0.bytes)] } ?? [])
+      return end(session)
     } catch {
       outcome.problems.append("cannot store the report for \(claimed.path): \(error)")
       claimed.release()

@@ -1,0 +1,38 @@
+import Crumbs
+import CrumbsTestChildC
+
+// Session scenarios: what a CrumbsClient leaves for the next launch when the process exits soon
+// after start, starts a second client, sets metadata and crashes, or loses a crash signal to
+// another handler. Each takes the Crumbs directory as its first argument.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // client-quick-exit DIR: pinned to one CPU, so the client's background thread gets no time
+  // before main returns; starts a client (default configuration, app version "1.0"), adds one
+  // breadcrumb and returns 0 at once.
+  "client-quick-exit": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    guard crumbs_test_pin_to_one_cpu() == 0 else {
+      print("error cannot pin: errno \(errno)")
+      return 1
+    }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    guard let client = startClient(configuration) else { return 1 }
+    client.addBreadcrumb("one")
+    return 0
+  },
+]
+
+/// Starts a client (shared), or prints the error and returns nil.
+private func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
+  do {
+    return try CrumbsClient.start(configuration)
+  } catch {
+    print("error \(error)")
+    fflush(nil)
+    return nil
+  }
+}

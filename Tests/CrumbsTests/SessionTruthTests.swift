@@ -1,0 +1,64 @@
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What the next launch says about a session (issue 10, "Reports that tell the truth"): how it
+/// ended, how many sessions there were, which release and attributes it had, and why a crash
+/// left no record. Every session here is a real child process.
+@Suite struct SessionTruthTests {
+  func nextLaunchConfiguration(_ directory: TestDirectory) -> CrumbsConfiguration {
+    var configuration = CrumbsConfiguration(directory: directory.path)
+    configuration.appName = "next-launch"
+    configuration.appVersion = "2.0"
+    configuration.automaticBreadcrumbs = nil
+    return configuration
+  }
+
+  @Test func processesThatExitSoonAfterStartAreCleanAndEveryStartIsCounted() throws {
+    let directory = TestDirectory()
+    // At once, each pinned to one CPU: their background threads get no time before they exit,
+    // and their session counts race for the same file.
+    let count = 8
+    var children: [ChildProcess] = []
+    for _ in 0..<count {
+      children.append(try ChildProcess(ChildProcess.testChild, ["client-quick-exit", directory.path]))
+    }
+    for child in children {
+      child.wait(seconds: 120)
+      #expect(child.exitCode == 0, "\(child.readRemaining(seconds: 1))")
+    }
+    try ProcessWideState.exclusive {
+      let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      defer { client.close() }
+      let metrics = try #require(client.sessionMetrics)
+      #expect(metrics.sessions == count + 1)
+      #expect(metrics.cleanSessions == count)
+      #expect(metrics.abnormalSessions == 0)
+      #expect(metrics.crashedSessions == 0)
+      let reports = client.store.list(.pending).reports.map(\.report)
+      #expect(reports.isEmpty, "\(reports.map { "\($0.exceptionType): \($0.exceptionMessage)" })")
+    }
+  }
+
+  @Test func anEndedSessionProcessedAgainIsCountedOnce() throws {
+    // A run killed after counting a session but before deleting its files leaves it to the next.
+    let directory = TestDirectory()
+    try SessionMetricsFile.countStart(directory: directory.path)
+    let session = PreviousSession(
+      sessionID: SessionID(), end: .abnormalTermination, report: nil, receivedMemoryWarning: false,
+      startedWallNanoseconds: 1)
+    let first = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    let again = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    #expect(first == again)
+    #expect(again.sessions == 1)
+    #expect(again.abnormalSessions == 1)
+    #expect(try SessionMetricsFile.read(directory: directory.path) == again)
+  }
+}
