@@ -24,6 +24,27 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     client.addBreadcrumb("one")
     return 0
   },
+
+  // client-start-twice DIR: starts a client, then another; prints "second-start ok" or
+  // "second-start error DESCRIPTION", then "crashing", and dereferences null.
+  "client-start-twice": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    guard let first = startClient(configuration) else { return 1 }
+    first.addBreadcrumb("first client started")
+    do {
+      let second = try CrumbsClient.start(configuration)
+      second.addBreadcrumb("second client started")
+      print("second-start ok")
+    } catch {
+      print("second-start error \(error)")
+    }
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
 ]
 
 /// Starts a client (shared), or prints the error and returns nil.

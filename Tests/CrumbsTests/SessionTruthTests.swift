@@ -13,12 +13,22 @@ import Testing
 /// ended, how many sessions there were, which release and attributes it had, and why a crash
 /// left no record. Every session here is a real child process.
 @Suite struct SessionTruthTests {
+  /// The children crash without the Swift backtracer: it only slows their death.
+  let childEnvironment = ["SWIFT_BACKTRACE": "enable=no"]
+
   func nextLaunchConfiguration(_ directory: TestDirectory) -> CrumbsConfiguration {
     var configuration = CrumbsConfiguration(directory: directory.path)
     configuration.appName = "next-launch"
     configuration.appVersion = "2.0"
     configuration.automaticBreadcrumbs = nil
     return configuration
+  }
+
+  /// Reads what the children left without starting a client in this process.
+  func processLeftovers(_ directory: TestDirectory) throws -> PostMortemOutcome {
+    PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+    ).run()
   }
 
   @Test func processesThatExitSoonAfterStartAreCleanAndEveryStartIsCounted() throws {
@@ -60,5 +70,42 @@ import Testing
     #expect(again.sessions == 1)
     #expect(again.abnormalSessions == 1)
     #expect(try SessionMetricsFile.read(directory: directory.path) == again)
+  }
+
+  @Test func aSecondStartInOneProcessFailsAndOneCrashGivesOneReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-start-twice", directory.path], environment: childEnvironment)
+    let second = child.value(after: "second-start ")
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    #expect(second?.hasPrefix("error") == true, "\(second ?? "nothing printed")")
+    let outcome = try processLeftovers(directory)
+    let reports = outcome.reports.map(\.report)
+    #expect(reports.count == 1, "\(reports.map { "\($0.kind): \($0.exceptionMessage)" })")
+    #expect(reports.first?.kind == .crash)
+  }
+
+  @Test func aSecondStartThrowsWithTheRunningClientUntilItIsClosed() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let first = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      do throws(CrumbsError) {
+        let second = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+        second.close()
+        Issue.record("a second start succeeded")
+      } catch {
+        guard case .alreadyStarted(let running) = error else {
+          Issue.record("unexpected error \(error)")
+          first.close()
+          return
+        }
+        #expect(running === first)
+      }
+      first.close()
+      let again = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      #expect(again !== first)
+      again.close()
+    }
   }
 }

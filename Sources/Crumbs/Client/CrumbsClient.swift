@@ -7,7 +7,8 @@
 //                                   (installed), the crash handler, the session counted, the
 //                                   clean-exit hook. Everything else — automatic
 //                                   breadcrumbs, the previous sessions' reports and their counts,
-//                                   delivery — runs on a background thread.
+//                                   delivery — runs on a background thread. One client per
+//                                   process: a second start throws `.alreadyStarted`.
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
@@ -31,6 +32,10 @@ public enum CrumbsError: Error, CustomStringConvertible {
   case ring(RingCreationError)
   case crashHandler(CrashHandlerError)
   case store(SystemCallError)
+  /// A client started in this process and not closed: one process, one client (one ring, one
+  /// crash handler), so that one crash is one report. Use the running client, or `close()` it
+  /// first.
+  case alreadyStarted(CrumbsClient)
 
   public var description: String {
     switch self {
@@ -38,6 +43,9 @@ public enum CrumbsError: Error, CustomStringConvertible {
     case .ring(let error): "crumbs: \(error)"
     case .crashHandler(let error): "crumbs: cannot install the crash handler: \(error)"
     case .store(let error): "crumbs: cannot open the report store: \(error)"
+    case .alreadyStarted(let running):
+      "crumbs: a client is already running in this process (session \(running.sessionID), "
+        + "directory \(running.configuration.directory)); use it, or close() it first"
     }
   }
 }
@@ -98,6 +106,9 @@ public final class CrumbsClient: @unchecked Sendable {
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
   private static let sharedClient = Mutex<CrumbsClient?>(nil)
+  /// The client started and not closed, shared or not; held during a start, so two starts at
+  /// once cannot both succeed.
+  private static let running = Mutex<CrumbsClient?>(nil)
 
   /// Starts Crumbs: records from now on and processes what earlier sessions left, in the
   /// background. With `shared: true` it also becomes `CrumbsClient.shared`.
@@ -105,10 +116,19 @@ public final class CrumbsClient: @unchecked Sendable {
   /// Before it returns, everything that decides how this session ends is in place: the crash
   /// handler, the session counted, and the exit hook that marks the session clean when the
   /// process calls `exit()` or returns from `main`, however soon.
+  ///
+  /// One client per process: while a client started by an earlier call is not closed, `start`
+  /// throws `CrumbsError.alreadyStarted` with that client (a second ring would end as an
+  /// abnormal termination beside the first's crash). After `close()`, `start` works again.
   public static func start(_ configuration: CrumbsConfiguration, shared: Bool = true) throws(CrumbsError)
     -> CrumbsClient
   {
-    let client = try CrumbsClient(configuration)
+    let client = try running.withLock { running throws(CrumbsError) -> CrumbsClient in
+      if let running { throw .alreadyStarted(running) }
+      let client = try CrumbsClient(configuration)
+      running = client
+      return client
+    }
     if shared { sharedClient.withLock { $0 = client } }
     client.startBackgroundWork()
     return client
@@ -460,7 +480,8 @@ public final class CrumbsClient: @unchecked Sendable {
     Crumbs.generateTestCrash(kind: kind)
   }
 
-  /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean.
+  /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean. A new
+  /// client may be started after it.
   public func close() {
     let first = state.withLock { state -> Bool in
       defer { state.closed = true }
@@ -473,6 +494,7 @@ public final class CrumbsClient: @unchecked Sendable {
     ring.close(clean: true)
     if armedExitHook { Lifecycle.markCleanExitOnExit(false) }
     Self.sharedClient.withLock { if $0 === self { $0 = nil } }
+    Self.running.withLock { if $0 === self { $0 = nil } }
   }
 
   /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.
