@@ -45,6 +45,28 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     crumbs_test_null_deref()
     return 71
   },
+
+  // client-metadata DIR: starts a client with app version "1.0", sets the attribute
+  // region=eu-west-1, attaches DIR/app.log ("last log line\n"), prints "crashing" and
+  // dereferences null.
+  "client-metadata": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    configuration.automaticBreadcrumbs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    client.setAttribute("eu-west-1", forKey: "region")
+    let log = directory + "/app.log"
+    guard let file = fopen(log, "w") else { return 1 }
+    fputs("last log line\n", file)
+    fclose(file)
+    client.addAttachment(path: log)
+    client.addBreadcrumb("about to crash")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
 ]
 
 /// Starts a client (shared), or prints the error and returns nil.

@@ -108,4 +108,28 @@ import Testing
       again.close()
     }
   }
+
+  @Test func aCrashReportCarriesTheVersionAttributesAndAttachmentsOfTheSessionThatCrashed() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-metadata", directory.path], environment: childEnvironment)
+    #expect(child.readLines(until: "crashing", seconds: 60).last == "crashing")
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    try ProcessWideState.exclusive {
+      // A deploy: the next launch is another release.
+      let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      defer { client.close() }
+      let stored = try #require(client.waitForPreviousSessions()?.lastSession?.report)
+      let report = stored.report
+      #expect(report.kind == .crash)
+      #expect(report.resource["service.version"] == "1.0")
+      #expect(report.attributes == ["region": "eu-west-1"])
+      let attachment = report.attachments.first { $0.name == "attachment-app.log" }
+      #expect(attachment?.omittedReason == nil)
+      #expect(attachment?.size == "last log line\n".utf8.count)
+      #expect(
+        (try? Syscall.readFile(stored.attachmentPath("attachment-app.log"))) == Array("last log line\n".utf8))
+    }
+  }
 }

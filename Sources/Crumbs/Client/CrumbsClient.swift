@@ -4,16 +4,20 @@
 // Entry points, in call order:
 //   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
 //                                   decides how the session ends: the directory, a new ring
-//                                   (installed), the crash handler, the session counted, the
-//                                   clean-exit hook. Everything else — automatic
+//                                   (installed), the session file, the crash handler, the session
+//                                   counted, the clean-exit hook. Everything else — automatic
 //                                   breadcrumbs, the previous sessions' reports and their counts,
 //                                   delivery — runs on a background thread. One client per
 //                                   process: a second start throws `.alreadyStarted`.
-//   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
+//   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs; attributes
+//                                   and attachments are persisted in the session file at once
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
 //   close()                         a clean end: marks the ring clean, stops delivery
 //   [exit()]                        the exit hook marks the ring clean (C)
+//
+// The session file (`rings/<session>.session.json`, SessionMetadata) holds what the next launch
+// needs to report this session as it was: app version, attributes, attachments.
 //
 // Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
@@ -85,8 +89,6 @@ public final class CrumbsClient: @unchecked Sendable {
   let uploader: ReportUploader?
 
   private struct State {
-    var attributes: [String: String] = [:]
-    var attachments: [String] = []
     weak var delegate: (any CrumbsClientDelegate)?
     var consentHandler: (@Sendable ([CrashReport]) -> ConsentAnswer)?
     var previous: PostMortemOutcome?
@@ -97,6 +99,26 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   private let state = Mutex(State())
+  /// The session file's contents, and what was last written; changed and written under the lock,
+  /// so writes never overtake each other.
+  private struct SessionFile {
+    let path: String
+    var metadata: SessionMetadata
+    var written: SessionMetadata?
+
+    /// Writes the contents if they changed since the last write; returns the problem, if any.
+    mutating func writeIfChanged() -> String? {
+      guard metadata != written else { return nil }
+      do {
+        try Syscall.writeFileAtomically(path, metadata.encoded(), durable: false)
+        written = metadata
+        return nil
+      } catch {
+        return "cannot write the session file: \(error)"
+      }
+    }
+  }
+  private let session: Mutex<SessionFile>
   /// Whether this client armed the clean-exit hook (disarmed at close).
   private var armedExitHook = false
   private let previousSessionsDone = DispatchSemaphore(value: 0)
@@ -114,8 +136,9 @@ public final class CrumbsClient: @unchecked Sendable {
   /// background. With `shared: true` it also becomes `CrumbsClient.shared`.
   ///
   /// Before it returns, everything that decides how this session ends is in place: the crash
-  /// handler, the session counted, and the exit hook that marks the session clean when the
-  /// process calls `exit()` or returns from `main`, however soon.
+  /// handler, the session counted, the session file (app version; attributes and attachments as
+  /// they are set), and the exit hook that marks the session clean when the process calls
+  /// `exit()` or returns from `main`, however soon.
   ///
   /// One client per process: while a client started by an earlier call is not closed, `start`
   /// throws `CrumbsError.alreadyStarted` with that client (a second ring would end as an
@@ -154,6 +177,10 @@ public final class CrumbsClient: @unchecked Sendable {
       throw .ring(error)
     }
     ring.install()
+    session = Mutex(
+      SessionFile(
+        path: RingDirectory.sessionFilePath(forRing: ring.path),
+        metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
     let destinations = configuration.destinations.map {
@@ -165,6 +192,8 @@ public final class CrumbsClient: @unchecked Sendable {
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
     bridge.client = self
+    // The session file before the crash handler: a crash from now on is reported with it.
+    writeSessionFile()
     if !Self.persistedEnabled(configuration.directory) {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler
@@ -238,14 +267,14 @@ public final class CrumbsClient: @unchecked Sendable {
     automatic?.stop()
   }
 
-  /// Reports what earlier sessions left, and counts each ended session before its files are
-  /// removed.
+  /// Reports what earlier sessions left, each with its own version, attributes and attachments
+  /// (from its session file, not this session's), and counts each ended session before its files
+  /// are removed.
   private func processPreviousSessions() {
     var processor = PostMortemProcessor(directory: directory, store: store)
-    processor.appVersion = configuration.appVersion
-    processor.attributes = attributes
     processor.symbolicatorOptions = configuration.symbolication
     processor.reportsAbnormalTerminations = configuration.detectOOM
+    processor.attachmentSizeLimit = configuration.attachmentSizeLimit
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)
@@ -329,21 +358,39 @@ public final class CrumbsClient: @unchecked Sendable {
 
   // MARK: - Attributes and attachments
 
-  /// Attributes added to every report from now on (thread-safe). `nil` removes the key.
+  /// Attributes added to every report from now on, this session's crash report included
+  /// (thread-safe). `nil` removes the key. Persisted in the session file before it returns (a
+  /// small file replaced atomically, tens of microseconds): not for hot paths.
   public func setAttribute(_ value: String?, forKey key: String) {
-    state.withLock { $0.attributes[key] = value }
+    updateSessionFile { $0.attributes[key] = value }
   }
 
   /// The global attributes.
-  public var attributes: [String: String] { state.withLock { $0.attributes } }
+  public var attributes: [String: String] { session.withLock { $0.metadata.attributes } }
 
-  /// A file attached to every report from now on (read when a report is made).
+  /// A file attached to every report from now on, this session's crash report included (read
+  /// when a report is made: for a crash, by the next launch). Persisted like `setAttribute`.
   public func addAttachment(path: String) {
-    state.withLock { if !$0.attachments.contains(path) { $0.attachments.append(path) } }
+    updateSessionFile { if !$0.attachments.contains(path) { $0.attachments.append(path) } }
   }
 
   public func removeAttachment(path: String) {
-    state.withLock { $0.attachments.removeAll { $0 == path } }
+    updateSessionFile { $0.attachments.removeAll { $0 == path } }
+  }
+
+  // MARK: - The session file
+
+  /// Changes the session file's contents and writes them when they changed.
+  private func updateSessionFile(_ change: (inout SessionMetadata) -> Void) {
+    session.withLock { change(&$0.metadata) }
+    writeSessionFile()
+  }
+
+  /// Writes the session file if its contents changed since the last write.
+  private func writeSessionFile() {
+    if let problem = session.withLock({ $0.writeIfChanged() }) {
+      state.withLock { $0.problems.append(problem) }
+    }
   }
 
   // MARK: - Hooks and consent
@@ -453,9 +500,10 @@ public final class CrumbsClient: @unchecked Sendable {
     var addresses = [UInt64](repeating: 0, count: 128)
     let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
     addresses.removeSubrange(count...)
-    let (globalAttributes, globalFiles, delegate) = state.withLock {
-      ($0.attributes, $0.attachments, $0.delegate)
+    let (globalAttributes, globalFiles) = session.withLock {
+      ($0.metadata.attributes, $0.metadata.attachments)
     }
+    let delegate = state.withLock { $0.delegate }
     let builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,

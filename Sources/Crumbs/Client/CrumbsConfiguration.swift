@@ -51,7 +51,8 @@ public struct CrumbsConfiguration: Sendable {
   /// Whether a session that vanished without a crash record (SIGKILL, the OOM killer) becomes an
   /// "abnormal termination" report (named "likely out of memory" only with evidence).
   public var detectOOM = true
-  /// Largest attachment accepted; larger ones are left out and the report says so.
+  /// Largest attachment accepted (in non-fatal reports, and when the next launch copies a crashed
+  /// session's attachments into its report); larger ones are left out and the report says so.
   public var attachmentSizeLimit = 7 * 1024 * 1024
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
