@@ -11,6 +11,7 @@ struct SessionMetadataTests {
     var metadata = SessionMetadata(sessionID: SessionID(), appVersion: "1.0 \"beta\"\n")
     metadata.attributes = ["region": "eu-west-1", "path": "/a/b\\c", "control": "\u{1}\u{7F}"]
     metadata.attachments = ["/var/log/app.log", "/tmp/ünïcode.txt"]
+    metadata.replacedCrashSignals = ["SIGSEGV", "SIGABRT"]
     let file = directory.file("s.session.json")
     try Syscall.writeFileAtomically(file, metadata.encoded())
     #expect(try SessionMetadata.read(file: file) == metadata)

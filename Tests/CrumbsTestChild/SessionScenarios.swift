@@ -67,6 +67,52 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     crumbs_test_null_deref()
     return 71
   },
+
+  // client-handler-replaced DIR crash|exit: starts a client (app version "1.0") and waits for
+  // its background start-up work; then another handler takes a crash signal.
+  //   crash: SIGSEGV is set back to SIG_DFL (a library that does not chain); with the memory
+  //          monitor sampling every 100 ms, waits (bounded) until the session file next to the
+  //          ring names SIGSEGV and prints "noticed yes" (or "noticed no"), then "crashing", and
+  //          dereferences null: the process dies by SIGSEGV without a crash record.
+  //   exit:  no automatic breadcrumbs; SIGABRT is set to SIG_IGN, then the process exits 0.
+  "client-handler-replaced": { arguments in
+    guard arguments.count == 2 else { return 64 }
+    let directory = arguments[0]
+    let crashes = arguments[1] == "crash"
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    if crashes {
+      var automatic = AutomaticBreadcrumbsOptions()
+      automatic.signals = nil
+      var memory = MemoryPressureConfiguration()
+      memory.samplingIntervalMilliseconds = 100
+      automatic.memoryPressure = memory
+      configuration.automaticBreadcrumbs = automatic
+    } else {
+      configuration.automaticBreadcrumbs = nil
+    }
+    guard let client = startClient(configuration) else { return 1 }
+    client.waitForPreviousSessions()
+    guard crashes else {
+      signal(SIGABRT, SIG_IGN)
+      print("exiting")
+      fflush(nil)
+      return 0
+    }
+    signal(SIGSEGV, SIG_DFL)
+    let sessionFile = directory + "/rings/\(client.sessionID).session.json"
+    let deadline = nanoseconds(CLOCK_MONOTONIC) + 30_000_000_000
+    var noticed = false
+    while !noticed && nanoseconds(CLOCK_MONOTONIC) < deadline {
+      noticed = fileContains(sessionFile, "SIGSEGV")
+      if !noticed { usleep(10_000) }
+    }
+    print("noticed \(noticed ? "yes" : "no")")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
 ]
 
 /// Starts a client (shared), or prints the error and returns nil.
@@ -78,4 +124,8 @@ private func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? 
     fflush(nil)
     return nil
   }
+}
+
+private func fileContains(_ path: String, _ text: String) -> Bool {
+  (try? Syscall.readFile(path)).map { String(decoding: $0, as: UTF8.self).contains(text) } ?? false
 }

@@ -132,4 +132,35 @@ import Testing
         (try? Syscall.readFile(stored.attachmentPath("attachment-app.log"))) == Array("last log line\n".utf8))
     }
   }
+
+  @Test func aCrashOnASignalAnotherHandlerTookSaysSoInItsReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-handler-replaced", directory.path, "crash"],
+      environment: childEnvironment)
+    let noticed = child.value(after: "noticed ")
+    child.wait(seconds: 120)
+    #expect(noticed == "yes")
+    #expect(child.terminatingSignal == SIGSEGV)
+    let outcome = try processLeftovers(directory)
+    let report = try #require(outcome.lastSessionCrashReport)
+    #expect(report.kind == .abnormalTermination)
+    #expect(report.exceptionMessage.contains("SIGSEGV"), "\(report.exceptionMessage)")
+    #expect(report.exceptionMessage.contains("replaced"), "\(report.exceptionMessage)")
+    #expect(report.resource["service.version"] == "1.0")
+  }
+
+  @Test func aHandlerReplacedBeforeACleanExitIsMentionedByTheNextLaunch() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-handler-replaced", directory.path, "exit"],
+      environment: childEnvironment)
+    #expect(child.value(after: "exiting") != nil)
+    child.wait(seconds: 120)
+    #expect(child.exitCode == 0)
+    let outcome = try processLeftovers(directory)
+    #expect(outcome.reports.isEmpty)
+    #expect(outcome.lastSession?.end == .clean)
+    #expect(outcome.problems.contains { $0.contains("SIGABRT") }, "\(outcome.problems)")
+  }
 }

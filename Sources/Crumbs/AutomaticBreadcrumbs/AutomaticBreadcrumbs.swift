@@ -23,6 +23,9 @@ public struct AutomaticBreadcrumbsOptions: Sendable {
   public var markCleanExit = true
   /// Recorded in the start breadcrumb.
   public var appVersion: String? = nil
+  /// Run on the monitor's thread after each memory-pressure pass (the client checks its crash
+  /// handler there).
+  var afterMemoryPass: (@Sendable () -> Void)? = nil
 
   public init() {}
 }
@@ -60,6 +63,7 @@ public final class AutomaticBreadcrumbs: @unchecked Sendable {
     var mode = MemoryPressureMonitor.Mode.stopped
     if let configuration = options.memoryPressure {
       let candidate = MemoryPressureMonitor(configuration: configuration)
+      candidate.afterEachPass = options.afterMemoryPass
       do {
         mode = try candidate.start()
         monitor = candidate

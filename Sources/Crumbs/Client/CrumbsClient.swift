@@ -14,10 +14,13 @@
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
 //   close()                         a clean end: marks the ring clean, stops delivery
-//   [exit()]                        the exit hook marks the ring clean (C)
+//   [exit()]                        the exit hooks mark the ring clean (C) and note replaced
+//                                   crash handlers in the session file
 //
 // The session file (`rings/<session>.session.json`, SessionMetadata) holds what the next launch
-// needs to report this session as it was: app version, attributes, attachments.
+// needs to report this session as it was: app version, attributes, attachments, and the crash
+// signals another handler took from ours (checked when the background start-up work ends, on
+// each memory-pressure pass, at close and at exit — never on a hot path).
 //
 // Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
@@ -219,6 +222,7 @@ public final class CrumbsClient: @unchecked Sendable {
         state.withLock { $0.problems.append("cannot register the exit hook (on_exit failed)") }
       }
     }
+    _ = Self.registerExitCheck
   }
 
   // MARK: - Background work
@@ -232,6 +236,7 @@ public final class CrumbsClient: @unchecked Sendable {
     let work: @Sendable () -> Void = { [self] in
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
+      noteReplacedCrashSignals()
       previousSessionsDone.signal()
       if isEnabled {
         uploader?.start()
@@ -243,11 +248,12 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   /// Starts memory-pressure and signal breadcrumbs (not the start breadcrumb, nor the exit hook:
-  /// `start` did those).
+  /// `start` did those). Each memory-pressure pass also checks the crash handler.
   private func startAutomaticBreadcrumbs() {
     guard var options = configuration.automaticBreadcrumbs else { return }
     options.recordStart = false
     options.markCleanExit = false
+    options.afterMemoryPass = { [weak self] in self?.noteReplacedCrashSignals() }
     if options.appVersion == nil { options.appVersion = configuration.appVersion }
     let automatic = AutomaticBreadcrumbs.start(options)
     let keep = state.withLock { state -> Bool in
@@ -393,6 +399,29 @@ public final class CrumbsClient: @unchecked Sendable {
     }
   }
 
+  /// Records in the session file which crash signals another handler has taken from ours (or
+  /// that none has, again): the next launch says so, and why such a crash left no record.
+  private func noteReplacedCrashSignals() {
+    let replaced = CrashHandler.replacedSignals().map(SignalNames.name)
+    updateSessionFile { $0.replacedCrashSignals = replaced }
+  }
+
+  /// At exit (the app's own exit work done, the process about to end): the crash handler may
+  /// have been taken since the last check. Takes no lock that is not free (exit() may come from
+  /// a thread, or a signal handler, that interrupted a holder: the check is then skipped), so
+  /// it reads the C handler's mask itself rather than through CrashHandler's lock.
+  private static let registerExitCheck: Void = {
+    atexit {
+      guard let client = CrumbsClient.running.withLockIfAvailable({ $0 }) ?? nil else { return }
+      let mask = crumbs_crash_replaced_signals()
+      let replaced = (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { SignalNames.name(Int32($0)) }
+      _ = client.session.withLockIfAvailable { file in
+        file.metadata.replacedCrashSignals = replaced
+        _ = file.writeIfChanged()
+      }
+    }
+  }()
+
   // MARK: - Hooks and consent
 
   /// The app's hooks; held weakly.
@@ -536,6 +565,7 @@ public final class CrumbsClient: @unchecked Sendable {
       return !state.closed
     }
     guard first else { return }
+    noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
     uploader?.stop()
     CrashHandler.uninstall()

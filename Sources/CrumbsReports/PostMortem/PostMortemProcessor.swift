@@ -4,8 +4,8 @@
 //   PostMortemProcessor(directory:store:)
 //   run(reportingSession:)          claim every leftover ring (RingDirectory.claimLeftovers),
 //     → process(claimed)            read ring (+ crash record, + the session file with the
-//                                   session's own version, attributes and attachments), decide
-//                                   how the session ended:
+//                                   session's own version, attributes, attachments and replaced
+//                                   crash handlers), decide how the session ended:
 //                                     clean    → nothing to report, files removed
 //                                     terminated by an unhandled SIGTERM/SIGINT... → no report,
 //                                       the session ends `.terminatedBySignal(n)`, files removed
@@ -47,6 +47,9 @@ public struct PreviousSession: Sendable {
   public var startedWallNanoseconds: UInt64
   /// With `end == .terminatedBySignal`: the signal number.
   public var endSignal: Int32? = nil
+  /// Crash signals whose handler another handler had replaced when the session last checked
+  /// (names, e.g. `SIGSEGV`): a crash on one of them left no crash record.
+  public var replacedCrashSignals: [String] = []
 }
 
 /// The outcome of one run.
@@ -172,7 +175,14 @@ public struct PostMortemProcessor: Sendable {
       sessionID: sessionID, end: .clean, report: nil,
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
       startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds)
+    session.replacedCrashSignals = metadata?.replacedCrashSignals ?? []
     func end(_ session: PreviousSession) -> PreviousSession {
+      if !session.replacedCrashSignals.isEmpty {
+        outcome.problems.append(
+          "session \(session.sessionID): another handler had replaced the crash handler for "
+            + session.replacedCrashSignals.joined(separator: ", ")
+            + "; a crash on those signals left no crash record")
+      }
       sessionEnded(session)
       claimed.finish()
       return session
@@ -191,6 +201,7 @@ public struct PostMortemProcessor: Sendable {
         attributes: metadata?.attributes ?? attributes,
         appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
       builder.symbolicatorOptions = symbolicatorOptions
+      builder.replacedCrashSignals = session.replacedCrashSignals
       var report: CrashReport
       if let record {
         report = builder.crash(record: record, ring: ring, trailSize: trail?.bytes.count, damage: damage)

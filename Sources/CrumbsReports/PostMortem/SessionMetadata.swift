@@ -1,14 +1,15 @@
 // SessionMetadata.swift — what a session said about itself while it ran, kept next to its ring
 // as `rings/<session>.session.json` (RingDirectory.sessionFilePath(forRing:)), so that the next
 // launch reports the session's crash or abnormal end with that session's release, attributes
-// and attachments, not its own.
+// and attachments, not its own, and can say when another handler had taken a crash signal.
 //
 // Entry points, in call order:
 //   SessionMetadata(sessionID:appVersion:)   what the client knows at start
 //   encoded()                                the file's bytes: JSON, at most `maxFileSize` (what
 //                                            does not fit is left out and counted in `omitted`)
 //   [CrumbsClient writes them with Syscall.writeFileAtomically each time a field changes: at
-//    start, setAttribute, add/removeAttachment]
+//    start, setAttribute, add/removeAttachment, and when it finds a crash signal's handler
+//    replaced]
 //   SessionMetadata.read(file:)              the next launch (PostMortemProcessor)
 //
 // Written by ordinary code only, never in a signal handler: a crash leaves the last complete
@@ -32,6 +33,9 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package var attributes: [String: String] = [:]
   /// Paths of the files attached to every report (`addAttachment(path:)`), as last set.
   package var attachments: [String] = []
+  /// Crash signals whose handler another handler had replaced when last checked (names, e.g.
+  /// `SIGSEGV`): a crash on one of them leaves no crash record.
+  package var replacedCrashSignals: [String] = []
   /// Attributes and attachments left out of the file to keep it under `maxFileSize`.
   package var omitted = 0
 
@@ -48,6 +52,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package func encoded() -> [UInt8] {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
+    head += ",\"replacedCrashSignals\":[" + replacedCrashSignals.map(jsonQuoted).joined(separator: ",") + "]"
     // Each entry is sized as written; 64 bytes are kept for the punctuation and `omitted`.
     var size = head.utf8.count + 64
     var omitted = self.omitted
