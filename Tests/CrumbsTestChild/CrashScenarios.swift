@@ -143,7 +143,9 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     // Crash only once every background thread has appended: they keep appending meanwhile.
     appending.wait(for: 3)
     runOnThread(name: "crasher") {
-      addBreadcrumb("crasher started", level: .info)
+      // A warning: it goes to the important lanes, which the three debug floods cannot lap
+      // before the crash (an info one could be overwritten on a busy machine).
+      addBreadcrumb("crasher started", level: .warning)
       print("thread \(crumbs_test_gettid())")
       armAndFlush()
       crumbs_test_null_deref()

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -95,6 +96,14 @@ int crumbs_test_install_foreign_handler(int signal_number) {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_SIGINFO | SA_NODEFER;
   return sigaction(signal_number, &action, &crumbs_test_replaced[signal_number]);
+}
+
+int crumbs_test_pin_to_one_cpu(void) {
+  int cpu = sched_getcpu();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu >= 0 ? cpu : 0, &set);
+  return sched_setaffinity(0, sizeof set, &set);
 }
 
 void crumbs_test_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }

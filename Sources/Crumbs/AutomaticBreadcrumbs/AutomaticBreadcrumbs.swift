@@ -17,10 +17,15 @@ public struct AutomaticBreadcrumbsOptions: Sendable {
   public var signals: Set<Int32>? = SignalBreadcrumbs.defaultSignals
   /// Append "process started" now.
   public var recordStart = true
-  /// Mark the ring clean on exit() (the next launch then reports nothing).
+  /// Mark the ring clean on exit() (the next launch then reports nothing). A CrumbsClient arms
+  /// this hook itself, on the caller's thread of `start`; false there leaves every exit() that
+  /// does not follow `close()` to be reported as an abnormal termination.
   public var markCleanExit = true
   /// Recorded in the start breadcrumb.
   public var appVersion: String? = nil
+  /// Run on the monitor's thread after each memory-pressure pass (the client checks its crash
+  /// handler there).
+  var afterMemoryPass: (@Sendable () -> Void)? = nil
 
   public init() {}
 }
@@ -58,6 +63,7 @@ public final class AutomaticBreadcrumbs: @unchecked Sendable {
     var mode = MemoryPressureMonitor.Mode.stopped
     if let configuration = options.memoryPressure {
       let candidate = MemoryPressureMonitor(configuration: configuration)
+      candidate.afterEachPass = options.afterMemoryPass
       do {
         mode = try candidate.start()
         monitor = candidate

@@ -111,6 +111,8 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
   private var triggerDescriptor: Int32 = -1
   /// Samples taken (by the thread or by sampleNow), for tests and diagnostics.
   private(set) var samplesTaken = 0
+  /// Run on the monitor's thread after each pass of the thread (set before start()).
+  var afterEachPass: (@Sendable () -> Void)?
 
   /// Prepares a monitor writing to `target` (the process-wide ring unless told otherwise).
   public init(configuration: MemoryPressureConfiguration = .init(), target: BreadcrumbTarget = .installedRing)
@@ -238,6 +240,7 @@ public final class MemoryPressureMonitor: @unchecked Sendable {
       if fired || after >= nextSample {
         sampleNow(at: after, triggerFired: fired)
         if after >= nextSample { nextSample = after + UInt64(interval) * 1_000_000 }
+        afterEachPass?()
       }
     }
   }

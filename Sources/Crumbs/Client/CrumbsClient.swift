@@ -2,14 +2,25 @@
 // session's reports, non-fatal reports, consent, and delivery.
 //
 // Entry points, in call order:
-//   CrumbsClient.start(_:)          on the caller's thread only what must be: the directory, a
-//                                   new ring (installed), the crash handler. Everything else —
-//                                   automatic breadcrumbs, the previous sessions' reports,
-//                                   session counts, delivery — runs on a background thread.
-//   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs
+//   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
+//                                   decides how the session ends: the directory, a new ring
+//                                   (installed), the session file, the crash handler, the session
+//                                   counted, the clean-exit hook. Everything else — automatic
+//                                   breadcrumbs, the previous sessions' reports and their counts,
+//                                   delivery — runs on a background thread. One client per
+//                                   process: a second start throws `.alreadyStarted`.
+//   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs; attributes
+//                                   and attachments are persisted in the session file at once
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
-//   close()                         a clean exit: marks the ring clean, stops delivery
+//   close()                         a clean end: marks the ring clean, stops delivery
+//   [exit()]                        the exit hooks mark the ring clean (C) and note replaced
+//                                   crash handlers in the session file
+//
+// The session file (`rings/<session>.session.json`, SessionMetadata) holds what the next launch
+// needs to report this session as it was: app version, attributes, attachments, and the crash
+// signals another handler took from ours (checked when the background start-up work ends, on
+// each memory-pressure pass, at close and at exit — never on a hot path).
 //
 // Never crashes the app: a bad directory is a thrown CrumbsError; later failures are reported
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
@@ -28,6 +39,10 @@ public enum CrumbsError: Error, CustomStringConvertible {
   case ring(RingCreationError)
   case crashHandler(CrashHandlerError)
   case store(SystemCallError)
+  /// A client started in this process and not closed: one process, one client (one ring, one
+  /// crash handler), so that one crash is one report. Use the running client, or `close()` it
+  /// first.
+  case alreadyStarted(CrumbsClient)
 
   public var description: String {
     switch self {
@@ -35,6 +50,9 @@ public enum CrumbsError: Error, CustomStringConvertible {
     case .ring(let error): "crumbs: \(error)"
     case .crashHandler(let error): "crumbs: cannot install the crash handler: \(error)"
     case .store(let error): "crumbs: cannot open the report store: \(error)"
+    case .alreadyStarted(let running):
+      "crumbs: a client is already running in this process (session \(running.sessionID), "
+        + "directory \(running.configuration.directory)); use it, or close() it first"
     }
   }
 }
@@ -62,21 +80,6 @@ extension CrumbsClientDelegate {
   public func shouldProcess(_ report: CrashReport) -> Bool { true }
 }
 
-/// Counts over all sessions of this install, persisted in `session-metrics.json`.
-public struct SessionMetrics: Codable, Sendable, Equatable {
-  /// Random, made once per install (Crumbs directory) and kept.
-  public var installID: String
-  public var sessions: Int = 0
-  public var crashedSessions: Int = 0
-  public var abnormalSessions: Int = 0
-  public var cleanSessions: Int = 0
-  /// Share of ended sessions with no crash and no abnormal end.
-  public var crashFreeRate: Double {
-    let ended = crashedSessions + abnormalSessions + cleanSessions
-    return ended == 0 ? 1 : Double(cleanSessions) / Double(ended)
-  }
-}
-
 public final class CrumbsClient: @unchecked Sendable {
   /// The configuration it was started with.
   public let configuration: CrumbsConfiguration
@@ -89,8 +92,6 @@ public final class CrumbsClient: @unchecked Sendable {
   let uploader: ReportUploader?
 
   private struct State {
-    var attributes: [String: String] = [:]
-    var attachments: [String] = []
     weak var delegate: (any CrumbsClientDelegate)?
     var consentHandler: (@Sendable ([CrashReport]) -> ConsentAnswer)?
     var previous: PostMortemOutcome?
@@ -101,6 +102,28 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   private let state = Mutex(State())
+  /// The session file's contents, and what was last written; changed and written under the lock,
+  /// so writes never overtake each other.
+  private struct SessionFile {
+    let path: String
+    var metadata: SessionMetadata
+    var written: SessionMetadata?
+
+    /// Writes the contents if they changed since the last write; returns the problem, if any.
+    mutating func writeIfChanged() -> String? {
+      guard metadata != written else { return nil }
+      do {
+        try Syscall.writeFileAtomically(path, metadata.encoded(), durable: false)
+        written = metadata
+        return nil
+      } catch {
+        return "cannot write the session file: \(error)"
+      }
+    }
+  }
+  private let session: Mutex<SessionFile>
+  /// Whether this client armed the clean-exit hook (disarmed at close).
+  private var armedExitHook = false
   private let previousSessionsDone = DispatchSemaphore(value: 0)
   private let bridge: UploaderBridge
   private let liveSymbolicator: LiveSymbolicator
@@ -108,13 +131,30 @@ public final class CrumbsClient: @unchecked Sendable {
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
   private static let sharedClient = Mutex<CrumbsClient?>(nil)
+  /// The client started and not closed, shared or not; held during a start, so two starts at
+  /// once cannot both succeed.
+  private static let running = Mutex<CrumbsClient?>(nil)
 
   /// Starts Crumbs: records from now on and processes what earlier sessions left, in the
   /// background. With `shared: true` it also becomes `CrumbsClient.shared`.
+  ///
+  /// Before it returns, everything that decides how this session ends is in place: the crash
+  /// handler, the session counted, the session file (app version; attributes and attachments as
+  /// they are set), and the exit hook that marks the session clean when the process calls
+  /// `exit()` or returns from `main`, however soon.
+  ///
+  /// One client per process: while a client started by an earlier call is not closed, `start`
+  /// throws `CrumbsError.alreadyStarted` with that client (a second ring would end as an
+  /// abnormal termination beside the first's crash). After `close()`, `start` works again.
   public static func start(_ configuration: CrumbsConfiguration, shared: Bool = true) throws(CrumbsError)
     -> CrumbsClient
   {
-    let client = try CrumbsClient(configuration)
+    let client = try running.withLock { running throws(CrumbsError) -> CrumbsClient in
+      if let running { throw .alreadyStarted(running) }
+      let client = try CrumbsClient(configuration)
+      running = client
+      return client
+    }
     if shared { sharedClient.withLock { $0 = client } }
     client.startBackgroundWork()
     return client
@@ -140,6 +180,10 @@ public final class CrumbsClient: @unchecked Sendable {
       throw .ring(error)
     }
     ring.install()
+    session = Mutex(
+      SessionFile(
+        path: RingDirectory.sessionFilePath(forRing: ring.path),
+        metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
     let destinations = configuration.destinations.map {
@@ -151,6 +195,8 @@ public final class CrumbsClient: @unchecked Sendable {
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
     bridge.client = self
+    // The session file before the crash handler: a crash from now on is reported with it.
+    writeSessionFile()
     if !Self.persistedEnabled(configuration.directory) {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler
@@ -163,6 +209,20 @@ public final class CrumbsClient: @unchecked Sendable {
         throw .crashHandler(error)
       }
     }
+    do {
+      try SessionMetricsFile.countStart(directory: configuration.directory)
+    } catch {
+      state.withLock { $0.problems.append("cannot count this session: \(error)") }
+    }
+    // A clean exit() is clean from the first moment, not once the background work has run. It
+    // decides how the session ends, so it is armed even without automatic breadcrumbs.
+    if configuration.automaticBreadcrumbs?.markCleanExit ?? true {
+      armedExitHook = Lifecycle.markCleanExitOnExit(true)
+      if !armedExitHook {
+        state.withLock { $0.problems.append("cannot register the exit hook (on_exit failed)") }
+      }
+    }
+    _ = Self.registerExitCheck
   }
 
   // MARK: - Background work
@@ -176,6 +236,7 @@ public final class CrumbsClient: @unchecked Sendable {
     let work: @Sendable () -> Void = { [self] in
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
+      noteReplacedCrashSignals()
       previousSessionsDone.signal()
       if isEnabled {
         uploader?.start()
@@ -186,10 +247,13 @@ public final class CrumbsClient: @unchecked Sendable {
     do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
   }
 
-  /// Starts memory-pressure, signal and exit breadcrumbs (not the start breadcrumb).
+  /// Starts memory-pressure and signal breadcrumbs (not the start breadcrumb, nor the exit hook:
+  /// `start` did those). Each memory-pressure pass also checks the crash handler.
   private func startAutomaticBreadcrumbs() {
     guard var options = configuration.automaticBreadcrumbs else { return }
     options.recordStart = false
+    options.markCleanExit = false
+    options.afterMemoryPass = { [weak self] in self?.noteReplacedCrashSignals() }
     if options.appVersion == nil { options.appVersion = configuration.appVersion }
     let automatic = AutomaticBreadcrumbs.start(options)
     let keep = state.withLock { state -> Bool in
@@ -209,44 +273,40 @@ public final class CrumbsClient: @unchecked Sendable {
     automatic?.stop()
   }
 
+  /// Reports what earlier sessions left, each with its own version, attributes and attachments
+  /// (from its session file, not this session's), and counts each ended session before its files
+  /// are removed.
   private func processPreviousSessions() {
     var processor = PostMortemProcessor(directory: directory, store: store)
-    processor.appVersion = configuration.appVersion
-    processor.attributes = attributes
     processor.symbolicatorOptions = configuration.symbolication
     processor.reportsAbnormalTerminations = configuration.detectOOM
+    processor.attachmentSizeLimit = configuration.attachmentSizeLimit
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)
     }
+    let directory = configuration.directory
+    processor.sessionEnded = { [weak self] session in
+      do {
+        let metrics = try SessionMetricsFile.countEnd(session, directory: directory)
+        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: directory)
+      } catch {
+        self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
+      }
+    }
     let outcome = processor.run(reportingSession: sessionID)
-    let metrics = updateMetrics(with: outcome)
-    SessionSummaryQueue.enqueue(outcome.sessions, metrics: metrics, directory: configuration.directory)
+    var problems = outcome.problems
+    var metrics: SessionMetrics?
+    do {
+      metrics = try SessionMetricsFile.read(directory: directory)
+    } catch {
+      problems.append("cannot read the session metrics: \(error)")
+    }
     state.withLock {
       $0.previous = outcome
       $0.metrics = metrics
-      $0.problems += outcome.problems
+      $0.problems += problems
     }
-  }
-
-  private func updateMetrics(with outcome: PostMortemOutcome) -> SessionMetrics {
-    let path = configuration.directory + "/session-metrics.json"
-    var metrics =
-      (try? Syscall.readFile(path, limit: 1 << 16)).flatMap {
-        try? JSONDecoder().decode(SessionMetrics.self, from: Data($0))
-      } ?? SessionMetrics(installID: SessionID().description)
-    metrics.sessions += 1
-    for session in outcome.sessions {
-      switch session.end {
-      case .clean, .terminatedBySignal: metrics.cleanSessions += 1
-      case .crash: metrics.crashedSessions += 1
-      case .abnormalTermination: metrics.abnormalSessions += 1
-      }
-    }
-    if let bytes = try? JSONEncoder().encode(metrics) {
-      try? Syscall.writeFileAtomically(path, Array(bytes))
-    }
-    return metrics
   }
 
   /// Sends the queued session summaries to the OTLP destinations (never without consent when a
@@ -304,22 +364,63 @@ public final class CrumbsClient: @unchecked Sendable {
 
   // MARK: - Attributes and attachments
 
-  /// Attributes added to every report from now on (thread-safe). `nil` removes the key.
+  /// Attributes added to every report from now on, this session's crash report included
+  /// (thread-safe). `nil` removes the key. Persisted in the session file before it returns (a
+  /// small file replaced atomically, tens of microseconds): not for hot paths.
   public func setAttribute(_ value: String?, forKey key: String) {
-    state.withLock { $0.attributes[key] = value }
+    updateSessionFile { $0.attributes[key] = value }
   }
 
   /// The global attributes.
-  public var attributes: [String: String] { state.withLock { $0.attributes } }
+  public var attributes: [String: String] { session.withLock { $0.metadata.attributes } }
 
-  /// A file attached to every report from now on (read when a report is made).
+  /// A file attached to every report from now on, this session's crash report included (read
+  /// when a report is made: for a crash, by the next launch). Persisted like `setAttribute`.
   public func addAttachment(path: String) {
-    state.withLock { if !$0.attachments.contains(path) { $0.attachments.append(path) } }
+    updateSessionFile { if !$0.attachments.contains(path) { $0.attachments.append(path) } }
   }
 
   public func removeAttachment(path: String) {
-    state.withLock { $0.attachments.removeAll { $0 == path } }
+    updateSessionFile { $0.attachments.removeAll { $0 == path } }
   }
+
+  // MARK: - The session file
+
+  /// Changes the session file's contents and writes them when they changed.
+  private func updateSessionFile(_ change: (inout SessionMetadata) -> Void) {
+    session.withLock { change(&$0.metadata) }
+    writeSessionFile()
+  }
+
+  /// Writes the session file if its contents changed since the last write.
+  private func writeSessionFile() {
+    if let problem = session.withLock({ $0.writeIfChanged() }) {
+      state.withLock { $0.problems.append(problem) }
+    }
+  }
+
+  /// Records in the session file which crash signals another handler has taken from ours (or
+  /// that none has, again): the next launch says so, and why such a crash left no record.
+  private func noteReplacedCrashSignals() {
+    let replaced = CrashHandler.replacedSignals().map(SignalNames.name)
+    updateSessionFile { $0.replacedCrashSignals = replaced }
+  }
+
+  /// At exit (the app's own exit work done, the process about to end): the crash handler may
+  /// have been taken since the last check. Takes no lock that is not free (exit() may come from
+  /// a thread, or a signal handler, that interrupted a holder: the check is then skipped), so
+  /// it reads the C handler's mask itself rather than through CrashHandler's lock.
+  private static let registerExitCheck: Void = {
+    atexit {
+      guard let client = CrumbsClient.running.withLockIfAvailable({ $0 }) ?? nil else { return }
+      let mask = crumbs_crash_replaced_signals()
+      let replaced = (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { SignalNames.name(Int32($0)) }
+      _ = client.session.withLockIfAvailable { file in
+        file.metadata.replacedCrashSignals = replaced
+        _ = file.writeIfChanged()
+      }
+    }
+  }()
 
   // MARK: - Hooks and consent
 
@@ -428,9 +529,10 @@ public final class CrumbsClient: @unchecked Sendable {
     var addresses = [UInt64](repeating: 0, count: 128)
     let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
     addresses.removeSubrange(count...)
-    let (globalAttributes, globalFiles, delegate) = state.withLock {
-      ($0.attributes, $0.attachments, $0.delegate)
+    let (globalAttributes, globalFiles) = session.withLock {
+      ($0.metadata.attributes, $0.metadata.attachments)
     }
+    let delegate = state.withLock { $0.delegate }
     let builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
@@ -455,18 +557,22 @@ public final class CrumbsClient: @unchecked Sendable {
     Crumbs.generateTestCrash(kind: kind)
   }
 
-  /// A clean exit: stops delivery, uninstalls the crash handler, marks the ring clean.
+  /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean. A new
+  /// client may be started after it.
   public func close() {
     let first = state.withLock { state -> Bool in
       defer { state.closed = true }
       return !state.closed
     }
     guard first else { return }
+    noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
     uploader?.stop()
     CrashHandler.uninstall()
     ring.close(clean: true)
+    if armedExitHook { Lifecycle.markCleanExitOnExit(false) }
     Self.sharedClient.withLock { if $0 === self { $0 = nil } }
+    Self.running.withLock { if $0 === self { $0 = nil } }
   }
 
   /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.

@@ -51,13 +51,16 @@ public struct CrumbsConfiguration: Sendable {
   /// Whether a session that vanished without a crash record (SIGKILL, the OOM killer) becomes an
   /// "abnormal termination" report (named "likely out of memory" only with evidence).
   public var detectOOM = true
-  /// Largest attachment accepted; larger ones are left out and the report says so.
+  /// Largest attachment accepted (in non-fatal reports, and when the next launch copies a crashed
+  /// session's attachments into its report); larger ones are left out and the report says so.
   public var attachmentSizeLimit = 7 * 1024 * 1024
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()
   /// Breadcrumbs the client records by itself — memory pressure, non-fatal signals, process
-  /// start and exit — started in the background; nil turns them all off.
+  /// start and exit — started in the background; nil turns them all off but one: the exit hook
+  /// that marks the session clean on `exit()` (with its "process exiting" breadcrumb) decides
+  /// how the session ends, so `start` arms it unless these options say `markCleanExit = false`.
   public var automaticBreadcrumbs: AutomaticBreadcrumbsOptions? = AutomaticBreadcrumbsOptions()
   /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
   /// adds file and line at 200–300 ms per report).

@@ -1,9 +1,9 @@
 // SessionSummaries.swift — error-free session metrics, sent as events.
 //
 // Entry points, in call order:
-//   SessionSummaryQueue.enqueue      after the previous sessions are processed, one summary per
-//                                    ended session (how it ended + the install's running counts),
-//                                    written to `session-summaries/<session>.json` (atomic)
+//   SessionSummaryQueue.enqueue      as each ended session is counted (before its files are
+//                                    removed), its summary (how it ended + the install's running
+//                                    counts), written to `session-summaries/<session>.json` (atomic)
 //   SessionSummaryQueue.deliver      each queued summary as one OTLP log record, event name
 //                                    `crumbs.session.summary`, to every OTLP destination; removed
 //                                    once one accepted it (2xx), kept for the next launch otherwise

@@ -2,6 +2,8 @@
 //
 // Layout of a Crumbs directory (created 0700):
 //   rings/<session-id>.ring       one per process instance, 0600, flock'ed by its writer
+//   rings/<session-id>.crash      its crash record (CrashHandler)
+//   rings/<session-id>.session.json   what the session said about itself (CrumbsClient)
 //   quarantine/<name>             files that could not be read as rings, moved aside, never deleted
 //   quarantine/<name>.reason      one line: why
 //
@@ -45,6 +47,11 @@ public struct RingDirectory: Sendable {
     let sessionID = SessionID()
     return try BreadcrumbRing.create(
       at: ringsPath + "/\(sessionID).ring", options: options, sessionID: sessionID)
+  }
+
+  /// The session file that belongs to a ring file: `x.ring` → `x.session.json`.
+  public static func sessionFilePath(forRing ringPath: String) -> String {
+    (ringPath.hasSuffix(".ring") ? String(ringPath.dropLast(5)) : ringPath) + ".session.json"
   }
 
   /// A ring left by a process that is gone.
@@ -124,12 +131,15 @@ public struct RingDirectory: Sendable {
 
     /// The crash record that belongs to this ring, if the crash handler made one.
     public var crashRecordPath: String { stem + ".crash" }
+    /// The session file that belongs to this ring, if a client wrote one.
+    public var sessionFilePath: String { RingDirectory.sessionFilePath(forRing: stem + ".ring") }
 
-    /// Deletes the consumed ring and crash record (their content is in a stored report, or the
-    /// session ended cleanly) and releases the lock.
+    /// Deletes the consumed ring, crash record and session file (their content is in a stored
+    /// report, or the session ended cleanly) and releases the lock.
     public func finish() {
       _ = try? Syscall.unlink(path)
       _ = try? Syscall.unlink(crashRecordPath)
+      _ = try? Syscall.unlink(sessionFilePath)
       release()
     }
 

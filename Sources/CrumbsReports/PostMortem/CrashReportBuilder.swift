@@ -19,6 +19,9 @@ package struct CrashReportBuilder {
   package var appVersion: String?
   package var reportingSession: SessionID?
   package var symbolicatorOptions = Symbolicator.Options()
+  /// Crash signals another handler had taken from the session's crash handler (names): an
+  /// abnormal end may be a crash on one of them, which leaves no record.
+  package var replacedCrashSignals: [String] = []
 
   /// A report for a crash the handler recorded. `ring` is nil when the ring was unreadable.
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
@@ -89,15 +92,32 @@ package struct CrashReportBuilder {
       executable: header.executable, appName: header.appName)
     let evidence = OOMEvidence.gather(ring, cgroupRoot: cgroupRoot)
     report.evidence = evidence
+    // A crash on a signal whose handler another handler had taken leaves no record either: the
+    // report names those signals whatever else it infers.
+    let replaced = replacedCrashSignals.joined(separator: ", ")
     if evidence.isEmpty {
       report.exceptionType = "AbnormalTermination"
       report.exceptionMessage =
-        "the process ended without a crash record and without a clean exit (SIGKILL, the OOM killer, or power loss)"
+        "the process ended without a crash record and without a clean exit"
+        + (replacedCrashSignals.isEmpty
+          ? " (SIGKILL, the OOM killer, or power loss)"
+          : ": another handler had replaced the crash handler for \(replaced), so this may be a crash on "
+            + "one of them (else SIGKILL, the OOM killer, or power loss)")
     } else {
       report.exceptionType = "OutOfMemory"
-      report.exceptionMessage = "likely out of memory: " + evidence.joined(separator: "; ")
+      report.exceptionMessage =
+        "likely out of memory: " + evidence.joined(separator: "; ")
+        + (replacedCrashSignals.isEmpty
+          ? "" : "; or a crash on \(replaced), whose crash handler another handler had replaced")
     }
-    report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
+    if replacedCrashSignals.isEmpty {
+      report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
+    } else {
+      report.evidence.append(
+        "another handler had replaced the crash handler for \(replaced) (noticed while the session ran): "
+          + "a crash on those signals leaves no crash record")
+      report.exceptionStacktrace = "(no stack: the crash handler did not run)"
+    }
     return report
   }
 

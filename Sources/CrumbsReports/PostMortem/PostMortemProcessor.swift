@@ -3,7 +3,9 @@
 // Entry points, in call order:
 //   PostMortemProcessor(directory:store:)
 //   run(reportingSession:)          claim every leftover ring (RingDirectory.claimLeftovers),
-//     → process(claimed)            read ring (+ crash record), decide how the session ended:
+//     → process(claimed)            read ring (+ crash record, + the session file with the
+//                                   session's own version, attributes, attachments and replaced
+//                                   crash handlers), decide how the session ended:
 //                                     clean    → nothing to report, files removed
 //                                     terminated by an unhandled SIGTERM/SIGINT... → no report,
 //                                       the session ends `.terminatedBySignal(n)`, files removed
@@ -11,7 +13,9 @@
 //                                     crashed, no record → crash report naming the damage
 //                                     running  → abnormal-termination report, with OOM evidence
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
-//     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4, idempotent per session
+//     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
+//                                   attachments, idempotent per session
+//     → sessionEnded(session)       the caller counts it (before the files go: see sessionEnded)
 //     → ClaimedRing.finish          consumed files removed only after the report is stored
 //
 // Damaged inputs never stop the run: an unreadable ring is quarantined with its reason and, if a
@@ -43,6 +47,9 @@ public struct PreviousSession: Sendable {
   public var startedWallNanoseconds: UInt64
   /// With `end == .terminatedBySignal`: the signal number.
   public var endSignal: Int32? = nil
+  /// Crash signals whose handler another handler had replaced when the session last checked
+  /// (names, e.g. `SIGSEGV`): a crash on one of them left no crash record.
+  public var replacedCrashSignals: [String] = []
 }
 
 /// The outcome of one run.
@@ -73,10 +80,16 @@ public struct PostMortemOutcome: Sendable {
 public struct PostMortemProcessor: Sendable {
   public let directory: RingDirectory
   public let store: ReportStore
-  /// Added to every report's `attributes`.
+  /// A report's `attributes` and `service.version` are those of the session that crashed, from
+  /// its session file (CrumbsClient writes one). These two are used instead only for sessions
+  /// that left none (a program that records without the client): set them only when those
+  /// sessions ran with these values.
   public var attributes: [String: String] = [:]
-  /// Reported as `service.version`.
+  /// See `attributes`.
   public var appVersion: String?
+  /// Largest attachment (of those the crashed session attached) copied into its report; larger
+  /// ones are listed with the reason.
+  public var attachmentSizeLimit = 7 * 1024 * 1024
   /// How frames are symbolicated. By default from the ELF symbol tables only, with simplified
   /// Swift names: llvm-symbolizer's file and line cost 200–300 ms per report, beyond the 50 ms
   /// next-launch budget (the demo turns it on).
@@ -87,6 +100,11 @@ public struct PostMortemProcessor: Sendable {
   /// Asked before a report is stored (the client's `shouldProcess`); false skips it, and the
   /// session's files are removed as processed.
   public var shouldStore: @Sendable (CrashReport) -> Bool = { _ in true }
+  /// Called once per ended session, after its report (if any) is stored and before its files are
+  /// removed, so that what it counts survives a process that dies during the run. A process
+  /// that dies between this call and the removal leaves the session to the next run, which calls
+  /// this again for it: count by session id.
+  public var sessionEnded: @Sendable (PreviousSession) -> Void = { _ in }
 
   /// ELF symbols only, simplified Swift names.
   public static var defaultSymbolication: Symbolicator.Options {
@@ -142,27 +160,49 @@ public struct PostMortemProcessor: Sendable {
       claimed.release()
       return nil
     }
+    // What the session said about itself; without it, the processor's own values.
+    var metadata: SessionMetadata?
+    if Syscall.fileExists(claimed.sessionFilePath) {
+      do {
+        metadata = try SessionMetadata.read(file: claimed.sessionFilePath)
+      } catch {
+        damage.append("session file unreadable: \(error.reason)")
+        quarantine(claimed.sessionFilePath, reason: error.reason, into: &outcome)
+      }
+    }
     let sessionID = ring?.header.sessionID ?? record!.sessionID
     var session = PreviousSession(
       sessionID: sessionID, end: .clean, report: nil,
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
       startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds)
-    if record == nil, ring?.header.state == .clean {
+    session.replacedCrashSignals = metadata?.replacedCrashSignals ?? []
+    func end(_ session: PreviousSession) -> PreviousSession {
+      if !session.replacedCrashSignals.isEmpty {
+        outcome.problems.append(
+          "session \(session.sessionID): another handler had replaced the crash handler for "
+            + session.replacedCrashSignals.joined(separator: ", ")
+            + "; a crash on those signals left no crash record")
+      }
+      sessionEnded(session)
       claimed.finish()
       return session
     }
+    if record == nil, ring?.header.state == .clean {
+      return end(session)
+    }
     if record == nil, let header = ring?.header, header.state == .terminatedBySignal {
-      claimed.finish()
       session.end = .terminatedBySignal
       session.endSignal = header.endSignal
-      return session
+      return end(session)
     }
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
       var builder = CrashReportBuilder(
-        attributes: attributes, appVersion: appVersion, reportingSession: reportingSession)
+        attributes: metadata?.attributes ?? attributes,
+        appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
       builder.symbolicatorOptions = symbolicatorOptions
-      let report: CrashReport
+      builder.replacedCrashSignals = session.replacedCrashSignals
+      var report: CrashReport
       if let record {
         report = builder.crash(record: record, ring: ring, trailSize: trail?.bytes.count, damage: damage)
       } else if let ring, ring.header.state == .crashed {
@@ -171,16 +211,27 @@ public struct PostMortemProcessor: Sendable {
           damage: damage + ["no crash record next to a ring marked crashed"])
       } else {
         report = builder.abnormalTermination(ring: ring!, trailSize: trail?.bytes.count)
+        report.damage += damage
       }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
-      if (report.kind == .abnormalTermination && !reportsAbnormalTerminations) || !shouldStore(report) {
-        claimed.finish()
-        return session
+      if report.kind == .abnormalTermination && !reportsAbnormalTerminations {
+        return end(session)
       }
-      let stored = try store.store(report, attachments: trail.map { [($0.name, $0.bytes)] } ?? [])
-      claimed.finish()
-      session.report = stored
-      return session
+      var files: [(name: String, bytes: [UInt8])] = trail.map { [($0.name, $0.bytes)] } ?? []
+      if let metadata {
+        let attached = ReportAttachments.read(
+          metadata.attachments, limit: attachmentSizeLimit, taken: files.map(\.name))
+        report.attachments += attached.entries
+        files += attached.files
+        if metadata.omitted > 0 {
+          report.damage.append(
+            "\(metadata.omitted) attribute(s) or attachment(s) of the session did not fit in its "
+              + "\(SessionMetadata.maxFileSize)-byte session file and are missing")
+        }
+      }
+      guard shouldStore(report) else { return end(session) }
+      session.report = try store.store(report, attachments: files)
+      return end(session)
     } catch {
       outcome.problems.append("cannot store the report for \(claimed.path): \(error)")
       claimed.release()

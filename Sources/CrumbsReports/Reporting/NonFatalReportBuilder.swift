@@ -86,43 +86,11 @@ package struct NonFatalReportBuilder {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
     }
-    for path in attachmentPaths {
-      let name = Self.attachmentName(path, taken: files.map(\.name))
-      let size = Syscall.fileSize(atPath: path)
-      if let size, size > attachmentSizeLimit {
-        report.attachments.append(
-          .init(
-            name: name, contentType: "application/octet-stream", size: size,
-            omittedReason: "larger than the \(attachmentSizeLimit)-byte attachment limit"))
-        continue
-      }
-      do {
-        let bytes = try Syscall.readFile(path, limit: attachmentSizeLimit)
-        files.append((name, bytes))
-        report.attachments.append(
-          .init(name: name, contentType: "application/octet-stream", size: bytes.count))
-      } catch {
-        report.attachments.append(
-          .init(
-            name: name, contentType: "application/octet-stream", size: 0,
-            omittedReason: error.refusal == .tooLarge(limit: attachmentSizeLimit)
-              ? "larger than the \(attachmentSizeLimit)-byte attachment limit" : "unreadable: \(error)"))
-      }
-    }
+    let attached = ReportAttachments.read(
+      attachmentPaths, limit: attachmentSizeLimit, taken: files.map(\.name))
+    report.attachments += attached.entries
+    files += attached.files
     return (report, files)
-  }
-
-  /// A file name for an attachment in the report folder: the path's last component, made unique
-  /// and never one of the report's own files.
-  package static func attachmentName(_ path: String, taken: [String]) -> String {
-    let base = path.split(separator: "/").last.map(String.init) ?? "attachment"
-    var name = "attachment-" + base
-    var index = 2
-    while taken.contains(name) {
-      name = "attachment-\(index)-" + base
-      index += 1
-    }
-    return name
   }
 
   package static func currentThreadName() -> String? {

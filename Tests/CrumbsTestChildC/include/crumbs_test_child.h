@@ -37,6 +37,9 @@ uintptr_t crumbs_test_address_of_call_null(void);
 /// Installs a "foreign library" handler for `signal_number` that writes "foreign handler\n" to
 /// stdout and chains to the action it replaced. Returns 0 or -1.
 int crumbs_test_install_foreign_handler(int signal_number);
+/// Pins the process (its calling thread and every thread it starts later) to the CPU it runs on,
+/// so a thread it starts cannot run before it blocks or exits. Returns 0 or -1.
+int crumbs_test_pin_to_one_cpu(void);
 /// Sets the calling thread's name (at most 15 bytes).
 void crumbs_test_set_thread_name(const char *name);
 /// Calls `crumbs_malloc_guard_arm` if an LD_PRELOAD interposer provides it: from then on any

@@ -1,0 +1,100 @@
+// SessionMetadata.swift — what a session said about itself while it ran, kept next to its ring
+// as `rings/<session>.session.json` (RingDirectory.sessionFilePath(forRing:)), so that the next
+// launch reports the session's crash or abnormal end with that session's release, attributes
+// and attachments, not its own, and can say when another handler had taken a crash signal.
+//
+// Entry points, in call order:
+//   SessionMetadata(sessionID:appVersion:)   what the client knows at start
+//   encoded()                                the file's bytes: JSON, at most `maxFileSize` (what
+//                                            does not fit is left out and counted in `omitted`)
+//   [CrumbsClient writes them with Syscall.writeFileAtomically each time a field changes: at
+//    start, setAttribute, add/removeAttachment, and when it finds a crash signal's handler
+//    replaced]
+//   SessionMetadata.read(file:)              the next launch (PostMortemProcessor)
+//
+// Written by ordinary code only, never in a signal handler: a crash leaves the last complete
+// file. Not signal-safe.
+
+import CrumbsRecorder
+import FoundationEssentials
+
+/// The persisted metadata of one session.
+package struct SessionMetadata: Decodable, Sendable, Equatable {
+  /// The format this code writes; a file with a larger number is not read.
+  package static let currentFormat = 1
+  /// The largest file written or read.
+  package static let maxFileSize = 64 * 1024
+
+  package var format = SessionMetadata.currentFormat
+  package var sessionID: String
+  /// `service.version` of the session.
+  package var appVersion: String?
+  /// The app's attributes (`setAttribute`) as last set.
+  package var attributes: [String: String] = [:]
+  /// Paths of the files attached to every report (`addAttachment(path:)`), as last set.
+  package var attachments: [String] = []
+  /// Crash signals whose handler another handler had replaced when last checked (names, e.g.
+  /// `SIGSEGV`): a crash on one of them leaves no crash record.
+  package var replacedCrashSignals: [String] = []
+  /// Attributes and attachments left out of the file to keep it under `maxFileSize`.
+  package var omitted = 0
+
+  package init(sessionID: SessionID, appVersion: String?) {
+    self.sessionID = sessionID.description
+    self.appVersion = appVersion
+  }
+
+  /// The JSON bytes of the file, at most `maxFileSize`: attributes (by key) and attachments are
+  /// kept while they fit, and the rest is counted in `omitted` (an app version of tens of
+  /// kilobytes alone would not fit, and the reader would call the file damaged). Written by
+  /// hand with `jsonQuoted`: this runs on the caller's thread of `start` and `setAttribute`,
+  /// where JSONEncoder's tens of microseconds would be most of the cost.
+  package func encoded() -> [UInt8] {
+    var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
+    if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
+    head += ",\"replacedCrashSignals\":[" + replacedCrashSignals.map(jsonQuoted).joined(separator: ",") + "]"
+    // Each entry is sized as written; 64 bytes are kept for the punctuation and `omitted`.
+    var size = head.utf8.count + 64
+    var omitted = self.omitted
+    func kept(_ entries: [String]) -> [String] {
+      entries.filter { entry in
+        let fits = size + entry.utf8.count + 1 <= Self.maxFileSize
+        if fits { size += entry.utf8.count + 1 } else { omitted += 1 }
+        return fits
+      }
+    }
+    let keptAttributes = kept(
+      attributes.keys.sorted().map { jsonQuoted($0) + ":" + jsonQuoted(attributes[$0]!) })
+    let keptAttachments = kept(attachments.map(jsonQuoted))
+    let text =
+      head + ",\"attributes\":{" + keptAttributes.joined(separator: ",") + "},\"attachments\":["
+      + keptAttachments.joined(separator: ",") + "],\"omitted\":\(omitted)}"
+    return Array(text.utf8)
+  }
+
+  /// Why a session file could not be read.
+  package struct ReadError: Error, CustomStringConvertible {
+    package var reason: String
+    package var description: String { reason }
+  }
+
+  /// Reads a session file.
+  package static func read(file: String) throws(ReadError) -> SessionMetadata {
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(file, limit: maxFileSize)
+    } catch {
+      throw ReadError(reason: "unreadable: \(error)")
+    }
+    let metadata: SessionMetadata
+    do {
+      metadata = try JSONDecoder().decode(SessionMetadata.self, from: Data(bytes))
+    } catch {
+      throw ReadError(reason: "not a session file (\(bytes.count) bytes of invalid JSON)")
+    }
+    guard metadata.format <= currentFormat else {
+      throw ReadError(reason: "format \(metadata.format) is newer than this reader (\(currentFormat))")
+    }
+    return metadata
+  }
+}

@@ -1,0 +1,131 @@
+import Crumbs
+import CrumbsTestChildC
+
+// Session scenarios: what a CrumbsClient leaves for the next launch when the process exits soon
+// after start, starts a second client, sets metadata and crashes, or loses a crash signal to
+// another handler. Each takes the Crumbs directory as its first argument.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // client-quick-exit DIR: pinned to one CPU, so the client's background thread gets no time
+  // before main returns; starts a client (default configuration, app version "1.0"), adds one
+  // breadcrumb and returns 0 at once.
+  "client-quick-exit": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    guard crumbs_test_pin_to_one_cpu() == 0 else {
+      print("error cannot pin: errno \(errno)")
+      return 1
+    }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    guard let client = startClient(configuration) else { return 1 }
+    client.addBreadcrumb("one")
+    return 0
+  },
+
+  // client-start-twice DIR: starts a client, then another; prints "second-start ok" or
+  // "second-start error DESCRIPTION", then "crashing", and dereferences null.
+  "client-start-twice": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    guard let first = startClient(configuration) else { return 1 }
+    first.addBreadcrumb("first client started")
+    do {
+      let second = try CrumbsClient.start(configuration)
+      second.addBreadcrumb("second client started")
+      print("second-start ok")
+    } catch {
+      print("second-start error \(error)")
+    }
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+
+  // client-metadata DIR: starts a client with app version "1.0", sets the attribute
+  // region=eu-west-1, attaches DIR/app.log ("last log line\n"), prints "crashing" and
+  // dereferences null.
+  "client-metadata": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    configuration.automaticBreadcrumbs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    client.setAttribute("eu-west-1", forKey: "region")
+    let log = directory + "/app.log"
+    guard let file = fopen(log, "w") else { return 1 }
+    fputs("last log line\n", file)
+    fclose(file)
+    client.addAttachment(path: log)
+    client.addBreadcrumb("about to crash")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+
+  // client-handler-replaced DIR crash|exit: starts a client (app version "1.0") and waits for
+  // its background start-up work; then another handler takes a crash signal.
+  //   crash: SIGSEGV is set back to SIG_DFL (a library that does not chain); with the memory
+  //          monitor sampling every 100 ms, waits (bounded) until the session file next to the
+  //          ring names SIGSEGV and prints "noticed yes" (or "noticed no"), then "crashing", and
+  //          dereferences null: the process dies by SIGSEGV without a crash record.
+  //   exit:  no automatic breadcrumbs; SIGABRT is set to SIG_IGN, then the process exits 0.
+  "client-handler-replaced": { arguments in
+    guard arguments.count == 2 else { return 64 }
+    let directory = arguments[0]
+    let crashes = arguments[1] == "crash"
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.appVersion = "1.0"
+    if crashes {
+      var automatic = AutomaticBreadcrumbsOptions()
+      automatic.signals = nil
+      var memory = MemoryPressureConfiguration()
+      memory.samplingIntervalMilliseconds = 100
+      automatic.memoryPressure = memory
+      configuration.automaticBreadcrumbs = automatic
+    } else {
+      configuration.automaticBreadcrumbs = nil
+    }
+    guard let client = startClient(configuration) else { return 1 }
+    client.waitForPreviousSessions()
+    guard crashes else {
+      signal(SIGABRT, SIG_IGN)
+      print("exiting")
+      fflush(nil)
+      return 0
+    }
+    signal(SIGSEGV, SIG_DFL)
+    let sessionFile = directory + "/rings/\(client.sessionID).session.json"
+    let deadline = nanoseconds(CLOCK_MONOTONIC) + 30_000_000_000
+    var noticed = false
+    while !noticed && nanoseconds(CLOCK_MONOTONIC) < deadline {
+      noticed = fileContains(sessionFile, "SIGSEGV")
+      if !noticed { usleep(10_000) }
+    }
+    print("noticed \(noticed ? "yes" : "no")")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+]
+
+/// Starts a client (shared), or prints the error and returns nil.
+private func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
+  do {
+    return try CrumbsClient.start(configuration)
+  } catch {
+    print("error \(error)")
+    fflush(nil)
+    return nil
+  }
+}
+
+private func fileContains(_ path: String, _ text: String) -> Bool {
+  (try? Syscall.readFile(path)).map { String(decoding: $0, as: UTF8.self).contains(text) } ?? false
+}

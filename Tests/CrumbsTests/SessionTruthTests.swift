@@ -1,0 +1,166 @@
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What the next launch says about a session (issue 10, "Reports that tell the truth"): how it
+/// ended, how many sessions there were, which release and attributes it had, and why a crash
+/// left no record. Every session here is a real child process.
+@Suite struct SessionTruthTests {
+  /// The children crash without the Swift backtracer: it only slows their death.
+  let childEnvironment = ["SWIFT_BACKTRACE": "enable=no"]
+
+  func nextLaunchConfiguration(_ directory: TestDirectory) -> CrumbsConfiguration {
+    var configuration = CrumbsConfiguration(directory: directory.path)
+    configuration.appName = "next-launch"
+    configuration.appVersion = "2.0"
+    configuration.automaticBreadcrumbs = nil
+    return configuration
+  }
+
+  /// Reads what the children left without starting a client in this process.
+  func processLeftovers(_ directory: TestDirectory) throws -> PostMortemOutcome {
+    PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+    ).run()
+  }
+
+  @Test func processesThatExitSoonAfterStartAreCleanAndEveryStartIsCounted() throws {
+    let directory = TestDirectory()
+    // At once, each pinned to one CPU: their background threads get no time before they exit,
+    // and their session counts race for the same file.
+    let count = 8
+    var children: [ChildProcess] = []
+    for _ in 0..<count {
+      children.append(try ChildProcess(ChildProcess.testChild, ["client-quick-exit", directory.path]))
+    }
+    for child in children {
+      child.wait(seconds: 120)
+      #expect(child.exitCode == 0, "\(child.readRemaining(seconds: 1))")
+    }
+    try ProcessWideState.exclusive {
+      let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      defer { client.close() }
+      let metrics = try #require(client.sessionMetrics)
+      #expect(metrics.sessions == count + 1)
+      #expect(metrics.cleanSessions == count)
+      #expect(metrics.abnormalSessions == 0)
+      #expect(metrics.crashedSessions == 0)
+      let reports = client.store.list(.pending).reports.map(\.report)
+      #expect(reports.isEmpty, "\(reports.map { "\($0.exceptionType): \($0.exceptionMessage)" })")
+    }
+  }
+
+  @Test func anEndedSessionProcessedAgainIsCountedOnce() throws {
+    // A run killed after counting a session but before deleting its files leaves it to the next.
+    let directory = TestDirectory()
+    try SessionMetricsFile.countStart(directory: directory.path)
+    let session = PreviousSession(
+      sessionID: SessionID(), end: .abnormalTermination, report: nil, receivedMemoryWarning: false,
+      startedWallNanoseconds: 1)
+    let first = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    let again = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    #expect(first == again)
+    #expect(again.sessions == 1)
+    #expect(again.abnormalSessions == 1)
+    #expect(try SessionMetricsFile.read(directory: directory.path) == again)
+  }
+
+  @Test func aSecondStartInOneProcessFailsAndOneCrashGivesOneReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-start-twice", directory.path], environment: childEnvironment)
+    let second = child.value(after: "second-start ")
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    #expect(second?.hasPrefix("error") == true, "\(second ?? "nothing printed")")
+    let outcome = try processLeftovers(directory)
+    let reports = outcome.reports.map(\.report)
+    #expect(reports.count == 1, "\(reports.map { "\($0.kind): \($0.exceptionMessage)" })")
+    #expect(reports.first?.kind == .crash)
+  }
+
+  @Test func aSecondStartThrowsWithTheRunningClientUntilItIsClosed() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let first = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      do throws(CrumbsError) {
+        let second = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+        second.close()
+        Issue.record("a second start succeeded")
+      } catch {
+        guard case .alreadyStarted(let running) = error else {
+          Issue.record("unexpected error \(error)")
+          first.close()
+          return
+        }
+        #expect(running === first)
+      }
+      first.close()
+      let again = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      #expect(again !== first)
+      again.close()
+    }
+  }
+
+  @Test func aCrashReportCarriesTheVersionAttributesAndAttachmentsOfTheSessionThatCrashed() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-metadata", directory.path], environment: childEnvironment)
+    #expect(child.readLines(until: "crashing", seconds: 60).last == "crashing")
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    try ProcessWideState.exclusive {
+      // A deploy: the next launch is another release.
+      let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      defer { client.close() }
+      let stored = try #require(client.waitForPreviousSessions()?.lastSession?.report)
+      let report = stored.report
+      #expect(report.kind == .crash)
+      #expect(report.resource["service.version"] == "1.0")
+      #expect(report.attributes == ["region": "eu-west-1"])
+      let attachment = report.attachments.first { $0.name == "attachment-app.log" }
+      #expect(attachment?.omittedReason == nil)
+      #expect(attachment?.size == "last log line\n".utf8.count)
+      #expect(
+        (try? Syscall.readFile(stored.attachmentPath("attachment-app.log"))) == Array("last log line\n".utf8))
+    }
+  }
+
+  @Test func aCrashOnASignalAnotherHandlerTookSaysSoInItsReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-handler-replaced", directory.path, "crash"],
+      environment: childEnvironment)
+    let noticed = child.value(after: "noticed ")
+    child.wait(seconds: 120)
+    #expect(noticed == "yes")
+    #expect(child.terminatingSignal == SIGSEGV)
+    let outcome = try processLeftovers(directory)
+    let report = try #require(outcome.lastSessionCrashReport)
+    #expect(report.kind == .abnormalTermination)
+    #expect(report.exceptionMessage.contains("SIGSEGV"), "\(report.exceptionMessage)")
+    #expect(report.exceptionMessage.contains("replaced"), "\(report.exceptionMessage)")
+    #expect(report.resource["service.version"] == "1.0")
+  }
+
+  @Test func aHandlerReplacedBeforeACleanExitIsMentionedByTheNextLaunch() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-handler-replaced", directory.path, "exit"],
+      environment: childEnvironment)
+    #expect(child.value(after: "exiting") != nil)
+    child.wait(seconds: 120)
+    #expect(child.exitCode == 0)
+    let outcome = try processLeftovers(directory)
+    #expect(outcome.reports.isEmpty)
+    #expect(outcome.lastSession?.end == .clean)
+    #expect(outcome.problems.contains { $0.contains("SIGABRT") }, "\(outcome.problems)")
+  }
+}
