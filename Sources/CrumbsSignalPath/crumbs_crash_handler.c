@@ -7,9 +7,10 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
 // No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
-//   only), nanosleep, _exit; open/read/close (crumbs_unwind.c, /proc/self/maps); sched_getcpu
-//   (the ring append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
-//   syscall(SYS_tgkill) (crumbs_die_by_signal.c).
+//   only), nanosleep, _exit; open/read/close (crumbs_maps.c, /proc/self/maps); memset,
+//   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
+//   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
+//   (crumbs_die_by_signal.c).
 // Each is resolved at install (crumbs_crash_install.c calls them once), so no lazy PLT binding
 // (loader lock) can happen in the handler; nothing here can load a library the way glibc's
 // backtrace() loads libgcc_s. The Swift test `CrashCaptureTests` proves "no allocation" with an
@@ -23,7 +24,8 @@
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
 //   3. Record: state WRITING, signal/code/address/sender, thread id and name, registers,
-//      backtrace, time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
+//      backtrace (and rows for the modules loaded since the last scan that hold a frame, from
+//      /proc/self/maps), time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
 //      handler duration; complete marker last (release store).
 //   4. Chain to the previous action: SA_SIGINFO and plain handlers are called; SIG_IGN and
 //      SIG_DFL are not (a fault cannot be ignored).
@@ -183,6 +185,12 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   // pointer); the frame-pointer chain then skips the caller, whose return address is at [sp]
   // (x86_64) or in LR (aarch64). Put it second, flagged. Inside a module we trust the chain: a
   // random code address on the stack would otherwise look like a frame.
+  // A PC outside the table may lie in a library loaded since the last module scan: look for it
+  // first, so the checks below see the module it is in.
+  if (registers.pc != 0 && crumbs__crash_module_for_text(record, registers.pc) < 0) {
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
+    crumbs__crash_add_modules_at_crash(record, &registers.pc, 1);
+  }
   uint64_t frames_before_walk[2];
   uint32_t prefix = 0;
   frames_before_walk[prefix++] = registers.pc;
@@ -225,14 +233,19 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   record->frame_count = walked;
   record->backtrace_stop = stop;
 
+  // Frames outside the table: the table is stale (a library loaded since the last scan, JIT
+  // code, a garbage address). Find the libraries among them in /proc/self/maps.
+  static uint64_t unknown[CRUMBS_CRASH_MAX_FRAMES];
+  uint32_t unknown_count = 0;
   for (uint32_t index = 0; index < walked; index++) {
     // Return addresses point after the call: look up address - 1 so a call at a module's very
     // end still maps to it.
     uint64_t address = index == 0 ? record->frames[index] : record->frames[index] - 1;
-    if (crumbs__crash_module_for_text(record, address) < 0) {
-      __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
-      break;
-    }
+    if (crumbs__crash_module_for_text(record, address) < 0) unknown[unknown_count++] = address;
+  }
+  if (unknown_count > 0) {
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
+    crumbs__crash_add_modules_at_crash(record, unknown, unknown_count);
   }
 }
 

@@ -102,6 +102,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var textEnd: UInt64
     /// NT_GNU_BUILD_ID bytes (empty when none).
     public var buildID: [UInt8]
+    /// Not in the table the last scan made: the handler found it at crash time in
+    /// /proc/self/maps because a frame lay in it (loaded with dlopen after the last scan).
+    public var foundAtCrash: Bool = false
     /// Lowercase hex of `buildID`.
     public var buildIDHex: String { buildID.map { hex2($0) }.joined() }
   }
@@ -153,6 +156,10 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
   public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
   public var modulesTorn: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_TORN) != 0 }
+  /// The handler added modules at crash time (see `Module.foundAtCrash`).
+  public var modulesAddedAtCrash: Bool {
+    flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH) != 0
+  }
   public var ranOnAlternateStack: Bool {
     flags & UInt32(CRUMBS_CRASH_FLAG_ON_ALTERNATE_STACK) != 0
   }
@@ -345,13 +352,16 @@ private struct RecordFields {
         fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id_size)!,
         as: UInt32.self)
       let buildIDStart = base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id)!
+      let moduleFlags = image.loadUnaligned(
+        fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.flags)!, as: UInt32.self)
       return CrashRecord.Module(
         path: string(
           at: base + MemoryLayout<crumbs_crash_module>.offset(of: \.path)!,
           capacity: Int(CRUMBS_CRASH_PATH_SIZE)),
         loadBias: moduleWord(\.load_bias), start: moduleWord(\.start), end: moduleWord(\.end),
         textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
-        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))))
+        buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))),
+        foundAtCrash: moduleFlags & UInt32(CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) != 0)
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0

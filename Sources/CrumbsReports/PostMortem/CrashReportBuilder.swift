@@ -80,6 +80,18 @@ package struct CrashReportBuilder {
         "the crash was in code without frame pointers; callers were recovered by scanning the stack")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
+    let found = record.modules.filter(\.foundAtCrash)
+    if !found.isEmpty {
+      let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
+      report.evidence.append(
+        "modules loaded after the last module scan (dlopen) were found at crash time in /proc/self/maps: "
+          + names.joined(separator: ", "))
+    }
+    if record.modulesStale, symbolicated.contains(where: { $0.note == SymbolicatedFrame.Note.noModule }) {
+      report.evidence.append(
+        "the module table was stale and some frames lie in no loaded module (JIT or unloaded code, or a bad address)"
+      )
+    }
     if record.concurrentCrash {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
