@@ -7,7 +7,7 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
 // No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
-//   only), nanosleep, _exit; open/read/close (crumbs_maps.c, /proc/self/maps); memset,
+//   only), nanosleep, getpid, _exit; open/read/close (crumbs_maps.c, /proc/self/maps); memset,
 //   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
 //   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
 //   (crumbs_die_by_signal.c).
@@ -26,7 +26,9 @@
 //   3. Record: state WRITING, signal/code/address/sender, thread id and name, registers,
 //      backtrace (and rows for the modules loaded since the last scan that hold a frame, from
 //      /proc/self/maps), time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
-//      handler duration; complete marker last (release store).
+//      handler duration; complete marker last (release store). Only a record and a ring whose
+//      header names this process are written (a child forked without our fork handler still
+//      maps its parent's: crumbs_fork.h); otherwise the handler only chains and dies.
 //   4. Chain to the previous action: SA_SIGINFO and plain handlers are called; SIG_IGN and
 //      SIG_DFL are not (a fault cannot be ignored).
 //   5. Die: SIG_DFL, then re-raise explicitly (tgkill) unless the kernel re-delivers on return
@@ -249,10 +251,18 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   }
 }
 
+/// The installed record, unless it is another process's: a child forked without our fork
+/// handler (vfork, clone, _Fork) still maps its parent's record, and must not write it.
+static crumbs_crash_record *crumbs__own_record(void) {
+  crumbs_crash_record *record = crumbs__crash_installed.record;
+  return record != NULL && record->pid == (uint32_t)getpid() ? record : NULL;
+}
+
 /// The final breadcrumb: "SIGSEGV SEGV_MAPERR at 0x0 (pc 0x…) on thread 1234 name".
 static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   const crumbs_ring *ring = crumbs__crash_installed.ring;
-  if (ring == NULL) return;
+  // Another process's ring (see crumbs__own_record) gets no breadcrumb and keeps its state.
+  if (ring == NULL || ring->header->pid != (uint32_t)getpid()) return;
   static char message[160];
   static char signal_text[24], code_text[40], address_text[24], pc_text[24], thread_text[24];
   size_t length = crumbs_signal_name_text(record->signal_number, message, sizeof message);
@@ -363,7 +373,7 @@ static bool crumbs__redelivered_on_return(int signal_number, const siginfo_t *in
 static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   int original = thread->original_signal;
-  crumbs_crash_record *record = crumbs__crash_installed.record;
+  crumbs_crash_record *record = crumbs__own_record();
   if (record != NULL &&
       __atomic_load_n(&record->complete_marker, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_COMPLETE_MARKER) {
     // The handler itself crashed before finishing: keep what was written, say so.
@@ -389,7 +399,7 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
   thread->original_signal = signal_number;
   uint64_t started_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
-  crumbs_crash_record *record = crumbs__crash_installed.record;
+  crumbs_crash_record *record = crumbs__own_record();
 
   uint32_t expected = 0;
   if (!__atomic_compare_exchange_n(&crumbs__winner_tid, &expected, thread_id, false,

@@ -36,6 +36,7 @@ typedef struct crumbs__crash_state {
   struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
   uint32_t test_fault; // tests only: the handler faults inside itself
+  char record_path[CRUMBS_RING_FILE_PATH_SIZE]; // `record`'s file; a forked child rewrites it
 } crumbs__crash_state;
 extern crumbs__crash_state crumbs__crash_installed;
 

@@ -161,6 +161,24 @@ import Testing
     #expect(try Syscall.readFile(moved.quarantinedPath) == Array("not a ring at all".utf8))
   }
 
+  @Test func theHeaderNamesItsWriterSoLivenessIsDecidedPerProcess() throws {
+    let directory = TestDirectory()
+    let ring = try RingDirectory(path: directory.path).createRing()
+    let header = try RingReader.read(file: ring.path).header
+    #expect(header.pid == getpid())
+    #expect(header.writerStartTicks != 0 && header.writerStartTicks == ProcessIdentity.startTicks(of: 0))
+    #expect(header.writerPIDNamespace != 0)
+    #expect(header.writer.liveness == .running)
+    #expect(header.parentPID == nil && header.parentSessionID == nil)
+    ring.close(clean: false)
+    // The same writer with another start time is another process: gone (pid reuse).
+    var reused = header.writer
+    reused.startTicks += 1
+    #expect(reused.liveness == .gone)
+    reused.startTicks = 0
+    #expect(reused.liveness == .unknown, "an older header says nothing: the lock decides")
+  }
+
   func mode(of path: String) -> mode_t {
     var info = stat()
     _ = fstatat(AT_FDCWD, path, &info, 0)

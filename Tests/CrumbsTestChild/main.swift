@@ -5,7 +5,7 @@
   import Glibc
 #endif
 
-let scenarios = [ringScenarios, crashScenarios, reportScenarios, automaticScenarios].reduce(
+let scenarios = [ringScenarios, crashScenarios, reportScenarios, automaticScenarios, forkScenarios].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -157,6 +157,11 @@ package struct CrashReportBuilder {
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
+    // A forked child's session (crumbs_fork.h): which process and session it came from.
+    if let parent = ring?.header.parentSessionID {
+      report.resource["crumbs.session.parent_id"] = parent.description
+    }
+    if let parentPID = ring?.header.parentPID { report.resource["process.parent_pid"] = String(parentPID) }
     if let trailSize {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
