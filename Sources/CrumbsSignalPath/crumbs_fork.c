@@ -209,30 +209,22 @@ static void crumbs__fork_detach_ring(crumbs_ring_file *file) {
   file->descriptor = -1;
 }
 
-/// Step 2 of crumbs_fork.h. `ring_file`/`ring_session`: the followed file of the handler's ring
-/// and its session, or NULL.
+/// Step 2 of crumbs_fork.h: the record beside `ring_file`, the followed file of the handler's
+/// ring, whose session is `session`. The next launch finds a record through its ring, so a
+/// handler whose ring was not followed (closed, or not tracked) gets no record in the child.
 static bool crumbs__fork_follow_record(crumbs_crash_record *inherited,
                                        const crumbs_ring_file *ring_file,
-                                       const uint8_t ring_session[16], uint32_t pid,
+                                       const uint8_t session[16], uint32_t pid,
                                        uint64_t start_ticks) {
   crumbs__crash_state *state = &crumbs__crash_installed;
-  uint8_t session[16];
+  if (ring_file == NULL) return false;
+  // `<stem>.ring` → `<stem>.crash`, the pair the next launch reads together.
   char path[CRUMBS_RING_FILE_PATH_SIZE];
-  if (ring_file != NULL) {
-    // `<stem>.ring` → `<stem>.crash`, the pair the next launch reads together.
-    __builtin_memcpy(session, ring_session, 16);
-    size_t length = crumbs__format_length(ring_file->path);
-    if (length < 5 || length - 5 + 7 > sizeof path) return false;
-    for (size_t index = 0; index < length - 5; index++) path[index] = ring_file->path[index];
-    path[length - 5] = '\0';
-    crumbs__format_append(path, sizeof path, length - 5, ".crash");
-  } else {
-    crumbs__fork_new_session(session, inherited->session_id, pid);
-    if (state->record_path[0] == '\0' ||
-        !crumbs__fork_sibling_path(path, sizeof path, state->record_path, session, ".crash")) {
-      return false;
-    }
-  }
+  size_t length = crumbs__format_length(ring_file->path);
+  if (length < 5 || length - 5 + 7 > sizeof path) return false;
+  for (size_t index = 0; index < length - 5; index++) path[index] = ring_file->path[index];
+  path[length - 5] = '\0';
+  crumbs__format_append(path, sizeof path, length - 5, ".crash");
   uint64_t size = CRUMBS_CRASH_FILE_SIZE;
   void *base = NULL;
   int fd = crumbs__fork_create(path, size, false, &base);

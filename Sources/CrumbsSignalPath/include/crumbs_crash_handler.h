@@ -55,8 +55,8 @@ extern "C" {
 /// on another thread may still use them (BreadcrumbRing keeps both: see crumbs_ring_install).
 typedef struct crumbs_crash_config {
   crumbs_crash_record *record; // a formatted record mapping (crumbs_crash_record_format)
-  /// The record's file (copied; at most CRUMBS_RING_FILE_PATH_SIZE - 1 bytes, else ""): a forked
-  /// child makes its own record beside it when the handler's ring has none (crumbs_fork.h).
+  /// The record's file (copied; at most CRUMBS_RING_FILE_PATH_SIZE - 1 bytes, else ""), which
+  /// crumbs_crash_record_path returns; a forked child's is its own (crumbs_fork.h).
   const char *record_path;
   const crumbs_ring *ring;     // where the final fatal breadcrumb goes; may be NULL
   uint64_t signal_mask;        // bit (1 << signo) for each signal to catch (signo < 64)

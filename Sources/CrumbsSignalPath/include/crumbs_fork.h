@@ -16,8 +16,9 @@
 //      descriptor is closed, so the child holds no lock on the parent's ring; the new file is
 //      flock'ed. The child's trail starts at the fork: the parent's breadcrumbs stay the parent's.
 //   2. The crash handler's record is followed the same way: `<child session>.crash` beside the
-//      child's ring (or beside the parent's record when its ring was not followed), module table
-//      copied, mapped over the inherited record. The child's crash is its own report.
+//      child's followed ring, module table copied, mapped over the inherited record. The child's
+//      crash is its own report. (A handler whose ring is not followed, e.g. closed, gets no
+//      record in the child: the next launch finds a record only through its ring.)
 //   3. Whatever cannot be followed (no room on disk, a path too long) is detached: a ring's
 //      mapping is replaced by private memory (crumbs_ring_retire) and its descriptor closed; the
 //      record is dropped from the handler. The child then records nothing of its own, and writes
