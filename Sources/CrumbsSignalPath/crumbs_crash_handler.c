@@ -7,9 +7,10 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
 // No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
-//   only), nanosleep, _exit; open/read/close (crumbs_unwind.c, /proc/self/maps); sched_getcpu
-//   (the ring append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
-//   syscall(SYS_tgkill) (crumbs_die_by_signal.c).
+//   only), nanosleep, getpid, _exit; open/read/close (crumbs_maps.c, /proc/self/maps); memset,
+//   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
+//   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
+//   (crumbs_die_by_signal.c).
 // Each is resolved at install (crumbs_crash_install.c calls them once), so no lazy PLT binding
 // (loader lock) can happen in the handler; nothing here can load a library the way glibc's
 // backtrace() loads libgcc_s. The Swift test `CrashCaptureTests` proves "no allocation" with an
@@ -23,8 +24,11 @@
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
 //   3. Record: state WRITING, signal/code/address/sender, thread id and name, registers,
-//      backtrace, time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
-//      handler duration; complete marker last (release store).
+//      backtrace (and rows for the modules loaded since the last scan that hold a frame, from
+//      /proc/self/maps), time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
+//      handler duration; complete marker last (release store). Only a record and a ring whose
+//      header names this process are written (a child forked without our fork handler still
+//      maps its parent's: crumbs_fork.h); otherwise the handler only chains and dies.
 //   4. Chain to the previous action: SA_SIGINFO and plain handlers are called; SIG_IGN and
 //      SIG_DFL are not (a fault cannot be ignored).
 //   5. Die: SIG_DFL, then re-raise explicitly (tgkill) unless the kernel re-delivers on return
@@ -183,6 +187,12 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   // pointer); the frame-pointer chain then skips the caller, whose return address is at [sp]
   // (x86_64) or in LR (aarch64). Put it second, flagged. Inside a module we trust the chain: a
   // random code address on the stack would otherwise look like a frame.
+  // A PC outside the table may lie in a library loaded since the last module scan: look for it
+  // first, so the checks below see the module it is in.
+  if (registers.pc != 0 && crumbs__crash_module_for_text(record, registers.pc) < 0) {
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
+    crumbs__crash_add_modules_at_crash(record, &registers.pc, 1);
+  }
   uint64_t frames_before_walk[2];
   uint32_t prefix = 0;
   frames_before_walk[prefix++] = registers.pc;
@@ -225,21 +235,34 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   record->frame_count = walked;
   record->backtrace_stop = stop;
 
+  // Frames outside the table: the table is stale (a library loaded since the last scan, JIT
+  // code, a garbage address). Find the libraries among them in /proc/self/maps.
+  static uint64_t unknown[CRUMBS_CRASH_MAX_FRAMES];
+  uint32_t unknown_count = 0;
   for (uint32_t index = 0; index < walked; index++) {
     // Return addresses point after the call: look up address - 1 so a call at a module's very
     // end still maps to it.
     uint64_t address = index == 0 ? record->frames[index] : record->frames[index] - 1;
-    if (crumbs__crash_module_for_text(record, address) < 0) {
-      __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
-      break;
-    }
+    if (crumbs__crash_module_for_text(record, address) < 0) unknown[unknown_count++] = address;
   }
+  if (unknown_count > 0) {
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
+    crumbs__crash_add_modules_at_crash(record, unknown, unknown_count);
+  }
+}
+
+/// The installed record, unless it is another process's: a child forked without our fork
+/// handler (vfork, clone, _Fork) still maps its parent's record, and must not write it.
+static crumbs_crash_record *crumbs__own_record(void) {
+  crumbs_crash_record *record = crumbs__crash_installed.record;
+  return record != NULL && record->pid == (uint32_t)getpid() ? record : NULL;
 }
 
 /// The final breadcrumb: "SIGSEGV SEGV_MAPERR at 0x0 (pc 0x…) on thread 1234 name".
 static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   const crumbs_ring *ring = crumbs__crash_installed.ring;
-  if (ring == NULL) return;
+  // Another process's ring (see crumbs__own_record) gets no breadcrumb and keeps its state.
+  if (ring == NULL || ring->header->pid != (uint32_t)getpid()) return;
   static char message[160];
   static char signal_text[24], code_text[40], address_text[24], pc_text[24], thread_text[24];
   size_t length = crumbs_signal_name_text(record->signal_number, message, sizeof message);
@@ -350,7 +373,7 @@ static bool crumbs__redelivered_on_return(int signal_number, const siginfo_t *in
 static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   int original = thread->original_signal;
-  crumbs_crash_record *record = crumbs__crash_installed.record;
+  crumbs_crash_record *record = crumbs__own_record();
   if (record != NULL &&
       __atomic_load_n(&record->complete_marker, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_COMPLETE_MARKER) {
     // The handler itself crashed before finishing: keep what was written, say so.
@@ -376,7 +399,7 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
   thread->original_signal = signal_number;
   uint64_t started_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
-  crumbs_crash_record *record = crumbs__crash_installed.record;
+  crumbs_crash_record *record = crumbs__own_record();
 
   uint32_t expected = 0;
   if (!__atomic_compare_exchange_n(&crumbs__winner_tid, &expected, thread_id, false,

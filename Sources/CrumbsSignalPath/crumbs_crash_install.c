@@ -15,13 +15,15 @@
 //   crumbs_crash_uninstall         previous actions back, stacks no longer handed out
 //
 // NOT SIGNAL-SAFE: everything here is set-up code for ordinary threads, serialized by the Swift
-// wrapper (CrashHandler). libc calls: mmap, mprotect, sigaltstack, sigaction, pthread_self,
+// wrapper (CrashHandler), except crumbs_crash_record_format (memcpy, clock_gettime: the fork
+// handler formats a forked child's record with it, crumbs_fork.c). libc calls: mmap, mprotect, sigaltstack, sigaction, pthread_self,
 // pthread_getattr_np (allocates), pthread_attr_getstack, pthread_attr_destroy, dl_iterate_phdr
 // and readlink (crumbs_modules.c), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
 #include "crumbs_altstack.h"
 #include "crumbs_crash_internal.h"
+#include "crumbs_format.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -119,6 +121,11 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
 
   crumbs__crash_state *state = &crumbs__crash_installed;
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
+  if (crumbs__format_length(config->record_path) < sizeof state->record_path) {
+    crumbs__format_copy(state->record_path, sizeof state->record_path, config->record_path);
+  } else {
+    state->record_path[0] = '\0';
+  }
   // The pointer itself, never a copy a later install would overwrite under a running handler.
   __atomic_store_n(&state->ring, config->ring, __ATOMIC_RELEASE);
   __atomic_store_n(&state->record, config->record, __ATOMIC_RELEASE);
@@ -171,6 +178,10 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
 
 bool crumbs_crash_is_installed(void) { return crumbs__installed != 0; }
 
+const char *crumbs_crash_record_path(void) {
+  return crumbs__installed ? crumbs__crash_installed.record_path : "";
+}
+
 uint64_t crumbs_crash_replaced_signals(void) {
   uint64_t replaced = 0;
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
@@ -207,6 +218,7 @@ void crumbs_crash_uninstall(void) {
   crumbs__altstack_restore_install_thread();
   __atomic_store_n(&crumbs__crash_installed.ring, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__crash_installed.record, NULL, __ATOMIC_RELEASE);
+  crumbs__crash_installed.record_path[0] = '\0';
   crumbs__installed = 0;
 }
 

@@ -7,7 +7,9 @@
 //   crumbs_crash_handler.c   the fatal-signal handler (async-signal-safe)
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe)
-//   crumbs_modules.c         the module table (scan at set-up; lookups in the handler)
+//   crumbs_maps.c            /proc/self/maps, read in the handler (async-signal-safe)
+//   crumbs_modules.c         the module table (scan at set-up; lookups and crash-time additions
+//                            in the handler)
 //   crumbs_stack_capture.c   the calling thread's backtrace, for non-fatal reports
 
 #ifndef CRUMBS_CRASH_INTERNAL_H
@@ -34,6 +36,7 @@ typedef struct crumbs__crash_state {
   struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
   uint32_t test_fault; // tests only: the handler faults inside itself
+  char record_path[CRUMBS_RING_FILE_PATH_SIZE]; // `record`'s file; a forked child rewrites it
 } crumbs__crash_state;
 extern crumbs__crash_state crumbs__crash_installed;
 
@@ -54,7 +57,7 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
 /// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
 uint64_t crumbs__crash_clock_ns(clockid_t clock);
 
-// MARK: - Unwinder (crumbs_unwind.c) and module table (crumbs_modules.c)
+// MARK: - Unwinder (crumbs_unwind.c)
 
 /// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
 /// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
@@ -74,14 +77,47 @@ bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t
 uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
                                    uint64_t *frames, uint32_t count, uint32_t capacity,
                                    uint32_t *stop);
+
+// MARK: - /proc/self/maps (crumbs_maps.c)
+
+/// One line of /proc/self/maps, parsed in place.
+typedef struct crumbs__maps_entry {
+  uint64_t start, end; // [start, end)
+  uint64_t offset;     // in the file
+  uint64_t device;     // major << 32 | minor
+  uint64_t inode;      // 0 for anonymous mappings
+  char perms[4];       // "r-xp"
+  const char *path;    // into the line, not NUL-terminated; path_length 0 when anonymous
+  size_t path_length;
+} crumbs__maps_entry;
+
+/// Calls `line` with each line of /proc/self/maps (without its newline; a line longer than the
+/// internal buffer is cut) until it returns false. Returns false when the file cannot be read.
+/// Safe to call from a signal handler (open/read/close into static buffers: not reentrant, one
+/// caller at a time, which the handler's first-crash-wins rule gives).
+bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, void *context),
+                                  void *context);
+/// Parses one maps line. Safe to call from a signal handler (pure).
+bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps_entry *entry);
 /// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
-/// handler (open/read/close into a static buffer; not reentrant: one caller at a time).
+/// handler (see crumbs__crash_each_maps_line).
 bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
+
+// MARK: - Module table (crumbs_modules.c)
+
 /// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
 uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
 /// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
 uint64_t crumbs__crash_module_changes(void);
 /// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
 int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+/// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
+/// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
+/// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock
+/// (does nothing while a refresh holds it). Returns how many it added. Safe to call from a
+/// signal handler (crumbs__crash_each_maps_line; loads only from mappings the maps file says
+/// are readable).
+uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const uint64_t *addresses,
+                                            uint32_t count);
 
 #endif // CRUMBS_CRASH_INTERNAL_H

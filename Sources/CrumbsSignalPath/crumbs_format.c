@@ -51,3 +51,16 @@ size_t crumbs__format_append_hex(char *buffer, size_t capacity, size_t length, u
   digits[--start] = '0';
   return crumbs__format_append(buffer, capacity, length, &digits[start]);
 }
+
+size_t crumbs__format_append_uuid(char *buffer, size_t capacity, size_t length,
+                                  const uint8_t bytes[16]) {
+  char text[37]; // 32 digits, 4 dashes, the NUL
+  size_t used = 0;
+  for (size_t index = 0; index < 16; index++) {
+    if (index == 4 || index == 6 || index == 8 || index == 10) text[used++] = '-';
+    text[used++] = "0123456789abcdef"[bytes[index] >> 4];
+    text[used++] = "0123456789abcdef"[bytes[index] & 15u];
+  }
+  text[used] = '\0';
+  return crumbs__format_append(buffer, capacity, length, text);
+}

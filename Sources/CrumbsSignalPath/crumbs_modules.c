@@ -7,13 +7,25 @@
 // thread may hold), so the table is gathered at install and refreshed outside the handler
 // (crumbs_crash_refresh_modules, which Swift's `CrashHandler.refreshModules()` calls; it costs
 // one dl_iterate_phdr step when nothing was loaded or unloaded, thanks to dlpi_adds/dlpi_subs).
-// The handler only reads the table, and sets CRUMBS_CRASH_FLAG_MODULES_STALE when a frame lies
-// outside it, so a reader knows a dlopen happened after the last refresh.
+// A library dlopen'ed since the last scan is found by the handler instead, and only when a frame
+// lies in it (crumbs__crash_add_modules_at_crash): /proc/self/maps names the file mapped at the
+// frame's address; its ELF header, program headers and build-id note are mapped (the loader maps
+// the first page of the file), so the row is computed as dl_iterate_phdr would have given it, and
+// flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH. The handler sets CRUMBS_CRASH_FLAG_MODULES_STALE
+// when a frame lay outside the scanned table (found or not), so a reader knows the table was
+// stale. The app need not call refreshModules() after dlopen; a refresh only spares the handler
+// that work.
 //
-// SIGNAL SAFETY: crumbs__crash_module_for_text is async-signal-safe (loads only, no libc).
+// The table's seqlock (`module_generation`) is taken by compare-exchange, by the refresh and by
+// the handler alike: whichever holds it, the other leaves the table alone (a refresh that meets
+// the handler is in a dying process; a handler that meets a refresh flags the table torn).
+//
+// SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc) and
+// crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
+// loads from mappings the maps file says are readable) are async-signal-safe.
 // crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
 // readlink); they run at install and on refresh.
-// libc calls: dl_iterate_phdr, readlink (set-up only).
+// libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
@@ -30,12 +42,18 @@ typedef struct crumbs__scan_state {
   uint64_t adds;
 } crumbs__scan_state;
 
-/// Finds NT_GNU_BUILD_ID in the PT_NOTE segments of a loaded object (mapped, so readable).
-static void crumbs__read_build_id(const struct dl_phdr_info *info, crumbs_crash_module *module) {
-  for (int index = 0; index < info->dlpi_phnum; index++) {
-    const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+/// Finds NT_GNU_BUILD_ID in the PT_NOTE segments of a loaded object whose program headers are
+/// `headers` and load bias `bias`. Notes outside [readable_low, readable_high) are not read.
+/// Safe to call from a signal handler (loads, memcmp, memcpy).
+static void crumbs__read_build_id(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+                                  uint64_t readable_low, uint64_t readable_high,
+                                  crumbs_crash_module *module) {
+  for (size_t index = 0; index < count; index++) {
+    const ElfW(Phdr) *header = &headers[index];
     if (header->p_type != PT_NOTE) continue;
-    const unsigned char *note = (const unsigned char *)(info->dlpi_addr + header->p_vaddr);
+    uint64_t low = bias + header->p_vaddr;
+    if (low < readable_low || low + header->p_memsz > readable_high) continue;
+    const unsigned char *note = (const unsigned char *)(uintptr_t)low;
     const unsigned char *end = note + header->p_memsz;
     while (note + sizeof(ElfW(Nhdr)) <= end) {
       const ElfW(Nhdr) *note_header = (const ElfW(Nhdr) *)note;
@@ -57,6 +75,32 @@ static void crumbs__read_build_id(const struct dl_phdr_info *info, crumbs_crash_
   }
 }
 
+/// Load ranges of a module from its program headers: the whole mapping and the executable part.
+/// Returns false when nothing is loaded. Safe to call from a signal handler (loads only).
+static bool crumbs__fill_ranges(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+                                crumbs_crash_module *module) {
+  uint64_t low = UINT64_MAX, high = 0, text_low = UINT64_MAX, text_high = 0;
+  for (size_t index = 0; index < count; index++) {
+    const ElfW(Phdr) *header = &headers[index];
+    if (header->p_type != PT_LOAD) continue;
+    uint64_t start = bias + header->p_vaddr;
+    uint64_t end = start + header->p_memsz;
+    if (start < low) low = start;
+    if (end > high) high = end;
+    if (header->p_flags & PF_X) {
+      if (start < text_low) text_low = start;
+      if (end > text_high) text_high = end;
+    }
+  }
+  if (high == 0) return false;
+  module->load_bias = bias;
+  module->start = low;
+  module->end = high;
+  module->text_start = text_low == UINT64_MAX ? 0 : text_low;
+  module->text_end = text_high;
+  return true;
+}
+
 static char crumbs__executable_path[CRUMBS_CRASH_PATH_SIZE];
 
 static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *context) {
@@ -66,30 +110,14 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
   if (state->count >= CRUMBS_CRASH_MAX_MODULES) return 0;
   crumbs_crash_module *module = &state->record->modules[state->count];
   memset(module, 0, sizeof *module);
-  module->load_bias = info->dlpi_addr;
-  uint64_t low = UINT64_MAX, high = 0, text_low = UINT64_MAX, text_high = 0;
-  for (int index = 0; index < info->dlpi_phnum; index++) {
-    const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-    if (header->p_type != PT_LOAD) continue;
-    uint64_t start = info->dlpi_addr + header->p_vaddr;
-    uint64_t end = start + header->p_memsz;
-    if (start < low) low = start;
-    if (end > high) high = end;
-    if (header->p_flags & PF_X) {
-      if (start < text_low) text_low = start;
-      if (end > text_high) text_high = end;
-    }
-  }
-  if (high == 0) return 0; // nothing loaded: not worth a row
-  module->start = low;
-  module->end = high;
-  module->text_start = text_low == UINT64_MAX ? 0 : text_low;
-  module->text_end = text_high;
+  // Nothing loaded: not worth a row.
+  if (!crumbs__fill_ranges(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, module)) return 0;
   const char *name = info->dlpi_name;
   // The main executable comes first with an empty name.
   if ((name == NULL || name[0] == '\0') && state->count == 0) name = crumbs__executable_path;
   crumbs__format_copy(module->path, sizeof module->path, name);
-  crumbs__read_build_id(info, module);
+  // A loaded object's notes are mapped, so readable: no bounds to keep to.
+  crumbs__read_build_id(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, 0, UINT64_MAX, module);
   state->count++;
   return 0;
 }
@@ -100,9 +128,14 @@ uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_
                               sizeof crumbs__executable_path - 1);
     crumbs__executable_path[length > 0 ? length : 0] = '\0';
   }
-  // Seqlock: odd while the table is rewritten, so a crash in the middle is flagged as torn.
+  // Seqlock: odd while the table is rewritten, so a crash in the middle is flagged as torn. Odd
+  // already: the crash handler is adding rows (the process is dying): leave the table to it.
   uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_RELAXED);
-  __atomic_store_n(&record->module_generation, generation | 1u, __ATOMIC_RELAXED);
+  if ((generation & 1u) ||
+      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation | 1u, false,
+                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+  }
   __atomic_thread_fence(__ATOMIC_RELEASE);
   crumbs__scan_state state = {record, 0, 0};
   dl_iterate_phdr(crumbs__scan_one, &state);
@@ -133,4 +166,97 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
     if (address >= module->text_start && address < module->text_end) return (int)index;
   }
   return -1;
+}
+
+// MARK: - Modules found at crash time (async-signal-safe)
+
+typedef struct crumbs__late_scan {
+  crumbs_crash_record *record;
+  const uint64_t *addresses;
+  uint32_t count;
+  uint32_t added;
+  // The object the current run of maps lines belongs to (the loader maps one file's segments
+  // next to each other), and its first page, which holds the ELF and program headers.
+  uint64_t device, inode;
+  uint64_t header_low, header_high; // 0, 0 when its offset-0 mapping was not readable
+} crumbs__late_scan;
+
+/// Adds the row for the object whose headers are mapped at scan->header_low, found at `path`.
+static void crumbs__add_found_module(crumbs__late_scan *scan, const char *path, size_t path_length) {
+  crumbs_crash_record *record = scan->record;
+  uint32_t index = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+  if (index >= CRUMBS_CRASH_MAX_MODULES || scan->header_low == 0) return;
+  uint64_t low = scan->header_low, high = scan->header_high;
+  if (high - low < sizeof(ElfW(Ehdr))) return;
+  const ElfW(Ehdr) *elf = (const ElfW(Ehdr) *)(uintptr_t)low;
+  if (memcmp(elf->e_ident, ELFMAG, SELFMAG) != 0 || elf->e_phentsize != sizeof(ElfW(Phdr)) ||
+      elf->e_phoff > high - low || (uint64_t)elf->e_phnum * sizeof(ElfW(Phdr)) > high - low - elf->e_phoff) {
+    return;
+  }
+  const ElfW(Phdr) *headers = (const ElfW(Phdr) *)(uintptr_t)(low + elf->e_phoff);
+  // The segment mapped from file offset 0 starts at the first page: it gives the load bias.
+  uint64_t bias = 0;
+  bool found = false;
+  for (size_t header = 0; header < elf->e_phnum && !found; header++) {
+    if (headers[header].p_type == PT_LOAD && headers[header].p_offset == 0) {
+      bias = low - headers[header].p_vaddr;
+      found = true;
+    }
+  }
+  crumbs_crash_module *module = &record->modules[index];
+  memset(module, 0, sizeof *module);
+  if (!found || !crumbs__fill_ranges(headers, elf->e_phnum, bias, module)) return;
+  crumbs__read_build_id(headers, elf->e_phnum, bias, low, high, module);
+  size_t kept = path_length < sizeof module->path - 1 ? path_length : sizeof module->path - 1;
+  memcpy(module->path, path, kept);
+  module->path[kept] = '\0';
+  module->flags = CRUMBS_CRASH_MODULE_FOUND_AT_CRASH;
+  __atomic_store_n(&record->module_count, index + 1, __ATOMIC_RELAXED);
+  scan->added++;
+}
+
+static bool crumbs__late_scan_line(const char *line, size_t length, void *context) {
+  crumbs__late_scan *scan = (crumbs__late_scan *)context;
+  crumbs__maps_entry entry;
+  if (!crumbs__crash_parse_maps_line(line, length, &entry)) return true;
+  if (entry.inode == 0 || entry.path_length == 0 || entry.path[0] != '/') {
+    scan->inode = 0; // anonymous memory, the heap, the stack: no module
+    return true;
+  }
+  if (entry.inode != scan->inode || entry.device != scan->device) {
+    scan->inode = entry.inode;
+    scan->device = entry.device;
+    scan->header_low = scan->header_high = 0;
+  }
+  if (entry.offset == 0 && entry.perms[0] == 'r' && scan->header_low == 0) {
+    scan->header_low = entry.start;
+    scan->header_high = entry.end;
+  }
+  if (entry.perms[2] != 'x') return true;
+  for (uint32_t index = 0; index < scan->count; index++) {
+    uint64_t address = scan->addresses[index];
+    if (address < entry.start || address >= entry.end) continue;
+    if (crumbs__crash_module_for_text(scan->record, address) >= 0) continue; // added already
+    crumbs__add_found_module(scan, entry.path, entry.path_length);
+    break;
+  }
+  return true;
+}
+
+uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const uint64_t *addresses,
+                                            uint32_t count) {
+  if (count == 0) return 0;
+  uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_ACQUIRE);
+  if ((generation & 1u) ||
+      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation + 1, false,
+                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return 0;
+  }
+  crumbs__late_scan scan = {.record = record, .addresses = addresses, .count = count};
+  crumbs__crash_each_maps_line(crumbs__late_scan_line, &scan);
+  __atomic_store_n(&record->module_generation, generation + 2, __ATOMIC_RELEASE);
+  if (scan.added > 0) {
+    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH, __ATOMIC_RELAXED);
+  }
+  return scan.added;
 }

@@ -6,13 +6,15 @@
 // SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
 // crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
-// crumbs__ring_refresh_anchor and crumbs__monotonic_ns are async-signal-safe.
+// crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
+// (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
 // libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
-// Not signal-safe (set-up only): crumbs_ring_plan, crumbs_ring_format, crumbs_ring_attach,
+// Not signal-safe (set-up only): crumbs_ring_attach,
 // crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_uninstall_if,
-// crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap).
+// crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap: plain system calls, no lock,
+// which is why the fork handler may also call it in a forked child: crumbs_fork.c).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
@@ -197,6 +199,10 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
   crumbs__format_copy(header->executable, sizeof header->executable, identity->executable);
   crumbs__format_copy(header->cgroup, sizeof header->cgroup, identity->cgroup);
   header->cgroup_oom_kills_at_start = identity->cgroup_oom_kills_at_start;
+  header->writer_start_ticks = identity->writer_start_ticks;
+  header->writer_pid_namespace = identity->writer_pid_namespace;
+  header->parent_pid = identity->parent_pid;
+  __builtin_memcpy(header->parent_session_id, identity->parent_session_id, 16);
 
   crumbs_ring_lane *lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
   uint32_t next_slot = 0;

@@ -6,9 +6,9 @@
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
 //   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)
-//   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal (through
-//   crumbs_die_by_signal.c): memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
-//   syscall(SYS_gettid), syscall(SYS_tgkill).
+//   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal: getpid
+//   (is the ring ours?), and through crumbs_die_by_signal.c memset, sigaction,
+//   sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
 //   Then the app's own handler, which is the app's business.
 // errno is saved on entry and restored before returning (and before the app's handler runs, so
 // it sees the errno of the interrupted code, as it would without us).
@@ -252,7 +252,10 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
 /// signal handler.
 static void crumbs__terminate_by(int signo) {
   const crumbs_ring *ring = crumbs_installed_ring();
-  if (ring != NULL && crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
+  // Only the ring's writer says how its session ended: a child forked without our fork handler
+  // still maps its parent's ring (crumbs_fork.h).
+  if (ring != NULL && ring->header->pid == (uint32_t)getpid() &&
+      crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
     __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
     crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
   }
@@ -318,7 +321,9 @@ static void crumbs__exit_hook(int status, void *unused) {
   (void)unused;
   if (!__atomic_load_n(&crumbs__exit_hook_enabled, __ATOMIC_ACQUIRE)) return;
   const crumbs_ring *ring = crumbs_installed_ring();
-  if (ring == NULL) return;
+  // A forked child exiting must not end its parent's session: only the writer named in the
+  // header marks the ring (a child forked by fork() has a ring of its own: crumbs_fork.h).
+  if (ring == NULL || ring->header->pid != (uint32_t)getpid()) return;
   char status_text[24];
   crumbs__format_append_decimal(status_text, sizeof status_text, 0, status);
   crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};

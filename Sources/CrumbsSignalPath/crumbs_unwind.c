@@ -3,9 +3,8 @@
 // Why C: it runs inside the crash handler (a signal handler), on a thread whose memory may be
 // corrupt, where the Swift runtime must not run.
 //
-// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio.
-// libc calls: open, read, close (only in crumbs__crash_mapping_containing, on /proc/self/maps).
-// Everything else is arithmetic and loads from memory already proven readable: the thread's
+// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio, no libc call:
+// arithmetic and loads from memory already proven readable: the thread's
 // stack range, and (for the return-address checks of the stack scan and the leaf-caller
 // recovery) the text of modules in the record's module table. A module unloaded since the last
 // table refresh could make such a load fault; the handler then finishes a partial record and
@@ -20,13 +19,10 @@
 // Why the bounds come from /proc/self/maps when nothing better is registered: a thread's stack
 // range is known exactly only from pthread_getattr_np, which allocates and may not be called in
 // a handler; so we take it at install / crumbs_crash_prepare_thread where we can, and otherwise
-// read the mapping that holds the stack pointer, with open/read into a static buffer. Every
-// address from the stack pointer to the end of that mapping is mapped and readable.
+// the handler reads the mapping that holds the stack pointer (crumbs_maps.c). Every address
+// from the stack pointer to the end of that mapping is mapped and readable.
 
 #include "crumbs_crash_internal.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
@@ -177,74 +173,4 @@ uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t s
     }
   }
   return count;
-}
-
-// /proc/self/maps is read through this buffer, one chunk at a time; a line cut at the end of a
-// chunk is carried over in `crumbs__maps_line`. Static, so the handler's stack stays small; only
-// the first crashing thread (the one that won the record) ever calls this.
-static char crumbs__maps_chunk[4096];
-static char crumbs__maps_line[512];
-
-/// Parses hex digits at *cursor; advances past them.
-static uint64_t crumbs__parse_hex(const char **cursor, const char *end) {
-  uint64_t value = 0;
-  const char *p = *cursor;
-  for (; p < end; p++) {
-    char c = *p;
-    uint64_t digit;
-    if (c >= '0' && c <= '9') digit = (uint64_t)(c - '0');
-    else if (c >= 'a' && c <= 'f') digit = (uint64_t)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') digit = (uint64_t)(c - 'A' + 10);
-    else break;
-    value = (value << 4) | digit;
-  }
-  *cursor = p;
-  return value;
-}
-
-/// One maps line "start-end perms ...": true (and the range) when it holds `address`.
-static bool crumbs__maps_line_holds(const char *line, const char *end, uint64_t address,
-                                    uint64_t *start, uint64_t *stop, bool *readable) {
-  const char *cursor = line;
-  uint64_t first = crumbs__parse_hex(&cursor, end);
-  if (cursor >= end || *cursor != '-') return false;
-  cursor++;
-  uint64_t last = crumbs__parse_hex(&cursor, end);
-  if (address < first || address >= last) return false;
-  *start = first;
-  *stop = last;
-  *readable = cursor + 1 < end && cursor[1] == 'r';
-  return true;
-}
-
-bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  size_t line_length = 0;
-  bool found = false;
-  bool readable = false;
-  bool overflowed = false; // the current line is longer than the line buffer: skip the rest
-  while (!found) {
-    ssize_t count = read(fd, crumbs__maps_chunk, sizeof crumbs__maps_chunk);
-    if (count <= 0) break;
-    for (ssize_t index = 0; index < count && !found; index++) {
-      char c = crumbs__maps_chunk[index];
-      if (c != '\n') {
-        if (line_length < sizeof crumbs__maps_line) {
-          crumbs__maps_line[line_length++] = c;
-        } else {
-          overflowed = true;
-        }
-        continue;
-      }
-      // Only the leading "start-end perms" matters, which always fits the line buffer.
-      (void)overflowed;
-      found = crumbs__maps_line_holds(crumbs__maps_line, crumbs__maps_line + line_length, address,
-                                      start, end, &readable);
-      line_length = 0;
-      overflowed = false;
-    }
-  }
-  close(fd);
-  return found && readable;
 }

@@ -349,19 +349,14 @@ struct CrashCaptureTests {
   @Test("the handler does not allocate: an armed LD_PRELOAD malloc guard never fires")
   func noAllocationInHandler() throws {
     let directory = TestDirectory()
-    let source = directory.file("malloc_guard.c")
-    let library = directory.file("libmalloc_guard.so")
-    try Syscall.writeFileAtomically(source, Array(mallocGuardSource.utf8))
-    let compile = try Subprocess(
-      "/bin/sh", ["-c", "cc -shared -fPIC -O1 -o '\(library)' '\(source)' -ldl"], environment: [:],
-      standardError: .file(directory.file("cc.txt")))
-    compile.wait(seconds: 120)
-    try #require(compile.status == 0, "cc failed")
-    for scenario in ["null-deref", "abort", "stack-overflow-thread", "wait-for-signal"] {
+    let library = try compileSharedLibrary(mallocGuardSource, named: "malloc_guard", in: directory)
+    // dlopen-crash: the handler also finds the library loaded after install, in /proc/self/maps.
+    let plugin = try compileSharedLibrary(pluginSource, named: "crumbs_plugin", in: directory, flags: "-O0")
+    for scenario in ["null-deref", "abort", "stack-overflow-thread", "wait-for-signal", "dlopen-crash"] {
       let scenarioDirectory = TestDirectory()
       let run = try runCrashScenario(
         scenario, variant: ChildVariant(release: false, backtracer: false),
-        directory: scenarioDirectory, environment: ["LD_PRELOAD": library]
+        directory: scenarioDirectory, environment: ["LD_PRELOAD": library, "CRUMBS_TEST_PLUGIN": plugin]
       ) { child, _ in
         if scenario == "wait-for-signal" { kill(child.pid, SIGSEGV) }
       }
@@ -369,6 +364,10 @@ struct CrashCaptureTests {
       #expect(run.signal != nil, "\(scenario): \(run.lines)")
       let record = try CrashRecord.read(file: try #require(run.recordPath))
       #expect(record.status == .complete, "\(scenario)")
+      if scenario == "dlopen-crash" {
+        let module = record.frames.first.flatMap { record.module(containing: $0) }
+        #expect(module?.path.hasSuffix("/libcrumbs_plugin.so") == true, "\(record.modules.map(\.path))")
+      }
     }
   }
 
@@ -376,11 +375,9 @@ struct CrashCaptureTests {
   func mallocGuardWorks() throws {
     // Keeps the previous test honest: the guard must be able to fire.
     let directory = TestDirectory()
-    let source = directory.file("malloc_guard.c")
-    let library = directory.file("libmalloc_guard.so")
+    let library = try compileSharedLibrary(mallocGuardSource, named: "malloc_guard", in: directory)
     let program = directory.file("allocate.c")
     let binary = directory.file("allocate")
-    try Syscall.writeFileAtomically(source, Array(mallocGuardSource.utf8))
     try Syscall.writeFileAtomically(
       program,
       Array(
@@ -396,9 +393,8 @@ struct CrashCaptureTests {
         }
         """.utf8))
     let compile = try Subprocess(
-      "/bin/sh",
-      ["-c", "cc -shared -fPIC -o '\(library)' '\(source)' -ldl && cc -o '\(binary)' '\(program)' -ldl"],
-      environment: [:], standardError: .file(directory.file("cc.txt")))
+      "/bin/sh", ["-c", "cc -o '\(binary)' '\(program)' -ldl"], environment: [:],
+      standardError: .file(directory.file("cc.txt")))
     compile.wait(seconds: 120)
     try #require(compile.status == 0)
     let child = try Subprocess(

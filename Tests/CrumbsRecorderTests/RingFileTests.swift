@@ -1,5 +1,6 @@
 import CrumbsSignalPath
 import CrumbsTestSupport
+import CrumbsTestSupportC
 import Testing
 
 @testable import Crumbs
@@ -149,6 +150,36 @@ import Testing
     #expect(try Syscall.tryLockExclusive(other, path: ring.path) == false)
   }
 
+  @Test func aRingClosedHereIsClaimableWhileAChildHoldsACopyOfItsLock() throws {
+    // Any child the app starts holds copies of every descriptor until it execs (a forked worker
+    // that never execs: for good), and with the ring's one its flock. Once this process closed
+    // the ring, its writer is gone all the same.
+    let directory = TestDirectory()
+    let rings = try RingDirectory(path: directory.path)
+    let ring = try rings.createRing()
+    ring.append("before the fork")
+    let ringDescriptor = try #require(
+      ((try? Syscall.directoryEntries("/proc/self/fd")) ?? []).compactMap(Int32.init)
+        .first { Syscall.readLink("/proc/self/fd/\($0)") == ring.path })
+    var ends: [Int32] = [-1, -1]
+    #expect(pipe(&ends) == 0)
+    let child = crumbs_test_fork_blocked_child(ends[0], ringDescriptor)
+    close(ends[0])
+    defer {
+      close(ends[1])
+      var status: Int32 = 0
+      while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+    }
+    #expect(child > 0)
+    // Open here: never claimed, though this process is its writer.
+    #expect(rings.claimLeftovers().claimed.isEmpty)
+    let path = ring.path
+    ring.close(clean: false)
+    let claimed = rings.claimLeftovers().claimed
+    #expect(claimed.map(\.path) == [path + ".claimed"])
+    #expect(kill(child, 0) == 0, "the child still holds its copy of the lock")
+  }
+
   @Test func directoryScanQuarantinesBadFilesWithTheirReasonAndSkipsLiveRings() throws {
     let directory = TestDirectory()
     let crumbsDirectory = try RingDirectory(path: directory.path)
@@ -186,6 +217,24 @@ import Testing
     // The quarantined bytes are exactly what was there.
     let moved = try #require(scan.quarantined.first { $0.originalPath == foreign })
     #expect(try Syscall.readFile(moved.quarantinedPath) == Array("not a ring at all".utf8))
+  }
+
+  @Test func theHeaderNamesItsWriterSoLivenessIsDecidedPerProcess() throws {
+    let directory = TestDirectory()
+    let ring = try RingDirectory(path: directory.path).createRing()
+    let header = try RingReader.read(file: ring.path).header
+    #expect(header.pid == getpid())
+    #expect(header.writerStartTicks != 0 && header.writerStartTicks == ProcessIdentity.startTicks(of: 0))
+    #expect(header.writerPIDNamespace != 0)
+    #expect(header.writer.liveness == .running)
+    #expect(header.parentPID == nil && header.parentSessionID == nil)
+    ring.close(clean: false)
+    // The same writer with another start time is another process: gone (pid reuse).
+    var reused = header.writer
+    reused.startTicks += 1
+    #expect(reused.liveness == .gone)
+    reused.startTicks = 0
+    #expect(reused.liveness == .unknown, "an older header says nothing: the lock decides")
   }
 
   func mode(of path: String) -> mode_t {

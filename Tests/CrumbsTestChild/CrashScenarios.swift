@@ -217,6 +217,20 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     fflush(nil)
     return 0
   },
+  // dlopen-crash DIR: loads CRUMBS_TEST_PLUGIN (a library the test built) after the crash handler
+  // took its module table, prints `function crumbs_plugin_store ADDRESS`, then calls its
+  // crumbs_plugin_crash, which stores to null inside the library.
+  "dlopen-crash": crashing { _ in
+    guard let path = getenv("CRUMBS_TEST_PLUGIN"), let library = dlopen(path, RTLD_NOW),
+      let store = dlsym(library, "crumbs_plugin_store"), let crash = dlsym(library, "crumbs_plugin_crash")
+    else {
+      print("error cannot load CRUMBS_TEST_PLUGIN: \(dlerror().map { String(cString: $0) } ?? "unset")")
+      return
+    }
+    printFunction("crumbs_plugin_store", UInt(bitPattern: store))
+    armAndFlush()
+    _ = unsafeBitCast(crash, to: (@convention(c) () -> Int32).self)()
+  },
   // recurse-64 DIR: a 1 MiB ring (4096 slots of 256 bytes), 64 C frames, then a null store:
   // the handler-time benchmark figure (read back from the record).
   "recurse-64": crashing { _ in

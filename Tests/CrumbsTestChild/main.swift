@@ -5,7 +5,9 @@
   import Glibc
 #endif
 
-let scenarios = [ringScenarios, crashScenarios, reportScenarios, automaticScenarios, sessionScenarios].reduce(
+let scenarios = [
+  ringScenarios, crashScenarios, reportScenarios, automaticScenarios, sessionScenarios, forkScenarios,
+].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }
 let arguments = Array(CommandLine.arguments.dropFirst())

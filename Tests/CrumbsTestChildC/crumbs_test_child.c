@@ -115,6 +115,8 @@ int crumbs_test_arm_malloc_guard(void) {
   return 1;
 }
 
+int crumbs_test_fork_without_handlers(void) { return (int)_Fork(); }
+
 // MARK: - SIGTRAP and SIGSYS
 
 __attribute__((noinline)) void crumbs_test_breakpoint(void) {

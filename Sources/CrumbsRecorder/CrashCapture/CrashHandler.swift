@@ -11,6 +11,8 @@
 //   CrashHandler.uninstall()             previous actions back, record file removed
 //
 // Nothing here runs in a signal handler: the handler is C and reads only what install prepared.
+// In a forked child the C fork handler has replaced the record's mapping with the child's own
+// record (crumbs_fork.h), so the record's path is always asked from C, never kept here.
 // The record file is created at install so that a crash never opens, writes or sizes a file:
 // a full or read-only disk is an install-time error (`CrashHandlerError.recordFile`), never a
 // hang or a different death at crash time.
@@ -81,7 +83,6 @@ public enum CrashHandler {
   /// its record file.
   private struct Installation {
     var ring: BreadcrumbRing
-    var recordPath: String
     var record: UnsafeMutablePointer<crumbs_crash_record>
     var descriptor: Int32
     var options: CrashHandlerOptions
@@ -119,23 +120,24 @@ public enum CrashHandler {
     let result: Result<String, CrashHandlerError> = installation.withLock { current in
       do throws(CrashHandlerError) {
         if let existing = current, existing.ring === ring {
-          try activate(existing.record, ring: ring, options: options)
+          let path = currentRecordPath
+          try activate(existing.record, path: path, ring: ring, options: options)
           current?.options = options
-          return .success(existing.recordPath)
+          return .success(path)
         }
+        let previousPath = currentRecordPath
         let fresh = try createRecord(for: ring)
         do throws(CrashHandlerError) {
-          try activate(fresh.record, ring: ring, options: options)
+          try activate(fresh.record, path: fresh.path, ring: ring, options: options)
         } catch {
           release(fresh.record, descriptor: fresh.descriptor, path: fresh.path)
           throw error
         }
         if let previous = current {
-          release(previous.record, descriptor: previous.descriptor, path: previous.recordPath)
+          release(previous.record, descriptor: previous.descriptor, path: previousPath)
         }
         current = Installation(
-          ring: ring, recordPath: fresh.path, record: fresh.record, descriptor: fresh.descriptor,
-          options: options)
+          ring: ring, record: fresh.record, descriptor: fresh.descriptor, options: options)
         return .success(fresh.path)
       } catch {
         return .failure(error)
@@ -144,10 +146,18 @@ public enum CrashHandler {
     return try result.get()
   }
 
-  /// The crash record file of the current installation, or nil when not installed.
+  /// The crash record file of the current installation, or nil when not installed. In a forked
+  /// child: the child's own record (nil when the child could not make one).
   public static var recordPath: String? {
-    installation.withLock { $0?.recordPath }
+    installation.withLock { current in
+      guard current != nil else { return nil }
+      let path = currentRecordPath
+      return path.isEmpty ? nil : path
+    }
   }
+
+  /// The record file the C handler writes ("" when none); callers hold the lock.
+  private static var currentRecordPath: String { String(cString: crumbs_crash_record_path()) }
 
   /// Whether the handler is installed.
   public static var isInstalled: Bool {
@@ -185,8 +195,9 @@ public enum CrashHandler {
   public static func uninstall() {
     installation.withLock { current in
       guard let existing = current else { return }
+      let path = currentRecordPath
       crumbs_crash_uninstall()
-      release(existing.record, descriptor: existing.descriptor, path: existing.recordPath)
+      release(existing.record, descriptor: existing.descriptor, path: path)
       current = nil
     }
   }
@@ -224,7 +235,7 @@ public enum CrashHandler {
   }
 
   private static func activate(
-    _ record: UnsafeMutablePointer<crumbs_crash_record>, ring: BreadcrumbRing,
+    _ record: UnsafeMutablePointer<crumbs_crash_record>, path: String, ring: BreadcrumbRing,
     options: CrashHandlerOptions
   ) throws(CrashHandlerError) {
     var config = crumbs_crash_config()
@@ -237,8 +248,11 @@ public enum CrashHandler {
     // running on another thread may still write through them. A closed ring gives nil: crashes
     // are still recorded, without a fatal breadcrumb.
     config.ring = ring.publish()
-    let status = crumbs_crash_install(&config)
-    let error = Errno(rawValue: Glibc.errno)
+    let (status, error) = path.withCString { recordPath in
+      config.record_path = recordPath
+      let status = crumbs_crash_install(&config)
+      return (status, Errno(rawValue: Glibc.errno))
+    }
     switch Int(status) {
     case Int(CRUMBS_CRASH_INSTALL_OK): return
     case Int(CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED): throw .alternateStacks(error)
@@ -257,7 +271,8 @@ public enum CrashHandler {
     _ record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32, path: String
   ) {
     Syscall.close(descriptor)
-    _ = try? Syscall.unlink(path)
+    // "": a forked child that has no record of its own; the inherited one is its parent's.
+    if !path.isEmpty { _ = try? Syscall.unlink(path) }
   }
 }
 
@@ -266,13 +281,7 @@ extension SystemFacts {
   /// in clock ticks since boot); 0 when unreadable. The handler subtracts it from the crash
   /// time to report the process uptime.
   package static var processStartBoottimeNanoseconds: UInt64 {
-    guard let bytes = try? Syscall.readFile("/proc/self/stat", limit: 4096),
-      let close = bytes.lastIndex(of: UInt8(ascii: ")"))
-    else { return 0 }
-    let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
-    // fields[0] is field 3 (state); starttime is field 22.
-    guard fields.count > 19, let ticks = UInt64(String(decoding: fields[19], as: UTF8.self))
-    else { return 0 }
+    guard let ticks = ProcessIdentity.startTicks(of: 0) else { return 0 }
     let perSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
     return ticks * (1_000_000_000 / perSecond)
   }

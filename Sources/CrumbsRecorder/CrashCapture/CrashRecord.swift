@@ -117,6 +117,10 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
   public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
   public var modulesTorn: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_TORN) != 0 }
+  /// The handler added modules at crash time (see `Module.foundAtCrash`).
+  public var modulesAddedAtCrash: Bool {
+    flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH) != 0
+  }
   public var ranOnAlternateStack: Bool {
     flags & UInt32(CRUMBS_CRASH_FLAG_ON_ALTERNATE_STACK) != 0
   }
@@ -300,6 +304,8 @@ private struct RecordFields {
         fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id_size)!,
         as: UInt32.self)
       let buildIDStart = base + MemoryLayout<crumbs_crash_module>.offset(of: \.build_id)!
+      let moduleFlags = image.loadUnaligned(
+        fromByteOffset: base + MemoryLayout<crumbs_crash_module>.offset(of: \.flags)!, as: UInt32.self)
       return LoadedModule(
         path: string(
           at: base + MemoryLayout<crumbs_crash_module>.offset(of: \.path)!,
@@ -307,7 +313,8 @@ private struct RecordFields {
         loadBias: moduleWord(\.load_bias),
         buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))),
         start: moduleWord(\.start), end: moduleWord(\.end),
-        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end))
+        textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
+        foundAtCrash: moduleFlags & UInt32(CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) != 0)
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0

@@ -4,8 +4,8 @@
 //
 // Its Codable form is the stored report's (`report.json` → `modules`): addresses as hex strings
 // (JSON numbers above 2^53 lose precision in most readers), the build ID as lowercase hex,
-// omitted when unknown. `start`, `end`, `textStart`, `textEnd` came later: a report stored
-// before them decodes with 0. Not signal-safe.
+// omitted when unknown; `foundAtCrash` only when true. `start`, `end`, `textStart`, `textEnd`
+// came later: a report stored before them decodes with 0. Not signal-safe.
 
 /// One loaded module as a crash record (or the live process) describes it.
 public struct LoadedModule: Sendable, Equatable {
@@ -23,11 +23,15 @@ public struct LoadedModule: Sendable, Equatable {
   public var textStart: UInt64
   /// End (exclusive) of its executable segments.
   public var textEnd: UInt64
+  /// Not in the table the last module scan made: the crash handler found it at crash time in
+  /// /proc/self/maps, because a frame lay in it (loaded with dlopen after the last scan).
+  public var foundAtCrash: Bool
 
   public init(
     path: String, loadBias: UInt64, buildID: [UInt8], start: UInt64, end: UInt64, textStart: UInt64 = 0,
-    textEnd: UInt64 = 0
+    textEnd: UInt64 = 0, foundAtCrash: Bool = false
   ) {
+    self.foundAtCrash = foundAtCrash
     self.path = path
     self.loadBias = loadBias
     self.buildID = buildID
@@ -69,7 +73,7 @@ extension LoadedModule: Codable {
   enum CodingKeys: String, CodingKey {
     case path
     case loadBias = "loadAddress"
-    case buildID, start, end, textStart, textEnd
+    case buildID, start, end, textStart, textEnd, foundAtCrash
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -82,6 +86,7 @@ extension LoadedModule: Codable {
     ] {
       try container.encode(Self.hexAddress(value), forKey: key)
     }
+    if foundAtCrash { try container.encode(true, forKey: .foundAtCrash) }
   }
 
   public init(from decoder: any Decoder) throws {
@@ -112,7 +117,8 @@ extension LoadedModule: Codable {
     self.init(
       path: try container.decode(String.self, forKey: .path), loadBias: try address(.loadBias),
       buildID: buildID, start: try address(.start), end: try address(.end),
-      textStart: try address(.textStart), textEnd: try address(.textEnd))
+      textStart: try address(.textStart), textEnd: try address(.textEnd),
+      foundAtCrash: try container.decodeIfPresent(Bool.self, forKey: .foundAtCrash) ?? false)
   }
 
   /// `0x` and lowercase hex, as the report writes addresses.

@@ -475,6 +475,12 @@ extension Syscall {
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
+  /// The inode number of what `path` names (following symbolic links), or nil.
+  package static func inode(ofPath path: String) -> UInt64? {
+    var info = stat()
+    return fstatat(AT_FDCWD, path, &info, 0) == 0 ? UInt64(info.st_ino) : nil
+  }
+
   /// Whether `path` names something that exists (following symbolic links); the errno otherwise.
   package static func statusOfPath(_ path: String) -> Errno? {
     var info = stat()

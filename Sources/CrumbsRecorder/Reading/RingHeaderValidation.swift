@@ -145,7 +145,11 @@ package enum RingHeaderValidation {
       cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
         ? nil : header.cgroup_oom_kills_at_start,
       endSignal: header.state == UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue) && header.end_signal > 0
-        && header.end_signal < 65 ? Int32(header.end_signal) : nil)
+        && header.end_signal < 65 ? Int32(header.end_signal) : nil,
+      parentPID: header.parent_pid == 0 ? nil : Int32(bitPattern: header.parent_pid),
+      parentSessionID: SessionID(bytes: bytes(of: header.parent_session_id)).flatMap { $0.isZero ? nil : $0 },
+      writerStartTicks: header.writer_start_ticks,
+      writerPIDNamespace: header.writer_pid_namespace)
     let generation = header.anchor_generation
     let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
     return RingLayout(

@@ -55,6 +55,21 @@ public struct RingHeaderInfo: Sendable, Equatable {
   public var cgroupOOMKillsAtStart: UInt64? = nil
   /// With state `.terminatedBySignal`: the signal that ended the process.
   public var endSignal: Int32? = nil
+  /// A forked child's ring: the pid of the process it was forked from.
+  public var parentPID: Int32? = nil
+  /// A forked child's ring: the session of the ring it was forked from.
+  public var parentSessionID: SessionID? = nil
+  /// The writer's start time (clock ticks after boot; 0 when unknown, as in older files).
+  public var writerStartTicks: UInt64 = 0
+  /// The inode of the writer's pid namespace (0 when unknown).
+  public var writerPIDNamespace: UInt64 = 0
+}
+
+extension RingHeaderInfo {
+  /// The process that writes (or wrote) the ring, as the header names it.
+  package var writer: ProcessIdentity {
+    ProcessIdentity(pid: pid, startTicks: writerStartTicks, bootID: bootID, pidNamespace: writerPIDNamespace)
+  }
 }
 
 extension RingHeaderInfo {

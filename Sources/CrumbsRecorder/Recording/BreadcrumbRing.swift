@@ -32,6 +32,11 @@
 // waits); keeping the file mapping (it holds the file and its flock until the process exits);
 // an anonymous mapping laid over the file with MAP_FIXED (zeroed lane table: a late append
 // would index past the range until the table is restored).
+//
+// Fork. An open ring is tracked (crumbs_fork.h): a forked child gets a ring file of its own,
+// mapped over this one's range, so this object, the installed ring and the crash handler write
+// the child's file in the child without knowing. That is why `path` and `sessionID` are read
+// from the C description and the header, not kept here: in a child they name the child's.
 
 import CrumbsSignalPath
 import Synchronization
@@ -81,10 +86,19 @@ public enum RingCreationError: Error, CustomStringConvertible, Equatable {
 /// A ring that was installed or given to the crash handler keeps its small C handle and its
 /// address range for the rest of the process (see the design comment of BreadcrumbRing.swift).
 public final class BreadcrumbRing: @unchecked Sendable {
-  /// The ring file.
-  public let path: String
-  /// The session this ring belongs to.
-  public let sessionID: SessionID
+  /// The ring file (in a forked child: the child's own, see `BreadcrumbRing.swift`).
+  public var path: String {
+    let followed = withUnsafePointer(to: &file.pointee.path) {
+      $0.withMemoryRebound(to: CChar.self, capacity: Int(CRUMBS_RING_FILE_PATH_SIZE)) {
+        String(cString: $0)
+      }
+    }
+    return followed.isEmpty ? createdPath : followed
+  }
+  /// The session this ring belongs to (in a forked child: the child's own).
+  public var sessionID: SessionID {
+    withUnsafeBytes(of: handle.pointee.header.pointee.session_id) { SessionID(bytes: $0)! }
+  }
   /// Slots in the ring, all lanes.
   public let slotCount: Int
   /// Bytes per slot.
@@ -95,11 +109,20 @@ public final class BreadcrumbRing: @unchecked Sendable {
   @usableFromInline let handle: UnsafeMutablePointer<crumbs_ring>
   private let base: UnsafeMutableRawPointer
   private let mappedSize: Int
-  private let descriptor: Int32
+  /// The path given at creation (kept for one longer than the fork handler can follow).
+  private let createdPath: String
+  /// What the fork handler needs: the handle, the size, the flock'ed descriptor and the path,
+  /// which it rewrites in a forked child. Tracked while open; freed in `deinit`.
+  private let file: UnsafeMutablePointer<crumbs_ring_file>
   /// `closedBit` | `publishedBit`.
   @usableFromInline let lifecycle = Atomic<UInt32>(0)
   @inlinable static var closedBit: UInt32 { 1 }
   static var publishedBit: UInt32 { 2 }
+
+  /// The sessions of the rings this process has open (created, not yet closed). A reader in this
+  /// process that finds one of its own rings' locks held (by a child another thread just spawned,
+  /// which holds copies of every descriptor until its exec) knows from this whether it is closed.
+  package static let openInThisProcess = Mutex<Set<SessionID>>([])
 
   /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
   public static func create(
@@ -126,7 +149,10 @@ public final class BreadcrumbRing: @unchecked Sendable {
         try Syscall.allocate(descriptor, size: size, path: path)
         let base = try Syscall.mapShared(descriptor, size: size, path: path)
         var identity = crumbs_ring_identity()
-        identity.pid = UInt32(bitPattern: Syscall.processID())
+        let writer = ProcessIdentity.current
+        identity.pid = UInt32(bitPattern: writer.pid)
+        identity.writer_start_ticks = writer.startTicks
+        identity.writer_pid_namespace = writer.pidNamespace
         withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
         withUnsafeMutableBytes(of: &identity.boot_id) { $0.copyBytes(from: SystemFacts.bootID) }
         let executable = SystemFacts.executablePath
@@ -145,10 +171,14 @@ public final class BreadcrumbRing: @unchecked Sendable {
         }
         let handle = UnsafeMutablePointer<crumbs_ring>.allocate(capacity: 1)
         crumbs_ring_attach(handle, base)
-        let ring = BreadcrumbRing(
-          path: path, sessionID: sessionID, handle: handle, base: base, mappedSize: size,
-          descriptor: descriptor)
+        let file = UnsafeMutablePointer<crumbs_ring_file>.allocate(capacity: 1)
+        crumbs_ring_file_init(file, handle, UInt64(size), descriptor, path)
+        let ring = BreadcrumbRing(path: path, handle: handle, base: base, mappedSize: size, file: file)
         ring.setFilter(minimumLevel: options.minimumLevel, enabledTypes: options.enabledTypes)
+        // Full table (64 open rings): a forked child would not follow this one; the handler's
+        // and exit hook's pid checks still keep it from ending this session (crumbs_fork.h).
+        _ = crumbs_fork_track(file)
+        openInThisProcess.withLock { _ = $0.insert(sessionID) }
         return ring
       } catch {
         Syscall.close(descriptor)
@@ -161,21 +191,22 @@ public final class BreadcrumbRing: @unchecked Sendable {
   }
 
   private init(
-    path: String, sessionID: SessionID, handle: UnsafeMutablePointer<crumbs_ring>,
-    base: UnsafeMutableRawPointer, mappedSize: Int, descriptor: Int32
+    path: String, handle: UnsafeMutablePointer<crumbs_ring>, base: UnsafeMutableRawPointer,
+    mappedSize: Int, file: UnsafeMutablePointer<crumbs_ring_file>
   ) {
-    self.path = path
-    self.sessionID = sessionID
+    self.createdPath = path
     self.handle = handle
     self.base = base
     self.mappedSize = mappedSize
-    self.descriptor = descriptor
+    self.file = file
     self.slotCount = Int(handle.pointee.header.pointee.slot_count)
     self.slotSize = Int(handle.pointee.slot_size)
   }
 
   deinit {
     close(clean: true)
+    // Untracked by the close: the fork handler no longer sees the description.
+    file.deallocate()
     // No reference is left, so nothing appends through this object; if C never saw the handle
     // either, nothing can reach the memory.
     if lifecycle.load(ordering: .acquiring) & Self.publishedBit == 0 {
@@ -272,11 +303,16 @@ public final class BreadcrumbRing: @unchecked Sendable {
     let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
     guard before & Self.closedBit == 0 else { return }
     crumbs_ring_uninstall_if(handle)
+    // A child forked from now on does not follow a ring that is going away.
+    crumbs_fork_untrack(file)
+    Self.openInThisProcess.withLock { _ = $0.remove(sessionID) }
     if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
     Syscall.msync(base, size: mappedSize)
     // On failure the file mapping stays: as safe, only the file stays held until exit.
     _ = crumbs_ring_retire(handle, mappedSize)
-    Syscall.close(descriptor)
+    // -1 in a forked child whose fork handler could not follow the ring (it closed its copy).
+    if file.pointee.descriptor >= 0 { Syscall.close(file.pointee.descriptor) }
+    file.pointee.descriptor = -1
   }
 }
 

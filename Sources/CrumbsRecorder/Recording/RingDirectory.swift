@@ -10,14 +10,26 @@
 // Entry points, in call order:
 //   RingDirectory(path:)          create the folders if missing
 //   createRing(options:)          a new ring for this process
-//   leftoverRings()               rings whose writer is gone (lock free), read; bad files are
-//                                 quarantined with their reason
+//   leftoverRings()               rings whose writer is gone, read; bad files are quarantined
+//                                 with their reason
 //   claimLeftovers()              the same, but each ring is locked and renamed to
 //                                 `<session>.ring.claimed` first, so that of two processes starting
 //                                 at once exactly one gets it; a claim left by a process killed
 //                                 mid-processing is taken over on the next start
 //   ClaimedRing.finish()          delete the consumed files once their report is stored
+//
+// Whether a ring's writer is gone is decided per writer process. The writer holds its ring's
+// flock for its whole life, so a lock we get means it is gone. A lock we cannot get may be held
+// by the writer, by another process claiming the ring, or by a child the writer forked that
+// kept the descriptor: a child made by fork() closes its copy (crumbs_fork.h), but one made by
+// vfork, clone or glibc's _Fork does not, and it may live on as a worker. The header names its
+// writer (pid, start time, boot id, pid namespace): when that process no longer runs, the lock
+// is a descendant's, and the ring is claimed by its rename alone (rename is atomic: one claimer
+// wins). A header from before those fields, or from another pid namespace, says nothing; then
+// the lock alone decides, as it always did.
 // Not signal-safe.
+
+import CrumbsSignalPath
 
 #if canImport(Glibc)
   import Glibc
@@ -99,8 +111,8 @@ public struct RingDirectory: Sendable {
         continue
       }
       defer { Syscall.close(descriptor) }
-      // A live writer holds the lock: its ring is not a leftover.
-      guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true else { continue }
+      // A running writer: its ring is not a leftover.
+      guard Self.writerState(descriptor, path: file).gone else { continue }
       do {
         let contents = try RingReader.read(file: file)
         scan.leftovers.append(LeftoverRing(path: file, contents: contents))
@@ -168,8 +180,11 @@ public struct RingDirectory: Sendable {
       if let excluding, stemName == excluding.description { continue }
       let file = ringsPath + "/" + name
       guard let descriptor = try? Syscall.open(file, O_RDONLY) else { continue }  // raced away
-      guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true else {
-        Syscall.close(descriptor)  // a live writer, or another process processing it
+      let writer = Self.writerState(descriptor, path: file)
+      // Unlocked, the ring itself is claimed by its rename; a claimed one whose lock is held is
+      // being processed (or held by a descendant of its writer: left until that one is gone).
+      guard writer.gone, writer.locked || name.hasSuffix(".ring") else {
+        Syscall.close(descriptor)  // a running writer, or another process processing it
         continue
       }
       var claimedPath = file
@@ -186,6 +201,24 @@ public struct RingDirectory: Sendable {
       claimed.append(ClaimedRing(path: claimedPath, stem: ringsPath + "/" + stemName, descriptor: descriptor))
     }
     return (claimed, problems)
+  }
+
+  /// Whether the writer of the ring open at `descriptor` is gone, and whether we now hold the
+  /// ring's flock (see the design comment).
+  private static func writerState(_ descriptor: Int32, path: String) -> (gone: Bool, locked: Bool) {
+    if (try? Syscall.tryLockExclusive(descriptor, path: path)) == true { return (true, true) }
+    let header = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+    guard let bytes = try? Syscall.read(descriptor, at: 0, count: header, path: path),
+      let size = try? Syscall.fileSize(descriptor, path: path),
+      let layout = bytes.withUnsafeBytes({ try? RingHeaderValidation.validate($0, availableBytes: size) })
+    else { return (false, false) }
+    // This process wrote it: closed here means gone, whoever holds a copy of the lock.
+    let writer = layout.info.writer
+    if writer.pid == Syscall.processID(), writer.startTicks == ProcessIdentity.startTicks(of: 0) {
+      let open = BreadcrumbRing.openInThisProcess.withLock { $0.contains(layout.info.sessionID) }
+      return (!open, false)
+    }
+    return (writer.liveness == .gone, false)
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.

@@ -74,6 +74,18 @@ package struct CrashReportBuilder {
         "the crash was in code without frame pointers; callers were recovered by scanning the stack")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
+    let found = record.modules.filter(\.foundAtCrash)
+    if !found.isEmpty {
+      let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
+      report.evidence.append(
+        "modules loaded after the last module scan (dlopen) were found at crash time in /proc/self/maps: "
+          + names.joined(separator: ", "))
+    }
+    if record.modulesStale, symbolicated.contains(where: { $0.note == SymbolicatedFrame.Note.noModule }) {
+      report.evidence.append(
+        "the module table was stale and some frames lie in no loaded module (JIT or unloaded code, or a bad address)"
+      )
+    }
     if record.concurrentCrash {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
@@ -156,6 +168,11 @@ package struct CrashReportBuilder {
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
+    // A forked child's session (crumbs_fork.h): which process and session it came from.
+    if let parent = ring?.header.parentSessionID {
+      report.resource["crumbs.session.parent_id"] = parent.description
+    }
+    if let parentPID = ring?.header.parentPID { report.resource["process.parent_pid"] = String(parentPID) }
     if let trailSize {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))

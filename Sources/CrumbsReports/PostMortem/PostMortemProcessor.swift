@@ -11,7 +11,8 @@
 //                                       the session ends `.terminatedBySignal(n)`, files removed
 //                                     crash record (any ring state) → crash report
 //                                     crashed, no record → crash report naming the damage
-//                                     running  → abnormal-termination report, with OOM evidence
+//                                     running  → abnormal-termination report, with OOM evidence,
+//                                       except for a forked child's session (below)
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
 //                                   attachments, idempotent per session
@@ -20,6 +21,13 @@
 //
 // Damaged inputs never stop the run: an unreadable ring is quarantined with its reason and, if a
 // crash record survived, the crash is still reported with the damage named. Not signal-safe.
+//
+// Forked children (crumbs_fork.h) record in sessions of their own, whose rings name the parent's
+// session. They are kept apart (`PostMortemOutcome.forkedSessions`): the last session, session
+// counts and summaries are the app's own processes'. A child's crash is reported (with
+// `crumbs.session.parent_id` and `process.parent_pid`); a child that ended without a crash
+// record is not: _exit and exec, the usual ends of a forked child, leave its ring running, and
+// its parent is the one that watches it.
 
 import CrumbsRecorder
 
@@ -50,12 +58,16 @@ public struct PreviousSession: Sendable {
   /// Crash signals whose handler another handler had replaced when the session last checked
   /// (names, e.g. `SIGSEGV`): a crash on one of them left no crash record.
   public var replacedCrashSignals: [String] = []
+  /// A forked child's session: the session it was forked from.
+  public var parentSessionID: SessionID? = nil
 }
 
 /// The outcome of one run.
 public struct PostMortemOutcome: Sendable {
-  /// Every previous session found, oldest first.
+  /// Every previous session found, oldest first; forked children's are in `forkedSessions`.
   public var sessions: [PreviousSession] = []
+  /// Sessions of forked children (see the design comment), oldest first.
+  public var forkedSessions: [PreviousSession] = []
   /// Files moved to quarantine.
   public var quarantined: [RingDirectory.QuarantinedFile] = []
   /// What went wrong without stopping the run.
@@ -73,8 +85,8 @@ public struct PostMortemOutcome: Sendable {
   public var lastSessionCrashReport: CrashReport? { lastSession?.report?.report }
   /// `hasReceivedMemoryWarningInLastSession`.
   public var hasReceivedMemoryWarningInLastSession: Bool { lastSession?.receivedMemoryWarning ?? false }
-  /// Reports stored by this run.
-  public var reports: [StoredReport] { sessions.compactMap(\.report) }
+  /// Reports stored by this run, forked children's included.
+  public var reports: [StoredReport] { (sessions + forkedSessions).compactMap(\.report) }
 }
 
 public struct PostMortemProcessor: Sendable {
@@ -125,11 +137,17 @@ public struct PostMortemProcessor: Sendable {
     let (claimed, problems) = directory.claimLeftovers(excluding: reportingSession)
     outcome.problems += problems
     for ring in claimed {
-      if let session = process(ring, reportingSession: reportingSession, into: &outcome) {
+      guard let session = process(ring, reportingSession: reportingSession, into: &outcome) else {
+        continue
+      }
+      if session.parentSessionID != nil {
+        outcome.forkedSessions.append(session)
+      } else {
         outcome.sessions.append(session)
       }
     }
     outcome.sessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
+    outcome.forkedSessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
     return outcome
   }
 
@@ -174,7 +192,8 @@ public struct PostMortemProcessor: Sendable {
     var session = PreviousSession(
       sessionID: sessionID, end: .clean, report: nil,
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
-      startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds)
+      startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds,
+      parentSessionID: ring?.header.parentSessionID)
     session.replacedCrashSignals = metadata?.replacedCrashSignals ?? []
     func end(_ session: PreviousSession) -> PreviousSession {
       if !session.replacedCrashSignals.isEmpty {
@@ -183,7 +202,8 @@ public struct PostMortemProcessor: Sendable {
             + session.replacedCrashSignals.joined(separator: ", ")
             + "; a crash on those signals left no crash record")
       }
-      sessionEnded(session)
+      // A forked child's session is not one of the app's sessions: not counted, no summary.
+      if session.parentSessionID == nil { sessionEnded(session) }
       claimed.finish()
       return session
     }
@@ -194,6 +214,12 @@ public struct PostMortemProcessor: Sendable {
       session.end = .terminatedBySignal
       session.endSignal = header.endSignal
       return end(session)
+    }
+    if record == nil, session.parentSessionID != nil, ring?.header.state != .crashed {
+      // A forked child gone without a crash record: not reported (see the design comment).
+      claimed.finish()
+      session.end = .abnormalTermination
+      return session
     }
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }

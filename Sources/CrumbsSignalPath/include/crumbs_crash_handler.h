@@ -20,7 +20,11 @@
 // which hands a thread its alternate stack) run in signal context; both are async-signal-safe
 // (see their files for the libc they call). Every function declared here is set-up code:
 // not signal-safe, call it from ordinary threads (they are not thread-safe against each other
-// either: the Swift wrapper serializes them).
+// either: the Swift wrapper serializes them). The one exception is crumbs_crash_record_format,
+// which the fork handler also calls in a forked child.
+// The handler writes only a record and a ring whose header names getpid(): a child forked
+// without our fork handler (vfork, clone, _Fork) still maps its parent's, and must not write
+// them (crumbs_fork.h).
 //
 // Which threads have an alternate signal stack (needed to record a stack overflow; other crashes
 // are recorded on the thread's own stack):
@@ -36,6 +40,7 @@
 #define CRUMBS_CRASH_HANDLER_H
 
 #include "crumbs_crash_record.h"
+#include "crumbs_fork.h"
 #include "crumbs_ring_append.h"
 
 #include <stdbool.h>
@@ -50,6 +55,9 @@ extern "C" {
 /// on another thread may still use them (BreadcrumbRing keeps both: see crumbs_ring_install).
 typedef struct crumbs_crash_config {
   crumbs_crash_record *record; // a formatted record mapping (crumbs_crash_record_format)
+  /// The record's file (copied; at most CRUMBS_RING_FILE_PATH_SIZE - 1 bytes, else ""), which
+  /// crumbs_crash_record_path returns; a forked child's is its own (crumbs_fork.h).
+  const char *record_path;
   const crumbs_ring *ring;     // where the final fatal breadcrumb goes; may be NULL
   uint64_t signal_mask;        // bit (1 << signo) for each signal to catch (signo < 64)
   uint32_t altstack_size;      // bytes per alternate stack; 0: 64 KiB
@@ -67,7 +75,8 @@ enum {
 };
 
 /// Writes the header of a fresh zero-filled record: magic, version, sizes, identity, state
-/// ARMED. Not signal-safe (set-up).
+/// ARMED. Safe to call from a signal handler (memcpy, clock_gettime), which the fork handler
+/// relies on in a forked child (crumbs_fork.h); otherwise set-up code.
 void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
                                 const uint8_t session_id[16], const uint8_t boot_id[16],
                                 uint64_t process_start_boottime_ns);
@@ -81,6 +90,11 @@ int crumbs_crash_install(const crumbs_crash_config *config);
 
 /// Whether the handler is installed.
 bool crumbs_crash_is_installed(void);
+
+/// The file of the record the handler writes: the one install was given, or in a forked child
+/// the child's own (crumbs_fork.h); "" when not installed, or in a forked child that could not
+/// make one (its crashes are then not recorded). Not signal-safe (meant for set-up threads).
+const char *crumbs_crash_record_path(void);
 
 /// Bit set (1 << signo) of the signals we installed whose current action is no longer ours.
 /// Not signal-safe (sigaction only, but meant for ordinary threads).

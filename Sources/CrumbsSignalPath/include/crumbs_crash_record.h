@@ -24,8 +24,9 @@
 // File layout (little-endian, the only byte order Crumbs runs on):
 //   offset 0       crumbs_crash_record header fields (2048 bytes, below)
 //   offset 2048    crumbs_crash_module[CRUMBS_CRASH_MAX_MODULES], 336 bytes each
-// The module table is written at install and on refresh (not in the handler), under a seqlock
-// (`module_generation`, odd while a refresh rewrites it).
+// The module table is written at install and on refresh, under a seqlock (`module_generation`,
+// odd while a refresh rewrites it); the handler only appends rows for modules loaded since the
+// last scan that hold a frame, taking the same seqlock (crumbs_modules.c).
 
 #ifndef CRUMBS_CRASH_RECORD_H
 #define CRUMBS_CRASH_RECORD_H
@@ -41,7 +42,11 @@ extern "C" {
 #define CRUMBS_CRASH_RECORD_MAGIC 0x535243424D555243ULL
 /// "CRUMBEND": stored last, when the handler has finished the record.
 #define CRUMBS_CRASH_COMPLETE_MARKER 0x444E45424D555243ULL
-/// Bumped on any change to this file's structs.
+/// Bumped on any change to this file's structs that a reader of the previous version would
+/// misread. A flag bit or a field carved out of a reserved one (always zero in earlier files),
+/// whose zero means "not set", keeps the version: `crumbs_crash_module.flags` and
+/// CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH were added that way (an older reader sees the added
+/// modules as ordinary rows, which they are).
 #define CRUMBS_CRASH_RECORD_VERSION 1u
 
 #define CRUMBS_CRASH_HEADER_SIZE 2048u
@@ -80,6 +85,9 @@ enum {
   /// Frames after the first few were recovered by scanning the stack for return addresses
   /// (the fault was in code without frame pointers); a stale one may appear among them.
   CRUMBS_CRASH_FLAG_STACK_SCANNED = 1u << 7,
+  /// The handler added modules to the table at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH):
+  /// the table was stale, and the frames in those modules were resolved from /proc/self/maps.
+  CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH = 1u << 8,
 };
 
 /// `crumbs_crash_record.arch`: how to name `registers`.
@@ -108,7 +116,16 @@ typedef enum crumbs_crash_stack_source {
   CRUMBS_STACK_PROC_MAPS = 2,  // the mapping holding the SP, from /proc/self/maps in the handler
 } crumbs_crash_stack_source;
 
-/// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh.
+/// `crumbs_crash_module.flags`.
+enum {
+  /// Not in the table the last scan made: the handler found it at crash time, in
+  /// /proc/self/maps, because a frame lay in it (a library dlopen'ed after the last scan). Its
+  /// build ID was read from its mapped headers.
+  CRUMBS_CRASH_MODULE_FOUND_AT_CRASH = 1u << 0,
+};
+
+/// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh, or as the
+/// handler found it at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH).
 typedef struct crumbs_crash_module {
   uint64_t load_bias;  // dlpi_addr: runtime address = file virtual address + load_bias
   uint64_t start;      // lowest PT_LOAD runtime address
@@ -116,7 +133,7 @@ typedef struct crumbs_crash_module {
   uint64_t text_start; // lowest executable PT_LOAD runtime address
   uint64_t text_end;   // end of the highest executable PT_LOAD
   uint32_t build_id_size; // bytes of build_id used (0: none)
-  uint32_t reserved;
+  uint32_t flags;         // CRUMBS_CRASH_MODULE_* (was reserved, always 0: see the version note)
   uint8_t build_id[CRUMBS_CRASH_BUILD_ID_SIZE]; // NT_GNU_BUILD_ID
   char path[CRUMBS_CRASH_PATH_SIZE];            // NUL-terminated, truncated
 } crumbs_crash_module;

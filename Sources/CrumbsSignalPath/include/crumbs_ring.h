@@ -69,11 +69,16 @@ typedef struct crumbs_ring_identity {
   const char *executable; // may be NULL
   const char *cgroup;     // may be NULL
   uint64_t cgroup_oom_kills_at_start; // UINT64_MAX when unknown
+  uint64_t writer_start_ticks;        // crumbs_process_stat's start time; 0 when unknown
+  uint64_t writer_pid_namespace;      // inode of /proc/self/ns/pid; 0 when unknown
+  uint32_t parent_pid;                // a forked child's ring: the parent's pid, else 0
+  uint8_t parent_session_id[16];      // a forked child's ring: the parent's session, else zero
 } crumbs_ring_identity;
 
 /// Writes the header and lane table into `base` (file_size bytes, zero-filled, writable).
 /// Picks the clock (CPU counter when `cpu_counter_is_reliable`, else CLOCK_MONOTONIC) and takes
-/// the creation anchor.
+/// the creation anchor. Safe to call from a signal handler (and so in a forked child):
+/// clock_gettime and stores into `base`.
 void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
                         const crumbs_ring_identity *identity, bool cpu_counter_is_reliable);
 

@@ -47,7 +47,12 @@ extern "C" {
 
 /// "CRUMBRNG" read as a little-endian u64.
 #define CRUMBS_RING_MAGIC 0x474E52424D555243ULL
-/// Bumped on any change to this file's structs or to the slot encoding.
+/// Bumped on any change to this file's structs or to the slot encoding that a reader of the
+/// previous version would misread. Fields carved out of `reserved` (always zero in earlier
+/// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
+/// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace` and `parent_session_id` were added
+/// that way, so version-1 readers still read newer files correctly and newer readers read older
+/// ones.
 #define CRUMBS_RING_VERSION 1u
 
 #define CRUMBS_RING_HEADER_SIZE 4096u
@@ -114,8 +119,8 @@ typedef enum crumbs_ring_state {
   CRUMBS_RING_CRASHED = 3,
   /// A signal whose default action terminates (SIGTERM, SIGINT, SIGHUP, ...) ended the process
   /// while the app had no handler for it: not a crash, not a clean exit. `end_signal` says which.
-  /// Added without a version bump: the field was reserved (always zero) in every version-1 file,
-  /// and an older reader sees an unknown state, which it reports as an abnormal end.
+  /// Added without a version bump (see CRUMBS_RING_VERSION): an older reader sees an unknown
+  /// state, which it reports as an abnormal end.
   CRUMBS_RING_TERMINATED_BY_SIGNAL = 4,
 } crumbs_ring_state;
 
@@ -167,7 +172,20 @@ typedef struct crumbs_ring_header {
   char cgroup[248];        // cgroup v2 path of the process, NUL-terminated ("" when unknown)
   /// With state CRUMBS_RING_TERMINATED_BY_SIGNAL: the signal number (written before the state).
   uint32_t end_signal;
-  uint8_t reserved[3324];
+  /// A forked child's ring (crumbs_fork.h): the pid of the process it was forked from; 0 for a
+  /// process that was not forked from a Crumbs process.
+  uint32_t parent_pid;
+  /// The writer's start time: field 22 of /proc/<pid>/stat, clock ticks after boot. With `pid`,
+  /// `boot_id` and `writer_pid_namespace` it names the writer across pid reuse, so a reader can
+  /// tell a writer that still runs from a forked child that inherited the writer's flock
+  /// (RingDirectory). 0: unknown (files from before the field existed): the flock decides.
+  uint64_t writer_start_ticks;
+  /// The inode of the writer's /proc/self/ns/pid: its pid means something only to a reader in
+  /// the same pid namespace (two containers may share a directory). 0: unknown.
+  uint64_t writer_pid_namespace;
+  /// A forked child's ring: the session of the ring it was forked from (zero otherwise).
+  uint8_t parent_session_id[16];
+  uint8_t reserved[3288];
 } crumbs_ring_header;
 
 /// `crumbs_ring_header.session_flags` bits.
@@ -184,6 +202,10 @@ _Static_assert(offsetof(crumbs_ring_header, state) == 176, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, app_name) == 192, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, cgroup_oom_kills_at_start) == 512, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, end_signal) == 768, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, parent_pid) == 772, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, writer_start_ticks) == 776, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, writer_pid_namespace) == 784, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, parent_session_id) == 792, "persisted");
 
 /// One lane: its head counter alone on a cache line.
 typedef struct crumbs_ring_lane {

@@ -61,7 +61,8 @@ bool crumbs_signal_breadcrumbs_refuses(int signo);
 
 /// Registers (once) an on_exit hook that, while enabled, appends a "process exiting" breadcrumb
 /// with the exit status to the installed ring and marks that ring CLEAN (unless it is already
-/// CRASHED or TERMINATED_BY_SIGNAL). `enabled` false keeps the hook registered but inert
+/// CRASHED or TERMINATED_BY_SIGNAL, or the ring's header names another process: a forked child
+/// never ends its parent's session). `enabled` false keeps the hook registered but inert
 /// (on_exit hooks cannot be removed). Returns false when on_exit failed. Not signal-safe.
 bool crumbs_exit_hook_install(bool enabled);
 

@@ -45,4 +45,7 @@ void crumbs_test_set_thread_name(const char *name);
 /// Calls `crumbs_malloc_guard_arm` if an LD_PRELOAD interposer provides it: from then on any
 /// malloc/calloc/realloc/free exits the process with status 99. Returns 1 when armed.
 int crumbs_test_arm_malloc_guard(void);
+/// fork() without the fork handlers (glibc's _Fork): the child keeps everything the parent had
+/// open and mapped, as a child made by clone() or a library's own fork would.
+int crumbs_test_fork_without_handlers(void);
 #endif

@@ -1,0 +1,75 @@
+// ProcessIdentity+Linux.swift — one process, named so that pid reuse cannot fool a reader: pid,
+// start time (field 22 of /proc/<pid>/stat, through crumbs_process_stat, the parser the fork
+// handler uses too), boot id and pid namespace. Ring headers keep their writer's, so whether a
+// ring's writer still runs is decided per process, not by a lock a forked child may hold.
+// Not signal-safe (the signal path reads the start time in C).
+
+import CrumbsSignalPath
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+package struct ProcessIdentity: Sendable, Equatable {
+  package var pid: Int32
+  /// Clock ticks after boot; 0 when unknown.
+  package var startTicks: UInt64
+  package var bootID: [UInt8]
+  /// The inode of /proc/<pid>/ns/pid; 0 when unknown.
+  package var pidNamespace: UInt64
+
+  package init(pid: Int32, startTicks: UInt64, bootID: [UInt8], pidNamespace: UInt64) {
+    self.pid = pid
+    self.startTicks = startTicks
+    self.bootID = bootID
+    self.pidNamespace = pidNamespace
+  }
+
+  /// This process, read now (a forked child is another process than its parent was).
+  package static var current: ProcessIdentity {
+    ProcessIdentity(
+      pid: Syscall.processID(), startTicks: startTicks(of: 0) ?? 0, bootID: SystemFacts.bootID,
+      pidNamespace: pidNamespace(of: "self"))
+  }
+
+  /// What a reader can tell about whether the process still runs.
+  package enum Liveness: Equatable, Sendable {
+    /// Same boot, same pid namespace, and a process with that pid and start time is there and is
+    /// not a zombie.
+    case running
+    /// Another boot, or no such process (the pid is free, or taken by a later process).
+    case gone
+    /// Nothing to compare: start time or namespace unknown, or another pid namespace (the pid
+    /// means nothing here). The caller decides otherwise.
+    case unknown
+  }
+
+  /// Whether the process still runs, as seen from this one.
+  package var liveness: Liveness {
+    let here = Self.pidNamespace(of: "self")
+    guard pid > 0, startTicks != 0, pidNamespace != 0, here != 0, pidNamespace == here,
+      !SystemFacts.bootID.allSatisfy({ $0 == 0 })
+    else { return .unknown }
+    guard SystemFacts.isCurrentBoot(bootID) else { return .gone }
+    var ticks: UInt64 = 0
+    var state: CChar = 0
+    guard crumbs_process_stat(pid, &ticks, &state) else { return .gone }
+    // A zombie has closed everything and will never write again.
+    if ticks != startTicks || state == CChar(UInt8(ascii: "Z")) || state == CChar(UInt8(ascii: "X")) {
+      return .gone
+    }
+    return .running
+  }
+
+  /// Field 22 of /proc/<pid>/stat (`pid` 0: this process), or nil when unreadable.
+  package static func startTicks(of pid: Int32) -> UInt64? {
+    var ticks: UInt64 = 0
+    var state: CChar = 0
+    return crumbs_process_stat(pid, &ticks, &state) ? ticks : nil
+  }
+
+  /// The inode of /proc/<process>/ns/pid, or 0 when unreadable.
+  static func pidNamespace(of process: String) -> UInt64 {
+    Syscall.inode(ofPath: "/proc/\(process)/ns/pid") ?? 0
+  }
+}

@@ -1,0 +1,88 @@
+// crumbs_fork.h — a forked child records into files of its own, never into its parent's.
+//
+// Why: fork() gives the child the parent's MAP_SHARED mappings, still shared, and its
+// descriptors. Left alone, a child appends to the parent's trail, its crash is written into the
+// parent's crash record (the parent's pid and session, the child's thread), its exit() marks the
+// parent's ring clean, and its copy of the ring's descriptor holds the flock that said "the
+// writer runs", so the parent's own crash goes unreported while the child lives.
+//
+// What happens instead, in the child, before fork() returns there (a pthread_atfork child
+// handler, registered by the first crumbs_fork_track):
+//   1. Every tracked ring (each open BreadcrumbRing) is followed: a new ring file beside it
+//      (`<new session>.ring`, same directory), formatted with the same geometry and filters,
+//      whose header names the child (pid, start time) and its parent (pid, session), is moved
+//      by one mremap over the inherited mapping. Every handle (the Swift object, the installed
+//      ring, the crash handler's ring) now writes the child's file without knowing. The inherited
+//      descriptor is closed, so the child holds no lock on the parent's ring; the new file is
+//      flock'ed. The child's trail starts at the fork: the parent's breadcrumbs stay the parent's.
+//   2. The crash handler's record is followed the same way: `<child session>.crash` beside the
+//      child's followed ring, module table copied, mapped over the inherited record. The child's
+//      crash is its own report. (A handler whose ring is not followed, e.g. closed, gets no
+//      record in the child: the next launch finds a record only through its ring.)
+//   3. Whatever cannot be followed (no room on disk, a path too long) is detached: a ring's
+//      mapping is replaced by private memory (crumbs_ring_retire) and its descriptor closed; the
+//      record is dropped from the handler. The child then records nothing of its own, and writes
+//      nothing of its parent's.
+// Defences that hold without the handler (vfork, clone, glibc's _Fork, or more than
+// CRUMBS_FORK_MAX_RINGS open rings): the crash handler, the exit hook and the signal path act
+// only on a record or ring whose header names getpid(); and a reader decides whether a ring's
+// writer runs from the header's pid, start time and boot id, not from the lock
+// (RingDirectory.swift).
+//
+// Entry points, in call order:
+//   crumbs_ring_file_init    fill the description of one open ring file (Swift's BreadcrumbRing)
+//   crumbs_fork_track        add it to the table the child handler walks (registers the handler)
+//   [fork]                   the child handler, as above
+//   crumbs_fork_untrack      remove it (the ring is closing)
+//
+// SIGNAL SAFETY: the child handler runs in a forked child of a possibly multithreaded process,
+// where only async-signal-safe calls may be made. libc calls there: getpid, getrandom, open,
+// flock, ftruncate, fallocate, mmap, mremap, munmap, close, unlink, clock_gettime, and read of
+// /proc/self/stat (crumbs_process.c); all of them plain system calls. No malloc, no locks, no
+// stdio. crumbs_fork_track and crumbs_fork_untrack are lock-free (atomic slots) but set-up code,
+// not for signal handlers (the first track calls pthread_atfork and sysconf).
+
+#ifndef CRUMBS_FORK_H
+#define CRUMBS_FORK_H
+
+#include "crumbs_ring_append.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Longest ring or record path a forked child can follow (with its NUL).
+#define CRUMBS_RING_FILE_PATH_SIZE 1024u
+/// How many open rings the fork handler follows; more are left to the defences above.
+#define CRUMBS_FORK_MAX_RINGS 64u
+
+/// One open ring file, as the fork handler needs it. Process-local (not persisted); owned by
+/// whoever mapped the ring (BreadcrumbRing), which must keep it valid while it is tracked. The
+/// child handler rewrites `descriptor` and `path` in the child.
+typedef struct crumbs_ring_file {
+  const crumbs_ring *ring;
+  uint64_t mapped_size;
+  int32_t descriptor; // the flock'ed descriptor; -1 once closed or detached
+  uint32_t reserved;
+  char path[CRUMBS_RING_FILE_PATH_SIZE]; // "" when too long: detached, not followed, in a child
+} crumbs_ring_file;
+
+/// Fills `file`. `path` longer than CRUMBS_RING_FILE_PATH_SIZE - 1 bytes is kept as "". Pure.
+void crumbs_ring_file_init(crumbs_ring_file *file, const crumbs_ring *ring, uint64_t mapped_size,
+                           int32_t descriptor, const char *path);
+
+/// Adds `file` to the table a forked child walks. Returns false when the table is full (the
+/// ring works; a forked child just does not follow it). Not signal-safe.
+bool crumbs_fork_track(crumbs_ring_file *file);
+
+/// Removes `file` from the table (no-op when absent). Not signal-safe.
+void crumbs_fork_untrack(crumbs_ring_file *file);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_FORK_H
