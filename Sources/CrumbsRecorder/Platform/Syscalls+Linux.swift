@@ -392,7 +392,8 @@ package enum Syscall {
   package static func currentDirectory() -> String? {
     var buffer = [CChar](repeating: 0, count: 4097)
     guard getcwd(&buffer, buffer.count) != nil else { return nil }
-    return String(cString: buffer)
+    let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
   }
 
   /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
