@@ -532,9 +532,10 @@ public final class ReportUploader: Sendable {
   }
 
   /// Nanoseconds to wait after the `attempt`-th failure: retryInterval·2^(attempt-1), capped,
-  /// minus up to `jitter` of it at random.
+  /// minus up to `jitter` of it at random. `attempt` comes from delivery.json (a report
+  /// folder: untrusted), so any Int must do.
   func backoff(afterAttempt attempt: Int) -> UInt64 {
-    let exponent = Double(min(max(attempt - 1, 0), 30))
+    let exponent = Double(min(max(attempt, 1) - 1, 30))
     let full = min(settings.retryInterval * pow(2, exponent), settings.maxRetryInterval)
     let jittered = full * (1 - min(max(settings.jitter, 0), 1) * random())
     return UInt64(max(0, jittered) * 1e9)

@@ -23,7 +23,7 @@ import Testing
     #expect(ReportUploader.retryAfter(nil, now: now, default: 5) == 5_000_000_000)
   }
 
-  @Test func retryAfterOutOfEveryRangeIsTheDefaultOrADayAndNeverTraps() {
+  @Test func retryAfterOutOfEveryRangeIsTheDefaultOrADayAndNeverTraps() throws {
     let now: UInt64 = 1_700_000_000 * 1_000_000_000
     let day: UInt64 = 86_400_000_000_000
     for unusable in [
@@ -44,6 +44,13 @@ import Testing
     // A default that is no wait (negative, NaN) waits nothing rather than trapping.
     #expect(ReportUploader.retryAfter(nil, now: now, default: -1) == 0)
     #expect(ReportUploader.retryAfter("soon", now: now, default: .nan) == 0)
+    // Attempt counts come from delivery.json: any Int gives a wait within the settings.
+    let directory = TestDirectory()
+    let uploader = ReportUploader(
+      store: try ReportStore(directory: directory.path), destinations: [], settings: settings(),
+      random: { 0 })
+    #expect(uploader.backoff(afterAttempt: .min) == 10_000_000_000)
+    #expect(uploader.backoff(afterAttempt: .max) == 3_600_000_000_000)
     // A clock at its end pins the pause there.
     let answer = HTTPResponse(status: 429, headers: ["Retry-After": "120"])
     #expect(ReportUploader.pausedUntil(answer, now: .max - 1, default: 60) == .max)
