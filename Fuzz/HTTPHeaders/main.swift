@@ -40,7 +40,6 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 }
 
 func makeSeeds(in directory: String) throws -> Int {
-  mkdir(directory, 0o755)  // EEXIST is fine; any other failure shows at the first write
   let seeds: [(String, String)] = [
     ("seconds", "120"),
     ("seconds-zero", "0"),
@@ -56,8 +55,7 @@ func makeSeeds(in directory: String) throws -> Int {
     ("asctime-date", "Sun Nov  6 08:49:37 1994"),
     ("text-body", "bad credentials:\r\nBearer s3cret\n"),
   ]
-  for (name, text) in seeds { try FuzzMain.writeFile(directory + "/" + name, Array(text.utf8)) }
-  return seeds.count
+  return try FuzzMain.writeSeeds(seeds, in: directory)
 }
 
 FuzzMain.run(

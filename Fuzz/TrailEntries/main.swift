@@ -71,7 +71,6 @@ func line(_ timestamp: String, id: Int = 1, extra: String = "") -> String {
 }
 
 func makeSeeds(in directory: String) throws -> Int {
-  mkdir(directory, 0o755)  // EEXIST is fine; any other failure shows at the first write
   let seeds: [(String, String)] = [
     ("today", line("2026-11-22T04:10:11.123456Z") + line("2026-11-22T04:10:12.000001Z", id: 2)),
     (
@@ -89,8 +88,7 @@ func makeSeeds(in directory: String) throws -> Int {
     ("damaged-line", line("2026-11-22T04:10:11.123456Z") + "{\"timestamp\":\"2026-11-2\n"),
     ("bare-timestamps", "2026-11-22T04:10:11.123456789Z\n2554-07-21T23:34:33.709551616Z\n"),
   ]
-  for (name, text) in seeds { try FuzzMain.writeFile(directory + "/" + name, Array(text.utf8)) }
-  return seeds.count
+  return try FuzzMain.writeSeeds(seeds, in: directory)
 }
 
 FuzzMain.run(
