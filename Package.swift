@@ -103,6 +103,16 @@ let package = Package(
       dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFReader"
     ),
+    .executableTarget(
+      name: "FuzzHTTPHeaders",
+      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/HTTPHeaders"
+    ),
+    .executableTarget(
+      name: "FuzzTrailEntries",
+      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/TrailEntries"
+    ),
     // Tests: one target per module, and what they share (spawning children, temporary
     // directories, a loopback HTTP server, the process-wide-state lock).
     .target(

@@ -22,6 +22,8 @@ TARGETS=(
   "FuzzCrashRecordReader crashrecord-reader"
   "FuzzELFReader elf-reader"
   "FuzzStoredReport stored-report"
+  "FuzzHTTPHeaders http-headers"
+  "FuzzTrailEntries trail-entries"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)

@@ -73,6 +73,13 @@ public enum FuzzMain {
     }
   }
 
+  /// Writes text seeds (name, contents) into `directory`, creating it; returns how many.
+  public static func writeSeeds(_ seeds: [(String, String)], in directory: String) throws -> Int {
+    mkdir(directory, 0o755)  // EEXIST is fine; any other failure shows at the first write
+    for (name, text) in seeds { try writeFile(directory + "/" + name, Array(text.utf8)) }
+    return seeds.count
+  }
+
   public static func printError(_ line: String) {
     let text = line + "\n"
     _ = text.withCString { write(2, $0, strlen($0)) }

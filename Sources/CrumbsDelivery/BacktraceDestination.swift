@@ -232,7 +232,7 @@ public struct BacktraceDestination: ReportDestination {
   }
 
   /// The trail as Backtrace breadcrumb objects in one JSON array (see the file comment).
-  static func breadcrumbsFile(_ trail: [TrailEntry]) -> [UInt8] {
+  package static func breadcrumbsFile(_ trail: [TrailEntry]) -> [UInt8] {
     var json = JSONWriter()
     json.array { breadcrumbs in
       for (index, entry) in trail.enumerated() {

@@ -202,7 +202,7 @@ public struct OTLPDestination: ReportDestination {
     return .keyValueList(fields)
   }
 
-  static func breadcrumbRecord(_ entry: TrailEntry, report: CrashReport) -> OTLPLogRecord {
+  package static func breadcrumbRecord(_ entry: TrailEntry, report: CrashReport) -> OTLPLogRecord {
     var attributes = [
       OTLPAttribute("event.name", .string(breadcrumbEventName)),
       OTLPAttribute("session.id", .string(report.sessionID)),

@@ -449,9 +449,7 @@ public final class ReportUploader: Sendable {
           attempts: history.attempts, status: answer.status)
       case 429:
         history.attempts -= 1
-        let until =
-          after
-          + Self.retryAfter(answer.headers["retry-after"], now: after, default: settings.defaultRetryAfter)
+        let until = Self.pausedUntil(answer, now: after, default: settings.defaultRetryAfter)
         history.nextAttemptUnixNano = until
         history.lastError = "HTTP 429"
         state.withLock {
@@ -534,9 +532,10 @@ public final class ReportUploader: Sendable {
   }
 
   /// Nanoseconds to wait after the `attempt`-th failure: retryInterval·2^(attempt-1), capped,
-  /// minus up to `jitter` of it at random.
+  /// minus up to `jitter` of it at random. `attempt` comes from delivery.json (a report
+  /// folder: untrusted), so any Int must do.
   func backoff(afterAttempt attempt: Int) -> UInt64 {
-    let exponent = Double(min(max(attempt - 1, 0), 30))
+    let exponent = Double(min(max(attempt, 1) - 1, 30))
     let full = min(settings.retryInterval * pow(2, exponent), settings.maxRetryInterval)
     let jittered = full * (1 - min(max(settings.jitter, 0), 1) * random())
     return UInt64(max(0, jittered) * 1e9)
@@ -600,26 +599,44 @@ public final class ReportUploader: Sendable {
 
   // MARK: - Parsing answers
 
-  /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date
-  /// (IMF-fixdate). Unusable values give `default`; waits are capped at a day.
-  static func retryAfter(_ value: String?, now: UInt64, default fallback: Double) -> UInt64 {
-    let day: Double = 86_400
-    guard let value = value?.trimmed(of: " \t") else { return UInt64(fallback * 1e9) }
-    if let seconds = Double(value), seconds >= 0 { return UInt64(min(seconds, day) * 1e9) }
-    guard let date = httpDate(value) else { return UInt64(fallback * 1e9) }
-    let seconds = min(max(0, date - Double(now) / 1e9), day)
-    return UInt64(seconds * 1e9)
+  /// When a destination that answered `answer` (a 429) may be tried again: `now` plus its
+  /// Retry-After (see `retryAfter`), pinned at the end of time rather than overflowing.
+  package static func pausedUntil(_ answer: HTTPResponse, now: UInt64, default fallback: Double) -> UInt64 {
+    let (until, overflow) = now.addingReportingOverflow(
+      retryAfter(answer.headers["retry-after"], now: now, default: fallback))
+    return overflow ? .max : until
   }
 
-  /// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110).
-  static func httpDate(_ text: String) -> Double? {
+  /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date
+  /// (IMF-fixdate). Unusable values (negative, not a number, a date that does not parse) give
+  /// `default`; waits are capped at a day. The value comes from the network: nothing in it may
+  /// trap.
+  package static func retryAfter(_ value: String?, now: UInt64, default fallback: Double) -> UInt64 {
+    let day: Double = 86_400
+    func nanoseconds(_ seconds: Double) -> UInt64 {
+      // NaN fails both comparisons: no wait rather than a trap in UInt64(_:).
+      guard seconds > 0 else { return 0 }
+      return UInt64(min(seconds, day) * 1e9)
+    }
+    guard let value = value?.trimmed(of: " \t") else { return nanoseconds(fallback) }
+    if let seconds = Double(value), seconds >= 0 { return nanoseconds(seconds) }
+    guard let date = httpDate(value) else { return nanoseconds(fallback) }
+    return nanoseconds(date - Double(now) / 1e9)
+  }
+
+  /// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110);
+  /// nil unless every field is in its range (a four-digit year, a real time of day).
+  package static func httpDate(_ text: String) -> Double? {
     let fields = text.split(separator: " ")
-    guard fields.count == 6, fields[5] == "GMT", let day = Int32(fields[1]), let year = Int32(fields[3])
+    guard fields.count == 6, fields[5] == "GMT", let day = Int32(fields[1]), (1...31).contains(day),
+      let year = Int32(fields[3]), (1...9999).contains(year)
     else { return nil }
     let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     guard let month = months.firstIndex(of: String(fields[2])) else { return nil }
-    let clock = fields[4].split(separator: ":").compactMap { Int32($0) }
-    guard clock.count == 3 else { return nil }
+    let clock = fields[4].split(separator: ":", omittingEmptySubsequences: false).compactMap { Int32($0) }
+    guard clock.count == 3, (0...23).contains(clock[0]), (0...59).contains(clock[1]),
+      (0...60).contains(clock[2])
+    else { return nil }
     var parts = tm()
     parts.tm_year = year - 1900
     parts.tm_mon = Int32(month)
@@ -631,7 +648,7 @@ public final class ReportUploader: Sendable {
   }
 
   /// The start of a refusal's body, for the stored reason.
-  static func excerpt(_ body: [UInt8]) -> String {
+  package static func excerpt(_ body: [UInt8]) -> String {
     guard !body.isEmpty else { return "" }
     let text = String(decoding: body.prefix(200), as: UTF8.self)
       .map { $0.isNewline ? " " : $0 }

@@ -53,4 +53,21 @@ import Testing
     let entry = try JSONDecoder().decode(TrailEntry.self, from: Data(old.utf8))
     #expect(entry.truncated == true && entry.truncatedParts == nil && entry.signalHandler == true)
   }
+
+  @Test func timestampsParseOnlyWithinTheirFieldsAndSixtyFourBits() {
+    #expect(ISO8601.nanoseconds("1970-01-01T00:00:00Z") == 0)
+    #expect(ISO8601.nanoseconds("2554-07-21T23:34:33.709551615Z") == .max)
+    #expect(ISO8601.nanoseconds("2026-11-22T04:10:11.123456789Z") == 1_795_320_611_123_456_789)
+    for unusable in [
+      "2554-07-21T23:34:33.709551616Z",  // one past UInt64.max
+      "2554-07-21T23:34:34Z", "2555-01-01T00:00:00.000000Z", "9999-12-31T23:59:59.999999999Z",
+      "1969-12-31T23:59:59.999999Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-11-32T00:00:00Z",
+      "2026-11-22T24:00:00Z", "2026-11-22T04:60:00Z", "2026-11-22T04:10:61Z", "2026-11-22X04:10:11Z",
+      "2026/11/22T04:10:11Z", "2026-11-22T04:10:11XZ", "2026-11-22T04:10:11.Z",
+      "2026-11-22T04:10:11.1234567890Z",
+      "2026-11-22T04:10:11.12a4Z", "2026-11-22T04:10:11", "+026-11-22T04:10:11Z",
+    ] {
+      #expect(ISO8601.nanoseconds(unusable) == nil, "\(unusable)")
+    }
+  }
 }

@@ -23,6 +23,40 @@ import Testing
     #expect(ReportUploader.retryAfter(nil, now: now, default: 5) == 5_000_000_000)
   }
 
+  @Test func retryAfterOutOfEveryRangeIsTheDefaultOrADayAndNeverTraps() throws {
+    let now: UInt64 = 1_700_000_000 * 1_000_000_000
+    let day: UInt64 = 86_400_000_000_000
+    for unusable in [
+      "Sun, 06 Nov -2147483648 08:49:37 GMT", "Sun, 06 Nov 2147483647 08:49:37 GMT",
+      "Sun, 06 Nov 99999 08:49:37 GMT", "Sun, 06 Nov 0 08:49:37 GMT", "Sun, 2147483647 Nov 1994 08:49:37 GMT",
+      "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
+      "Sun, 06 Nov 1994 -1:00:00 GMT", "Sun, 06 Nov 1994 08::37 GMT", "-5", "-inf", "nan", "",
+    ] {
+      #expect(ReportUploader.retryAfter(unusable, now: now, default: 60) == 60_000_000_000, "\(unusable)")
+    }
+    for tooLong in ["99999999999999999999999999999999", "1e309", "inf", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+      #expect(ReportUploader.retryAfter(tooLong, now: now, default: 60) == day, "\(tooLong)")
+    }
+    // A date in the past, the leap second, and no wait at all.
+    #expect(ReportUploader.retryAfter("Sat, 01 Jan 0001 00:00:00 GMT", now: now, default: 60) == 0)
+    #expect(ReportUploader.httpDate("Wed, 31 Dec 2008 23:59:60 GMT") == 1_230_768_000)
+    #expect(ReportUploader.retryAfter("-0", now: now, default: 60) == 0)
+    // A default that is no wait (negative, NaN) waits nothing rather than trapping.
+    #expect(ReportUploader.retryAfter(nil, now: now, default: -1) == 0)
+    #expect(ReportUploader.retryAfter("soon", now: now, default: .nan) == 0)
+    // Attempt counts come from delivery.json: any Int gives a wait within the settings.
+    let directory = TestDirectory()
+    let uploader = ReportUploader(
+      store: try ReportStore(directory: directory.path), destinations: [], settings: settings(),
+      random: { 0 })
+    #expect(uploader.backoff(afterAttempt: .min) == 10_000_000_000)
+    #expect(uploader.backoff(afterAttempt: .max) == 3_600_000_000_000)
+    // A clock at its end pins the pause there.
+    let answer = HTTPResponse(status: 429, headers: ["Retry-After": "120"])
+    #expect(ReportUploader.pausedUntil(answer, now: .max - 1, default: 60) == .max)
+    #expect(ReportUploader.pausedUntil(answer, now: now, default: 60) == now + 120_000_000_000)
+  }
+
   @Test func serverErrorsAreRetriedWithBackoffUntilTheLimitThenDropped() throws {
     let fixture = try ReportFixture()
     let server = try LoopbackHTTPServer(status: 503)

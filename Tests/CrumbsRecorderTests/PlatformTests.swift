@@ -13,6 +13,16 @@ import Testing
 #endif
 
 @Suite struct PlatformTests {
+  @Test func aMeminfoFieldTooLargeForBytesIsNoneNotATrap() throws {
+    let directory = TestDirectory()
+    let file = directory.file("meminfo")
+    try Syscall.writeFileAtomically(
+      file, Array("MemTotal:       18014398509481984 kB\nMemAvailable:   16318500 kB\n".utf8))
+    // 2^54 kB is 2^64 bytes: one more than UInt64 holds.
+    #expect(ProcessAttributes.meminfo("MemTotal", file: file) == nil)
+    #expect(ProcessAttributes.meminfo("MemAvailable", file: file) == 16_318_500 * 1024)
+  }
+
   @Test func aMissingFileCarriesTheKernelsErrno() throws {
     let directory = TestDirectory()
     #expect {

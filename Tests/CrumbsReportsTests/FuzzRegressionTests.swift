@@ -37,6 +37,10 @@ import Testing
     case parsedReport(id: String)
     case parsedTrail(bytes: Int)
     case rejectedStoredFile
+    /// A Retry-After value: the wait it gives at a fixed now (a default of 60 s when unusable).
+    case parsedRetryAfter(nanoseconds: UInt64)
+    /// A trail's JSON Lines: how many entries decoded, and how many had a time.
+    case parsedTrailEntries(count: Int, timed: Int)
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
@@ -45,7 +49,35 @@ import Testing
     "elf-reader": replayELFReader,
     "crashrecord-reader": replayCrashRecordReader,
     "stored-report": replayStoredReport,
+    "http-headers": replayHTTPHeaders,
+    "trail-entries": replayTrailEntries,
   ]
+
+  /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now.
+  static func replayHTTPHeaders(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let value = String(decoding: bytes, as: UTF8.self)
+    let answer = HTTPResponse(status: 429, headers: ["Retry-After": value], body: Array(bytes))
+    let day: UInt64 = 86_400_000_000_000
+    for now: UInt64 in [0, 1_795_320_611_123_456_789, .max] {
+      let until = ReportUploader.pausedUntil(answer, now: now, default: 60)
+      #expect(until >= now && (now > .max - day || until - now <= day), "\(value.debugDescription)")
+    }
+    _ = ReportUploader.excerpt(Array(bytes))
+    return .parsedRetryAfter(
+      nanoseconds: ReportUploader.retryAfter(value, now: 1_795_320_611_123_456_789, default: 60))
+  }
+
+  /// The checks of Fuzz/TrailEntries: a parsed time comes back from its own formatting.
+  static func replayTrailEntries(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let entries = TrailEntry.entries(jsonLines: Array(bytes))
+    let lines = bytes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+    for text in lines + entries.map(\.timestamp) {
+      guard let nanoseconds = ISO8601.nanoseconds(text) else { continue }
+      #expect(ISO8601.nanoseconds(ISO8601.string(nanoseconds: nanoseconds, fractionDigits: 9)) == nanoseconds)
+    }
+    _ = BacktraceDestination.breadcrumbsFile(entries)
+    return .parsedTrailEntries(count: entries.count, timed: entries.filter { $0.timeUnixNano != 0 }.count)
+  }
 
   static func replayStoredReport(_ bytes: UnsafeRawBufferPointer) -> Outcome {
     let input = Array(bytes)
@@ -138,6 +170,25 @@ import Testing
       }
       #expect(contents.counts.overwritten == Int.max)
     }
+  }
+
+  @Test func deliverySeedsReplayAsTheirNamesSay() throws {
+    let root = Self.repositoryRoot + "/Fuzz/Corpus/"
+    var outcomes: [String: Outcome] = [:]
+    for corpus in ["http-headers", "trail-entries"] {
+      for path in Self.inputs(in: root + corpus) {
+        outcomes[corpus + "/" + URL(fileURLWithPath: path).lastPathComponent] = try Self.replay(
+          path, corpus: corpus)
+      }
+    }
+    #expect(outcomes["http-headers/seconds"] == .parsedRetryAfter(nanoseconds: 120_000_000_000))
+    #expect(outcomes["http-headers/imf-fixdate"] == .parsedRetryAfter(nanoseconds: 0))
+    #expect(outcomes["http-headers/imf-fixdate-year-min"] == .parsedRetryAfter(nanoseconds: 60_000_000_000))
+    #expect(outcomes["http-headers/seconds-huge"] == .parsedRetryAfter(nanoseconds: 86_400_000_000_000))
+    #expect(outcomes["trail-entries/today"] == .parsedTrailEntries(count: 2, timed: 2))
+    #expect(outcomes["trail-entries/far-future"] == .parsedTrailEntries(count: 2, timed: 0))
+    #expect(outcomes["trail-entries/last-nanosecond"] == .parsedTrailEntries(count: 1, timed: 1))
+    #expect(outcomes["trail-entries/damaged-line"] == .parsedTrailEntries(count: 1, timed: 1))
   }
 
   @Test func seedsParseAsTheirNamesSay() throws {

@@ -177,6 +177,20 @@ private let second: UInt64 = 1_000_000_000
     #expect(evidence.contains { $0.hasPrefix("last memory-pressure breadcrumb: memory pressure fatal") })
   }
 
+  @Test func aUsageFarOverItsLimitIsReportedNotTrapped() throws {
+    // Kernel files are bytes we did not write: a usage 2^61 times its limit is a percentage no
+    // Int holds.
+    let fixture = KernelFixture()
+    _ = try fixture.cgroupV2(limit: "1", current: 1 << 61)
+    let ring = try BreadcrumbRing.create(at: fixture.directory.file("r.ring"))
+    defer { ring.close() }
+    monitor(fixture, ring: ring).sampleNow(at: 1 * second)
+    let crumb = try #require(memoryCrumbs(ring).first)
+    #expect(crumb.level == .fatal)
+    #expect(
+      crumb.message.hasPrefix("memory pressure fatal: cgroup (v2) at 2.305843009213694e+20% of its limit"))
+  }
+
   @Test func countersBeforeTheFirstSampleDoNotCount() throws {
     let fixture = KernelFixture()
     let directory = try fixture.cgroupV2()

@@ -72,6 +72,30 @@ import Testing
     #expect(try SessionMetricsFile.read(directory: directory.path) == again)
   }
 
+  @Test func countsAtTheirLimitInDamagedFilesStayThereInsteadOfTrapping() throws {
+    // session-starts and session-metrics.json are read at every start, inside the app.
+    let directory = TestDirectory()
+    try Syscall.writeFileAtomically(
+      SessionMetricsFile.startsPath(directory.path), Array("9223372036854775807\n".utf8))
+    try Syscall.writeFileAtomically(
+      SessionMetricsFile.metricsPath(directory.path),
+      Array(
+        (#"{"installID":"x","sessions":0,"crashedSessions":9223372036854775807,"#
+          + #""abnormalSessions":9223372036854775807,"cleanSessions":9223372036854775807}"#).utf8))
+    try SessionMetricsFile.countStart(directory: directory.path)
+    let session = PreviousSession(
+      sessionID: SessionID(), end: .crash, report: nil, receivedMemoryWarning: false,
+      startedWallNanoseconds: 1)
+    let metrics = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    #expect(metrics.sessions == Int.max)
+    #expect(metrics.crashedSessions == Int.max)
+    #expect(metrics.crashFreeRate > 0.33 && metrics.crashFreeRate < 0.34)
+
+    try Syscall.writeFileAtomically(SessionMetricsFile.startsPath(directory.path), Array("-7\n".utf8))
+    try SessionMetricsFile.countStart(directory: directory.path)
+    #expect(try SessionMetricsFile.read(directory: directory.path).sessions == 1)
+  }
+
   @Test func aSecondStartInOneProcessFailsAndOneCrashGivesOneReport() throws {
     let directory = TestDirectory()
     let child = try ChildProcess(

@@ -272,7 +272,9 @@ struct MemoryPressureAssessor {
 
   private func percent(_ value: Double) -> String {
     let rounded = (value * 10).rounded() / 10
-    return rounded == rounded.rounded() ? "\(Int(rounded))%" : "\(rounded)%"
+    // A usage far over its limit (counters from kernel files) must not trap Int(_:).
+    guard let whole = Int(exactly: rounded) else { return "\(rounded)%" }
+    return "\(whole)%"
   }
 
   private func bytes(_ count: UInt64) -> String {

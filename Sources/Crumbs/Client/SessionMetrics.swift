@@ -41,8 +41,9 @@ public struct SessionMetrics: Codable, Sendable, Equatable {
   public var cleanSessions: Int = 0
   /// Share of ended sessions with no crash and no abnormal end.
   public var crashFreeRate: Double {
-    let ended = crashedSessions + abnormalSessions + cleanSessions
-    return ended == 0 ? 1 : Double(cleanSessions) / Double(ended)
+    // Doubles: the counts come from a file that may be damaged, and must not overflow a sum.
+    let ended = Double(crashedSessions) + Double(abnormalSessions) + Double(cleanSessions)
+    return ended == 0 ? 1 : Double(cleanSessions) / ended
   }
 }
 
@@ -75,7 +76,7 @@ enum SessionMetricsFile {
   static func countStart(directory: String) throws(SystemCallError) {
     try locked(directory) { (fd, path) throws(SystemCallError) in
       let count = try startCount(fd, path: path)
-      let digits = String(count + 1)
+      let digits = String(count.saturatingAdd(1))
       let line = String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n"
       try Syscall.write(fd, Array(line.utf8), at: 0, path: path)
     }
@@ -93,9 +94,9 @@ enum SessionMetricsFile {
       var counted = stored.countedSessionIDs ?? []
       guard !counted.contains(id) else { return stored.metrics }
       switch session.end {
-      case .clean, .terminatedBySignal: stored.cleanSessions += 1
-      case .crash: stored.crashedSessions += 1
-      case .abnormalTermination: stored.abnormalSessions += 1
+      case .clean, .terminatedBySignal: stored.cleanSessions = stored.cleanSessions.saturatingAdd(1)
+      case .crash: stored.crashedSessions = stored.crashedSessions.saturatingAdd(1)
+      case .abnormalTermination: stored.abnormalSessions = stored.abnormalSessions.saturatingAdd(1)
       }
       counted.append(id)
       stored.countedSessionIDs = Array(counted.suffix(rememberedSessions))
@@ -124,11 +125,11 @@ enum SessionMetricsFile {
     } ?? Stored(installID: SessionID().description)
   }
 
-  /// The number on the first line of `session-starts` (0 when empty or not a number).
+  /// The number on the first line of `session-starts` (0 when empty, negative or not a number).
   private static func startCount(_ fd: Int32, path: String) throws(SystemCallError) -> Int {
     let bytes = try Syscall.read(fd, at: 0, count: 32, path: path)
     let digits = bytes.prefix { $0 != UInt8(ascii: "\n") }
-    return Int(String(decoding: digits, as: UTF8.self)) ?? 0
+    return max(0, Int(String(decoding: digits, as: UTF8.self)) ?? 0)
   }
 
   /// Serializes this process's threads around the record lock (which does not exclude them, and

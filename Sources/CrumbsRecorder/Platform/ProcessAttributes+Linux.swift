@@ -69,7 +69,8 @@ package enum ProcessAttributes {
     where line.hasPrefix(name + ":") {
       let fields = line.split(separator: " ")
       guard fields.count >= 2, let kilobytes = UInt64(fields[1]) else { return nil }
-      return kilobytes * 1024
+      let (bytes, overflow) = kilobytes.multipliedReportingOverflow(by: 1024)
+      return overflow ? nil : bytes
     }
     return nil
   }

@@ -1,0 +1,68 @@
+// FuzzHTTPHeaders — libFuzzer target for what the uploader reads from a server's answer, inside
+// the user's app: the Retry-After header of a 429 (delay-seconds or an HTTP date, through
+// ReportUploader.pausedUntil → retryAfter → httpDate) and the excerpt of a refusal's body that
+// goes into dropped.reason. The input is the header's value and the body at once.
+//
+// Entry points, in call order:
+//   main                  --make-seeds DIR writes seeds (seconds, IMF-fixdates, hostile dates);
+//                         in a -sanitize=fuzzer build crumbs_fuzz_run drives fuzzOneInput; in a
+//                         normal build, files given are replayed
+//   fuzzOneInput          the bytes through each parser; each must return, never trap, and a
+//                         pause must stay within a day of now
+// Not signal-safe (an ordinary program).
+
+import CFuzzDriver
+import Crumbs
+import CrumbsDelivery
+import FuzzSupport
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Times the answer may arrive at: the epoch, today, and a clock at its end.
+let nows: [UInt64] = [0, 1_795_320_611_123_456_789, .max]
+let day: UInt64 = 86_400 * 1_000_000_000
+
+func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  let bytes = data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+  let value = String(decoding: bytes, as: UTF8.self)
+  let answer = HTTPResponse(status: 429, headers: ["Retry-After": value], body: bytes)
+  for now in nows {
+    let until = ReportUploader.pausedUntil(answer, now: now, default: 60)
+    if until < now || (now <= .max - day && until - now > day) {
+      fatalError("Retry-After \(value.debugDescription) at \(now): paused until \(until)")
+    }
+  }
+  if let date = ReportUploader.httpDate(value), !date.isFinite { fatalError("httpDate \(date)") }
+  _ = ReportUploader.excerpt(bytes)
+  return 0
+}
+
+func makeSeeds(in directory: String) throws -> Int {
+  let seeds: [(String, String)] = [
+    ("seconds", "120"),
+    ("seconds-zero", "0"),
+    ("seconds-fraction", "1.5"),
+    ("seconds-huge", "99999999999999999999999999999999"),
+    ("seconds-negative", "-5"),
+    ("imf-fixdate", "Sun, 06 Nov 1994 08:49:37 GMT"),
+    ("imf-fixdate-future", "Tue, 14 Nov 2030 22:13:50 GMT"),
+    ("imf-fixdate-year-min", "Sun, 06 Nov -2147483648 08:49:37 GMT"),
+    ("imf-fixdate-year-99999", "Sun, 06 Nov 99999 08:49:37 GMT"),
+    ("imf-fixdate-fields-max", "Sun, 2147483647 Nov 1994 2147483647:2147483647:2147483647 GMT"),
+    ("rfc850-date", "Sunday, 06-Nov-94 08:49:37 GMT"),
+    ("asctime-date", "Sun Nov  6 08:49:37 1994"),
+    ("text-body", "bad credentials:\r\nBearer s3cret\n"),
+  ]
+  return try FuzzMain.writeSeeds(seeds, in: directory)
+}
+
+FuzzMain.run(
+  name: "FuzzHTTPHeaders", callback: { data, size in fuzzOneInput(data, size) },
+  makeSeeds: { directory, _ in try makeSeeds(in: directory) },
+  describe: { bytes in
+    let value = String(decoding: bytes, as: UTF8.self)
+    let wait = ReportUploader.retryAfter(value, now: nows[1], default: 60)
+    return "Retry-After waits \(Double(wait) / 1e9) s"
+  })

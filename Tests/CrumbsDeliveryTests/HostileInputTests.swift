@@ -1,0 +1,106 @@
+// HostileInputTests.swift — bytes we did not write, through the paths that read them inside a
+// user's app: a server's Retry-After header, and a stored report folder's trail. Each case runs
+// `crumbs reports send` as a child process, so a trap shows as a crash exit status (128 + signal)
+// instead of killing the test process.
+
+import CrumbsTestSupport
+import Foundation
+import Testing
+
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+@Suite struct HostileInputTests {
+  /// Retry-After values a server (or something in the middle) may send: dates whose year does
+  /// not fit `tm_year`, fields that overflow, seconds out of any range.
+  static let hostileRetryAfter = [
+    "Sun, 06 Nov -2147483648 08:49:37 GMT",
+    "Sun, 06 Nov 2147483647 08:49:37 GMT",
+    "Sun, 06 Nov 99999 08:49:37 GMT",
+    "Sun, 2147483647 Nov 1994 08:49:37 GMT",
+    "Sun, 06 Nov 1994 2147483647:2147483647:2147483647 GMT",
+    "Sun, 06 Nov 1994 -2147483648:00:00 GMT",
+    "99999999999999999999999999999999",
+    "1e309",
+    "-5",
+    "-0",
+    "nan",
+    "-inf",
+  ]
+
+  @Test(arguments: hostileRetryAfter)
+  func aHostileRetryAfterPausesTheDestinationAndNeverTraps(_ value: String) throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer(status: 429, headers: ["Retry-After": value])
+    defer { server.stop() }
+    let send = try CLIProcess.run([
+      "reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL,
+    ])
+    // 1: the report stays pending (throttled). A trap would be 128 + SIGTRAP or SIGILL.
+    #expect(send.status == 1, "Retry-After: \(value): \(send.stderr)")
+    #expect(send.stdout.contains("→ 429, server asks to wait "), "\(send.stdout)")
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .pending)
+  }
+
+  /// Trail lines whose timestamps lie beyond what nanoseconds since 1970 hold in 64 bits
+  /// (2554-07-21T23:34:33Z), around one that does.
+  static let farFutureTrail =
+    [
+      #"{"timestamp":"2555-01-01T00:00:00.000000Z","id":1,"seq":1,"thread":7,"level":"info","#
+        + #""type":"manual","message":"year 2555","attributes":{}}"#,
+      #"{"timestamp":"2026-11-22T04:10:11.123456Z","id":2,"seq":2,"thread":7,"level":"info","#
+        + #""type":"manual","message":"today","attributes":{}}"#,
+      #"{"timestamp":"9999-12-31T23:59:59.999999999Z","id":3,"seq":3,"thread":7,"level":"error","#
+        + #""type":"manual","message":"year 9999","attributes":{}}"#,
+      #"{"timestamp":"2554-07-21T23:34:33.709551616Z","id":4,"seq":4,"thread":7,"level":"info","#
+        + #""type":"manual","message":"one past UInt64.max","attributes":{}}"#,
+    ].joined(separator: "\n") + "\n"
+
+  /// A report folder whose trail has `farFutureTrail` in place of the one the fixture wrote.
+  static func farFutureFixture() throws -> ReportFixture {
+    let fixture = try ReportFixture()
+    try Syscall.writeFileAtomically(
+      fixture.reports[0].attachmentPath(TrailAttachment.name),
+      try LZ4Frame.compress(Array(farFutureTrail.utf8)))
+    return fixture
+  }
+
+  @Test func aTrailFromTheFarFutureIsSentToBacktraceWithoutItsTimes() throws {
+    let fixture = try Self.farFutureFixture()
+    let server = try LoopbackHTTPServer(status: 200, body: "{\"response\":\"ok\"}")
+    defer { server.stop() }
+    let send = try CLIProcess.run([
+      "reports", "send", "--dir", fixture.directory.path, "--backtrace", server.baseURL, "--token", "t",
+    ])
+    #expect(send.status == 0, "\(send.stdout)\(send.stderr)")
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .sent)
+
+    let request = try #require(server.requests.first)
+    let boundary = try #require(request.headers["content-type"]?.components(separatedBy: "boundary=").last)
+    let part = try #require(
+      multipartParts(request.body, boundary: boundary).first {
+        $0.name == BacktraceDestination.breadcrumbsPartName
+      })
+    let crumbs = try #require(try JSONSerialization.jsonObject(with: Data(part.body)) as? [[String: Any]])
+    #expect(
+      crumbs.map { $0["message"] as? String } == ["year 2555", "today", "year 9999", "one past UInt64.max"])
+    // An instant 64-bit nanoseconds cannot hold has no time (0), as an unparseable one.
+    #expect(crumbs.map { $0["timestamp"] as? Int } == [0, 1_795_320_611_123, 0, 0])
+  }
+
+  @Test func aTrailFromTheFarFutureIsSentAsOTLPBreadcrumbRecords() throws {
+    let fixture = try Self.farFutureFixture()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let send = try CLIProcess.run([
+      "reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL, "--otlp-json",
+      "--breadcrumb-records",
+    ])
+    #expect(send.status == 0, "\(send.stdout)\(send.stderr)")
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .sent)
+    let body = String(decoding: try #require(server.requests.first).body, as: UTF8.self)
+    #expect(body.contains("\"timeUnixNano\":\"1795320611123456000\""))
+    #expect(body.contains("year 9999"))
+  }
+}
