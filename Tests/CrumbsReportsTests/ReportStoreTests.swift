@@ -124,6 +124,37 @@ import Testing
     }
   }
 
+  @Test func aReportNamingAFileOutsideItsFolderIsQuarantinedNeverRead() throws {
+    let directory = TestDirectory()
+    let store = try ReportStore(directory: directory.file("app"))
+    let secret = directory.file("secret.txt")
+    try Syscall.writeFileAtomically(secret, Array("do not send".utf8))
+    for (index, name) in ["../../../secret.txt", "..", "", "a/b"].enumerated() {
+      var report = Self.report(id: "tampered-\(index)")
+      report.attachments = [.init(name: name, contentType: "text/plain", size: 11)]
+      let folder = store.folder(.pending) + "/" + report.id
+      try Syscall.makeDirectory(folder)
+      try Syscall.writeFileAtomically(folder + "/report.json", try ReportStore.encode(report))
+    }
+    var trailEscape = Self.report(id: "tampered-trail")
+    trailEscape.breadcrumbs.attachment = "../../../secret.txt"
+    try Syscall.makeDirectory(store.folder(.pending) + "/tampered-trail")
+    try Syscall.writeFileAtomically(
+      store.folder(.pending) + "/tampered-trail/report.json", try ReportStore.encode(trailEscape))
+
+    #expect(
+      performing: { try store.load(id: "tampered-0") },
+      throws: { "\($0)".contains("leaves the report folder") })
+    let listing = store.list(.pending)
+    #expect(listing.reports.isEmpty, "\(listing.reports.map(\.report.id))")
+    #expect(listing.quarantined.count == 5)
+    #expect(Syscall.fileExists(secret), "the file outside is untouched")
+    for moved in listing.quarantined {
+      let reason = try Syscall.readFile(moved + ".reason")
+      #expect(String(decoding: reason, as: UTF8.self).contains("leaves the report folder"))
+    }
+  }
+
   @Test func aDamagedFolderIsQuarantinedWithItsReasonAndItsBytesKept() throws {
     let directory = TestDirectory()
     let store = try ReportStore(directory: directory.path)

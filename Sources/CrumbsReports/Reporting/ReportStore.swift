@@ -172,7 +172,28 @@ public struct ReportStore: Sendable {
   }
 
   /// Decodes report JSON.
+  /// Decodes report JSON. A report folder is untrusted input: every attachment it names must be
+  /// a plain file name in the folder, or the report is refused (and its folder quarantined by
+  /// `list`), so that a tampered `report.json` can never make Crumbs read or send a file outside
+  /// the report's folder (`../../home/user/.ssh/id_rsa`).
   public static func decode(_ bytes: [UInt8]) throws -> CrashReport {
-    try JSONDecoder().decode(CrashReport.self, from: Data(bytes))
+    let report = try JSONDecoder().decode(CrashReport.self, from: Data(bytes))
+    for name in report.attachments.map(\.name) + [report.breadcrumbs.attachment].compactMap({ $0 })
+    where !isPlainFileName(name) {
+      throw UnsafeAttachmentName(name: name)
+    }
+    return report
+  }
+
+  /// A name that stays in its folder: not empty, not `.` or `..`, no `/` and no NUL.
+  static func isPlainFileName(_ name: String) -> Bool {
+    !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/"))
+      && !name.utf8.contains(0)
+  }
+
+  /// A report names an attachment outside its folder.
+  public struct UnsafeAttachmentName: Error, CustomStringConvertible {
+    public var name: String
+    public var description: String { "attachment name \"\(name)\" leaves the report folder" }
   }
 }
