@@ -262,3 +262,23 @@ import Testing
     return formatter.date(from: String(milliseconds))
   }
 }
+
+@Suite struct CLITamperedStoreTests {
+  @Test func aFIFONamedReportJSONIsQuarantinedNotWaitedOn() throws {
+    // Nothing will ever write into the FIFO: a reader that opens it blocking waits for ever.
+    let directory = TestDirectory()
+    let store = try ReportStore(directory: directory.path)
+    let folder = store.folder(.pending) + "/fifo-report"
+    try Syscall.makeDirectory(folder)
+    #expect(mkfifo(folder + "/report.json", 0o600) == 0)
+
+    let result = try CLIProcess.run(
+      ["reports", "list", "--dir", directory.path, "--json"], timeoutSeconds: 120)
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(!Syscall.fileExists(folder), "the folder is quarantined")
+    let quarantined = (try? Syscall.directoryEntries(store.path + "/quarantine")) ?? []
+    #expect(quarantined.contains("fifo-report"), "\(quarantined)")
+    let reason = try Syscall.readFile(store.path + "/quarantine/fifo-report.reason")
+    #expect(String(decoding: reason, as: UTF8.self).contains("not a regular file"))
+  }
+}

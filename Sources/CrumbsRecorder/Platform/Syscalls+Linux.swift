@@ -279,9 +279,11 @@ package enum Syscall {
     try retrying("unlink", path: path) { Glibc.unlink(path) }
   }
 
-  /// Reads a whole file, at most `limit` bytes (more is an EFBIG error).
+  /// Reads a whole regular file, at most `limit` bytes (more is refused as `.tooLarge`).
   package static func readFile(_ path: String, limit: Int = 1 << 30) throws(SystemCallError) -> [UInt8] {
-    let fd = try open(path, O_RDONLY)
+    // Regular files only, opened without blocking: a FIFO or a device put where a file should
+    // be (a tampered report folder) is refused at once instead of hanging the reader.
+    let fd = try openRegularFileForReading(path).fd
     defer { close(fd) }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
