@@ -6,6 +6,9 @@
 // CURLOPT_NOSIGNAL, and libcurl sends with MSG_NOSIGNAL on Linux; DeliveryTests checks it with
 // a server that closes the connection in the middle of a large upload while SIGPIPE is at its
 // default action (which would kill the test process).
+// Redirects are never followed: a 3xx comes back as the answer (a failed attempt for the
+// uploader). Following one would re-send the report, and its secret headers, to wherever the
+// server points — another origin included — and 301–303 would turn the POST into a GET.
 // Entry points: URLSessionTransport(timeout:) → send(_:).
 // Not signal-safe.
 
@@ -39,7 +42,7 @@ public final class URLSessionTransport: HTTPTransport {
     configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
     configuration.urlCache = nil
     configuration.httpCookieStorage = nil
-    session = URLSession(configuration: configuration)
+    session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
   }
 
   deinit { session.finishTasksAndInvalidate() }
@@ -102,5 +105,15 @@ public final class URLSessionTransport: HTTPTransport {
       }
       return .other(code: nsError.code)
     }
+  }
+}
+
+/// Answers every redirect with "do not follow": the 3xx response itself completes the task.
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+  ) {
+    completionHandler(nil)
   }
 }

@@ -95,6 +95,32 @@ import Testing
     #expect(delegate.failed.withLock { $0.count } == 3)
   }
 
+  @Test(arguments: [301, 302, 303, 307, 308])
+  func redirectsAreNotFollowedAndSecretsStayWithTheOrigin(status: Int) throws {
+    let fixture = try ReportFixture()
+    let elsewhere = try LoopbackHTTPServer(status: 200)
+    defer { elsewhere.stop() }
+    let server = try LoopbackHTTPServer(
+      status: status, headers: ["Location": elsewhere.baseURL + "/v1/logs"])
+    defer { server.stop() }
+    let destination = OTLPDestination(
+      endpoint: server.baseURL,
+      headers: [HTTPHeader("Authorization", "Bearer s3cret-redirect", isSecret: true)])
+    let uploader = ReportUploader(store: fixture.store, destinations: [destination], settings: settings())
+    let pass = uploader.deliverPendingNow()
+    // A failed attempt: retried later, never delivered by a server we were sent to.
+    let outcome = try #require(pass.results.first?.outcome)
+    guard case .willRetry(let reason, _) = outcome else {
+      Issue.record("a \(status) is not a failed attempt: \(outcome)")
+      return
+    }
+    #expect(reason == "HTTP \(status)")
+    #expect(server.requests.count == 1)
+    #expect(elsewhere.requests.isEmpty, "the redirect was followed")
+    #expect(fixture.store.list(.pending).reports.count == 1)
+    #expect(fixture.store.list(.sent).reports.isEmpty)
+  }
+
   @Test func payloadTooLargeIsDroppedAtOnceAndNeverRetried() throws {
     let fixture = try ReportFixture()
     let server = try LoopbackHTTPServer(status: 413)

@@ -18,7 +18,7 @@ package final class TestDirectory {
     var template = Array("\(base)/crumbs-test-XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     precondition(made != nil, "mkdtemp failed")
-    path = String(cString: template)
+    path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   package func file(_ name: String) -> String { path + "/" + name }
