@@ -117,7 +117,10 @@ let package = Package(
     // directories, a loopback HTTP server, the process-wide-state lock).
     .target(
       name: "CrumbsTestSupport",
-      dependencies: ["Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports"],
+      dependencies: [
+        "Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports",
+        .product(name: "SystemPackage", package: "swift-system"),
+      ],
       path: "Tests/CrumbsTestSupport"
     ),
     .testTarget(

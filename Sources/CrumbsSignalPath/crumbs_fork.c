@@ -4,7 +4,8 @@
 // ASYNC-SIGNAL-SAFE: crumbs__fork_child and everything it calls, because it runs in a forked
 // child of a possibly multithreaded process. libc calls: getpid, getrandom, open, flock,
 // ftruncate, fallocate, mmap, mremap, munmap, close, unlink, clock_gettime; read of
-// /proc/self/stat (crumbs_process.c); crumbs_ring_format and crumbs_ring_retire (crumbs_ring.c)
+// /proc/self/stat (crumbs_process.c); crumbs_file_publish (crumbs_file.c: renameat2, link,
+// unlink); crumbs_ring_format and crumbs_ring_retire (crumbs_ring.c)
 // and crumbs_crash_record_format (crumbs_crash_install.c), which make only those calls. The
 // errno of the forking code is kept.
 // Not signal-safe (set-up): crumbs_fork_track (pthread_atfork, sysconf, once), and
@@ -12,6 +13,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
+#include "crumbs_file.h"
 #include "crumbs_format.h"
 #include "crumbs_fork.h"
 #include "crumbs_process.h"
@@ -156,10 +158,15 @@ static bool crumbs__fork_follow_ring(crumbs_ring_file *file, uint32_t pid, uint6
   uint64_t size = file->mapped_size;
   if (file->path[0] == '\0' || size != inherited->file_size) return false;
   crumbs__fork_new_session(session, inherited->session_id, pid);
+  // Made under `<session>.ring.creating` and given its name once complete and locked, as
+  // BreadcrumbRing.create does: a process claiming leftover rings never sees it half made.
   char path[CRUMBS_RING_FILE_PATH_SIZE];
+  char creating[CRUMBS_RING_FILE_PATH_SIZE];
   if (!crumbs__fork_sibling_path(path, sizeof path, file->path, session, ".ring")) return false;
+  if (!crumbs__fork_sibling_path(creating, sizeof creating, file->path, session, ".ring.creating"))
+    return false;
   void *base = NULL;
-  int fd = crumbs__fork_create(path, size, true, &base);
+  int fd = crumbs__fork_create(creating, size, true, &base);
   if (fd < 0) return false;
 
   // The same geometry as the inherited ring, so every handle's masks and offsets stay right.
@@ -194,6 +201,12 @@ static bool crumbs__fork_follow_ring(crumbs_ring_file *file, uint32_t pid, uint6
   fresh->min_level = __atomic_load_n(&inherited->min_level, __ATOMIC_RELAXED);
   fresh->enabled_types = __atomic_load_n(&inherited->enabled_types, __ATOMIC_RELAXED);
 
+  if (crumbs_file_publish(creating, path) != 0) {
+    munmap(base, size);
+    close(fd);
+    unlink(creating);
+    return false;
+  }
   if (!crumbs__fork_replace(base, inherited, size, fd, path)) return false;
   if (file->descriptor >= 0) close(file->descriptor); // the child's copy: the parent keeps its lock
   file->descriptor = fd;

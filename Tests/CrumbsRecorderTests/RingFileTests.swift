@@ -15,6 +15,65 @@ import Testing
 /// Bad input: foreign, truncated, corrupt and newer files get a clear error, and in a Crumbs
 /// directory are quarantined with their reason, never deleted.
 @Suite struct RingFileTests {
+  @Test func aRingWhoseCreatorDiedBeforeNamingItIsRemovedOnceAbandoned() throws {
+    // A creator killed between its O_EXCL open and its rename leaves `<session>.ring.creating`.
+    let directory = try RingDirectory(path: TestDirectory().path)
+    let abandoned = directory.ringsPath + "/\(SessionID()).ring.creating"
+    let fresh = directory.ringsPath + "/\(SessionID()).ring.creating"
+    let held = directory.ringsPath + "/\(SessionID()).ring.creating"
+    for file in [abandoned, fresh, held] {
+      try Syscall.writeFileAtomically(file, [UInt8](repeating: 0, count: 64))
+    }
+    let twoMinutesAgo = timespec(tv_sec: time(nil) - 120, tv_nsec: 0)
+    for file in [abandoned, held] {
+      #expect(utimensat(AT_FDCWD, file, [twoMinutesAgo, twoMinutesAgo], 0) == 0)
+    }
+    let holder = try Syscall.open(held, O_RDWR)
+    defer { Syscall.close(holder) }
+    #expect(try Syscall.tryLockExclusive(holder, path: held))
+
+    let (claimed, problems) = directory.claimLeftovers()
+    #expect(claimed.isEmpty)
+    #expect(problems.isEmpty)
+    #expect(!Syscall.fileExists(abandoned))
+    #expect(Syscall.fileExists(fresh), "a creation in progress (young) is left alone")
+    #expect(Syscall.fileExists(held), "a locked creation is left alone")
+  }
+
+  @Test func aRingBeingCreatedIsNeverClaimedByAnotherStarter() throws {
+    // Issue 11 item 6: processes starting together into one directory. A starter's claim of
+    // leftover rings used to take another's ring between its O_EXCL create and its flock: that
+    // start failed ("flock(…): Resource temporarily unavailable") and its empty ring was
+    // quarantined as "only 0 bytes".
+    let directory = TestDirectory()
+    let gate = try StartGate(in: directory)
+    let rings = directory.path + "/crumbs"
+    var children: [ChildProcess] = []
+    for _ in 0..<4 {
+      children.append(try ChildProcess(ChildProcess.testChild, ["ring-start-loop", rings, gate.path, "400"]))
+    }
+    #expect(gate.release(children).isEmpty)
+    var (created, claimed) = (0, 0)
+    for child in children {
+      let output = child.readRemaining(seconds: 300)
+      child.wait(seconds: 60)
+      #expect(child.exitCode == 0)
+      let fields = output.split(separator: " ")
+      #expect(fields.count == 3 && fields[0] == "done", "\(output.split(separator: "\n").prefix(3))")
+      if fields.count == 3 {
+        created += Int(fields[1]) ?? 0
+        claimed += Int(fields[2].dropLast()) ?? 0
+      }
+    }
+    #expect(created == 4 * 400)
+    // Every ring was claimed once, or is still there for the next start: a ring claimed by two
+    // processes (one took the lock its finished or quarantined claim had just let go) counts twice.
+    let left = try Syscall.directoryEntries(rings + "/rings").filter { $0.hasSuffix(".ring") }
+    #expect(claimed + left.count == created)
+    let quarantined = (try? Syscall.directoryEntries(rings + "/quarantine")) ?? []
+    #expect(quarantined.isEmpty, "\(quarantined.prefix(4))")
+  }
+
   func ringBytes(_ directory: TestDirectory, messages: [String] = ["one", "two", "three"]) throws -> [UInt8] {
     let ring = try BreadcrumbRing.create(at: directory.file("source.ring"))
     for message in messages { ring.append(message) }

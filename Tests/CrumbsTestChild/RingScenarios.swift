@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsTestChildC
 
 // Ring scenarios: processes that append until the test kills them.
 #if canImport(Glibc)
@@ -40,7 +41,46 @@ let ringScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("error \(error)")
       return 1
     }
-  }
+  },
+
+  // ring-start-loop DIR GATE COUNT: waits at the start gate GATE, then COUNT times does what a
+  // starting process does with its Crumbs directory: creates its ring, claims (and finishes)
+  // the rings of gone writers, closes its ring. Prints "error DESCRIPTION" for each ring it
+  // could not create and "done CREATED CLAIMED" at the end.
+  "ring-start-loop": { arguments in
+    guard arguments.count == 3, let count = Int(arguments[2]) else {
+      print("usage: ring-start-loop DIR GATE COUNT")
+      return 64
+    }
+    guard crumbs_test_wait_at_gate(arguments[1]) == 0 else {
+      print("error gate: errno \(errno)")
+      return 1
+    }
+    do {
+      let directory = try RingDirectory(path: arguments[0])
+      var options = RingOptions()
+      options.slotCount = 64
+      var (created, claimedCount) = (0, 0)
+      for _ in 0..<count {
+        do {
+          let ring = try directory.createRing(options: options)
+          created += 1
+          for claimed in directory.claimLeftovers(excluding: ring.sessionID).claimed {
+            claimedCount += 1
+            claimed.finish()
+          }
+          ring.close()
+        } catch {
+          print("error \(error)")
+        }
+      }
+      print("done \(created) \(claimedCount)")
+      return 0
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+  },
 ]
 
 final class ThreadBody: @unchecked Sendable {

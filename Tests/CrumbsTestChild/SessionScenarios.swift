@@ -25,6 +25,39 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 
+  // client-start-at-gate DIR GATE: waits at the start gate GATE (StartGate), starts a client
+  // (no automatic breadcrumbs), waits for its processing of earlier sessions (up to 120 s) and
+  // prints "started N" (N: problems that processing met), or "error DESCRIPTION"; then closes
+  // the client and returns 0.
+  "client-start-at-gate": { arguments in
+    guard arguments.count == 2 else { return 64 }
+    guard crumbs_test_wait_at_gate(arguments[1]) == 0 else {
+      print("error gate: errno \(errno)")
+      return 1
+    }
+    var configuration = CrumbsConfiguration(directory: arguments[0])
+    configuration.automaticBreadcrumbs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    guard let outcome = client.waitForPreviousSessions(timeout: 120) else {
+      print("error previous sessions not processed in 120 s")
+      return 1
+    }
+    print("started \(outcome.problems.count) \(outcome.problems)")
+    fflush(nil)
+    client.close()
+    return 0
+  },
+
+  // client-crash-at-once DIR: starts a client (no automatic breadcrumbs) and dereferences null.
+  "client-crash-at-once": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    guard startClient(configuration) != nil else { return 1 }
+    crumbs_test_null_deref()
+    return 71
+  },
+
   // client-start-twice DIR: starts a client, then another; prints "second-start ok" or
   // "second-start error DESCRIPTION", then "crashing", and dereferences null.
   "client-start-twice": { arguments in

@@ -11,6 +11,7 @@
 
 #include <assert.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -145,3 +146,23 @@ __attribute__((noinline)) int crumbs_test_seccomp_trap(void) {
 }
 
 uintptr_t crumbs_test_address_of_seccomp_trap(void) { return (uintptr_t)&crumbs_test_seccomp_trap; }
+
+int crumbs_test_wait_at_gate(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static const char ready[] = "ready\n";
+  if (write(STDOUT_FILENO, ready, sizeof ready - 1) != (ssize_t)(sizeof ready - 1)) {
+    close(fd);
+    return -1;
+  }
+  char byte;
+  ssize_t got;
+  while ((got = read(fd, &byte, 1)) != 0) {
+    if (got < 0 && errno != EINTR) {
+      close(fd);
+      return -1;
+    }
+  }
+  close(fd);
+  return 0;
+}

@@ -57,6 +57,67 @@ import Testing
     }
   }
 
+  /// Starts `count` children that wait at one gate, releases them together and returns their
+  /// outputs ("started N …" or "error …"), checking that each exited 0.
+  func startTogether(_ count: Int, in directory: TestDirectory, round: Int) throws -> [String] {
+    let gate = try StartGate(in: directory, name: "gate-\(round)")
+    var children: [ChildProcess] = []
+    for _ in 0..<count {
+      children.append(
+        try ChildProcess(
+          ChildProcess.testChild, ["client-start-at-gate", directory.path, gate.path],
+          environment: childEnvironment))
+    }
+    let late = gate.release(children)
+    #expect(late.isEmpty, "\(late.count) children never reached the gate")
+    return children.map { child in
+      let output = child.readRemaining(seconds: 120)
+      child.wait(seconds: 120)
+      #expect(child.exitCode == 0, "\(output)")
+      return output
+    }
+  }
+
+  @Test func processesStartingTogetherAllStartAndNeverClaimARingBeingCreated() throws {
+    // Issue 11 item 6: a starter's claim of leftover rings used to take another starter's ring
+    // between its O_EXCL create and its flock ("cannot create ring: flock(…): Resource
+    // temporarily unavailable", and the fresh ring quarantined as "only 0 bytes").
+    let directory = TestDirectory()
+    for round in 0..<8 {
+      for output in try startTogether(10, in: directory, round: round) {
+        #expect(output.hasPrefix("started 0 "), "round \(round): \(output)")
+      }
+      let quarantined = (try? Syscall.directoryEntries(directory.path + "/quarantine")) ?? []
+      #expect(quarantined.isEmpty, "round \(round): quarantined \(quarantined)")
+      if !quarantined.isEmpty { break }
+    }
+  }
+
+  @Test func crashedSessionsAndStartsTogetherAreAllCounted() throws {
+    // Issue 11 item 5: 10 crashed sessions, then 5 processes starting at once, each counting its
+    // start and processing some of the crashed sessions: no count may be lost.
+    let directory = TestDirectory()
+    for _ in 0..<10 {
+      let child = try ChildProcess(
+        ChildProcess.testChild, ["client-crash-at-once", directory.path], environment: childEnvironment)
+      child.wait(seconds: 120)
+      #expect(child.terminatingSignal == SIGSEGV)
+    }
+    for output in try startTogether(5, in: directory, round: 0) {
+      #expect(output.hasPrefix("started 0 "), "\(output)")
+    }
+    try ProcessWideState.exclusive {
+      let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
+      defer { client.close() }
+      let metrics = try #require(client.sessionMetrics)
+      #expect(metrics.sessions == 16)
+      #expect(metrics.crashedSessions == 10)
+      #expect(metrics.cleanSessions == 5)
+      #expect(metrics.abnormalSessions == 0)
+      #expect(client.store.list(.pending).reports.count == 10)
+    }
+  }
+
   @Test func anEndedSessionProcessedAgainIsCountedOnce() throws {
     // A run killed after counting a session but before deleting its files leaves it to the next.
     let directory = TestDirectory()

@@ -188,6 +188,14 @@ package enum Syscall {
     return Int(info.st_size)
   }
 
+  /// The file's last modification time, in nanoseconds since the epoch (0 before it).
+  package static func modificationTime(_ fd: Int32, path: String) throws(SystemCallError) -> UInt64 {
+    var info = stat()
+    try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
+    guard info.st_mtim.tv_sec >= 0 else { return 0 }
+    return UInt64(info.st_mtim.tv_sec) * 1_000_000_000 + UInt64(max(0, info.st_mtim.tv_nsec))
+  }
+
   /// Exclusive, non-blocking flock. Returns false when another open file description holds it.
   package static func tryLockExclusive(_ fd: Int32, path: String) throws(SystemCallError) -> Bool {
     while true {
@@ -215,6 +223,26 @@ package enum Syscall {
       if error == .interrupted { continue }
       if error == .wouldBlock || error == .permissionDenied { return false }  // EAGAIN or EACCES
       throw SystemCallError(call: "fcntl(F_SETLK)", path: path, errno: error)
+    }
+  }
+
+  /// Takes a write lock on the file's first byte that belongs to this open file description
+  /// (fcntl F_OFD_SETLK): held until the last descriptor of that description closes, whatever
+  /// other descriptors of the file this process opens and closes meanwhile (unlike
+  /// `tryLockForThisProcess`), and unrelated to flock, so both can be held on one file by
+  /// different owners. False when another description holds it.
+  package static func tryLockOpenFileDescription(_ fd: Int32, path: String) throws(SystemCallError) -> Bool {
+    let setLockOFD: Int32 = 37  // F_OFD_SETLK (Linux 3.15), hidden by Glibc's headers without _GNU_SOURCE
+    var lock = Glibc.flock()
+    lock.l_type = Int16(F_WRLCK)
+    lock.l_whence = Int16(SEEK_SET)
+    lock.l_len = 1
+    while true {
+      if fcntl(fd, setLockOFD, &lock) == 0 { return true }
+      let error = Errno(rawValue: Glibc.errno)
+      if error == .interrupted { continue }
+      if error == .wouldBlock || error == .permissionDenied { return false }  // EAGAIN or EACCES
+      throw SystemCallError(call: "fcntl(F_OFD_SETLK)", path: path, errno: error)
     }
   }
 
@@ -482,6 +510,17 @@ extension Syscall {
   package static func inode(ofPath path: String) -> UInt64? {
     var info = stat()
     return fstatat(AT_FDCWD, path, &info, 0) == 0 ? UInt64(info.st_ino) : nil
+  }
+
+  /// Whether `path` still names the file open at `fd` (same device and inode, not symlinked):
+  /// false once the file was renamed away or deleted after it was opened.
+  package static func pathStillNames(_ fd: Int32, _ path: String) -> Bool {
+    var open = stat()
+    var named = stat()
+    guard Glibc.fstat(fd, &open) == 0, open.st_nlink > 0,
+      fstatat(AT_FDCWD, path, &named, AT_SYMLINK_NOFOLLOW) == 0
+    else { return false }
+    return open.st_dev == named.st_dev && open.st_ino == named.st_ino
   }
 
   /// Whether `path` names something that exists (following symbolic links); the errno otherwise.

@@ -40,6 +40,7 @@
 
 import CrumbsSignalPath
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
   import Glibc
@@ -124,7 +125,20 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// which holds copies of every descriptor until its exec) knows from this whether it is closed.
   package static let openInThisProcess = Mutex<Set<SessionID>>([])
 
-  /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
+  /// What a ring file at `path` is called while it is being made: a name no reader or claimer
+  /// of leftover rings looks at (see `create`).
+  public static func creatingPath(_ path: String) -> String { path + creatingSuffix }
+  public static let creatingSuffix = ".creating"
+
+  /// Creates a ring file at `path` (which must not exist; its session id makes it unique),
+  /// sized, reserved on disk and locked.
+  ///
+  /// The file is made under `creatingPath(path)`, locked, sized and formatted there, and only
+  /// then renamed to `path` unless `path` exists (crumbs_file_publish): a ring under its real
+  /// name is always complete and always locked by a live writer, so another process claiming
+  /// leftover rings at this moment can never take it (it used to, between the O_EXCL create and
+  /// the flock). A creator killed before the rename
+  /// leaves a `.creating` file that RingDirectory removes once its lock is free.
   public static func create(
     at path: String, options: RingOptions = RingOptions(), sessionID: SessionID = SessionID()
   ) throws(RingCreationError) -> BreadcrumbRing {
@@ -140,14 +154,15 @@ public final class BreadcrumbRing: @unchecked Sendable {
       throw .invalidOptions("slot count \(options.slotCount) is not in 64...16777216")
     }
     do throws(SystemCallError) {
-      let descriptor = try Syscall.open(path, O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
+      let creating = creatingPath(path)
+      let descriptor = try Syscall.open(creating, O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
       do throws(SystemCallError) {
-        guard try Syscall.tryLockExclusive(descriptor, path: path) else {
-          throw SystemCallError(call: "flock", path: path, errno: .wouldBlock)
+        guard try Syscall.tryLockExclusive(descriptor, path: creating) else {
+          throw SystemCallError(call: "flock", path: creating, errno: .wouldBlock)
         }
         let size = Int(plan.file_size)
-        try Syscall.allocate(descriptor, size: size, path: path)
-        let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        try Syscall.allocate(descriptor, size: size, path: creating)
+        let base = try Syscall.mapShared(descriptor, size: size, path: creating)
         var identity = crumbs_ring_identity()
         let writer = ProcessIdentity.current
         identity.pid = UInt32(bitPattern: writer.pid)
@@ -169,6 +184,12 @@ public final class BreadcrumbRing: @unchecked Sendable {
             }
           }
         }
+        // A file already at `path` is an error (EEXIST), never replaced.
+        let published = crumbs_file_publish(creating, path)
+        guard published == 0 else {
+          _ = munmap(base, size)
+          throw SystemCallError(call: "rename", path: path, errno: Errno(rawValue: published))
+        }
         let handle = UnsafeMutablePointer<crumbs_ring>.allocate(capacity: 1)
         crumbs_ring_attach(handle, base)
         let file = UnsafeMutablePointer<crumbs_ring_file>.allocate(capacity: 1)
@@ -182,7 +203,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
         return ring
       } catch {
         Syscall.close(descriptor)
-        _ = try? Syscall.unlink(path)
+        _ = try? Syscall.unlink(creating)
         throw error
       }
     } catch {

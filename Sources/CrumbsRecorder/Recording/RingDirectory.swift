@@ -2,6 +2,8 @@
 //
 // Layout of a Crumbs directory (created 0700):
 //   rings/<session-id>.ring       one per process instance, 0600, flock'ed by its writer
+//   rings/<session-id>.ring.creating   a ring being made (BreadcrumbRing.create), never read or
+//                                 claimed; removed once abandoned (lock free, a minute old)
 //   rings/<session-id>.crash      its crash record (CrashHandler)
 //   rings/<session-id>.session.json   what the session said about itself (CrumbsClient)
 //   quarantine/<name>             files that could not be read as rings, moved aside, never deleted
@@ -12,10 +14,10 @@
 //   createRing(options:)          a new ring for this process
 //   leftoverRings()               rings whose writer is gone, read; bad files are quarantined
 //                                 with their reason
-//   claimLeftovers()              the same, but each ring is locked and renamed to
-//                                 `<session>.ring.claimed` first, so that of two processes starting
-//                                 at once exactly one gets it; a claim left by a process killed
-//                                 mid-processing is taken over on the next start
+//   claimLeftovers()              the same, but each ring is claimed first: its claim lock taken
+//                                 and renamed to `<session>.ring.claimed`, so that of two
+//                                 processes starting at once exactly one gets it; a claim left by
+//                                 a process killed mid-processing is taken over on the next start
 //   ClaimedRing.finish()          delete the consumed files once their report is stored
 //
 // Whether a ring's writer is gone is decided per writer process. The writer holds its ring's
@@ -27,6 +29,13 @@
 // is a descendant's, and the ring is claimed by its rename alone (rename is atomic: one claimer
 // wins). A header from before those fields, or from another pid namespace, says nothing; then
 // the lock alone decides, as it always did.
+//
+// Claims use a second lock, apart from the writer's flock: an open-file-description lock on the
+// ring's first byte (fcntl F_OFD_SETLK; flock and fcntl locks do not see each other on Linux).
+// A claimer holds it from before its rename until it finishes or releases the ring, so a free
+// claim lock on `.claimed` means a claimer that died. With the writer's flock doing both jobs,
+// a ring claimed by its rename alone (flock held by a descendant, or by a claimer that was about
+// to lose the rename race) carried no lock, and a third process took it over mid-processing.
 // Not signal-safe.
 
 import CrumbsSignalPath
@@ -175,15 +184,31 @@ public struct RingDirectory: Sendable {
     } catch {
       return ([], ["cannot list \(ringsPath): \(error)"])
     }
+    for name in names where name.hasSuffix(".ring" + BreadcrumbRing.creatingSuffix) {
+      removeIfAbandoned(ringsPath + "/" + name)
+    }
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stemName = String(name.prefix { $0 != "." })
       if let excluding, stemName == excluding.description { continue }
       let file = ringsPath + "/" + name
-      guard let descriptor = try? Syscall.open(file, O_RDONLY) else { continue }  // raced away
-      let writer = Self.writerState(descriptor, path: file)
-      // Unlocked, the ring itself is claimed by its rename; a claimed one whose lock is held is
-      // being processed (or held by a descendant of its writer: left until that one is gone).
-      guard writer.gone, writer.locked || name.hasSuffix(".ring") else {
+      // Read-write: the claim lock is a write lock.
+      guard let descriptor = try? Syscall.open(file, O_RDWR | O_NOFOLLOW) else { continue }  // raced away
+      // The claim lock: held by another description, another process is processing the ring.
+      // Free on a `.claimed` ring, its claimer died: the ring is taken over.
+      let claimLock: Bool
+      do {
+        claimLock = try Syscall.tryLockOpenFileDescription(descriptor, path: file)
+      } catch {
+        problems.append("cannot claim \(file): \(error)")
+        claimLock = false
+      }
+      guard claimLock,
+        // It may have come free because its claimer finished the ring (deleted it) or
+        // quarantined it (renamed it away) after we opened it: ours would then be a lock on a
+        // file that is no longer this entry, and one ring would be processed twice.
+        Syscall.pathStillNames(descriptor, file),
+        name.hasSuffix(".ring.claimed") || Self.writerState(descriptor, path: file).gone
+      else {
         Syscall.close(descriptor)  // a running writer, or another process processing it
         continue
       }
@@ -203,8 +228,27 @@ public struct RingDirectory: Sendable {
     return (claimed, problems)
   }
 
-  /// Whether the writer of the ring open at `descriptor` is gone, and whether we now hold the
-  /// ring's flock (see the design comment).
+  /// How long a ring may stay under its `.creating` name with its lock free before it counts as
+  /// abandoned: its creator locks it right after the O_EXCL open, so a free lock means a creator
+  /// killed before the rename, or one between those two calls — never for this long.
+  static let abandonedCreationAgeNanoseconds: UInt64 = 60_000_000_000
+
+  /// Deletes `<session>.ring.creating` left by a creator that died before renaming it
+  /// (BreadcrumbRing.create): it was never a ring, holds no breadcrumb, and nothing else removes
+  /// it. A file whose lock is held, or that is younger than `abandonedCreationAgeNanoseconds`,
+  /// is left alone.
+  private func removeIfAbandoned(_ file: String) {
+    guard let descriptor = try? Syscall.open(file, O_RDONLY | O_NOFOLLOW) else { return }
+    defer { Syscall.close(descriptor) }
+    guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true,
+      let modified = try? Syscall.modificationTime(descriptor, path: file),
+      SystemClock.wallNanoseconds() > modified &+ Self.abandonedCreationAgeNanoseconds
+    else { return }
+    _ = try? Syscall.unlink(file)
+  }
+
+  /// Whether the writer of the ring open at `descriptor` is gone (see the design comment), and
+  /// whether we now hold the ring's flock.
   private static func writerState(_ descriptor: Int32, path: String) -> (gone: Bool, locked: Bool) {
     if (try? Syscall.tryLockExclusive(descriptor, path: path)) == true { return (true, true) }
     let header = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)

@@ -48,4 +48,9 @@ int crumbs_test_arm_malloc_guard(void);
 /// fork() without the fork handlers (glibc's _Fork): the child keeps everything the parent had
 /// open and mapped, as a child made by clone() or a library's own fork would.
 int crumbs_test_fork_without_handlers(void);
+/// Waits at a start gate (StartGate in CrumbsTestSupport): opens the FIFO at `path` for
+/// reading, writes "ready\n" to stdout, then blocks until the test closes its end (end of file),
+/// so that every child released by one gate runs its next line at about the same moment.
+/// Returns 0, or -1 (errno set) when the FIFO cannot be opened or read.
+int crumbs_test_wait_at_gate(const char *path);
 #endif
