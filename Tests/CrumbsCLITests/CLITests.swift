@@ -90,6 +90,29 @@ import Testing
     #expect(summary[0].contains("state running"))
   }
 
+  @Test func everythingTheDemoWritesIsPrivateWhateverTheUmask() throws {
+    // Issue 11 item 16: `crumbs demo --dir X` under umask 000 created X 0777.
+    let directory = TestDirectory()
+    let target = directory.file("made/by/demo")
+    let output = try Subprocess.run(
+      "/bin/sh", ["-c", #"umask 000 && exec "$0" demo --dir "$1""#, CLIProcess.executable, target],
+      timeoutMilliseconds: 300_000)
+    #expect(output.exitStatus == 0, "\(String(decoding: output.standardError, as: UTF8.self))")
+    var directories = [directory.file("made"), directory.file("made/by")]
+    var files: [String] = []
+    var queue = [target]
+    while let folder = queue.popLast() {
+      directories.append(folder)
+      for name in try Syscall.directoryEntries(folder) {
+        let path = folder + "/" + name
+        if Syscall.isDirectory(path) { queue.append(path) } else { files.append(path) }
+      }
+    }
+    #expect(files.count >= 3, "\(files)")
+    for path in directories { #expect(fileMode(of: path) == 0o700, "\(path)") }
+    for path in files { #expect(fileMode(of: path) & 0o077 == 0, "\(path)") }
+  }
+
   @Test func dumpHumanLinesAndLastN() throws {
     let directory = TestDirectory()
     let path = directory.file("h.ring")
@@ -281,4 +304,5 @@ import Testing
     let reason = try Syscall.readFile(store.path + "/quarantine/fifo-report.reason")
     #expect(String(decoding: reason, as: UTF8.self).contains("not a regular file"))
   }
+
 }

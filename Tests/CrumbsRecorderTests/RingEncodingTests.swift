@@ -73,6 +73,57 @@ import Testing
     #expect(crumb.attributes[1].value.count < 300)
   }
 
+  @Test func aKeyLongerThan255BytesIsCutAtACharacterBoundary() throws {
+    // Issue 11 item 15: the key was clamped to 255 bytes before the boundary step, which then
+    // returned at once: 200 "é" (400 bytes) came back as 127 "é" and half of one.
+    let directory = TestDirectory()
+    var options = RingOptions()
+    options.slotSize = 1024
+    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"), options: options)
+    let key = String(repeating: "é", count: 200)
+    ring.append("long key", attributes: [key: "v"])
+    let crumb = try #require(ring.snapshot().breadcrumbs.first)
+    let kept = try #require(crumb.attributes.first)
+    #expect(crumb.attributesTruncated)
+    #expect(kept.key.utf8.count == 254)
+    #expect(kept.key.allSatisfy { $0 == "é" }, "\(kept.key.unicodeScalars.suffix(2).map(\.value))")
+    #expect(kept.value == "v")
+  }
+
+  @Test func invalidUTF8FromTheCEntryIsRepairedAndFlagged() throws {
+    // Issue 11 item 15: bytes that are not UTF-8 come back with U+FFFD, and the breadcrumb says
+    // it is not what was appended.
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+      ring.install()
+      defer { ring.close() }
+      let bad: [CChar] = [0x6F, 0x6B, CChar(bitPattern: 0xFF), CChar(bitPattern: 0xC3), 0]
+      let good: [CChar] = [0x6B, 0]
+      let appended = bad.withUnsafeBufferPointer { bad in
+        good.withUnsafeBufferPointer { good in
+          var attributes = [
+            crumbs_attribute(key: good.baseAddress, value: good.baseAddress),
+            crumbs_attribute(key: good.baseAddress, value: bad.baseAddress),
+          ]
+          return crumbs_add_breadcrumb(
+            UInt8(CRUMBS_LEVEL_INFO.rawValue), UInt8(CRUMBS_TYPE_SYSTEM.rawValue), bad.baseAddress,
+            &attributes, 2)
+        }
+      }
+      #expect(appended)
+      let crumb = try #require(ring.snapshot().breadcrumbs.first)
+      #expect(crumb.message == "ok\u{FFFD}\u{FFFD}")
+      #expect(crumb.messageTruncated)
+      #expect(crumb.attributes.map(\.value) == ["k", "ok\u{FFFD}\u{FFFD}"])
+      #expect(crumb.attributesTruncated)
+
+      ring.append("plain", attributes: ["k": "v"])
+      let plain = try #require(ring.snapshot().breadcrumbs.last)
+      #expect(!plain.truncated)
+    }
+  }
+
   @Test func atMostSixteenAttributesAreKept() throws {
     let directory = TestDirectory()
     var options = RingOptions()

@@ -198,9 +198,9 @@ import Testing
     let crumbsDirectory = try RingDirectory(path: directory.file("state/app"))
     let ring = try crumbsDirectory.createRing()
     defer { ring.close() }
-    #expect(mode(of: crumbsDirectory.path) == 0o700)
-    #expect(mode(of: crumbsDirectory.ringsPath) == 0o700)
-    #expect(mode(of: ring.path) == 0o600)
+    #expect(fileMode(of: crumbsDirectory.path) == 0o700)
+    #expect(fileMode(of: crumbsDirectory.ringsPath) == 0o700)
+    #expect(fileMode(of: ring.path) == 0o600)
     #expect(ring.path == crumbsDirectory.ringsPath + "/\(ring.sessionID).ring")
     // Two writers never share a file: it is created exclusively and locked.
     #expect(throws: RingCreationError.self) { try BreadcrumbRing.create(at: ring.path) }
@@ -296,9 +296,4 @@ import Testing
     #expect(reused.liveness == .unknown, "an older header says nothing: the lock decides")
   }
 
-  func mode(of path: String) -> mode_t {
-    var info = stat()
-    _ = fstatat(AT_FDCWD, path, &info, 0)
-    return info.st_mode & 0o777
-  }
 }

@@ -32,18 +32,12 @@ import Testing
 
   func entries(_ path: String) -> [String] { (try? Syscall.directoryEntries(path)) ?? [] }
 
-  func mode(of path: String) -> mode_t {
-    var info = stat()
-    _ = fstatat(AT_FDCWD, path, &info, 0)
-    return info.st_mode & 0o777
-  }
-
   @Test func openingMakesThePrivateStateFolders() throws {
     let directory = TestDirectory()
     let store = try ReportStore(directory: directory.file("app"))
     #expect(store.path == directory.file("app") + "/reports")
     #expect(entries(store.path) == [".incoming", "dropped", "pending", "quarantine", "sent"])
-    for name in entries(store.path) { #expect(mode(of: store.path + "/" + name) == 0o700, "\(name)") }
+    for name in entries(store.path) { #expect(fileMode(of: store.path + "/" + name) == 0o700, "\(name)") }
     // Opening again keeps what is there.
     let report = Self.report()
     try store.store(report)
@@ -62,7 +56,7 @@ import Testing
     #expect(entries(stored.path) == ["notes.txt", "report.json", "trail.bin"])
     #expect(try Syscall.readFile(stored.attachmentPath("trail.bin")) == [1, 2, 3])
     #expect(try ReportStore.decode(try Syscall.readFile(stored.reportPath)) == report)
-    #expect(mode(of: stored.reportPath) == 0o600)
+    #expect(fileMode(of: stored.reportPath) == 0o600)
     // Nothing left half-written behind.
     #expect(entries(store.path + "/.incoming").isEmpty)
     #expect(store.contains(id: report.id))

@@ -28,6 +28,13 @@ package final class TestDirectory {
   }
 }
 
+/// The permission bits of `path` itself (a symbolic link is not followed).
+package func fileMode(of path: String) -> mode_t {
+  var info = stat()
+  _ = lstat(path, &info)
+  return info.st_mode & 0o777
+}
+
 package enum ProcessInfoLite {
   package static func environment(_ name: String) -> String? {
     getenv(name).map { String(cString: $0) }

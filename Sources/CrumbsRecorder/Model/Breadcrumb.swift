@@ -17,9 +17,10 @@ public struct Breadcrumb: Sendable, Equatable, Codable {
   public var message: String
   /// Key/value pairs in the order they were given.
   public var attributes: [Attribute]
-  /// The message did not fit its slot and was cut at a character boundary.
+  /// The message is not what was appended: it did not fit its slot and was cut at a character
+  /// boundary, or its bytes were not valid UTF-8 and were repaired (U+FFFD).
   public var messageTruncated: Bool
-  /// Some attributes were cut or left out.
+  /// Some attributes were cut, left out, or repaired like the message.
   public var attributesTruncated: Bool
   /// Appended from inside a signal handler.
   public var fromSignalHandler: Bool
@@ -34,6 +35,6 @@ public struct Breadcrumb: Sendable, Equatable, Codable {
     }
   }
 
-  /// Whether any part was cut.
+  /// Whether any part was cut or repaired.
   public var truncated: Bool { messageTruncated || attributesTruncated }
 }

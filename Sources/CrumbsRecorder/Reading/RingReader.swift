@@ -207,6 +207,13 @@ public enum RingReader {
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
 /// that does not verify or parse; never traps.
 package enum SlotDecoder {
+  /// The text of `bytes`, and whether it had to be repaired: the C entry takes any bytes, and
+  /// invalid UTF-8 becomes U+FFFD, which the breadcrumb's truncated flags then report.
+  static func text(_ bytes: Slice<UnsafeRawBufferPointer>) -> (String, repaired: Bool) {
+    if let valid = String(validating: bytes, as: UTF8.self) { return (valid, false) }
+    return (String(decoding: bytes, as: UTF8.self), true)
+  }
+
   package static func decode(_ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int) -> Breadcrumb? {
     let slotSize = slot.count
     let payloadOffset = Int(CRUMBS_SLOT_PAYLOAD_OFFSET)
@@ -229,9 +236,10 @@ package enum SlotDecoder {
     let messageLength = Int(slot.loadUnaligned(fromByteOffset: cursor, as: UInt16.self))
     cursor += 2
     guard messageLength <= end - cursor else { return nil }
-    let message = String(decoding: slot[cursor..<cursor + messageLength], as: UTF8.self)
+    let (message, messageRepaired) = text(slot[cursor..<cursor + messageLength])
     cursor += messageLength
 
+    var attributesRepaired = false
     var attributes: [Breadcrumb.Attribute] = []
     for _ in 0..<Int(header.attribute_count) {
       guard end - cursor >= 2 else { return nil }
@@ -239,10 +247,11 @@ package enum SlotDecoder {
       let valueLength = Int(slot[cursor + 1])
       cursor += 2
       guard keyLength + valueLength <= end - cursor else { return nil }
-      let key = String(decoding: slot[cursor..<cursor + keyLength], as: UTF8.self)
+      let (key, keyRepaired) = text(slot[cursor..<cursor + keyLength])
       cursor += keyLength
-      let value = String(decoding: slot[cursor..<cursor + valueLength], as: UTF8.self)
+      let (value, valueRepaired) = text(slot[cursor..<cursor + valueLength])
       cursor += valueLength
+      attributesRepaired = attributesRepaired || keyRepaired || valueRepaired
       attributes.append(.init(key: key, value: value))
     }
     guard cursor == end else { return nil }
@@ -259,8 +268,8 @@ package enum SlotDecoder {
       type: type,
       message: message,
       attributes: attributes,
-      messageTruncated: flags & UInt32(CRUMBS_SLOT_MESSAGE_TRUNCATED) != 0,
-      attributesTruncated: flags & UInt32(CRUMBS_SLOT_ATTRIBUTES_TRUNCATED) != 0,
+      messageTruncated: flags & UInt32(CRUMBS_SLOT_MESSAGE_TRUNCATED) != 0 || messageRepaired,
+      attributesTruncated: flags & UInt32(CRUMBS_SLOT_ATTRIBUTES_TRUNCATED) != 0 || attributesRepaired,
       fromSignalHandler: flags & UInt32(CRUMBS_SLOT_FROM_SIGNAL_HANDLER) != 0)
   }
 }

@@ -269,8 +269,10 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(crum
                                              size_t value_length) {
   crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
   uint32_t room = writer->capacity - writer->used;
+  // The whole length goes in and the limit is separate: clamping the length to 255 first made
+  // crumbs_utf8_prefix return at once, and a long key was cut inside a character.
   uint32_t key_kept = crumbs_utf8_prefix((const unsigned char *)key,
-                                         key_length > 255 ? 255 : (uint32_t)key_length, 255);
+                                         key_length > 0xFFFF ? 0xFFFF : (uint32_t)key_length, 255);
   if (header->attribute_count >= CRUMBS_MAX_ATTRIBUTES || room < 2 + key_kept) {
     header->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
     return;
