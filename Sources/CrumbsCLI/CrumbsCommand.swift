@@ -9,7 +9,7 @@ struct CrumbsCommand: ParsableCommand {
     abstract: "A flight recorder for Swift processes on Linux: breadcrumbs that survive the crash.",
     subcommands: [
       DemoCommand.self, DemoChildCommand.self, RingCommand.self, CrashRecordCommand.self, ReportsCommand.self,
-      ReportCommand.self,
+      ReportCommand.self, SymbolicateCommand.self,
     ]
   )
 }

@@ -113,6 +113,67 @@ import Testing
     for path in files { #expect(fileMode(of: path) & 0o077 == 0, "\(path)") }
   }
 
+  @Test func symbolicateNamesAStrippedBuildsFramesFromSymbolFilesFoundByBuildID() throws {
+    // Issue 12 item 6: a stripped release binary leaves only module, offset and build ID.
+    let directory = TestDirectory()
+    let app = directory.file("app")
+    let stripped = try Subprocess.run(
+      "/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", app], timeoutMilliseconds: 120_000)
+    #expect(stripped.exitStatus == 0)
+    let crumbs = directory.file("crumbs")
+    let child = try Subprocess(
+      app, ["null-deref", crumbs], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    let store = try ReportStore(directory: crumbs)
+    _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()
+    let original = try #require(store.list(.pending).reports.first)
+    let appFrames = original.report.frames.filter { $0.module == app }
+    #expect(!appFrames.isEmpty)
+    #expect(!appFrames.contains { $0.function?.contains("crumbs_test_null_deref") == true })
+
+    // Two ways to hand over the symbols: a folder holding the unstripped binary (any name), and
+    // a debug root with the .build-id layout holding an `objcopy --only-keep-debug` file.
+    let folder = directory.file("symbols")
+    try Syscall.makeDirectory(folder)
+    #expect(symlink(ChildProcess.testChild, folder + "/unstripped-app") == 0)
+    let buildID = try #require(original.report.modules.first { $0.path == app }?.buildIDHex)
+    let tree = directory.file("debug-root/.build-id/" + buildID.prefix(2))
+    try Syscall.makeDirectories(tree)
+    let debugFile = tree + "/" + buildID.dropFirst(2) + ".debug"
+    let kept = try Subprocess.run(
+      "/usr/bin/objcopy", ["--only-keep-debug", ChildProcess.testChild, debugFile],
+      timeoutMilliseconds: 120_000)
+    #expect(kept.exitStatus == 0)
+
+    // The next launch does the same when the app's configuration names symbol directories.
+    let second = try Subprocess(
+      app, ["null-deref", crumbs], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+    second.wait(seconds: 120)
+    var processor = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store)
+    processor.symbolicatorOptions.symbolDirectories = [folder]
+    let named = try #require(processor.run().lastSession?.report)
+    #expect(
+      named.report.frames.contains {
+        $0.module == app && $0.function?.contains("crumbs_test_null_deref") == true
+      })
+
+    for symbols in [folder, directory.file("debug-root")] {
+      try store.replace(original, with: original.report)
+      let result = try CLIProcess.run(
+        ["symbolicate", String(original.report.id.prefix(8)), "--symbols", symbols, "--dir", crumbs],
+        timeoutSeconds: 120)
+      #expect(result.status == 0, "\(result.stderr)")
+      let report = try store.load(id: original.report.id).report
+      let top = try #require(report.frames.first { $0.module == app })
+      #expect(top.function?.contains("crumbs_test_null_deref") == true, "\(symbols): \(top)")
+      #expect(top.file?.hasSuffix("crumbs_test_child.c") == true, "\(symbols): \(top)")
+      #expect(top.line != nil)
+      #expect(report.exceptionStacktrace.contains("crumbs_test_null_deref"))
+      #expect(result.stdout.contains("crumbs_test_null_deref"))
+    }
+  }
+
   @Test func dumpHumanLinesAndLastN() throws {
     let directory = TestDirectory()
     let path = directory.file("h.ring")

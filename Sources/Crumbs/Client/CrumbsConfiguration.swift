@@ -63,7 +63,8 @@ public struct CrumbsConfiguration: Sendable {
   /// how the session ends, so `start` arms it unless these options say `markCleanExit = false`.
   public var automaticBreadcrumbs: AutomaticBreadcrumbsOptions? = AutomaticBreadcrumbsOptions()
   /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
-  /// adds file and line at 200–300 ms per report).
+  /// adds file and line at 200–300 ms per report; `symbolDirectories` names folders where the
+  /// symbols of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
   public var symbolication = PostMortemProcessor.defaultSymbolication
 
   public init(directory: String) {

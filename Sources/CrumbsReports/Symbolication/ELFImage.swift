@@ -8,7 +8,8 @@
 //     → header               ELF identification, class, byte order, table offsets
 //     → program headers      PT_LOAD segments; PT_NOTE segments for the GNU build ID
 //     → section headers      names, `.note.gnu.build-id` when no PT_NOTE had one,
-//                            `.symtab`, else `.dynsym`, with the string table each links to
+//                            `.symtab`, else `.dynsym`, with the string table each links to;
+//                            `.gnu_debuglink` and whether `.debug_info` has content
 //     → symbols              functions (and sized symbols in executable sections), sorted by
 //                            start address for binary search
 //   image.symbol(containing:) the symbol covering an ELF virtual address
@@ -77,6 +78,11 @@ public struct ELFImage: Sendable {
   public var symbolTable: SymbolTable
   /// What was skipped because it was damaged (the rest of the image is still usable).
   public var problems: [String]
+  /// The separate debug file a stripped file names in `.gnu_debuglink` (a file name, no
+  /// directory), when it has that section.
+  public var debugLink: String? = nil
+  /// Whether the file carries DWARF (`.debug_info` with content): file and line can come from it.
+  public var hasDebugInfo = false
 
   /// Sorted by start address; among symbols at one address only the best one is kept.
   var sortedSymbols: [PackedSymbol]
@@ -125,9 +131,13 @@ public struct ELFImage: Sendable {
 
   // MARK: Reading
 
-  /// Reads the ELF file at `path`, only the parts symbolication needs.
-  public static func read(path: String) throws(PersistedFileError) -> ELFImage {
-    try PersistedFile.read(path, as: .elf) { file throws(PersistedFileError) in try parse(.file(file)) }
+  /// Reads the ELF file at `path`, only the parts symbolication needs; without `symbols`, only
+  /// what identifies it (build ID, segments, debug link), which is all an index of debug files
+  /// needs.
+  public static func read(path: String, symbols: Bool = true) throws(PersistedFileError) -> ELFImage {
+    try PersistedFile.read(path, as: .elf) { file throws(PersistedFileError) in
+      try parse(.file(file), symbols: symbols)
+    }
   }
 
   /// Parses an ELF image held in memory.
@@ -143,7 +153,9 @@ public struct ELFImage: Sendable {
     return try result.get()
   }
 
-  static func parse(_ source: ByteSource) throws(PersistedFileError) -> ELFImage {
+  static func parse(_ source: ByteSource, symbols readsSymbols: Bool = true) throws(PersistedFileError)
+    -> ELFImage
+  {
     let header = try source.read(0, 64, "ELF header", exact: false)
     guard header.count >= 16, header[0] == 0x7F, header[1] == 0x45, header[2] == 0x4C, header[3] == 0x46
     else {
@@ -256,6 +268,26 @@ public struct ELFImage: Sendable {
         }
       }
     }
+
+    for section in sections {
+      switch ELFImage.string(in: sectionNames, at: section.nameOffset) {
+      case ".debug_info":
+        // SHT_NOBITS (8): a stripped file may keep the header with no content.
+        image.hasDebugInfo = image.hasDebugInfo || (section.type != 8 && section.size > 0)
+      case ".gnu_debuglink":
+        // The file name, NUL-terminated and padded, then a CRC-32 (not checked: the build ID is).
+        guard section.size <= 4096, let bytes = try? source.read(section.offset, section.size, "debug link")
+        else {
+          image.problems.append(".gnu_debuglink outside the file")
+          continue
+        }
+        let name = ELFImage.string(in: bytes, at: 0)
+        if !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")) { image.debugLink = name }
+      default:
+        continue
+      }
+    }
+    guard readsSymbols else { return image }
 
     for (table, type) in [(SymbolTable.symtab, UInt32(2)), (SymbolTable.dynsym, UInt32(11))] {
       guard let section = sections.first(where: { $0.type == type && $0.size > 0 }) else { continue }

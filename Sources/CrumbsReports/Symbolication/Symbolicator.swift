@@ -6,8 +6,10 @@
 //   symbolicator.symbolicate(_:firstIsExactPC:)
 //     → module(containing:)              which module each address falls in (its executable
 //                                        segments first, then its whole mapping)
-//     → image(for:)                      the module's ELF file, read once per Symbolicator
+//     → symbolFile(for:)                 the module's ELF file, read once per Symbolicator
 //                                        (ELFImage.read) and checked: gone? build ID changed?
+//                                        stripped? — then a file with its build ID from
+//                                        `symbolDirectories` (DebugFileLocator), when set
 //     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
 //                                        address − 1 for return addresses
 //     → SymbolDemangler.demangle         Swift and C++ names, in process
@@ -122,6 +124,10 @@ public final class Symbolicator {
     public var llvmSymbolizerTimeoutMilliseconds: Int = 5_000
     /// Full or simplified Swift names.
     public var nameStyle: SymbolNameStyle = .full
+    /// Where to look, by GNU build ID, for the symbols of a module whose own file is stripped,
+    /// gone or replaced: folders of unstripped binaries or `.debug` files, or roots with the
+    /// `.build-id/xx/yyyy.debug` layout (DebugFileLocator). Empty: only the modules' own files.
+    public var symbolDirectories: [String] = []
 
     public init() {}
   }
@@ -132,6 +138,8 @@ public final class Symbolicator {
 
   /// Parsed files by path (nil: read failed, with the reason in `moduleProblems`).
   private var images: [String: ModuleImage] = [:]
+  /// Separate symbol files, when `symbolDirectories` is set.
+  private let debugFiles: DebugFileLocator?
   private var demangled: [String: String?] = [:]
   /// llvm-symbolizer's answers by module path and offset: a second backtrace through the same
   /// code costs no subprocess.
@@ -144,6 +152,8 @@ public final class Symbolicator {
     self.modules = modules
     self.options = options
     modulesByText = modules.indices.sorted { modules[$0].textStart < modules[$1].textStart }
+    debugFiles =
+      options.symbolDirectories.isEmpty ? nil : DebugFileLocator(directories: options.symbolDirectories)
   }
 
   /// Names each address. Return addresses point after their call, so every frame is looked up at
@@ -151,8 +161,9 @@ public final class Symbolicator {
   public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true) -> [SymbolicatedFrame] {
     var frames: [SymbolicatedFrame] = []
     frames.reserveCapacity(addresses.count)
-    // Per module: (frame index, lookup offset) for the optional line-info pass.
-    var lineRequests: [Int: [(frame: Int, offset: UInt64)]] = [:]
+    // Per file (the module's own, or its separate symbol file): (frame index, lookup offset) for
+    // the optional line-info pass.
+    var lineRequests: [String: [(frame: Int, offset: UInt64)]] = [:]
 
     for (index, address) in addresses.enumerated() {
       var frame = SymbolicatedFrame(index: index, address: address)
@@ -170,10 +181,10 @@ public final class Symbolicator {
       frame.moduleOffset = overflow ? nil : offset
       let usable = !overflow && !lookupOverflow
 
-      switch image(for: module) {
+      switch symbolFile(for: module) {
       case .failure(let failure):
         frame.note = failure.note
-      case .success(let image):
+      case .success(let (image, imagePath)):
         if usable, let symbol = image.symbol(containing: lookupOffset) {
           frame.symbol = symbol.name
           frame.function = demangle(symbol.name)
@@ -187,7 +198,7 @@ public final class Symbolicator {
         }
         // A damaged file is not worth a subprocess; a stripped one may have separate debug info.
         if usable, image.problems.isEmpty {
-          lineRequests[moduleIndex, default: []].append((frames.count, lookupOffset))
+          lineRequests[imagePath, default: []].append((frames.count, lookupOffset))
         }
       }
       frames.append(frame)
@@ -196,8 +207,8 @@ public final class Symbolicator {
     if options.useLLVMSymbolizer, !lineRequests.isEmpty {
       switch LLVMSymbolizer.find(options) {
       case .success(let symbolizer?):
-        for (moduleIndex, requests) in lineRequests.sorted(by: { $0.key < $1.key }) {
-          addLineInfo(to: &frames, requests: requests, module: modules[moduleIndex], symbolizer: symbolizer)
+        for (path, requests) in lineRequests.sorted(by: { $0.key < $1.key }) {
+          addLineInfo(to: &frames, requests: requests, path: path, symbolizer: symbolizer)
         }
       case .success(nil):
         break  // none on PATH: it is optional
@@ -240,14 +251,7 @@ public final class Symbolicator {
 
   /// The module's parsed file, or the note that says why there is none.
   private func image(for module: LoadedModule) -> Result<ELFImage, ModuleFailure> {
-    let cached: ModuleImage
-    if let known = images[module.path] {
-      cached = known
-    } else {
-      cached = Self.load(module.path)
-      images[module.path] = cached
-    }
-    switch cached {
+    switch cachedImage(module.path) {
     case .failed(let note):
       return .failure(ModuleFailure(note))
     case .readable(let image):
@@ -256,6 +260,35 @@ public final class Symbolicator {
       }
       return .success(image)
     }
+  }
+
+  /// The file to name a module's frames from, and its path: the module's own file, unless it
+  /// is unusable (gone, replaced, unreadable) or has no full symbol table or no DWARF and
+  /// `symbolDirectories` holds a file with the module's build ID that does better.
+  private func symbolFile(for module: LoadedModule) -> Result<(ELFImage, String), ModuleFailure> {
+    let own = image(for: module)
+    if case .success(let image) = own, image.symbolTable == .symtab, image.hasDebugInfo {
+      return .success((image, module.path))
+    }
+    guard let debugFiles, !module.buildID.isEmpty else { return own.map { ($0, module.path) } }
+    var debugLink: String?
+    if case .success(let image) = own { debugLink = image.debugLink }
+    guard
+      let path = debugFiles.file(buildID: module.buildID, modulePath: module.path, debugLink: debugLink),
+      case .readable(let found) = cachedImage(path),
+      found.symbolTable == .symtab || found.hasDebugInfo
+    else { return own.map { ($0, module.path) } }
+    if case .success(let image) = own, image.symbolTable == .symtab, found.symbolTable != .symtab {
+      return .success((image, path))  // names from the module, lines from the debug file
+    }
+    return .success((found, path))
+  }
+
+  private func cachedImage(_ path: String) -> ModuleImage {
+    if let known = images[path] { return known }
+    let loaded = Self.load(path)
+    images[path] = loaded
+    return loaded
   }
 
   private static func load(_ path: String) -> ModuleImage {
@@ -283,13 +316,13 @@ public final class Symbolicator {
   // MARK: File and line
 
   private func addLineInfo(
-    to frames: inout [SymbolicatedFrame], requests: [(frame: Int, offset: UInt64)], module: LoadedModule,
+    to frames: inout [SymbolicatedFrame], requests: [(frame: Int, offset: UInt64)], path: String,
     symbolizer: LLVMSymbolizer
   ) {
-    var known = sourceLocations[module.path, default: [:]]
+    var known = sourceLocations[path, default: [:]]
     let missing = Array(Set(requests.map(\.offset).filter { known[$0] == nil })).sorted()
     if !missing.isEmpty {
-      switch symbolizer.lineInfo(path: module.path, offsets: missing) {
+      switch symbolizer.lineInfo(path: path, offsets: missing) {
       case .failure(let error):
         for request in requests {
           frames[request.frame].note = joined(frames[request.frame].note, "no line info: \(error.reason)")
@@ -297,7 +330,7 @@ public final class Symbolicator {
         return
       case .success(let results):
         for (offset, locations) in zip(missing, results) { known[offset] = locations }
-        sourceLocations[module.path] = known
+        sourceLocations[path] = known
       }
     }
     for request in requests {
