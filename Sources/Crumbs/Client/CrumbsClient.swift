@@ -168,7 +168,8 @@ public final class CrumbsClient: @unchecked Sendable {
       throw .directory(error)
     }
     do {
-      store = try ReportStore(directory: configuration.directory)
+      // The store keeps itself within the configured limits, with or without a destination.
+      store = try ReportStore(directory: configuration.directory, limits: configuration.database.storeLimits)
     } catch {
       throw .store(error)
     }
@@ -455,10 +456,7 @@ public final class CrumbsClient: @unchecked Sendable {
       try? Syscall.writeFileAtomically(consentPath, Array("always\n".utf8))
       return true
     case .dontSend:
-      _ = try? store.move(id: report.id, from: .pending, to: .dropped)
-      try? Syscall.writeFileAtomically(
-        store.folder(.dropped) + "/" + report.id + "/dropped.reason",
-        Array("the user declined to send it\n".utf8))
+      _ = try? store.drop(id: report.id, reason: "the user declined to send it")
       return false
     }
   }
