@@ -4,7 +4,8 @@
 //   rings/<session-id>.ring       one per process instance, 0600, flock'ed by its writer
 //   rings/<session-id>.crash      its crash record (CrashHandler)
 //   rings/<session-id>.session.json   what the session said about itself (CrumbsClient)
-//   quarantine/<name>             files that could not be read as rings, moved aside, never deleted
+//   quarantine/<name>             files that could not be read as rings, moved aside (the newest
+//                                 kept: Quarantine.maxItems)
 //   quarantine/<name>.reason      one line: why
 //
 // Entry points, in call order:
@@ -219,6 +220,30 @@ public struct RingDirectory: Sendable {
       return (!open, false)
     }
     return (writer.liveness == .gone, false)
+  }
+
+  /// How many sessions' rings wait in `rings/` (`.ring` and `.ring.claimed` files, running ones
+  /// included), not counting `excluding`: one directory listing, nothing opened.
+  public func waitingRingCount(excluding: SessionID? = nil) -> Int {
+    let names = (try? Syscall.directoryEntries(ringsPath)) ?? []
+    let own = excluding?.description
+    return names.filter { name in
+      (name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed")) && String(name.prefix { $0 != "." }) != own
+    }.count
+  }
+
+  /// Removes the temporary files (`*.tmp-<pid>`) that writers killed mid-write left in the
+  /// Crumbs directory and the folders directly in it (rings/, quarantine/, session-summaries/…;
+  /// `reports/` is the report store's: ReportStore.removeLeftovers), when their writer is gone
+  /// (AbandonedFiles). Returns the paths removed.
+  @discardableResult
+  public func removeAbandonedTemporaryFiles() -> [String] {
+    var removed = AbandonedFiles.removeTemporaryFiles(inFolder: path)
+    for name in (try? Syscall.directoryEntries(path)) ?? []
+    where name != "reports" && Syscall.status(ofPath: path + "/" + name)?.kind == .directory {
+      removed += AbandonedFiles.removeTemporaryFiles(inFolder: path + "/" + name)
+    }
+    return removed
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.

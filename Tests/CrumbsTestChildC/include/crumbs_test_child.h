@@ -48,4 +48,9 @@ int crumbs_test_arm_malloc_guard(void);
 /// fork() without the fork handlers (glibc's _Fork): the child keeps everything the parent had
 /// open and mapped, as a child made by clone() or a library's own fork would.
 int crumbs_test_fork_without_handlers(void);
+/// Limits the size of files this process writes to `bytes` (RLIMIT_FSIZE). A write past it
+/// raises SIGXFSZ: with `stop_in_write`, a handler writes "in-write\n" to stdout and then waits
+/// in pause() forever — the process stops inside that write, for a test to SIGKILL it there;
+/// without, SIGXFSZ is ignored and the write fails with EFBIG (a disk that is full). Returns 0 or -1.
+int crumbs_test_limit_file_size(uint64_t bytes, int stop_in_write);
 #endif
