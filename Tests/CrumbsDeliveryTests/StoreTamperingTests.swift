@@ -170,4 +170,20 @@ import Testing
     #expect(outside.contents() == before)
     #expect(quarantineReasons(store).contains { $0.contains("pending/ was a symbolic link") })
   }
+
+  @Test func aLinkInPlaceOfTheDeliveryLockIsReplacedNeverFollowed() throws {
+    let fixture = try ReportFixture()
+    let outside = try Outside()
+    // A dangling link: opening it with O_CREAT would create the file it names, outside.
+    let target = outside.directory.file("created-by-crumbs")
+    try link(target, at: fixture.store.path + "/.delivery.lock")
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let pass = ReportUploader(store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)])
+      .deliverPendingNow()
+    #expect(!pass.lockBusy)
+    #expect(!Syscall.fileExists(target))
+    #expect(Syscall.status(ofPath: fixture.store.path + "/.delivery.lock")?.kind == .regular)
+    #expect(server.requests.compactMap(reportID(ofOTLP:)) == [fixture.ids[0]])
+  }
 }

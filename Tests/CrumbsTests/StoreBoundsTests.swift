@@ -119,6 +119,20 @@ struct OtherSampleError: Error {}
     }
   }
 
+  @Test func aLinkInPlaceOfTheSessionCounterIsNeverWrittenThrough() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let outside = TestDirectory()
+      let precious = outside.file("precious.txt")
+      try Syscall.writeFileAtomically(precious, Array("precious\n".utf8))
+      try #require(symlink(precious, directory.file("session-starts")) == 0)
+      let client = try CrumbsClient.start(configuration(directory), shared: false)
+      defer { client.close() }
+      #expect(try Syscall.readFile(precious) == Array("precious\n".utf8))
+      #expect(client.problems.contains { $0.hasPrefix("cannot count this session") }, "\(client.problems)")
+    }
+  }
+
   // MARK: - A crash loop (items 2 and 3)
 
   @Test func aCrashLoopKeepsRingsBoundedAndLosesNoSession() throws {
@@ -207,13 +221,16 @@ struct OtherSampleError: Error {}
     ]
     for path in alive { try Syscall.writeFileAtomically(path, [1], durable: false) }
 
-    // The next start: the post-mortem run removes what the dead writer left.
-    let outcome = PostMortemProcessor(
-      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
-    ).run()
+    // The next start removes, in its background work, what the dead writer left.
+    try ProcessWideState.exclusive {
+      let client = try CrumbsClient.start(configuration(directory), shared: false)
+      defer { client.close() }
+      let outcome = try #require(client.waitForPreviousSessions(timeout: 60))
+      #expect(outcome.sessions.count == 1)  // the killed client's own session, reported
+      #expect(!outcome.removedLeftovers.isEmpty)
+    }
     #expect(leftovers().isEmpty, "\(leftovers())")
     for path in alive { #expect(Syscall.fileExists(path), "\(path)") }
-    #expect(outcome.sessions.count == 1)  // the killed client's own session, reported
   }
 
   @Test func aStoreThatMeetsAFullDiskLeavesNoIncomingFolder() throws {

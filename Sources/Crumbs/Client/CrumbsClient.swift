@@ -319,6 +319,11 @@ public final class CrumbsClient: @unchecked Sendable {
     var outcome = state.withLock { $0.backlog } ?? PostMortemOutcome()
     outcome.append(makeProcessor().run(reportingSession: sessionID))
     let directory = configuration.directory
+    // The client's own files, which a process killed mid-write may have left temporary copies of.
+    outcome.removedLeftovers +=
+      AbandonedFiles.removeTemporaryFiles(
+        inFolder: directory, of: ["session-metrics.json", "consent", "disabled"])
+      + AbandonedFiles.removeTemporaryFiles(inFolder: SessionSummaryQueue.folder(directory))
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {

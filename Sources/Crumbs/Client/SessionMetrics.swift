@@ -143,7 +143,8 @@ package enum SessionMetricsFile {
   ) throws(SystemCallError) -> Result {
     try threads.withLock { _ throws(SystemCallError) -> Result in
       let path = startsPath(directory)
-      let fd = try Syscall.open(path, O_RDWR | O_CREAT, mode: 0o600)
+      // O_NOFOLLOW: a link planted here would make the count's pwrite land outside the directory.
+      let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
       defer { Syscall.close(fd) }
       try Syscall.lockForThisProcess(fd, path: path)
       return try body(fd, path)

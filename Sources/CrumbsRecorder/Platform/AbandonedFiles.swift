@@ -43,12 +43,16 @@ package enum AbandonedFiles {
     return now > modifiedNanoseconds && now - modifiedNanoseconds > margin
   }
 
-  /// Removes the abandoned temporary files in the open `directory` (at `path`); returns their
+  /// Removes the abandoned temporary files in the open `directory` (at `path`) — only those of
+  /// the files named in `of`, when given (a folder Crumbs shares with others) — and returns their
   /// paths. Links are unlinked, never followed; folders are left alone.
-  package static func removeTemporaryFiles(in directory: Int32, path: String) -> [String] {
+  package static func removeTemporaryFiles(in directory: Int32, path: String, of files: Set<String>? = nil)
+    -> [String]
+  {
     var removed: [String] = []
     for name in (try? Syscall.directoryEntries(of: directory, path: path)) ?? []
     where name.contains(temporarySeparator) {
+      if let files, !files.contains(where: { name.hasPrefix($0 + temporarySeparator) }) { continue }
       guard let status = Syscall.status(of: name, in: directory), status.kind != .directory,
         isAbandoned(name, separator: temporarySeparator, modifiedNanoseconds: status.modifiedNanoseconds)
       else { continue }
@@ -59,9 +63,9 @@ package enum AbandonedFiles {
   }
 
   /// The same for the folder at `path` (opened as it is named).
-  package static func removeTemporaryFiles(inFolder path: String) -> [String] {
+  package static func removeTemporaryFiles(inFolder path: String, of files: Set<String>? = nil) -> [String] {
     guard let directory = try? Syscall.open(path, O_RDONLY | O_DIRECTORY) else { return [] }
     defer { Syscall.close(directory) }
-    return removeTemporaryFiles(in: directory, path: path)
+    return removeTemporaryFiles(in: directory, path: path, of: files)
   }
 }

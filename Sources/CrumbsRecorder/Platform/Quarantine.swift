@@ -29,10 +29,18 @@ package enum Quarantine {
       destination = folder + "/\(name).\(attempt)"
     }
     let line = String(reason.map { $0 == "\n" || $0 == "\r" ? " " : $0 }) + "\n"
-    try Syscall.writeFileAtomically(destination + ".reason", Array(line.utf8))
-    try Syscall.rename(item, to: destination)
-    try Syscall.fsyncDirectory(folder)
-    trim(folder, keeping: Syscall.baseName(of: destination))
+    // The folder is opened without following a link (it may sit in an untrusted store), and the
+    // reason and the item go into that open folder.
+    let target = try Syscall.openDirectory(folder, beneath: Syscall.directoryName(of: folder))
+    defer { Syscall.close(target) }
+    let itemFolder = try Syscall.open(Syscall.directoryName(of: item), O_RDONLY | O_DIRECTORY)
+    defer { Syscall.close(itemFolder) }
+    let newName = Syscall.baseName(of: destination)
+    try Syscall.writeFileAtomically(
+      named: newName + ".reason", in: target, Array(line.utf8), path: destination + ".reason")
+    try Syscall.rename(named: Syscall.baseName(of: item), in: itemFolder, to: newName, in: target, path: item)
+    try Syscall.fsync(target, path: folder)
+    trim(folder, keeping: newName)
     return destination
   }
 

@@ -313,7 +313,7 @@ package enum Syscall {
   /// `durable: false` skips both fsyncs: the replacement is still all-or-nothing for readers and
   /// survives the process dying at any point, but not necessarily a power loss; it costs tens of
   /// microseconds instead of milliseconds. The temporary file is `<path>.tmp-<pid>`: a writer
-  /// killed mid-write leaves it, and `removeAbandonedTemporaryFiles` knows it by that name.
+  /// killed mid-write leaves it, and `AbandonedFiles` knows it by that name.
   package static func writeFileAtomically(
     _ path: String, _ bytes: some Collection<UInt8>, durable: Bool = true
   )

@@ -232,18 +232,13 @@ public struct RingDirectory: Sendable {
     }.count
   }
 
-  /// Removes the temporary files (`*.tmp-<pid>`) that writers killed mid-write left in the
-  /// Crumbs directory and the folders directly in it (rings/, quarantine/, session-summaries/…;
-  /// `reports/` is the report store's: ReportStore.removeLeftovers), when their writer is gone
+  /// Removes the temporary files (`*.tmp-<pid>`: session files, quarantine reasons) that
+  /// writers killed mid-write left in `rings/` and `quarantine/`, when their writer is gone
   /// (AbandonedFiles). Returns the paths removed.
   @discardableResult
   public func removeAbandonedTemporaryFiles() -> [String] {
-    var removed = AbandonedFiles.removeTemporaryFiles(inFolder: path)
-    for name in (try? Syscall.directoryEntries(path)) ?? []
-    where name != "reports" && Syscall.status(ofPath: path + "/" + name)?.kind == .directory {
-      removed += AbandonedFiles.removeTemporaryFiles(inFolder: path + "/" + name)
-    }
-    return removed
+    AbandonedFiles.removeTemporaryFiles(inFolder: ringsPath)
+      + AbandonedFiles.removeTemporaryFiles(inFolder: quarantinePath)
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.

@@ -11,9 +11,11 @@
 //                                   reason named in the report — and their files removed. The
 //                                   newest always wait for a full run. So rings/ stays bounded
 //                                   and nothing is deleted unreported.
-//   run(reportingSession:)          remove what writers killed mid-write left (temporary files,
-//                                   `.incoming` folders: AbandonedFiles), then claim every
-//                                   leftover ring (RingDirectory.claimLeftovers), newest first,
+//   run(reportingSession:)          remove what writers killed mid-write left in rings/,
+//                                   quarantine/ and reports/ (temporary files, `.incoming`
+//                                   folders: AbandonedFiles; the client sweeps its own files),
+//                                   then claim every leftover ring
+//                                   (RingDirectory.claimLeftovers) and process them newest first
 //     → process(claimed)            read ring (+ crash record, + the session file with the
 //                                   session's own version, attributes, attachments and replaced
 //                                   crash handlers), decide how the session ended:

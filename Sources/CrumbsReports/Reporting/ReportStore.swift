@@ -311,12 +311,16 @@ public struct ReportStore: Sendable {
   // MARK: - Changing state
 
   /// Moves a report between states (one atomic rename; a link is moved, never followed).
+  /// `durable: false` skips the directory fsync (see `drop`).
   @discardableResult
-  public func move(id: String, from: ReportState, to: ReportState) throws(ReportStoreError) -> String {
+  public func move(id: String, from: ReportState, to: ReportState, durable: Bool = true)
+    throws(ReportStoreError)
+    -> String
+  {
     let destination = folder(to) + "/" + id
     do throws(SystemCallError) {
       try Syscall.rename(folder(from) + "/" + id, to: destination)
-      try Syscall.fsyncDirectory(folder(to))
+      if durable { try Syscall.fsyncDirectory(folder(to)) }
     } catch {
       if error.errno == .noSuchFileOrDirectory { throw .notFound(id) }
       throw .system(error)
@@ -327,16 +331,18 @@ public struct ReportStore: Sendable {
   /// Moves a pending report to `dropped/` with its reason written first (so a dropped report is
   /// never without one). With `removingAttachments`, everything but report.json, delivery.json
   /// and the reason is deleted (eviction: the point is to free space, the record stays).
+  /// `durable: false` skips the fsyncs: after a power loss the report may be back in pending/ (or
+  /// its reason empty), which only matters for an eviction, and the next one does it again.
   @discardableResult
-  public func drop(id: String, reason: String, removingAttachments: Bool = false) throws(ReportStoreError)
-    -> String
+  public func drop(id: String, reason: String, removingAttachments: Bool = false, durable: Bool = true)
+    throws(ReportStoreError) -> String
   {
     let source = folder(.pending) + "/" + id
     do throws(SystemCallError) {
       let folder = try Syscall.openDirectory(source, beneath: path)
       defer { Syscall.close(folder) }
       try Syscall.writeFileAtomically(
-        named: Self.droppedReasonFileName, in: folder, Array((reason + "\n").utf8),
+        named: Self.droppedReasonFileName, in: folder, Array((reason + "\n").utf8), durable: durable,
         path: source + "/" + Self.droppedReasonFileName)
       if removingAttachments {
         for name in try Syscall.directoryEntries(of: folder, path: source)
@@ -348,7 +354,7 @@ public struct ReportStore: Sendable {
       if error.errno == .noSuchFileOrDirectory { throw .notFound(id) }
       throw .system(error)
     }
-    return try move(id: id, from: .pending, to: .dropped)
+    return try move(id: id, from: .pending, to: .dropped, durable: durable)
   }
 
   /// Deletes a report folder (its links unlinked, never followed).
@@ -369,7 +375,8 @@ public struct ReportStore: Sendable {
 
   /// Keeps the store within `limits` (the store's own when nil); see the design comment for the
   /// order. Returns what was evicted, each with the reason (also written in dropped.reason).
-  /// Reads each report's small index file, not its report.json: cheap enough for every store.
+  /// Reads each report's small index file, not its report.json, and does not fsync (an eviction
+  /// a power loss undoes is done again): cheap enough for every store.
   @discardableResult
   public func enforceLimits(_ limits: StoreLimits? = nil) -> [Eviction] {
     let limits = limits ?? self.limits
@@ -380,7 +387,7 @@ public struct ReportStore: Sendable {
         let pending = indexed(.pending)
         let reason = "evicted: more than \(maxCount) pending reports (maxRecordCount)"
         for entry in Self.evictionOrder(pending).prefix(max(0, pending.count - maxCount))
-        where (try? drop(id: entry.id, reason: reason, removingAttachments: true)) != nil {
+        where (try? drop(id: entry.id, reason: reason, removingAttachments: true, durable: false)) != nil {
           evictions.append(Eviction(reportID: entry.id, state: .pending, reason: reason))
         }
       }
@@ -410,7 +417,9 @@ public struct ReportStore: Sendable {
     }
     for entry in Self.evictionOrder(indexed(.pending)) where total > limit.partialValue {
       let before = size(of: entry.id, in: .pending)
-      guard (try? drop(id: entry.id, reason: reason, removingAttachments: true)) != nil else { continue }
+      guard (try? drop(id: entry.id, reason: reason, removingAttachments: true, durable: false)) != nil else {
+        continue
+      }
       total -= before - size(of: entry.id, in: .dropped)
       evictions.append(Eviction(reportID: entry.id, state: .pending, reason: reason))
     }
