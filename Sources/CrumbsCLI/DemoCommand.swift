@@ -63,7 +63,7 @@ struct DemoCommand: ParsableCommand {
       throw ExitCode.failure
     }
     if json {
-      print(String(decoding: try Data(contentsOf: URL(fileURLWithPath: stored.reportPath)), as: UTF8.self))
+      print(String(decoding: try stored.readFile("report.json", limit: 64 << 20), as: UTF8.self))
     } else {
       print(ReportPrinter(style: style).render(stored))
     }

@@ -75,8 +75,8 @@ struct ReportPrinter {
   /// The trail's lines, decoded from the LZ4 attachment.
   func breadcrumbs(of stored: StoredReport) -> [[String: Any]] {
     guard let name = stored.report.breadcrumbs.attachment,
-      let compressed = try? Data(contentsOf: URL(fileURLWithPath: stored.attachmentPath(name))),
-      let text = try? LZ4Frame.decompress(Array(compressed))
+      let compressed = try? stored.readFile(name, limit: 256 << 20),
+      let text = try? LZ4Frame.decompress(compressed)
     else { return [] }
     return text.split(separator: UInt8(ascii: "\n")).compactMap {
       try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any]

@@ -252,7 +252,7 @@ struct ReportsShowCommand: ParsableCommand {
       throw ExitCode.failure
     }
     if json {
-      print(String(decoding: try Data(contentsOf: URL(fileURLWithPath: stored.reportPath)), as: UTF8.self))
+      print(String(decoding: try stored.readFile("report.json", limit: 64 << 20), as: UTF8.self))
       return
     }
     let style = TerminalStyle(enabled: isatty(1) != 0)

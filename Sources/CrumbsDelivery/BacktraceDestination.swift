@@ -79,8 +79,8 @@ public struct BacktraceDestination: ReportDestination {
       } else if attachment.size > maxAttachmentBytes {
         omitted.append(
           "\(attachment.name): \(attachment.size) bytes, over the \(maxAttachmentBytes)-byte limit")
-      } else if let bytes = try? Syscall.readFile(
-        stored.attachmentPath(attachment.name), limit: maxAttachmentBytes)
+      } else if let bytes = try? stored.readFile(
+        attachment.name, limit: maxAttachmentBytes)
       {
         parts.append(("attachment_" + attachment.name, attachment.name, attachment.contentType, bytes))
       } else {

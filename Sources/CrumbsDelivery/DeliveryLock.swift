@@ -25,7 +25,14 @@ enum DeliveryLock {
     held.withLock { held in
       guard held[storePath] == nil else { return false }
       let path = storePath + "/.delivery.lock"
-      guard let fd = try? Syscall.open(path, O_RDWR | O_CREAT) else { return false }
+      // Never through a link (the store is untrusted): one planted here is replaced, which
+      // touches nothing it points to.
+      var opened = try? Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW)
+      if opened == nil, Syscall.status(ofPath: path)?.kind == .symbolicLink {
+        _ = try? Syscall.unlink(path)
+        opened = try? Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW)
+      }
+      guard let fd = opened else { return false }
       guard (try? Syscall.tryLockForThisProcess(fd, path: path)) == true else {
         Syscall.close(fd)
         return false

@@ -57,15 +57,15 @@ public struct DeliveryState: Codable, Sendable, Equatable {
 
   public init() {}
 
-  public static let fileName = "delivery.json"
-  public static let droppedReasonFileName = "dropped.reason"
+  public static let fileName = ReportStore.deliveryStateFileName
+  public static let droppedReasonFileName = ReportStore.droppedReasonFileName
 }
 
 extension StoredReport {
   /// The report's delivery state; empty when it has never been attempted (or the file is
   /// damaged, which then costs at most one extra delivery: at-least-once).
   public func deliveryState() -> DeliveryState {
-    guard let bytes = try? Syscall.readFile(path + "/" + DeliveryState.fileName, limit: 1 << 20),
+    guard let bytes = try? readFile(DeliveryState.fileName, limit: 1 << 20),
       let state = try? JSONDecoder().decode(DeliveryState.self, from: Data(bytes))
     else { return DeliveryState() }
     return state
@@ -73,7 +73,7 @@ extension StoredReport {
 
   /// Why the report was dropped, when it was.
   public func droppedReason() -> String? {
-    (try? Syscall.readFile(path + "/" + DeliveryState.droppedReasonFileName, limit: 1 << 16))
+    (try? readFile(DeliveryState.droppedReasonFileName, limit: 1 << 16))
       .map { String(decoding: $0, as: UTF8.self).trimmed(of: "\n") }
   }
 
@@ -81,48 +81,6 @@ extension StoredReport {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     let bytes = (try? encoder.encode(state)).map(Array.init) ?? []
-    try Syscall.writeFileAtomically(path + "/" + DeliveryState.fileName, bytes)
-  }
-}
-
-extension ReportStore {
-  /// Moves a pending report to `dropped/` with its reason written first (so a dropped report is
-  /// never without one). With `removingAttachments`, everything but report.json, delivery.json
-  /// and the reason is deleted (eviction: the point is to free space, the record stays).
-  @discardableResult
-  public func drop(id: String, reason: String, removingAttachments: Bool = false) throws(ReportStoreError)
-    -> String
-  {
-    let source = folder(.pending) + "/" + id
-    do throws(SystemCallError) {
-      try Syscall.writeFileAtomically(
-        source + "/" + DeliveryState.droppedReasonFileName, Array((reason + "\n").utf8))
-    } catch {
-      if error.errno == .noSuchFileOrDirectory { throw .notFound(id) }
-      throw .system(error)
-    }
-    if removingAttachments { removeAttachments(in: source) }
-    return try move(id: id, from: .pending, to: .dropped)
-  }
-
-  /// Deletes a report folder (sent or dropped ones, when the database is over its size).
-  package func remove(_ stored: StoredReport) {
-    Syscall.removeTree(stored.path)
-  }
-
-  package func removeAttachments(in folder: String) {
-    let keep: Set<String> = ["report.json", DeliveryState.fileName, DeliveryState.droppedReasonFileName]
-    for name in (try? Syscall.directoryEntries(folder)) ?? [] where !keep.contains(name) {
-      Syscall.removeTree(folder + "/" + name)
-    }
-  }
-
-  /// Bytes used by a report folder (its files; folders are flat).
-  package static func size(of folder: String) -> Int {
-    var total = 0
-    for name in (try? Syscall.directoryEntries(folder)) ?? [] {
-      total += Syscall.fileSize(atPath: folder + "/" + name) ?? 0
-    }
-    return total
+    try writeFile(DeliveryState.fileName, bytes)
   }
 }

@@ -166,8 +166,8 @@ public struct OTLPDestination: ReportDestination {
       } else if attachment.size > maxAttachmentBytes {
         omitted.append(
           "\(attachment.name): \(attachment.size) bytes, over the \(maxAttachmentBytes)-byte limit")
-      } else if let bytes = try? Syscall.readFile(
-        stored.attachmentPath(attachment.name), limit: maxAttachmentBytes)
+      } else if let bytes = try? stored.readFile(
+        attachment.name, limit: maxAttachmentBytes)
       {
         attributes.append(OTLPAttribute("crumbs.attachment." + attachment.name, .bytes(bytes)))
       } else {

@@ -10,7 +10,7 @@
 //
 // One pass: take the store's delivery lock (DeliveryLock: one deliverer at a time, across
 // processes and within this one; a busy lock means another deliverer is on it), enforce maxRecordCount and
-// maxDatabaseSize (oldest first), then for each pending report in retryOrder and each
+// maxDatabaseSize (ReportStore.enforceLimits: the store's own eviction order), then for each pending report in retryOrder and each
 // destination not done with it: skip it if not due; stop at the client-side rate limit; count
 // the attempt in delivery.json; send; classify the answer:
 //
@@ -65,10 +65,11 @@ public struct DeliverySettings: Sendable, Equatable {
   /// The fraction of each wait that is random (0 = none, 0.5 = between half and all of it), so
   /// that many devices recovering from one outage do not retry in step.
   public var jitter: Double = 0.5
-  /// Most pending reports kept; the oldest beyond it are evicted (0: no limit).
-  public var maxRecordCount: Int = 0
-  /// Most megabytes the store may use (pending, sent and dropped; 0: no limit).
-  public var maxDatabaseSize: Int = 0
+  /// Most reports kept in each state (pending, sent, dropped); pending ones beyond it are
+  /// evicted to dropped/, sent and dropped ones deleted (0: no limit). See StoreLimits.
+  public var maxRecordCount: Int = StoreLimits().maxRecordCount
+  /// Most megabytes the store may use (pending, sent and dropped; 0: no limit). See StoreLimits.
+  public var maxDatabaseSize: Int = StoreLimits().maxDatabaseSize
   /// Client-side rate limit on requests (0: none).
   public var reportsPerMinute: Int = 0
   /// The pause after a 429 that carries no usable Retry-After, in seconds.
@@ -78,6 +79,11 @@ public struct DeliverySettings: Sendable, Equatable {
   public var honoursSchedule = true
 
   public init() {}
+
+  /// The store limits these settings name.
+  public var storeLimits: StoreLimits {
+    StoreLimits(maxRecordCount: maxRecordCount, maxDatabaseSize: maxDatabaseSize)
+  }
 }
 
 /// What happened to one report at one destination in a pass.
@@ -124,13 +130,6 @@ public struct DeliveryFailure: Error, Sendable, Equatable, CustomStringConvertib
   public var url: String
   public var error: TransportError
   public var description: String { "\(destination) \(url): \(error)" }
-}
-
-/// A pending report removed to keep the database within its limits.
-public struct Eviction: Sendable, Equatable {
-  public var reportID: String
-  public var state: ReportState
-  public var reason: String
 }
 
 /// What one pass did.
@@ -553,48 +552,11 @@ public final class ReportUploader: Sendable {
 
   // MARK: - Limits
 
-  /// Evicts to keep within `maxRecordCount` and `maxDatabaseSize`, oldest first: pending reports
-  /// beyond the count move to dropped/ (attachments removed, reason written); over the size,
-  /// sent reports are deleted first, then pending ones are evicted, then dropped ones deleted.
+  /// Keeps the store within this uploader's `maxRecordCount` and `maxDatabaseSize` (the store's
+  /// own rules: ReportStore.enforceLimits); run before each pass.
   @discardableResult
   public func enforceLimits() -> [Eviction] {
-    var evictions: [Eviction] = []
-    var pending = store.list(.pending).reports
-    if settings.maxRecordCount > 0, pending.count > settings.maxRecordCount {
-      for stored in pending.prefix(pending.count - settings.maxRecordCount) {
-        let reason = "evicted: more than \(settings.maxRecordCount) pending reports (maxRecordCount)"
-        if (try? store.drop(id: stored.report.id, reason: reason, removingAttachments: true)) != nil {
-          evictions.append(Eviction(reportID: stored.report.id, state: .pending, reason: reason))
-        }
-      }
-      pending = store.list(.pending).reports
-    }
-    guard settings.maxDatabaseSize > 0 else { return evictions }
-    let limit = settings.maxDatabaseSize * 1_000_000
-    let sent = store.list(.sent).reports
-    let dropped = store.list(.dropped).reports
-    var sizes: [String: Int] = [:]
-    for stored in sent + pending + dropped { sizes[stored.path] = ReportStore.size(of: stored.path) }
-    var total = sizes.values.reduce(0, +)
-    guard total > limit else { return evictions }
-    let reason = "evicted: database over \(settings.maxDatabaseSize) MB (maxDatabaseSize)"
-    for stored in sent where total > limit {
-      store.remove(stored)
-      total -= sizes[stored.path] ?? 0
-      evictions.append(Eviction(reportID: stored.report.id, state: .sent, reason: reason))
-    }
-    for stored in pending where total > limit {
-      guard let moved = try? store.drop(id: stored.report.id, reason: reason, removingAttachments: true)
-      else { continue }
-      total -= (sizes[stored.path] ?? 0) - ReportStore.size(of: moved)
-      evictions.append(Eviction(reportID: stored.report.id, state: .pending, reason: reason))
-    }
-    for stored in dropped where total > limit {
-      store.remove(stored)
-      total -= sizes[stored.path] ?? 0
-      evictions.append(Eviction(reportID: stored.report.id, state: .dropped, reason: reason))
-    }
-    return evictions
+    store.enforceLimits(settings.storeLimits)
   }
 
   // MARK: - Parsing answers

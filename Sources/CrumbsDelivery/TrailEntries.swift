@@ -42,7 +42,7 @@ extension StoredReport {
   public func trailAttachment() throws(DeliveryError) -> [UInt8]? {
     guard let name = report.breadcrumbs.attachment else { return nil }
     do {
-      return try Syscall.readFile(attachmentPath(name), limit: 256 << 20)
+      return try readFile(name, limit: 256 << 20)
     } catch {
       throw .unencodable("trail attachment \(name): \(error)")
     }

@@ -119,16 +119,6 @@ extension DeliveryResult {
   }
 }
 
-/// The `crumbs.report.id` in an OTLP protobuf body (found by its key; the value follows).
-func reportID(ofOTLP request: CapturedRequest) -> String? {
-  let key = Array("crumbs.report.id".utf8)
-  guard let range = request.body.firstRange(of: key) else { return nil }
-  // KeyValue.value (0x12, len) → AnyValue.string_value (0x0A, len) → 36 bytes.
-  let start = range.upperBound + 4
-  guard start + 36 <= request.body.count else { return nil }
-  return String(decoding: request.body[start..<(start + 36)], as: UTF8.self)
-}
-
 /// The parts of a multipart/form-data body: name and body.
 func multipartParts(_ body: [UInt8], boundary: String) -> [(name: String, body: [UInt8])] {
   let delimiter = Array("--\(boundary)".utf8)

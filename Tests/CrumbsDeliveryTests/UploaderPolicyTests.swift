@@ -137,12 +137,13 @@ import Testing
     #expect(first.droppedReason() == "evicted: more than 3 pending reports (maxRecordCount)")
     #expect(fixture.store.list(.pending).reports.map(\.report.id) == Array(fixture.ids.suffix(3)))
 
-    // Three pending reports of ~400 kB are over 1 MB: the oldest pending one goes (its
-    // attachments deleted, the record kept).
+    // Three pending reports of ~400 kB are over 1 MB: the two dropped records go first (deleted),
+    // then the oldest pending one (its attachments deleted, the record kept).
     let bySize = ReportUploader(
       store: fixture.store, destinations: [], settings: settings { $0.maxDatabaseSize = 1 })
     let sizeEvictions = bySize.enforceLimits()
-    #expect(sizeEvictions.map(\.reportID) == [fixture.ids[2]])
+    #expect(sizeEvictions.map(\.reportID) == Array(fixture.ids.prefix(3)))
+    #expect(sizeEvictions.map(\.state) == [.dropped, .dropped, .pending])
     let third = try fixture.store.load(id: fixture.ids[2])
     #expect(third.droppedReason() == "evicted: database over 1 MB (maxDatabaseSize)")
     #expect(!Syscall.fileExists(third.attachmentPath("blob.bin")))

@@ -14,20 +14,7 @@ import Testing
 
 @Suite struct ReportStoreTests {
   static func report(id: String = SessionID().description, observed: UInt64 = 1_000) -> CrashReport {
-    CrashReport(
-      id: id, kind: .crash, exceptionType: "SIGSEGV", exceptionMessage: "SEGV_MAPERR at 0x0",
-      exceptionStacktrace: "#0  0x1", threadID: 7, threadName: "main", sessionID: id, reportingSessionID: nil,
-      timeUnixNano: observed - 1, time: ISO8601.string(nanoseconds: observed - 1),
-      observedTimeUnixNano: observed, observedTime: ISO8601.string(nanoseconds: observed), signal: nil,
-      registers: [], frames: [],
-      modules: [
-        LoadedModule(path: "/bin/app", loadBias: 0x1000, buildID: [1, 2], start: 0x1000, end: 0x2000)
-      ],
-      resource: ["service.name": "app"], attributes: [:],
-      breadcrumbs: CrashReport.Trail(
-        attachment: nil, count: 0, valid: 0, torn: 0, overwritten: 0, empty: 0, lastMessage: nil,
-        timesCalibrated: true),
-      attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
+    CrashReport.sample(id: id, observed: observed)
   }
 
   func entries(_ path: String) -> [String] { (try? Syscall.directoryEntries(path)) ?? [] }
@@ -53,7 +40,7 @@ import Testing
       report, attachments: [("trail.bin", [1, 2, 3]), ("notes.txt", Array("hi".utf8))])
     #expect(stored.state == .pending)
     #expect(stored.path == store.path + "/pending/" + report.id)
-    #expect(entries(stored.path) == ["notes.txt", "report.json", "trail.bin"])
+    #expect(entries(stored.path) == ["index.txt", "notes.txt", "report.json", "trail.bin"])
     #expect(try Syscall.readFile(stored.attachmentPath("trail.bin")) == [1, 2, 3])
     #expect(try ReportStore.decode(try Syscall.readFile(stored.reportPath)) == report)
     #expect(fileMode(of: stored.reportPath) == 0o600)
@@ -74,7 +61,7 @@ import Testing
     let second = try store.store(again, attachments: [("b.bin", [2])])
     #expect(second.state == .sent)
     #expect(entries(store.folder(.pending)).isEmpty)
-    #expect(entries(store.folder(.sent) + "/" + report.id) == ["a.bin", "report.json"])
+    #expect(entries(store.folder(.sent) + "/" + report.id) == ["a.bin", "index.txt", "report.json"])
     #expect(try store.load(id: report.id).report.exceptionMessage == "SEGV_MAPERR at 0x0")
   }
 

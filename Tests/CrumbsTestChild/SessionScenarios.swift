@@ -48,16 +48,6 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 
-  // client-crash-at-once DIR: starts a client (no automatic breadcrumbs) and dereferences null.
-  "client-crash-at-once": { arguments in
-    guard let directory = arguments.first else { return 64 }
-    var configuration = CrumbsConfiguration(directory: directory)
-    configuration.automaticBreadcrumbs = nil
-    guard startClient(configuration) != nil else { return 1 }
-    crumbs_test_null_deref()
-    return 71
-  },
-
   // client-start-twice DIR: starts a client, then another; prints "second-start ok" or
   // "second-start error DESCRIPTION", then "crashing", and dereferences null.
   "client-start-twice": { arguments in

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -165,4 +166,22 @@ int crumbs_test_wait_at_gate(const char *path) {
   }
   close(fd);
   return 0;
+}
+
+static void stop_in_write(int signal_number) {
+  (void)signal_number;
+  static const char line[] = "in-write\n";
+  ssize_t written = write(1, line, sizeof line - 1);
+  (void)written;
+  for (;;) pause();
+}
+
+int crumbs_test_limit_file_size(uint64_t bytes, int stop) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = stop ? stop_in_write : SIG_IGN;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGXFSZ, &action, NULL) != 0) return -1;
+  struct rlimit limit = {.rlim_cur = bytes, .rlim_max = bytes};
+  return setrlimit(RLIMIT_FSIZE, &limit);
 }

@@ -5,7 +5,10 @@
 //   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
 //                                   decides how the session ends: the directory, a new ring
 //                                   (installed), the session file, the crash handler, the session
-//                                   counted, the clean-exit hook. Everything else — automatic
+//                                   counted, the clean-exit hook, and — only when more than a few
+//                                   earlier sessions wait (a crash loop) — the oldest of them
+//                                   processed briefly (PostMortemProcessor.processBacklog), so
+//                                   rings/ stays bounded. Everything else — automatic
 //                                   breadcrumbs, the previous sessions' reports and their counts,
 //                                   delivery — runs on a background thread. One client per
 //                                   process: a second start throws `.alreadyStarted`.
@@ -95,6 +98,8 @@ public final class CrumbsClient: @unchecked Sendable {
     weak var delegate: (any CrumbsClientDelegate)?
     var consentHandler: (@Sendable ([CrashReport]) -> ConsentAnswer)?
     var previous: PostMortemOutcome?
+    /// What `processBacklog` did at start, joined to the background run's outcome.
+    var backlog: PostMortemOutcome?
     var metrics: SessionMetrics?
     var problems: [String] = []
     var closed = false
@@ -156,6 +161,7 @@ public final class CrumbsClient: @unchecked Sendable {
       return client
     }
     if shared { sharedClient.withLock { $0 = client } }
+    client.processBacklog()
     client.startBackgroundWork()
     return client
   }
@@ -168,7 +174,8 @@ public final class CrumbsClient: @unchecked Sendable {
       throw .directory(error)
     }
     do {
-      store = try ReportStore(directory: configuration.directory)
+      // The store keeps itself within the configured limits, with or without a destination.
+      store = try ReportStore(directory: configuration.directory, limits: configuration.database.storeLimits)
     } catch {
       throw .store(error)
     }
@@ -273,10 +280,18 @@ public final class CrumbsClient: @unchecked Sendable {
     automatic?.stop()
   }
 
-  /// Reports what earlier sessions left, each with its own version, attributes and attachments
-  /// (from its session file, not this session's), and counts each ended session before its files
-  /// are removed.
-  private func processPreviousSessions() {
+  /// On the caller's thread of `start`: keeps rings/ bounded when sessions end faster than the
+  /// background work processes them (PostMortemProcessor.processBacklog: a directory listing
+  /// unless more than a few sessions wait). What it processed joins the previous sessions.
+  private func processBacklog() {
+    let backlog = makeProcessor().processBacklog(reportingSession: sessionID)
+    if !backlog.sessions.isEmpty || !backlog.forkedSessions.isEmpty || !backlog.problems.isEmpty {
+      state.withLock { $0.backlog = backlog }
+    }
+  }
+
+  /// The post-mortem processor as configured, counting each ended session.
+  private func makeProcessor() -> PostMortemProcessor {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.symbolicatorOptions = configuration.symbolication
     processor.reportsAbnormalTerminations = configuration.detectOOM
@@ -294,7 +309,21 @@ public final class CrumbsClient: @unchecked Sendable {
         self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
       }
     }
-    let outcome = processor.run(reportingSession: sessionID)
+    return processor
+  }
+
+  /// Reports what earlier sessions left, each with its own version, attributes and attachments
+  /// (from its session file, not this session's), and counts each ended session before its files
+  /// are removed.
+  private func processPreviousSessions() {
+    var outcome = state.withLock { $0.backlog } ?? PostMortemOutcome()
+    outcome.append(makeProcessor().run(reportingSession: sessionID))
+    let directory = configuration.directory
+    // The client's own files, which a process killed mid-write may have left temporary copies of.
+    outcome.removedLeftovers +=
+      AbandonedFiles.removeTemporaryFiles(
+        inFolder: directory, of: ["session-metrics.json", "consent", "disabled"])
+      + AbandonedFiles.removeTemporaryFiles(inFolder: SessionSummaryQueue.folder(directory))
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {
@@ -455,10 +484,7 @@ public final class CrumbsClient: @unchecked Sendable {
       try? Syscall.writeFileAtomically(consentPath, Array("always\n".utf8))
       return true
     case .dontSend:
-      _ = try? store.move(id: report.id, from: .pending, to: .dropped)
-      try? Syscall.writeFileAtomically(
-        store.folder(.dropped) + "/" + report.id + "/dropped.reason",
-        Array("the user declined to send it\n".utf8))
+      _ = try? store.drop(id: report.id, reason: "the user declined to send it")
       return false
     }
   }

@@ -47,12 +47,12 @@ public struct SessionMetrics: Codable, Sendable, Equatable {
   }
 }
 
-enum SessionMetricsFile {
+package enum SessionMetricsFile {
   /// Session ids remembered as counted: more than one run can leave unfinished.
   static let rememberedSessions = 256
 
   static func startsPath(_ directory: String) -> String { directory + "/session-starts" }
-  static func metricsPath(_ directory: String) -> String { directory + "/session-metrics.json" }
+  package static func metricsPath(_ directory: String) -> String { directory + "/session-metrics.json" }
 
   /// What `session-metrics.json` holds.
   private struct Stored: Codable {
@@ -73,7 +73,7 @@ enum SessionMetricsFile {
   }
 
   /// Adds this session to `session-starts`. Cheap enough for the caller's thread of `start`.
-  static func countStart(directory: String) throws(SystemCallError) {
+  package static func countStart(directory: String) throws(SystemCallError) {
     try locked(directory) { (fd, path) throws(SystemCallError) in
       let count = try startCount(fd, path: path)
       let digits = String(count.saturatingAdd(1))
@@ -107,7 +107,7 @@ enum SessionMetricsFile {
   }
 
   /// The metrics now (a new install id is made, and kept, the first time).
-  static func read(directory: String) throws(SystemCallError) -> SessionMetrics {
+  package static func read(directory: String) throws(SystemCallError) -> SessionMetrics {
     try locked(directory) { (fd, path) throws(SystemCallError) in
       var stored = load(directory)
       stored.sessions = try startCount(fd, path: path)
@@ -143,7 +143,8 @@ enum SessionMetricsFile {
   ) throws(SystemCallError) -> Result {
     try threads.withLock { _ throws(SystemCallError) -> Result in
       let path = startsPath(directory)
-      let fd = try Syscall.open(path, O_RDWR | O_CREAT, mode: 0o600)
+      // O_NOFOLLOW: a link planted here would make the count's pwrite land outside the directory.
+      let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
       defer { Syscall.close(fd) }
       try Syscall.lockForThisProcess(fd, path: path)
       return try body(fd, path)

@@ -3,7 +3,9 @@
 // Entry points, in call order:
 //   SessionSummaryQueue.enqueue      as each ended session is counted (before its files are
 //                                    removed), its summary (how it ended + the install's running
-//                                    counts), written to `session-summaries/<session>.json` (atomic)
+//                                    counts), written to `session-summaries/<time>-<session>.json`;
+//                                    at most `maxQueued` are kept, the oldest deleted first (with no
+//                                    OTLP destination nothing drains the queue)
 //   SessionSummaryQueue.deliver      each queued summary as one OTLP log record, event name
 //                                    `crumbs.session.summary`, to every OTLP destination; removed
 //                                    once one accepted it (2xx), kept for the next launch otherwise
@@ -32,10 +34,15 @@ enum SessionSummaryQueue {
 
   static func folder(_ directory: String) -> String { directory + "/session-summaries" }
 
-  /// Queues a summary per ended session.
+  /// Summaries kept waiting for a server (a few hundred bytes each); the oldest go first.
+  static let maxQueued = 100
+
+  /// Queues a summary per ended session, as `<processed time, 20 digits>-<session>.json` (so
+  /// that names sort oldest first); a session already queued is not queued again.
   static func enqueue(_ sessions: [PreviousSession], metrics: SessionMetrics, directory: String) {
     guard !sessions.isEmpty, (try? Syscall.makeDirectory(folder(directory))) != nil else { return }
     let now = SystemClock.wallNanoseconds()
+    let queued = (try? Syscall.directoryEntries(folder(directory))) ?? []
     for session in sessions {
       let summary = SessionSummary(
         sessionID: session.sessionID.description, installID: metrics.installID, end: session.end,
@@ -43,9 +50,35 @@ enum SessionSummaryQueue {
         sessions: metrics.sessions, crashedSessions: metrics.crashedSessions,
         abnormalSessions: metrics.abnormalSessions, cleanSessions: metrics.cleanSessions,
         crashFreeRate: metrics.crashFreeRate)
+      // A run killed after counting a session and before removing its files counts it again.
+      guard !queued.contains(where: { $0.hasSuffix(summary.sessionID + ".json") }) else { continue }
+      let time = String(now)
+      let name =
+        String(repeating: "0", count: max(0, 20 - time.count)) + time + "-" + summary.sessionID + ".json"
+      // Without fsync (this may run on the app's thread at start, see processBacklog): a power
+      // loss may lose a summary, never tear one.
       if let bytes = try? JSONEncoder().encode(summary) {
-        try? Syscall.writeFileAtomically(folder(directory) + "/\(summary.sessionID).json", Array(bytes))
+        try? Syscall.writeFileAtomically(folder(directory) + "/" + name, Array(bytes), durable: false)
       }
+    }
+    trim(directory)
+  }
+
+  /// Deletes the oldest entries beyond `maxQueued` (by name: the time they were made; names of
+  /// an earlier version, without it, count as oldest), unreadable ones set aside included.
+  static func trim(_ directory: String) {
+    let path = folder(directory)
+    let names = (try? Syscall.directoryEntries(path)) ?? []
+    guard names.count > maxQueued else { return }
+    func age(_ name: String) -> String {
+      let stamp = name.utf8.prefix(21)
+      let timed =
+        stamp.count == 21 && stamp.last == UInt8(ascii: "-")
+        && stamp.dropLast().allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+      return timed ? name : ""
+    }
+    for name in names.sorted(by: { (age($0), $0) < (age($1), $1) }).prefix(names.count - maxQueued) {
+      Syscall.removeTree(path + "/" + name)
     }
   }
 
@@ -63,7 +96,7 @@ enum SessionSummaryQueue {
       guard let bytes = try? Syscall.readFile(path, limit: 1 << 16),
         let summary = try? JSONDecoder().decode(SessionSummary.self, from: Data(bytes))
       else {
-        // Unreadable: moved aside with the reason, never deleted.
+        // Unreadable: moved aside with the reason (deleted only by `trim`, as the oldest).
         try? Syscall.writeFileAtomically(path + ".reason", Array("unreadable session summary\n".utf8))
         try? Syscall.rename(path, to: path + ".unreadable")
         continue

@@ -114,6 +114,23 @@ public enum RingReader {
     try PersistedFile.read(path, as: .ring, limit: 1 << 30, image: read(image:))
   }
 
+  /// Reads only a ring file's header (and lane table), validated as `read(file:)` validates it:
+  /// the contents it returns hold no breadcrumbs (counts zero, times not calibrated). Costs one
+  /// small read however large the ring: for deciding about a ring without decoding its slots.
+  public static func readHeader(file path: String) throws(PersistedFileError) -> RingContents {
+    try PersistedFile.read(path, as: .ring) { file throws(PersistedFileError) in
+      let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+      let bytes = try file.bytes(at: 0, count: tables)
+      let layout = try bytes.withUnsafeBytes { image in
+        Result { () throws(PersistedFileError) in
+          try RingHeaderValidation.validate(image, availableBytes: Int(clamping: file.size))
+        }
+      }.get()
+      return RingContents(
+        header: layout.info, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: false)
+    }
+  }
+
   /// Reads a ring from a file image in memory.
   public static func read(image: UnsafeRawBufferPointer) throws(PersistedFileError) -> RingContents {
     let layout = try RingHeaderValidation.validate(image)

@@ -6,7 +6,8 @@
 //                                 claimed; removed once abandoned (lock free, a minute old)
 //   rings/<session-id>.crash      its crash record (CrashHandler)
 //   rings/<session-id>.session.json   what the session said about itself (CrumbsClient)
-//   quarantine/<name>             files that could not be read as rings, moved aside, never deleted
+//   quarantine/<name>             files that could not be read as rings, moved aside (the newest
+//                                 kept: Quarantine.maxItems)
 //   quarantine/<name>.reason      one line: why
 //
 // Entry points, in call order:
@@ -240,9 +241,11 @@ public struct RingDirectory: Sendable {
   private func removeIfAbandoned(_ file: String) {
     guard let descriptor = try? Syscall.open(file, O_RDONLY | O_NOFOLLOW) else { return }
     defer { Syscall.close(descriptor) }
-    guard (try? Syscall.tryLockExclusive(descriptor, path: file)) == true,
-      let modified = try? Syscall.modificationTime(descriptor, path: file),
-      SystemClock.wallNanoseconds() > modified &+ Self.abandonedCreationAgeNanoseconds
+    // Age first: probing the lock of a file its creator has just opened would take the lock
+    // from under it, and its own flock would fail.
+    guard let modified = try? Syscall.modificationTime(descriptor, path: file),
+      SystemClock.wallNanoseconds() > modified &+ Self.abandonedCreationAgeNanoseconds,
+      (try? Syscall.tryLockExclusive(descriptor, path: file)) == true
     else { return }
     _ = try? Syscall.unlink(file)
   }
@@ -263,6 +266,25 @@ public struct RingDirectory: Sendable {
       return (!open, false)
     }
     return (writer.liveness == .gone, false)
+  }
+
+  /// How many sessions' rings wait in `rings/` (`.ring` and `.ring.claimed` files, running ones
+  /// included), not counting `excluding`: one directory listing, nothing opened.
+  public func waitingRingCount(excluding: SessionID? = nil) -> Int {
+    let names = (try? Syscall.directoryEntries(ringsPath)) ?? []
+    let own = excluding?.description
+    return names.filter { name in
+      (name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed")) && String(name.prefix { $0 != "." }) != own
+    }.count
+  }
+
+  /// Removes the temporary files (`*.tmp-<pid>`: session files, quarantine reasons) that
+  /// writers killed mid-write left in `rings/` and `quarantine/`, when their writer is gone
+  /// (AbandonedFiles). Returns the paths removed.
+  @discardableResult
+  public func removeAbandonedTemporaryFiles() -> [String] {
+    AbandonedFiles.removeTemporaryFiles(inFolder: ringsPath)
+      + AbandonedFiles.removeTemporaryFiles(inFolder: quarantinePath)
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.

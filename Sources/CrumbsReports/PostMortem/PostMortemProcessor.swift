@@ -2,7 +2,20 @@
 //
 // Entry points, in call order:
 //   PostMortemProcessor(directory:store:)
-//   run(reportingSession:)          claim every leftover ring (RingDirectory.claimLeftovers),
+//   processBacklog(reportingSession:)   on the app's thread at start, cheap: when more than
+//                                   `maxWaitingSessions` sessions wait in rings/ (a crash loop:
+//                                   each launch dies before its background run processed the
+//                                   last one), the oldest beyond that number (at most
+//                                   `maxBriefPerCall`) are processed briefly — crash record or
+//                                   ring header only, frames not symbolicated, no trail, the
+//                                   reason named in the report — and their files removed. The
+//                                   newest always wait for a full run. So rings/ stays bounded
+//                                   and nothing is deleted unreported.
+//   run(reportingSession:)          remove what writers killed mid-write left in rings/,
+//                                   quarantine/ and reports/ (temporary files, `.incoming`
+//                                   folders: AbandonedFiles; the client sweeps its own files),
+//                                   then claim every leftover ring
+//                                   (RingDirectory.claimLeftovers) and process them newest first
 //     → process(claimed)            read ring (+ crash record, + the session file with the
 //                                   session's own version, attributes, attachments and replaced
 //                                   crash handlers), decide how the session ended:
@@ -70,6 +83,8 @@ public struct PostMortemOutcome: Sendable {
   public var forkedSessions: [PreviousSession] = []
   /// Files moved to quarantine.
   public var quarantined: [RingDirectory.QuarantinedFile] = []
+  /// Files that writers killed mid-write left, removed (their writer is gone).
+  public var removedLeftovers: [String] = []
   /// What went wrong without stopping the run.
   public var problems: [String] = []
 
@@ -85,6 +100,8 @@ public struct PostMortemOutcome: Sendable {
   public var lastSessionCrashReport: CrashReport? { lastSession?.report?.report }
   /// `hasReceivedMemoryWarningInLastSession`.
   public var hasReceivedMemoryWarningInLastSession: Bool { lastSession?.receivedMemoryWarning ?? false }
+  package init() {}
+
   /// Reports stored by this run, forked children's included.
   public var reports: [StoredReport] { (sessions + forkedSessions).compactMap(\.report) }
 }
@@ -117,6 +134,12 @@ public struct PostMortemProcessor: Sendable {
   /// that dies between this call and the removal leaves the session to the next run, which calls
   /// this again for it: count by session id.
   public var sessionEnded: @Sendable (PreviousSession) -> Void = { _ in }
+  /// Sessions left to wait for a full (background) run; beyond it `processBacklog` processes the
+  /// oldest briefly. Each waiting session holds its ring (1 MiB by default) and crash record.
+  public var maxWaitingSessions = 4
+  /// Most sessions one `processBacklog` call processes (it runs on the app's thread at start).
+  /// Two: a crash loop adds one session per launch, so the backlog shrinks.
+  public var maxBriefPerCall = 2
 
   /// ELF symbols only, simplified Swift names.
   public static var defaultSymbolication: Symbolicator.Options {
@@ -131,34 +154,72 @@ public struct PostMortemProcessor: Sendable {
     self.store = store
   }
 
-  /// Processes every leftover ring except `reportingSession`'s own.
+  /// Processes every leftover ring except `reportingSession`'s own, newest first (so that a
+  /// process that lives only long enough for one report makes the newest one).
   public func run(reportingSession: SessionID? = nil) -> PostMortemOutcome {
     var outcome = PostMortemOutcome()
+    outcome.removedLeftovers = directory.removeAbandonedTemporaryFiles() + store.removeLeftovers()
     let (claimed, problems) = directory.claimLeftovers(excluding: reportingSession)
     outcome.problems += problems
-    for ring in claimed {
-      guard let session = process(ring, reportingSession: reportingSession, into: &outcome) else {
-        continue
-      }
-      if session.parentSessionID != nil {
-        outcome.forkedSessions.append(session)
-      } else {
-        outcome.sessions.append(session)
-      }
+    for (ring, _) in Self.byAge(claimed).reversed() {
+      record(process(ring, reportingSession: reportingSession, into: &outcome), into: &outcome)
     }
-    outcome.sessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
-    outcome.forkedSessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
+    outcome.sort()
     return outcome
   }
 
+  /// Bounds the sessions waiting in rings/ (see the design comment); cheap when they are within
+  /// `maxWaitingSessions`: one directory listing.
+  public func processBacklog(reportingSession: SessionID? = nil) -> PostMortemOutcome {
+    var outcome = PostMortemOutcome()
+    guard directory.waitingRingCount(excluding: reportingSession) > maxWaitingSessions else { return outcome }
+    let (claimed, problems) = directory.claimLeftovers(excluding: reportingSession)
+    outcome.problems += problems
+    let oldestFirst = Self.byAge(claimed)
+    let brief = min(max(0, oldestFirst.count - max(0, maxWaitingSessions)), max(0, maxBriefPerCall))
+    for (index, (ring, _)) in oldestFirst.enumerated() {
+      guard index < brief else {
+        ring.release()  // left for the full run
+        continue
+      }
+      let note =
+        "processed briefly: \(oldestFirst.count) sessions were waiting to be processed (a crash loop?), more "
+        + "than \(maxWaitingSessions); this report leaves out the breadcrumb trail, symbol names (frames keep "
+        + "module, offset and build ID) and the session's attachments"
+      record(process(ring, reportingSession: reportingSession, brief: note, into: &outcome), into: &outcome)
+    }
+    outcome.sort()
+    return outcome
+  }
+
+  /// Claimed rings with their creation time, oldest first (an unreadable header counts as oldest).
+  static func byAge(_ claimed: [RingDirectory.ClaimedRing]) -> [(RingDirectory.ClaimedRing, UInt64)] {
+    claimed.map { ring in
+      (ring, (try? RingReader.readHeader(file: ring.path))?.header.createdWallNanoseconds ?? 0)
+    }.sorted { $0.1 < $1.1 }
+  }
+
+  private func record(_ session: PreviousSession?, into outcome: inout PostMortemOutcome) {
+    guard let session else { return }
+    if session.parentSessionID != nil {
+      outcome.forkedSessions.append(session)
+    } else {
+      outcome.sessions.append(session)
+    }
+  }
+
+  /// Processes one claimed ring. With `brief` (the reason, put in the report's damage), only the
+  /// crash record and the ring's header are read: no trail, no symbolication, no attachments.
   func process(
-    _ claimed: RingDirectory.ClaimedRing, reportingSession: SessionID?, into outcome: inout PostMortemOutcome
+    _ claimed: RingDirectory.ClaimedRing, reportingSession: SessionID?, brief: String? = nil,
+    into outcome: inout PostMortemOutcome
   ) -> PreviousSession? {
     var damage: [String] = []
     // The ring: unreadable ones are quarantined, but a crash record may still tell the story.
     var ring: RingContents?
     do {
-      ring = try RingReader.read(file: claimed.path)
+      ring =
+        try brief == nil ? RingReader.read(file: claimed.path) : RingReader.readHeader(file: claimed.path)
     } catch {
       damage.append("breadcrumb ring unreadable: \(error)")
       quarantine(claimed.path, reason: error.description, into: &outcome)
@@ -227,6 +288,10 @@ public struct PostMortemProcessor: Sendable {
         attributes: metadata?.attributes ?? attributes,
         appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
       builder.symbolicatorOptions = symbolicatorOptions
+      if brief != nil {
+        builder.symbolicatorOptions.readsModuleFiles = false
+        builder.symbolicatorOptions.useLLVMSymbolizer = false
+      }
       builder.replacedCrashSignals = session.replacedCrashSignals
       var report: CrashReport
       if let record {
@@ -239,12 +304,13 @@ public struct PostMortemProcessor: Sendable {
         report = builder.abnormalTermination(ring: ring!, trailSize: trail?.bytes.count)
         report.damage += damage
       }
+      if let brief { report.damage.append(brief) }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if report.kind == .abnormalTermination && !reportsAbnormalTerminations {
         return end(session)
       }
       var files: [(name: String, bytes: [UInt8])] = trail.map { [($0.name, $0.bytes)] } ?? []
-      if let metadata {
+      if let metadata, brief == nil {
         let attached = ReportAttachments.read(
           metadata.attachments, limit: attachmentSizeLimit, taken: files.map(\.name))
         report.attachments += attached.entries
@@ -271,6 +337,24 @@ public struct PostMortemProcessor: Sendable {
     } catch {
       outcome.problems.append("cannot quarantine \(file): \(error)")
     }
+  }
+}
+
+extension PostMortemOutcome {
+  /// Puts the sessions in the order they started.
+  mutating func sort() {
+    sessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
+    forkedSessions.sort { $0.startedWallNanoseconds < $1.startedWallNanoseconds }
+  }
+
+  /// This outcome followed by `later`'s (two runs of one start: the backlog, then the full run).
+  package mutating func append(_ later: PostMortemOutcome) {
+    sessions += later.sessions
+    forkedSessions += later.forkedSessions
+    quarantined += later.quarantined
+    problems += later.problems
+    removedLeftovers += later.removedLeftovers
+    sort()
   }
 }
 

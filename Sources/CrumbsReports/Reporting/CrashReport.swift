@@ -168,3 +168,29 @@ extension CrashReport {
     }.joined(separator: "\n")
   }
 }
+
+extension CrashReport {
+  /// What makes two reports "the same problem", for eviction (the store never evicts the newest
+  /// report of a signature while older ones of it remain): the kind, the exception type
+  /// (`SIGSEGV`, `SIGILL`, `AbnormalTermination`, an error's type) and the top frame in the app's
+  /// own code — the first frame in the executable (`process.executable.path`) that is not
+  /// Crumbs' own, named by its function, else by its module offset; the first frame when none
+  /// is in the executable (a crash deep in a library). Reports without frames (abnormal ends)
+  /// group by kind and type alone. The message is left out on purpose: it holds addresses and
+  /// values that differ between two crashes of one bug.
+  public var signature: String {
+    let executable = resource["process.executable.path"]
+    let ownPrefixes = ["Crumbs.", "CrumbsReports.", "CrumbsRecorder.", "CrumbsDelivery.", "crumbs_"]
+    func isCrumbs(_ frame: Frame) -> Bool {
+      guard let function = frame.function else { return false }
+      return ownPrefixes.contains { function.hasPrefix($0) || function.hasPrefix("static " + $0) }
+    }
+    let inApp = frames.first { $0.module != nil && $0.module == executable && !isCrumbs($0) }
+    let top = inApp ?? frames.first { !isCrumbs($0) }
+    let location = top.map { frame in
+      frame.function
+        ?? ((frame.module.map { Syscall.baseName(of: $0) } ?? "?") + "+" + (frame.moduleOffset ?? "?"))
+    }
+    return [kind.rawValue, exceptionType, location ?? ""].joined(separator: " | ")
+  }
+}

@@ -39,6 +39,8 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
     public static let stripped = "stripped"
     /// The module has a full symbol table, but no symbol covers the address.
     public static let noSymbol = "no symbol"
+    /// Module files were not read on purpose (Options.readsModuleFiles): a server can name it.
+    public static let notSymbolicated = "not symbolicated on the device"
     /// The module's path names no file (the vDSO, an anonymous mapping).
     public static let noFile = "no file"
   }
@@ -128,6 +130,10 @@ public final class Symbolicator {
     /// gone or replaced: folders of unstripped binaries or `.debug` files, or roots with the
     /// `.build-id/xx/yyyy.debug` layout (DebugFileLocator). Empty: only the modules' own files.
     public var symbolDirectories: [String] = []
+    /// Whether module files are read at all. When false nothing is named: frames keep their
+    /// module, offset and build ID (what a server needs to symbolicate) and a note saying so;
+    /// for processing that must stay cheap (a backlog of sessions, see PostMortemProcessor).
+    public var readsModuleFiles: Bool = true
 
     public init() {}
   }
@@ -181,6 +187,11 @@ public final class Symbolicator {
       frame.moduleOffset = overflow ? nil : offset
       let usable = !overflow && !lookupOverflow
 
+      guard options.readsModuleFiles else {
+        frame.note = SymbolicatedFrame.Note.notSymbolicated
+        frames.append(frame)
+        continue
+      }
       switch symbolFile(for: module) {
       case .failure(let failure):
         frame.note = failure.note

@@ -53,4 +53,9 @@ int crumbs_test_fork_without_handlers(void);
 /// so that every child released by one gate runs its next line at about the same moment.
 /// Returns 0, or -1 (errno set) when the FIFO cannot be opened or read.
 int crumbs_test_wait_at_gate(const char *path);
+/// Limits the size of files this process writes to `bytes` (RLIMIT_FSIZE). A write past it
+/// raises SIGXFSZ: with `stop_in_write`, a handler writes "in-write\n" to stdout and then waits
+/// in pause() forever — the process stops inside that write, for a test to SIGKILL it there;
+/// without, SIGXFSZ is ignored and the write fails with EFBIG (a disk that is full). Returns 0 or -1.
+int crumbs_test_limit_file_size(uint64_t bytes, int stop_in_write);
 #endif
