@@ -14,12 +14,14 @@
 // destination not done with it: skip it if not due; stop at the client-side rate limit; count
 // the attempt in delivery.json; send; classify the answer:
 //
-//   2xx                        delivered
+//   2xx                        delivered, if the whole request had been sent; a 2xx that came
+//                              before is retried ("answered before the report was sent")
 //   413                        dropped, never retried ("HTTP 413 …" in dropped.reason)
 //   429                        destination paused until Retry-After (seconds or HTTP date);
 //                              the attempt is not counted
-//   408, 5xx, other, timeouts,
-//   refused, connection lost   retried after retryInterval·2^(n-1) (capped, with jitter) while
+//   408, 3xx, 5xx, other,
+//   timeouts, refused,
+//   connection lost            retried after retryInterval·2^(n-1) (capped, with jitter) while
 //                              attempts < retryLimit, then dropped
 //   other 4xx, unencodable     dropped
 //
@@ -440,6 +442,11 @@ public final class ReportUploader: Sendable {
       history.lastStatus = answer.status
       var result: DeliveryResult
       switch answer.status {
+      case 200..<300 where !answer.requestSent:
+        // The server answered before it had the report: nothing says the report arrived.
+        result = retryOrDrop(
+          id, destination.name, reason: "HTTP \(answer.status) answered before the report was sent",
+          status: answer.status, history: &history, now: after)
       case 200..<300:
         history.outcome = .delivered
         history.lastError = nil

@@ -78,9 +78,14 @@ struct ReportFixture {
       clone.observedTimeUnixNano += UInt64(index) * 1_000_000
       var attachments: [(name: String, bytes: [UInt8])] = [(TrailAttachment.name, trail)]
       if extraAttachmentBytes > 0 {
+        // Random (so nothing on the way can compress it), eight bytes per draw.
         var generator = SystemRandomNumberGenerator()
-        attachments.append(
-          ("blob.bin", (0..<extraAttachmentBytes).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        var blob: [UInt8] = []
+        blob.reserveCapacity(extraAttachmentBytes + 8)
+        while blob.count < extraAttachmentBytes {
+          withUnsafeBytes(of: generator.next() as UInt64) { blob.append(contentsOf: $0) }
+        }
+        attachments.append(("blob.bin", Array(blob.prefix(extraAttachmentBytes))))
         clone.attachments.append(
           CrashReport.Attachment(
             name: "blob.bin", contentType: "application/octet-stream", size: extraAttachmentBytes))

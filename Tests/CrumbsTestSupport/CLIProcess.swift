@@ -1,6 +1,8 @@
 // CLIProcess.swift — the built `crumbs` command line as a child process, for the tests that
 // use it the way a person does.
 
+import Foundation
+
 @testable import CrumbsRecorder
 
 #if canImport(Glibc)
@@ -36,5 +38,27 @@ package enum CLIProcess {
       status: output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1,
       stdout: String(decoding: output.standardOutput, as: UTF8.self),
       stderr: String(decoding: output.standardError, as: UTF8.self))
+  }
+
+  /// Runs `crumbs arguments` like `run`, through Tests/Tools/peak_rss.py, and also returns its
+  /// peak resident set size in bytes (see that script for why the test process cannot ask the
+  /// kernel itself).
+  package static func runMeasuringPeakRSS(_ arguments: [String], timeoutSeconds: Double = 60) throws -> (
+    Result, peakResidentBytes: Int?
+  ) {
+    let directory = TestDirectory()
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .appendingPathComponent("Tools/peak_rss.py").path
+    let output = try Subprocess.run(
+      "/usr/bin/python3", [script, directory.file("peak"), executable] + arguments,
+      timeoutMilliseconds: Int(timeoutSeconds * 1000))
+    let result = Result(
+      status: output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1,
+      stdout: String(decoding: output.standardOutput, as: UTF8.self),
+      stderr: String(decoding: output.standardError, as: UTF8.self))
+    let peak = (try? Syscall.readFile(directory.file("peak"), limit: 64)).flatMap {
+      Int(String(decoding: $0, as: UTF8.self))
+    }
+    return (result, peak)
   }
 }
