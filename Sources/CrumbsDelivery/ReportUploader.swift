@@ -26,6 +26,12 @@
 //   other 4xx, unencodable     dropped
 //
 // When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
+//
+// No schedule outlives a wrong clock: times read back from delivery.json (and 429 pauses kept
+// in memory) are clamped to now plus the longest wait the policy can give (`maxRetryInterval`;
+// a day after a 429), and a schedule made while the clock read later than now (beyond
+// `clockTolerance`) keeps its wait but starts it now. Either change is written back, so a
+// report attempted while the clock read +1 year is retried soon after the clock is right.
 // Not signal-safe.
 
 import CrumbsRecorder
@@ -208,6 +214,8 @@ public final class ReportUploader: Sendable {
     var pausedUntil: [String: UInt64] = [:]
     /// Send times within the last minute, for `reportsPerMinute`.
     var recentSends: [UInt64] = []
+    /// When each pause was set (to notice a clock that went back since).
+    var pausedAt: [String: UInt64] = [:]
     /// (report id, destination) pairs that failed in this process with retryBehaviour `.none`.
     var deferredToNextLaunch: Set<String> = []
     var running = false
@@ -220,6 +228,12 @@ public final class ReportUploader: Sendable {
   private let passLock = Mutex(())
   private let condition = NSCondition()
   private let finished = DispatchSemaphore(value: 0)
+
+  /// The longest pause a 429 can ask for (its Retry-After, or the default, is capped here).
+  public static let maxRetryAfter: Double = 86_400
+  /// How far in the future a recorded attempt may lie before the clock that recorded it is taken
+  /// to have been wrong (a clock stepped back by NTP by less than this changes nothing).
+  public static let clockTolerance: Double = 300
 
   /// An uploader for `store`. Nothing runs until `start()` or `deliverPendingNow()`.
   public init(
@@ -344,9 +358,19 @@ public final class ReportUploader: Sendable {
       var history = deliveryState.destinations[destination.name] ?? DeliveryState.Destination()
       guard history.outcome == nil else { continue }
       let now = clock()
+      if rescheduleUnderClock(&history, now: now) {
+        deliveryState.destinations[destination.name] = history
+        save(deliveryState, of: stored)
+      }
       let key = stored.report.id + "\u{0}" + destination.name
-      let (paused, deferred) = state.withLock {
-        ($0.pausedUntil[destination.name] ?? 0, $0.deferredToNextLaunch.contains(key))
+      let (paused, deferred) = state.withLock { state in
+        if let until = state.pausedUntil[destination.name] {
+          let (start, end) = Self.rescheduled(
+            next: until, last: state.pausedAt[destination.name], now: now, cap: Self.maxRetryAfter)
+          state.pausedUntil[destination.name] = end
+          state.pausedAt[destination.name] = start
+        }
+        return (state.pausedUntil[destination.name] ?? 0, state.deferredToNextLaunch.contains(key))
       }
       if deferred { continue }
       let due = settings.honoursSchedule ? max(history.nextAttemptUnixNano, paused) : paused
@@ -460,7 +484,10 @@ public final class ReportUploader: Sendable {
         history.nextAttemptUnixNano = until
         history.lastError = "HTTP 429"
         state.withLock {
-          $0.pausedUntil[destination.name] = max($0.pausedUntil[destination.name] ?? 0, until)
+          if until >= $0.pausedUntil[destination.name] ?? 0 {
+            $0.pausedUntil[destination.name] = until
+            $0.pausedAt[destination.name] = after
+          }
         }
         result = DeliveryResult(
           reportID: id, destination: destination.name, outcome: .throttled(untilUnixNano: until),
@@ -548,9 +575,44 @@ public final class ReportUploader: Sendable {
     return UInt64(max(0, jittered) * 1e9)
   }
 
+  /// Brings a destination's schedule read from delivery.json within what the policy allows
+  /// under the clock as it reads now (see the file comment); true when it changed.
+  func rescheduleUnderClock(_ history: inout DeliveryState.Destination, now: UInt64) -> Bool {
+    guard history.nextAttemptUnixNano != 0 || history.lastAttemptUnixNano != nil else { return false }
+    // After a 429 the wait is the server's (up to a day); otherwise the backoff's.
+    let cap = max(settings.maxRetryInterval, history.lastStatus == 429 ? Self.maxRetryAfter : 0)
+    let (last, next) = Self.rescheduled(
+      next: history.nextAttemptUnixNano, last: history.lastAttemptUnixNano, now: now, cap: cap)
+    guard last != history.lastAttemptUnixNano || next != history.nextAttemptUnixNano else { return false }
+    history.lastAttemptUnixNano = last
+    history.nextAttemptUnixNano = next
+    return true
+  }
+
+  /// A schedule — `next`, set at `last` — under the clock `now`: when `last` lies more than
+  /// `clockTolerance` ahead, the clock that set it was wrong, so its wait starts now; and `next`
+  /// is at most `cap` seconds from now. Returns the (possibly moved) `last` and `next`.
+  static func rescheduled(next: UInt64, last: UInt64?, now: UInt64, cap: Double) -> (UInt64?, UInt64) {
+    func adding(_ base: UInt64, _ nanoseconds: UInt64) -> UInt64 {
+      let (sum, overflow) = base.addingReportingOverflow(nanoseconds)
+      return overflow ? .max : sum
+    }
+    // A cap that is not a positive number (settings are the app's) allows no wait at all.
+    let capNanoseconds = cap > 0 ? UInt64(min(cap, 1e9) * 1e9) : 0
+    var last = last
+    var next = next
+    if let recorded = last, recorded > adding(now, UInt64(clockTolerance * 1e9)) {
+      next = adding(now, min(next > recorded ? next - recorded : 0, capNanoseconds))
+      last = now
+    }
+    return (last, min(next, adding(now, capNanoseconds)))
+  }
+
   private func admitUnderRateLimit(_ now: UInt64) -> Bool {
     guard settings.reportsPerMinute > 0 else { return true }
     return state.withLock { state in
+      // Sends recorded while the clock read later than now count as sent now.
+      state.recentSends = state.recentSends.map { min($0, now) }
       state.recentSends.removeAll { $0 + 60_000_000_000 <= now }
       guard state.recentSends.count < settings.reportsPerMinute else { return false }
       state.recentSends.append(now)
@@ -616,14 +678,13 @@ public final class ReportUploader: Sendable {
 
   /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date
   /// (IMF-fixdate). Unusable values (negative, not a number, a date that does not parse) give
-  /// `default`; waits are capped at a day. The value comes from the network: nothing in it may
-  /// trap.
+  /// `default`; waits are capped at `maxRetryAfter` (a day). The value comes from the network:
+  /// nothing in it may trap.
   package static func retryAfter(_ value: String?, now: UInt64, default fallback: Double) -> UInt64 {
-    let day: Double = 86_400
     func nanoseconds(_ seconds: Double) -> UInt64 {
       // NaN fails both comparisons: no wait rather than a trap in UInt64(_:).
       guard seconds > 0 else { return 0 }
-      return UInt64(min(seconds, day) * 1e9)
+      return UInt64(min(seconds, maxRetryAfter) * 1e9)
     }
     guard let value = value?.trimmed(of: " \t") else { return nanoseconds(fallback) }
     if let seconds = Double(value), seconds >= 0 { return nanoseconds(seconds) }

@@ -16,6 +16,8 @@ final class ManualClock: Sendable {
   private let nanoseconds = Mutex<UInt64>(1_900_000_000_000_000_000)
   func now() -> UInt64 { nanoseconds.withLock { $0 } }
   func advance(seconds: Double) { nanoseconds.withLock { $0 += UInt64(seconds * 1e9) } }
+  /// Sets the clock, backwards too (a clock corrected after running ahead).
+  func set(_ value: UInt64) { nanoseconds.withLock { $0 = value } }
 }
 
 /// Records every hook call.
@@ -115,6 +117,17 @@ func settings(_ change: (inout DeliverySettings) -> Void = { _ in }) -> Delivery
   settings.retryInterval = 10
   change(&settings)
   return settings
+}
+
+/// An uploader of `fixture`'s store to one OTLP destination at `server`, on a clock moved by hand.
+func otlpUploader(
+  _ fixture: ReportFixture, _ server: LoopbackHTTPServer, clock: ManualClock,
+  settings deliverySettings: DeliverySettings = settings(), random: @escaping @Sendable () -> Double = { 0 }
+) -> ReportUploader {
+  ReportUploader(
+    store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+    settings: deliverySettings,
+    clock: { clock.now() }, random: random)
 }
 
 extension DeliveryResult {
