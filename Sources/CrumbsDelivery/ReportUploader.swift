@@ -4,7 +4,8 @@
 // Entry points, in call order:
 //   ReportUploader(store:destinations:settings:)   nothing happens yet (no thread, no I/O)
 //   start()                 a background thread runs passes: now, after wake(), when the next
-//                           report is due; stop() ends it (waits for the pass in flight)
+//                           report is due; stop(timeout:) ends it (waits, at most the timeout,
+//                           for the request in flight; the thread may finish it later)
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests); the same code
 //   wake()                  a new report was stored: run a pass soon
 //
@@ -218,16 +219,25 @@ public final class ReportUploader: Sendable {
     var pausedAt: [String: UInt64] = [:]
     /// (report id, destination) pairs that failed in this process with retryBehaviour `.none`.
     var deferredToNextLaunch: Set<String> = []
-    var running = false
-    var stopRequested = false
+    /// The background thread's run, while started.
+    var run: Run?
     var wakeRequested = false
+  }
+
+  /// One run of the background thread, with its own stop flag and end signal: a thread that a
+  /// `stop(timeout:)` gave up waiting for ends on its own later, and never takes the signals of
+  /// a run started after it.
+  private final class Run: Sendable {
+    private let stopRequested = Mutex(false)
+    let finished = DispatchSemaphore(value: 0)
+    var isStopping: Bool { stopRequested.withLock { $0 } }
+    func requestStop() { stopRequested.withLock { $0 = true } }
   }
 
   private let state = Mutex(State())
   /// Serializes passes within this process (the flock serializes processes).
   private let passLock = Mutex(())
   private let condition = NSCondition()
-  private let finished = DispatchSemaphore(value: 0)
 
   /// The longest pause a 429 can ask for (its Retry-After, or the default, is capped here).
   public static let maxRetryAfter: Double = 86_400
@@ -265,15 +275,16 @@ public final class ReportUploader: Sendable {
 
   /// Starts the background thread (once; later calls do nothing). Returns at once.
   public func start() {
+    let run = Run()
     let alreadyRunning = state.withLock { state in
-      defer { state.running = true }
-      return state.running
+      defer { if state.run == nil { state.run = run } }
+      return state.run != nil
     }
     guard !alreadyRunning else { return }
     do {
-      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop() }
+      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop(run) }
     } catch {
-      state.withLock { $0.running = false }  // stop() then has nothing to wait for
+      state.withLock { $0.run = nil }  // stop() then has nothing to wait for
     }
   }
 
@@ -285,25 +296,33 @@ public final class ReportUploader: Sendable {
     condition.unlock()
   }
 
-  /// Stops the background thread, waiting for a pass in flight to end (bounded by the
-  /// transport's timeout). Reports keep their state; a later uploader continues.
-  public func stop() {
-    let running = state.withLock { $0.running }
-    guard running else { return }
+  /// Stops the background thread: it sends nothing new, and this waits for the request in
+  /// flight at most `timeout` seconds (default: until it ends, which the transport's timeout
+  /// bounds). Past that it returns false and the thread ends by itself once the request does;
+  /// the report stays pending until the answer is recorded (at least once, never lost). Reports
+  /// keep their state; a later uploader (or `start()`) continues.
+  @discardableResult
+  public func stop(timeout: Double = .infinity) -> Bool {
+    guard let run = state.withLock({ $0.run }) else { return true }
     condition.lock()
-    state.withLock { $0.stopRequested = true }
-    condition.signal()
+    run.requestStop()
+    condition.broadcast()
     condition.unlock()
-    finished.wait()
-    state.withLock {
-      $0.running = false
-      $0.stopRequested = false
+    let ended: Bool
+    if !(timeout >= .infinity) {  // NaN included: no wait rather than forever
+      let nanoseconds = timeout > 0 ? Int(min(timeout, 1e6) * 1e9) : 0
+      ended = run.finished.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success
+    } else {
+      run.finished.wait()
+      ended = true
     }
+    state.withLock { if $0.run === run { $0.run = nil } }
+    return ended
   }
 
-  private func runLoop() {
-    while !state.withLock({ $0.stopRequested }) {
-      let pass = deliverPendingNow()
+  private func runLoop(_ run: Run) {
+    while !run.isStopping {
+      let pass = deliverPending(stopping: { run.isStopping })
       // Sleep until the next report is due (at most a minute: new reports may arrive from
       // another process), or until woken or stopped.
       var wait: Double = 60
@@ -314,13 +333,13 @@ public final class ReportUploader: Sendable {
       if pass.lockBusy { wait = max(wait, 1) }
       condition.lock()
       let deadline = Date(timeIntervalSinceNow: wait)
-      while !state.withLock({ $0.stopRequested || $0.wakeRequested }) {
+      while !run.isStopping && !state.withLock({ $0.wakeRequested }) {
         if !condition.wait(until: deadline) { break }
       }
       state.withLock { $0.wakeRequested = false }
       condition.unlock()
     }
-    finished.signal()
+    run.finished.signal()
   }
 
   // MARK: - One pass
@@ -328,7 +347,10 @@ public final class ReportUploader: Sendable {
   /// Runs one delivery pass on the caller's thread and returns what it did. Never call it on
   /// the app's main thread: it waits for the network.
   @discardableResult
-  public func deliverPendingNow() -> DeliveryPass {
+  public func deliverPendingNow() -> DeliveryPass { deliverPending(stopping: { false }) }
+
+  /// One pass that ends early (between attempts) once `stopping` says so.
+  private func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
       guard DeliveryLock.take(store: store.path) else {
@@ -341,20 +363,21 @@ public final class ReportUploader: Sendable {
       pass.quarantined = listing.quarantined
       let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
       for stored in reports {
-        if !deliver(stored, into: &pass) { break }
+        if stopping() || !deliver(stored, into: &pass, stopping: stopping) { break }
       }
       return pass
     }
   }
 
   /// Delivers one report to every destination that is due; false when the rate limit stops the pass.
-  private func deliver(_ stored: StoredReport, into pass: inout DeliveryPass) -> Bool {
+  private func deliver(_ stored: StoredReport, into pass: inout DeliveryPass, stopping: () -> Bool) -> Bool {
     let delegate = self.delegate
     if let delegate, !delegate.shouldSend(stored.report) { return true }
     var deliveryState = stored.deliveryState()
     var outgoing: CrashReport?
     var results: [DeliveryResult] = []
     for destination in destinations {
+      if stopping() { break }
       var history = deliveryState.destinations[destination.name] ?? DeliveryState.Destination()
       guard history.outcome == nil else { continue }
       let now = clock()
