@@ -13,8 +13,11 @@
 // Nothing the server sends is trusted to be small or to end. The answer is read through a data
 // delegate, never buffered whole by URLSession: at most `maxResponseBodyBytes` of its body are
 // kept, then the task is cancelled and the answer returned with `bodyTruncated` (its status is
-// already known). An answer that arrives before the whole request body was handed to libcurl
-// says so (`requestSent` false): the uploader does not count such a 2xx as a delivery.
+// already known). The cut takes effect when the delegate queue gets to it: what libcurl
+// received meanwhile waits on that queue, in memory (little at network speeds; over loopback at
+// GB/s with every core busy, a few hundred MB were seen). An answer that arrives before the
+// whole request body was handed to libcurl says so (`requestSent` false): the uploader does not
+// count such a 2xx as a delivery.
 // Known gap: FoundationNetworking keeps a 301–308 answer (status and body) from the delegate
 // until it ends and gathers its body itself, one growing copy per piece, on the queue that also
 // runs cancel() and the timeouts. A server answering a redirect with an endless body therefore

@@ -32,15 +32,16 @@ package final class LoopbackHTTPServer: Sendable {
     /// Read the headers and `bytes` of the body, then close the connection (a server that dies
     /// mid-upload).
     case closeAfterReading(bytes: Int)
-    /// Answer with a status as soon as the headers arrived, without reading the body, then close
-    /// the connection (a server that answers before the request was sent).
+    /// Answer with a status as soon as the headers arrived, without reading the body, and end
+    /// the answer (a server that answers before the request was sent).
     case answerBeforeReading(Int)
     /// Answer with a status and a body of `bodyBytes` bytes (Content-Length), written as fast as
-    /// the client reads it; stops when the client goes away.
-    case respondWithLargeBody(Int, bodyBytes: Int)
-    /// Answer with a status and a chunked body that never ends; stops when the client goes away
-    /// or the server stops.
-    case respondEndlessly(Int)
+    /// the client reads it, or at most `bytesPerSecond` (a network rather than loopback); stops
+    /// when the client goes away.
+    case respondWithLargeBody(Int, bodyBytes: Int, bytesPerSecond: Int? = nil)
+    /// Answer with a status and a chunked body that never ends, paced like
+    /// `respondWithLargeBody`; stops when the client goes away or the server stops.
+    case respondEndlessly(Int, bytesPerSecond: Int? = nil)
     /// Answer with a status and then a byte of the body every 200 ms, never idle long enough for
     /// a request timeout; stops when the client goes away or the server stops.
     case respondTrickling(Int)
@@ -187,8 +188,15 @@ package final class LoopbackHTTPServer: Sendable {
     }
     let behaviour = script(index, request)
     if case .answerBeforeReading(let status) = behaviour {
-      // Not a byte of the body is read; closing with it unread resets the connection.
+      // Not a byte of the body is read. The answer ends with a FIN, not a close: closing with
+      // the body unread would send a reset, which may reach the client before it reads the
+      // answer (it then sees a lost connection, not an answer). The connection is closed once
+      // the client closes its side, or the server stops.
       answer(fd, status: status, headers: [:], body: "")
+      shutdown(fd, Int32(SHUT_WR))
+      let peerClosed: Int16 = 0x2000  // POLLRDHUP (Linux; Glibc hides it without _GNU_SOURCE)
+      var peer = pollfd(fd: fd, events: peerClosed, revents: 0)
+      while !state.withLock({ $0.stopped }), poll(&peer, 1, 100) == 0 {}
       return
     }
     if headers["expect"]?.lowercased() == "100-continue" { write(fd, "HTTP/1.1 100 Continue\r\n\r\n") }
@@ -207,27 +215,31 @@ package final class LoopbackHTTPServer: Sendable {
     case .stall(let seconds):
       _ = stopping.wait(timeout: .now() + seconds)
       answer(fd, status: 200, headers: [:], body: "")
-    case .respondWithLargeBody(let status, let bodyBytes):
+    case .respondWithLargeBody(let status, let bodyBytes, let bytesPerSecond):
       guard
         write(fd, "HTTP/1.1 \(status) Status\r\nContent-Length: \(bodyBytes)\r\nConnection: close\r\n\r\n")
       else { return }
       let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 16)
+      let started = DispatchTime.now()
       var left = bodyBytes
-      while left > 0, !state.withLock({ $0.stopped }) {
+      while left > 0, pace(since: started, written: bodyBytes - left, bytesPerSecond: bytesPerSecond) {
         let piece = min(left, chunk.count)
         guard write(fd, chunk[..<piece]) else { return }
         left -= piece
         state.withLock { $0.bodyBytesWritten += piece }
       }
-    case .respondEndlessly(let status):
+    case .respondEndlessly(let status, let bytesPerSecond):
       let head = "HTTP/1.1 \(status) Status\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
       guard write(fd, head) else { return }
       let size = 1 << 16
       let chunk =
         Array((String(size, radix: 16) + "\r\n").utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: size)
         + Array("\r\n".utf8)
-      while !state.withLock({ $0.stopped }) {
+      let started = DispatchTime.now()
+      var written = 0
+      while pace(since: started, written: written, bytesPerSecond: bytesPerSecond) {
         guard write(fd, chunk[...]) else { return }
+        written += size
         state.withLock { $0.bodyBytesWritten += size }
       }
     case .respondTrickling(let status):
@@ -240,6 +252,19 @@ package final class LoopbackHTTPServer: Sendable {
       }
     case .closeAfterReading, .answerBeforeReading: break
     }
+  }
+
+  /// Waits until `written` bytes since `started` keep to `bytesPerSecond` (no wait without a
+  /// rate); false once the server stops.
+  private func pace(since started: DispatchTime, written: Int, bytesPerSecond: Int?) -> Bool {
+    if let bytesPerSecond, bytesPerSecond > 0 {
+      let due = started + .nanoseconds(Int(Double(written) / Double(bytesPerSecond) * 1e9))
+      if due > .now(), stopping.wait(timeout: due) == .success {
+        stopping.signal()  // not ours to take: stop() signals every waiter
+        return false
+      }
+    }
+    return !state.withLock { $0.stopped }
   }
 
   private func answer(_ fd: Int32, status: Int, headers: [String: String], body: String) {
