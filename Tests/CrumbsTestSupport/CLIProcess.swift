@@ -20,6 +20,12 @@ package enum CLIProcess {
     package var stderrLines: [String] {
       stderr.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
     }
+
+    init(_ output: ProcessOutput) {
+      status = output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1
+      stdout = String(decoding: output.standardOutput, as: UTF8.self)
+      stderr = String(decoding: output.standardError, as: UTF8.self)
+    }
   }
 
   /// The `crumbs` product, in the same bin directory as the test bundle.
@@ -33,11 +39,7 @@ package enum CLIProcess {
   /// Runs `crumbs arguments` to completion (killed after `timeoutSeconds`); `status` is the
   /// shell's (exit code, or 128 + signal).
   package static func run(_ arguments: [String], timeoutSeconds: Double = 60) throws -> Result {
-    let output = try Subprocess.run(executable, arguments, timeoutMilliseconds: Int(timeoutSeconds * 1000))
-    return Result(
-      status: output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1,
-      stdout: String(decoding: output.standardOutput, as: UTF8.self),
-      stderr: String(decoding: output.standardError, as: UTF8.self))
+    Result(try Subprocess.run(executable, arguments, timeoutMilliseconds: Int(timeoutSeconds * 1000)))
   }
 
   /// Runs `crumbs arguments` like `run`, through Tests/Tools/peak_rss.py, and also returns its
@@ -47,15 +49,10 @@ package enum CLIProcess {
     Result, peakResidentBytes: Int?
   ) {
     let directory = TestDirectory()
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .appendingPathComponent("Tools/peak_rss.py").path
-    let output = try Subprocess.run(
-      "/usr/bin/python3", [script, directory.file("peak"), executable] + arguments,
-      timeoutMilliseconds: Int(timeoutSeconds * 1000))
     let result = Result(
-      status: output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1,
-      stdout: String(decoding: output.standardOutput, as: UTF8.self),
-      stderr: String(decoding: output.standardError, as: UTF8.self))
+      try Subprocess.run(
+        "/usr/bin/env", ["python3", testTool("peak_rss.py"), directory.file("peak"), executable] + arguments,
+        timeoutMilliseconds: Int(timeoutSeconds * 1000)))
     let peak = (try? Syscall.readFile(directory.file("peak"), limit: 64)).flatMap {
       Int(String(decoding: $0, as: UTF8.self))
     }
