@@ -66,7 +66,7 @@ public struct BacktraceDestination: ReportDestination {
     do {
       trail = try stored.trailEntries()
     } catch {
-      omitted.append("\(TrailAttachment.name): \(error)")
+      omitted.append("\(error)")
     }
     var parts: [(name: String, filename: String, contentType: String, bytes: [UInt8])] = []
     if !trail.isEmpty {

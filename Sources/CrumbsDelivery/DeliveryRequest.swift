@@ -112,13 +112,24 @@ public struct HTTPResponse: Sendable, Equatable {
   public var status: Int
   /// Header names lowercased.
   public var headers: [String: String]
+  /// The start of the body: at most `URLSessionTransport.maxResponseBodyBytes` are read.
   public var body: [UInt8]
+  /// Whether the body went on past what was read (over the limit, or cut by the connection).
+  public var bodyTruncated: Bool
+  /// Whether the whole request body had been sent when the answer came. A server may answer
+  /// before reading the request; a 2xx then does not mean the report arrived.
+  public var requestSent: Bool
 
-  public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+  public init(
+    status: Int, headers: [String: String] = [:], body: [UInt8] = [], bodyTruncated: Bool = false,
+    requestSent: Bool = true
+  ) {
     self.status = status
     self.headers = Dictionary(
       headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
     self.body = body
+    self.bodyTruncated = bodyTruncated
+    self.requestSent = requestSent
   }
 }
 

@@ -4,7 +4,8 @@
 // reports) carrying the OTel exception conventions (`exception.type`, `exception.message`,
 // `exception.stacktrace`), `thread.id`, `thread.name`, `session.id`, the stable report id as
 // `crumbs.report.id` (so a backend can dedupe an at-least-once delivery) and the LZ4 trail as
-// the bytes attribute `crumbs.breadcrumbs.jsonl.lz4`. `time_unix_nano` is when it happened,
+// the bytes attribute `crumbs.breadcrumbs.jsonl.lz4` — only once verified (trailAttachment()):
+// a damaged trail is left out and named, with the reason, in `crumbs.attachments.omitted`. `time_unix_nano` is when it happened,
 // `observed_time_unix_nano` when it was read. The resource is the report's `resource`.
 // With `breadcrumbsAsLogRecords`, each breadcrumb also becomes a record (event name
 // `crumbs.breadcrumb`) with its own time and severity, stitched to the crash by `session.id`
@@ -158,7 +159,7 @@ public struct OTLPDestination: ReportDestination {
         attributes.append(OTLPAttribute(Self.trailAttributeKey, .bytes(trail)))
       }
     } catch {
-      omitted.append("\(TrailAttachment.name): \(error)")
+      omitted.append("\(error)")
     }
     for attachment in report.attachments where attachment.name != report.breadcrumbs.attachment {
       if let reason = attachment.omittedReason {

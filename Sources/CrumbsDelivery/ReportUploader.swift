@@ -4,7 +4,8 @@
 // Entry points, in call order:
 //   ReportUploader(store:destinations:settings:)   nothing happens yet (no thread, no I/O)
 //   start()                 a background thread runs passes: now, after wake(), when the next
-//                           report is due; stop() ends it (waits for the pass in flight)
+//                           report is due; stop(timeout:) ends it (waits, at most the timeout,
+//                           for the request in flight; the thread may finish it later)
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests); the same code
 //   wake()                  a new report was stored: run a pass soon
 //
@@ -14,16 +15,24 @@
 // destination not done with it: skip it if not due; stop at the client-side rate limit; count
 // the attempt in delivery.json; send; classify the answer:
 //
-//   2xx                        delivered
+//   2xx                        delivered, if the whole request had been sent; a 2xx that came
+//                              before is retried ("answered before the report was sent")
 //   413                        dropped, never retried ("HTTP 413 …" in dropped.reason)
 //   429                        destination paused until Retry-After (seconds or HTTP date);
 //                              the attempt is not counted
-//   408, 5xx, other, timeouts,
-//   refused, connection lost   retried after retryInterval·2^(n-1) (capped, with jitter) while
+//   408, 3xx, 5xx, other,
+//   timeouts, refused,
+//   connection lost            retried after retryInterval·2^(n-1) (capped, with jitter) while
 //                              attempts < retryLimit, then dropped
 //   other 4xx, unencodable     dropped
 //
 // When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
+//
+// No schedule outlives a wrong clock: times read back from delivery.json (and 429 pauses kept
+// in memory) are clamped to now plus the longest wait the policy can give (`maxRetryInterval`;
+// a day after a 429), and a schedule made while the clock read later than now (beyond
+// `clockTolerance`) keeps its wait but starts it now. Either change is written back, so a
+// report attempted while the clock read +1 year is retried soon after the clock is right.
 // Not signal-safe.
 
 import CrumbsRecorder
@@ -205,18 +214,35 @@ public final class ReportUploader: Sendable {
     var pausedUntil: [String: UInt64] = [:]
     /// Send times within the last minute, for `reportsPerMinute`.
     var recentSends: [UInt64] = []
+    /// When each pause was set (to notice a clock that went back since).
+    var pausedAt: [String: UInt64] = [:]
     /// (report id, destination) pairs that failed in this process with retryBehaviour `.none`.
     var deferredToNextLaunch: Set<String> = []
-    var running = false
-    var stopRequested = false
+    /// The background thread's run, while started.
+    var run: Run?
     var wakeRequested = false
+  }
+
+  /// One run of the background thread, with its own stop flag and end signal: a thread that a
+  /// `stop(timeout:)` gave up waiting for ends on its own later, and never takes the signals of
+  /// a run started after it.
+  private final class Run: Sendable {
+    private let stopRequested = Mutex(false)
+    let finished = DispatchSemaphore(value: 0)
+    var isStopping: Bool { stopRequested.withLock { $0 } }
+    func requestStop() { stopRequested.withLock { $0 = true } }
   }
 
   private let state = Mutex(State())
   /// Serializes passes within this process (the flock serializes processes).
   private let passLock = Mutex(())
   private let condition = NSCondition()
-  private let finished = DispatchSemaphore(value: 0)
+
+  /// The longest pause a 429 can ask for (its Retry-After, or the default, is capped here).
+  public static let maxRetryAfter: Double = 86_400
+  /// How far in the future a recorded attempt may lie before the clock that recorded it is taken
+  /// to have been wrong (a clock stepped back by NTP by less than this changes nothing).
+  public static let clockTolerance: Double = 300
 
   /// An uploader for `store`. Nothing runs until `start()` or `deliverPendingNow()`.
   public init(
@@ -248,15 +274,16 @@ public final class ReportUploader: Sendable {
 
   /// Starts the background thread (once; later calls do nothing). Returns at once.
   public func start() {
+    let run = Run()
     let alreadyRunning = state.withLock { state in
-      defer { state.running = true }
-      return state.running
+      defer { if state.run == nil { state.run = run } }
+      return state.run != nil
     }
     guard !alreadyRunning else { return }
     do {
-      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop() }
+      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop(run) }
     } catch {
-      state.withLock { $0.running = false }  // stop() then has nothing to wait for
+      state.withLock { $0.run = nil }  // stop() then has nothing to wait for
     }
   }
 
@@ -268,25 +295,33 @@ public final class ReportUploader: Sendable {
     condition.unlock()
   }
 
-  /// Stops the background thread, waiting for a pass in flight to end (bounded by the
-  /// transport's timeout). Reports keep their state; a later uploader continues.
-  public func stop() {
-    let running = state.withLock { $0.running }
-    guard running else { return }
+  /// Stops the background thread: it sends nothing new, and this waits for the request in
+  /// flight at most `timeout` seconds (default: until it ends, which the transport's timeout
+  /// bounds). Past that it returns false and the thread ends by itself once the request does;
+  /// the report stays pending until the answer is recorded (at least once, never lost). Reports
+  /// keep their state; a later uploader (or `start()`) continues.
+  @discardableResult
+  public func stop(timeout: Double = .infinity) -> Bool {
+    guard let run = state.withLock({ $0.run }) else { return true }
     condition.lock()
-    state.withLock { $0.stopRequested = true }
-    condition.signal()
+    run.requestStop()
+    condition.broadcast()
     condition.unlock()
-    finished.wait()
-    state.withLock {
-      $0.running = false
-      $0.stopRequested = false
+    let ended: Bool
+    if !(timeout >= .infinity) {  // NaN included: no wait rather than forever
+      let nanoseconds = timeout > 0 ? Int(min(timeout, 1e6) * 1e9) : 0
+      ended = run.finished.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success
+    } else {
+      run.finished.wait()
+      ended = true
     }
+    state.withLock { if $0.run === run { $0.run = nil } }
+    return ended
   }
 
-  private func runLoop() {
-    while !state.withLock({ $0.stopRequested }) {
-      let pass = deliverPendingNow()
+  private func runLoop(_ run: Run) {
+    while !run.isStopping {
+      let pass = deliverPending(stopping: { run.isStopping })
       // Sleep until the next report is due (at most a minute: new reports may arrive from
       // another process), or until woken or stopped.
       var wait: Double = 60
@@ -297,13 +332,13 @@ public final class ReportUploader: Sendable {
       if pass.lockBusy { wait = max(wait, 1) }
       condition.lock()
       let deadline = Date(timeIntervalSinceNow: wait)
-      while !state.withLock({ $0.stopRequested || $0.wakeRequested }) {
+      while !run.isStopping && !state.withLock({ $0.wakeRequested }) {
         if !condition.wait(until: deadline) { break }
       }
       state.withLock { $0.wakeRequested = false }
       condition.unlock()
     }
-    finished.signal()
+    run.finished.signal()
   }
 
   // MARK: - One pass
@@ -311,7 +346,10 @@ public final class ReportUploader: Sendable {
   /// Runs one delivery pass on the caller's thread and returns what it did. Never call it on
   /// the app's main thread: it waits for the network.
   @discardableResult
-  public func deliverPendingNow() -> DeliveryPass {
+  public func deliverPendingNow() -> DeliveryPass { deliverPending(stopping: { false }) }
+
+  /// One pass that ends early (between attempts) once `stopping` says so.
+  private func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
       guard DeliveryLock.take(store: store.path) else {
@@ -324,26 +362,37 @@ public final class ReportUploader: Sendable {
       pass.quarantined = listing.quarantined
       let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
       for stored in reports {
-        if !deliver(stored, into: &pass) { break }
+        if stopping() || !deliver(stored, into: &pass, stopping: stopping) { break }
       }
       return pass
     }
   }
 
   /// Delivers one report to every destination that is due; false when the rate limit stops the pass.
-  private func deliver(_ stored: StoredReport, into pass: inout DeliveryPass) -> Bool {
+  private func deliver(_ stored: StoredReport, into pass: inout DeliveryPass, stopping: () -> Bool) -> Bool {
     let delegate = self.delegate
     if let delegate, !delegate.shouldSend(stored.report) { return true }
     var deliveryState = stored.deliveryState()
     var outgoing: CrashReport?
     var results: [DeliveryResult] = []
     for destination in destinations {
+      if stopping() { break }
       var history = deliveryState.destinations[destination.name] ?? DeliveryState.Destination()
       guard history.outcome == nil else { continue }
       let now = clock()
+      if rescheduleUnderClock(&history, now: now) {
+        deliveryState.destinations[destination.name] = history
+        save(deliveryState, of: stored)
+      }
       let key = stored.report.id + "\u{0}" + destination.name
-      let (paused, deferred) = state.withLock {
-        ($0.pausedUntil[destination.name] ?? 0, $0.deferredToNextLaunch.contains(key))
+      let (paused, deferred) = state.withLock { state in
+        if let until = state.pausedUntil[destination.name] {
+          let (start, end) = Self.rescheduled(
+            next: until, last: state.pausedAt[destination.name], now: now, cap: Self.maxRetryAfter)
+          state.pausedUntil[destination.name] = end
+          state.pausedAt[destination.name] = start
+        }
+        return (state.pausedUntil[destination.name] ?? 0, state.deferredToNextLaunch.contains(key))
       }
       if deferred { continue }
       let due = settings.honoursSchedule ? max(history.nextAttemptUnixNano, paused) : paused
@@ -439,6 +488,11 @@ public final class ReportUploader: Sendable {
       history.lastStatus = answer.status
       var result: DeliveryResult
       switch answer.status {
+      case 200..<300 where !answer.requestSent:
+        // The server answered before it had the report: nothing says the report arrived.
+        result = retryOrDrop(
+          id, destination.name, reason: "HTTP \(answer.status) answered before the report was sent",
+          status: answer.status, history: &history, now: after)
       case 200..<300:
         history.outcome = .delivered
         history.lastError = nil
@@ -452,7 +506,10 @@ public final class ReportUploader: Sendable {
         history.nextAttemptUnixNano = until
         history.lastError = "HTTP 429"
         state.withLock {
-          $0.pausedUntil[destination.name] = max($0.pausedUntil[destination.name] ?? 0, until)
+          if until >= $0.pausedUntil[destination.name] ?? 0 {
+            $0.pausedUntil[destination.name] = until
+            $0.pausedAt[destination.name] = after
+          }
         }
         result = DeliveryResult(
           reportID: id, destination: destination.name, outcome: .throttled(untilUnixNano: until),
@@ -540,9 +597,44 @@ public final class ReportUploader: Sendable {
     return UInt64(max(0, jittered) * 1e9)
   }
 
+  /// Brings a destination's schedule read from delivery.json within what the policy allows
+  /// under the clock as it reads now (see the file comment); true when it changed.
+  func rescheduleUnderClock(_ history: inout DeliveryState.Destination, now: UInt64) -> Bool {
+    guard history.nextAttemptUnixNano != 0 || history.lastAttemptUnixNano != nil else { return false }
+    // After a 429 the wait is the server's (up to a day); otherwise the backoff's.
+    let cap = max(settings.maxRetryInterval, history.lastStatus == 429 ? Self.maxRetryAfter : 0)
+    let (last, next) = Self.rescheduled(
+      next: history.nextAttemptUnixNano, last: history.lastAttemptUnixNano, now: now, cap: cap)
+    guard last != history.lastAttemptUnixNano || next != history.nextAttemptUnixNano else { return false }
+    history.lastAttemptUnixNano = last
+    history.nextAttemptUnixNano = next
+    return true
+  }
+
+  /// A schedule — `next`, set at `last` — under the clock `now`: when `last` lies more than
+  /// `clockTolerance` ahead, the clock that set it was wrong, so its wait starts now; and `next`
+  /// is at most `cap` seconds from now. Returns the (possibly moved) `last` and `next`.
+  static func rescheduled(next: UInt64, last: UInt64?, now: UInt64, cap: Double) -> (UInt64?, UInt64) {
+    func adding(_ base: UInt64, _ nanoseconds: UInt64) -> UInt64 {
+      let (sum, overflow) = base.addingReportingOverflow(nanoseconds)
+      return overflow ? .max : sum
+    }
+    // A cap that is not a positive number (settings are the app's) allows no wait at all.
+    let capNanoseconds = cap > 0 ? UInt64(min(cap, 1e9) * 1e9) : 0
+    var last = last
+    var next = next
+    if let recorded = last, recorded > adding(now, UInt64(clockTolerance * 1e9)) {
+      next = adding(now, min(next > recorded ? next - recorded : 0, capNanoseconds))
+      last = now
+    }
+    return (last, min(next, adding(now, capNanoseconds)))
+  }
+
   private func admitUnderRateLimit(_ now: UInt64) -> Bool {
     guard settings.reportsPerMinute > 0 else { return true }
     return state.withLock { state in
+      // Sends recorded while the clock read later than now count as sent now.
+      state.recentSends = state.recentSends.map { min($0, now) }
       state.recentSends.removeAll { $0 + 60_000_000_000 <= now }
       guard state.recentSends.count < settings.reportsPerMinute else { return false }
       state.recentSends.append(now)
@@ -571,14 +663,13 @@ public final class ReportUploader: Sendable {
 
   /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date
   /// (IMF-fixdate). Unusable values (negative, not a number, a date that does not parse) give
-  /// `default`; waits are capped at a day. The value comes from the network: nothing in it may
-  /// trap.
+  /// `default`; waits are capped at `maxRetryAfter` (a day). The value comes from the network:
+  /// nothing in it may trap.
   package static func retryAfter(_ value: String?, now: UInt64, default fallback: Double) -> UInt64 {
-    let day: Double = 86_400
     func nanoseconds(_ seconds: Double) -> UInt64 {
       // NaN fails both comparisons: no wait rather than a trap in UInt64(_:).
       guard seconds > 0 else { return 0 }
-      return UInt64(min(seconds, day) * 1e9)
+      return UInt64(min(seconds, maxRetryAfter) * 1e9)
     }
     guard let value = value?.trimmed(of: " \t") else { return nanoseconds(fallback) }
     if let seconds = Double(value), seconds >= 0 { return nanoseconds(seconds) }

@@ -1,6 +1,9 @@
 // TrailEntries.swift — a stored report's breadcrumb trail read back from its LZ4 JSON Lines
 // attachment, for destinations that send breadcrumbs one by one (OTLP log records, Backtrace's
-// breadcrumb file). Schema: Breadcrumb.jsonLine() (BreadcrumbJSON.swift). Not signal-safe.
+// breadcrumb file). Schema: Breadcrumb.jsonLine() (BreadcrumbJSON.swift).
+// Every destination reads the trail through trailAttachment(), which verifies the LZ4 frame
+// first: a damaged trail is left out, and named with the same reason (TrailProblem), whatever
+// the format. Entry points: trailAttachment() → trailEntries(). Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
@@ -37,28 +40,49 @@ public struct TrailEntry: Sendable, Equatable, Decodable {
   public var timeUnixNano: UInt64 { ISO8601.nanoseconds(timestamp) ?? 0 }
 }
 
+/// Why a report's trail is left out of what is sent: the attachment's name and the reason, as
+/// both destinations list it among the omitted attachments.
+public struct TrailProblem: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The attachment's file name (`breadcrumbs.jsonl.lz4`).
+  public var name: String
+  /// `unreadable: …` or `damaged: …` (e.g. `damaged: content checksum mismatch`).
+  public var reason: String
+  public var description: String { "\(name): \(reason)" }
+}
+
 extension StoredReport {
-  /// The trail attachment's bytes, nil when the report has none.
-  public func trailAttachment() throws(DeliveryError) -> [UInt8]? {
+  /// The most a trail may decompress to (a ring holds far less).
+  static let trailTextLimit = 1 << 30
+
+  /// The trail attachment's bytes once verified as whole LZ4 frames (LZ4Frame.verify: magic,
+  /// descriptor checksum, block sizes, content checksum); nil when the report has none. Every
+  /// destination reads the trail through here, so a damaged one is left out, with the same
+  /// reason, whatever the format.
+  public func trailAttachment() throws(TrailProblem) -> [UInt8]? {
     guard let name = report.breadcrumbs.attachment else { return nil }
+    let bytes: [UInt8]
     do {
-      return try readFile(name, limit: 256 << 20)
+      bytes = try readFile(name, limit: 256 << 20)
     } catch {
-      throw .unencodable("trail attachment \(name): \(error)")
+      throw TrailProblem(name: name, reason: "unreadable: \(error)")
     }
+    do {
+      try LZ4Frame.verify(bytes, limit: Self.trailTextLimit)
+    } catch {
+      throw TrailProblem(name: name, reason: "damaged: \(error.reason)")
+    }
+    return bytes
   }
 
   /// The trail's entries, oldest first; empty without a trail. Lines that do not parse are
   /// skipped (the attachment was written by us, so that means damage, not a format change).
-  public func trailEntries() throws(DeliveryError) -> [TrailEntry] {
-    guard let compressed = try trailAttachment() else { return [] }
-    let text: [UInt8]
+  public func trailEntries() throws(TrailProblem) -> [TrailEntry] {
+    guard let compressed = try trailAttachment(), let name = report.breadcrumbs.attachment else { return [] }
     do {
-      text = try LZ4Frame.decompress(compressed, limit: 1 << 30)
+      return TrailEntry.entries(jsonLines: try LZ4Frame.decompress(compressed, limit: Self.trailTextLimit))
     } catch {
-      throw .unencodable("trail attachment: \(error)")
+      throw TrailProblem(name: name, reason: "damaged: \(error.reason)")
     }
-    return TrailEntry.entries(jsonLines: text)
   }
 }
 

@@ -16,6 +16,8 @@ final class ManualClock: Sendable {
   private let nanoseconds = Mutex<UInt64>(1_900_000_000_000_000_000)
   func now() -> UInt64 { nanoseconds.withLock { $0 } }
   func advance(seconds: Double) { nanoseconds.withLock { $0 += UInt64(seconds * 1e9) } }
+  /// Sets the clock, backwards too (a clock corrected after running ahead).
+  func set(_ value: UInt64) { nanoseconds.withLock { $0 = value } }
 }
 
 /// Records every hook call.
@@ -78,9 +80,14 @@ struct ReportFixture {
       clone.observedTimeUnixNano += UInt64(index) * 1_000_000
       var attachments: [(name: String, bytes: [UInt8])] = [(TrailAttachment.name, trail)]
       if extraAttachmentBytes > 0 {
+        // Random (so nothing on the way can compress it), eight bytes per draw.
         var generator = SystemRandomNumberGenerator()
-        attachments.append(
-          ("blob.bin", (0..<extraAttachmentBytes).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        var blob: [UInt8] = []
+        blob.reserveCapacity(extraAttachmentBytes + 8)
+        while blob.count < extraAttachmentBytes {
+          withUnsafeBytes(of: generator.next() as UInt64) { blob.append(contentsOf: $0) }
+        }
+        attachments.append(("blob.bin", Array(blob.prefix(extraAttachmentBytes))))
         clone.attachments.append(
           CrashReport.Attachment(
             name: "blob.bin", contentType: "application/octet-stream", size: extraAttachmentBytes))
@@ -110,6 +117,17 @@ func settings(_ change: (inout DeliverySettings) -> Void = { _ in }) -> Delivery
   settings.retryInterval = 10
   change(&settings)
   return settings
+}
+
+/// An uploader of `fixture`'s store to one OTLP destination at `server`, on a clock moved by hand.
+func otlpUploader(
+  _ fixture: ReportFixture, _ server: LoopbackHTTPServer, clock: ManualClock,
+  settings deliverySettings: DeliverySettings = settings(), random: @escaping @Sendable () -> Double = { 0 }
+) -> ReportUploader {
+  ReportUploader(
+    store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+    settings: deliverySettings,
+    clock: { clock.now() }, random: random)
 }
 
 extension DeliveryResult {

@@ -13,14 +13,19 @@ import Testing
   import Glibc
 #endif
 
+/// The path of a script in Tests/Tools.
+package func testTool(_ name: String) -> String {
+  URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Tools/" + name).path
+}
+
 /// Runs Tests/Tools/decode_otlp.py on a captured body; returns its JSON.
 package func decodeOTLP(_ body: [UInt8], json: Bool = false) throws -> [String: Any] {
   let directory = TestDirectory()
   let file = directory.file("body.bin")
   try Data(body).write(to: URL(fileURLWithPath: file))
-  let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Tools/decode_otlp.py").path
-  let child = try ChildProcess("/usr/bin/env", ["python3", script, file] + (json ? ["--json"] : []))
+  let child = try ChildProcess(
+    "/usr/bin/env", ["python3", testTool("decode_otlp.py"), file] + (json ? ["--json"] : []))
   let output = child.readRemaining()
   child.wait()
   try #require(

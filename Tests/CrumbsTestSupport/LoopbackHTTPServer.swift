@@ -4,6 +4,10 @@ import Synchronization
 // LoopbackHTTPServer.swift — a small HTTP/1.1 server on 127.0.0.1 (ephemeral port) for delivery
 // tests: a listening socket on its own thread, one thread per connection, scripted answers,
 // captured requests. Writes use MSG_NOSIGNAL so a client that gave up cannot SIGPIPE the tests.
+// Besides well-behaved answers it plays the servers delivery must not trust: one that never
+// answers, one that dies mid-upload, one that answers before reading the request, and ones whose
+// answer is huge, never ends or trickles (streamed from one small buffer: the server itself
+// stays small).
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -28,6 +32,19 @@ package final class LoopbackHTTPServer: Sendable {
     /// Read the headers and `bytes` of the body, then close the connection (a server that dies
     /// mid-upload).
     case closeAfterReading(bytes: Int)
+    /// Answer with a status as soon as the headers arrived, without reading the body, and end
+    /// the answer (a server that answers before the request was sent).
+    case answerBeforeReading(Int)
+    /// Answer with a status and a body of `bodyBytes` bytes (Content-Length), written as fast as
+    /// the client reads it, or at most `bytesPerSecond` (a network rather than loopback); stops
+    /// when the client goes away.
+    case respondWithLargeBody(Int, bodyBytes: Int, bytesPerSecond: Int? = nil)
+    /// Answer with a status and a chunked body that never ends, paced like
+    /// `respondWithLargeBody`; stops when the client goes away or the server stops.
+    case respondEndlessly(Int, bytesPerSecond: Int? = nil)
+    /// Answer with a status and then a byte of the body every 200 ms, never idle long enough for
+    /// a request timeout; stops when the client goes away or the server stops.
+    case respondTrickling(Int)
   }
 
   package let port: UInt16
@@ -42,12 +59,15 @@ package final class LoopbackHTTPServer: Sendable {
     var started = 0
     var stopped = false
     var openConnections = 0
+    var bodyBytesWritten = 0
   }
 
   /// Every complete request received, in order.
   package var requests: [CapturedRequest] { state.withLock { $0.requests } }
   /// Requests whose headers arrived (complete or not).
   package var requestsStarted: Int { state.withLock { $0.started } }
+  /// Body bytes of large and endless answers the client accepted (written to the socket).
+  package var bodyBytesWritten: Int { state.withLock { $0.bodyBytesWritten } }
 
   /// `script` decides each answer from the request number and the request (its body may be
   /// partial for `.closeAfterReading`: the script sees headers only, body empty).
@@ -128,6 +148,8 @@ package final class LoopbackHTTPServer: Sendable {
   private func serve(_ fd: Int32) {
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    // A client that stops reading a large answer without closing must not hold a thread forever.
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var buffer: [UInt8] = []
     func fill() -> Bool {
       var chunk = [UInt8](repeating: 0, count: 65536)
@@ -165,6 +187,18 @@ package final class LoopbackHTTPServer: Sendable {
       return state.started
     }
     let behaviour = script(index, request)
+    if case .answerBeforeReading(let status) = behaviour {
+      // Not a byte of the body is read. The answer ends with a FIN, not a close: closing with
+      // the body unread would send a reset, which may reach the client before it reads the
+      // answer (it then sees a lost connection, not an answer). The connection is closed once
+      // the client closes its side, or the server stops.
+      answer(fd, status: status, headers: [:], body: "")
+      shutdown(fd, Int32(SHUT_WR))
+      let peerClosed: Int16 = 0x2000  // POLLRDHUP (Linux; Glibc hides it without _GNU_SOURCE)
+      var peer = pollfd(fd: fd, events: peerClosed, revents: 0)
+      while !state.withLock({ $0.stopped }), poll(&peer, 1, 100) == 0 {}
+      return
+    }
     if headers["expect"]?.lowercased() == "100-continue" { write(fd, "HTTP/1.1 100 Continue\r\n\r\n") }
     let length = Int(headers["content-length"] ?? "0") ?? 0
     if case .closeAfterReading(let bytes) = behaviour {
@@ -181,8 +215,56 @@ package final class LoopbackHTTPServer: Sendable {
     case .stall(let seconds):
       _ = stopping.wait(timeout: .now() + seconds)
       answer(fd, status: 200, headers: [:], body: "")
-    case .closeAfterReading: break
+    case .respondWithLargeBody(let status, let bodyBytes, let bytesPerSecond):
+      guard
+        write(fd, "HTTP/1.1 \(status) Status\r\nContent-Length: \(bodyBytes)\r\nConnection: close\r\n\r\n")
+      else { return }
+      let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 16)
+      let started = DispatchTime.now()
+      var left = bodyBytes
+      while left > 0, pace(since: started, written: bodyBytes - left, bytesPerSecond: bytesPerSecond) {
+        let piece = min(left, chunk.count)
+        guard write(fd, chunk[..<piece]) else { return }
+        left -= piece
+        state.withLock { $0.bodyBytesWritten += piece }
+      }
+    case .respondEndlessly(let status, let bytesPerSecond):
+      let head = "HTTP/1.1 \(status) Status\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+      guard write(fd, head) else { return }
+      let size = 1 << 16
+      let chunk =
+        Array((String(size, radix: 16) + "\r\n").utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: size)
+        + Array("\r\n".utf8)
+      let started = DispatchTime.now()
+      var written = 0
+      while pace(since: started, written: written, bytesPerSecond: bytesPerSecond) {
+        guard write(fd, chunk[...]) else { return }
+        written += size
+        state.withLock { $0.bodyBytesWritten += size }
+      }
+    case .respondTrickling(let status):
+      guard write(fd, "HTTP/1.1 \(status) Status\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n")
+      else { return }
+      // The pause between bytes ends early when the server stops.
+      while stopping.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
+        guard write(fd, "x") else { return }
+        state.withLock { $0.bodyBytesWritten += 1 }
+      }
+    case .closeAfterReading, .answerBeforeReading: break
     }
+  }
+
+  /// Waits until `written` bytes since `started` keep to `bytesPerSecond` (no wait without a
+  /// rate); false once the server stops.
+  private func pace(since started: DispatchTime, written: Int, bytesPerSecond: Int?) -> Bool {
+    if let bytesPerSecond, bytesPerSecond > 0 {
+      let due = started + .nanoseconds(Int(Double(written) / Double(bytesPerSecond) * 1e9))
+      if due > .now(), stopping.wait(timeout: due) == .success {
+        stopping.signal()  // not ours to take: stop() signals every waiter
+        return false
+      }
+    }
+    return !state.withLock { $0.stopped }
   }
 
   private func answer(_ fd: Int32, status: Int, headers: [String: String], body: String) {
@@ -191,17 +273,22 @@ package final class LoopbackHTTPServer: Sendable {
     write(fd, text + "\r\n" + body)
   }
 
-  private func write(_ fd: Int32, _ text: String) {
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
+  @discardableResult
+  private func write(_ fd: Int32, _ text: String) -> Bool { write(fd, Array(text.utf8)[...]) }
+
+  /// Writes all of `bytes`; false when the client went away (or stopped reading for the send
+  /// timeout).
+  private func write(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+    var offset = bytes.startIndex
+    while offset < bytes.endIndex {
       let sent = bytes.withUnsafeBytes {
-        send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+        send(fd, $0.baseAddress! + (offset - bytes.startIndex), bytes.endIndex - offset, Int32(MSG_NOSIGNAL))
       }
       if sent < 0 && errno == EINTR { continue }
-      guard sent > 0 else { return }
+      guard sent > 0 else { return false }
       offset += sent
     }
+    return true
   }
 
   enum ServerError: Error { case socket(Int32) }

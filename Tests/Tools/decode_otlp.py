@@ -10,7 +10,8 @@ Output: one JSON object
   {"records": [{"time_unix_nano", "observed_time_unix_nano", "severity_number", "severity_text",
                 "event_name", "body", "attributes": {key: value}}],
    "resource": {key: value}, "scope": {"name", "version"},
-   "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>"}
+   "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>",
+   "trail_error": "<what `lz4 -d` said, when it could not decompress that attribute>"}
 Attribute values: strings/ints/bools/doubles as JSON, bytes as {"bytes_len": n}, arrays as lists,
 kvlists as objects. Exit status 2 when the module is missing (run `make test` to install it).
 """
@@ -76,8 +77,11 @@ def main():
                     "attributes": attributes,
                 })
     if trail is not None:
-        decompressed = subprocess.run(["lz4", "-dc"], input=trail, capture_output=True, check=True).stdout
-        out["trail_jsonl"] = decompressed.decode("utf-8")
+        lz4 = subprocess.run(["lz4", "-dc"], input=trail, capture_output=True)
+        if lz4.returncode == 0:
+            out["trail_jsonl"] = lz4.stdout.decode("utf-8")
+        else:
+            out["trail_error"] = lz4.stderr.decode("utf-8", "replace").strip()
     json.dump(out, sys.stdout)
 
 

@@ -16,7 +16,8 @@
 //                                   and attachments are persisted in the session file at once
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
-//   close()                         a clean end: marks the ring clean, stops delivery
+//   close()                         a clean end: marks the ring clean, stops delivery (waiting
+//                                   at most closeTimeout for an upload in flight)
 //   [exit()]                        the exit hooks mark the ring clean (C) and note replaced
 //                                   crash handlers in the session file
 //
@@ -200,7 +201,8 @@ public final class CrumbsClient: @unchecked Sendable {
       destinations.isEmpty
       ? nil
       : ReportUploader(
-        store: store, destinations: destinations, settings: configuration.database, delegate: bridge)
+        store: store, destinations: destinations, settings: configuration.database,
+        transport: URLSessionTransport(timeout: configuration.requestTimeout), delegate: bridge)
     bridge.client = self
     // The session file before the crash handler: a crash from now on is reported with it.
     writeSessionFile()
@@ -511,7 +513,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
       CrashHandler.uninstall()
       stopAutomaticBreadcrumbs()
-      uploader?.stop()
+      uploader?.stop(timeout: configuration.closeTimeout)
     }
   }
 
@@ -584,7 +586,8 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean. A new
-  /// client may be started after it.
+  /// client may be started after it. Returns within `closeTimeout` (plus the little local work):
+  /// an upload still in flight then finishes on its own thread, its report pending until then.
   public func close() {
     let first = state.withLock { state -> Bool in
       defer { state.closed = true }
@@ -593,7 +596,7 @@ public final class CrumbsClient: @unchecked Sendable {
     guard first else { return }
     noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
-    uploader?.stop()
+    uploader?.stop(timeout: configuration.closeTimeout)
     CrashHandler.uninstall()
     ring.close(clean: true)
     if armedExitHook { Lifecycle.markCleanExitOnExit(false) }

@@ -3,9 +3,11 @@
 
 /// Where reports go.
 public enum CrumbsDestination: Sendable {
-  /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`. Headers marked secret never appear
-  /// in reports, logs or errors.
-  case otlp(endpoint: String, headers: [HTTPHeader] = [], breadcrumbsAsLogRecords: Bool = false)
+  /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`, as binary protobuf (the default) or
+  /// OTLP/JSON (`encoding: .json`). Headers marked secret never appear in reports, logs or errors.
+  case otlp(
+    endpoint: String, headers: [HTTPHeader] = [], breadcrumbsAsLogRecords: Bool = false,
+    encoding: OTLPDestination.Encoding = .protobuf)
   /// Backtrace: `{endpoint}/post?format=json&token=TOKEN` (the token is a secret).
   case backtrace(endpoint: String, token: String)
   /// Backtrace with a full submission URL (token inside it).
@@ -13,9 +15,10 @@ public enum CrumbsDestination: Sendable {
 
   func destination(maxAttachmentBytes: Int) -> any ReportDestination {
     switch self {
-    case .otlp(let endpoint, let headers, let breadcrumbsAsLogRecords):
+    case .otlp(let endpoint, let headers, let breadcrumbsAsLogRecords, let encoding):
       OTLPDestination(
-        endpoint: endpoint, headers: headers, breadcrumbsAsLogRecords: breadcrumbsAsLogRecords,
+        endpoint: endpoint, headers: headers, encoding: encoding,
+        breadcrumbsAsLogRecords: breadcrumbsAsLogRecords,
         maxAttachmentBytes: maxAttachmentBytes)
     case .backtrace(let endpoint, let token):
       BacktraceDestination(endpoint: endpoint, token: token, maxAttachmentBytes: maxAttachmentBytes)
@@ -44,6 +47,13 @@ public struct CrumbsConfiguration: Sendable {
   /// `retryLimit`, `retryBehaviour` (`.interval`/`.none`), `retryOrder` (`.queue`/`.stack`),
   /// `reportsPerMinute` (client-side rate limit; `didReachLimit` is called when reached).
   public var database = DeliverySettings()
+  /// Seconds a server may stay silent before a request fails as timed out (and is retried); the
+  /// whole exchange is bounded by four times this.
+  public var requestTimeout: Double = 30
+  /// The most seconds `close()` (and `setEnabled(false)`) waits for an upload in flight. Past it
+  /// they return; the upload ends on its own thread and its report stays pending until the
+  /// answer is recorded, so it is sent at least once, never lost.
+  public var closeTimeout: Double = 5
 
   /// Whether the crash handler stays installed while a debugger (any tracer in
   /// /proc/self/status) is attached. Default false: a debugger gets the signals first.

@@ -108,7 +108,9 @@ enum SessionSummaryQueue {
       var accepted = false
       for destination in destinations {
         let request = destination.request(for: batch, id: summary.sessionID)
-        if case .success(let response) = transport.send(request), (200..<300).contains(response.status) {
+        if case .success(let response) = transport.send(request), (200..<300).contains(response.status),
+          response.requestSent
+        {
           accepted = true
         }
       }

@@ -40,13 +40,30 @@ public enum LZ4Frame {
   /// Decompresses one or more concatenated LZ4 frames. `limit` bounds the output so a hostile
   /// frame cannot exhaust memory.
   public static func decompress(_ bytes: [UInt8], limit: Int = 1 << 30) throws(LZ4Error) -> [UInt8] {
+    var output: [UInt8] = []
+    try decode(bytes, limit: limit) { output.append(contentsOf: $0) }
+    return output
+  }
+
+  /// Checks that `bytes` are whole, undamaged LZ4 frames, keeping none of the output: the magic
+  /// number, the frame descriptor and its checksum, every block's size (and checksum, when the
+  /// frame has them), the content size and content checksum when present, and that the output
+  /// stays within `limit`. liblz4 makes each check as it decodes; this only discards the result.
+  public static func verify(_ bytes: [UInt8], limit: Int = 1 << 30) throws(LZ4Error) {
+    try decode(bytes, limit: limit) { _ in }
+  }
+
+  /// Decodes frame after frame, handing each piece of output to `sink`.
+  private static func decode(
+    _ bytes: [UInt8], limit: Int, into sink: (UnsafeBufferPointer<UInt8>) -> Void
+  ) throws(LZ4Error) {
     var context: OpaquePointer?
     let created = LZ4F_createDecompressionContext(&context, UInt32(LZ4F_VERSION))
     guard LZ4F_isError(created) == 0, let context else {
       throw LZ4Error(reason: "cannot create a decompression context")
     }
     defer { LZ4F_freeDecompressionContext(context) }
-    var output: [UInt8] = []
+    var total = 0
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
     var offset = 0
     guard !bytes.isEmpty else { throw LZ4Error(reason: "empty input") }
@@ -61,15 +78,32 @@ public enum LZ4Frame {
         }
       }
       if LZ4F_isError(hint) != 0 {
-        throw LZ4Error(reason: String(cString: LZ4F_getErrorName(hint)))
+        throw LZ4Error(reason: Self.reason(String(cString: LZ4F_getErrorName(hint))))
       }
       offset += sourceSize
-      output.append(contentsOf: chunk[0..<destinationSize])
-      guard output.count <= limit else { throw LZ4Error(reason: "output larger than \(limit) bytes") }
+      total += destinationSize
+      guard total <= limit else { throw LZ4Error(reason: "output larger than \(limit) bytes") }
+      chunk.withUnsafeBufferPointer { sink(UnsafeBufferPointer(rebasing: $0[0..<destinationSize])) }
       // hint 0: a frame ended. Another may follow.
       if hint == 0 && offset == bytes.count { break }
       if sourceSize == 0 && destinationSize == 0 { throw LZ4Error(reason: "truncated frame") }
     }
-    return output
+  }
+
+  /// What liblz4's error name means for a frame read back from disk.
+  static func reason(_ errorName: String) -> String {
+    switch errorName {
+    case "ERROR_frameType_unknown": "not an LZ4 frame (bad magic number)"
+    case "ERROR_headerChecksum_invalid": "frame descriptor checksum mismatch"
+    case "ERROR_headerVersion_wrong", "ERROR_reservedFlag_set", "ERROR_blockMode_invalid",
+      "ERROR_contentChecksumFlag_invalid":
+      "bad frame descriptor"
+    case "ERROR_maxBlockSize_invalid": "bad block size"
+    case "ERROR_decompressionFailed": "a block does not decompress"
+    case "ERROR_blockChecksum_invalid": "block checksum mismatch"
+    case "ERROR_contentChecksum_invalid": "content checksum mismatch"
+    case "ERROR_frameSize_wrong": "content size mismatch"
+    default: errorName
+    }
   }
 }

@@ -1,0 +1,135 @@
+// UntrustedServerTests.swift — servers that answer too much, forever, or too soon: the answer is
+// read only up to URLSessionTransport.maxResponseBodyBytes (checked in this process, and in a
+// `crumbs reports send` child whose peak RSS the kernel reports through peak_rss.py), and a 2xx
+// that came before the report was sent is not a delivery.
+
+import CrumbsTestSupport
+import Foundation
+import Testing
+
+@testable import CrumbsDelivery
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+@Suite struct UntrustedServerTests {
+  @Test func aLargeAnswerIsReadOnlyUpToTheLimitAndKeepsItsStatus() throws {
+    let server = try LoopbackHTTPServer { _, _ in .respondWithLargeBody(200, bodyBytes: 64 << 20) }
+    defer { server.stop() }
+    let transport = URLSessionTransport(timeout: 60)
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: Array("{}".utf8))
+    let answer = try transport.send(request).get()
+    #expect(answer.status == 200)
+    #expect(answer.body.count == URLSessionTransport.maxResponseBodyBytes)
+    #expect(answer.bodyTruncated)
+    #expect(answer.requestSent)
+  }
+
+  /// A server that never falls silent long enough for the request timeout still cannot hold a
+  /// request past four times it; the status it sent in time stands.
+  @Test func aTricklingAnswerEndsAtFourTimesTheTimeout() throws {
+    let server = try LoopbackHTTPServer { _, _ in .respondTrickling(200) }
+    defer { server.stop() }
+    let transport = URLSessionTransport(timeout: 1)
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: Array("{}".utf8))
+    let started = ChildProcess.now()
+    let answer = try transport.send(request).get()
+    let took = ChildProcess.now() - started
+    #expect(answer.status == 200)
+    #expect(answer.bodyTruncated)
+    // 4 s here; the margin is for a busy machine.
+    #expect(took < 30, "took \(took) s")
+  }
+
+  /// `crumbs reports send` against a server whose answer is 1 GiB long (`huge`) or never ends
+  /// (`endless`): the report is delivered at once, and the process stays small.
+  ///
+  /// The server sends at 32 MiB/s, a fast network. At loopback speed (GB/s) on a machine whose
+  /// cores are busy, FoundationNetworking queues what arrives faster than its delegate queue
+  /// runs, and what came in before the cut takes effect (hundreds of MB seen) would measure
+  /// the scheduler rather than the bound.
+  @Test(arguments: ["huge", "endless"])
+  func aHugeOrEndlessAnswerNeitherGrowsTheProcessNorHoldsItUp(_ kind: String) throws {
+    let fixture = try ReportFixture()
+    let rate = 32 << 20
+    let server = try LoopbackHTTPServer { _, _ in
+      kind == "huge"
+        ? .respondWithLargeBody(200, bodyBytes: 1 << 30, bytesPerSecond: rate)
+        : .respondEndlessly(200, bytesPerSecond: rate)
+    }
+    defer { server.stop() }
+    let started = ChildProcess.now()
+    // A request timeout of 120 s makes the whole exchange (4×) longer than the run's own limit:
+    // reading such an answer to its end would fail this test rather than finish it.
+    let (send, peakResidentBytes) = try CLIProcess.runMeasuringPeakRSS(
+      ["reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL, "--timeout", "120"],
+      timeoutSeconds: 90)
+    let elapsed = ChildProcess.now() - started
+    #expect(send.status == 0, "\(send.stdout)\(send.stderr)")
+    #expect(send.stdout.contains("sent \(fixture.ids[0].prefix(8))… → 200"), "\(send.stdout)")
+    #expect(try fixture.store.load(id: fixture.ids[0]).state == .sent)
+    // Prompt: far within the request timeout (it takes well under a second here).
+    #expect(elapsed < 60, "took \(elapsed) s")
+    let peak = try #require(peakResidentBytes)
+    #expect(peak < 200 << 20, "peak RSS \(peak >> 20) MiB")
+    // The client stopped reading: what the server got out is the limit plus socket buffers.
+    #expect(server.bodyBytesWritten < 128 << 20, "\(server.bodyBytesWritten) bytes written")
+  }
+
+  /// A report large enough that it cannot sit in socket buffers, to a server that answers as
+  /// soon as the headers arrive and closes without reading it.
+  @Test func aSuccessBeforeTheReportWasSentIsAFailedAttempt() throws {
+    let fixture = try ReportFixture(count: 2, extraAttachmentBytes: 16 << 20)
+    try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
+    let early = try LoopbackHTTPServer { _, _ in .answerBeforeReading(200) }
+    defer { early.stop() }
+    let clock = ManualClock()
+    let delegate = RecordingDelegate()
+    let destination = OTLPDestination(endpoint: early.baseURL, maxAttachmentBytes: 64 << 20)
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [destination], settings: settings(), delegate: delegate,
+      clock: { clock.now() }, random: { 0 })
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(
+      result.outcome
+        == .willRetry(
+          reason: "HTTP 200 answered before the report was sent",
+          nextAttemptUnixNano: clock.now() + 10_000_000_000))
+    #expect(result.status == 200)
+    #expect(early.requests.isEmpty, "the server read the whole report")
+    let stored = try fixture.store.load(id: fixture.ids[1])
+    #expect(stored.state == .pending)
+    #expect(stored.deliveryState().destinations["otlp"]?.outcome == nil)
+    #expect(delegate.succeeded.withLock { $0 }.isEmpty)
+
+    // A server that reads it all delivers it on the next attempt.
+    let healthy = try LoopbackHTTPServer(status: 200)
+    defer { healthy.stop() }
+    clock.advance(seconds: 10)
+    let retry = ReportUploader(
+      store: fixture.store,
+      destinations: [OTLPDestination(endpoint: healthy.baseURL, maxAttachmentBytes: 64 << 20)],
+      settings: settings(), clock: { clock.now() })
+    #expect(retry.deliverPendingNow().finished.map(\.state) == [.sent])
+    #expect(healthy.requests.first?.body.count ?? 0 > 16 << 20)
+  }
+
+  /// Refusing a report before reading it is what a server does with one too large: that answer
+  /// still counts.
+  @Test func aRefusalBeforeTheReportWasSentStillCounts() throws {
+    let fixture = try ReportFixture(count: 2, extraAttachmentBytes: 16 << 20)
+    try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
+    let server = try LoopbackHTTPServer { _, _ in .answerBeforeReading(413) }
+    defer { server.stop() }
+    let uploader = ReportUploader(
+      store: fixture.store,
+      destinations: [OTLPDestination(endpoint: server.baseURL, maxAttachmentBytes: 64 << 20)],
+      settings: settings())
+    let pass = uploader.deliverPendingNow()
+    #expect(pass.results.map(\.outcome) == [.dropped(reason: "HTTP 413")])
+    #expect(pass.finished.map(\.state) == [.dropped])
+  }
+}
