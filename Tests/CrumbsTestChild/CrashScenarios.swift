@@ -61,6 +61,42 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crashByDivideByZero(Int(getpid() % 1))
   },
+  // What is said before the signal: the Swift runtime's message set by hand (so the malloc
+  // guard can be armed after it: the runtime allocates its own), then a null store.
+  // CRUMBS_TEST_MESSAGE=long ("x" and 2500 "é": 5001 bytes) | unterminated (100 bytes, then an
+  // unreadable page).
+  "fatal-message-segv": crashing { _ in
+    let text: UnsafePointer<CChar>?
+    switch getenv("CRUMBS_TEST_MESSAGE").map({ String(cString: $0) }) {
+    case "long": text = UnsafePointer(strdup("x" + String(repeating: "é", count: 2500)))
+    case "unterminated": text = crumbs_test_unterminated_text(100)
+    default: text = UnsafePointer(strdup("Crumbs/Scenario.swift:12: Fatal error: set by the test child\n"))
+    }
+    guard crumbs_test_set_fatal_message(text) == 0 else { return }
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  // An uncaught C++ exception: CRUMBS_TEST_CXX_KIND=1 throws an int, else a crumbs_test::Failure.
+  "cxx-exception": crashing { _ in
+    let kind = getenv("CRUMBS_TEST_CXX_KIND").flatMap { Int32(String(cString: $0)) } ?? 0
+    print("crashing")
+    fflush(nil)
+    crumbs_test_cxx_throw(kind, "crash scenario: C++ exception")
+  },
+  // The same under the malloc guard: a terminate handler installed before the crash handler
+  // aborts at once (libstdc++'s own would allocate to demangle), and one installed after it
+  // arms the guard, then chains to the crash handler's. From the arming on, nothing allocates:
+  // not the crash handler's terminate handler, not its signal handler.
+  "cxx-exception-guarded": { arguments in
+    crumbs_test_cxx_terminate_plainly()
+    guard setUp(arguments) else { return 70 }
+    crumbs_test_cxx_arm_guard_in_terminate()
+    print("crashing")
+    fflush(nil)
+    crumbs_test_cxx_throw(0, "crash scenario: C++ exception")
+    return 71
+  },
   "abort": crashing { _ in
     armAndFlush()
     abort()

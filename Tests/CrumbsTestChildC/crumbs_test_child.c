@@ -166,3 +166,26 @@ int crumbs_test_wait_at_gate(const char *path) {
   close(fd);
   return 0;
 }
+
+// MARK: - What is said before the signal
+
+int crumbs_test_set_fatal_message(const char *text) {
+  void *symbol = dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
+  if (symbol == NULL) return -1;
+  const char **(*get_buffer)(void);
+  memcpy(&get_buffer, &symbol, sizeof get_buffer);
+  __atomic_store_n(get_buffer(), text, __ATOMIC_RELEASE);
+  return 0;
+}
+
+const char *crumbs_test_unterminated_text(uint32_t length) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t pages = (length + (size_t)page - 1) / (size_t)page + 1;
+  char *mapped = mmap(NULL, pages * (size_t)page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return NULL;
+  char *guard = mapped + (pages - 1) * (size_t)page;
+  if (mprotect(guard, (size_t)page, PROT_NONE) != 0) return NULL;
+  memset(guard - length, 'x', length);
+  return guard - length;
+}

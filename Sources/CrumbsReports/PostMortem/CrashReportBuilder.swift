@@ -38,7 +38,11 @@ package struct CrashReportBuilder {
         ? "\(signal.codeName) raised by the process itself"
         : "\(signal.codeName) sent by pid \(sender)" + (signal.senderUID.map { " (uid \($0))" } ?? "")
     }
-    if let hint = Self.hint(signal: signal.number, frames: symbolicated) { message += " — " + hint }
+    if let said = Self.saidBeforeTheSignal(record) {
+      message = said
+    } else if let hint = Self.hint(signal: signal.number, frames: symbolicated) {
+      message += " — " + hint
+    }
 
     var report = base(
       id: record.sessionID.description, kind: .crash, sessionID: record.sessionID,
@@ -74,6 +78,12 @@ package struct CrashReportBuilder {
         "the crash was in code without frame pointers; callers were recovered by scanning the stack")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
+    if record.swiftFatalMessageTruncated {
+      report.damage.append("the Swift runtime's message was cut to fit the crash record")
+    }
+    if record.uncaughtException?.truncated == true {
+      report.damage.append("the C++ exception's type or what() was cut to fit the crash record")
+    }
     let found = record.modules.filter(\.foundAtCrash)
     if !found.isEmpty {
       let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
@@ -186,6 +196,21 @@ package struct CrashReportBuilder {
       moduleOffset: frame.moduleOffset.map(CrashReport.hex), buildID: frame.buildID,
       function: frame.function ?? frame.symbol, symbolOffset: frame.symbolOffset, file: frame.file,
       line: frame.line, note: frame.note)
+  }
+
+  /// What was said before the signal, as the exception message: an uncaught C++ exception
+  /// (`uncaught C++ exception std::runtime_error: what`), else the Swift runtime's fatal-error
+  /// message with the file:line it carries (lines joined by "; "). Nil when nothing was said.
+  package static func saidBeforeTheSignal(_ record: CrashRecord) -> String? {
+    if let exception = record.uncaughtException {
+      let type = SymbolDemangler.demangleType(exception.mangledType) ?? exception.mangledType
+      return "uncaught C++ exception \(type)" + (exception.what.map { ": \($0)" } ?? "")
+    }
+    guard let swift = record.swiftFatalMessage else { return nil }
+    let lines = swift.split(separator: "\n").map { line in
+      String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }.filter { !$0.isEmpty }
+    return lines.isEmpty ? nil : lines.joined(separator: "; ")
   }
 
   /// What a signal usually means, when the frames say so.

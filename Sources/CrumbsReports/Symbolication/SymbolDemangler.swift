@@ -5,6 +5,7 @@
 //                                        (libswiftCore, always loaded in a Swift process); C++
 //                                        names through `__cxa_demangle` (libstdc++, which
 //                                        libswiftCore links); anything else is returned as is
+//   SymbolDemangler.demangleType(_:)     a C++ type name as type_info::name() gives it
 //   SymbolDemangler.simplify(_:)         the `.simplified` style: the full Swift name without
 //                                        `Swift.` qualifiers, extension markers and return type
 //
@@ -74,6 +75,17 @@ package enum SymbolDemangler {
       return status == 0 ? String(cString: result) : nil
     }
     return nil
+  }
+
+  /// A C++ type's readable name from its mangling as `type_info::name()` gives it
+  /// (`St13runtime_error` → `std::runtime_error`, `N3app5ErrorE` → `app::Error`); nil when the
+  /// process cannot demangle it.
+  package static func demangleType(_ mangled: String) -> String? {
+    guard !mangled.isEmpty, let cxxDemangle else { return nil }
+    var status: Int32 = -1
+    guard let result = cxxDemangle(mangled, nil, nil, &status) else { return nil }
+    defer { free(result) }
+    return status == 0 ? String(cString: result) : nil
   }
 
   /// Drops `Swift.` qualifiers, `(extension in Module):` markers and the top-level return type.

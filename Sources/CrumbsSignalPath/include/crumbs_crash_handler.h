@@ -6,7 +6,9 @@
 // Entry points, in call order:
 //   crumbs_crash_record_format        write the header of a fresh, zeroed record mapping (ARMED)
 //   crumbs_crash_install              take the signals, give this thread an alternate stack,
-//                                     scan modules into the record; idempotent, re-asserts
+//                                     scan modules into the record, find the Swift runtime's
+//                                     fatal-message buffer, set the std::terminate handler;
+//                                     idempotent, re-asserts
 //   crumbs_crash_prepare_thread       (any thread, optional) alternate stack + stack bounds
 //   crumbs_crash_refresh_modules      re-scan modules after dlopen/dlclose (cheap when unchanged)
 //   crumbs_crash_replaced_signals     which of our signals another library has taken since
@@ -14,7 +16,8 @@
 //   crumbs_crash_uninstall            give every signal back its previous action
 // Where they live: crumbs_crash_install.c (every function declared here), crumbs_crash_handler.c
 // (the handler), crumbs_altstack.c (the alternate stacks), crumbs_unwind.c and crumbs_modules.c
-// (backtrace and module table); crumbs_crash_internal.h is what they share.
+// (backtrace and module table), crumbs_terminate.cpp (an uncaught C++ exception's type and
+// what(), for the SIGABRT that follows); crumbs_crash_internal.h is what they share.
 //
 // SIGNAL SAFETY: only the handler itself and the ring's first-append hook (crumbs_altstack.c,
 // which hands a thread its alternate stack) run in signal context; both are async-signal-safe
