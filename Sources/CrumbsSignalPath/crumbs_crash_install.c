@@ -190,7 +190,7 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   }
 
   crumbs__terminate_install();
-  crumbs__altstack_start();
+  crumbs__altstack_start(config->skip_new_threads == 0);
   crumbs__installed = 1;
   return CRUMBS_CRASH_INSTALL_OK;
 }

@@ -193,10 +193,12 @@ struct CrashCaptureTests {
     arguments: ["stack-overflow-main", "stack-overflow-thread", "stack-overflow-recycled"])
   func stackOverflow(scenario: String) throws {
     let directory = TestDirectory()
-    // One pool stack: the recycled scenario's overflower needs the one an exited thread gave back.
+    // One pool stack: the recycled scenario's overflower needs the one an exited thread gave back
+    // on its first append (threads get no stack at creation there).
     let run = try runCrashScenario(
       scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory,
-      environment: scenario == "stack-overflow-recycled" ? ["CRUMBS_TEST_POOL": "1"] : [:])
+      environment: scenario == "stack-overflow-recycled"
+        ? ["CRUMBS_TEST_POOL": "1", "CRUMBS_TEST_NO_NEW_THREAD_STACKS": "1"] : [:])
     #expect(run.signal == SIGSEGV)
     let record = try CrashRecord.read(file: try #require(run.recordPath))
     #expect(record.status == .complete)
@@ -216,7 +218,12 @@ struct CrashCaptureTests {
     let directory = TestDirectory()
     let child = try Subprocess(
       ChildProcess.testChild, ["first-append-seccomp", directory.path],
-      environment: ["SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": String(pool)],
+      // Threads created after install would get their stacks at creation: this is about the
+      // first append's own path, which threads that existed before install take.
+      environment: [
+        "SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": String(pool),
+        "CRUMBS_TEST_NO_NEW_THREAD_STACKS": "1",
+      ],
       standardError: .file(directory.file("stderr.txt")))
     let lines = child.readLines(until: "done", seconds: 60)
     child.wait(seconds: 60)

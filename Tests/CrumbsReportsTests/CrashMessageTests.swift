@@ -71,10 +71,7 @@ struct CrashMessageTests {
     let context = "\(expectation) [\(variant)]: \(run.lines.joined(separator: " | "))"
     #expect(run.signal == expectation.signal, "\(context)")
 
-    let outcome = PostMortemProcessor(
-      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
-    ).run(reportingSession: SessionID())
-    let report = try #require(outcome.reports.first?.report, "\(context)")
+    let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
     // The signal stays: as the exception type and in `signal`.
     #expect(report.exceptionType == SignalNames.name(expectation.signal), "\(context)")
     #expect(report.signal?.number == expectation.signal, "\(context)")

@@ -167,6 +167,14 @@ int crumbs_test_wait_at_gate(const char *path) {
   return 0;
 }
 
+uintptr_t crumbs_test_alternate_stack(uint32_t size) {
+  stack_t current;
+  if (sigaltstack(NULL, &current) != 0 || (current.ss_flags & SS_DISABLE) || current.ss_size != size) {
+    return 0;
+  }
+  return (uintptr_t)current.ss_sp;
+}
+
 // MARK: - What is said before the signal
 
 int crumbs_test_set_fatal_message(const char *text) {

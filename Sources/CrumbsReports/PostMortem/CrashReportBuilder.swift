@@ -40,6 +40,8 @@ package struct CrashReportBuilder {
     }
     if let said = Self.saidBeforeTheSignal(record) {
       message = said
+    } else if let overflow = Self.stackOverflow(record) {
+      message = overflow
     } else if let hint = Self.hint(signal: signal.number, frames: symbolicated) {
       message += " — " + hint
     }
@@ -211,6 +213,39 @@ package struct CrashReportBuilder {
       String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }.filter { !$0.isEmpty }
     return lines.isEmpty ? nil : lines.joined(separator: "; ")
+  }
+
+  /// How far below a stack's lowest address a fault still counts as hitting its guard region:
+  /// Linux keeps a gap of 256 pages (1 MiB) below a growing stack (the main thread's), glibc a
+  /// guard page or more below a thread's, and a function with a large frame can fault that far
+  /// past the guard's start. 64 KiB more covers such a frame.
+  package static let guardReach: UInt64 = (1 << 20) + 64 * 1024
+
+  /// "stack overflow: …" when the fault was a stack overflow: a SIGSEGV or SIGBUS (not sent) at
+  /// an address in or next to the guard region below the crashing thread's stack (the range
+  /// the backtrace trusted), with the stack pointer there too (a wild pointer that happens to
+  /// land below a stack is not an overflow). Nil otherwise.
+  package static func stackOverflow(_ record: CrashRecord) -> String? {
+    let signal = record.signal
+    guard signal.number == SIGSEGV || signal.number == SIGBUS, signal.senderPID == nil, signal.code > 0,
+      record.stackLow != 0, record.stackHigh > record.stackLow
+    else { return nil }
+    let low = record.stackLow
+    let page: UInt64 = 4096
+    func nearGuard(_ address: UInt64) -> Bool {
+      address < low + page && address >= (low > guardReach ? low - guardReach : 0)
+    }
+    let stackPointer = record.registers.first { $0.name == "rsp" || $0.name == "sp" }?.value
+    guard nearGuard(signal.faultAddress),
+      stackPointer.map({ $0 < low + 64 * 1024 && nearGuard(min($0, low)) }) ?? true
+    else { return nil }
+    let distance =
+      signal.faultAddress < low
+      ? "\(low - signal.faultAddress) bytes below"
+      : "\(signal.faultAddress - low) bytes into the lowest page of"
+    return
+      "stack overflow: \(signal.codeName) at \(CrashReport.hex(signal.faultAddress)), \(distance) the thread's "
+      + "stack (\(CrashReport.hex(low))–\(CrashReport.hex(record.stackHigh)))"
   }
 
   /// What a signal usually means, when the frames say so.

@@ -58,6 +58,10 @@ int crumbs_test_fork_without_handlers(void);
 /// Returns 0, or -1 (errno set) when the FIFO cannot be opened or read.
 int crumbs_test_wait_at_gate(const char *path);
 
+/// The calling thread's alternate signal stack (its lowest address) when it has one of exactly
+/// `size` bytes, else 0.
+uintptr_t crumbs_test_alternate_stack(uint32_t size);
+
 // MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
 
 /// Sets the Swift runtime's fatal-error message buffer (swift_getFatalErrorMessageBuffer) to
