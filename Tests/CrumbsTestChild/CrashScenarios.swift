@@ -254,6 +254,20 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     while true { pause() }
   },
+  // Another thread appends "appended after the crash" while the handler Crumbs chains to runs
+  // (a test handler, installed before Crumbs, that waits for it), then the process dies.
+  "append-after-crash": { arguments in
+    guard crumbs_test_install_waking_handler(SIGSEGV) == 0, setUp(arguments) else { return 70 }
+    spawnThread {
+      guard crumbs_test_wait_for_wake() == 0 else { return }
+      addBreadcrumb("appended after the crash", level: .warning)
+      crumbs_test_signal_done()
+    }
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
   "wait-for-signal": crashing { _ in
     armAndFlush()
     while true { pause() }

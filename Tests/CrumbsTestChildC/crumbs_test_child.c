@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -173,6 +174,44 @@ uintptr_t crumbs_test_alternate_stack(uint32_t size) {
     return 0;
   }
   return (uintptr_t)current.ss_sp;
+}
+
+// MARK: - A thread that appends while the chained handlers run
+
+static int crumbs_test_wake_pipe[2] = {-1, -1};
+static int crumbs_test_done_pipe[2] = {-1, -1};
+
+static void crumbs_test_waking_handler(int signal_number, siginfo_t *info, void *context) {
+  (void)signal_number;
+  (void)info;
+  (void)context;
+  char byte = 1;
+  (void)!write(crumbs_test_wake_pipe[1], &byte, 1);
+  struct pollfd done = {.fd = crumbs_test_done_pipe[0], .events = POLLIN, .revents = 0};
+  (void)poll(&done, 1, 20000);
+}
+
+int crumbs_test_install_waking_handler(int signal_number) {
+  if (pipe(crumbs_test_wake_pipe) != 0 || pipe(crumbs_test_done_pipe) != 0) return -1;
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs_test_waking_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  return sigaction(signal_number, &action, NULL);
+}
+
+int crumbs_test_wait_for_wake(void) {
+  char byte;
+  ssize_t got;
+  while ((got = read(crumbs_test_wake_pipe[0], &byte, 1)) < 0 && errno == EINTR) {
+  }
+  return got == 1 ? 0 : -1;
+}
+
+void crumbs_test_signal_done(void) {
+  char byte = 1;
+  (void)!write(crumbs_test_done_pipe[1], &byte, 1);
 }
 
 // MARK: - What is said before the signal

@@ -29,7 +29,7 @@ package struct CrashReportBuilder {
   {
     let symbolicated = Symbolicator(modules: record.modules, options: symbolicatorOptions)
       .symbolicate(record.frames, firstIsExactPC: true)
-    let frames = symbolicated.map(Self.frame)
+    let frames = Self.frames(symbolicated)
     let signal = record.signal
     var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
     if let sender = signal.senderPID {
@@ -192,11 +192,26 @@ package struct CrashReportBuilder {
     return report
   }
 
-  package static func frame(_ frame: SymbolicatedFrame) -> CrashReport.Frame {
+  /// The report's frames: each named as a person reads it (`function`) and in full (`symbol`),
+  /// each distinct symbol demangled once (a deep recursion repeats one name 128 times).
+  package static func frames(_ symbolicated: [SymbolicatedFrame]) -> [CrashReport.Frame] {
+    var names: [String: (readable: String?, full: String?)] = [:]
+    return symbolicated.map { frame in
+      guard let symbol = frame.symbol else { return Self.frame(frame, readable: frame.function, full: nil) }
+      let known =
+        names[symbol]
+        ?? (SymbolDemangler.readable(symbol), SymbolDemangler.demangle(symbol, style: .full) ?? symbol)
+      names[symbol] = known
+      return Self.frame(frame, readable: known.readable ?? frame.function ?? symbol, full: known.full)
+    }
+  }
+
+  package static func frame(_ frame: SymbolicatedFrame, readable: String?, full: String?) -> CrashReport.Frame
+  {
     CrashReport.Frame(
       index: frame.index, address: CrashReport.hex(frame.address), module: frame.modulePath,
       moduleOffset: frame.moduleOffset.map(CrashReport.hex), buildID: frame.buildID,
-      function: frame.function ?? frame.symbol, symbolOffset: frame.symbolOffset, file: frame.file,
+      function: readable, symbol: full, symbolOffset: frame.symbolOffset, file: frame.file,
       line: frame.line, note: frame.note)
   }
 

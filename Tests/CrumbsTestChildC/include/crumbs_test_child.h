@@ -62,6 +62,16 @@ int crumbs_test_wait_at_gate(const char *path);
 /// `size` bytes, else 0.
 uintptr_t crumbs_test_alternate_stack(uint32_t size);
 
+/// Installs a handler for `signal_number` (to run after the crash handler, which chains to it:
+/// install it first) that wakes the thread blocked in crumbs_test_wait_for_wake, then waits
+/// (at most 20 s) until that thread calls crumbs_test_signal_done, then returns. So another
+/// thread appends while the chained handlers of a crash run. Returns 0 or -1.
+int crumbs_test_install_waking_handler(int signal_number);
+/// Blocks until the waking handler runs. Returns 0, or -1 if it cannot wait.
+int crumbs_test_wait_for_wake(void);
+/// Tells the waking handler that this thread is done.
+void crumbs_test_signal_done(void);
+
 // MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
 
 /// Sets the Swift runtime's fatal-error message buffer (swift_getFatalErrorMessageBuffer) to
