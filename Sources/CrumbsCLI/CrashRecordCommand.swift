@@ -73,6 +73,14 @@ enum CrashRecordText {
     }
     lines.append("thread      \(record.threadID) \"\(record.threadName)\"")
     if record.threadsCrashed > 1 { lines.append("crashed     \(record.threadsCrashed) threads") }
+    if let message = record.swiftFatalMessage {
+      lines.append("swift       \(message)" + (record.swiftFatalMessageTruncated ? " [cut]" : ""))
+    }
+    if let exception = record.uncaughtException {
+      lines.append(
+        "exception   \(exception.mangledType)" + (exception.what.map { ": \($0)" } ?? "")
+          + (exception.truncated ? " [cut]" : ""))
+    }
     if let nested = record.nestedSignal {
       lines.append(
         "partial     the handler crashed: signal \(nested) code \(record.nestedSignalCode ?? 0) at \(hex(record.nestedFaultAddress ?? 0))"

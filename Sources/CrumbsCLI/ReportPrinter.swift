@@ -58,7 +58,12 @@ struct ReportPrinter {
           "  (\(trail.count) kept: \(trail.valid) valid, \(trail.torn) torn, \(trail.overwritten) overwritten by newer ones)"
         ))
     let crumbs = breadcrumbs(of: stored)
-    for crumb in crumbs.suffix(breadcrumbLimit) { lines.append("  " + line(for: crumb)) }
+    let afterTheCrash = firstAfterTheCrash(crumbs, report: report)
+    for (index, crumb) in crumbs.enumerated().suffix(breadcrumbLimit) {
+      var text = "  " + line(for: crumb)
+      if index >= afterTheCrash { text += "  " + style.yellow("[after the crash]") }
+      lines.append(text)
+    }
     if crumbs.count > breadcrumbLimit {
       lines.append(style.dim("  … \(crumbs.count - breadcrumbLimit) older in the attachment"))
     }
@@ -81,6 +86,24 @@ struct ReportPrinter {
     return text.split(separator: UInt8(ascii: "\n")).compactMap {
       try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any]
     }
+  }
+
+  /// Index of the first breadcrumb appended after the crash (`crumbs.count` when none was):
+  /// the ones after the crash handler's own fatal breadcrumb (appended from the signal handler
+  /// on the crashing thread), which other threads appended while the chained handlers ran.
+  /// Without that breadcrumb (the handler could not append), the ones stamped after the crash
+  /// time. The trail is oldest first.
+  func firstAfterTheCrash(_ crumbs: [[String: Any]], report: CrashReport) -> Int {
+    guard report.kind == .crash else { return crumbs.count }
+    let fatal = crumbs.lastIndex { crumb in
+      crumb["signal_handler"] as? Bool == true && crumb["level"] as? String == "fatal"
+        && (report.threadID == nil || crumb["thread"] as? Int == report.threadID)
+        && (crumb["message"] as? String ?? "").hasPrefix(report.exceptionType)
+    }
+    if let fatal { return fatal + 1 }
+    // Same form as the trail's timestamps (microseconds, UTC), so the strings compare as times.
+    let crashTime = ISO8601.string(nanoseconds: report.timeUnixNano, fractionDigits: 6)
+    return crumbs.firstIndex { ($0["timestamp"] as? String ?? "") > crashTime } ?? crumbs.count
   }
 
   func line(for crumb: [String: Any]) -> String {

@@ -2,9 +2,11 @@
 // overflow (a fault with no stack left to run a handler on) is still recorded.
 //
 // Which threads get one: the installing thread (a stack of its own, at install), every thread
-// on its first breadcrumb (the ring's once-per-thread slow path calls our hook), and every
-// thread that calls crumbs_crash_prepare_thread. A thread that already has an alternate stack at
-// least as large keeps its own.
+// created after install (our pthread_create runs crumbs_crash_prepare_thread first on the new
+// thread: crumbs_thread_start.c), every thread on its first breadcrumb (the ring's
+// once-per-thread slow path calls our hook), and every thread that calls
+// crumbs_crash_prepare_thread. A thread that already has an alternate stack at least as large
+// keeps its own.
 //
 // Entry points in call order: see crumbs_altstack.h.
 //
@@ -21,9 +23,15 @@
 //     Only a thread that already had an alternate stack at least as large (its own, set by the
 //     app) makes a second one, to put its own back; ours returns to the pool. Pool used up
 //     (every stack held by a live thread): no system call at all, the thread goes without;
+//   - set-up context (a new thread's start, crumbs_crash_prepare_thread) with the pool used up:
+//     the pool grows by one stack of the thread's own, mapped with its guard page (mmap,
+//     mprotect), recorded in the key (any key may be set there) and unmapped at its exit. So no
+//     thread created after install goes without, however many there are at once; only the
+//     signal-safe hook, which makes no mapping, can find nothing left;
 //   - at thread exit (the key's destructor, off the hot path): disable the thread's alternate
-//     stack if it is still ours (sigaltstack), then push ours on the free list. A stack is never
-//     on the free list while a live thread may still run on it;
+//     stack if it is still ours (sigaltstack), then push a pool stack on the free list, or unmap
+//     a thread's own. A stack is never on the free list (or unmapped) while a live thread may
+//     still run on it;
 //   - in a forked child (pthread_atfork): only the forking thread survives, so every stack
 //     handed out to another thread is free again; the list is rebuilt without system calls.
 // The hook records the stack in the key with pthread_setspecific only when our key is below 32:
@@ -42,7 +50,8 @@
 // contexts; they call sigaltstack (destructor) and nothing else, and are signal-safe as well.
 // Set-up only (not signal-safe): reserve (mmap, mprotect, pthread_key_create, pthread_atfork),
 // give_install_thread, restore_install_thread, resolve_calls, start, stop, give_this_thread
-// (sigaltstack, pthread_setspecific).
+// (sigaltstack, pthread_setspecific; mmap and mprotect when the pool is used up). The key's
+// destructor also calls munmap for a thread's own stack.
 
 #define _GNU_SOURCE
 #include "crumbs_altstack.h"
@@ -79,14 +88,21 @@ static pthread_key_t crumbs__altstack_key;
 enum { CRUMBS__KEY_NONE, CRUMBS__KEY_SETUP_ONLY, CRUMBS__KEY_ANYWHERE };
 static int crumbs__altstack_key_use = CRUMBS__KEY_NONE;
 
-// The stack this thread holds from us (taken; count + 1 for the installing thread's), 0: none.
+// The stack this thread holds from us (taken; count + 1 for the installing thread's;
+// CRUMBS__ALTSTACK_OWN for one mapped for this thread alone), 0: none.
 static __thread uint32_t crumbs__altstack_mine __attribute__((tls_model("initial-exec")));
+// With CRUMBS__ALTSTACK_OWN: the thread's own mapping (guard page first, then the stack).
+static __thread unsigned char *crumbs__altstack_own __attribute__((tls_model("initial-exec")));
+#define CRUMBS__ALTSTACK_OWN UINT32_MAX
+// Whether threads created from now on get a stack (crumbs_thread_start.c asks); atomic.
+static int crumbs__altstack_new_threads;
 
 // The installing thread's alternate stack before ours, restored by uninstall on that thread.
 static stack_t crumbs__altstack_previous;
 static int crumbs__altstack_install_given;
 
 static unsigned char *crumbs__altstack_stack(uint32_t taken) {
+  if (taken == CRUMBS__ALTSTACK_OWN) return crumbs__altstack_own + CRUMBS__ALTSTACK_GUARD;
   return crumbs__altstack_pool +
          (size_t)(taken - 1) * (crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD) +
          CRUMBS__ALTSTACK_GUARD;
@@ -176,6 +192,31 @@ static void crumbs__altstack_first_append(void) {
   errno = saved_errno;
 }
 
+/// The pool grows by one: a stack mapped for the calling thread alone, with its guard page,
+/// made its alternate stack and recorded in the key (so its exit unmaps it). Set-up context
+/// only (mmap, mprotect, sigaltstack, pthread_setspecific on any key). Returns whether the
+/// thread has it.
+static bool crumbs__altstack_map_own(void) {
+  if (crumbs__altstack_key_use == CRUMBS__KEY_NONE) return false; // it could never be unmapped
+  size_t total = (size_t)crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD;
+  void *mapping = mmap(NULL, total, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return false;
+  mprotect(mapping, CRUMBS__ALTSTACK_GUARD, PROT_NONE); // failed: unguarded, still usable
+  stack_t ours = {.ss_sp = (unsigned char *)mapping + CRUMBS__ALTSTACK_GUARD, .ss_flags = 0,
+                  .ss_size = crumbs__altstack_size};
+  if (sigaltstack(&ours, NULL) != 0 ||
+      pthread_setspecific(crumbs__altstack_key, mapping) != 0) {
+    stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+    sigaltstack(&off, NULL);
+    munmap(mapping, total);
+    return false;
+  }
+  crumbs__altstack_own = (unsigned char *)mapping;
+  crumbs__altstack_mine = CRUMBS__ALTSTACK_OWN;
+  return true;
+}
+
 bool crumbs__altstack_give_this_thread(void) {
   if (!__atomic_load_n(&crumbs__altstack_enabled, __ATOMIC_ACQUIRE)) return false;
   int saved_errno = errno;
@@ -191,7 +232,7 @@ bool crumbs__altstack_give_this_thread(void) {
                     .ss_size = crumbs__altstack_size};
     has_one = sigaltstack(&ours, NULL) == 0;
   } else if (!has_one) {
-    has_one = crumbs__altstack_adopt() != CRUMBS__ALTSTACK_NONE_FREE;
+    has_one = crumbs__altstack_adopt() != CRUMBS__ALTSTACK_NONE_FREE || crumbs__altstack_map_own();
   }
   uint32_t mine = crumbs__altstack_mine;
   if (mine != 0 && mine <= crumbs__altstack_count &&
@@ -205,10 +246,33 @@ bool crumbs__altstack_give_this_thread(void) {
 
 // MARK: - Giving stacks back
 
+/// The exiting thread's own stack (crumbs__altstack_map_own): off, then unmapped, unless the
+/// thread is running on it (exiting from a handler on it): then it stays mapped. Runs in the
+/// key's destructor. Preserves errno.
+static void crumbs__altstack_release_own(void) {
+  int saved_errno = errno;
+  stack_t current;
+  if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_ONSTACK)) {
+    bool still_ours = current.ss_sp == crumbs__altstack_own + CRUMBS__ALTSTACK_GUARD &&
+                      !(current.ss_flags & SS_DISABLE);
+    stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+    if (!still_ours || sigaltstack(&off, NULL) == 0) {
+      munmap(crumbs__altstack_own, (size_t)crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD);
+      crumbs__altstack_own = NULL;
+      crumbs__altstack_mine = 0;
+    }
+  }
+  errno = saved_errno;
+}
+
 /// The key's destructor: the thread is exiting. Its stack goes back to the pool once the
 /// thread can no longer run a handler on it. Runs at thread exit (not a signal handler, though
 /// it would be safe in one: sigaltstack and atomics). Preserves errno.
 static void crumbs__altstack_thread_exit(void *value) {
+  if (value != NULL && value == crumbs__altstack_own) {
+    crumbs__altstack_release_own();
+    return;
+  }
   uint32_t taken = (uint32_t)(uintptr_t)value;
   if (taken == 0 || taken > crumbs__altstack_count) return;
   int saved_errno = errno;
@@ -308,12 +372,18 @@ void crumbs__altstack_resolve_calls(void) {
   }
 }
 
-void crumbs__altstack_start(void) {
+void crumbs__altstack_start(bool new_threads) {
   __atomic_store_n(&crumbs__first_append_hook, crumbs__altstack_first_append, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__altstack_enabled, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__altstack_new_threads, new_threads ? 1 : 0, __ATOMIC_RELEASE);
 }
 
 void crumbs__altstack_stop(void) {
   __atomic_store_n(&crumbs__first_append_hook, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__altstack_new_threads, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__altstack_enabled, 0, __ATOMIC_RELEASE);
+}
+
+bool crumbs__altstack_covers_new_threads(void) {
+  return __atomic_load_n(&crumbs__altstack_new_threads, __ATOMIC_ACQUIRE) != 0;
 }

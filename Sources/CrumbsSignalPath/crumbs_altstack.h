@@ -5,9 +5,12 @@
 //   crumbs__altstack_reserve               (install, once) map the pool
 //   crumbs__altstack_give_install_thread   (install) the installing thread's own stack
 //   crumbs__altstack_resolve_calls         (install) bind the libc calls the hook makes
-//   crumbs__altstack_start                 (install) hand out stacks: the ring's first-append hook
+//   crumbs__altstack_start                 (install) hand out stacks: the ring's first-append hook,
+//                                          and (by choice) to every thread created from now on
+//   [a thread created after install]       crumbs_thread_start.c: give_this_thread on the new thread
 //   [first append of each thread]          the hook gives the thread a stack from the pool
-//   crumbs__altstack_give_this_thread      (prepare_thread) the same, asked for explicitly
+//   crumbs__altstack_give_this_thread      (prepare_thread) the same, asked for explicitly; the
+//                                          pool grows (a stack mapped for the thread) when used up
 //   crumbs__altstack_stop                  (uninstall) stop handing out stacks
 //   crumbs__altstack_restore_install_thread  (uninstall) the installing thread's previous stack
 //
@@ -43,15 +46,20 @@ void crumbs__altstack_restore_install_thread(void);
 /// takes the loader's lock) happens in a signal handler. Not signal-safe.
 void crumbs__altstack_resolve_calls(void);
 
-/// Starts (or stops) handing out stacks: sets (or clears) the ring's first-append hook. The
-/// pool stays mapped after stop: threads may still point their alternate stack at it.
-/// Not signal-safe.
-void crumbs__altstack_start(void);
+/// Starts (or stops) handing out stacks: sets (or clears) the ring's first-append hook, and
+/// whether threads created from now on get one at their start (`new_threads`). The pool stays
+/// mapped after stop: threads may still point their alternate stack at it. Not signal-safe.
+void crumbs__altstack_start(bool new_threads);
 void crumbs__altstack_stop(void);
 
+/// Whether a thread created now should get an alternate stack at its start (installed, and
+/// asked for). Safe to call from anywhere (one atomic load).
+bool crumbs__altstack_covers_new_threads(void);
+
 /// Gives the calling thread an alternate stack from the pool unless it has one at least as
-/// large. Returns whether it has an alternate stack afterwards. Not signal-safe (it is the
-/// hook's work, for crumbs_crash_prepare_thread).
+/// large; when the pool is used up, one mapped for the thread alone (unmapped at its exit).
+/// Returns whether it has an alternate stack afterwards. Thread-safe; not signal-safe (it is
+/// the hook's work plus mmap, for crumbs_crash_prepare_thread and new threads).
 bool crumbs__altstack_give_this_thread(void);
 
 #endif // CRUMBS_ALTSTACK_H

@@ -25,7 +25,10 @@
 //      the process, then dies by its own signal. Never a hang.
 //   3. Record: state WRITING, signal/code/address/sender, thread id and name, registers,
 //      backtrace (and rows for the modules loaded since the last scan that hold a frame, from
-//      /proc/self/maps), time, memory, uptime; fatal breadcrumb into the ring; ring state CRASHED;
+//      /proc/self/maps), time, memory, uptime; what was said before the signal (the Swift
+//      runtime's fatal-error message, an uncaught C++ exception's type and what(): bounded copies,
+//      last because the text lives in memory the crash may have damaged); fatal breadcrumb into
+//      the ring; ring state CRASHED;
 //      handler duration; complete marker last (release store). Only a record and a ring whose
 //      header names this process are written (a child forked without our fork handler still
 //      maps its parent's: crumbs_fork.h); otherwise the handler only chains and dies.
@@ -48,6 +51,7 @@
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
 #include "crumbs_signal_names.h"
+#include "crumbs_terminate.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -251,6 +255,50 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   }
 }
 
+// MARK: - What was said before the signal
+
+/// Copies the Swift runtime's last fatal-error message into the record: one load of the
+/// runtime's pointer, then at most CRUMBS_CRASH_SWIFT_MESSAGE_SIZE bytes up to its NUL, never
+/// past the end of the readable mapping holding it (/proc/self/maps), so a damaged pointer
+/// cannot fault here. Safe to call from a signal handler (crumbs__crash_mapping_containing).
+static void crumbs__record_swift_message(crumbs_crash_message *message) {
+  const char *const *buffer = crumbs__crash_installed.swift_fatal_message;
+  if (buffer == NULL) return;
+  const char *text = __atomic_load_n(buffer, __ATOMIC_ACQUIRE);
+  if (text == NULL) return;
+  uint64_t address = (uint64_t)(uintptr_t)text, low = 0, high = 0;
+  if (!crumbs__crash_mapping_containing(address, &low, &high) || high <= address) return;
+  uint64_t readable = high - address;
+  uint32_t limit =
+      readable < CRUMBS_CRASH_SWIFT_MESSAGE_SIZE ? (uint32_t)readable : CRUMBS_CRASH_SWIFT_MESSAGE_SIZE;
+  uint32_t length = 0;
+  while (length < limit && text[length] != '\0') {
+    message->swift_message[length] = text[length];
+    length++;
+  }
+  message->swift_length = length;
+  // Cut by the field (the byte after it is still readable: is it the NUL?) or by the mapping.
+  if (length == limit && (limit == readable || text[limit] != '\0')) {
+    message->swift_flags |= CRUMBS_CRASH_MESSAGE_TRUNCATED;
+  }
+}
+
+/// Copies what the terminate handler saw of an uncaught C++ exception (crumbs_terminate.h), if
+/// it ran. Safe to call from a signal handler (plain loads and stores).
+static void crumbs__record_uncaught_exception(crumbs_crash_message *message) {
+  const crumbs_crash_message *uncaught = &crumbs__crash_uncaught;
+  uint32_t flags = __atomic_load_n(&uncaught->cxx_flags, __ATOMIC_ACQUIRE);
+  if (!(flags & CRUMBS_CRASH_CXX_EXCEPTION)) return;
+  uint32_t type_length = uncaught->cxx_type_length, what_length = uncaught->cxx_what_length;
+  if (type_length > CRUMBS_CRASH_CXX_TYPE_SIZE) type_length = CRUMBS_CRASH_CXX_TYPE_SIZE;
+  if (what_length > CRUMBS_CRASH_CXX_WHAT_SIZE) what_length = CRUMBS_CRASH_CXX_WHAT_SIZE;
+  for (uint32_t index = 0; index < type_length; index++) message->cxx_type[index] = uncaught->cxx_type[index];
+  for (uint32_t index = 0; index < what_length; index++) message->cxx_what[index] = uncaught->cxx_what[index];
+  message->cxx_type_length = type_length;
+  message->cxx_what_length = what_length;
+  message->cxx_flags = flags;
+}
+
 /// The installed record, unless it is another process's: a child forked without our fork
 /// handler (vfork, clone, _Fork) still maps its parent's record, and must not write it.
 static crumbs_crash_record *crumbs__own_record(void) {
@@ -340,6 +388,9 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
     record->free_memory_bytes = (uint64_t)memory.freeram * memory.mem_unit;
     record->total_memory_bytes = (uint64_t)memory.totalram * memory.mem_unit;
   }
+
+  crumbs__record_uncaught_exception(&record->message);
+  crumbs__record_swift_message(&record->message);
 
   crumbs__append_fatal_breadcrumb(record);
   crumbs__finish_record(record, started_ns);

@@ -18,13 +18,16 @@
 // wrapper (CrashHandler), except crumbs_crash_record_format (memcpy, clock_gettime: the fork
 // handler formats a forked child's record with it, crumbs_fork.c). libc calls: mmap, mprotect, sigaltstack, sigaction, pthread_self,
 // pthread_getattr_np (allocates), pthread_attr_getstack, pthread_attr_destroy, dl_iterate_phdr
-// and readlink (crumbs_modules.c), and once each the calls the handler makes.
+// and readlink (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer),
+// std::set_terminate (crumbs_terminate.cpp), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
 #include "crumbs_altstack.h"
 #include "crumbs_crash_internal.h"
 #include "crumbs_format.h"
+#include "crumbs_terminate.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -88,6 +91,18 @@ static void crumbs__resolve_handler_calls(void) {
   // _exit is bound by being referenced; it is never called here.
 }
 
+/// The Swift runtime's fatal-error message buffer, or NULL when no Swift runtime is loaded.
+/// swift_getFatalErrorMessageBuffer returns the address of a `std::atomic<const char *>` that the
+/// runtime sets before it traps (libswiftCore exports it on Linux); the address never changes,
+/// so the handler keeps it and only loads the pointer at crash time.
+static const char *const *crumbs__swift_fatal_message_buffer(void) {
+  void *symbol = dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
+  if (symbol == NULL) return NULL;
+  const char *const *(*get_buffer)(void);
+  memcpy(&get_buffer, &symbol, sizeof get_buffer);
+  return get_buffer();
+}
+
 static bool crumbs__is_ours(const struct sigaction *action) {
   return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == crumbs__crash_signal_handler;
 }
@@ -120,6 +135,9 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   }
 
   crumbs__crash_state *state = &crumbs__crash_installed;
+  if (state->swift_fatal_message == NULL) {
+    state->swift_fatal_message = crumbs__swift_fatal_message_buffer();
+  }
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
   if (crumbs__format_length(config->record_path) < sizeof state->record_path) {
     crumbs__format_copy(state->record_path, sizeof state->record_path, config->record_path);
@@ -171,7 +189,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     }
   }
 
-  crumbs__altstack_start();
+  crumbs__terminate_install();
+  crumbs__altstack_start(config->skip_new_threads == 0);
   crumbs__installed = 1;
   return CRUMBS_CRASH_INSTALL_OK;
 }
@@ -206,6 +225,7 @@ uint32_t crumbs_crash_refresh_modules(bool force) {
 void crumbs_crash_uninstall(void) {
   if (!crumbs__installed) return;
   crumbs__altstack_stop();
+  crumbs__terminate_uninstall();
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
     if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
     struct sigaction current;

@@ -11,6 +11,8 @@
 //   crumbs_modules.c         the module table (scan at set-up; lookups and crash-time additions
 //                            in the handler)
 //   crumbs_stack_capture.c   the calling thread's backtrace, for non-fatal reports
+//   crumbs_terminate.cpp     the std::terminate handler: an uncaught C++ exception's type and
+//                            what(), kept for the handler (crumbs_terminate.h)
 
 #ifndef CRUMBS_CRASH_INTERNAL_H
 #define CRUMBS_CRASH_INTERNAL_H
@@ -36,6 +38,10 @@ typedef struct crumbs__crash_state {
   struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
   uint32_t test_fault; // tests only: the handler faults inside itself
+  /// The Swift runtime's `std::atomic<const char *>` holding its last fatal-error message
+  /// (swift_getFatalErrorMessageBuffer, looked up with dlsym at install); NULL without a Swift
+  /// runtime. The handler loads the pointer and copies a bounded prefix of the text.
+  const char *const *swift_fatal_message;
   char record_path[CRUMBS_RING_FILE_PATH_SIZE]; // `record`'s file; a forked child rewrites it
 } crumbs__crash_state;
 extern crumbs__crash_state crumbs__crash_installed;

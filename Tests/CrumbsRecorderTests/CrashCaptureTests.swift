@@ -193,10 +193,12 @@ struct CrashCaptureTests {
     arguments: ["stack-overflow-main", "stack-overflow-thread", "stack-overflow-recycled"])
   func stackOverflow(scenario: String) throws {
     let directory = TestDirectory()
-    // One pool stack: the recycled scenario's overflower needs the one an exited thread gave back.
+    // One pool stack: the recycled scenario's overflower needs the one an exited thread gave back
+    // on its first append (threads get no stack at creation there).
     let run = try runCrashScenario(
       scenario, variant: ChildVariant(release: false, backtracer: false), directory: directory,
-      environment: scenario == "stack-overflow-recycled" ? ["CRUMBS_TEST_POOL": "1"] : [:])
+      environment: scenario == "stack-overflow-recycled"
+        ? ["CRUMBS_TEST_POOL": "1", "CRUMBS_TEST_NO_NEW_THREAD_STACKS": "1"] : [:])
     #expect(run.signal == SIGSEGV)
     let record = try CrashRecord.read(file: try #require(run.recordPath))
     #expect(record.status == .complete)
@@ -216,7 +218,12 @@ struct CrashCaptureTests {
     let directory = TestDirectory()
     let child = try Subprocess(
       ChildProcess.testChild, ["first-append-seccomp", directory.path],
-      environment: ["SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": String(pool)],
+      // Threads created after install would get their stacks at creation: this is about the
+      // first append's own path, which threads that existed before install take.
+      environment: [
+        "SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": String(pool),
+        "CRUMBS_TEST_NO_NEW_THREAD_STACKS": "1",
+      ],
       standardError: .file(directory.file("stderr.txt")))
     let lines = child.readLines(until: "done", seconds: 60)
     child.wait(seconds: 60)
@@ -352,7 +359,10 @@ struct CrashCaptureTests {
     let library = try compileSharedLibrary(mallocGuardSource, named: "malloc_guard", in: directory)
     // dlopen-crash: the handler also finds the library loaded after install, in /proc/self/maps.
     let plugin = try compileSharedLibrary(pluginSource, named: "crumbs_plugin", in: directory, flags: "-O0")
-    for scenario in ["null-deref", "abort", "stack-overflow-thread", "wait-for-signal", "dlopen-crash"] {
+    for scenario in [
+      "null-deref", "abort", "stack-overflow-thread", "wait-for-signal", "dlopen-crash", "fatal-message-segv",
+      "cxx-exception-guarded",
+    ] {
       let scenarioDirectory = TestDirectory()
       let run = try runCrashScenario(
         scenario, variant: ChildVariant(release: false, backtracer: false),
@@ -364,10 +374,43 @@ struct CrashCaptureTests {
       #expect(run.signal != nil, "\(scenario): \(run.lines)")
       let record = try CrashRecord.read(file: try #require(run.recordPath))
       #expect(record.status == .complete, "\(scenario)")
+      // The Swift runtime's message and the uncaught C++ exception were copied, allocation-free.
+      if scenario == "fatal-message-segv" {
+        #expect(record.swiftFatalMessage == "Crumbs/Scenario.swift:12: Fatal error: set by the test child")
+      }
+      if scenario == "cxx-exception-guarded" {
+        #expect(run.signal == SIGABRT)
+        #expect(
+          record.uncaughtException
+            == .init(
+              mangledType: "N11crumbs_test7FailureE", what: "crash scenario: C++ exception", truncated: false)
+        )
+      }
       if scenario == "dlopen-crash" {
         let module = record.frames.first.flatMap { record.module(containing: $0) }
         #expect(module?.path.hasSuffix("/libcrumbs_plugin.so") == true, "\(record.modules.map(\.path))")
       }
+    }
+  }
+
+  @Test(
+    "the runtime's message is copied with a bound, never past its field or readable memory",
+    arguments: ["long", "unterminated"])
+  func boundedMessage(kind: String) throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "fatal-message-segv", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_MESSAGE": kind])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete, "the copy did not fault inside the handler")
+    #expect(record.swiftFatalMessageTruncated)
+    if kind == "long" {
+      // 1024 bytes: "x", 511 "é", and the first byte of the next one, which the reader drops.
+      #expect(record.swiftFatalMessage == "x" + String(repeating: "é", count: 511))
+    } else {
+      // 100 bytes, then an unreadable page: the copy stops there.
+      #expect(record.swiftFatalMessage == String(repeating: "x", count: 100))
     }
   }
 
@@ -430,13 +473,29 @@ struct CrashCaptureTests {
     #expect(rejected { $0[0] ^= 1 } == .unrecognized)
     #expect(rejected { $0.removeLast(4096) } == .truncated)
     #expect(rejected { $0.removeLast($0.count - 100) } == .truncated)
-    #expect(rejected { $0[8] = 2 } == .unsupported)
+    #expect(rejected { $0[8] = UInt8(CRUMBS_CRASH_RECORD_VERSION + 1) } == .unsupported)
     #expect(rejected { $0[16] = 1 } == .corrupt)  // total size
     #expect(rejected { $0[24] = 9 } == .corrupt)  // state
     let frameCount = MemoryLayout<crumbs_crash_record>.offset(of: \.frame_count)!
     #expect(rejected { $0[frameCount + 1] = 1 } == .corrupt)  // 256 + frames
     let moduleCount = MemoryLayout<crumbs_crash_record>.offset(of: \.module_count)!
     #expect(rejected { $0[moduleCount + 1] = 2 } == .corrupt)
+
+    // Version 1 (before the message was appended): still read, with no message.
+    var versionOne = Array(bytes.prefix(Int(CRUMBS_CRASH_RECORD_V1_SIZE)))
+    versionOne.withUnsafeMutableBytes { raw in
+      raw.storeBytes(
+        of: 1, toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.version)!, as: UInt32.self)
+      raw.storeBytes(
+        of: UInt64(CRUMBS_CRASH_RECORD_V1_SIZE),
+        toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.total_size)!, as: UInt64.self)
+    }
+    let old = try versionOne.withUnsafeBytes { try CrashRecord.read(image: $0) }
+    #expect(old.version == 1 && old.pid == 42 && old.swiftFatalMessage == nil && old.uncaughtException == nil)
+    #expect(
+      rejected {
+        $0[16] = UInt8(CRUMBS_CRASH_RECORD_V1_SIZE & 0xFF); $0[17] = 0x58
+      } == .corrupt)
 
     // From a file: the error names it.
     let directory = TestDirectory()

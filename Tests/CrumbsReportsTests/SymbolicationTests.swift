@@ -143,6 +143,21 @@ private var noEnhancer: Symbolicator.Options {
         == "closure #1 (Int) in Foo.bar() -> ()")
   }
 
+  @Test func readableNamesAreTheBacktracersWithoutTheCompilersWords() {
+    // A release build's specialized function, a closure, a C++ method, a C function.
+    #expect(
+      SymbolDemangler.readable("$s6Crumbs9TestCrashO16writeThroughNulls5NeverOyFZTf4d_n")
+        == "TestCrash.writeThroughNull()")
+    #expect(
+      SymbolDemangler.readable("$s13CrumbsReports11ReportStoreV8contains2idSbSS_tFSbAA0C5StateOXEfU_TA")
+        == "closure #1 in ReportStore.contains(id:)")
+    #expect(
+      SymbolDemangler.readable("_ZNSt6vectorIiSaIiEE9push_backERKi")
+        == "std::vector<int, std::allocator<int> >::push_back(int const&)")
+    #expect(SymbolDemangler.readable("memcpy") == "memcpy")
+    #expect(SymbolDemangler.demangleType("St13runtime_error") == "std::runtime_error")
+  }
+
   @Test func theExactPCIsLookedUpAsIsAndReturnAddressesOneByteBack() throws {
     // A function's first byte: as an exact PC it is in the function; as a return address it
     // belongs to whatever precedes it.

@@ -2,6 +2,7 @@ import Crumbs
 import CrumbsSignalPath
 import CrumbsTestChildC
 import CrumbsTestSupportC
+import Dispatch
 
 // Crash scenarios: each sets up Crumbs (ring + crash handler) in the directory given as the
 // first argument, appends a few breadcrumbs (the last one "about to crash: NAME"), prints what
@@ -12,7 +13,8 @@ import CrumbsTestSupportC
 //   last-breadcrumb MESSAGE       the last breadcrumb appended before the fault
 //   crashing                      printed last, right before the fault
 // Environment: CRUMBS_TEST_FAULT_IN_HANDLER=1 makes the handler fault inside itself (test hook);
-// CRUMBS_TEST_SLOTS=N sizes the ring; CRUMBS_TEST_POOL=N the pool of alternate stacks; an
+// CRUMBS_TEST_SLOTS=N sizes the ring; CRUMBS_TEST_POOL=N the pool of alternate stacks;
+// CRUMBS_TEST_NO_NEW_THREAD_STACKS=1 turns off alternate stacks for threads created later; an
 // LD_PRELOAD malloc guard, when present, is armed right before the crash (see CrashCaptureTests'
 // allocation test).
 #if canImport(Glibc)
@@ -61,6 +63,42 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crashByDivideByZero(Int(getpid() % 1))
   },
+  // What is said before the signal: the Swift runtime's message set by hand (so the malloc
+  // guard can be armed after it: the runtime allocates its own), then a null store.
+  // CRUMBS_TEST_MESSAGE=long ("x" and 2500 "é": 5001 bytes) | unterminated (100 bytes, then an
+  // unreadable page).
+  "fatal-message-segv": crashing { _ in
+    let text: UnsafePointer<CChar>?
+    switch getenv("CRUMBS_TEST_MESSAGE").map({ String(cString: $0) }) {
+    case "long": text = UnsafePointer(strdup("x" + String(repeating: "é", count: 2500)))
+    case "unterminated": text = crumbs_test_unterminated_text(100)
+    default: text = UnsafePointer(strdup("Crumbs/Scenario.swift:12: Fatal error: set by the test child\n"))
+    }
+    guard crumbs_test_set_fatal_message(text) == 0 else { return }
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  // An uncaught C++ exception: CRUMBS_TEST_CXX_KIND=1 throws an int, else a crumbs_test::Failure.
+  "cxx-exception": crashing { _ in
+    let kind = getenv("CRUMBS_TEST_CXX_KIND").flatMap { Int32(String(cString: $0)) } ?? 0
+    print("crashing")
+    fflush(nil)
+    crumbs_test_cxx_throw(kind, "crash scenario: C++ exception")
+  },
+  // The same under the malloc guard: a terminate handler installed before the crash handler
+  // aborts at once (libstdc++'s own would allocate to demangle), and one installed after it
+  // arms the guard, then chains to the crash handler's. From the arming on, nothing allocates:
+  // not the crash handler's terminate handler, not its signal handler.
+  "cxx-exception-guarded": { arguments in
+    crumbs_test_cxx_terminate_plainly()
+    guard setUp(arguments) else { return 70 }
+    crumbs_test_cxx_arm_guard_in_terminate()
+    print("crashing")
+    fflush(nil)
+    crumbs_test_cxx_throw(0, "crash scenario: C++ exception")
+    return 71
+  },
   "abort": crashing { _ in
     armAndFlush()
     abort()
@@ -99,6 +137,55 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     _ = crumbs_test_overflow_stack(0)
   },
   "stack-overflow-thread": crashing { _ in overflowOnNewThread() },
+  // Stack overflows on threads that never append and never call prepareCurrentThread: each got
+  // its alternate stack when it was created, after install (Crumbs' pthread_create).
+  // A Dispatch worker (libdispatch creates it: a library's thread). Prints "covers-new-threads
+  // BOOL" (CrashHandler.coversNewThreads).
+  "stack-overflow-dispatch": crashing { _ in
+    print("covers-new-threads \(CrashHandler.coversNewThreads)")
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    print("crashing")
+    fflush(nil)
+    DispatchQueue.global().async { _ = crumbs_test_overflow_stack(0) }
+    while true { pause() }
+  },
+  // Inside a Task (Swift concurrency's pool, Dispatch's threads on Linux).
+  "stack-overflow-task": crashing { _ in
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    print("crashing")
+    fflush(nil)
+    Task.detached { _ = crumbs_test_overflow_stack(0) }
+    while true { pause() }
+  },
+  // A plain pthread.
+  "stack-overflow-pthread": crashing { _ in
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    print("crashing")
+    fflush(nil)
+    runOnThread(name: "overflower") { _ = crumbs_test_overflow_stack(0) }
+  },
+  // The 71st thread: 70 threads hold alternate stacks (the pool's 64, then stacks mapped for
+  // them), then one more overflows. Prints "holders N distinct D": how many holders had an
+  // alternate stack of the configured size, and how many different ones.
+  "stack-overflow-71st": crashing { _ in
+    printFunction("crumbs_test_overflow_stack", crumbs_test_address_of_overflow_stack())
+    let holders = 70
+    let started = StartedThreads()
+    let stacks = StackList(count: holders)
+    for index in 0..<holders {
+      spawnThread {
+        stacks.set(index, crumbs_test_alternate_stack(UInt32(CrashHandlerOptions().alternateStackSize)))
+        started.arrive()
+        while true { pause() }
+      }
+    }
+    started.wait(for: holders)
+    let held = stacks.values.filter { $0 != 0 }
+    print("holders \(held.count) distinct \(Set(held).count)")
+    print("crashing")
+    fflush(nil)
+    runOnThread(name: "overflower") { _ = crumbs_test_overflow_stack(0) }
+  },
   // Run with CRUMBS_TEST_POOL=1: a first thread takes the only pool stack and exits, so the
   // overflower's first breadcrumb must get the stack that thread gave back.
   "stack-overflow-recycled": crashing { _ in
@@ -166,6 +253,20 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
       }
     }
     while true { pause() }
+  },
+  // Another thread appends "appended after the crash" while the handler Crumbs chains to runs
+  // (a test handler, installed before Crumbs, that waits for it), then the process dies.
+  "append-after-crash": { arguments in
+    guard crumbs_test_install_waking_handler(SIGSEGV) == 0, setUp(arguments) else { return 70 }
+    spawnThread {
+      guard crumbs_test_wait_for_wake() == 0 else { return }
+      addBreadcrumb("appended after the crash", level: .warning)
+      crumbs_test_signal_done()
+    }
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
   },
   "wait-for-signal": crashing { _ in
     armAndFlush()
@@ -270,6 +371,7 @@ func handlerOptions() -> CrashHandlerOptions {
   if let pool = getenv("CRUMBS_TEST_POOL").flatMap({ Int(String(cString: $0)) }) {
     options.alternateStackPoolCount = pool
   }
+  options.alternateStacksForNewThreads = getenv("CRUMBS_TEST_NO_NEW_THREAD_STACKS") == nil
   return options
 }
 
@@ -386,6 +488,26 @@ func printSymbol(_ name: String, _ function: @convention(c) (Int) -> Void) {
 }
 func printSymbol(_ name: String, _ function: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void) {
   printFunction(name, UInt(bitPattern: unsafeBitCast(function, to: Int.self)))
+}
+
+/// One value per thread, written by each and read after they all arrived.
+final class StackList: @unchecked Sendable {
+  private var storage: [UInt]
+  private var mutex = pthread_mutex_t()
+  init(count: Int) {
+    storage = Array(repeating: 0, count: count)
+    pthread_mutex_init(&mutex, nil)
+  }
+  func set(_ index: Int, _ value: UInt) {
+    pthread_mutex_lock(&mutex)
+    storage[index] = value
+    pthread_mutex_unlock(&mutex)
+  }
+  var values: [UInt] {
+    pthread_mutex_lock(&mutex)
+    defer { pthread_mutex_unlock(&mutex) }
+    return storage
+  }
 }
 
 /// Counts threads that reached a point; another thread waits for a number of them.

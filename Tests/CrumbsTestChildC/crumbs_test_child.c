@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -184,4 +185,73 @@ int crumbs_test_limit_file_size(uint64_t bytes, int stop) {
   if (sigaction(SIGXFSZ, &action, NULL) != 0) return -1;
   struct rlimit limit = {.rlim_cur = bytes, .rlim_max = bytes};
   return setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+uintptr_t crumbs_test_alternate_stack(uint32_t size) {
+  stack_t current;
+  if (sigaltstack(NULL, &current) != 0 || (current.ss_flags & SS_DISABLE) || current.ss_size != size) {
+    return 0;
+  }
+  return (uintptr_t)current.ss_sp;
+}
+
+// MARK: - A thread that appends while the chained handlers run
+
+static int crumbs_test_wake_pipe[2] = {-1, -1};
+static int crumbs_test_done_pipe[2] = {-1, -1};
+
+static void crumbs_test_waking_handler(int signal_number, siginfo_t *info, void *context) {
+  (void)signal_number;
+  (void)info;
+  (void)context;
+  char byte = 1;
+  (void)!write(crumbs_test_wake_pipe[1], &byte, 1);
+  struct pollfd done = {.fd = crumbs_test_done_pipe[0], .events = POLLIN, .revents = 0};
+  (void)poll(&done, 1, 20000);
+}
+
+int crumbs_test_install_waking_handler(int signal_number) {
+  if (pipe(crumbs_test_wake_pipe) != 0 || pipe(crumbs_test_done_pipe) != 0) return -1;
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs_test_waking_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  return sigaction(signal_number, &action, NULL);
+}
+
+int crumbs_test_wait_for_wake(void) {
+  char byte;
+  ssize_t got;
+  while ((got = read(crumbs_test_wake_pipe[0], &byte, 1)) < 0 && errno == EINTR) {
+  }
+  return got == 1 ? 0 : -1;
+}
+
+void crumbs_test_signal_done(void) {
+  char byte = 1;
+  (void)!write(crumbs_test_done_pipe[1], &byte, 1);
+}
+
+// MARK: - What is said before the signal
+
+int crumbs_test_set_fatal_message(const char *text) {
+  void *symbol = dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
+  if (symbol == NULL) return -1;
+  const char **(*get_buffer)(void);
+  memcpy(&get_buffer, &symbol, sizeof get_buffer);
+  __atomic_store_n(get_buffer(), text, __ATOMIC_RELEASE);
+  return 0;
+}
+
+const char *crumbs_test_unterminated_text(uint32_t length) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t pages = (length + (size_t)page - 1) / (size_t)page + 1;
+  char *mapped = mmap(NULL, pages * (size_t)page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return NULL;
+  char *guard = mapped + (pages - 1) * (size_t)page;
+  if (mprotect(guard, (size_t)page, PROT_NONE) != 0) return NULL;
+  memset(guard - length, 'x', length);
+  return guard - length;
 }

@@ -52,7 +52,7 @@ final class SignallingDelegate: CrumbsClientDelegate {
       let client = try CrumbsClient.start(configuration, shared: false)
       let delegate = SignallingDelegate()
       client.delegate = delegate
-      client.waitForPreviousSessions()
+      client.waitForPreviousSessions(timeout: 300)
       let stored = try #require(ClientProbe.report(client))
       try #require(arrived.wait(timeout: .now() + 60) == .success, "the upload never started")
 
@@ -83,7 +83,7 @@ final class SignallingDelegate: CrumbsClientDelegate {
       #expect((client.uploader?.transport as? URLSessionTransport)?.timeout == 1)
       let delegate = SignallingDelegate()
       client.delegate = delegate
-      client.waitForPreviousSessions()
+      client.waitForPreviousSessions(timeout: 300)
       let started = ChildProcess.now()
       _ = try #require(ClientProbe.report(client))
       // The default (30 s) would not fail it within this bound; 1 s does, with room to spare.
@@ -104,7 +104,7 @@ final class SignallingDelegate: CrumbsClientDelegate {
       defer { client.close() }
       let delegate = SignallingDelegate()
       client.delegate = delegate
-      client.waitForPreviousSessions()
+      client.waitForPreviousSessions(timeout: 300)
       let stored = try #require(ClientProbe.report(client))
       #expect(delegate.delivered.wait(timeout: .now() + 60) == .success)
       let request = try #require(

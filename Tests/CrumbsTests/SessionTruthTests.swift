@@ -47,6 +47,8 @@ import Testing
     try ProcessWideState.exclusive {
       let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
       defer { client.close() }
+      // The run may take long on a busy machine: wait for it with a wide margin.
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
       let metrics = try #require(client.sessionMetrics)
       #expect(metrics.sessions == count + 1)
       #expect(metrics.cleanSessions == count)
@@ -109,6 +111,8 @@ import Testing
     try ProcessWideState.exclusive {
       let client = try CrumbsClient.start(nextLaunchConfiguration(directory), shared: false)
       defer { client.close() }
+      // The run may take long on a busy machine: wait for it with a wide margin.
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
       let metrics = try #require(client.sessionMetrics)
       #expect(metrics.sessions == 16)
       #expect(metrics.crashedSessions == 10)

@@ -51,7 +51,7 @@ struct OtherSampleError: Error {}
       let directory = TestDirectory()
       let client = try CrumbsClient.start(configuration(directory, records: 3), shared: false)
       defer { client.close() }
-      client.waitForPreviousSessions()
+      client.waitForPreviousSessions(timeout: 300)
       #expect(client.uploader == nil)
       var ids: [String] = []
       for _ in 0..<8 { ids.append(try #require(ClientProbe.report(client)).report.id) }
@@ -70,7 +70,7 @@ struct OtherSampleError: Error {}
       let directory = TestDirectory()
       let client = try CrumbsClient.start(configuration(directory, records: 2), shared: false)
       defer { client.close() }
-      client.waitForPreviousSessions()
+      client.waitForPreviousSessions(timeout: 300)
       // Oldest first: one report of another signature, then two of SampleError's.
       let other = try #require(client.send(error: OtherSampleError())).report
       let older = try #require(ClientProbe.report(client)).report
@@ -105,6 +105,7 @@ struct OtherSampleError: Error {}
       configuration.destinations = [.otlp(endpoint: server.baseURL)]
       let client = try CrumbsClient.start(configuration, shared: false)
       defer { client.close() }
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
       let crash = try #require(client.lastSessionCrashReport)
       client.uploader?.deliverPendingNow()
 
@@ -160,6 +161,8 @@ struct OtherSampleError: Error {}
     try ProcessWideState.exclusive {
       let client = try CrumbsClient.start(configuration(directory, records: 3, megabytes: 1), shared: false)
       defer { client.close() }
+      // The run may take long on a busy machine: wait for it with a wide margin.
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
       let metrics = try #require(client.sessionMetrics)
       #expect(metrics.sessions == launches + 1)
       #expect(metrics.crashedSessions == launches)

@@ -5,6 +5,7 @@
 //                                        posix_fallocate'd, mapped MAP_SHARED), format it, then
 //                                        crumbs_crash_install (signals, alternate stack, modules)
 //   CrashHandler.prepareCurrentThread()  optional, per thread: alternate stack + exact bounds
+//                                        (threads created after install get both at start)
 //   CrashHandler.refreshModules()        after dlopen/dlclose (one cheap check when unchanged)
 //   CrashHandler.replacedSignals()       signals another library took from us since install
 //   [crash]                              C only: Sources/CrumbsSignalPath/crumbs_crash_handler.c
@@ -38,8 +39,17 @@ public struct CrashHandlerOptions: Sendable, Equatable {
   /// and the Swift runtime backtracer we chain to.
   public var alternateStackSize = 64 * 1024
   /// Alternate stacks reserved (virtual memory, touched only when used) for threads other
-  /// than the installing one; stacks of exited threads are reused.
+  /// than the installing one; stacks of exited threads are reused. Threads created after
+  /// install still get one when these are all in use (mapped for the thread, unmapped at its
+  /// exit); only a thread that existed before install and gets its stack on its first
+  /// breadcrumb needs one from here.
   public var alternateStackPoolCount = 64
+  /// Give every thread created after install, by any library (Dispatch's workers, Swift
+  /// concurrency's pool…), an alternate stack before its code runs, so a stack overflow on it
+  /// is recorded (Crumbs' `pthread_create` runs the thread's start routine behind one that
+  /// does). When false, threads get one only on their first breadcrumb or from
+  /// `CrashHandler.prepareCurrentThread()`.
+  public var alternateStacksForNewThreads = true
   /// How long a second crashing thread waits for the first one to finish and end the process
   /// before it ends the process itself.
   public var waitForFirstCrashMilliseconds = 3000
@@ -100,8 +110,8 @@ public enum CrashHandler {
 
   /// Installs the crash handler for `ring`: creates the ring's crash record file, takes the
   /// fatal signals (saving the previous actions, chained to after recording), gives this thread
-  /// an alternate signal stack (others get one on their first breadcrumb), and records the
-  /// loaded modules. Idempotent: installing again for the same ring only re-takes signals that
+  /// an alternate signal stack (threads created later get one at their start, older ones on
+  /// their first breadcrumb), and records the loaded modules. Idempotent: installing again for the same ring only re-takes signals that
   /// another library replaced since (see `replacedSignals()`); installing for another ring moves
   /// the handler to it. Returns the path of the crash record file. `ring` may be closed later
   /// (or already be): the handler then still records crashes, and its fatal breadcrumb goes
@@ -174,12 +184,20 @@ public enum CrashHandler {
   }
 
   /// Gives the calling thread an alternate signal stack (so a stack overflow on it is recorded)
-  /// and registers its exact stack bounds. Threads get the stack anyway on their first
-  /// breadcrumb; call this from threads that may never append. Returns whether the thread now
-  /// has an alternate stack.
+  /// and registers its exact stack bounds. Threads created after install get both at their
+  /// start, and others on their first breadcrumb; call this from a thread that existed before
+  /// install and may never append. Returns whether the thread now has an alternate stack.
   @discardableResult
   public static func prepareCurrentThread() -> Bool {
     installation.withLock { $0 == nil ? false : crumbs_crash_prepare_thread() }
+  }
+
+  /// Whether every thread created from now on, by any module of the process, gets an alternate
+  /// signal stack at its start (see `CrashHandlerOptions.alternateStacksForNewThreads`): false
+  /// when not installed, when turned off, or when the process's `pthread_create` is not
+  /// Crumbs' (a statically linked libc).
+  public static var coversNewThreads: Bool {
+    installation.withLock { $0 == nil ? false : crumbs_crash_covers_new_threads() }
   }
 
   /// Updates the record's module table when libraries were loaded or unloaded since the last
@@ -244,6 +262,7 @@ public enum CrashHandler {
     config.altstack_size = UInt32(clamping: options.alternateStackSize)
     config.altstack_pool_count = UInt32(clamping: options.alternateStackPoolCount)
     config.wait_for_first_crash_ms = UInt32(clamping: max(1, options.waitForFirstCrashMilliseconds))
+    config.skip_new_threads = options.alternateStacksForNewThreads ? 0 : 1
     // Published: the handle and its range now outlive any close, since a handler already
     // running on another thread may still write through them. A closed ring gives nil: crashes
     // are still recorded, without a fatal breadcrumb.

@@ -9,7 +9,9 @@
 // The layout is `crumbs_crash_record` (crumbs_crash_record.h); nothing here re-declares it: the
 // offsets come from MemoryLayout of the imported C struct. The bytes are untrusted (a torn page,
 // a foreign file, a newer version): every count is checked against its C capacity, every string
-// is cut at its field's end, and nothing traps. Not signal-safe.
+// is cut at its field's end, and nothing traps. Version 1 records (before `message` was
+// appended) are still read: they have no fatal message and no uncaught exception. Not
+// signal-safe.
 
 import CrumbsSignalPath
 
@@ -65,6 +67,16 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var value: UInt64
   }
 
+  /// An uncaught C++ exception, as the terminate handler saw it before `abort()`.
+  public struct UncaughtException: Sendable, Equatable, Codable {
+    /// The exception's type as `type_info::name()` gives it: mangled (`St13runtime_error`).
+    public var mangledType: String
+    /// `what()`, for a `std::exception`.
+    public var what: String?
+    /// The type name or `what()` was cut to fit the record.
+    public var truncated: Bool
+  }
+
   /// The module type this record used to have its own copy of.
   @available(*, deprecated, renamed: "LoadedModule")
   public typealias Module = LoadedModule
@@ -112,6 +124,14 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   /// The module table as the handler had it (written at install and by `refreshModules()`).
   public var modules: [LoadedModule]
 
+  /// The Swift runtime's fatal-error message, as it printed it ("file:line: Fatal error: text",
+  /// without the final newline); nil when it said nothing (a release-build trap, a C crash).
+  public var swiftFatalMessage: String?
+  /// `swiftFatalMessage` was cut to fit the record.
+  public var swiftFatalMessageTruncated: Bool
+  /// The uncaught C++ exception that led to `std::terminate` and `abort()`, if any.
+  public var uncaughtException: UncaughtException?
+
   /// Raw CRUMBS_CRASH_FLAG_* bits.
   public var flags: UInt32
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
@@ -154,6 +174,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
 private struct RecordFields {
   typealias C = crumbs_crash_record
   let image: UnsafeRawBufferPointer
+  /// Version 2 and later: `message` is there.
+  var hasMessage = false
 
   init(validating image: UnsafeRawBufferPointer) throws(PersistedFileError) {
     self.image = image
@@ -167,7 +189,7 @@ private struct RecordFields {
       throw failure(.truncated, "\(image.count) bytes: shorter than the record header")
     }
     let version = u32(\C.version)
-    guard version == CRUMBS_CRASH_RECORD_VERSION else {
+    guard version >= 1 && version <= CRUMBS_CRASH_RECORD_VERSION else {
       if version > CRUMBS_CRASH_RECORD_VERSION {
         throw failure(.unsupported, "version \(version) is newer than this reader")
       }
@@ -176,13 +198,16 @@ private struct RecordFields {
     guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
       throw failure(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
     }
+    // Version 1 ends before `message`.
+    let expected = version == 1 ? Int(CRUMBS_CRASH_RECORD_V1_SIZE) : MemoryLayout<C>.size
     let total = u64(\C.total_size)
-    guard total == UInt64(MemoryLayout<C>.size) else {
-      throw failure(.corrupt, "total size \(total) ≠ \(MemoryLayout<C>.size)")
+    guard total == UInt64(expected) else {
+      throw failure(.corrupt, "total size \(total) ≠ \(expected) (version \(version))")
     }
-    guard image.count >= MemoryLayout<C>.size else {
+    guard image.count >= expected else {
       throw failure(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
     }
+    hasMessage = version >= 2
     let state = u32(\C.state)
     guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
     else {
@@ -225,6 +250,62 @@ private struct RecordFields {
     return String(decoding: field[..<end], as: UTF8.self)
   }
   func bytes(at start: Int, count: Int) -> [UInt8] { Array(image[start..<start + count]) }
+
+  /// `length` (clamped to `capacity`) bytes of UTF-8 at `start`; a text that was cut may end
+  /// inside a character, whose leftover bytes are dropped rather than shown as U+FFFD.
+  func text(at start: Int, length: UInt32, capacity: Int, cut: Bool) -> String {
+    var bytes = self.bytes(at: start, count: min(Int(length), capacity))
+    if cut {
+      // Back off to the start of the last sequence and keep it only if it is complete.
+      var lead = bytes.count
+      while lead > 0 && bytes.count - lead < 3 && bytes[lead - 1] & 0xC0 == 0x80 { lead -= 1 }
+      if lead > 0 {
+        let first = bytes[lead - 1]
+        let needed = first < 0x80 ? 1 : first >= 0xF0 ? 4 : first >= 0xE0 ? 3 : first >= 0xC0 ? 2 : 1
+        if bytes.count - (lead - 1) < needed { bytes.removeSubrange((lead - 1)...) }
+      }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  /// The Swift runtime's message and the uncaught C++ exception (version 2 and later).
+  func messages() -> (swift: String?, swiftCut: Bool, exception: CrashRecord.UncaughtException?) {
+    guard hasMessage else { return (nil, false, nil) }
+    let base = offset(\C.message)
+    func field<T>(_ path: KeyPath<crumbs_crash_message, T>) -> Int {
+      base + MemoryLayout<crumbs_crash_message>.offset(of: path)!
+    }
+    func word(_ path: KeyPath<crumbs_crash_message, UInt32>) -> UInt32 {
+      image.loadUnaligned(fromByteOffset: field(path), as: UInt32.self)
+    }
+    let truncated = UInt32(CRUMBS_CRASH_MESSAGE_TRUNCATED)
+    let swiftFlags = word(\.swift_flags)
+    let swiftCut = swiftFlags & truncated != 0
+    var swift: String? = nil
+    if word(\.swift_length) > 0 {
+      let text = self.text(
+        at: field(\.swift_message), length: word(\.swift_length),
+        capacity: Int(CRUMBS_CRASH_SWIFT_MESSAGE_SIZE), cut: swiftCut)
+      let trimmed = text.hasSuffix("\n") ? String(text.dropLast()) : text
+      swift = trimmed.isEmpty ? nil : trimmed
+    }
+    let cxxFlags = word(\.cxx_flags)
+    var exception: CrashRecord.UncaughtException? = nil
+    if cxxFlags & UInt32(CRUMBS_CRASH_CXX_EXCEPTION) != 0 {
+      let typeCut = cxxFlags & truncated != 0
+      let whatCut = cxxFlags & UInt32(CRUMBS_CRASH_CXX_WHAT_TRUNCATED) != 0
+      exception = CrashRecord.UncaughtException(
+        mangledType: text(
+          at: field(\.cxx_type), length: word(\.cxx_type_length),
+          capacity: Int(CRUMBS_CRASH_CXX_TYPE_SIZE), cut: typeCut),
+        what: cxxFlags & UInt32(CRUMBS_CRASH_CXX_HAS_WHAT) != 0
+          ? text(
+            at: field(\.cxx_what), length: word(\.cxx_what_length),
+            capacity: Int(CRUMBS_CRASH_CXX_WHAT_SIZE), cut: whatCut) : nil,
+        truncated: typeCut || whatCut)
+    }
+    return (swift, swiftCut, exception)
+  }
   func words(at start: Int, count: Int) -> [UInt64] {
     (0..<count).map { image.loadUnaligned(fromByteOffset: start + $0 * 8, as: UInt64.self) }
   }
@@ -318,6 +399,7 @@ private struct RecordFields {
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0
+    let said = messages()
     return CrashRecord(
       status: status,
       version: u32(\C.version),
@@ -347,6 +429,9 @@ private struct RecordFields {
       stackHigh: u64(\C.stack_high),
       stackSource: stackSource,
       modules: modules,
+      swiftFatalMessage: said.swift,
+      swiftFatalMessageTruncated: said.swiftCut,
+      uncaughtException: said.exception,
       flags: flags)
   }
 }

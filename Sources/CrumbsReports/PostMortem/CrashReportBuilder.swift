@@ -29,7 +29,7 @@ package struct CrashReportBuilder {
   {
     let symbolicated = Symbolicator(modules: record.modules, options: symbolicatorOptions)
       .symbolicate(record.frames, firstIsExactPC: true)
-    let frames = symbolicated.map(Self.frame)
+    let frames = Self.frames(symbolicated)
     let signal = record.signal
     var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
     if let sender = signal.senderPID {
@@ -38,7 +38,13 @@ package struct CrashReportBuilder {
         ? "\(signal.codeName) raised by the process itself"
         : "\(signal.codeName) sent by pid \(sender)" + (signal.senderUID.map { " (uid \($0))" } ?? "")
     }
-    if let hint = Self.hint(signal: signal.number, frames: symbolicated) { message += " — " + hint }
+    if let said = Self.saidBeforeTheSignal(record) {
+      message = said
+    } else if let overflow = Self.stackOverflow(record) {
+      message = overflow
+    } else if let hint = Self.hint(signal: signal.number, frames: symbolicated) {
+      message += " — " + hint
+    }
 
     var report = base(
       id: record.sessionID.description, kind: .crash, sessionID: record.sessionID,
@@ -74,6 +80,12 @@ package struct CrashReportBuilder {
         "the crash was in code without frame pointers; callers were recovered by scanning the stack")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
+    if record.swiftFatalMessageTruncated {
+      report.damage.append("the Swift runtime's message was cut to fit the crash record")
+    }
+    if record.uncaughtException?.truncated == true {
+      report.damage.append("the C++ exception's type or what() was cut to fit the crash record")
+    }
     let found = record.modules.filter(\.foundAtCrash)
     if !found.isEmpty {
       let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
@@ -180,12 +192,75 @@ package struct CrashReportBuilder {
     return report
   }
 
-  package static func frame(_ frame: SymbolicatedFrame) -> CrashReport.Frame {
+  /// The report's frames: each named as a person reads it (`function`) and in full (`symbol`),
+  /// each distinct symbol demangled once (a deep recursion repeats one name 128 times).
+  package static func frames(_ symbolicated: [SymbolicatedFrame]) -> [CrashReport.Frame] {
+    var names: [String: (readable: String?, full: String?)] = [:]
+    return symbolicated.map { frame in
+      guard let symbol = frame.symbol else { return Self.frame(frame, readable: frame.function, full: nil) }
+      let known =
+        names[symbol]
+        ?? (SymbolDemangler.readable(symbol), SymbolDemangler.demangle(symbol, style: .full) ?? symbol)
+      names[symbol] = known
+      return Self.frame(frame, readable: known.readable ?? frame.function ?? symbol, full: known.full)
+    }
+  }
+
+  package static func frame(_ frame: SymbolicatedFrame, readable: String?, full: String?) -> CrashReport.Frame
+  {
     CrashReport.Frame(
       index: frame.index, address: CrashReport.hex(frame.address), module: frame.modulePath,
       moduleOffset: frame.moduleOffset.map(CrashReport.hex), buildID: frame.buildID,
-      function: frame.function ?? frame.symbol, symbolOffset: frame.symbolOffset, file: frame.file,
+      function: readable, symbol: full, symbolOffset: frame.symbolOffset, file: frame.file,
       line: frame.line, note: frame.note)
+  }
+
+  /// What was said before the signal, as the exception message: an uncaught C++ exception
+  /// (`uncaught C++ exception std::runtime_error: what`), else the Swift runtime's fatal-error
+  /// message with the file:line it carries (lines joined by "; "). Nil when nothing was said.
+  package static func saidBeforeTheSignal(_ record: CrashRecord) -> String? {
+    if let exception = record.uncaughtException {
+      let type = SymbolDemangler.demangleType(exception.mangledType) ?? exception.mangledType
+      return "uncaught C++ exception \(type)" + (exception.what.map { ": \($0)" } ?? "")
+    }
+    guard let swift = record.swiftFatalMessage else { return nil }
+    let lines = swift.split(separator: "\n").map { line in
+      String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }.filter { !$0.isEmpty }
+    return lines.isEmpty ? nil : lines.joined(separator: "; ")
+  }
+
+  /// How far below a stack's lowest address a fault still counts as hitting its guard region:
+  /// Linux keeps a gap of 256 pages (1 MiB) below a growing stack (the main thread's), glibc a
+  /// guard page or more below a thread's, and a function with a large frame can fault that far
+  /// past the guard's start. 64 KiB more covers such a frame.
+  package static let guardReach: UInt64 = (1 << 20) + 64 * 1024
+
+  /// "stack overflow: …" when the fault was a stack overflow: a SIGSEGV or SIGBUS (not sent) at
+  /// an address in or next to the guard region below the crashing thread's stack (the range
+  /// the backtrace trusted), with the stack pointer there too (a wild pointer that happens to
+  /// land below a stack is not an overflow). Nil otherwise.
+  package static func stackOverflow(_ record: CrashRecord) -> String? {
+    let signal = record.signal
+    guard signal.number == SIGSEGV || signal.number == SIGBUS, signal.senderPID == nil, signal.code > 0,
+      record.stackLow != 0, record.stackHigh > record.stackLow
+    else { return nil }
+    let low = record.stackLow
+    let page: UInt64 = 4096
+    func nearGuard(_ address: UInt64) -> Bool {
+      address < low + page && address >= (low > guardReach ? low - guardReach : 0)
+    }
+    let stackPointer = record.registers.first { $0.name == "rsp" || $0.name == "sp" }?.value
+    guard nearGuard(signal.faultAddress),
+      stackPointer.map({ $0 < low + 64 * 1024 && nearGuard(min($0, low)) }) ?? true
+    else { return nil }
+    let distance =
+      signal.faultAddress < low
+      ? "\(low - signal.faultAddress) bytes below"
+      : "\(signal.faultAddress - low) bytes into the lowest page of"
+    return
+      "stack overflow: \(signal.codeName) at \(CrashReport.hex(signal.faultAddress)), \(distance) the thread's "
+      + "stack (\(CrashReport.hex(low))–\(CrashReport.hex(record.stackHigh)))"
   }
 
   /// What a signal usually means, when the frames say so.

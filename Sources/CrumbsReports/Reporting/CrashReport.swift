@@ -47,7 +47,15 @@ public struct CrashReport: Codable, Sendable, Equatable {
     /// Hex offset in the module (ELF virtual address), with `buildID` what a server needs.
     public var moduleOffset: String?
     public var buildID: String?
+    /// The function as a person reads it: `TestCrash.writeThroughNull()`, `closure #1 in
+    /// Cache.lookup(_:)`, `std::vector<int>::push_back(int const&)`, `memcpy` (see
+    /// `symbol` for the whole name). What the stack text shows.
     public var function: String?
+    /// The whole name: the demangled symbol with its module, parameter and return types and
+    /// how the compiler made it (`function signature specialization <Arg[0] = Dead> of static
+    /// Crumbs.TestCrash.writeThroughNull() -> Swift.Never`); a C symbol as it is. Reports made
+    /// before this field existed have the whole (simplified) name in `function` and none here.
+    public var symbol: String?
     public var symbolOffset: UInt64?
     public var file: String?
     public var line: Int?

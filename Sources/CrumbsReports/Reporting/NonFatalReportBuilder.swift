@@ -61,7 +61,7 @@ package struct NonFatalReportBuilder {
     -> (CrashReport, [(name: String, bytes: [UInt8])])
   {
     let (symbolicated, modules) = symbolicator.symbolicate(addresses)
-    let frames = symbolicated.map(CrashReportBuilder.frame)
+    let frames = CrashReportBuilder.frames(symbolicated)
     let contents = ring.snapshot()
     var files: [(name: String, bytes: [UInt8])] = []
     var trailSize: Int?

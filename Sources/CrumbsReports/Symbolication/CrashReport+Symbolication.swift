@@ -23,11 +23,10 @@ extension CrashReport {
     // address (looked up one byte back).
     let named = Symbolicator(modules: modules, options: options)
       .symbolicate(parsed, firstIsExactPC: kind == .crash && addresses[0] != nil)
-    var next = named.makeIterator()
+    var next = CrashReportBuilder.frames(named).makeIterator()
     var report = self
     report.frames = zip(frames, addresses).map { old, address in
-      guard address != nil, let frame = next.next() else { return old }
-      var fresh = CrashReportBuilder.frame(frame)
+      guard address != nil, var fresh = next.next() else { return old }
       fresh.index = old.index
       return fresh.function == nil && old.function != nil ? old : fresh
     }

@@ -5,6 +5,11 @@
 //                                        (libswiftCore, always loaded in a Swift process); C++
 //                                        names through `__cxa_demangle` (libstdc++, which
 //                                        libswiftCore links); anything else is returned as is
+//   SymbolDemangler.readable(_:)         the name as a person reads it in a stack trace
+//                                        (`TestCrash.writeThroughNull()`): the Swift runtime
+//                                        backtracer's own rendering (`_swift_backtrace_demangle`)
+//                                        without specialization, thunk and `static` prefixes
+//   SymbolDemangler.demangleType(_:)     a C++ type name as type_info::name() gives it
 //   SymbolDemangler.simplify(_:)         the `.simplified` style: the full Swift name without
 //                                        `Swift.` qualifiers, extension markers and return type
 //
@@ -39,7 +44,17 @@ package enum SymbolDemangler {
       UnsafeMutablePointer<Int32>?
     ) -> UnsafeMutablePointer<CChar>?
 
+  /// char *_swift_backtrace_demangle(const char *rawName, size_t rawNameLength,
+  ///                                  char *outputBuffer, size_t *outputBufferSize)
+  /// libswiftCore's entry for the runtime backtracer (Swift 5.9 and later): Swift names with
+  /// its simplified options (no module names, no parameter types), C++ names via __cxa_demangle.
+  package typealias BacktraceDemangle =
+    @convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?) ->
+    UnsafeMutablePointer<CChar>?
+
   package static let swiftDemangle: SwiftDemangle? = lookUp("swift_demangle", as: SwiftDemangle.self)
+  package static let backtraceDemangle: BacktraceDemangle? = lookUp(
+    "_swift_backtrace_demangle", as: BacktraceDemangle.self)
   package static let cxxDemangle: CxxDemangle? = lookUp("__cxa_demangle", as: CxxDemangle.self)
 
   package static func lookUp<Function>(_ name: String, as type: Function.Type) -> Function? {
@@ -74,6 +89,56 @@ package enum SymbolDemangler {
       return status == 0 ? String(cString: result) : nil
     }
     return nil
+  }
+
+  /// Words in front of a name that say how the compiler made the function, not which one it is.
+  static let readablePrefixes = [
+    "specialized ", "merged ", "partial apply for ", "dispatch thunk of ", "static ", "@objc ",
+  ]
+
+  /// `name` (a symbol as found in a symbol table) as a person reads it in a stack trace, the way
+  /// the Swift runtime backtracer prints it: Swift names without module names, parameter types
+  /// and return type, and without the specialization, thunk and `static` words in front
+  /// (`$s6Crumbs9TestCrashO16writeThroughNulls5NeverOyFZTf4d_n`, "function signature
+  /// specialization <Arg[0] = Dead> of static Crumbs.TestCrash.writeThroughNull() ->
+  /// Swift.Never", reads `TestCrash.writeThroughNull()`); C++ names demangled; C names as they
+  /// are. Nil for a mangled name the process cannot demangle.
+  package static func readable(_ name: String) -> String? {
+    var text: String
+    if isSwiftSymbol(name) || name.hasPrefix("_Z"), let backtraceDemangle {
+      let utf8 = Array(name.utf8)
+      let result = utf8.withUnsafeBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { backtraceDemangle($0.baseAddress, $0.count, nil, nil) }
+      }
+      guard let result else { return demangle(name, style: .simplified) }
+      defer { free(result) }
+      text = String(cString: result)
+    } else if isSwiftSymbol(name) || name.hasPrefix("_Z") {
+      guard let demangled = demangle(name, style: .simplified) else { return nil }
+      text = demangled
+    } else {
+      return name
+    }
+    var dropped = true
+    while dropped {
+      dropped = false
+      for prefix in readablePrefixes where text.hasPrefix(prefix) && text.count > prefix.count {
+        text.removeFirst(prefix.count)
+        dropped = true
+      }
+    }
+    return text
+  }
+
+  /// A C++ type's readable name from its mangling as `type_info::name()` gives it
+  /// (`St13runtime_error` → `std::runtime_error`, `N3app5ErrorE` → `app::Error`); nil when the
+  /// process cannot demangle it.
+  package static func demangleType(_ mangled: String) -> String? {
+    guard !mangled.isEmpty, let cxxDemangle else { return nil }
+    var status: Int32 = -1
+    guard let result = cxxDemangle(mangled, nil, nil, &status) else { return nil }
+    defer { free(result) }
+    return status == 0 ? String(cString: result) : nil
   }
 
   /// Drops `Swift.` qualifiers, `(extension in Module):` markers and the top-level return type.

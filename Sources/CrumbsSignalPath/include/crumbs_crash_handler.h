@@ -6,15 +6,20 @@
 // Entry points, in call order:
 //   crumbs_crash_record_format        write the header of a fresh, zeroed record mapping (ARMED)
 //   crumbs_crash_install              take the signals, give this thread an alternate stack,
-//                                     scan modules into the record; idempotent, re-asserts
-//   crumbs_crash_prepare_thread       (any thread, optional) alternate stack + stack bounds
+//                                     scan modules into the record, find the Swift runtime's
+//                                     fatal-message buffer, set the std::terminate handler;
+//                                     idempotent, re-asserts
+//   crumbs_crash_prepare_thread       (any thread, optional) alternate stack + stack bounds;
+//                                     every thread created after install runs it at its start
+//   crumbs_crash_covers_new_threads   whether that start hook reaches every module's threads
 //   crumbs_crash_refresh_modules      re-scan modules after dlopen/dlclose (cheap when unchanged)
 //   crumbs_crash_replaced_signals     which of our signals another library has taken since
 //   [crash] crumbs__crash_signal_handler  records, appends the fatal breadcrumb, chains, dies
 //   crumbs_crash_uninstall            give every signal back its previous action
 // Where they live: crumbs_crash_install.c (every function declared here), crumbs_crash_handler.c
 // (the handler), crumbs_altstack.c (the alternate stacks), crumbs_unwind.c and crumbs_modules.c
-// (backtrace and module table); crumbs_crash_internal.h is what they share.
+// (backtrace and module table), crumbs_terminate.cpp (an uncaught C++ exception's type and
+// what(), for the SIGABRT that follows); crumbs_crash_internal.h is what they share.
 //
 // SIGNAL SAFETY: only the handler itself and the ring's first-append hook (crumbs_altstack.c,
 // which hands a thread its alternate stack) run in signal context; both are async-signal-safe
@@ -29,12 +34,20 @@
 // Which threads have an alternate signal stack (needed to record a stack overflow; other crashes
 // are recorded on the thread's own stack):
 //   - the thread that calls crumbs_crash_install (normally the main thread);
+//   - every thread created after install with pthread_create, by anyone (Dispatch's workers,
+//     Swift concurrency's pool, a library's private threads): our pthread_create, which every
+//     module's calls reach (crumbs_thread_start.c), gives the new thread one before its start
+//     routine runs: from the pool, or one mapped for it when the pool is used up (unmapped at
+//     its exit), so their number is not bounded by the pool;
 //   - every thread that appends a breadcrumb, on its first append (the ring's once-per-thread
 //     slow path calls our hook), from a pool prepared at install: one sigaltstack call, no scan;
 //     a thread's stack returns to the pool when it exits;
-//   - every thread that calls crumbs_crash_prepare_thread.
-// A thread that does none of these (a library's private thread that never appends) has no
-// alternate stack of ours: a stack overflow on it kills the process by SIGSEGV without a record.
+//   - every thread that calls crumbs_crash_prepare_thread (pool, else mapped for it).
+// Left without one: a thread that existed before install and neither appends nor prepares,
+// while the pool is used up (its first append cannot map a stack: signal-safe); a thread made
+// by raw clone(); every thread of a program whose pthread_create is not ours (a statically
+// linked libc; see crumbs_thread_start.c). A stack overflow there kills the process by SIGSEGV
+// without a record.
 
 #ifndef CRUMBS_CRASH_HANDLER_H
 #define CRUMBS_CRASH_HANDLER_H
@@ -63,6 +76,9 @@ typedef struct crumbs_crash_config {
   uint32_t altstack_size;      // bytes per alternate stack; 0: 64 KiB
   uint32_t altstack_pool_count; // alternate stacks for other threads; 0: 64 (max 1024)
   uint32_t wait_for_first_crash_ms; // a second crashing thread waits at most this; 0: 3000
+  /// 0: every thread created after install gets an alternate stack at its start (our
+  /// pthread_create, crumbs_thread_start.c); 1: only on its first append or prepare_thread.
+  uint32_t skip_new_threads;
 } crumbs_crash_config;
 
 /// Errors of crumbs_crash_install (0 is success).
@@ -100,10 +116,16 @@ const char *crumbs_crash_record_path(void);
 /// Not signal-safe (sigaction only, but meant for ordinary threads).
 uint64_t crumbs_crash_replaced_signals(void);
 
-/// Gives the calling thread an alternate signal stack from the pool (unless it has one of at
-/// least our size) and records its stack bounds (pthread_getattr_np: allocates, not
-/// signal-safe). Returns true when the thread has an alternate stack afterwards.
+/// Gives the calling thread an alternate signal stack from the pool, or mapped for it when the
+/// pool is used up (unless it has one of at least our size), and records its stack bounds
+/// (pthread_getattr_np: allocates, not signal-safe). Returns true when the thread has an
+/// alternate stack afterwards. Thread-safe (every new thread calls it at its start).
 bool crumbs_crash_prepare_thread(void);
+
+/// Whether every thread created from now on, by any module, gets an alternate stack at its
+/// start: installed without `skip_new_threads`, and our pthread_create is the one the dynamic
+/// linker gives every module (crumbs_thread_start.c). Not signal-safe (dlsym).
+bool crumbs_crash_covers_new_threads(void);
 
 /// Re-scans the loaded modules into the record when dlopen/dlclose changed them since the last
 /// scan (or always with `force`). Returns the number of modules in the table. Not signal-safe

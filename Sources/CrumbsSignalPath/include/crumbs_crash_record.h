@@ -24,6 +24,10 @@
 // File layout (little-endian, the only byte order Crumbs runs on):
 //   offset 0       crumbs_crash_record header fields (2048 bytes, below)
 //   offset 2048    crumbs_crash_module[CRUMBS_CRASH_MAX_MODULES], 336 bytes each
+//   offset 88064   crumbs_crash_message (2048 bytes, since version 2): what the Swift runtime or
+//                  an uncaught C++ exception said before the signal
+// Version 1 files end after the module table (88,064 bytes, in a 90,112-byte file); a reader
+// accepts both, and finds no message in a version 1 file.
 // The module table is written at install and on refresh, under a seqlock (`module_generation`,
 // odd while a refresh rewrites it); the handler only appends rows for modules loaded since the
 // last scan that hold a frame, taking the same seqlock (crumbs_modules.c).
@@ -47,7 +51,10 @@ extern "C" {
 /// whose zero means "not set", keeps the version: `crumbs_crash_module.flags` and
 /// CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH were added that way (an older reader sees the added
 /// modules as ordinary rows, which they are).
-#define CRUMBS_CRASH_RECORD_VERSION 1u
+/// Version 2 appended `message` (crumbs_crash_message) after the module table.
+#define CRUMBS_CRASH_RECORD_VERSION 2u
+/// sizeof(crumbs_crash_record) of a version 1 file: everything before `message`.
+#define CRUMBS_CRASH_RECORD_V1_SIZE 88064u
 
 #define CRUMBS_CRASH_HEADER_SIZE 2048u
 #define CRUMBS_CRASH_MAX_FRAMES 128u
@@ -55,6 +62,9 @@ extern "C" {
 #define CRUMBS_CRASH_MAX_MODULES 256u
 #define CRUMBS_CRASH_PATH_SIZE 256u
 #define CRUMBS_CRASH_BUILD_ID_SIZE 32u
+#define CRUMBS_CRASH_SWIFT_MESSAGE_SIZE 1024u
+#define CRUMBS_CRASH_CXX_TYPE_SIZE 224u
+#define CRUMBS_CRASH_CXX_WHAT_SIZE 768u
 
 /// `crumbs_crash_record.state`.
 typedef enum crumbs_crash_state {
@@ -123,6 +133,38 @@ enum {
   /// build ID was read from its mapped headers.
   CRUMBS_CRASH_MODULE_FOUND_AT_CRASH = 1u << 0,
 };
+
+/// `crumbs_crash_message.swift_flags` and `.cxx_flags`.
+enum {
+  /// The text did not fit (or ran into unreadable memory before its NUL): cut, maybe inside a
+  /// UTF-8 sequence, which a reader drops.
+  CRUMBS_CRASH_MESSAGE_TRUNCATED = 1u << 0,
+  /// cxx_flags: the terminate handler saw an uncaught C++ exception (cxx_type is its type).
+  CRUMBS_CRASH_CXX_EXCEPTION = 1u << 1,
+  /// cxx_flags: the exception is a std::exception; cxx_what is its what().
+  CRUMBS_CRASH_CXX_HAS_WHAT = 1u << 2,
+  /// cxx_flags: cxx_what was cut (CRUMBS_CRASH_MESSAGE_TRUNCATED is about cxx_type).
+  CRUMBS_CRASH_CXX_WHAT_TRUNCATED = 1u << 3,
+};
+
+/// What was said about the crash before the signal (version 2). Texts are not NUL-terminated:
+/// each has its length.
+typedef struct crumbs_crash_message {
+  /// Bytes of swift_message: the Swift runtime's fatal-error message
+  /// (swift_getFatalErrorMessageBuffer), as "file:line: Fatal error: text\n" in debug builds.
+  /// 0: the runtime said nothing (no Swift runtime, or a release-build trap without a message).
+  uint32_t swift_length;
+  uint32_t swift_flags;     // CRUMBS_CRASH_MESSAGE_TRUNCATED
+  uint32_t cxx_type_length; // bytes of cxx_type (mangled, as type_info::name() gives it)
+  uint32_t cxx_what_length; // bytes of cxx_what
+  uint32_t cxx_flags;       // CRUMBS_CRASH_CXX_*, CRUMBS_CRASH_MESSAGE_TRUNCATED (type)
+  uint32_t reserved[3];
+  char swift_message[CRUMBS_CRASH_SWIFT_MESSAGE_SIZE];
+  char cxx_type[CRUMBS_CRASH_CXX_TYPE_SIZE];
+  char cxx_what[CRUMBS_CRASH_CXX_WHAT_SIZE];
+} crumbs_crash_message;
+_Static_assert(sizeof(crumbs_crash_message) == 2048, "persisted: crumbs_crash_message");
+_Static_assert(offsetof(crumbs_crash_message, swift_message) == 32, "persisted");
 
 /// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh, or as the
 /// handler found it at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH).
@@ -209,6 +251,9 @@ typedef struct crumbs_crash_record {
 
   uint8_t reserved[320];
   crumbs_crash_module modules[CRUMBS_CRASH_MAX_MODULES];
+
+  // Version 2: what was said before the signal (the handler copies it; see the struct).
+  crumbs_crash_message message;
 } crumbs_crash_record;
 _Static_assert(offsetof(crumbs_crash_record, version) == 8, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, total_size) == 16, "persisted");
@@ -223,8 +268,10 @@ _Static_assert(offsetof(crumbs_crash_record, frames) == 680, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, module_generation) == 1704, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, complete_marker) == 1720, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZE, "persisted");
-_Static_assert(sizeof(crumbs_crash_record) ==
-                   CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,
+_Static_assert(offsetof(crumbs_crash_record, message) == CRUMBS_CRASH_RECORD_V1_SIZE, "persisted");
+_Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,
+               "persisted: version 1");
+_Static_assert(sizeof(crumbs_crash_record) == CRUMBS_CRASH_RECORD_V1_SIZE + 2048,
                "persisted: crumbs_crash_record");
 
 /// Bytes of a crash record file: the struct rounded up to a 4 KiB page.

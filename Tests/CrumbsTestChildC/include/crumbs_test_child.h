@@ -6,6 +6,10 @@
 #define CRUMBS_TEST_CHILD_H
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /// The caller's kernel thread id.
 uint32_t crumbs_test_gettid(void);
 /// Stores to address 0: SIGSEGV, SEGV_MAPERR, si_addr 0, PC inside this function.
@@ -58,4 +62,41 @@ int crumbs_test_wait_at_gate(const char *path);
 /// in pause() forever — the process stops inside that write, for a test to SIGKILL it there;
 /// without, SIGXFSZ is ignored and the write fails with EFBIG (a disk that is full). Returns 0 or -1.
 int crumbs_test_limit_file_size(uint64_t bytes, int stop_in_write);
+
+
+/// The calling thread's alternate signal stack (its lowest address) when it has one of exactly
+/// `size` bytes, else 0.
+uintptr_t crumbs_test_alternate_stack(uint32_t size);
+
+/// Installs a handler for `signal_number` (to run after the crash handler, which chains to it:
+/// install it first) that wakes the thread blocked in crumbs_test_wait_for_wake, then waits
+/// (at most 20 s) until that thread calls crumbs_test_signal_done, then returns. So another
+/// thread appends while the chained handlers of a crash run. Returns 0 or -1.
+int crumbs_test_install_waking_handler(int signal_number);
+/// Blocks until the waking handler runs. Returns 0, or -1 if it cannot wait.
+int crumbs_test_wait_for_wake(void);
+/// Tells the waking handler that this thread is done.
+void crumbs_test_signal_done(void);
+
+// MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
+
+/// Sets the Swift runtime's fatal-error message buffer (swift_getFatalErrorMessageBuffer) to
+/// `text`, as the runtime does before it traps. Returns 0, or -1 without a Swift runtime.
+int crumbs_test_set_fatal_message(const char *text);
+/// `length` bytes of 'x' with no NUL after them, ending where an unreadable (PROT_NONE) page
+/// begins: a message a handler must not read past. NULL when the mapping fails.
+const char *crumbs_test_unterminated_text(uint32_t length);
+/// Throws a C++ exception nothing catches, so std::terminate runs: kind 0 a
+/// crumbs_test::Failure (a std::runtime_error) with what() `what`, kind 1 the int 42.
+void crumbs_test_cxx_throw(int kind, const char *what);
+/// Makes std::terminate call a handler that only calls abort() (allocating nothing, unlike
+/// libstdc++'s verbose one); call before the crash handler is installed, which chains to it.
+void crumbs_test_cxx_terminate_plainly(void);
+/// Makes std::terminate call a handler that arms the malloc guard (crumbs_test_arm_malloc_guard),
+/// then calls the handler it replaced; call after the crash handler is installed.
+void crumbs_test_cxx_arm_guard_in_terminate(void);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,0 +1,95 @@
+// ReportPrinterTests.swift — `crumbs reports show` as a person reads it (issue 12 item 7): frame
+// names the way the Swift runtime backtracer prints them while the JSON keeps the whole name,
+// and breadcrumbs other threads appended after the crash marked as such. Real crashing
+// children; the CLI run as a process.
+
+import CrumbsTestSupport
+import Foundation
+import Testing
+
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite("Printed reports")
+struct ReportPrinterTests {
+  @Test(
+    "frames read as a person reads them; the JSON keeps the whole name",
+    arguments: [
+      ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+    ])
+  func readableFrameNames(variant: ChildVariant) throws {
+    guard variant.executable != nil else {
+      print("skipped [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "report-crash", variant: variant, directory: directory,
+      environment: ["CRUMBS_TEST_CRASH_KIND": "null-deref"])
+    #expect(run.signal == SIGSEGV)
+    let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+
+    // The JSON: `function` as read, `symbol` the whole demangled name.
+    let frame = try #require(
+      stored.report.frames.first { $0.symbol?.contains("TestCrash.writeThroughNull") == true },
+      "\(stored.report.frames.map { $0.symbol ?? "-" })")
+    #expect(frame.function == "TestCrash.writeThroughNull()", "\(frame)")
+    let symbol = try #require(frame.symbol)
+    #expect(symbol.contains("static Crumbs.TestCrash.writeThroughNull() -> Swift.Never"), "\(symbol)")
+    if variant.release {
+      // Release builds specialize it: the whole name says so, the readable one does not.
+      #expect(symbol.hasPrefix("function signature specialization"), "\(symbol)")
+    }
+    let callers = stored.report.frames.compactMap(\.function)
+    #expect(callers.contains("ReportWorkload.charge(_:)"), "\(callers)")
+    #expect(callers.contains { $0.hasPrefix("generateTestCrash(kind:)") }, "\(callers)")
+
+    // The printed report: the readable names, none of the compiler's words.
+    let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
+    #expect(shown.status == 0, "\(shown.stderr)")
+    let trace = shown.stdoutLines.filter { $0.hasPrefix("  #") }
+    #expect(trace.contains { $0.contains("  TestCrash.writeThroughNull() + ") }, "\(trace)")
+    #expect(trace.contains { $0.contains("  ReportWorkload.charge(_:) + ") }, "\(trace)")
+    for word in ["specialization", "Crumbs.TestCrash", "-> Swift.Never", "static "] {
+      #expect(!shown.stdout.contains(word), "\(word) in\n\(shown.stdout)")
+    }
+
+    let json = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path, "--json"])
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+    let frames = try #require(object["frames"] as? [[String: Any]])
+    #expect(
+      frames.contains {
+        $0["function"] as? String == "TestCrash.writeThroughNull()" && $0["symbol"] as? String == symbol
+      })
+  }
+
+  @Test("breadcrumbs appended by other threads while the chained handlers ran are marked after the crash")
+  func breadcrumbsAfterTheCrash() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "append-after-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+
+    let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
+    #expect(shown.status == 0, "\(shown.stderr)")
+    let lines = shown.stdoutLines
+    let marker = "[after the crash]"
+    let after = try #require(lines.first { $0.contains("appended after the crash") }, "\(shown.stdout)")
+    #expect(after.hasSuffix(marker), "\(after)")
+    let fatal = try #require(
+      lines.first { $0.contains(" fatal ") && $0.contains("SIGSEGV") }, "\(shown.stdout)")
+    #expect(!fatal.contains(marker), "the crash handler's own breadcrumb is the crash: \(fatal)")
+    let before = try #require(lines.first { $0.contains("about to crash: append-after-crash") })
+    #expect(!before.contains(marker), "\(before)")
+    #expect(lines.filter { $0.contains(marker) }.count == 1, "\(shown.stdout)")
+    // In trail order: before, the crash, after.
+    let order = [before, fatal, after].compactMap { lines.firstIndex(of: $0) }
+    #expect(order == order.sorted() && order.count == 3, "\(shown.stdout)")
+  }
+}
