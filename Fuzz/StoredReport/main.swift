@@ -1,7 +1,8 @@
 // FuzzStoredReport — libFuzzer target for the parsers of a report folder's files, which the CLI
 // and the uploader read back from disk (untrusted: a torn write, a hand edit, another version):
 // `report.json` (ReportStore.decode), `breadcrumbs.jsonl.lz4` (LZ4Frame.decompress, liblz4's
-// frame decoder with our output limit) and the JSON Lines inside it (StoredReport's trail reader).
+// frame decoder with our output limit, and LZ4Frame.verify, the check before sending, which must
+// agree with it) and the JSON Lines inside it (StoredReport's trail reader).
 //
 // Entry points, in call order:
 //   main                  --make-seeds DIR writes seeds (a real report.json, a real trail, both
@@ -22,8 +23,14 @@ import FuzzSupport
 func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let bytes = data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
   _ = try? ReportStore.decode(bytes)
-  if let text = try? LZ4Frame.decompress(bytes, limit: 1 << 22) {
+  let decompressed = try? LZ4Frame.decompress(bytes, limit: 1 << 22)
+  if let text = decompressed {
     _ = text.split(separator: UInt8(ascii: "\n")).map { try? JSONSerialization.jsonObject(with: Data($0)) }
+  }
+  // The check before sending (LZ4Frame.verify) and the decoder agree on the same bytes.
+  let verified = (try? LZ4Frame.verify(bytes, limit: 1 << 22)) != nil
+  if verified != (decompressed != nil) {
+    fatalError("LZ4Frame.verify says \(verified ? "whole" : "damaged"), decompress disagrees")
   }
   return 0
 }
