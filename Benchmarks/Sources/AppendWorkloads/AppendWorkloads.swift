@@ -28,6 +28,15 @@ public enum BenchmarkBreadcrumb {
   /// The attributes, as the call sites spell them: `["method": "GET", "status": "200"]`.
   public static let attributes: [(key: String, value: String)] = [("method", "GET"), ("status", "200")]
 
+  /// The same message built at run time, as applications build theirs: a native heap string.
+  public static func runtimeMessage() -> String {
+    let order = String(0x8c2f_41e0, radix: 16)
+    return "GET /api/v1/orders/\(order) answered \(runtimeStatus()) in 12 ms (cache miss)"
+  }
+
+  /// The status value built at run time ("200", a small string).
+  public static func runtimeStatus() -> String { String(100 + Int(getpid() > 0 ? 100 : 0)) }
+
   /// Bytes one append writes into its slot: the 32-byte slot header, the payload's two u16
   /// lengths, the message, and per attribute two length bytes, the key and the value (120).
   public static let encodedSize: Int =
@@ -105,6 +114,24 @@ public func appendToRing(_ ring: BreadcrumbRing, count: Int) {
   }
 }
 
+/// `count` appends as applications usually write them: the message and the `status` value are
+/// run-time strings (`message` and `status` come from `BenchmarkBreadcrumb.runtimeMessage()` and
+/// `runtimeStatus()`), `"method": "GET"` is a literal.
+@inline(never)
+public func appendRuntimeValues(_ ring: BreadcrumbRing, message: String, status: String, count: Int) {
+  for _ in 0..<count {
+    ring.append(message, level: .info, type: .http, attributes: ["method": "GET", "status": status])
+  }
+}
+
+/// `count` calls of the global `addBreadcrumb` with run-time values, as `appendRuntimeValues`.
+@inline(never)
+public func addBreadcrumbsRuntimeValues(message: String, status: String, count: Int) {
+  for _ in 0..<count {
+    addBreadcrumb(message, level: .info, type: .http, attributes: ["method": "GET", "status": status])
+  }
+}
+
 /// `count` calls of the global `addBreadcrumb` (through the installed ring).
 @inline(never)
 public func addBreadcrumbs(count: Int) {
@@ -115,15 +142,18 @@ public func addBreadcrumbs(count: Int) {
   }
 }
 
-/// `count` appends of the benchmark breadcrumb through the C entry point `crumbs_add_breadcrumb`
-/// (the installed ring): the ring's own cost without the Swift wrapper, for comparison.
+/// `count` appends of the benchmark breadcrumb through the C entry point that takes lengths,
+/// `crumbs_add_breadcrumb_utf8` (the installed ring): the ring's own cost without the Swift
+/// wrapper, for comparison.
 @inline(never)
 public func addBreadcrumbsFromC(count: Int) {
-  withUnsafeTemporaryAllocation(of: crumbs_attribute.self, capacity: 2) { attributes in
-    attributes[0] = crumbs_attribute(key: cMethodKey, value: cMethodValue)
-    attributes[1] = crumbs_attribute(key: cStatusKey, value: cStatusValue)
+  withUnsafeTemporaryAllocation(of: crumbs_utf8_attribute.self, capacity: 2) { attributes in
+    attributes[0] = crumbs_utf8_attribute(
+      key: cMethodKey, key_length: 6, value: cMethodValue, value_length: 3)
+    attributes[1] = crumbs_utf8_attribute(
+      key: cStatusKey, key_length: 6, value: cStatusValue, value_length: 3)
     for _ in 0..<count {
-      _ = crumbs_add_breadcrumb(1, 3, cMessage, attributes.baseAddress, 2)
+      _ = crumbs_add_breadcrumb_utf8(1, 3, cMessage, 62, attributes.baseAddress, 2)
     }
   }
 }

@@ -89,6 +89,9 @@ var baseline1: [Double] = []
 var ring1: [Double] = []
 var global1: [Double] = []
 var cEntry1: [Double] = []
+var runtime1: [Double] = []
+let runtimeMessage = BenchmarkBreadcrumb.runtimeMessage()
+let runtimeStatus = BenchmarkBreadcrumb.runtimeStatus()
 var ring2: [Double] = []
 var baseline2: [Double] = []
 for _ in 0..<blocks {
@@ -97,6 +100,10 @@ for _ in 0..<blocks {
     ring1.append(chunkNanoseconds { appendToRing(ring.ring, count: $0) })
     global1.append(chunkNanoseconds { addBreadcrumbs(count: $0) })
     cEntry1.append(chunkNanoseconds { addBreadcrumbsFromC(count: $0) })
+    runtime1.append(
+      chunkNanoseconds {
+        appendRuntimeValues(ring.ring, message: runtimeMessage, status: runtimeStatus, count: $0)
+      })
   }
   let runner = TwoThreadRunner(work: twoThreadWork)
   for kind in 0..<2 {  // warm: each thread's first append asks the kernel for its tid
@@ -140,6 +147,9 @@ print(
 print("  baseline C append, 1 thread:   \(format(median(baseline1))) ns/op")
 print("  ring append, 1 thread:         \(format(median(ring1))) ns/op")
 print("  addBreadcrumb, 1 thread:       \(format(median(global1))) ns/op")
+print(
+  "  ring append run-time values:   \(format(median(runtime1))) ns/op, ratio \(format(median(runtime1) / median(baseline1)))"
+)
 print(
   "  C entry crumbs_add_breadcrumb: \(format(median(cEntry1))) ns/op (the ring without the Swift wrapper)")
 print("  ring append, 2 threads:        \(format(median(ring2))) ns/op per thread")

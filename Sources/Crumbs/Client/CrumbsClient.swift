@@ -353,11 +353,13 @@ public final class CrumbsClient: @unchecked Sendable {
 
   // MARK: - Recording
 
-  /// Appends a breadcrumb to this client's ring (lock-free, no allocation for native strings).
-  @inlinable
+  /// Appends a breadcrumb to this client's ring: what `BreadcrumbRing.append` does and costs
+  /// (lock-free, no allocation or reference counting for a literal of up to
+  /// `BreadcrumbAttributes.inlineCount` attributes).
+  @inlinable @inline(__always)
   public func addBreadcrumb(
     _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-    attributes: KeyValuePairs<String, String> = [:]
+    attributes: BreadcrumbAttributes = [:]
   ) {
     ring.append(message, level: level, type: type, attributes: attributes)
   }

@@ -3,12 +3,12 @@
 // Entry points, in call order:
 //   RingDirectory.createRing / BreadcrumbRing.create   map a new ring file (0600, flock'ed)
 //   BreadcrumbRing.install                             make it the process-wide ring
-//   BreadcrumbRing.append / addBreadcrumb(...)         the hot path (inlinable, no allocation)
+//   BreadcrumbRing.append / addBreadcrumb(...)         the hot path (inlined: BreadcrumbAttributes.swift)
 //   BreadcrumbRing.snapshot                            read it live while writers run
 //   BreadcrumbRing.close(clean:)                       mark clean, retire the mapping
 //
-// The append itself is C (crumbs_ring_append.h), shared with the crash handler; this file only
-// hands it the UTF-8 bytes of Swift strings without copying them to the heap.
+// The append itself is C (crumbs_ring_append.h, called through crumbs_ring_add_utf8), shared with
+// the crash handler; BreadcrumbAttributes.swift hands it the UTF-8 bytes of Swift strings.
 //
 // Lifetime. The handle and the mapping are reached by appends through this object (any thread,
 // any time), by BreadcrumbTarget, by the process-wide pointer (crumbs_installed_ring) and by the
@@ -235,18 +235,21 @@ public final class BreadcrumbRing: @unchecked Sendable {
     return nil
   }
 
-  /// Appends one breadcrumb. Lock-free, allocation-free for native Swift strings (small ones are
-  /// copied on the stack), no system call; safe from any thread. A message or attribute that does
-  /// not fit the slot is cut at a character boundary and the record is flagged. Does nothing
-  /// once the ring is closed.
-  @inlinable
+  /// Appends one breadcrumb. Lock-free, no system call, safe from any thread; a message and up to
+  /// `BreadcrumbAttributes.inlineCount` attributes written as a literal cost no allocation and no
+  /// reference counting (see `BreadcrumbAttributes`). A message or attribute that does not fit
+  /// the slot is cut at a character boundary and the record is flagged. Does nothing once the
+  /// ring is closed.
+  @inlinable @inline(__always)
   public func append(
     _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-    attributes: KeyValuePairs<String, String> = [:]
+    attributes: BreadcrumbAttributes = [:]
   ) {
-    guard let ring = openHandle else { return }
-    defer { withExtendedLifetime(self) {} }
-    appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
+    // No check of `lifecycle` here: C checks the handle's closed flag (see crumbs_ring.closed).
+    appendBreadcrumb(
+      to: UnsafePointer(handle), message: message, level: level, type: type, attributes: attributes)
+    // The handle is only good while this object lives: no release before the append is done.
+    _fixLifetime(self)
   }
 
   /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point
@@ -302,6 +305,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
   public func close(clean: Bool = true) {
     let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
     guard before & Self.closedBit == 0 else { return }
+    crumbs_ring_mark_closed(handle)
     crumbs_ring_uninstall_if(handle)
     // A child forked from now on does not follow a ring that is going away.
     crumbs_fork_untrack(file)
@@ -317,39 +321,14 @@ public final class BreadcrumbRing: @unchecked Sendable {
 }
 
 /// Appends one breadcrumb to the process-wide ring (see `BreadcrumbRing.install`); does nothing
-/// when none is installed. Lock-free, allocation-free for native strings, no system call, safe
-/// from any thread.
-@inlinable
+/// when none is installed. Lock-free, no system call, safe from any thread; costs what
+/// `BreadcrumbRing.append` costs.
+@inlinable @inline(__always)
 public func addBreadcrumb(
   _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-  attributes: KeyValuePairs<String, String> = [:]
+  attributes: BreadcrumbAttributes = [:]
 ) {
-  guard let ring = crumbs_installed_ring() else { return }
-  appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
-}
-
-@inlinable
-package func appendBreadcrumb(
-  to ring: UnsafePointer<crumbs_ring>, message: String, level: BreadcrumbLevel,
-  type: BreadcrumbType, attributes: KeyValuePairs<String, String>
-) {
-  var writer = crumbs_slot_writer()
-  guard crumbs_ring_begin(ring, level.rawValue, type.rawValue, 0, &writer) else { return }
-  var attributeBytes = 0
-  for attribute in attributes {
-    attributeBytes &+= 2 &+ attribute.key.utf8.count &+ attribute.value.utf8.count
-  }
-  withUTF8Bytes(of: message) { bytes, count in
-    crumbs_slot_put_message(&writer, bytes, count, attributeBytes)
-  }
-  for attribute in attributes {
-    withUTF8Bytes(of: attribute.key) { key, keyCount in
-      withUTF8Bytes(of: attribute.value) { value, valueCount in
-        crumbs_slot_put_attribute(&writer, key, keyCount, value, valueCount)
-      }
-    }
-  }
-  crumbs_ring_commit(&writer)
+  appendBreadcrumb(to: nil, message: message, level: level, type: type, attributes: attributes)
 }
 
 /// Calls `body` with the string's UTF-8 bytes without a heap copy for native strings.
