@@ -94,6 +94,32 @@ enum ClientProbe {
     }
   }
 
+  /// A PSI trigger makes the kernel wait for an RCU grace period when the process ends (6–20 ms
+  /// added to every exit and crash): a client holds one only when asked for.
+  @Test func aClientHoldsAPressureTriggerOnlyWhenAskedFor() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var configuration = configuration(directory)
+      var automatic = AutomaticBreadcrumbsOptions()
+      automatic.signals = nil
+      configuration.automaticBreadcrumbs = automatic
+      let client = try CrumbsClient.start(configuration, shared: false)
+      client.waitForPreviousSessions()
+      #expect(openPressureFiles().isEmpty)
+      client.close()
+
+      let psiWritable = access("/proc/pressure/memory", W_OK) == 0
+      automatic.memoryPressure?.pressureTrigger = PressureTrigger(
+        stallMicroseconds: 150_000, windowMicroseconds: 2_000_000)
+      configuration.automaticBreadcrumbs = automatic
+      let asking = try CrumbsClient.start(configuration, shared: false)
+      asking.waitForPreviousSessions()
+      if psiWritable { #expect(!openPressureFiles().isEmpty) }
+      asking.close()
+      #expect(openPressureFiles().isEmpty)
+    }
+  }
+
   @Test func disablingIsPersistedAndRecordsNothing() throws {
     try ProcessWideState.exclusive {
       let directory = TestDirectory()
