@@ -22,6 +22,7 @@ import CrumbsTestSupportC
 /// Scenarios that crash the process in each way the crash handler must catch.
 let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   "null-deref": crashing { _ in
+    printStackMapping()
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     armAndFlush()
     crumbs_test_null_deref()
@@ -243,6 +244,20 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
 // MARK: - Set-up shared by the scenarios
 
 /// Wraps a scenario: set up Crumbs in arguments[0], append, run `body` (which must crash).
+/// Prints `stack-mapping START END`: the calling thread's stack as /proc/self/maps lists it.
+func printStackMapping() {
+  var marker = 0
+  let address = withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+  guard let bytes = try? Syscall.readFile("/proc/self/maps", limit: 1 << 22) else { return }
+  for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+    let range = line.split(separator: " ").first?.split(separator: "-") ?? []
+    guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
+      address >= start, address < end
+    else { continue }
+    print("stack-mapping \(start) \(end)")
+  }
+}
+
 func crashing(_ body: @escaping @Sendable ([String]) -> Void) -> @Sendable ([String]) -> Int32 {
   { arguments in
     guard setUp(arguments) else { return 70 }

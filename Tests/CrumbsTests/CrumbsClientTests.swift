@@ -120,6 +120,19 @@ enum ClientProbe {
     }
   }
 
+  @Test func aTracerIsSeenInTheStatusFile() {
+    func status(_ tracer: String) -> [UInt8] {
+      Array(
+        "Name:\tapp\nUmask:\t0022\nState:\tR (running)\nTgid:\t7\nPid:\t7\nPPid:\t1\nTracerPid:\(tracer)\nUid:\t0\n"
+          .utf8)
+    }
+    #expect(!CrumbsClient.tracerAttached(status: status("\t0")))
+    #expect(CrumbsClient.tracerAttached(status: status("\t4242")))
+    #expect(CrumbsClient.tracerAttached(status: status(" 9")))
+    #expect(!CrumbsClient.tracerAttached(status: Array("Name:\tapp\n".utf8)))
+    #expect(!CrumbsClient.debuggerAttached())  // the tests run untraced
+  }
+
   @Test func disablingIsPersistedAndRecordsNothing() throws {
     try ProcessWideState.exclusive {
       let directory = TestDirectory()

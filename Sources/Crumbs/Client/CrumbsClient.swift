@@ -577,15 +577,20 @@ public final class CrumbsClient: @unchecked Sendable {
     Self.running.withLock { if $0 === self { $0 = nil } }
   }
 
-  /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.
+  /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status is not 0. Read
+  /// as bytes (on the caller's thread of `start`: no String splitting of the whole file).
   static func debuggerAttached() -> Bool {
     guard let bytes = try? Syscall.readFile("/proc/self/status", limit: 1 << 16) else { return false }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    where line.hasPrefix("TracerPid:") {
-      let value = line.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" }
-      return !value.isEmpty && value != "0"
-    }
-    return false
+    return tracerAttached(status: bytes)
+  }
+
+  /// Whether /proc/<pid>/status text names a tracer.
+  static func tracerAttached(status bytes: [UInt8]) -> Bool {
+    let key = Array("\nTracerPid:".utf8)
+    guard let start = bytes.indices.first(where: { bytes[$0...].starts(with: key) }) else { return false }
+    let value = bytes[(start + key.count)...].drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    guard let first = value.first else { return false }
+    return first != UInt8(ascii: "0") && first != UInt8(ascii: "\n")
   }
 }
 

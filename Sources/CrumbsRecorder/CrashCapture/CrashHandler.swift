@@ -214,6 +214,7 @@ public enum CrashHandler {
       do throws(SystemCallError) {
         try Syscall.allocate(descriptor, size: size, path: path)
         let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        Syscall.adviseRandomAccess(base, size: size)
         let record = base.bindMemory(to: crumbs_crash_record.self, capacity: 1)
         let bootID = SystemFacts.bootID
         ring.sessionID.bytes.withUnsafeBufferPointer { session in

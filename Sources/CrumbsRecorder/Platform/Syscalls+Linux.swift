@@ -252,6 +252,14 @@ package enum Syscall {
     return base
   }
 
+  /// Tells the kernel a mapping is touched a page at a time, not read in order: a fault then
+  /// brings in that page only, where readahead would allocate and zero up to the whole of a
+  /// fresh file's range (about 0.3 ms for a 1 MiB ring, on the caller's thread of `start`).
+  /// Advice only: failure changes nothing.
+  package static func adviseRandomAccess(_ base: UnsafeMutableRawPointer, size: Int) {
+    _ = madvise(base, size, MADV_RANDOM)
+  }
+
   package static func unmap(_ base: UnsafeMutableRawPointer, size: Int) {
     _ = munmap(base, size)
   }

@@ -33,7 +33,7 @@ package enum SystemFacts {
         let bytes = try? Syscall.readFile(
           "/sys/devices/system/clocksource/clocksource0/current_clocksource", limit: 256)
       else { return false }
-      return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: " \n") == "tsc"
+      return bytes.split(separator: UInt8(ascii: "\n")).first?.elementsEqual("tsc".utf8) == true
     #elseif arch(arm64)
       return true
     #else
@@ -42,15 +42,19 @@ package enum SystemFacts {
   }()
 
   /// Where this process's memory cgroup is: `v2:/PATH` (unified hierarchy) or `v1:/PATH` (the
-  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed.
+  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed. Parsed as bytes:
+  /// it runs on the caller's thread of every ring creation.
   package static func memoryCgroup(procFile: String = "/proc/self/cgroup") -> String? {
     guard let bytes = try? Syscall.readFile(procFile, limit: 1 << 16) else { return nil }
     var unified: String?
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-      let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+    for line in bytes.split(separator: UInt8(ascii: "\n")) {
+      let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 2, omittingEmptySubsequences: false)
       guard fields.count == 3 else { continue }
-      if fields[1].split(separator: ",").contains("memory") { return "v1:" + fields[2] }
-      if fields[0] == "0" && fields[1].isEmpty { unified = "v2:" + fields[2] }
+      let path = String(decoding: fields[2], as: UTF8.self)
+      if fields[1].split(separator: UInt8(ascii: ",")).contains(where: { $0.elementsEqual("memory".utf8) }) {
+        return "v1:" + path
+      }
+      if fields[0].elementsEqual("0".utf8) && fields[1].isEmpty { unified = "v2:" + path }
     }
     return unified
   }
@@ -66,12 +70,14 @@ package enum SystemFacts {
     } else {
       return nil
     }
-    guard let bytes = try? Syscall.readFile(file.replacingDoubleSlashes(), limit: 1 << 16) else {
+    guard let bytes = try? Syscall.readFile(file.collapsingDoubleSlashes(), limit: 1 << 16) else {
       return nil
     }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-      let fields = line.split(separator: " ")
-      if fields.count == 2, fields[0] == "oom_kill" { return UInt64(fields[1]) }
+    for line in bytes.split(separator: UInt8(ascii: "\n")) {
+      let fields = line.split(separator: UInt8(ascii: " "))
+      if fields.count == 2, fields[0].elementsEqual("oom_kill".utf8) {
+        return UInt64(String(decoding: fields[1], as: UTF8.self))
+      }
     }
     return nil
   }
@@ -83,10 +89,15 @@ package enum SystemFacts {
 }
 
 extension String {
-  fileprivate func replacingDoubleSlashes() -> String {
-    var result = self
-    while result.contains("//") { result = result.replacing("//", with: "/") }
-    return result
+  /// `self` with every run of slashes made one (a byte loop: String's generic `replacing` brings
+  /// in the string-processing library, its pages and its time, on the path of ring creation).
+  fileprivate func collapsingDoubleSlashes() -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(utf8.count)
+    for byte in utf8 where !(byte == UInt8(ascii: "/") && bytes.last == UInt8(ascii: "/")) {
+      bytes.append(byte)
+    }
+    return String(decoding: bytes, as: UTF8.self)
   }
 
   /// `self` without leading and trailing characters from `set`.

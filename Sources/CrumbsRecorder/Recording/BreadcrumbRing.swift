@@ -148,6 +148,8 @@ public final class BreadcrumbRing: @unchecked Sendable {
         let size = Int(plan.file_size)
         try Syscall.allocate(descriptor, size: size, path: path)
         let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        // Formatting touches two pages; appends touch one slot's page at a time.
+        Syscall.adviseRandomAccess(base, size: size)
         var identity = crumbs_ring_identity()
         let writer = ProcessIdentity.current
         identity.pid = UInt32(bitPattern: writer.pid)
