@@ -206,6 +206,18 @@ struct CrashCaptureTests {
     #expect(record.frames.count >= 2)
   }
 
+  /// Every alternate stack of the pool has a guard page below it (guard regions where the
+  /// kernel has them, PROT_NONE pages elsewhere): a store there faults, it does not land.
+  @Test("the guard below an alternate stack faults")
+  func alternateStackGuard() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "altstack-guard", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.signal.faultAddress == UInt64(try #require(run.facts["guard"].flatMap { UInt64($0) })))
+  }
+
   @Test(
     "a stack overflow is recorded from the alternate stack",
     arguments: ["stack-overflow-main", "stack-overflow-thread", "stack-overflow-recycled"])

@@ -27,6 +27,13 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crumbs_test_null_deref()
   },
+  "altstack-guard": crashing { _ in
+    // A store into the guard page below an alternate stack of the pool.
+    let guardPage = crumbs_crash_testing_altstack_guard(3)!
+    print("guard \(UInt(bitPattern: guardPage))")
+    armAndFlush()
+    guardPage.storeBytes(of: 1, as: UInt8.self)
+  },
   "call-null": crashing { _ in
     printFunction("crumbs_test_call_null", crumbs_test_address_of_call_null())
     armAndFlush()

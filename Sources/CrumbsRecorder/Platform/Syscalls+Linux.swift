@@ -171,7 +171,10 @@ package enum Syscall {
   package static func makeDirectories(_ path: String) throws(SystemCallError) {
     var prefix = path.hasPrefix("/") ? "/" : ""
     for component in path.split(separator: "/") {
-      prefix += component
+      // String + String: appending the Substring itself goes through the generic
+      // append(contentsOf:), whose first use makes the runtime look up a conformance
+      // (a scan of every loaded image's records, slow in a process with Foundation).
+      prefix += String(component)
       try makeDirectory(prefix)
       prefix += "/"
     }

@@ -9,11 +9,28 @@ package enum SystemFacts {
   /// This boot's id (/proc/sys/kernel/random/boot_id) as 16 bytes; zeros when unreadable.
   /// Clock ticks stored in a ring compare with "now" only within one boot.
   package static let bootID: [UInt8] = {
-    guard let bytes = try? Syscall.readFile("/proc/sys/kernel/random/boot_id", limit: 64),
-      let text = String(validating: bytes, as: UTF8.self),
-      let id = SessionID(text.trimmingCharacters(in: " \n"))
-    else { return [UInt8](repeating: 0, count: 16) }
-    return id.bytes
+    // Parsed as bytes (hex digits, dashes ignored): it is first needed on the caller's thread of
+    // ring creation, where String processing costs its first uses of generic code.
+    let none = [UInt8](repeating: 0, count: 16)
+    guard let bytes = try? Syscall.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return none }
+    var id: [UInt8] = []
+    var high: UInt8?
+    for byte in bytes where byte != UInt8(ascii: "-") && byte != UInt8(ascii: "\n") {
+      let digit: UInt8
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+      default: return none
+      }
+      if let first = high {
+        id.append(first << 4 | digit)
+        high = nil
+      } else {
+        high = digit
+      }
+    }
+    return id.count == 16 && high == nil ? id : none
   }()
 
   /// The running executable (/proc/self/exe), or "" when unreadable.

@@ -122,7 +122,10 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// The sessions of the rings this process has open (created, not yet closed). A reader in this
   /// process that finds one of its own rings' locks held (by a child another thread just spawned,
   /// which holds copies of every descriptor until its exec) knows from this whether it is closed.
-  package static let openInThisProcess = Mutex<Set<SessionID>>([])
+  /// An array, not a Set: a few entries at most, and a first `Set<SessionID>` on the caller's
+  /// thread of `create` makes the runtime look up SessionID's Hashable conformance through every
+  /// loaded image (a fifth of a millisecond with Foundation loaded).
+  package static let openInThisProcess = Mutex<[SessionID]>([])
 
   /// Creates a ring file at `path` (which must not exist), sized, reserved on disk and locked.
   public static func create(
@@ -180,7 +183,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
         // Full table (64 open rings): a forked child would not follow this one; the handler's
         // and exit hook's pid checks still keep it from ending this session (crumbs_fork.h).
         _ = crumbs_fork_track(file)
-        openInThisProcess.withLock { _ = $0.insert(sessionID) }
+        openInThisProcess.withLock { $0.append(sessionID) }
         return ring
       } catch {
         Syscall.close(descriptor)
@@ -311,7 +314,8 @@ public final class BreadcrumbRing: @unchecked Sendable {
     crumbs_ring_uninstall_if(handle)
     // A child forked from now on does not follow a ring that is going away.
     crumbs_fork_untrack(file)
-    Self.openInThisProcess.withLock { _ = $0.remove(sessionID) }
+    let closing = sessionID
+    Self.openInThisProcess.withLock { open in open.removeAll { $0 == closing } }
     if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
     Syscall.msync(base, size: mappedSize)
     // On failure the file mapping stays: as safe, only the file stays held until exit.
