@@ -295,35 +295,48 @@ bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, 
   crumbs_slot_writer writer;
   if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
   if (message == NULL) message_length = 0;
+  // The usual case in one pass: everything fits as it is (no key or value over 255 bytes, room
+  // for all). The first pair that does not fit sends the slot, still ours, back to the start of
+  // the cutting path below.
+  const crumbs_slot_writer fresh = writer;
+  if (attribute_count <= CRUMBS_MAX_ATTRIBUTES &&
+      message_length <= writer.capacity - CRUMBS_SLOT_MESSAGE_OFFSET) {
+    crumbs_slot_put_whole_message(&writer, message, (uint32_t)message_length);
+    size_t index = 0;
+    for (; index < attribute_count; index++) {
+      const crumbs_utf8_attribute *attribute = &attributes[index];
+      // Both lengths loaded, then zeroed for a NULL: selects, not branches.
+      size_t key_length = attribute->key_length, value_length = attribute->value_length;
+      if (attribute->key == NULL) key_length = 0;
+      if (attribute->value == NULL) value_length = 0;
+      if ((key_length | value_length) > 255 ||
+          2 + key_length + value_length > writer.capacity - writer.used) {
+        break;
+      }
+      crumbs_slot_put_whole_attribute(&writer, attribute->key, (uint32_t)key_length,
+                                      attribute->value, (uint32_t)value_length);
+    }
+    if (__builtin_expect(index == attribute_count, 1)) {
+      crumbs_ring_commit(&writer);
+      return true;
+    }
+    writer = fresh;
+  }
+  // Something must be cut: the message leaves the attributes up to half the payload, and each
+  // pair is cut or dropped where it does not fit (and flagged).
   // At most CRUMBS_MAX_ATTRIBUTES + 1 are looked at: one more than fits, so it is flagged.
   size_t used = attribute_count <= CRUMBS_MAX_ATTRIBUTES ? attribute_count : CRUMBS_MAX_ATTRIBUTES + 1;
   size_t attribute_bytes = 0;
-  size_t longest = 0;  // the longest key or value: the fast path needs each to fit a length byte
   for (size_t index = 0; index < used; index++) {
-    size_t key_length = attributes[index].key != NULL ? attributes[index].key_length : 0;
-    size_t value_length = attributes[index].value != NULL ? attributes[index].value_length : 0;
-    attribute_bytes += 2 + key_length + value_length;
-    longest |= key_length | value_length;
+    attribute_bytes += 2 + (attributes[index].key != NULL ? attributes[index].key_length : 0) +
+                       (attributes[index].value != NULL ? attributes[index].value_length : 0);
   }
-  if (__builtin_expect(attribute_count <= CRUMBS_MAX_ATTRIBUTES && longest <= 255 &&
-                           message_length + attribute_bytes <= writer.capacity - CRUMBS_SLOT_MESSAGE_OFFSET,
-                       1)) {
-    // Everything fits as it is: no cut, no flag, nothing to measure again.
-    crumbs_slot_put_whole_message(&writer, message, (uint32_t)message_length);
-    for (size_t index = 0; index < used; index++) {
-      const crumbs_utf8_attribute *attribute = &attributes[index];
-      crumbs_slot_put_whole_attribute(
-          &writer, attribute->key, attribute->key != NULL ? (uint32_t)attribute->key_length : 0,
-          attribute->value, attribute->value != NULL ? (uint32_t)attribute->value_length : 0);
-    }
-  } else {
-    crumbs_slot_put_message(&writer, message, message_length, attribute_bytes);
-    for (size_t index = 0; index < used; index++) {
-      const crumbs_utf8_attribute *attribute = &attributes[index];
-      crumbs_slot_put_attribute(&writer, attribute->key,
-                                attribute->key != NULL ? attribute->key_length : 0, attribute->value,
-                                attribute->value != NULL ? attribute->value_length : 0);
-    }
+  crumbs_slot_put_message(&writer, message, message_length, attribute_bytes);
+  for (size_t index = 0; index < used; index++) {
+    const crumbs_utf8_attribute *attribute = &attributes[index];
+    crumbs_slot_put_attribute(&writer, attribute->key,
+                              attribute->key != NULL ? attribute->key_length : 0, attribute->value,
+                              attribute->value != NULL ? attribute->value_length : 0);
   }
   crumbs_ring_commit(&writer);
   return true;

@@ -297,13 +297,18 @@ package enum Syscall {
     let fd = try openRegularFileForReading(path).fd
     defer { close(fd) }
     var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    // A first chunk of 4 KiB: most files read here (/proc, /sys, small JSON) fit, and the kernel
+    // zeroes a buffer of the size asked for some of them (sysctl files); then 64 KiB chunks.
+    var chunk = [UInt8](repeating: 0, count: limit < 4096 ? Swift.max(limit, 0) + 1 : 4096)
     while true {
       let count = try retrying("read", path: path) {
         chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
       }
       if count == 0 { return bytes }
       bytes.append(contentsOf: chunk[0..<count])
+      if count == chunk.count && chunk.count < 1 << 16 {
+        chunk = [UInt8](repeating: 0, count: 1 << 16)
+      }
       if bytes.count > limit {
         throw SystemCallError(call: "read", path: path, refusal: .tooLarge(limit: limit))
       }

@@ -130,10 +130,20 @@ static inline __attribute__((always_inline)) void crumbs__copy_bytes(unsigned ch
   if (length >= 8) {
     uint32_t index = 0;
     uint64_t word;
-    for (; index + 8 <= length; index += 8) {
+    for (; index + 16 <= length; index += 16) {  // two words a turn: half the loop's overhead
+      uint64_t second;
+      __builtin_memcpy(&word, source + index, 8);
+      __builtin_memcpy(&second, source + index + 8, 8);
+      __builtin_memcpy(destination + index, &word, 8);
+      __builtin_memcpy(destination + index + 8, &second, 8);
+      crumbs_checksum_word(checksum, word);
+      crumbs_checksum_word(checksum, second);
+    }
+    if (index + 8 <= length) {
       __builtin_memcpy(&word, source + index, 8);
       __builtin_memcpy(destination + index, &word, 8);
       crumbs_checksum_word(checksum, word);
+      index += 8;
     }
     if (index < length) {  // the last, overlapping word
       __builtin_memcpy(&word, source + length - 8, 8);
@@ -204,6 +214,9 @@ static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, u
 static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
                                      uint8_t flags, crumbs_slot_writer *writer) {
   if (!crumbs_ring_accepts(ring, level, type)) return false;
+  // The clock first: reading the CPU's counter is slow (about as slow as the whole copy on our
+  // VMs), and nothing it waits for is needed by the claim, so the two overlap.
+  uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
   uint32_t cpu = crumbs_current_cpu();
   uint32_t lane_index;
   if (level >= CRUMBS_LEVEL_IMPORTANT) {
@@ -237,7 +250,6 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_WRITING(position), __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
 
-  uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
   uint64_t thread = (uint64_t)crumbs_current_thread_id() | (uint64_t)crumbs__thread_next_seq() << 32;
   header->ticks = ticks;
   __builtin_memcpy(slot + 16, &thread, 8);  // thread_id, thread_seq
