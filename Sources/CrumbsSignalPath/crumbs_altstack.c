@@ -255,7 +255,30 @@ static void crumbs__altstack_after_fork(void) {
 
 // MARK: - Set-up
 
-bool crumbs__altstack_reserve(uint32_t size, uint32_t count) {
+// Whether the pool's guards are guard regions (else PROT_NONE pages), and how many stacks (the
+// install thread's, index 0, included) have theirs so far.
+static bool crumbs__altstack_guard_regions;
+static uint32_t crumbs__altstack_guarded;
+
+static void crumbs__altstack_guard(uint32_t upto) {
+  size_t stride = (size_t)crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD;
+  for (uint32_t index = crumbs__altstack_guarded; index <= upto && index <= crumbs__altstack_count;
+       index++) {
+    unsigned char *guard = crumbs__altstack_pool + (size_t)index * stride;
+    if (crumbs__altstack_guard_regions) {
+      madvise(guard, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL);
+    } else {
+      mprotect(guard, CRUMBS__ALTSTACK_GUARD, PROT_NONE);
+    }
+    crumbs__altstack_guarded = index + 1;
+  }
+}
+
+void crumbs__altstack_guard_rest(void) {
+  if (crumbs__altstack_pool != NULL) crumbs__altstack_guard(crumbs__altstack_count);
+}
+
+bool crumbs__altstack_reserve(uint32_t size, uint32_t count, uint32_t eager) {
   if (crumbs__altstack_pool != NULL) return true;
   if (size == 0) size = CRUMBS__ALTSTACK_DEFAULT_SIZE;
   size = (size + 4095u) & ~4095u;
@@ -266,28 +289,23 @@ bool crumbs__altstack_reserve(uint32_t size, uint32_t count) {
   void *pool = mmap(NULL, total, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (pool == MAP_FAILED) return false;
-  // Every guard now, so that handing out a stack needs no system call. A guard that fails
-  // (the process is at its mapping limit) leaves that stack unguarded, still usable. Where the
-  // kernel has them (Linux 6.13), guard regions: they fault like PROT_NONE pages without
-  // splitting the mapping in 2 × count pieces, in about half the time (this runs on the caller's
-  // thread of CrashHandler.install).
-  bool guard_regions = madvise(pool, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL) == 0;
-  for (uint32_t index = 0; index <= count; index++) {
-    unsigned char *guard = (unsigned char *)pool + (size_t)index * stride;
-    if (guard_regions) {
-      if (index > 0) madvise(guard, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL);
-    } else {
-      mprotect(guard, CRUMBS__ALTSTACK_GUARD, PROT_NONE);
-    }
-  }
+  crumbs__altstack_pool = (unsigned char *)pool;
   crumbs__altstack_size = size;
   crumbs__altstack_count = count;
+  // Guards: the first `eager` stacks' now (every one's when 0), the rest at
+  // crumbs__altstack_guard_rest (CrumbsClient does that on its background thread). Stacks are
+  // handed out in index order, and a stack handed out before its guard is set works, unguarded
+  // for that while, as one whose guard failed (the process at its mapping limit) does for good.
+  // Where the kernel has them (Linux 6.13), guard regions: they fault like PROT_NONE pages
+  // without splitting the mapping in 2 × count pieces, in about half the time.
+  crumbs__altstack_guard_regions = madvise(pool, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL) == 0;
+  if (crumbs__altstack_guard_regions) crumbs__altstack_guarded = 1;
+  crumbs__altstack_guard(eager == 0 ? count : eager);
   if (pthread_key_create(&crumbs__altstack_key, crumbs__altstack_thread_exit) == 0) {
     crumbs__altstack_key_use = crumbs__altstack_key < 32 ? CRUMBS__KEY_ANYWHERE
                                                          : CRUMBS__KEY_SETUP_ONLY;
   }
   pthread_atfork(NULL, NULL, crumbs__altstack_after_fork);
-  crumbs__altstack_pool = (unsigned char *)pool;
   return true;
 }
 

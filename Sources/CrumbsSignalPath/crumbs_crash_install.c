@@ -9,6 +9,7 @@
 //   crumbs_crash_install           alternate stacks (crumbs_altstack.c), the handler's state,
 //                                  the module table, the installing thread's stack bounds, the
 //                                  libc bindings, then the signals; idempotent, re-asserts
+//   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
 //   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
 //   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
 //   crumbs_crash_replaced_signals  which of our signals another library took since
@@ -155,7 +156,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   }
 
   // Alternate stacks, once.
-  if (!crumbs__altstack_reserve(config->altstack_size, config->altstack_pool_count)) {
+  if (!crumbs__altstack_reserve(config->altstack_size, config->altstack_pool_count,
+                                config->eager_stack_guards)) {
     return CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED;
   }
 
@@ -261,6 +263,8 @@ void crumbs_crash_uninstall(void) {
   crumbs__crash_installed.record_path[0] = '\0';
   crumbs__installed = 0;
 }
+
+void crumbs_crash_guard_alternate_stacks(void) { crumbs__altstack_guard_rest(); }
 
 bool crumbs_crash_prepare_thread(void) {
   crumbs__register_stack_bounds();

@@ -13,9 +13,10 @@
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
 // Not signal-safe (set-up only): crumbs_ring_attach, crumbs_ring_mark_closed,
-// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_uninstall_if,
-// crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap: plain system calls, no lock,
-// which is why the fork handler may also call it in a forked child: crumbs_fork.c).
+// crumbs_ring_set_cgroup, crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall,
+// crumbs_ring_uninstall_if, crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap:
+// plain system calls, no lock, which is why the fork handler may also call it in a forked child:
+// crumbs_fork.c).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
@@ -229,6 +230,12 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   ring->important_lane_mask = header->lane_count - header->general_lane_count - 1;
   ring->clock_kind = header->clock_kind;
   ring->closed = 0;
+}
+
+void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start) {
+  crumbs_ring_header *header = ring->header;
+  crumbs__format_copy(header->cgroup, sizeof header->cgroup, cgroup);
+  header->cgroup_oom_kills_at_start = oom_kills_at_start;
 }
 
 void crumbs_ring_mark_closed(crumbs_ring *ring) { __atomic_store_n(&ring->closed, 1, __ATOMIC_RELAXED); }

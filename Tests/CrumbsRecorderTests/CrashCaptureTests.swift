@@ -208,11 +208,16 @@ struct CrashCaptureTests {
 
   /// Every alternate stack of the pool has a guard page below it (guard regions where the
   /// kernel has them, PROT_NONE pages elsewhere): a store there faults, it does not land.
-  @Test("the guard below an alternate stack faults")
-  func alternateStackGuard() throws {
+  @Test(
+    "the guard below an alternate stack faults, set at install or later",
+    arguments: [(later: false, index: 3), (later: true, index: 40)])
+  func alternateStackGuard(later: Bool, index: Int) throws {
     let directory = TestDirectory()
+    var environment = ["CRUMBS_TEST_GUARD_INDEX": String(index)]
+    if later { environment["CRUMBS_TEST_GUARDS_LATER"] = "1" }
     let run = try runCrashScenario(
-      "altstack-guard", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+      "altstack-guard", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: environment)
     #expect(run.signal == SIGSEGV)
     let record = try CrashRecord.read(file: try #require(run.recordPath))
     #expect(record.signal.faultAddress == UInt64(try #require(run.facts["guard"].flatMap { UInt64($0) })))

@@ -29,7 +29,8 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   },
   "altstack-guard": crashing { _ in
     // A store into the guard page below an alternate stack of the pool.
-    let guardPage = crumbs_crash_testing_altstack_guard(3)!
+    let index = getenv("CRUMBS_TEST_GUARD_INDEX").flatMap { UInt32(String(cString: $0)) } ?? 3
+    let guardPage = crumbs_crash_testing_altstack_guard(index)!
     print("guard \(UInt(bitPattern: guardPage))")
     armAndFlush()
     guardPage.storeBytes(of: 1, as: UInt8.self)
@@ -310,7 +311,11 @@ func setUp(_ arguments: [String]) -> Bool {
     installedRing.value = ring
     let started = nanoseconds(CLOCK_MONOTONIC)
     let startedCPU = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
-    let record = try CrashHandler.install(ring: ring, options: handlerOptions())
+    // CRUMBS_TEST_GUARDS_LATER=1: install as CrumbsClient does, the guard pages of most
+    // alternate stacks set afterwards (CrashHandler.guardAlternateStacks, here at once).
+    let later = getenv("CRUMBS_TEST_GUARDS_LATER") != nil
+    let record = try CrashHandler.install(ring: ring, options: handlerOptions(), guardingStacksLater: later)
+    if later { CrashHandler.guardAlternateStacks() }
     let installTime = nanoseconds(CLOCK_MONOTONIC) - started
     let installCPUTime = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - startedCPU
     print("ring \(ring.path)")

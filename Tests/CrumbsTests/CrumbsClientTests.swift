@@ -120,6 +120,21 @@ enum ClientProbe {
     }
   }
 
+  /// The ring's cgroup facts (for the next launch's OOM check) are read off the caller's thread
+  /// of start, and are in the header once the start-up work is done.
+  @Test func theRingNamesItsCgroupOnceStartUpWorkIsDone() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let client = try CrumbsClient.start(configuration(directory), shared: false)
+      defer { client.close() }
+      client.waitForPreviousSessions()
+      let header = client.ring.snapshot().header
+      let cgroup = SystemFacts.memoryCgroup() ?? ""
+      #expect(header.cgroup == cgroup)
+      #expect(header.cgroupOOMKillsAtStart == SystemFacts.cgroupOOMKills(cgroup: cgroup))
+    }
+  }
+
   @Test func aTracerIsSeenInTheStatusFile() {
     func status(_ tracer: String) -> [UInt8] {
       Array(

@@ -5,9 +5,10 @@
 //   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
 //                                   decides how the session ends: the directory, a new ring
 //                                   (installed), the session file, the crash handler, the session
-//                                   counted, the clean-exit hook. Everything else — automatic
-//                                   breadcrumbs, the previous sessions' reports and their counts,
-//                                   delivery — runs on a background thread. One client per
+//                                   counted, the clean-exit hook. Everything else — the ring's
+//                                   cgroup facts, the guard pages of most alternate stacks,
+//                                   automatic breadcrumbs, the previous sessions' reports and their
+//                                   counts, delivery — runs on a background thread. One client per
 //                                   process: a second start throws `.alreadyStarted`.
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs; attributes
 //                                   and attachments are persisted in the session file at once
@@ -175,7 +176,8 @@ public final class CrumbsClient: @unchecked Sendable {
     var ringOptions = configuration.ring
     if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
     do {
-      ring = try directory.createRing(options: ringOptions)
+      // The cgroup facts are read on the background thread (recordCgroup below).
+      ring = try directory.createRing(options: ringOptions, cgroupLater: true)
     } catch {
       throw .ring(error)
     }
@@ -203,7 +205,8 @@ public final class CrumbsClient: @unchecked Sendable {
       && (configuration.allowsAttachingDebugger || !Self.debuggerAttached())
     {
       do {
-        try CrashHandler.install(ring: ring, options: configuration.crashHandler)
+        // Most alternate stacks' guard pages are set on the background thread.
+        try CrashHandler.install(ring: ring, options: configuration.crashHandler, guardingStacksLater: true)
       } catch {
         ring.close(clean: true)
         throw .crashHandler(error)
@@ -234,6 +237,9 @@ public final class CrumbsClient: @unchecked Sendable {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
     let work: @Sendable () -> Void = { [self] in
+      // What start left for here: the ring's cgroup facts and the alternate stacks' guards.
+      ring.recordCgroup()
+      CrashHandler.guardAlternateStacks()
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       noteReplacedCrashSignals()

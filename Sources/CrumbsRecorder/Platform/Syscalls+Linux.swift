@@ -169,12 +169,13 @@ package enum Syscall {
 
   /// Creates every missing component of `path`, each 0700.
   package static func makeDirectories(_ path: String) throws(SystemCallError) {
-    var prefix = path.hasPrefix("/") ? "/" : ""
-    for component in path.split(separator: "/") {
-      // String + String: appending the Substring itself goes through the generic
-      // append(contentsOf:), whose first use makes the runtime look up a conformance
-      // (a scan of every loaded image's records, slow in a process with Foundation).
-      prefix += String(component)
+    // Split as bytes: String's own split walks grapheme clusters, and a Substring appended goes
+    // through the generic append(contentsOf:), whose first use makes the runtime look up a
+    // conformance through every loaded image (this runs on the caller's thread of
+    // CrumbsClient.start, where a process has Foundation loaded).
+    var prefix = path.utf8.first == UInt8(ascii: "/") ? "/" : ""
+    for component in path.utf8.split(separator: UInt8(ascii: "/")) {
+      prefix += String(decoding: component, as: UTF8.self)
       try makeDirectory(prefix)
       prefix += "/"
     }

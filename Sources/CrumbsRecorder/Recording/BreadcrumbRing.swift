@@ -131,6 +131,15 @@ public final class BreadcrumbRing: @unchecked Sendable {
   public static func create(
     at path: String, options: RingOptions = RingOptions(), sessionID: SessionID = SessionID()
   ) throws(RingCreationError) -> BreadcrumbRing {
+    try create(at: path, options: options, sessionID: sessionID, cgroupLater: false)
+  }
+
+  /// `create`, and with `cgroupLater` the header's memory cgroup and its OOM-kill count are left
+  /// unknown for `recordCgroup()` to fill in: reading them costs a tenth of a millisecond, which
+  /// CrumbsClient.start spends on its background thread instead of the caller's.
+  package static func create(
+    at path: String, options: RingOptions, sessionID: SessionID, cgroupLater: Bool
+  ) throws(RingCreationError) -> BreadcrumbRing {
     var plan = crumbs_ring_plan_result()
     let planned = crumbs_ring_plan(
       UInt32(clamping: options.slotSize), UInt32(clamping: options.slotCount),
@@ -161,9 +170,9 @@ public final class BreadcrumbRing: @unchecked Sendable {
         withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
         withUnsafeMutableBytes(of: &identity.boot_id) { $0.copyBytes(from: SystemFacts.bootID) }
         let executable = SystemFacts.executablePath
-        let cgroup = SystemFacts.memoryCgroup() ?? ""
+        let cgroup = cgroupLater ? "" : SystemFacts.memoryCgroup() ?? ""
         identity.cgroup_oom_kills_at_start =
-          SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+          cgroupLater ? UInt64.max : SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
         (options.appName ?? "").withCString { appName in
           executable.withCString { executablePath in
             cgroup.withCString { cgroupPath in
@@ -255,6 +264,16 @@ public final class BreadcrumbRing: @unchecked Sendable {
       to: UnsafePointer(handle), message: message, level: level, type: type, attributes: attributes)
     // The handle is only good while this object lives: no release before the append is done.
     _fixLifetime(self)
+  }
+
+  /// Records in the header the process's memory cgroup and its OOM-kill count now, for a ring
+  /// made with `cgroupLater` (the next launch compares the count to tell an OOM kill). Does
+  /// nothing once the ring is closed.
+  package func recordCgroup() {
+    guard let ring = openHandle else { return }
+    let cgroup = SystemFacts.memoryCgroup() ?? ""
+    let kills = SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+    cgroup.withCString { crumbs_ring_set_cgroup(ring, $0, kills) }
   }
 
   /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point

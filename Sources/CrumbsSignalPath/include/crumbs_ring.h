@@ -88,6 +88,10 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
 /// untrusted files validate in Swift first.
 void crumbs_ring_attach(crumbs_ring *ring, void *base);
 
+/// Writes the header's memory cgroup and its OOM-kill count at start, for a ring formatted
+/// without them (the cgroup read later, off the caller's thread). Not signal-safe (set-up only).
+void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start);
+
 /// Marks the handle closed: from then on every append through it does nothing (a relaxed store;
 /// an append already past the check finishes). Not signal-safe (set-up only).
 void crumbs_ring_mark_closed(crumbs_ring *ring);
