@@ -9,8 +9,9 @@
 //   RingAppend             the ordo-one/benchmark suite (wall clock, malloc counts)
 //   RingAppendFigures      same-run ratios against the floor, two threads, mallocs per append
 //   AppendCallgrind        N appends of one kind, for callgrind.sh (instructions per append)
-//   CallSites              a consumer with 100 addBreadcrumb call sites, for callsites.sh (machine
-//                          code per call site in a release build)
+//   CallSites              a consumer with 100 addBreadcrumb call sites, and CallSitesNone, the same
+//                          without them, for callsites.sh (machine code per call site in a
+//                          release build)
 //   ProcessFigures         process start, RSS, fault → death and exit(0) → reaped of child
 //                          programs: PlainProcess (no Crumbs), RecorderProcess (CrumbsRecorder
 //                          only), ClientProcess (CrumbsClient.start) and, for reference,
@@ -78,6 +79,10 @@ let package = Package(
     .executableTarget(name: "ProcessFigures", dependencies: ["BenchSummary"]),
     .executableTarget(
       name: "CallSites",
+      dependencies: [.product(name: "CrumbsRecorder", package: "Crumbs")]
+    ),
+    .executableTarget(
+      name: "CallSitesNone",
       dependencies: [.product(name: "CrumbsRecorder", package: "Crumbs")]
     ),
     .executableTarget(

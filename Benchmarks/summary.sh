@@ -21,7 +21,7 @@ LC_ALL=C awk -F'|' '
   END {
     for (i = 1; i <= NR; i++) {
       line = "   " pad(figure[i], wf) " " pad(value[i], wv)
-      if (goal[i] != "") line = line " goal " goal[i] ": " verdict[i]
+      if (goal[i] != "") line = line " goal " goal[i] ": " (verdict[i] == "" ? "not measurable here" : verdict[i])
       print line
     }
   }' "$file"

@@ -14,12 +14,15 @@
 //      chunk of each kind (the least disturbed figures)
 //
 // Goals (issue 14): run-time values ≤ 3× the floor, all literals ≤ 2.5×, two threads at once
-// ≤ 1.1× one thread's cost, 0 mallocs.
+// ≤ 1.1× one thread's cost, 0 mallocs. The two-thread goal assumes two threads can run at full
+// speed at once: a calibration loop that needs only a core says whether this machine can, and
+// the verdict is left out when it cannot (a VM whose two vCPUs share one core's time).
 // Usage: RingAppendFigures [BLOCKS [ROUNDS]]   (defaults 5 and 400). Exit status 0 even when a
 // goal is missed: a loaded machine can miss one, and the figures say so.
 
 import AppendWorkloads
 import BenchSummary
+import CBaselineAppend
 import Foundation
 import MallocInterposerSwift
 
@@ -53,6 +56,29 @@ guard workloads.check() else {
   exit(1)
 }
 for kind in AppendKind.allCases { workloads.run(kind, count: 100_000) }
+
+// Calibration: does this machine run two threads at once at full speed? A loop that needs only
+// a core, alone and on both threads at once. On a VM whose two vCPUs share one core (or one
+// core's quota) it runs about twice as slow on two threads, and so would any append.
+nonisolated(unsafe) var computeSink: UInt64 = 0
+let computeTurns = 20_000  // a few tens of µs, like a chunk of appends
+func computeChunk() -> Double {
+  let start = monotonicNanoseconds()
+  computeSink &+= crumbs_bench_compute(computeTurns)
+  return Double(monotonicNanoseconds() - start)
+}
+var computeOne: [Double] = []
+var computeTwo: [Double] = []
+do {
+  for _ in 0..<200 { computeOne.append(computeChunk()) }
+  let runner = TwoThreadRunner(work: { _ in computeSink &+= crumbs_bench_compute(computeTurns) })
+  for _ in 0..<200 {
+    let (mine, theirs) = runner.runTimed(chunk: 1)
+    computeTwo += [mine, theirs]
+  }
+  runner.stop()
+}
+let machineTwoThreads = median(computeTwo) / median(computeOne)
 
 // 2. Blocks of interleaved chunks: a one-thread phase, then a two-thread phase (the second
 // thread spins between rounds, so it only exists during its phase).
@@ -119,10 +145,22 @@ for kind in AppendKind.allCases {
 print(
   "  ring.append, run-time values, 2 threads at once     \(format(median(two))) ns/op per thread; "
     + "the floor's shared counter, 2 threads: \(format(median(twoBaseline))) ns/op")
+// Two threads' verdict only where the machine runs two threads at full speed: else the ratio
+// says more about the machine than about the append.
+let twoMeasurable = machineTwoThreads <= 1.2
+let twoVerdict = twoMeasurable ? verdict(twoRatio <= 1.1) : "not measurable here"
 print(
   "run-time values: \(format(runtimeRatio))× the floor (goal ≤ 3: \(verdict(runtimeRatio <= 3))); "
     + "all literals: \(format(literalRatio))× (goal ≤ 2.5: \(verdict(literalRatio <= 2.5))); "
-    + "2 threads / 1 thread: \(format(twoRatio))× (goal ≤ 1.1: \(verdict(twoRatio <= 1.1)))")
+    + "2 threads / 1 thread: \(format(twoRatio))× (goal ≤ 1.1: \(twoVerdict))")
+let machineNote =
+  twoMeasurable
+  ? ""
+  : "; here two vCPUs share about one core's time, so any work slows down, and the append's "
+    + "two-thread ratio cannot show its own contention"
+print(
+  "this machine, two threads at once: a loop needing only a core runs \(format(machineTwoThreads))× as long "
+    + "as alone (1.0: two real cores\(machineNote))")
 let best = AppendKind.allCases.map { "\($0.rawValue) \(format(one[$0]!.min()!))" }.joined(separator: ", ")
 print("best chunks (ns/op): \(best), 2 threads \(format(two.min()!))")
 let mallocTotal = mallocCounts.filter { $0.key != .baseline }.values.reduce(0, +)
@@ -148,8 +186,9 @@ BenchSummary.record(
   "C entry (lengths), for comparison",
   "\(format(median(one[.cEntry]!))) ns/op = \(format(ratio(.cEntry)))× floor")
 BenchSummary.record(
-  "2 threads at once, per thread", "\(format(median(two))) ns/op = \(format(twoRatio))× 1 thread",
-  goal: "≤ 1.1×", met: twoRatio <= 1.1)
+  "2 threads at once, per thread",
+  "\(format(median(two))) ns/op = \(format(twoRatio))× 1 thread (machine: \(format(machineTwoThreads))×)",
+  goal: "≤ 1.1×", met: twoMeasurable ? twoRatio <= 1.1 : nil)
 if countingWorks {
   BenchSummary.record(
     "mallocs per append", "\(mallocTotal) in \(mallocAppends) of each kind", goal: "0", met: mallocTotal == 0)

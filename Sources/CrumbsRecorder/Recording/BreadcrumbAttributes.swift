@@ -91,6 +91,15 @@ struct StringBits {
     object = 0xE000_0000_0000_0000
   }
 
+  /// All zero: what fills the unused entries of the append's tuple, never read (zero, so the
+  /// fill is a few vector stores).
+  @inlinable @inline(__always)
+  static var unused: StringBits {
+    var bits = StringBits()
+    bits.object = 0
+    return bits
+  }
+
   /// Whether the bytes can be found from the bits alone: a small string, or a tail-allocated one
   /// (native or literal) with fast UTF-8.
   @inlinable @inline(__always)
@@ -144,18 +153,18 @@ package func appendBreadcrumb(
 ) {
   let pairs = attributes.pairs
   let count = pairs.count
-  // Message, then key and value of each pair; the unused tail holds empty strings. Written out
+  // Message, then key and value of each pair; the unused tail is zeros, never read. Written out
   // for each index: constant indices are what lets the optimizer drop the literal's array.
   var strings = (
     StringBits(message),
-    count > 0 ? StringBits(pairs[0].0) : StringBits(), count > 0 ? StringBits(pairs[0].1) : StringBits(),
-    count > 1 ? StringBits(pairs[1].0) : StringBits(), count > 1 ? StringBits(pairs[1].1) : StringBits(),
-    count > 2 ? StringBits(pairs[2].0) : StringBits(), count > 2 ? StringBits(pairs[2].1) : StringBits(),
-    count > 3 ? StringBits(pairs[3].0) : StringBits(), count > 3 ? StringBits(pairs[3].1) : StringBits(),
-    count > 4 ? StringBits(pairs[4].0) : StringBits(), count > 4 ? StringBits(pairs[4].1) : StringBits(),
-    count > 5 ? StringBits(pairs[5].0) : StringBits(), count > 5 ? StringBits(pairs[5].1) : StringBits(),
-    count > 6 ? StringBits(pairs[6].0) : StringBits(), count > 6 ? StringBits(pairs[6].1) : StringBits(),
-    count > 7 ? StringBits(pairs[7].0) : StringBits(), count > 7 ? StringBits(pairs[7].1) : StringBits()
+    count > 0 ? StringBits(pairs[0].0) : .unused, count > 0 ? StringBits(pairs[0].1) : .unused,
+    count > 1 ? StringBits(pairs[1].0) : .unused, count > 1 ? StringBits(pairs[1].1) : .unused,
+    count > 2 ? StringBits(pairs[2].0) : .unused, count > 2 ? StringBits(pairs[2].1) : .unused,
+    count > 3 ? StringBits(pairs[3].0) : .unused, count > 3 ? StringBits(pairs[3].1) : .unused,
+    count > 4 ? StringBits(pairs[4].0) : .unused, count > 4 ? StringBits(pairs[4].1) : .unused,
+    count > 5 ? StringBits(pairs[5].0) : .unused, count > 5 ? StringBits(pairs[5].1) : .unused,
+    count > 6 ? StringBits(pairs[6].0) : .unused, count > 6 ? StringBits(pairs[6].1) : .unused,
+    count > 7 ? StringBits(pairs[7].0) : .unused, count > 7 ? StringBits(pairs[7].1) : .unused
   )
   withUnsafePointer(to: &strings) { tuple in
     let bits = UnsafeRawPointer(tuple).assumingMemoryBound(to: StringBits.self)
