@@ -42,18 +42,25 @@ test: deps test-deps
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
 
-## Speed goals, with a C baseline measured in the same run (see Benchmarks/README.md): the
-## ordo-one suite (ns per append with --scale, mallocs), instructions per append (callgrind), then
-## the same-run comparison block. valgrind is installed when missing.
+## Speed goals (issue 14), each ratio against a baseline measured in the same run (see
+## Benchmarks/README.md), in one run: the ordo-one suite (ns per append, mallocs), instructions per
+## append (callgrind), the append figures (C floor, literals and run-time values, 1 and 2 threads,
+## mallocs), machine code per call site, the process figures (start, RSS, fault → death and exit
+## against a recorder-only process), the crash path; then one summary table of every figure and
+## goal. valgrind is installed when missing. About 6 minutes on 2 CPUs once built.
+BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
 bench: deps
 	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+	cd Benchmarks && $(SWIFT) build -c release
+	@mkdir -p Benchmarks/.build && rm -f $(BENCH_SUMMARY)
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --scale
-	cd Benchmarks && ./callgrind.sh
-	cd Benchmarks && $(SWIFT) build -c release --product RingAppendFigures >/dev/null && \
-	  bin=$$($(SWIFT) build -c release --show-bin-path) && \
-	  LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/RingAppendFigures
-	cd Benchmarks && $(SWIFT) build -c release --product ReportFigures >/dev/null && \
-	  $$($(SWIFT) build -c release --show-bin-path)/ReportFigures
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) ./callgrind.sh
+	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
+	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/RingAppendFigures
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) ./callsites.sh
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ProcessFigures
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ReportFigures
+	@BENCH_SUMMARY=$(BENCH_SUMMARY) Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps

@@ -4,14 +4,24 @@
 //
 // Targets:
 //   CBaselineAppend   (C)  the honest floor: fetch_add + memcpy + release store into a MAP_SHARED file
-//   AppendWorkloads        what every runner shares: the message, the rings, the two-thread runner
+//   AppendWorkloads        what every runner shares: the kinds of append (AppendKind), the rings,
+//                          the two-thread runner
 //   RingAppend             the ordo-one/benchmark suite (wall clock, malloc counts)
-//   RingAppendFigures      same-run ratios against the baseline, and malloc counts per append
+//   RingAppendFigures      same-run ratios against the floor, two threads, mallocs per append
 //   AppendCallgrind        N appends of one kind, for callgrind.sh (instructions per append)
+//   CallSites              a consumer with 100 addBreadcrumb call sites, and CallSitesNone, the same
+//                          without them, for callsites.sh (machine code per call site in a
+//                          release build)
+//   ProcessFigures         process start, RSS, fault → death and exit(0) → reaped of child
+//                          programs: PlainProcess (no Crumbs), RecorderProcess (CrumbsRecorder
+//                          only), ClientProcess (CrumbsClient.start) and, for reference,
+//                          NetworkingProcess (no Crumbs, FoundationNetworking linked);
+//                          ProcessChildSupport is what they share
+//   ReportFigures          crash handler, install, next-launch processing, LZ4 and non-fatal
+//                          reports, from real crashing children
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
 //                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
-//   ReportFigures          crash handler, install, next-launch processing, LZ4, client start and
-//                          non-fatal reports, from real crashing children
+//   BenchSummary           the figures each part adds to `make bench`'s closing table
 import PackageDescription
 
 let package = Package(
@@ -27,6 +37,7 @@ let package = Package(
   ],
   targets: [
     .target(name: "CBaselineAppend"),
+    .target(name: "BenchSummary"),
     .target(
       name: "AppendWorkloads",
       dependencies: [
@@ -49,13 +60,34 @@ let package = Package(
       name: "RingAppendFigures",
       dependencies: [
         "AppendWorkloads",
+        "BenchSummary",
         .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
       ]
     ),
     .executableTarget(name: "AppendCallgrind", dependencies: ["AppendWorkloads"]),
+    .target(name: "ProcessChildSupport"),
+    .executableTarget(name: "PlainProcess", dependencies: ["ProcessChildSupport"]),
+    .executableTarget(
+      name: "RecorderProcess",
+      dependencies: ["ProcessChildSupport", .product(name: "CrumbsRecorder", package: "Crumbs")]
+    ),
+    .executableTarget(
+      name: "ClientProcess",
+      dependencies: ["ProcessChildSupport", .product(name: "Crumbs", package: "Crumbs")]
+    ),
+    .executableTarget(name: "NetworkingProcess", dependencies: ["ProcessChildSupport"]),
+    .executableTarget(name: "ProcessFigures", dependencies: ["BenchSummary"]),
+    .executableTarget(
+      name: "CallSites",
+      dependencies: [.product(name: "CrumbsRecorder", package: "Crumbs")]
+    ),
+    .executableTarget(
+      name: "CallSitesNone",
+      dependencies: [.product(name: "CrumbsRecorder", package: "Crumbs")]
+    ),
     .executableTarget(
       name: "ReportFigures",
-      dependencies: [.product(name: "Crumbs", package: "Crumbs")]
+      dependencies: ["BenchSummary", .product(name: "Crumbs", package: "Crumbs")]
     ),
     .executableTarget(
       name: "LogHandler",

@@ -9,9 +9,11 @@
 # first append's tid lookup) cancels out. Instruction counts are repeatable run to run, whatever
 # else the machine is doing: use them to compare versions of the append, not as a time.
 #
-# Kinds: ring (BreadcrumbRing.append), global (addBreadcrumb through the installed ring),
-# c-entry (crumbs_add_breadcrumb, the C entry point: the ring without the Swift wrapper),
-# baseline (the C floor: fetch_add + memcpy + release store).
+# Kinds (AppendKind in AppendWorkloads): baseline (the C floor: fetch_add + memcpy + release
+# store), literal (ring.append, every string a literal), runtime (ring.append with a run-time
+# message and value, as applications write it), global (addBreadcrumb the same way, through the
+# installed ring), c-entry (crumbs_add_breadcrumb_utf8: the ring without the Swift wrapper).
+# With BENCH_SUMMARY set (make bench), the headline figures are added to that file too.
 #
 # Usage: Benchmarks/callgrind.sh [N1 N2]      (defaults 10000 110000)
 # Env:   SWIFT (default swift), CALLGRIND_SCRATCH (swift build --scratch-path; default: .build)
@@ -48,18 +50,24 @@ instructions() { # kind count → total instructions of one run
 
 echo "== Instructions per append (callgrind, ($n2 - $n1) appends, setup cancelled out) =="
 declare -A per_append
-for kind in baseline ring global c-entry; do
+kinds=(baseline literal runtime global c-entry)
+for kind in "${kinds[@]}"; do
   low=$(instructions "$kind" "$n1")
   high=$(instructions "$kind" "$n2")
   per_append[$kind]=$(awk -v a="$low" -v b="$high" -v n="$((n2 - n1))" 'BEGIN { printf "%.1f", (b - a) / n }')
 done
-printf '  %-44s %8s instructions\n' \
-  "baseline C append:" "${per_append[baseline]}" \
-  "ring append (BreadcrumbRing.append):" "${per_append[ring]}" \
-  "addBreadcrumb (installed ring):" "${per_append[global]}" \
-  "C entry (crumbs_add_breadcrumb):" "${per_append[c-entry]}"
-awk -v r="${per_append[ring]}" -v b="${per_append[baseline]}" \
-  'BEGIN { printf "ring append / baseline: %.1fx the instructions\n", r / b }'
+printf '  %-52s %8s instructions\n' \
+  "C floor (baseline):" "${per_append[baseline]}" \
+  "ring.append, all literals:" "${per_append[literal]}" \
+  "ring.append, run-time message and value:" "${per_append[runtime]}" \
+  "addBreadcrumb, run-time message and value:" "${per_append[global]}" \
+  "C entry crumbs_add_breadcrumb_utf8:" "${per_append[c-entry]}"
+awk -v r="${per_append[runtime]}" -v b="${per_append[baseline]}" \
+  'BEGIN { printf "run-time append / floor: %.1fx the instructions\n", r / b }'
+if [ -n "${BENCH_SUMMARY:-}" ]; then
+  printf 'instructions per append (callgrind)|run-time %s, literals %s, floor %s||\n' \
+    "${per_append[runtime]}" "${per_append[literal]}" "${per_append[baseline]}" >>"$BENCH_SUMMARY"
+fi
 if [ -n "${CALLGRIND_KEEP:-}" ]; then
-  echo "callgrind outputs kept in $work (callgrind_annotate $work/callgrind.ring.$n2.out)"
+  echo "callgrind outputs kept in $work (callgrind_annotate $work/callgrind.runtime.$n2.out)"
 fi

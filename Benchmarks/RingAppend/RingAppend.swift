@@ -4,14 +4,11 @@
 // run with `--scale` (as `make bench` does) and the wall clock reads as nanoseconds per append.
 // The malloc count is per iteration (1000 appends): it must read 0.
 //
-// Benchmarks (the tool prints them sorted by name):
-//   Baseline C append, 1 thread           the floor (see CBaselineAppend)
-//   Ring append, 1 thread                 BreadcrumbRing.append(…, attributes: [2 pairs])
-//   addBreadcrumb, 1 thread               the global function, through the installed ring
-//   C entry crumbs_add_breadcrumb, 1 thread  the same append from C: the ring without Swift
-//   Ring append, 2 threads                both threads append at once; wall clock per append of
-//                                         one thread (per-op cost each thread sees)
-//   Baseline C append, 2 threads          the same, both on the baseline's single counter
+// Benchmarks (the tool prints them sorted by name), one per AppendKind and thread count:
+//   1 thread: C floor, ring.append all literals, ring.append run-time values, addBreadcrumb
+//             run-time values, C entry crumbs_add_breadcrumb_utf8
+//   2 threads: ring.append run-time values, and the C floor (both threads on its one counter);
+//             wall clock per append of one thread (per-op cost each thread sees)
 // Ratios from one run are printed afterwards by RingAppendFigures (`make bench`).
 
 import AppendWorkloads
@@ -51,49 +48,27 @@ let benchmarks: @Sendable () -> Void = {
     maxIterations: 1_000_000
   )
 
-  let baseline: BaselineFixture
-  let ring: RingFixture
-  let installedRing: RingFixture
+  let workloads: Workloads
   do {
-    baseline = try BaselineFixture()
-    ring = try RingFixture()
-    installedRing = try RingFixture(install: true)
+    workloads = try Workloads()
   } catch {
     fatalError("cannot set up the benchmark rings: \(error)")
   }
 
-  Benchmark("Baseline C append, 1 thread") { benchmark in
-    appendToBaseline(baseline, count: appendsPerIteration)
+  for kind in AppendKind.allCases {
+    Benchmark("\(kind.label), 1 thread") { benchmark in
+      workloads.run(kind, count: appendsPerIteration)
+    }
   }
 
-  Benchmark("Ring append, 1 thread") { benchmark in
-    appendToRing(ring.ring, count: appendsPerIteration)
+  for kind in [AppendKind.runtime, .baseline] {
+    let secondThread = SecondThread()
+    Benchmark(
+      "\(kind.label), 2 threads",
+      closure: { benchmark, runner in
+        runner.run(count: appendsPerIteration)
+      },
+      setup: { secondThread.start { workloads.run(kind, count: $0) } },
+      teardown: { secondThread.stop() })
   }
-
-  Benchmark("addBreadcrumb, 1 thread") { benchmark in
-    // The fixture owns the installed ring: closing it would uninstall it.
-    withExtendedLifetime(installedRing) { addBreadcrumbs(count: appendsPerIteration) }
-  }
-
-  Benchmark("C entry crumbs_add_breadcrumb, 1 thread") { benchmark in
-    withExtendedLifetime(installedRing) { addBreadcrumbsFromC(count: appendsPerIteration) }
-  }
-
-  let ringSecondThread = SecondThread()
-  Benchmark(
-    "Ring append, 2 threads",
-    closure: { benchmark, runner in
-      runner.run(count: appendsPerIteration)
-    },
-    setup: { ringSecondThread.start { appendToRing(ring.ring, count: $0) } },
-    teardown: { ringSecondThread.stop() })
-
-  let baselineSecondThread = SecondThread()
-  Benchmark(
-    "Baseline C append, 2 threads",
-    closure: { benchmark, runner in
-      runner.run(count: appendsPerIteration)
-    },
-    setup: { baselineSecondThread.start { appendToBaseline(baseline, count: $0) } },
-    teardown: { baselineSecondThread.stop() })
 }

@@ -66,11 +66,10 @@ func withRepairedChecksums(_ image: UnsafeRawBufferPointer) -> [UInt8]? {
     while offset + slotSize <= bytes.count {
       let slot = UnsafeMutableRawBufferPointer(rebasing: bytes[offset..<offset + slotSize])
       let commit = slot.loadUnaligned(as: UInt64.self)
-      let payloadLength = Int(
-        slot.loadUnaligned(fromByteOffset: Int(CRUMBS_SLOT_PAYLOAD_OFFSET), as: UInt16.self))
-      let covered = Int(CRUMBS_SLOT_PAYLOAD_OFFSET) + payloadLength
-      if commit != 0, commit & 1 == 0, covered <= slotSize {
-        let checksum = crumbs_slot_checksum(slot.baseAddress, UInt32(covered), (commit >> 1) &- 1)
+      if commit != 0, commit & 1 == 0,
+        let checksum = SlotDecoder.checksum(
+          UnsafeRawBufferPointer(slot), position: (commit >> 1) &- 1, version: header.version)
+      {
         slot.storeBytes(of: checksum, toByteOffset: 24, as: UInt32.self)
       }
       offset += slotSize

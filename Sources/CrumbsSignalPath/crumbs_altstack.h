@@ -2,7 +2,8 @@
 // CrumbsSignalPath (crumbs_crash_install.c drives it; see crumbs_altstack.c for the design).
 //
 // Entry points, in call order:
-//   crumbs__altstack_reserve               (install, once) map the pool
+//   crumbs__altstack_reserve               (install, once) map the pool, guard its first stacks
+//   crumbs__altstack_guard_rest            (after install, off the caller's thread) the others
 //   crumbs__altstack_give_install_thread   (install) the installing thread's own stack
 //   crumbs__altstack_resolve_calls         (install) bind the libc calls the hook makes
 //   crumbs__altstack_start                 (install) hand out stacks: the ring's first-append hook,
@@ -30,9 +31,13 @@
 #define CRUMBS__ALTSTACK_MAX_COUNT 1024u
 
 /// Maps the pool once: `count` stacks for other threads plus one for the installing thread,
-/// `size` bytes each (rounded up to pages; 0: the defaults above). Later calls do nothing and
-/// return true. Returns false (errno set) when the mapping failed. Not signal-safe.
-bool crumbs__altstack_reserve(uint32_t size, uint32_t count);
+/// `size` bytes each (rounded up to pages; 0: the defaults above), and sets the guard page below
+/// the first `eager` of them (0: all). Later calls do nothing and return true. Returns false
+/// (errno set) when the mapping failed. Not signal-safe.
+bool crumbs__altstack_reserve(uint32_t size, uint32_t count, uint32_t eager);
+
+/// Sets the guard pages `crumbs__altstack_reserve` left for later. Idempotent. Not signal-safe.
+void crumbs__altstack_guard_rest(void);
 
 /// Gives the calling (installing) thread the pool's extra stack unless it has an alternate stack
 /// at least as large, remembering the one it had. Once: later calls do nothing. Not signal-safe.

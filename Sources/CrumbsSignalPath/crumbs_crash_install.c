@@ -9,6 +9,7 @@
 //   crumbs_crash_install           alternate stacks (crumbs_altstack.c), the handler's state,
 //                                  the module table, the installing thread's stack bounds, the
 //                                  libc bindings, then the signals; idempotent, re-asserts
+//   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
 //   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
 //   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
 //   crumbs_crash_replaced_signals  which of our signals another library took since
@@ -16,10 +17,11 @@
 //
 // NOT SIGNAL-SAFE: everything here is set-up code for ordinary threads, serialized by the Swift
 // wrapper (CrashHandler), except crumbs_crash_record_format (memcpy, clock_gettime: the fork
-// handler formats a forked child's record with it, crumbs_fork.c). libc calls: mmap, mprotect, sigaltstack, sigaction, pthread_self,
-// pthread_getattr_np (allocates), pthread_attr_getstack, pthread_attr_destroy, dl_iterate_phdr
-// and readlink (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer),
-// std::set_terminate (crumbs_terminate.cpp), and once each the calls the handler makes.
+// handler formats a forked child's record with it, crumbs_fork.c). libc calls: mmap, mprotect,
+// sigaltstack, sigaction, pthread_self, pthread_getattr_np (allocates; not on the main thread),
+// pthread_attr_getstack, pthread_attr_destroy, getauxval, getrlimit, dl_iterate_phdr and readlink
+// (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer), std::set_terminate
+// (crumbs_terminate.cpp), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
 #include "crumbs_altstack.h"
@@ -28,14 +30,20 @@
 #include "crumbs_terminate.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
+
+// The stack pointer at process start (glibc, ld.so): above every frame of the main thread.
+extern void *__libc_stack_end;
 
 // Which signals we took, and whether install succeeded (set-up state: one thread at a time).
 static uint64_t crumbs__installed_mask;
@@ -82,12 +90,20 @@ static void crumbs__resolve_handler_calls(void) {
   sigprocmask(SIG_UNBLOCK, &set, NULL);
   stack_t stack;
   sigaltstack(NULL, &stack);
-  struct timespec zero = {0, 0};
-  nanosleep(&zero, NULL);
+  // An invalid duration: bound, and refused at once (a zero one would yield the CPU, and on a
+  // busy machine keep the caller of install off it for a whole time slice).
+  struct timespec invalid = {0, -1};
+  nanosleep(&invalid, NULL);
   (void)sched_getcpu();
   crumbs__altstack_resolve_calls();
-  uint64_t low, high;
-  (void)crumbs__crash_mapping_containing((uint64_t)(uintptr_t)&now, &low, &high);
+  // open, read and close, which the handler uses on /proc/self/maps: bound on /dev/null, as
+  // generating /proc/self/maps costs a few hundred microseconds in a process with many modules.
+  int descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (descriptor >= 0) {
+    char byte;
+    (void)read(descriptor, &byte, 1);
+    close(descriptor);
+  }
   // _exit is bound by being referenced; it is never called here.
 }
 
@@ -107,8 +123,33 @@ static bool crumbs__is_ours(const struct sigaction *action) {
   return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == crumbs__crash_signal_handler;
 }
 
-/// Registers the calling thread's exact stack bounds for the handler's backtrace.
+/// Registers the calling thread's stack bounds for the handler's backtrace. For the process's
+/// main thread, glibc's pthread_getattr_np reads and parses all of /proc/self/maps (a few hundred
+/// microseconds with many modules); the same bounds come cheaper from what the kernel put at the
+/// top of the stack: the executable's name (AT_EXECFN), whose end, past its terminator and the
+/// null word after it, is in the stack mapping's last page. The bottom is the stack size limit
+/// below that top, as the kernel never grows the stack further (glibc does the same). A crash whose
+/// stack pointer falls outside (past that limit, or any doubt) makes the handler read the maps, as
+/// for any thread without registered bounds.
 static void crumbs__register_stack_bounds(void) {
+  if ((pid_t)syscall(SYS_gettid) == getpid()) {
+    const char *name = (const char *)getauxval(AT_EXECFN);
+    uint64_t frames_top = (uint64_t)(uintptr_t)__libc_stack_end;
+    if (name == NULL || (uint64_t)(uintptr_t)name < frames_top) return;
+    uint64_t name_end = (uint64_t)(uintptr_t)name + crumbs__format_length(name) + 1 + 8;
+    uint64_t top = (name_end + 4095u) & ~(uint64_t)4095u;
+    struct rlimit limit;
+    uint64_t size = 8u << 20;
+    if (getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+        limit.rlim_cur < (1ull << 30)) {
+      size = limit.rlim_cur;
+    }
+    if (top > size + 4096u && top - frames_top < size) {
+      crumbs__crash_this_thread.stack_low = top - size;
+      crumbs__crash_this_thread.stack_high = top;
+    }
+    return;
+  }
   pthread_attr_t attributes;
   if (pthread_getattr_np(pthread_self(), &attributes) != 0) return;
   void *address = NULL;
@@ -130,7 +171,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   }
 
   // Alternate stacks, once.
-  if (!crumbs__altstack_reserve(config->altstack_size, config->altstack_pool_count)) {
+  if (!crumbs__altstack_reserve(config->altstack_size, config->altstack_pool_count,
+                                config->eager_stack_guards)) {
     return CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED;
   }
 
@@ -241,6 +283,8 @@ void crumbs_crash_uninstall(void) {
   crumbs__crash_installed.record_path[0] = '\0';
   crumbs__installed = 0;
 }
+
+void crumbs_crash_guard_alternate_stacks(void) { crumbs__altstack_guard_rest(); }
 
 bool crumbs_crash_prepare_thread(void) {
   crumbs__register_stack_bounds();

@@ -4,6 +4,7 @@
 // handler, signal breadcrumbs), where the Swift runtime must not run.
 //
 // SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
+// crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8,
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
 // crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
@@ -11,10 +12,11 @@
 // libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
-// Not signal-safe (set-up only): crumbs_ring_attach,
-// crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall, crumbs_ring_uninstall_if,
-// crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap: plain system calls, no lock,
-// which is why the fork handler may also call it in a forked child: crumbs_fork.c).
+// Not signal-safe (set-up only): crumbs_ring_attach, crumbs_ring_mark_closed,
+// crumbs_ring_set_cgroup, crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall,
+// crumbs_ring_uninstall_if, crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap:
+// plain system calls, no lock, which is why the fork handler may also call it in a forked child:
+// crumbs_fork.c).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
@@ -227,7 +229,16 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   ring->general_lane_mask = header->general_lane_count - 1;
   ring->important_lane_mask = header->lane_count - header->general_lane_count - 1;
   ring->clock_kind = header->clock_kind;
+  ring->closed = 0;
 }
+
+void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start) {
+  crumbs_ring_header *header = ring->header;
+  crumbs__format_copy(header->cgroup, sizeof header->cgroup, cgroup);
+  header->cgroup_oom_kills_at_start = oom_kills_at_start;
+}
+
+void crumbs_ring_mark_closed(crumbs_ring *ring) { __atomic_store_n(&ring->closed, 1, __ATOMIC_RELAXED); }
 
 // MARK: - The process-wide ring
 
@@ -235,7 +246,7 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
 // overwrite under a reader that loaded the pointer earlier (a signal handler, an append in
 // flight). The caller keeps the handle and its mapping valid for the process's life
 // (BreadcrumbRing: see its design comment); uninstalling only stops new readers.
-static const crumbs_ring *crumbs__installed;
+const crumbs_ring *crumbs__installed;
 static int crumbs__fork_handler_registered;
 
 void crumbs_ring_install(const crumbs_ring *ring) {
@@ -254,10 +265,6 @@ bool crumbs_ring_uninstall_if(const crumbs_ring *ring) {
   const crumbs_ring *expected = ring;
   return __atomic_compare_exchange_n(&crumbs__installed, &expected, NULL, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST);
-}
-
-const crumbs_ring *crumbs_installed_ring(void) {
-  return __atomic_load_n(&crumbs__installed, __ATOMIC_ACQUIRE);
 }
 
 // MARK: - Retiring a mapping
@@ -286,32 +293,84 @@ bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size) {
   return true;
 }
 
-// MARK: - Appending from C
+// MARK: - Appending from C (and from Swift)
+
+bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
+                          const char *message, size_t message_length,
+                          const crumbs_utf8_attribute *attributes, size_t attribute_count) {
+  if (ring == NULL) return false;
+  crumbs_slot_writer writer;
+  if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
+  if (message == NULL) message_length = 0;
+  // The usual case in one pass: everything fits as it is (no key or value over 255 bytes, room
+  // for all). The first pair that does not fit sends the slot, still ours, back to the start of
+  // the cutting path below.
+  const crumbs_slot_writer fresh = writer;
+  if (attribute_count <= CRUMBS_MAX_ATTRIBUTES &&
+      message_length <= writer.capacity - CRUMBS_SLOT_MESSAGE_OFFSET) {
+    crumbs_slot_put_whole_message(&writer, message, (uint32_t)message_length);
+    size_t index = 0;
+    for (; index < attribute_count; index++) {
+      const crumbs_utf8_attribute *attribute = &attributes[index];
+      // Both lengths loaded, then zeroed for a NULL: selects, not branches.
+      size_t key_length = attribute->key_length, value_length = attribute->value_length;
+      if (attribute->key == NULL) key_length = 0;
+      if (attribute->value == NULL) value_length = 0;
+      if ((key_length | value_length) > 255 ||
+          2 + key_length + value_length > writer.capacity - writer.used) {
+        break;
+      }
+      crumbs_slot_put_whole_attribute(&writer, attribute->key, (uint32_t)key_length,
+                                      attribute->value, (uint32_t)value_length);
+    }
+    if (__builtin_expect(index == attribute_count, 1)) {
+      crumbs_ring_commit(&writer);
+      return true;
+    }
+    writer = fresh;
+  }
+  // Something must be cut: the message leaves the attributes up to half the payload, and each
+  // pair is cut or dropped where it does not fit (and flagged).
+  // At most CRUMBS_MAX_ATTRIBUTES + 1 are looked at: one more than fits, so it is flagged.
+  size_t used = attribute_count <= CRUMBS_MAX_ATTRIBUTES ? attribute_count : CRUMBS_MAX_ATTRIBUTES + 1;
+  size_t attribute_bytes = 0;
+  for (size_t index = 0; index < used; index++) {
+    attribute_bytes += 2 + (attributes[index].key != NULL ? attributes[index].key_length : 0) +
+                       (attributes[index].value != NULL ? attributes[index].value_length : 0);
+  }
+  crumbs_slot_put_message(&writer, message, message_length, attribute_bytes);
+  for (size_t index = 0; index < used; index++) {
+    const crumbs_utf8_attribute *attribute = &attributes[index];
+    crumbs_slot_put_attribute(&writer, attribute->key,
+                              attribute->key != NULL ? attribute->key_length : 0, attribute->value,
+                              attribute->value != NULL ? attribute->value_length : 0);
+  }
+  crumbs_ring_commit(&writer);
+  return true;
+}
+
+bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message,
+                                size_t message_length, const crumbs_utf8_attribute *attributes,
+                                size_t attribute_count) {
+  return crumbs_ring_add_utf8(crumbs_installed_ring(), level, type, 0, message, message_length,
+                              attributes, attribute_count);
+}
 
 bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
                      const char *message, const crumbs_attribute *attributes,
                      size_t attribute_count) {
   if (ring == NULL) return false;
-  crumbs_slot_writer writer;
-  if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
   // Each length once: at most CRUMBS_MAX_ATTRIBUTES + 1 are ever used.
-  size_t key_lengths[CRUMBS_MAX_ATTRIBUTES + 1], value_lengths[CRUMBS_MAX_ATTRIBUTES + 1];
+  crumbs_utf8_attribute measured[CRUMBS_MAX_ATTRIBUTES + 1];
   size_t used = attribute_count <= CRUMBS_MAX_ATTRIBUTES ? attribute_count : CRUMBS_MAX_ATTRIBUTES + 1;
-  size_t attribute_bytes = 0;
   for (size_t index = 0; index < used; index++) {
-    key_lengths[index] = crumbs__format_length(attributes[index].key);
-    value_lengths[index] = crumbs__format_length(attributes[index].value);
-    attribute_bytes += 2 + key_lengths[index] + value_lengths[index];
+    measured[index].key = attributes[index].key;
+    measured[index].key_length = crumbs__format_length(attributes[index].key);
+    measured[index].value = attributes[index].value;
+    measured[index].value_length = crumbs__format_length(attributes[index].value);
   }
-  crumbs_slot_put_message(&writer, message != NULL ? message : "", crumbs__format_length(message),
-                          attribute_bytes);
-  for (size_t index = 0; index < used; index++) {
-    const char *key = attributes[index].key != NULL ? attributes[index].key : "";
-    const char *value = attributes[index].value != NULL ? attributes[index].value : "";
-    crumbs_slot_put_attribute(&writer, key, key_lengths[index], value, value_lengths[index]);
-  }
-  crumbs_ring_commit(&writer);
-  return true;
+  return crumbs_ring_add_utf8(ring, level, type, flags, message, crumbs__format_length(message),
+                              measured, used);
 }
 
 bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,

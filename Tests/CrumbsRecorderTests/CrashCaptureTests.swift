@@ -188,6 +188,41 @@ struct CrashCaptureTests {
     #expect(record.frames.count >= 2 && record.frames[1] > start && record.frames[1] < start + 512)
   }
 
+  /// The main thread's stack bounds are registered at install without reading /proc/self/maps
+  /// (it costs hundreds of microseconds in a process with many modules): the top must still be
+  /// the stack mapping's end, and a crash on that thread uses them.
+  @Test("a main-thread crash walks the stack within bounds registered at install")
+  func mainThreadStackBounds() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "null-deref", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    let mapping = try #require(run.facts["stack-mapping"]).split(separator: " ").compactMap { UInt64($0) }
+    try #require(mapping.count == 2)
+    #expect(record.stackSource == .registered)
+    #expect(record.stackHigh == mapping[1])
+    #expect(record.stackLow < mapping[0])  // the limit the stack may still grow to
+    #expect(record.frames.count >= 2)
+  }
+
+  /// Every alternate stack of the pool has a guard page below it (guard regions where the
+  /// kernel has them, PROT_NONE pages elsewhere): a store there faults, it does not land.
+  @Test(
+    "the guard below an alternate stack faults, set at install or later",
+    arguments: [(later: false, index: 3), (later: true, index: 40)])
+  func alternateStackGuard(later: Bool, index: Int) throws {
+    let directory = TestDirectory()
+    var environment = ["CRUMBS_TEST_GUARD_INDEX": String(index)]
+    if later { environment["CRUMBS_TEST_GUARDS_LATER"] = "1" }
+    let run = try runCrashScenario(
+      "altstack-guard", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: environment)
+    #expect(run.signal == SIGSEGV)
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.signal.faultAddress == UInt64(try #require(run.facts["guard"].flatMap { UInt64($0) })))
+  }
+
   @Test(
     "a stack overflow is recorded from the alternate stack",
     arguments: ["stack-overflow-main", "stack-overflow-thread", "stack-overflow-recycled"])

@@ -129,7 +129,7 @@ import Testing
     var options = RingOptions()
     options.slotSize = 1024
     let ring = try BreadcrumbRing.create(at: directory.file("r.ring"), options: options)
-    let pairs: KeyValuePairs<String, String> = [
+    let pairs: BreadcrumbAttributes = [
       "a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6", "g": "7", "h": "8", "i": "9",
       "j": "10", "k": "11", "l": "12", "m": "13", "n": "14", "o": "15", "p": "16", "q": "17",
     ]

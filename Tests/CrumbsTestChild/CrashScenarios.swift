@@ -24,9 +24,18 @@ import Dispatch
 /// Scenarios that crash the process in each way the crash handler must catch.
 let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   "null-deref": crashing { _ in
+    printStackMapping()
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     armAndFlush()
     crumbs_test_null_deref()
+  },
+  "altstack-guard": crashing { _ in
+    // A store into the guard page below an alternate stack of the pool.
+    let index = getenv("CRUMBS_TEST_GUARD_INDEX").flatMap { UInt32(String(cString: $0)) } ?? 3
+    let guardPage = crumbs_crash_testing_altstack_guard(index)!
+    print("guard \(UInt(bitPattern: guardPage))")
+    armAndFlush()
+    guardPage.storeBytes(of: 1, as: UInt8.self)
   },
   "call-null": crashing { _ in
     printFunction("crumbs_test_call_null", crumbs_test_address_of_call_null())
@@ -344,6 +353,20 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
 // MARK: - Set-up shared by the scenarios
 
 /// Wraps a scenario: set up Crumbs in arguments[0], append, run `body` (which must crash).
+/// Prints `stack-mapping START END`: the calling thread's stack as /proc/self/maps lists it.
+func printStackMapping() {
+  var marker = 0
+  let address = withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+  guard let bytes = try? Syscall.readFile("/proc/self/maps", limit: 1 << 22) else { return }
+  for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+    let range = line.split(separator: " ").first?.split(separator: "-") ?? []
+    guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
+      address >= start, address < end
+    else { continue }
+    print("stack-mapping \(start) \(end)")
+  }
+}
+
 func crashing(_ body: @escaping @Sendable ([String]) -> Void) -> @Sendable ([String]) -> Int32 {
   { arguments in
     guard setUp(arguments) else { return 70 }
@@ -390,7 +413,11 @@ func setUp(_ arguments: [String]) -> Bool {
     installedRing.value = ring
     let started = nanoseconds(CLOCK_MONOTONIC)
     let startedCPU = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
-    let record = try CrashHandler.install(ring: ring, options: handlerOptions())
+    // CRUMBS_TEST_GUARDS_LATER=1: install as CrumbsClient does, the guard pages of most
+    // alternate stacks set afterwards (CrashHandler.guardAlternateStacks, here at once).
+    let later = getenv("CRUMBS_TEST_GUARDS_LATER") != nil
+    let record = try CrashHandler.install(ring: ring, options: handlerOptions(), guardingStacksLater: later)
+    if later { CrashHandler.guardAlternateStacks() }
     let installTime = nanoseconds(CLOCK_MONOTONIC) - started
     let installCPUTime = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - startedCPU
     print("ring \(ring.path)")

@@ -96,6 +96,60 @@ enum ClientProbe {
     }
   }
 
+  /// A PSI trigger makes the kernel wait for an RCU grace period when the process ends (6–20 ms
+  /// added to every exit and crash): a client holds one only when asked for.
+  @Test func aClientHoldsAPressureTriggerOnlyWhenAskedFor() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var configuration = configuration(directory)
+      var automatic = AutomaticBreadcrumbsOptions()
+      automatic.signals = nil
+      configuration.automaticBreadcrumbs = automatic
+      let client = try CrumbsClient.start(configuration, shared: false)
+      client.waitForPreviousSessions()
+      #expect(openPressureFiles().isEmpty)
+      client.close()
+
+      let psiWritable = access("/proc/pressure/memory", W_OK) == 0
+      automatic.memoryPressure?.pressureTrigger = PressureTrigger(
+        stallMicroseconds: 150_000, windowMicroseconds: 2_000_000)
+      configuration.automaticBreadcrumbs = automatic
+      let asking = try CrumbsClient.start(configuration, shared: false)
+      asking.waitForPreviousSessions()
+      if psiWritable { #expect(!openPressureFiles().isEmpty) }
+      asking.close()
+      #expect(openPressureFiles().isEmpty)
+    }
+  }
+
+  /// The ring's cgroup facts (for the next launch's OOM check) are read off the caller's thread
+  /// of start, and are in the header once the start-up work is done.
+  @Test func theRingNamesItsCgroupOnceStartUpWorkIsDone() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let client = try CrumbsClient.start(configuration(directory), shared: false)
+      defer { client.close() }
+      client.waitForPreviousSessions()
+      let header = client.ring.snapshot().header
+      let cgroup = SystemFacts.memoryCgroup() ?? ""
+      #expect(header.cgroup == cgroup)
+      #expect(header.cgroupOOMKillsAtStart == SystemFacts.cgroupOOMKills(cgroup: cgroup))
+    }
+  }
+
+  @Test func aTracerIsSeenInTheStatusFile() {
+    func status(_ tracer: String) -> [UInt8] {
+      Array(
+        "Name:\tapp\nUmask:\t0022\nState:\tR (running)\nTgid:\t7\nPid:\t7\nPPid:\t1\nTracerPid:\(tracer)\nUid:\t0\n"
+          .utf8)
+    }
+    #expect(!CrumbsClient.tracerAttached(status: status("\t0")))
+    #expect(CrumbsClient.tracerAttached(status: status("\t4242")))
+    #expect(CrumbsClient.tracerAttached(status: status(" 9")))
+    #expect(!CrumbsClient.tracerAttached(status: Array("Name:\tapp\n".utf8)))
+    #expect(!CrumbsClient.debuggerAttached())  // the tests run untraced
+  }
+
   @Test func disablingIsPersistedAndRecordsNothing() throws {
     try ProcessWideState.exclusive {
       let directory = TestDirectory()

@@ -357,11 +357,26 @@ private let second: UInt64 = 1_000_000_000
     watcher.stop()  // idempotent
   }
 
-  @Test func onThisMachineTheMonitorStartsInTheBestModeTheKernelAllows() throws {
+  @Test func byDefaultTheMonitorArmsNoTriggerAndHoldsNoPressureFile() throws {
     let directory = TestDirectory()
     let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
     defer { ring.close() }
     let watcher = MemoryPressureMonitor(target: .ring(ring))
+    let mode = try watcher.start()
+    defer { watcher.stop() }
+    if access("/proc/pressure/memory", R_OK) == 0 {
+      #expect(mode == .sampling(reason: "PSI trigger not requested"))
+    }
+    #expect(openPressureFiles().isEmpty)
+  }
+
+  @Test func onThisMachineTheMonitorStartsInTheBestModeTheKernelAllows() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+    defer { ring.close() }
+    var configuration = MemoryPressureConfiguration()
+    configuration.pressureTrigger = PressureTrigger()
+    let watcher = MemoryPressureMonitor(configuration: configuration, target: .ring(ring))
     let mode = try watcher.start()
     defer { watcher.stop() }
     let psiWritable = access("/proc/pressure/memory", W_OK) == 0
@@ -460,5 +475,18 @@ struct SmallMemoryCgroup {
     #expect(report.exceptionType == "OutOfMemory")
     #expect(report.evidence.contains { $0.hasPrefix("the cgroup's oom_kill count rose") })
     #expect(report.evidence.contains { $0.hasPrefix("last memory-pressure breadcrumb:") })
+  }
+}
+
+/// The descriptors of this process open on a PSI file (/proc/pressure/* or a cgroup's
+/// *.pressure): what a trigger holds, and what makes the kernel wait at exit.
+func openPressureFiles() -> [String] {
+  guard let entries = try? Syscall.directoryEntries("/proc/self/fd") else { return [] }
+  return entries.compactMap { name in
+    var target = [CChar](repeating: 0, count: 4096)
+    let length = readlink("/proc/self/fd/" + name, &target, target.count - 1)
+    guard length > 0 else { return nil }
+    let path = String(decoding: target[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return path.hasPrefix("/proc/pressure/") || path.hasSuffix(".pressure") ? path : nil
   }
 }

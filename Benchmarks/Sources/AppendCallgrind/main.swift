@@ -1,8 +1,8 @@
 // AppendCallgrind — N appends of one kind, for `callgrind.sh` to count instructions.
 //
-// Usage: AppendCallgrind ring|global|c-entry|baseline N
+// Usage: AppendCallgrind KIND N   (KIND: baseline, literal, runtime, global, c-entry; see AppendKind)
 //
-// Set-up (mapping the ring, the first append's tid lookup) costs the same whatever N is, so
+// Set-up (mapping the rings, the first append's tid lookup) costs the same whatever N is, so
 // callgrind.sh runs two N and divides the difference in instructions by the difference in N.
 
 import AppendWorkloads
@@ -12,37 +12,18 @@ import AppendWorkloads
 #endif
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let count = Int(arguments[2]), count >= 0 else {
-  print("usage: AppendCallgrind ring|global|c-entry|baseline N")
+let kinds = AppendKind.allCases.map(\.rawValue).joined(separator: "|")
+guard arguments.count == 3, let kind = AppendKind(rawValue: arguments[1]), let count = Int(arguments[2]),
+  count >= 0
+else {
+  print("usage: AppendCallgrind \(kinds) N")
   exit(2)
 }
 
 do {
-  switch arguments[1] {
-  case "ring":
-    let fixture = try RingFixture()
-    appendToRing(fixture.ring, count: 1)
-    appendToRing(fixture.ring, count: count)
-  case "global":
-    let fixture = try RingFixture(install: true)
-    withExtendedLifetime(fixture) {
-      addBreadcrumbs(count: 1)
-      addBreadcrumbs(count: count)
-    }
-  case "c-entry":
-    let fixture = try RingFixture(install: true)
-    withExtendedLifetime(fixture) {
-      addBreadcrumbsFromC(count: 1)
-      addBreadcrumbsFromC(count: count)
-    }
-  case "baseline":
-    let fixture = try BaselineFixture()
-    appendToBaseline(fixture, count: 1)
-    appendToBaseline(fixture, count: count)
-  default:
-    print("usage: AppendCallgrind ring|global|c-entry|baseline N")
-    exit(2)
-  }
+  let workloads = try Workloads()
+  workloads.run(kind, count: 1)
+  workloads.run(kind, count: count)
 } catch {
   print("AppendCallgrind: \(error)")
   exit(1)

@@ -1,11 +1,12 @@
 // AppendWorkloads.swift — the appends every benchmark runner measures, defined once.
 //
 // Entry points, in call order:
-//   RingFixture() / BaselineFixture()    map a ring (BreadcrumbRing.create) or the C baseline in
-//                                        TMPDIR; both files are unlinked at once, so a killed run
-//                                        leaves nothing behind (the mappings live on)
-//   appendToRing / addBreadcrumbs / appendToBaseline(count:)
-//                                        `count` appends of the one benchmark breadcrumb
+//   Workloads()                          maps a ring (BreadcrumbRing.create), an installed ring
+//                                        and the C baseline in TMPDIR (files unlinked at once, so
+//                                        a killed run leaves nothing behind; the mappings live on)
+//   Workloads.run(kind, count:)          `count` appends of the benchmark breadcrumb, the way
+//                                        `kind` says (AppendKind)
+//   Workloads.check()                    the rings really hold the benchmark breadcrumb
 //   TwoThreadRunner                      the same loop on this thread and one more, at once
 //
 // The loops are ordinary (non-inlinable) functions of this module, built `-c release`: the ring's
@@ -27,6 +28,15 @@ public enum BenchmarkBreadcrumb {
   public static let message = "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)"
   /// The attributes, as the call sites spell them: `["method": "GET", "status": "200"]`.
   public static let attributes: [(key: String, value: String)] = [("method", "GET"), ("status", "200")]
+
+  /// The same message built at run time, as applications build theirs: a native heap string.
+  public static func runtimeMessage() -> String {
+    let order = String(0x8c2f_41e0, radix: 16)
+    return "GET /api/v1/orders/\(order) answered \(runtimeStatus()) in 12 ms (cache miss)"
+  }
+
+  /// The status value built at run time ("200", a small string).
+  public static func runtimeStatus() -> String { String(100 + Int(getpid() > 0 ? 100 : 0)) }
 
   /// Bytes one append writes into its slot: the 32-byte slot header, the payload's two u16
   /// lengths, the message, and per attribute two length bytes, the key and the value (120).
@@ -95,9 +105,84 @@ public final class BaselineFixture: @unchecked Sendable {
   }
 }
 
-/// `count` appends of the benchmark breadcrumb to `ring`, as an application writes them.
+/// The ways the benchmarks append the one benchmark breadcrumb (62-byte message, two attributes).
+public enum AppendKind: String, CaseIterable, Sendable {
+  /// The C floor: fetch_add + copy of the same bytes + release store (CBaselineAppend).
+  case baseline
+  /// `ring.append("GET /api/…", level: .info, type: .http, attributes: ["method": "GET",
+  /// "status": "200"])`: every string a literal.
+  case literal
+  /// The same call as applications usually write it: the message and the `status` value are
+  /// strings built at run time (`let message = "GET /api/v1/orders/\(id) answered …"`).
+  case runtime
+  /// `addBreadcrumb(…)` with run-time values, through the installed ring.
+  case global
+  /// The C entry that takes lengths, `crumbs_add_breadcrumb_utf8`: the ring without Swift.
+  case cEntry = "c-entry"
+
+  /// What the kind measures, for tables.
+  public var label: String {
+    switch self {
+    case .baseline: "C floor (fetch_add + 120 B copy + release store)"
+    case .literal: "ring.append, all literals"
+    case .runtime: "ring.append, run-time message and value"
+    case .global: "addBreadcrumb, run-time message and value"
+    case .cEntry: "C entry crumbs_add_breadcrumb_utf8"
+    }
+  }
+}
+
+/// Everything the append benchmarks write to, made once per process.
+public final class Workloads: Sendable {
+  public let baseline: BaselineFixture
+  public let ring: RingFixture
+  public let installedRing: RingFixture
+  /// The run-time message and status (`BenchmarkBreadcrumb.runtimeMessage()` and `runtimeStatus()`).
+  public let message: String
+  public let status: String
+
+  public init() throws {
+    baseline = try BaselineFixture()
+    ring = try RingFixture()
+    installedRing = try RingFixture(install: true)
+    message = BenchmarkBreadcrumb.runtimeMessage()
+    status = BenchmarkBreadcrumb.runtimeStatus()
+  }
+
+  /// `count` appends of `kind`.
+  public func run(_ kind: AppendKind, count: Int) {
+    switch kind {
+    case .baseline: appendToBaseline(baseline, count: count)
+    case .literal: appendLiterals(ring.ring, count: count)
+    case .runtime: appendRuntimeValues(ring.ring, message: message, status: status, count: count)
+    case .global:
+      withExtendedLifetime(installedRing) {
+        addBreadcrumbsRuntimeValues(message: message, status: status, count: count)
+      }
+    case .cEntry: withExtendedLifetime(installedRing) { addBreadcrumbsFromC(count: count) }
+    }
+  }
+
+  /// Whether both rings' newest breadcrumb is exactly the benchmark breadcrumb (message,
+  /// attributes, level, type, not cut), after one append of each kind: otherwise the figures
+  /// would measure something else.
+  public func check() -> Bool {
+    for kind in AppendKind.allCases where kind != .baseline {
+      run(kind, count: 1)
+      let fixture = kind == .global || kind == .cEntry ? installedRing : ring
+      guard let newest = fixture.ring.snapshot().breadcrumbs.last,
+        newest.message == BenchmarkBreadcrumb.message,
+        newest.attributes.map({ "\($0.key)=\($0.value)" }) == ["method=GET", "status=200"],
+        !newest.truncated, newest.level == .info, newest.type == .http
+      else { return false }
+    }
+    return true
+  }
+}
+
+/// `count` appends of the benchmark breadcrumb to `ring`, every string a literal.
 @inline(never)
-public func appendToRing(_ ring: BreadcrumbRing, count: Int) {
+public func appendLiterals(_ ring: BreadcrumbRing, count: Int) {
   for _ in 0..<count {
     ring.append(
       "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)", level: .info, type: .http,
@@ -105,25 +190,36 @@ public func appendToRing(_ ring: BreadcrumbRing, count: Int) {
   }
 }
 
-/// `count` calls of the global `addBreadcrumb` (through the installed ring).
+/// `count` appends as applications usually write them: the message and the `status` value are
+/// run-time strings (`message` and `status` come from `BenchmarkBreadcrumb.runtimeMessage()` and
+/// `runtimeStatus()`), `"method": "GET"` is a literal.
 @inline(never)
-public func addBreadcrumbs(count: Int) {
+public func appendRuntimeValues(_ ring: BreadcrumbRing, message: String, status: String, count: Int) {
   for _ in 0..<count {
-    addBreadcrumb(
-      "GET /api/v1/orders/8c2f41e0 answered 200 in 12 ms (cache miss)", level: .info, type: .http,
-      attributes: ["method": "GET", "status": "200"])
+    ring.append(message, level: .info, type: .http, attributes: ["method": "GET", "status": status])
   }
 }
 
-/// `count` appends of the benchmark breadcrumb through the C entry point `crumbs_add_breadcrumb`
-/// (the installed ring): the ring's own cost without the Swift wrapper, for comparison.
+/// `count` calls of the global `addBreadcrumb` with run-time values, as `appendRuntimeValues`.
+@inline(never)
+public func addBreadcrumbsRuntimeValues(message: String, status: String, count: Int) {
+  for _ in 0..<count {
+    addBreadcrumb(message, level: .info, type: .http, attributes: ["method": "GET", "status": status])
+  }
+}
+
+/// `count` appends of the benchmark breadcrumb through the C entry point that takes lengths,
+/// `crumbs_add_breadcrumb_utf8` (the installed ring): the ring's own cost without the Swift
+/// wrapper, for comparison.
 @inline(never)
 public func addBreadcrumbsFromC(count: Int) {
-  withUnsafeTemporaryAllocation(of: crumbs_attribute.self, capacity: 2) { attributes in
-    attributes[0] = crumbs_attribute(key: cMethodKey, value: cMethodValue)
-    attributes[1] = crumbs_attribute(key: cStatusKey, value: cStatusValue)
+  withUnsafeTemporaryAllocation(of: crumbs_utf8_attribute.self, capacity: 2) { attributes in
+    attributes[0] = crumbs_utf8_attribute(
+      key: cMethodKey, key_length: 6, value: cMethodValue, value_length: 3)
+    attributes[1] = crumbs_utf8_attribute(
+      key: cStatusKey, key_length: 6, value: cStatusValue, value_length: 3)
     for _ in 0..<count {
-      _ = crumbs_add_breadcrumb(1, 3, cMessage, attributes.baseAddress, 2)
+      _ = crumbs_add_breadcrumb_utf8(1, 3, cMessage, 62, attributes.baseAddress, 2)
     }
   }
 }

@@ -4,6 +4,9 @@
 //   TwoThreadRunner(work:)   start the second thread; it spins, waiting for a round
 //   run(count:)              both threads call work(count) at the same moment; returns when both
 //                            are done, with the wall-clock nanoseconds the round took
+//   runTimed(chunk:)         both threads run three chunks back to back and time their middle one:
+//                            whatever the hand-over skew, the middle chunks run while the other
+//                            thread appends too (the per-op cost each thread sees, at once)
 //   stop()                   end and join the second thread (it burns a core while it waits, so
 //                            stop it before measuring anything single-threaded). Required: the
 //                            thread keeps the runner alive until then.
@@ -26,6 +29,10 @@ public final class TwoThreadRunner: @unchecked Sendable {
   private let generation = Atomic<Int>(0)
   private let finished = Atomic<Int>(0)
   private let roundCount = Atomic<Int>(0)
+  /// Whether the round is a timed one (three chunks, the middle one timed).
+  private let timed = Atomic<Bool>(false)
+  /// The helper's middle chunk of the last timed round, in nanoseconds.
+  private let helperMiddle = Atomic<UInt64>(0)
   private let stopping = Atomic<Bool>(false)
   private var thread = pthread_t()
   private var running = false
@@ -55,9 +62,24 @@ public final class TwoThreadRunner: @unchecked Sendable {
         current = generation.load(ordering: .acquiring)
       }
       seen = current
-      work(roundCount.load(ordering: .relaxed))
+      let count = roundCount.load(ordering: .relaxed)
+      if timed.load(ordering: .relaxed) {
+        helperMiddle.store(Self.middleChunk(work, count), ordering: .relaxed)
+      } else {
+        work(count)
+      }
       finished.store(seen, ordering: .releasing)
     }
+  }
+
+  /// Runs `work(count)` three times and returns the nanoseconds of the middle run.
+  private static func middleChunk(_ work: (Int) -> Void, _ count: Int) -> UInt64 {
+    work(count)
+    let start = monotonicNanoseconds()
+    work(count)
+    let middle = monotonicNanoseconds() &- start
+    work(count)
+    return middle
   }
 
   /// Runs `work(count)` here and on the second thread at once; returns the round's wall-clock
@@ -65,12 +87,26 @@ public final class TwoThreadRunner: @unchecked Sendable {
   @discardableResult
   public func run(count: Int) -> UInt64 {
     precondition(running, "run after stop")
+    timed.store(false, ordering: .relaxed)
     roundCount.store(count, ordering: .relaxed)
     let start = monotonicNanoseconds()
     let round = generation.add(1, ordering: .releasing).newValue
     work(count)
     while finished.load(ordering: .acquiring) != round { crumbs_bench_spin_pause() }
     return monotonicNanoseconds() &- start
+  }
+
+  /// Both threads run three chunks of `chunk` at once; returns the nanoseconds per op of each
+  /// thread's middle chunk (this thread's, then the helper's).
+  public func runTimed(chunk: Int) -> (Double, Double) {
+    precondition(running, "run after stop")
+    timed.store(true, ordering: .relaxed)
+    roundCount.store(chunk, ordering: .relaxed)
+    let round = generation.add(1, ordering: .releasing).newValue
+    let mine = Self.middleChunk(work, chunk)
+    while finished.load(ordering: .acquiring) != round { crumbs_bench_spin_pause() }
+    let theirs = helperMiddle.load(ordering: .relaxed)
+    return (Double(mine) / Double(chunk), Double(theirs) / Double(chunk))
   }
 
   /// Ends and joins the second thread. Idempotent.

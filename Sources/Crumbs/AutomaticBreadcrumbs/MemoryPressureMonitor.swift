@@ -2,18 +2,23 @@
 //
 // Entry points, in call order:
 //   MemoryPressureMonitor(configuration:target:)   locate the sources (MemorySources.locate)
-//   start()                                       arm the PSI trigger if the kernel lets us, start
-//                                                 the thread; returns the mode it runs in
+//   start()                                       arm the PSI trigger if one was asked for and the
+//                                                 kernel lets us, start the thread; returns the mode
 //     [thread] run loop: poll(wake pipe, PSI trigger fd POLLPRI, timeout = sampling interval)
 //              → sampleNow(): read (MemorySources.read), assess and decide
 //                (MemoryPressureAssessor), append, mark the session's memory-warning flag
 //   stop()                                        wake the thread through its pipe and join it
 //
-// Modes. `.pressureTrigger`: the kernel wakes us (poll POLLPRI) the moment tasks stall on memory
-// for `stall` within `window`, so pressure is seen within milliseconds, and between events the
-// thread samples the other sources once per interval. `.sampling`: no trigger (no PSI, or the
-// kernel refused: unprivileged processes may only use windows that are multiples of 2 s, and
-// containers often mount /proc/pressure read-only); everything is read once per interval.
+// Modes. `.sampling` (the default): everything, PSI averages included, is read once per
+// interval. `.pressureTrigger` (only when `pressureTrigger` is set): the kernel wakes us (poll
+// POLLPRI) the moment tasks stall on memory for `stall` within `window`, so pressure is seen
+// within milliseconds, and between events the thread samples the other sources once per
+// interval. A trigger is not the default because of what it costs the process at its end: the
+// kernel tears it down when its descriptor is closed, and that waits for an RCU grace period
+// (synchronize_rcu), 6–20 ms on these machines, added to every exit and every crash — a
+// client-started process took 8.8 ms from fault to death with it, 2.2 ms without. No PSI, or a
+// kernel that refuses the trigger (unprivileged processes may only use windows that are
+// multiples of 2 s; containers often mount /proc/pressure read-only), also means `.sampling`.
 // Idle cost either way: one wake-up per interval (2 s default) reading 3–6 small files.
 //
 // Thread safety: after start() the assessor and the sources belong to the monitor thread; before
@@ -36,8 +41,11 @@ public struct MemoryPressureConfiguration: Sendable, Equatable {
   /// Each sample costs ~0.35 ms of CPU, most of it the kernel generating the files: every 2 s
   /// keeps the idle cost under 0.2 ms per second; a PSI trigger still wakes the thread at once.
   public var samplingIntervalMilliseconds: Int = 2000
-  /// The PSI trigger to ask the kernel for; nil samples only.
-  public var pressureTrigger: PressureTrigger? = PressureTrigger()
+  /// A PSI trigger to ask the kernel for, so pressure wakes the monitor within milliseconds
+  /// instead of at the next sample; nil (the default) samples only. A trigger adds the kernel's
+  /// teardown of it, 6–20 ms here, to the process's exit and to its death by a crash (see the
+  /// design comment of MemoryPressureMonitor.swift).
+  public var pressureTrigger: PressureTrigger? = nil
   public var thresholds = MemoryPressureThresholds()
   public var rateLimit = MemoryPressureRateLimit()
 

@@ -8,7 +8,8 @@
 //                                   counted, the clean-exit hook, and — only when more than a few
 //                                   earlier sessions wait (a crash loop) — the oldest of them
 //                                   processed briefly (PostMortemProcessor.processBacklog), so
-//                                   rings/ stays bounded. Everything else — automatic
+//                                   rings/ stays bounded. Everything else — the ring's cgroup
+//                                   facts, the guard pages of most alternate stacks, automatic
 //                                   breadcrumbs, the previous sessions' reports and their counts,
 //                                   delivery — runs on a background thread. One client per
 //                                   process: a second start throws `.alreadyStarted`.
@@ -183,7 +184,8 @@ public final class CrumbsClient: @unchecked Sendable {
     var ringOptions = configuration.ring
     if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
     do {
-      ring = try directory.createRing(options: ringOptions)
+      // The cgroup facts are read on the background thread (recordCgroup below).
+      ring = try directory.createRing(options: ringOptions, cgroupLater: true)
     } catch {
       throw .ring(error)
     }
@@ -212,7 +214,8 @@ public final class CrumbsClient: @unchecked Sendable {
       && (configuration.allowsAttachingDebugger || !Self.debuggerAttached())
     {
       do {
-        try CrashHandler.install(ring: ring, options: configuration.crashHandler)
+        // Most alternate stacks' guard pages are set on the background thread.
+        try CrashHandler.install(ring: ring, options: configuration.crashHandler, guardingStacksLater: true)
       } catch {
         ring.close(clean: true)
         throw .crashHandler(error)
@@ -243,6 +246,9 @@ public final class CrumbsClient: @unchecked Sendable {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
     let work: @Sendable () -> Void = { [self] in
+      // What start left for here: the ring's cgroup facts and the alternate stacks' guards.
+      ring.recordCgroup()
+      CrashHandler.guardAlternateStacks()
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       noteReplacedCrashSignals()
@@ -384,11 +390,13 @@ public final class CrumbsClient: @unchecked Sendable {
 
   // MARK: - Recording
 
-  /// Appends a breadcrumb to this client's ring (lock-free, no allocation for native strings).
-  @inlinable
+  /// Appends a breadcrumb to this client's ring: what `BreadcrumbRing.append` does and costs
+  /// (lock-free, no allocation or reference counting for a literal of up to
+  /// `BreadcrumbAttributes.inlineCount` attributes).
+  @inlinable @inline(__always)
   public func addBreadcrumb(
     _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-    attributes: KeyValuePairs<String, String> = [:]
+    attributes: BreadcrumbAttributes = [:]
   ) {
     ring.append(message, level: level, type: type, attributes: attributes)
   }
@@ -604,15 +612,20 @@ public final class CrumbsClient: @unchecked Sendable {
     Self.running.withLock { if $0 === self { $0 = nil } }
   }
 
-  /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status.
+  /// Whether a tracer (debugger) is attached: `TracerPid` in /proc/self/status is not 0. Read
+  /// as bytes (on the caller's thread of `start`: no String splitting of the whole file).
   static func debuggerAttached() -> Bool {
     guard let bytes = try? Syscall.readFile("/proc/self/status", limit: 1 << 16) else { return false }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    where line.hasPrefix("TracerPid:") {
-      let value = line.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" }
-      return !value.isEmpty && value != "0"
-    }
-    return false
+    return tracerAttached(status: bytes)
+  }
+
+  /// Whether /proc/<pid>/status text names a tracer.
+  static func tracerAttached(status bytes: [UInt8]) -> Bool {
+    let key = Array("\nTracerPid:".utf8)
+    guard let start = bytes.indices.first(where: { bytes[$0...].starts(with: key) }) else { return false }
+    let value = bytes[(start + key.count)...].drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    guard let first = value.first else { return false }
+    return first != UInt8(ascii: "0") && first != UInt8(ascii: "\n")
   }
 }
 

@@ -120,6 +120,17 @@ public enum CrashHandler {
   public static func install(
     ring: BreadcrumbRing, options: CrashHandlerOptions = CrashHandlerOptions()
   ) throws(CrashHandlerError) -> String {
+    try install(ring: ring, options: options, guardingStacksLater: false)
+  }
+
+  /// `install`; with `guardingStacksLater` only the first few alternate stacks get their guard
+  /// page now (65 madvise or mprotect calls cost about 0.1 ms), the others at
+  /// `guardAlternateStacks()`, which CrumbsClient calls on its background thread. A stack handed
+  /// out meanwhile works, unguarded until then.
+  @discardableResult
+  package static func install(
+    ring: BreadcrumbRing, options: CrashHandlerOptions, guardingStacksLater: Bool
+  ) throws(CrashHandlerError) -> String {
     let mask = options.signalMask
     let forbidden: UInt64 = (1 << UInt64(SIGKILL)) | (1 << UInt64(SIGSTOP))
     guard mask != 0, mask & forbidden == 0,
@@ -131,14 +142,18 @@ public enum CrashHandler {
       do throws(CrashHandlerError) {
         if let existing = current, existing.ring === ring {
           let path = currentRecordPath
-          try activate(existing.record, path: path, ring: ring, options: options)
+          try activate(
+            existing.record, path: path, ring: ring, options: options,
+            guardingStacksLater: guardingStacksLater)
           current?.options = options
           return .success(path)
         }
         let previousPath = currentRecordPath
         let fresh = try createRecord(for: ring)
         do throws(CrashHandlerError) {
-          try activate(fresh.record, path: fresh.path, ring: ring, options: options)
+          try activate(
+            fresh.record, path: fresh.path, ring: ring, options: options,
+            guardingStacksLater: guardingStacksLater)
         } catch {
           release(fresh.record, descriptor: fresh.descriptor, path: fresh.path)
           throw error
@@ -154,6 +169,12 @@ public enum CrashHandler {
       }
     }
     return try result.get()
+  }
+
+  /// Sets the guard pages of the alternate stacks an install with `guardingStacksLater` left for
+  /// later. Idempotent; any thread.
+  package static func guardAlternateStacks() {
+    crumbs_crash_guard_alternate_stacks()
   }
 
   /// The crash record file of the current installation, or nil when not installed. In a forked
@@ -232,6 +253,7 @@ public enum CrashHandler {
       do throws(SystemCallError) {
         try Syscall.allocate(descriptor, size: size, path: path)
         let base = try Syscall.mapShared(descriptor, size: size, path: path)
+        Syscall.adviseRandomAccess(base, size: size)
         let record = base.bindMemory(to: crumbs_crash_record.self, capacity: 1)
         let bootID = SystemFacts.bootID
         ring.sessionID.bytes.withUnsafeBufferPointer { session in
@@ -254,9 +276,12 @@ public enum CrashHandler {
 
   private static func activate(
     _ record: UnsafeMutablePointer<crumbs_crash_record>, path: String, ring: BreadcrumbRing,
-    options: CrashHandlerOptions
+    options: CrashHandlerOptions, guardingStacksLater: Bool
   ) throws(CrashHandlerError) {
     var config = crumbs_crash_config()
+    // The installing thread's stack and three more: what threads appending in the first
+    // milliseconds take first.
+    config.eager_stack_guards = guardingStacksLater ? 4 : 0
     config.record = record
     config.signal_mask = options.signalMask
     config.altstack_size = UInt32(clamping: options.alternateStackSize)

@@ -9,8 +9,10 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible, Codable {
 
   /// A new random session id.
   public init() {
+    // Two 64-bit draws: each draw is a getrandom call (one per byte took sixteen).
     var generator = SystemRandomNumberGenerator()
-    var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    let words = [generator.next(), generator.next()]
+    var bytes = words.withUnsafeBytes { Array($0) }
     bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
     bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
     self.bytes = bytes
@@ -39,12 +41,15 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible, Codable {
 
   /// Lowercase UUID text, e.g. `3f2c…-…`.
   public var description: String {
-    let hex = bytes.map { byte in
-      let text = String(byte, radix: 16)
-      return byte < 16 ? "0" + text : text
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(36)
+    for (index, byte) in bytes.enumerated() {
+      if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+      text.append(digits[Int(byte >> 4)])
+      text.append(digits[Int(byte & 0x0F)])
     }
-    return hex[0..<4].joined() + "-" + hex[4..<6].joined() + "-" + hex[6..<8].joined() + "-"
-      + hex[8..<10].joined() + "-" + hex[10..<16].joined()
+    return String(decoding: text, as: UTF8.self)
   }
 
   /// All zero: "no session" in a stored layout.

@@ -9,11 +9,28 @@ package enum SystemFacts {
   /// This boot's id (/proc/sys/kernel/random/boot_id) as 16 bytes; zeros when unreadable.
   /// Clock ticks stored in a ring compare with "now" only within one boot.
   package static let bootID: [UInt8] = {
-    guard let bytes = try? Syscall.readFile("/proc/sys/kernel/random/boot_id", limit: 64),
-      let text = String(validating: bytes, as: UTF8.self),
-      let id = SessionID(text.trimmingCharacters(in: " \n"))
-    else { return [UInt8](repeating: 0, count: 16) }
-    return id.bytes
+    // Parsed as bytes (hex digits, dashes ignored): it is first needed on the caller's thread of
+    // ring creation, where String processing costs its first uses of generic code.
+    let none = [UInt8](repeating: 0, count: 16)
+    guard let bytes = try? Syscall.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return none }
+    var id: [UInt8] = []
+    var high: UInt8?
+    for byte in bytes where byte != UInt8(ascii: "-") && byte != UInt8(ascii: "\n") {
+      let digit: UInt8
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+      default: return none
+      }
+      if let first = high {
+        id.append(first << 4 | digit)
+        high = nil
+      } else {
+        high = digit
+      }
+    }
+    return id.count == 16 && high == nil ? id : none
   }()
 
   /// The running executable (/proc/self/exe), or "" when unreadable.
@@ -33,7 +50,7 @@ package enum SystemFacts {
         let bytes = try? Syscall.readFile(
           "/sys/devices/system/clocksource/clocksource0/current_clocksource", limit: 256)
       else { return false }
-      return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: " \n") == "tsc"
+      return bytes.split(separator: UInt8(ascii: "\n")).first?.elementsEqual("tsc".utf8) == true
     #elseif arch(arm64)
       return true
     #else
@@ -42,15 +59,19 @@ package enum SystemFacts {
   }()
 
   /// Where this process's memory cgroup is: `v2:/PATH` (unified hierarchy) or `v1:/PATH` (the
-  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed.
+  /// v1 memory controller), from /proc/self/cgroup; nil when neither is listed. Parsed as bytes:
+  /// it runs on the caller's thread of every ring creation.
   package static func memoryCgroup(procFile: String = "/proc/self/cgroup") -> String? {
     guard let bytes = try? Syscall.readFile(procFile, limit: 1 << 16) else { return nil }
     var unified: String?
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-      let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+    for line in bytes.split(separator: UInt8(ascii: "\n")) {
+      let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 2, omittingEmptySubsequences: false)
       guard fields.count == 3 else { continue }
-      if fields[1].split(separator: ",").contains("memory") { return "v1:" + fields[2] }
-      if fields[0] == "0" && fields[1].isEmpty { unified = "v2:" + fields[2] }
+      let path = String(decoding: fields[2], as: UTF8.self)
+      if fields[1].split(separator: UInt8(ascii: ",")).contains(where: { $0.elementsEqual("memory".utf8) }) {
+        return "v1:" + path
+      }
+      if fields[0].elementsEqual("0".utf8) && fields[1].isEmpty { unified = "v2:" + path }
     }
     return unified
   }
@@ -66,12 +87,14 @@ package enum SystemFacts {
     } else {
       return nil
     }
-    guard let bytes = try? Syscall.readFile(file.replacingDoubleSlashes(), limit: 1 << 16) else {
+    guard let bytes = try? Syscall.readFile(file.collapsingDoubleSlashes(), limit: 1 << 16) else {
       return nil
     }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-      let fields = line.split(separator: " ")
-      if fields.count == 2, fields[0] == "oom_kill" { return UInt64(fields[1]) }
+    for line in bytes.split(separator: UInt8(ascii: "\n")) {
+      let fields = line.split(separator: UInt8(ascii: " "))
+      if fields.count == 2, fields[0].elementsEqual("oom_kill".utf8) {
+        return UInt64(String(decoding: fields[1], as: UTF8.self))
+      }
     }
     return nil
   }
@@ -83,10 +106,15 @@ package enum SystemFacts {
 }
 
 extension String {
-  fileprivate func replacingDoubleSlashes() -> String {
-    var result = self
-    while result.contains("//") { result = result.replacing("//", with: "/") }
-    return result
+  /// `self` with every run of slashes made one (a byte loop: String's generic `replacing` brings
+  /// in the string-processing library, its pages and its time, on the path of ring creation).
+  fileprivate func collapsingDoubleSlashes() -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(utf8.count)
+    for byte in utf8 where !(byte == UInt8(ascii: "/") && bytes.last == UInt8(ascii: "/")) {
+      bytes.append(byte)
+    }
+    return String(decoding: bytes, as: UTF8.self)
   }
 
   /// `self` without leading and trailing characters from `set`.

@@ -191,7 +191,7 @@ public enum RingReader {
         // The position must belong to this slot and must have been claimed (< head).
         guard position & (laneSlots - 1) == UInt64(offset), position < lane.head,
           var breadcrumb = SlotDecoder.decode(
-            UnsafeRawBufferPointer(buffer), position: position, lane: laneIndex)
+            UnsafeRawBufferPointer(buffer), position: position, lane: laneIndex, version: layout.info.version)
         else {
           tornInLane += 1
           continue
@@ -231,7 +231,26 @@ package enum SlotDecoder {
     return (String(decoding: bytes, as: UTF8.self), true)
   }
 
-  package static func decode(_ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int) -> Breadcrumb? {
+  /// The checksum a slot of a ring of format `version` should carry, or nil when its payload does
+  /// not even parse (version 2 walks the payload to compute it; see crumbs_ring_layout.h).
+  package static func checksum(_ slot: UnsafeRawBufferPointer, position: UInt64, version: UInt32) -> UInt32? {
+    let payloadOffset = Int(CRUMBS_SLOT_PAYLOAD_OFFSET)
+    guard slot.count >= Int(CRUMBS_SLOT_MIN_SIZE) else { return nil }
+    if version == 1 {
+      let payloadLength = Int(slot.loadUnaligned(fromByteOffset: payloadOffset, as: UInt16.self))
+      guard payloadOffset + payloadLength <= slot.count else { return nil }
+      return crumbs_slot_checksum_v1(slot.baseAddress, UInt32(payloadOffset + payloadLength), position)
+    }
+    var checksum: UInt32 = 0
+    guard crumbs_slot_checksum_v2(slot.baseAddress, UInt32(slot.count), position, &checksum) else {
+      return nil
+    }
+    return checksum
+  }
+
+  package static func decode(
+    _ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int, version: UInt32
+  ) -> Breadcrumb? {
     let slotSize = slot.count
     let payloadOffset = Int(CRUMBS_SLOT_PAYLOAD_OFFSET)
     guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE) else { return nil }
@@ -240,9 +259,7 @@ package enum SlotDecoder {
     guard payloadLength >= 2, covered <= slotSize else { return nil }
     let stored = slot.loadUnaligned(
       fromByteOffset: MemoryLayout<crumbs_slot_header>.offset(of: \.checksum)!, as: UInt32.self)
-    guard crumbs_slot_checksum(slot.baseAddress, UInt32(covered), position) == stored else {
-      return nil
-    }
+    guard checksum(slot, position: position, version: version) == stored else { return nil }
     let header = slot.loadUnaligned(as: crumbs_slot_header.self)
     guard let level = BreadcrumbLevel(rawValue: header.level),
       let type = BreadcrumbType(rawValue: header.type)

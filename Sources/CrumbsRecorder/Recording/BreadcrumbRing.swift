@@ -3,12 +3,12 @@
 // Entry points, in call order:
 //   RingDirectory.createRing / BreadcrumbRing.create   map a new ring file (0600, flock'ed)
 //   BreadcrumbRing.install                             make it the process-wide ring
-//   BreadcrumbRing.append / addBreadcrumb(...)         the hot path (inlinable, no allocation)
+//   BreadcrumbRing.append / addBreadcrumb(...)         the hot path (inlined: BreadcrumbAttributes.swift)
 //   BreadcrumbRing.snapshot                            read it live while writers run
 //   BreadcrumbRing.close(clean:)                       mark clean, retire the mapping
 //
-// The append itself is C (crumbs_ring_append.h), shared with the crash handler; this file only
-// hands it the UTF-8 bytes of Swift strings without copying them to the heap.
+// The append itself is C (crumbs_ring_append.h, called through crumbs_ring_add_utf8), shared with
+// the crash handler; BreadcrumbAttributes.swift hands it the UTF-8 bytes of Swift strings.
 //
 // Lifetime. The handle and the mapping are reached by appends through this object (any thread,
 // any time), by BreadcrumbTarget, by the process-wide pointer (crumbs_installed_ring) and by the
@@ -123,7 +123,10 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// The sessions of the rings this process has open (created, not yet closed). A reader in this
   /// process that finds one of its own rings' locks held (by a child another thread just spawned,
   /// which holds copies of every descriptor until its exec) knows from this whether it is closed.
-  package static let openInThisProcess = Mutex<Set<SessionID>>([])
+  /// An array, not a Set: a few entries at most, and a first `Set<SessionID>` on the caller's
+  /// thread of `create` makes the runtime look up SessionID's Hashable conformance through every
+  /// loaded image (a fifth of a millisecond with Foundation loaded).
+  package static let openInThisProcess = Mutex<[SessionID]>([])
 
   /// What a ring file at `path` is called while it is being made: a name no reader or claimer
   /// of leftover rings looks at (see `create`).
@@ -141,6 +144,15 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// leaves a `.creating` file that RingDirectory removes once its lock is free.
   public static func create(
     at path: String, options: RingOptions = RingOptions(), sessionID: SessionID = SessionID()
+  ) throws(RingCreationError) -> BreadcrumbRing {
+    try create(at: path, options: options, sessionID: sessionID, cgroupLater: false)
+  }
+
+  /// `create`, and with `cgroupLater` the header's memory cgroup and its OOM-kill count are left
+  /// unknown for `recordCgroup()` to fill in: reading them costs a tenth of a millisecond, which
+  /// CrumbsClient.start spends on its background thread instead of the caller's.
+  package static func create(
+    at path: String, options: RingOptions, sessionID: SessionID, cgroupLater: Bool
   ) throws(RingCreationError) -> BreadcrumbRing {
     var plan = crumbs_ring_plan_result()
     let planned = crumbs_ring_plan(
@@ -163,6 +175,8 @@ public final class BreadcrumbRing: @unchecked Sendable {
         let size = Int(plan.file_size)
         try Syscall.allocate(descriptor, size: size, path: creating)
         let base = try Syscall.mapShared(descriptor, size: size, path: creating)
+        // Formatting touches two pages; appends touch one slot's page at a time.
+        Syscall.adviseRandomAccess(base, size: size)
         var identity = crumbs_ring_identity()
         let writer = ProcessIdentity.current
         identity.pid = UInt32(bitPattern: writer.pid)
@@ -171,9 +185,9 @@ public final class BreadcrumbRing: @unchecked Sendable {
         withUnsafeMutableBytes(of: &identity.session_id) { $0.copyBytes(from: sessionID.bytes) }
         withUnsafeMutableBytes(of: &identity.boot_id) { $0.copyBytes(from: SystemFacts.bootID) }
         let executable = SystemFacts.executablePath
-        let cgroup = SystemFacts.memoryCgroup() ?? ""
+        let cgroup = cgroupLater ? "" : SystemFacts.memoryCgroup() ?? ""
         identity.cgroup_oom_kills_at_start =
-          SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+          cgroupLater ? UInt64.max : SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
         (options.appName ?? "").withCString { appName in
           executable.withCString { executablePath in
             cgroup.withCString { cgroupPath in
@@ -199,7 +213,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
         // Full table (64 open rings): a forked child would not follow this one; the handler's
         // and exit hook's pid checks still keep it from ending this session (crumbs_fork.h).
         _ = crumbs_fork_track(file)
-        openInThisProcess.withLock { _ = $0.insert(sessionID) }
+        openInThisProcess.withLock { $0.append(sessionID) }
         return ring
       } catch {
         Syscall.close(descriptor)
@@ -256,18 +270,31 @@ public final class BreadcrumbRing: @unchecked Sendable {
     return nil
   }
 
-  /// Appends one breadcrumb. Lock-free, allocation-free for native Swift strings (small ones are
-  /// copied on the stack), no system call; safe from any thread. A message or attribute that does
-  /// not fit the slot is cut at a character boundary and the record is flagged. Does nothing
-  /// once the ring is closed.
-  @inlinable
+  /// Appends one breadcrumb. Lock-free, no system call, safe from any thread; a message and up to
+  /// `BreadcrumbAttributes.inlineCount` attributes written as a literal cost no allocation and no
+  /// reference counting (see `BreadcrumbAttributes`). A message or attribute that does not fit
+  /// the slot is cut at a character boundary and the record is flagged. Does nothing once the
+  /// ring is closed.
+  @inlinable @inline(__always)
   public func append(
     _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-    attributes: KeyValuePairs<String, String> = [:]
+    attributes: BreadcrumbAttributes = [:]
   ) {
+    // No check of `lifecycle` here: C checks the handle's closed flag (see crumbs_ring.closed).
+    appendBreadcrumb(
+      to: UnsafePointer(handle), message: message, level: level, type: type, attributes: attributes)
+    // The handle is only good while this object lives: no release before the append is done.
+    _fixLifetime(self)
+  }
+
+  /// Records in the header the process's memory cgroup and its OOM-kill count now, for a ring
+  /// made with `cgroupLater` (the next launch compares the count to tell an OOM kill). Does
+  /// nothing once the ring is closed.
+  package func recordCgroup() {
     guard let ring = openHandle else { return }
-    defer { withExtendedLifetime(self) {} }
-    appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
+    let cgroup = SystemFacts.memoryCgroup() ?? ""
+    let kills = SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+    cgroup.withCString { crumbs_ring_set_cgroup(ring, $0, kills) }
   }
 
   /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point
@@ -323,10 +350,12 @@ public final class BreadcrumbRing: @unchecked Sendable {
   public func close(clean: Bool = true) {
     let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
     guard before & Self.closedBit == 0 else { return }
+    crumbs_ring_mark_closed(handle)
     crumbs_ring_uninstall_if(handle)
     // A child forked from now on does not follow a ring that is going away.
     crumbs_fork_untrack(file)
-    Self.openInThisProcess.withLock { _ = $0.remove(sessionID) }
+    let closing = sessionID
+    Self.openInThisProcess.withLock { open in open.removeAll { $0 == closing } }
     if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
     Syscall.msync(base, size: mappedSize)
     // On failure the file mapping stays: as safe, only the file stays held until exit.
@@ -338,39 +367,14 @@ public final class BreadcrumbRing: @unchecked Sendable {
 }
 
 /// Appends one breadcrumb to the process-wide ring (see `BreadcrumbRing.install`); does nothing
-/// when none is installed. Lock-free, allocation-free for native strings, no system call, safe
-/// from any thread.
-@inlinable
+/// when none is installed. Lock-free, no system call, safe from any thread; costs what
+/// `BreadcrumbRing.append` costs.
+@inlinable @inline(__always)
 public func addBreadcrumb(
   _ message: String, level: BreadcrumbLevel = .info, type: BreadcrumbType = .manual,
-  attributes: KeyValuePairs<String, String> = [:]
+  attributes: BreadcrumbAttributes = [:]
 ) {
-  guard let ring = crumbs_installed_ring() else { return }
-  appendBreadcrumb(to: ring, message: message, level: level, type: type, attributes: attributes)
-}
-
-@inlinable
-package func appendBreadcrumb(
-  to ring: UnsafePointer<crumbs_ring>, message: String, level: BreadcrumbLevel,
-  type: BreadcrumbType, attributes: KeyValuePairs<String, String>
-) {
-  var writer = crumbs_slot_writer()
-  guard crumbs_ring_begin(ring, level.rawValue, type.rawValue, 0, &writer) else { return }
-  var attributeBytes = 0
-  for attribute in attributes {
-    attributeBytes &+= 2 &+ attribute.key.utf8.count &+ attribute.value.utf8.count
-  }
-  withUTF8Bytes(of: message) { bytes, count in
-    crumbs_slot_put_message(&writer, bytes, count, attributeBytes)
-  }
-  for attribute in attributes {
-    withUTF8Bytes(of: attribute.key) { key, keyCount in
-      withUTF8Bytes(of: attribute.value) { value, valueCount in
-        crumbs_slot_put_attribute(&writer, key, keyCount, value, valueCount)
-      }
-    }
-  }
-  crumbs_ring_commit(&writer)
+  appendBreadcrumb(to: nil, message: message, level: level, type: type, attributes: attributes)
 }
 
 /// Calls `body` with the string's UTF-8 bytes without a heap copy for native strings.

@@ -31,13 +31,13 @@ public struct BreadcrumbTarget: Sendable {
   @inlinable
   public func append(
     _ message: String, level: BreadcrumbLevel, type: BreadcrumbType,
-    attributes: KeyValuePairs<String, String> = [:]
+    attributes: BreadcrumbAttributes = [:]
   ) {
-    if let ring {
-      ring.append(message, level: level, type: type, attributes: attributes)
-    } else {
-      addBreadcrumb(message, level: level, type: type, attributes: attributes)
-    }
+    // nil: the installed ring, looked up in C (see appendBreadcrumb).
+    appendBreadcrumb(
+      to: ring.map { UnsafePointer($0.handle) }, message: message, level: level, type: type,
+      attributes: attributes)
+    _fixLifetime(ring)
   }
 
   /// Whether a breadcrumb of `level` and `type` would be kept now (a ring is there and its

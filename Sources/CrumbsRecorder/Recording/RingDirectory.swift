@@ -66,9 +66,17 @@ public struct RingDirectory: Sendable {
   public func createRing(options: RingOptions = RingOptions()) throws(RingCreationError)
     -> BreadcrumbRing
   {
+    try createRing(options: options, cgroupLater: false)
+  }
+
+  /// `createRing`, leaving the cgroup facts to `BreadcrumbRing.recordCgroup()` when `cgroupLater`.
+  package func createRing(options: RingOptions, cgroupLater: Bool) throws(RingCreationError)
+    -> BreadcrumbRing
+  {
     let sessionID = SessionID()
     return try BreadcrumbRing.create(
-      at: ringsPath + "/\(sessionID).ring", options: options, sessionID: sessionID)
+      at: ringsPath + "/\(sessionID).ring", options: options, sessionID: sessionID,
+      cgroupLater: cgroupLater)
   }
 
   /// The session file that belongs to a ring file: `x.ring` → `x.session.json`.

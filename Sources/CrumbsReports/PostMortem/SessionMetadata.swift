@@ -52,7 +52,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package func encoded() -> [UInt8] {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
-    head += ",\"replacedCrashSignals\":[" + replacedCrashSignals.map(jsonQuoted).joined(separator: ",") + "]"
+    head += ",\"replacedCrashSignals\":[" + Self.commaSeparated(replacedCrashSignals.map(jsonQuoted)) + "]"
     // Each entry is sized as written; 64 bytes are kept for the punctuation and `omitted`.
     var size = head.utf8.count + 64
     var omitted = self.omitted
@@ -67,9 +67,21 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
       attributes.keys.sorted().map { jsonQuoted($0) + ":" + jsonQuoted(attributes[$0]!) })
     let keptAttachments = kept(attachments.map(jsonQuoted))
     let text =
-      head + ",\"attributes\":{" + keptAttributes.joined(separator: ",") + "},\"attachments\":["
-      + keptAttachments.joined(separator: ",") + "],\"omitted\":\(omitted)}"
+      head + ",\"attributes\":{" + Self.commaSeparated(keptAttributes) + "},\"attachments\":["
+      + Self.commaSeparated(keptAttachments) + "],\"omitted\":\(omitted)}"
     return Array(text.utf8)
+  }
+
+  /// `entries` joined by commas. A loop, not `joined(separator:)`: this runs on the caller's
+  /// thread of CrumbsClient.start, and the generic `joined`'s first use makes the runtime look up
+  /// a conformance through every loaded image (a tenth of a millisecond with Foundation loaded).
+  private static func commaSeparated(_ entries: [String]) -> String {
+    var text = ""
+    for (index, entry) in entries.enumerated() {
+      if index > 0 { text += "," }
+      text += entry
+    }
+    return text
   }
 
   /// Why a session file could not be read.

@@ -79,6 +79,9 @@ typedef struct crumbs_crash_config {
   /// 0: every thread created after install gets an alternate stack at its start (our
   /// pthread_create, crumbs_thread_start.c); 1: only on its first append or prepare_thread.
   uint32_t skip_new_threads;
+  /// Alternate stacks whose guard page install sets; the others' wait for
+  /// crumbs_crash_guard_alternate_stacks. 0: all at install.
+  uint32_t eager_stack_guards;
 } crumbs_crash_config;
 
 /// Errors of crumbs_crash_install (0 is success).
@@ -89,6 +92,10 @@ enum {
   CRUMBS_CRASH_INSTALL_SIGACTION_FAILED = 3, // sigaction failed (errno)
   CRUMBS_CRASH_INSTALL_BAD_SIGNALS = 4,   // empty mask or a signal that cannot be caught
 };
+
+/// Sets the guard pages of the alternate stacks that install left for later (see
+/// crumbs_crash_config.eager_stack_guards). Idempotent; any thread. Not signal-safe.
+void crumbs_crash_guard_alternate_stacks(void);
 
 /// Writes the header of a fresh zero-filled record: magic, version, sizes, identity, state
 /// ARMED. Safe to call from a signal handler (memcpy, clock_gettime), which the fork handler

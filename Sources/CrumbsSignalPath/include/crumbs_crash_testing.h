@@ -14,6 +14,10 @@ extern "C" {
 /// Call before the crash, from an ordinary thread. Not signal-safe to call; affects the handler.
 void crumbs_crash_testing_fault_inside_handler(bool enabled);
 
+/// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
+/// crash handler reserved, NULL before it is reserved. A store there must fault.
+void *crumbs_crash_testing_altstack_guard(unsigned index);
+
 #ifdef __cplusplus
 }
 #endif

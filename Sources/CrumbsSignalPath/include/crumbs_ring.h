@@ -8,17 +8,19 @@
 //   crumbs_ring_format         write header and lane table into a fresh zeroed mapping
 //   crumbs_ring_attach         fill a crumbs_ring handle from a mapping we formatted
 //   crumbs_ring_install        the process-wide ring (crumbs_add_breadcrumb, signal breadcrumbs)
-//   crumbs_add_breadcrumb      append from C, from any thread or signal handler
+//   crumbs_add_breadcrumb_utf8 append from C (lengths given), from any thread or signal handler;
+//                              crumbs_add_breadcrumb for NUL-terminated strings
 //   crumbs_ring_read_slot      copy one slot consistently while writers run
 //   crumbs_ring_set_state      RUNNING → CLEAN on a clean exit (or CRASHED from the handler)
+//   crumbs_ring_mark_closed    appends through this handle do nothing from now on
 //   crumbs_ring_uninstall_if   forget the process-wide ring if it is this one
 //   crumbs_ring_retire         swap the file mapping for anonymous memory; the range stays valid
 //
-// SIGNAL SAFETY: crumbs_add_breadcrumb, crumbs_installed_ring, crumbs_ring_read_slot,
-// crumbs_ring_set_state and crumbs_ring_refresh_anchor_now are safe in a signal handler (see
-// crumbs_ring_append.h for the libc they use). crumbs_ring_plan/format/attach/install/uninstall
-// are not meant for signal handlers (they are cheap and lock-free, but run once at set-up), nor
-// is crumbs_ring_retire (mmap, mremap).
+// SIGNAL SAFETY: crumbs_add_breadcrumb(_utf8), crumbs_ring_add(_utf8), crumbs_installed_ring,
+// crumbs_ring_read_slot, crumbs_ring_set_state and crumbs_ring_refresh_anchor_now are safe in a
+// signal handler (see crumbs_ring_append.h for the libc they use).
+// crumbs_ring_plan/format/attach/install/uninstall are not meant for signal handlers (they are
+// cheap and lock-free, but run once at set-up), nor is crumbs_ring_retire (mmap, mremap).
 
 #ifndef CRUMBS_RING_H
 #define CRUMBS_RING_H
@@ -86,6 +88,14 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
 /// untrusted files validate in Swift first.
 void crumbs_ring_attach(crumbs_ring *ring, void *base);
 
+/// Writes the header's memory cgroup and its OOM-kill count at start, for a ring formatted
+/// without them (the cgroup read later, off the caller's thread). Not signal-safe (set-up only).
+void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start);
+
+/// Marks the handle closed: from then on every append through it does nothing (a relaxed store;
+/// an append already past the check finishes). Not signal-safe (set-up only).
+void crumbs_ring_mark_closed(crumbs_ring *ring);
+
 /// Makes `ring` the process-wide ring used by crumbs_add_breadcrumb and signal breadcrumbs.
 /// Publishes the pointer itself (no copy): `ring` and the memory it points into must stay valid
 /// for the rest of the process, as any reader may hold the pointer for ever (BreadcrumbRing
@@ -98,9 +108,14 @@ void crumbs_ring_uninstall(void);
 /// Forgets the process-wide ring only if it is `ring` (compare-and-swap), so a close never
 /// uninstalls a ring installed since by someone else. Returns whether it did.
 bool crumbs_ring_uninstall_if(const crumbs_ring *ring);
+/// Where crumbs_ring_install publishes the ring (atomic; read it with crumbs_installed_ring).
+extern const crumbs_ring *crumbs__installed;
+
 /// The process-wide ring, or NULL. The pointer stays valid for ever (see crumbs_ring_install).
-/// Safe to call from a signal handler.
-const crumbs_ring *crumbs_installed_ring(void);
+/// Inline: one load at every addBreadcrumb call. Safe to call from a signal handler.
+static inline const crumbs_ring *crumbs_installed_ring(void) {
+  return __atomic_load_n(&crumbs__installed, __ATOMIC_ACQUIRE);
+}
 
 /// Replaces the ring's file mapping (`mapped_size` bytes at ring->header) in one step by private
 /// anonymous memory holding a copy of its header and lane table, and nothing in its slots. The
@@ -116,8 +131,33 @@ typedef struct crumbs_attribute {
   const char *value;
 } crumbs_attribute;
 
+/// One attribute for crumbs_add_breadcrumb_utf8: key and value as UTF-8 bytes with their lengths
+/// (no NUL needed; a NULL pointer reads as empty).
+typedef struct crumbs_utf8_attribute {
+  const char *key;
+  size_t key_length;
+  const char *value;
+  size_t value_length;
+} crumbs_utf8_attribute;
+
 /// Appends a breadcrumb to the process-wide ring; does nothing when none is installed or the
-/// level/type is filtered. `message` is NUL-terminated UTF-8. Returns true when appended.
+/// level/type is filtered. `message` is `message_length` bytes of UTF-8 (no NUL needed, NULL
+/// reads as empty); nothing is measured, so nothing calls strlen: the entry for callers that
+/// know their lengths (Swift's append calls crumbs_ring_add_utf8). What does not fit the slot is
+/// cut at a character boundary and flagged; at most 16 attributes are kept. Returns true when
+/// appended. Safe to call from a signal handler.
+bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message,
+                                size_t message_length, const crumbs_utf8_attribute *attributes,
+                                size_t attribute_count);
+/// As crumbs_add_breadcrumb_utf8, into a given ring (NULL: does nothing), with extra slot flags.
+/// Safe to call from a signal handler.
+bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
+                          const char *message, size_t message_length,
+                          const crumbs_utf8_attribute *attributes, size_t attribute_count);
+
+/// Appends a breadcrumb to the process-wide ring; does nothing when none is installed or the
+/// level/type is filtered. `message` is NUL-terminated UTF-8. Measures each string, then does
+/// what crumbs_add_breadcrumb_utf8 does. Returns true when appended.
 /// Safe to call from a signal handler.
 bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,
                            const crumbs_attribute *attributes, size_t attribute_count);

@@ -21,8 +21,15 @@
 //   crumbs_ring_begin        claim a slot in the lane of this CPU and level class, mark it writing
 //   crumbs_slot_put_message  copy the message (UTF-8, cut at a character boundary, flagged)
 //   crumbs_slot_put_attribute  (0..16 times) copy one key/value pair, cut and flagged when full
-//   crumbs_ring_commit       write payload length and checksum, then publish the slot
-// and, for C callers with everything at hand, crumbs_add_breadcrumb (crumbs_ring.h).
+//   crumbs_ring_commit       write lengths, flags and checksum, then publish the slot
+// and, for callers with everything at hand, the out-of-line crumbs_ring_add_utf8 and
+// crumbs_add_breadcrumb_utf8 (crumbs_ring.h), which Swift's append calls: one call per append,
+// so an application's call sites stay small.
+//
+// The writer never reads the slot back: each copy folds the words it moves into the checksum
+// (crumbs_checksum_bytes over the source, the same words the reader recomputes from the slot),
+// and the header's last word (checksum, level, type, flags, attribute count) is one store at
+// commit, from what the writer holds.
 //
 // Memory ordering: the lane head is claimed with a relaxed fetch_add (only uniqueness matters);
 // the slot's commit word is set to WRITING with a relaxed store followed by a release fence, so
@@ -58,6 +65,10 @@ typedef struct crumbs_ring {
   uint32_t general_lane_mask;   // general lane count - 1
   uint32_t important_lane_mask; // important lane count - 1
   uint32_t clock_kind;          // crumbs_clock_kind, copied from the header
+  /// Atomic: 0 while open; set once by crumbs_ring_mark_closed, after which every append through
+  /// this handle does nothing. Checked here, in C, so that Swift's inlined append makes no atomic
+  /// access of its own (one would keep the optimizer from removing a literal's array).
+  uint32_t closed;
 } crumbs_ring;
 
 /// Per-thread state kept in initial-exec TLS (no allocation, no lock on first access).
@@ -109,20 +120,35 @@ static inline uint32_t crumbs_current_cpu(void) {
   return (uint32_t)sched_getcpu();
 }
 
-/// Copies `length` bytes with inline 8-byte moves (no call into memcpy for these small copies).
+/// Copies `length` bytes with inline 8-byte moves (no call into memcpy for these small copies)
+/// and adds the words it moves to `checksum` exactly as crumbs_checksum_bytes reads them.
 /// Safe to call from a signal handler.
-static inline void crumbs__copy_bytes(unsigned char *destination, const unsigned char *source,
-                                uint32_t length) {
+static inline __attribute__((always_inline)) void crumbs__copy_bytes(unsigned char *destination,
+                                                                     const unsigned char *source,
+                                                                     uint32_t length,
+                                                                     crumbs_checksum *checksum) {
   if (length >= 8) {
     uint32_t index = 0;
     uint64_t word;
-    for (; index + 8 <= length; index += 8) {
+    for (; index + 16 <= length; index += 16) {  // two words a turn: half the loop's overhead
+      uint64_t second;
+      __builtin_memcpy(&word, source + index, 8);
+      __builtin_memcpy(&second, source + index + 8, 8);
+      __builtin_memcpy(destination + index, &word, 8);
+      __builtin_memcpy(destination + index + 8, &second, 8);
+      crumbs_checksum_word(checksum, word);
+      crumbs_checksum_word(checksum, second);
+    }
+    if (index + 8 <= length) {
       __builtin_memcpy(&word, source + index, 8);
       __builtin_memcpy(destination + index, &word, 8);
+      crumbs_checksum_word(checksum, word);
+      index += 8;
     }
     if (index < length) {  // the last, overlapping word
       __builtin_memcpy(&word, source + length - 8, 8);
       __builtin_memcpy(destination + length - 8, &word, 8);
+      crumbs_checksum_word(checksum, word);
     }
   } else if (length >= 4) {  // two overlapping 4-byte moves
     uint32_t head, tail;
@@ -130,14 +156,17 @@ static inline void crumbs__copy_bytes(unsigned char *destination, const unsigned
     __builtin_memcpy(&tail, source + length - 4, 4);
     __builtin_memcpy(destination, &head, 4);
     __builtin_memcpy(destination + length - 4, &tail, 4);
+    crumbs_checksum_word(checksum, (uint64_t)head | (uint64_t)tail << 32);
   } else if (length >= 2) {
     uint16_t head, tail;
     __builtin_memcpy(&head, source, 2);
     __builtin_memcpy(&tail, source + length - 2, 2);
     __builtin_memcpy(destination, &head, 2);
     __builtin_memcpy(destination + length - 2, &tail, 2);
+    crumbs_checksum_word(checksum, (uint64_t)head | (uint64_t)tail << 16);
   } else if (length == 1) {
     destination[0] = source[0];
+    crumbs_checksum_word(checksum, source[0]);
   }
 }
 
@@ -154,16 +183,25 @@ static inline uint32_t crumbs__thread_next_seq(void) {
 #endif
 }
 
-/// An append in progress: returned by crumbs_ring_begin, consumed by crumbs_ring_commit.
+/// An append in progress: filled by crumbs_ring_begin, consumed by crumbs_ring_commit. What the
+/// slot's header will say is kept here, not in the slot, until the commit writes it at once.
 typedef struct crumbs_slot_writer {
   unsigned char *slot;
-  uint64_t position;  // position in the lane, as claimed
-  uint32_t capacity;  // slot_size
-  uint32_t used;      // bytes of the slot written so far
+  uint64_t position;          // position in the lane, as claimed
+  crumbs_checksum checksum;   // over everything written so far (crumbs_slot_checksum_v2)
+  uint32_t capacity;          // slot_size
+  uint32_t used;              // bytes of the slot written so far
+  uint16_t message_length;
+  uint8_t level;
+  uint8_t type;
+  uint8_t flags;              // CRUMBS_SLOT_*
+  uint8_t attribute_count;
 } crumbs_slot_writer;
 
-/// Whether `level`/`type` pass the ring's filters. Safe to call from a signal handler.
+/// Whether the handle is open and `level`/`type` pass the ring's filters. Safe to call from a
+/// signal handler.
 static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, uint8_t type) {
+  if (__atomic_load_n(&ring->closed, __ATOMIC_RELAXED) != 0) return false;
   if (level < __atomic_load_n(&ring->header->min_level, __ATOMIC_RELAXED)) return false;
   uint32_t enabled = __atomic_load_n(&ring->header->enabled_types, __ATOMIC_RELAXED);
   return enabled == 0 || (type < 32 && (enabled & (1u << type)) != 0);
@@ -176,6 +214,9 @@ static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, u
 static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
                                      uint8_t flags, crumbs_slot_writer *writer) {
   if (!crumbs_ring_accepts(ring, level, type)) return false;
+  // The clock first: reading the CPU's counter is slow (about as slow as the whole copy on our
+  // VMs), and nothing it waits for is needed by the claim, so the two overlap.
+  uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
   uint32_t cpu = crumbs_current_cpu();
   uint32_t lane_index;
   if (level >= CRUMBS_LEVEL_IMPORTANT) {
@@ -209,21 +250,22 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_WRITING(position), __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
 
-  uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
+  uint64_t thread = (uint64_t)crumbs_current_thread_id() | (uint64_t)crumbs__thread_next_seq() << 32;
   header->ticks = ticks;
-  header->thread_id = crumbs_current_thread_id();
-  header->thread_seq = crumbs__thread_next_seq();
-  header->level = level;
-  header->type = type;
-  header->flags = flags;
-  header->attribute_count = 0;
-  uint16_t no_message = 0;
-  __builtin_memcpy(slot + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, &no_message, 2);
+  __builtin_memcpy(slot + 16, &thread, 8);  // thread_id, thread_seq
 
   writer->slot = slot;
   writer->position = position;
+  writer->checksum = crumbs_checksum_start(position);
+  crumbs_checksum_word(&writer->checksum, ticks);
+  crumbs_checksum_word(&writer->checksum, thread);
   writer->capacity = ring->slot_size;
   writer->used = CRUMBS_SLOT_MESSAGE_OFFSET;
+  writer->message_length = 0;
+  writer->level = level;
+  writer->type = type;
+  writer->flags = flags;
+  writer->attribute_count = 0;
 
   if (__builtin_expect(ticks >= __atomic_load_n(&ring->header->next_anchor_ticks,
                                                 __ATOMIC_RELAXED), 0)) {
@@ -244,19 +286,21 @@ static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t l
 }
 
 /// Copies the message. `attribute_bytes` is what the attributes that follow will need
-/// (2 + key + value each): the message leaves them up to half the payload.
-/// Safe to call from a signal handler.
-static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs_slot_writer *writer, const void *message,
-                                           size_t length, size_t attribute_bytes) {
+/// (2 + key + value each): the message leaves them up to half the payload. Call it once, before
+/// any attribute. Safe to call from a signal handler.
+static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs_slot_writer *writer,
+                                                                          const void *message,
+                                                                          size_t length,
+                                                                          size_t attribute_bytes) {
   uint32_t room = writer->capacity - CRUMBS_SLOT_MESSAGE_OFFSET;
   uint32_t reserve = attribute_bytes < room / 2 ? (uint32_t)attribute_bytes : room / 2;
   uint32_t limit = room - reserve;
   uint32_t wanted = length > 0xFFFF ? 0xFFFF : (uint32_t)length;
   uint32_t kept = crumbs_utf8_prefix((const unsigned char *)message, wanted, limit);
-  if (kept < length) ((crumbs_slot_header *)writer->slot)->flags |= CRUMBS_SLOT_MESSAGE_TRUNCATED;
-  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message, kept);
-  uint16_t message_length = (uint16_t)kept;
-  __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, &message_length, 2);
+  if (kept < length) writer->flags |= CRUMBS_SLOT_MESSAGE_TRUNCATED;
+  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message, kept,
+                     &writer->checksum);
+  writer->message_length = (uint16_t)kept;
   writer->used = CRUMBS_SLOT_MESSAGE_OFFSET + kept;
 }
 
@@ -264,17 +308,16 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs
 /// boundary); a key that does not fit, or a 17th attribute, is dropped. Either sets
 /// CRUMBS_SLOT_ATTRIBUTES_TRUNCATED. Keys and values longer than 255 bytes are cut.
 /// Safe to call from a signal handler.
-static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(crumbs_slot_writer *writer, const void *key,
-                                             size_t key_length, const void *value,
-                                             size_t value_length) {
-  crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
+static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(
+    crumbs_slot_writer *writer, const void *key, size_t key_length, const void *value,
+    size_t value_length) {
   uint32_t room = writer->capacity - writer->used;
   // The whole length goes in and the limit is separate: clamping the length to 255 first made
   // crumbs_utf8_prefix return at once, and a long key was cut inside a character.
   uint32_t key_kept = crumbs_utf8_prefix((const unsigned char *)key,
                                          key_length > 0xFFFF ? 0xFFFF : (uint32_t)key_length, 255);
-  if (header->attribute_count >= CRUMBS_MAX_ATTRIBUTES || room < 2 + key_kept) {
-    header->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
+  if (writer->attribute_count >= CRUMBS_MAX_ATTRIBUTES || room < 2 + key_kept) {
+    writer->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
     return;
   }
   uint32_t value_limit = room - 2 - key_kept;
@@ -283,34 +326,58 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(crum
                                            value_length > 0xFFFF ? 0xFFFF : (uint32_t)value_length,
                                            value_limit);
   if (key_kept < key_length || value_kept < value_length) {
-    header->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
+    writer->flags |= CRUMBS_SLOT_ATTRIBUTES_TRUNCATED;
   }
   unsigned char *out = writer->slot + writer->used;
-  out[0] = (unsigned char)key_kept;
-  out[1] = (unsigned char)value_kept;
-  crumbs__copy_bytes(out + 2, (const unsigned char *)key, key_kept);
-  crumbs__copy_bytes(out + 2 + key_kept, (const unsigned char *)value, value_kept);
+  uint16_t lengths = (uint16_t)(key_kept | value_kept << 8);
+  __builtin_memcpy(out, &lengths, 2);
+  crumbs_checksum_word(&writer->checksum, lengths);
+  crumbs__copy_bytes(out + 2, (const unsigned char *)key, key_kept, &writer->checksum);
+  crumbs__copy_bytes(out + 2 + key_kept, (const unsigned char *)value, value_kept, &writer->checksum);
   writer->used += 2 + key_kept + value_kept;
-  header->attribute_count++;
+  writer->attribute_count++;
 }
 
-/// Seals the slot: payload length, checksum, then the DONE commit word (release).
+/// crumbs_slot_put_message for a message the caller knows fits whole (with the attributes that
+/// follow): no cut, no flag. Safe to call from a signal handler.
+static inline __attribute__((always_inline)) void crumbs_slot_put_whole_message(
+    crumbs_slot_writer *writer, const void *message, uint32_t length) {
+  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message,
+                     length, &writer->checksum);
+  writer->message_length = (uint16_t)length;
+  writer->used = CRUMBS_SLOT_MESSAGE_OFFSET + length;
+}
+
+/// crumbs_slot_put_attribute for a pair the caller knows fits whole: key and value at most 255
+/// bytes each, room for both, fewer than 16 attributes so far. Safe to call from a signal handler.
+static inline __attribute__((always_inline)) void crumbs_slot_put_whole_attribute(
+    crumbs_slot_writer *writer, const void *key, uint32_t key_length, const void *value,
+    uint32_t value_length) {
+  unsigned char *out = writer->slot + writer->used;
+  uint16_t lengths = (uint16_t)(key_length | value_length << 8);
+  __builtin_memcpy(out, &lengths, 2);
+  crumbs_checksum_word(&writer->checksum, lengths);
+  crumbs__copy_bytes(out + 2, (const unsigned char *)key, key_length, &writer->checksum);
+  crumbs__copy_bytes(out + 2 + key_length, (const unsigned char *)value, value_length,
+                     &writer->checksum);
+  writer->used += 2 + key_length + value_length;
+  writer->attribute_count++;
+}
+
+/// Seals the slot: the payload and message lengths, then the header's last word (checksum,
+/// level, type, flags, attribute count) in one store, then the DONE commit word (release).
 /// Safe to call from a signal handler.
 static inline __attribute__((always_inline)) void crumbs_ring_commit(crumbs_slot_writer *writer) {
+  uint32_t lengths = (writer->used - CRUMBS_SLOT_PAYLOAD_OFFSET) | (uint32_t)writer->message_length << 16;
+  __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET, &lengths, 4);
+  uint32_t meta = (uint32_t)writer->level | (uint32_t)writer->type << 8 |
+                  (uint32_t)writer->flags << 16 | (uint32_t)writer->attribute_count << 24;
+  crumbs_checksum checksum = writer->checksum;
+  crumbs_checksum_word(&checksum, meta);
+  crumbs_checksum_word(&checksum, lengths);
+  uint64_t last = (uint64_t)crumbs_checksum_finish(checksum) | (uint64_t)meta << 32;
+  __builtin_memcpy(writer->slot + 24, &last, 8);  // checksum, level, type, flags, count
   crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
-  uint16_t payload_length = (uint16_t)(writer->used - CRUMBS_SLOT_PAYLOAD_OFFSET);
-  __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET, &payload_length, 2);
-  // Zero the rest of the last 8-byte word: the checksum covers whole words. Slot sizes are
-  // multiples of 64, so that word is inside the slot.
-  uint32_t tail = writer->used & 7u;
-  if (tail != 0) {
-    uint64_t word;
-    unsigned char *last = writer->slot + (writer->used & ~7u);
-    __builtin_memcpy(&word, last, 8);
-    word &= ~(~0ULL << (tail * 8));
-    __builtin_memcpy(last, &word, 8);
-  }
-  header->checksum = crumbs_slot_checksum(writer->slot, writer->used, writer->position);
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_DONE(writer->position), __ATOMIC_RELEASE);
 }
 

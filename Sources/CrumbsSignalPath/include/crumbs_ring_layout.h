@@ -31,13 +31,20 @@
 //   commit == CRUMBS_COMMIT_DONE(n)      lane position n is complete; checksum covers it
 // A writer never starts on a slot whose commit word says another writer is in it (WRITING of an
 // older lap) or that it already holds a newer lap: it skips that position and claims the next.
-// The checksum (over bytes 8..32+payload_len, seeded with n) catches what remains: two writers a
-// lap apart racing in the few instructions between that check and the WRITING store, and pages
-// torn by the machine dying.
+// The checksum (seeded with n) catches what remains: two writers a lap apart racing in the few
+// instructions between that check and the WRITING store, and pages torn by the machine dying.
+//
+// Versions. Version 2 (written now) and version 1 (still read) lay slots out the same way and
+// differ only in what the checksum covers. Version 1: the slot's bytes 8..32+payload_len as 8-byte
+// words, the last one zero-padded by the writer (crumbs_slot_checksum_v1). Version 2: the
+// header fields and each payload field as the writer copies it, so the writer folds it into the
+// copy from the words it already holds and never reads the slot back; the reader walks the
+// payload to recompute it (crumbs_slot_checksum_v2).
 
 #ifndef CRUMBS_RING_LAYOUT_H
 #define CRUMBS_RING_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,9 +58,10 @@ extern "C" {
 /// previous version would misread. Fields carved out of `reserved` (always zero in earlier
 /// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
 /// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace` and `parent_session_id` were added
-/// that way, so version-1 readers still read newer files correctly and newer readers read older
-/// ones.
-#define CRUMBS_RING_VERSION 1u
+/// that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
+#define CRUMBS_RING_VERSION 2u
+/// The oldest version readers still read.
+#define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
 
 #define CRUMBS_RING_HEADER_SIZE 4096u
 #define CRUMBS_RING_LANE_SIZE 64u
@@ -234,7 +242,7 @@ typedef struct crumbs_slot_header {
   uint64_t ticks;       // crumbs_clock_kind units
   uint32_t thread_id;   // kernel tid
   uint32_t thread_seq;  // per-thread sequence: orders one thread's breadcrumbs exactly
-  uint32_t checksum;    // crumbs_slot_checksum
+  uint32_t checksum;    // crumbs_slot_checksum_v2 (version-1 files: crumbs_slot_checksum_v1)
   uint8_t level;        // crumbs_level
   uint8_t type;         // crumbs_type
   uint8_t flags;        // CRUMBS_SLOT_*
@@ -247,14 +255,12 @@ _Static_assert(offsetof(crumbs_slot_header, checksum) == 24, "persisted");
 #define CRUMBS_SLOT_PAYLOAD_OFFSET CRUMBS_SLOT_HEADER_SIZE
 #define CRUMBS_SLOT_MESSAGE_OFFSET (CRUMBS_SLOT_HEADER_SIZE + 4u)
 
-/// The slot checksum: covers the slot from `ticks` to the end of the payload rounded up to 8
-/// bytes (the writer zero-pads that last word), with the checksum field itself read as zero,
-/// seeded with the lane position so a slot from another lap never verifies as this one.
-/// Two independent one-cycle chains over 8-byte words (a sum and an xor) and one final mix:
-/// cheap on the hot path (the words were just written and are in L1), and any mix of two
-/// versions of a slot changes it. Safe to call from a signal handler: pure computation.
-static inline uint32_t crumbs_slot_checksum(const void *slot, uint32_t covered_bytes,
-                                            uint64_t position) {
+/// Version 1's slot checksum (read, no longer written): covers the slot from `ticks` to the end of
+/// the payload rounded up to 8 bytes (the writer zero-padded that last word), with the checksum
+/// field itself read as zero, seeded with the lane position so a slot from another lap never
+/// verifies as this one. Safe to call from a signal handler: pure computation.
+static inline uint32_t crumbs_slot_checksum_v1(const void *slot, uint32_t covered_bytes,
+                                               uint64_t position) {
   const unsigned char *bytes = (const unsigned char *)slot;
   uint32_t end = (covered_bytes + 7u) & ~7u;
   uint64_t word;
@@ -277,6 +283,110 @@ static inline uint32_t crumbs_slot_checksum(const void *slot, uint32_t covered_b
   uint64_t folded = sum ^ (mix * 0xFF51AFD7ED558CCDULL);
   folded ^= folded >> 29;
   return (uint32_t)(folded ^ (folded >> 32));
+}
+
+/// Version 2's slot checksum, accumulated: two independent one-cycle chains (a sum and an xor)
+/// over 64-bit words, seeded with the lane position, and one final mix. Any mix of two versions
+/// of a slot changes it, and a slot from another lap never verifies as this one.
+typedef struct crumbs_checksum {
+  uint64_t sum;
+  uint64_t mix;
+} crumbs_checksum;
+
+static inline __attribute__((always_inline)) crumbs_checksum crumbs_checksum_start(uint64_t position) {
+  crumbs_checksum checksum = {position * 0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL};
+  return checksum;
+}
+
+static inline __attribute__((always_inline)) void crumbs_checksum_word(crumbs_checksum *checksum,
+                                                                       uint64_t word) {
+  checksum->sum += word;
+  checksum->mix ^= word;
+}
+
+static inline __attribute__((always_inline)) uint32_t crumbs_checksum_finish(crumbs_checksum checksum) {
+  uint64_t folded = checksum.sum ^ (checksum.mix * 0xFF51AFD7ED558CCDULL);
+  folded ^= folded >> 29;
+  return (uint32_t)(folded ^ (folded >> 32));
+}
+
+/// Adds `length` bytes at `bytes` the way the writer reads them while copying: whole 8-byte words,
+/// then the last 8 bytes (overlapping) when the length is not a multiple of 8; below 8 bytes, two
+/// overlapping halves packed into one word. The reader calls it on the slot's copy of the field,
+/// the writer on the source it copies from: the same bytes give the same words.
+static inline __attribute__((always_inline)) void crumbs_checksum_bytes(crumbs_checksum *checksum,
+                                                                        const unsigned char *bytes,
+                                                                        uint32_t length) {
+  if (length >= 8) {
+    uint64_t word;
+    uint32_t index = 0;
+    for (; index + 8 <= length; index += 8) {
+      __builtin_memcpy(&word, bytes + index, 8);
+      crumbs_checksum_word(checksum, word);
+    }
+    if (index < length) {
+      __builtin_memcpy(&word, bytes + length - 8, 8);
+      crumbs_checksum_word(checksum, word);
+    }
+  } else if (length >= 4) {
+    uint32_t head, tail;
+    __builtin_memcpy(&head, bytes, 4);
+    __builtin_memcpy(&tail, bytes + length - 4, 4);
+    crumbs_checksum_word(checksum, (uint64_t)head | (uint64_t)tail << 32);
+  } else if (length >= 2) {
+    uint16_t head, tail;
+    __builtin_memcpy(&head, bytes, 2);
+    __builtin_memcpy(&tail, bytes + length - 2, 2);
+    crumbs_checksum_word(checksum, (uint64_t)head | (uint64_t)tail << 16);
+  } else if (length == 1) {
+    crumbs_checksum_word(checksum, bytes[0]);
+  }
+}
+
+/// Version 2's slot checksum of a slot copy (`slot_size` bytes), recomputed by walking its
+/// payload: the words at offsets 8 (ticks) and 16 (thread id and sequence), the u32 at 28 (level,
+/// type, flags, attribute count), the payload and message lengths, the message, and per attribute
+/// its two length bytes, key and value. Returns false, leaving `checksum` alone, when the payload
+/// does not parse exactly (lengths past the payload, or bytes left over). Safe to call from a
+/// signal handler: pure computation.
+static inline bool crumbs_slot_checksum_v2(const void *slot, uint32_t slot_size, uint64_t position,
+                                           uint32_t *checksum) {
+  const unsigned char *bytes = (const unsigned char *)slot;
+  if (slot_size < CRUMBS_SLOT_MIN_SIZE) return false;
+  uint16_t payload_length, message_length;
+  __builtin_memcpy(&payload_length, bytes + CRUMBS_SLOT_PAYLOAD_OFFSET, 2);
+  __builtin_memcpy(&message_length, bytes + CRUMBS_SLOT_PAYLOAD_OFFSET + 2, 2);
+  uint32_t end = CRUMBS_SLOT_PAYLOAD_OFFSET + (uint32_t)payload_length;
+  if (payload_length < 4 || end > slot_size) return false;
+  uint32_t cursor = CRUMBS_SLOT_MESSAGE_OFFSET;
+  if (message_length > end - cursor) return false;
+  crumbs_checksum sum = crumbs_checksum_start(position);
+  uint64_t word;
+  __builtin_memcpy(&word, bytes + 8, 8);
+  crumbs_checksum_word(&sum, word);
+  __builtin_memcpy(&word, bytes + 16, 8);
+  crumbs_checksum_word(&sum, word);
+  uint32_t meta;
+  __builtin_memcpy(&meta, bytes + 28, 4);
+  crumbs_checksum_word(&sum, meta);
+  crumbs_checksum_word(&sum, (uint64_t)payload_length | (uint64_t)message_length << 16);
+  crumbs_checksum_bytes(&sum, bytes + cursor, message_length);
+  cursor += message_length;
+  uint8_t attribute_count = bytes[31];
+  for (uint32_t index = 0; index < attribute_count; index++) {
+    if (end - cursor < 2) return false;
+    uint32_t key_length = bytes[cursor], value_length = bytes[cursor + 1];
+    crumbs_checksum_word(&sum, key_length | value_length << 8);
+    cursor += 2;
+    if (key_length + value_length > end - cursor) return false;
+    crumbs_checksum_bytes(&sum, bytes + cursor, key_length);
+    cursor += key_length;
+    crumbs_checksum_bytes(&sum, bytes + cursor, value_length);
+    cursor += value_length;
+  }
+  if (cursor != end) return false;
+  *checksum = crumbs_checksum_finish(sum);
+  return true;
 }
 
 #ifdef __cplusplus

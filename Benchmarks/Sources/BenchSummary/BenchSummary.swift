@@ -1,0 +1,23 @@
+// BenchSummary.swift — the figures `make bench` ends with, gathered from every part of the run.
+//
+// Each figures program calls `BenchSummary.record` for its headline figures; when the
+// environment names a file in BENCH_SUMMARY (`make bench` does), the line is appended there, and
+// `summary.sh` prints them as one table after the last part. Without BENCH_SUMMARY nothing is
+// written (the programs still print their own blocks). Lines are `figure|value|goal|verdict`.
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+public enum BenchSummary {
+  /// Appends one figure: what, its value, the goal ("" for none) and whether it was met (nil:
+  /// no goal).
+  public static func record(_ figure: String, _ value: String, goal: String = "", met: Bool? = nil) {
+    guard let path = getenv("BENCH_SUMMARY").map({ String(cString: $0) }), !path.isEmpty,
+      let file = fopen(path, "a")
+    else { return }
+    defer { fclose(file) }
+    let verdict = met.map { $0 ? "met" : "MISSED" } ?? ""
+    fputs("\(figure)|\(value)|\(goal)|\(verdict)\n", file)
+  }
+}

@@ -1,0 +1,27 @@
+// ClientProcess — a program that starts the whole SDK (`CrumbsClient.start` with the default
+// configuration, no destination), for ProcessFigures (see ProcessChildSupport). It waits for the
+// client's background start-up work before it ends, so an end measures a running client.
+import Crumbs
+import ProcessChildSupport
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+report("main \(monotonicNanoseconds())")
+let arguments = ChildArguments()
+do {
+  var configuration = CrumbsConfiguration(directory: arguments.directory)
+  configuration.appName = "process-figures"
+  let started = monotonicNanoseconds()
+  let startedCPU = threadCPUNanoseconds()
+  let client = try CrumbsClient.start(configuration)
+  let elapsed = monotonicNanoseconds() - started
+  let elapsedCPU = threadCPUNanoseconds() - startedCPU
+  client.waitForPreviousSessions()
+  client.addBreadcrumb("ready", level: .info)
+  arguments.finish(startNanoseconds: elapsed, startCPUNanoseconds: elapsedCPU)
+} catch {
+  report("error \(error)")
+  exit(1)
+}
