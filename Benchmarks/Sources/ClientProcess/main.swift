@@ -11,8 +11,10 @@ import ProcessChildSupport
 report("main \(monotonicNanoseconds())")
 let arguments = ChildArguments()
 do {
+  let configuring = monotonicNanoseconds()
   var configuration = CrumbsConfiguration(directory: arguments.directory)
   configuration.appName = "process-figures"
+  let configured = monotonicNanoseconds() - configuring
   let started = monotonicNanoseconds()
   let startedCPU = threadCPUNanoseconds()
   let client = try CrumbsClient.start(configuration)
@@ -20,7 +22,8 @@ do {
   let elapsedCPU = threadCPUNanoseconds() - startedCPU
   client.waitForPreviousSessions()
   client.addBreadcrumb("ready", level: .info)
-  arguments.finish(startNanoseconds: elapsed, startCPUNanoseconds: elapsedCPU)
+  arguments.finish(
+    startNanoseconds: elapsed, startCPUNanoseconds: elapsedCPU, configurationNanoseconds: configured)
 } catch {
   report("error \(error)")
   exit(1)

@@ -5,7 +5,8 @@
 //              Foundation) and a client (the whole SDK); CrumbsClient.start on the caller's
 //              thread (wall and thread CPU) and the recorder's set-up (ring + crash handler), in
 //              a directory earlier runs used (a later launch, the usual case), and the client's
-//              start in a new directory (a first launch: it makes its folders)
+//              start in a new directory (a first launch: it makes its folders); and, apart, the
+//              time to make the CrumbsConfiguration the start is given (also the caller's)
 //   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB)
 //   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
 //   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
@@ -57,6 +58,7 @@ struct ChildRun {
   var residentKiB: Double = .nan
   var setUp: Double = .nan
   var setUpCPU: Double = .nan
+  var configuration: Double = .nan
   var endToReaped: Double = .nan
   var status: Int32 = -1
 }
@@ -114,6 +116,7 @@ func run(_ program: String, _ action: String, fresh: Bool = false) -> ChildRun {
         result.residentKiB = Double(fields[1]) ?? .nan
         result.setUp = Double(fields[2]) ?? .nan
         result.setUpCPU = Double(fields[3]) ?? .nan
+        if fields.count > 4 { result.configuration = Double(fields[4]) ?? .nan }
         if action == "wait" {
           var byte: UInt8 = 1
           _ = write(input[1], &byte, 1)
@@ -182,6 +185,7 @@ let recorderRSS = figure(waits, "RecorderProcess", \.residentKiB)
 let ringKiB = (8192.0 + 4096.0 * 256.0) / 1024.0  // the default ring: header, lane page, 4096 × 256 B
 let clientStart = figure(waits, "ClientProcess", \.setUp)
 let clientStartCPU = figure(waits, "ClientProcess", \.setUpCPU)
+let clientConfiguration = figure(waits, "ClientProcess", \.configuration)
 let recorderSetUp = figure(waits, "RecorderProcess", \.setUp)
 let deathRatio =
   figure(crashes, "ClientProcess", \.endToReaped) / figure(crashes, "RecorderProcess", \.endToReaped)
@@ -190,7 +194,8 @@ let exitRatio =
 let firstLaunchStart = median(firstLaunches.map(\.setUp).filter { !$0.isNaN })
 print(
   "CrumbsClient.start on the caller's thread: \(ms(clientStart)) wall, \(ms(clientStartCPU)) CPU "
-    + "(goal ≤ 1 ms: \(verdict(clientStart <= 1e6))); first launch in a new directory (its folders made): "
+    + "(goal ≤ 1 ms: \(verdict(clientStart <= 1e6))); making its CrumbsConfiguration before: "
+    + "\(ms(clientConfiguration)); first launch in a new directory (its folders made): "
     + "\(ms(firstLaunchStart)); recorder set-up (ring + crash handler): \(ms(recorderSetUp))")
 print(
   "recorder-only start: \(ms(recorderStart - plainStart)) after a plain program's (goal ≤ 1 ms: \(verdict(recorderStart - plainStart <= 1e6))), "
