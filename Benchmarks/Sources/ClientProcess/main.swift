@@ -14,6 +14,11 @@ do {
   let configuring = monotonicNanoseconds()
   var configuration = CrumbsConfiguration(directory: arguments.directory)
   configuration.appName = "process-figures"
+  // ProcessFigures' reference kind "client, no memory monitor": the same client without its one
+  // long-lived thread, to show what that thread adds to a death and an exit.
+  if getenv("CRUMBS_BENCH_NO_MEMORY_MONITOR") != nil {
+    configuration.automaticBreadcrumbs?.memoryPressure = nil
+  }
   let configured = monotonicNanoseconds() - configuring
   let started = monotonicNanoseconds()
   let startedCPU = threadCPUNanoseconds()
