@@ -148,6 +148,19 @@ private func isAlive(_ pid: pid_t) -> Bool {
     #expect(!outcome.hasCrashedInLastSession)
   }
 
+  /// The options keep their default unbuilt (see AutomaticBreadcrumbsOptions.signalChoice);
+  /// what they say is unchanged: the default signals, nil, or the set given.
+  @Test func optionsSignalsReadAsTheDefaultNilOrTheSetGiven() {
+    var options = AutomaticBreadcrumbsOptions()
+    #expect(options.signals == SignalBreadcrumbs.defaultSignals)
+    options.signals = nil
+    #expect(options.signals == nil)
+    options.signals = [SIGUSR1]
+    #expect(options.signals == [SIGUSR1])
+    options.signals = []
+    #expect(options.signals == [])
+  }
+
   @Test func installRefusesTheCrashHandlersSignalsAndStops() {
     for signal in [
       SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGKILL, SIGSTOP, SIGTSTP,

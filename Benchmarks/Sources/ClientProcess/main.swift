@@ -11,8 +11,15 @@ import ProcessChildSupport
 report("main \(monotonicNanoseconds())")
 let arguments = ChildArguments()
 do {
+  let configuring = monotonicNanoseconds()
   var configuration = CrumbsConfiguration(directory: arguments.directory)
   configuration.appName = "process-figures"
+  // ProcessFigures' reference kind "client, no memory monitor": the same client without its one
+  // long-lived thread, to show what that thread adds to a death and an exit.
+  if getenv("CRUMBS_BENCH_NO_MEMORY_MONITOR") != nil {
+    configuration.automaticBreadcrumbs?.memoryPressure = nil
+  }
+  let configured = monotonicNanoseconds() - configuring
   let started = monotonicNanoseconds()
   let startedCPU = threadCPUNanoseconds()
   let client = try CrumbsClient.start(configuration)
@@ -20,7 +27,8 @@ do {
   let elapsedCPU = threadCPUNanoseconds() - startedCPU
   client.waitForPreviousSessions()
   client.addBreadcrumb("ready", level: .info)
-  arguments.finish(startNanoseconds: elapsed, startCPUNanoseconds: elapsedCPU)
+  arguments.finish(
+    startNanoseconds: elapsed, startCPUNanoseconds: elapsedCPU, configurationNanoseconds: configured)
 } catch {
   report("error \(error)")
   exit(1)

@@ -4,7 +4,9 @@
 // Protocol (see ProcessFigures): a child is started as `<child> ACTION DIR`, with its standard
 // output a pipe to the parent. It writes one line `main <ns>` as its first statement (CLOCK_MONOTONIC
 // at entry to main), then sets up (plain: nothing; recorder: a ring and the crash handler; client:
-// CrumbsClient.start, its start-up work awaited), writes `ready <rss-kib> <start-ns> <start-cpu-ns>`,
+// CrumbsClient.start, its start-up work awaited), writes
+// `ready <rss-kib> <start-ns> <start-cpu-ns> <configuration-ns>` (the client: the time to make its
+// CrumbsConfiguration before start),
 // and then, for ACTION:
 //   crash   writes `end <ns>` and stores through a null pointer (SIGSEGV)
 //   exit    writes `end <ns>` and calls exit(0)
@@ -73,8 +75,10 @@ public struct ChildArguments {
   }
 
   /// Reports `ready`, then ends the way ACTION says.
-  public func finish(startNanoseconds: UInt64 = 0, startCPUNanoseconds: UInt64 = 0) -> Never {
-    report("ready \(residentKiB()) \(startNanoseconds) \(startCPUNanoseconds)")
+  public func finish(
+    startNanoseconds: UInt64 = 0, startCPUNanoseconds: UInt64 = 0, configurationNanoseconds: UInt64 = 0
+  ) -> Never {
+    report("ready \(residentKiB()) \(startNanoseconds) \(startCPUNanoseconds) \(configurationNanoseconds)")
     switch action {
     case "crash":
       report("end \(monotonicNanoseconds())")

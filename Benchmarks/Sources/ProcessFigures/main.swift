@@ -5,14 +5,18 @@
 //              Foundation) and a client (the whole SDK); CrumbsClient.start on the caller's
 //              thread (wall and thread CPU) and the recorder's set-up (ring + crash handler), in
 //              a directory earlier runs used (a later launch, the usual case), and the client's
-//              start in a new directory (a first launch: it makes its folders)
+//              start in a new directory (a first launch: it makes its folders); and, apart, the
+//              time to make the CrumbsConfiguration the start is given (also the caller's)
 //   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB)
 //   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
 //   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
 //              program without Crumbs that links FoundationNetworking, as every client does
-//              (CrumbsDelivery): most of a client's end is that library tree's
+//              (CrumbsDelivery): most of a client's end is that library tree's; and the client
+//              without its memory monitor, whose thread (the client's only long-lived one) the
+//              kernel must wake and let exit before the parent is told: on a busy machine that
+//              waits for a CPU
 //
-// The children are PlainProcess, RecorderProcess and ClientProcess, built next to this program
+// The children are PlainProcess, RecorderProcess, ClientProcess and NetworkingProcess, built next to this program
 // (see ProcessChildSupport for what they do and print). Each kind keeps one directory from run
 // to run (a client's start then processes the previous run's session, in the background), and
 // the Swift runtime's backtracer is off in them (SWIFT_BACKTRACE=enable=no) so a crash times
@@ -57,18 +61,26 @@ struct ChildRun {
   var residentKiB: Double = .nan
   var setUp: Double = .nan
   var setUpCPU: Double = .nan
+  var configuration: Double = .nan
   var endToReaped: Double = .nan
   var status: Int32 = -1
 }
 
 nonisolated(unsafe) var serial = 0
 
+/// Kinds that run another kind's program with something set in its environment.
+let variants: [String: (program: String, environment: [String: String])] = [
+  "ClientNoMonitor": ("ClientProcess", ["CRUMBS_BENCH_NO_MEMORY_MONITOR": "1"])
+]
+
 /// Runs `program ACTION DIR` and collects its lines (see ProcessChildSupport). DIR is the
 /// program's own directory, kept from run to run as an application's is (a later launch), or
 /// with `fresh` a new one (a first launch: the client then makes its folders).
-func run(_ program: String, _ action: String, fresh: Bool = false) -> ChildRun {
+func run(_ kind: String, _ action: String, fresh: Bool = false) -> ChildRun {
   serial += 1
-  let directory = fresh ? "\(scratch)/\(program)-\(serial)" : "\(scratch)/\(program)"
+  // A kind is a program, or a program with an environment (see `variants`).
+  let (program, extra) = variants[kind] ?? (kind, [:])
+  let directory = fresh ? "\(scratch)/\(kind)-\(serial)" : "\(scratch)/\(kind)"
   try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
   defer { if fresh { try? FileManager.default.removeItem(atPath: directory) } }
   var output: [Int32] = [0, 0]
@@ -85,6 +97,7 @@ func run(_ program: String, _ action: String, fresh: Bool = false) -> ChildRun {
   let arguments = [path, action, directory]
   var environment = ProcessInfo.processInfo.environment
   environment["SWIFT_BACKTRACE"] = "enable=no"
+  environment.merge(extra) { $1 }
   let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
   let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
   defer { (argv + envp).forEach { free($0) } }
@@ -114,6 +127,7 @@ func run(_ program: String, _ action: String, fresh: Bool = false) -> ChildRun {
         result.residentKiB = Double(fields[1]) ?? .nan
         result.setUp = Double(fields[2]) ?? .nan
         result.setUpCPU = Double(fields[3]) ?? .nan
+        if fields.count > 4 { result.configuration = Double(fields[4]) ?? .nan }
         if action == "wait" {
           var byte: UInt8 = 1
           _ = write(input[1], &byte, 1)
@@ -144,7 +158,7 @@ var waits: [String: [ChildRun]] = [:]
 var crashes: [String: [ChildRun]] = [:]
 var exits: [String: [ChildRun]] = [:]
 var firstLaunches: [ChildRun] = []
-let kinds = ["PlainProcess", "RecorderProcess", "ClientProcess", "NetworkingProcess"]
+let kinds = ["PlainProcess", "RecorderProcess", "ClientProcess", "NetworkingProcess", "ClientNoMonitor"]
 for kind in kinds { _ = run(kind, "exit") }  // each kind's directory, as a first launch left it
 for _ in 0..<rounds {
   firstLaunches.append(run("ClientProcess", "wait", fresh: true))
@@ -165,7 +179,7 @@ func figure(_ runs: [String: [ChildRun]], _ kind: String, _ value: (ChildRun) ->
 
 let names = [
   "PlainProcess": "plain Swift", "RecorderProcess": "recorder only", "ClientProcess": "client",
-  "NetworkingProcess": "FoundationNetworking, no Crumbs",
+  "NetworkingProcess": "FoundationNetworking, no Crumbs", "ClientNoMonitor": "client, no memory monitor",
 ]
 for kind in kinds {
   let startup = figure(waits, kind, \.spawnToMain)
@@ -182,6 +196,7 @@ let recorderRSS = figure(waits, "RecorderProcess", \.residentKiB)
 let ringKiB = (8192.0 + 4096.0 * 256.0) / 1024.0  // the default ring: header, lane page, 4096 × 256 B
 let clientStart = figure(waits, "ClientProcess", \.setUp)
 let clientStartCPU = figure(waits, "ClientProcess", \.setUpCPU)
+let clientConfiguration = figure(waits, "ClientProcess", \.configuration)
 let recorderSetUp = figure(waits, "RecorderProcess", \.setUp)
 let deathRatio =
   figure(crashes, "ClientProcess", \.endToReaped) / figure(crashes, "RecorderProcess", \.endToReaped)
@@ -190,7 +205,8 @@ let exitRatio =
 let firstLaunchStart = median(firstLaunches.map(\.setUp).filter { !$0.isNaN })
 print(
   "CrumbsClient.start on the caller's thread: \(ms(clientStart)) wall, \(ms(clientStartCPU)) CPU "
-    + "(goal ≤ 1 ms: \(verdict(clientStart <= 1e6))); first launch in a new directory (its folders made): "
+    + "(goal ≤ 1 ms: \(verdict(clientStart <= 1e6))); making its CrumbsConfiguration before: "
+    + "\(ms(clientConfiguration)); first launch in a new directory (its folders made): "
     + "\(ms(firstLaunchStart)); recorder set-up (ring + crash handler): \(ms(recorderSetUp))")
 print(
   "recorder-only start: \(ms(recorderStart - plainStart)) after a plain program's (goal ≤ 1 ms: \(verdict(recorderStart - plainStart <= 1e6))), "
@@ -206,6 +222,13 @@ print(
     + "CrumbsDelivery): fault → death \(ms(networkingDeath)), exit(0) → reaped \(ms(networkingExit)); "
     + "client / that: \(String(format: "%.2f", figure(crashes, "ClientProcess", \.endToReaped) / networkingDeath))× "
     + "and \(String(format: "%.2f", figure(exits, "ClientProcess", \.endToReaped) / networkingExit))×")
+let quietDeath = figure(crashes, "ClientNoMonitor", \.endToReaped)
+let quietExit = figure(exits, "ClientNoMonitor", \.endToReaped)
+print(
+  "and the client without its memory monitor (no thread left for the kernel to wake and end): "
+    + "fault → death \(ms(quietDeath)), exit(0) → reaped \(ms(quietExit)); / recorder only: "
+    + "\(String(format: "%.2f", quietDeath / figure(crashes, "RecorderProcess", \.endToReaped)))× and "
+    + "\(String(format: "%.2f", quietExit / figure(exits, "RecorderProcess", \.endToReaped)))×")
 
 BenchSummary.record(
   "CrumbsClient.start on the caller's thread",
@@ -227,3 +250,6 @@ BenchSummary.record(
 BenchSummary.record(
   "  for reference: FoundationNetworking, no Crumbs",
   "fault to death \(ms(networkingDeath)), exit(0) to reaped \(ms(networkingExit))")
+BenchSummary.record(
+  "  for reference: client, no memory monitor",
+  "fault to death \(ms(quietDeath)), exit(0) to reaped \(ms(quietExit))")

@@ -50,7 +50,10 @@ package enum SystemFacts {
         let bytes = try? Syscall.readFile(
           "/sys/devices/system/clocksource/clocksource0/current_clocksource", limit: 256)
       else { return false }
-      return bytes.split(separator: UInt8(ascii: "\n")).first?.elementsEqual("tsc".utf8) == true
+      // The first line, compared in place: a split would make an array of slices (a generic
+      // metadata instantiation on the caller's thread of every ring creation).
+      let end = bytes.firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
+      return bytes[..<end].elementsEqual("tsc".utf8)
     #elseif arch(arm64)
       return true
     #else
