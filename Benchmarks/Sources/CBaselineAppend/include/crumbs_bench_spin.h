@@ -13,16 +13,4 @@ static inline void crumbs_bench_spin_pause(void) {
 #endif
 }
 
-/// `iterations` turns of a dependent multiply-add chain: work that needs nothing but a core, to
-/// see whether two threads at once each get one (RingAppendFigures' calibration). Returns the
-/// result so the compiler keeps the loop.
-static inline unsigned long long crumbs_bench_compute(long iterations) {
-  unsigned long long x = 1, y = 3;
-  for (long index = 0; index < iterations; index++) {
-    x = x * 6364136223846793005ull + y;
-    y ^= x >> 7;
-  }
-  return x + y;
-}
-
 #endif // CRUMBS_BENCH_SPIN_H
