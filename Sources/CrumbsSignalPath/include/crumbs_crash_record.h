@@ -126,6 +126,21 @@ typedef enum crumbs_crash_stack_source {
   CRUMBS_STACK_PROC_MAPS = 2,  // the mapping holding the SP, from /proc/self/maps in the handler
 } crumbs_crash_stack_source;
 
+/// `crumbs_crash_record.frame_marks[i]`: how frame i was found. 0 is a frame the frame-pointer
+/// walk read from a frame record (or frames[0], the faulting PC): certain. Carved out of
+/// `reserved` without a version bump: a file written before it has zeros there, and its
+/// CRUMBS_CRASH_FLAG_STACK_SCANNED says only that some frame was guessed, not which.
+enum {
+  /// Found by scanning the stack for return addresses: it may be a stale one.
+  CRUMBS_FRAME_GUESSED = 1u << 0,
+  /// Recovered by .eh_frame call frame information (the code kept no frame pointer).
+  CRUMBS_FRAME_CFI = 1u << 1,
+  /// A resume point of an async caller, from the Swift async context chain.
+  CRUMBS_FRAME_ASYNC = 1u << 2,
+  /// `leaf_return_candidate` inserted after a call through a bad pointer.
+  CRUMBS_FRAME_INSERTED = 1u << 3,
+};
+
 /// `crumbs_crash_module.flags`.
 enum {
   /// Not in the table the last scan made: the handler found it at crash time, in
@@ -249,7 +264,9 @@ typedef struct crumbs_crash_record {
   /// CRUMBS_CRASH_COMPLETE_MARKER once the handler finished; stored last (release).
   uint64_t complete_marker;
 
-  uint8_t reserved[320];
+  /// One CRUMBS_FRAME_* set per entry of `frames` (see the enum for files written before it).
+  uint8_t frame_marks[CRUMBS_CRASH_MAX_FRAMES];
+  uint8_t reserved[192];
   crumbs_crash_module modules[CRUMBS_CRASH_MAX_MODULES];
 
   // Version 2: what was said before the signal (the handler copies it; see the struct).
@@ -267,6 +284,7 @@ _Static_assert(offsetof(crumbs_crash_record, frame_count) == 664, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, frames) == 680, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, module_generation) == 1704, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, complete_marker) == 1720, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, frame_marks) == 1728, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZE, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, message) == CRUMBS_CRASH_RECORD_V1_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,
