@@ -15,6 +15,11 @@ import CrumbsRecorder
 #endif
 
 package struct CrashReportBuilder {
+  /// The evidence a report carries when callers were found by scanning the stack (CrashRecord
+  /// `stackScanned`); Backtrace marks those frames `guessed_frame`.
+  package static let stackScannedEvidence =
+    "the crash was in code without frame pointers; callers were recovered by scanning the stack"
+
   package var attributes: [String: String]
   package var appVersion: String?
   package var reportingSession: SessionID?
@@ -76,8 +81,7 @@ package struct CrashReportBuilder {
       report.damage.append("the crash handler did not finish; fields after the last one written are missing")
     }
     if record.stackScanned {
-      report.evidence.append(
-        "the crash was in code without frame pointers; callers were recovered by scanning the stack")
+      report.evidence.append(Self.stackScannedEvidence)
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
     if record.swiftFatalMessageTruncated {
