@@ -34,9 +34,7 @@ struct CrashRecordDumpCommand: ParsableCommand {
     do {
       record = try CrashRecord.read(file: file)
     } catch {
-      let line = "crumbs: \(error)\n"
-      _ = line.withCString { write(2, $0, strlen($0)) }
-      throw ExitCode(2)
+      throw fail("crash-record dump", "\(error)")
     }
     print(json ? CrashRecordText.json(record) : CrashRecordText.human(record))
   }

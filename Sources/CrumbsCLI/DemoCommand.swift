@@ -24,6 +24,8 @@ struct DemoCommand: ParsableCommand {
   @Flag(help: "Print the stored report object as JSON instead of the human-readable form.")
   var json = false
 
+  @OptionGroup var color: ColorOptions
+
   func validate() throws {
     guard CrashKind(rawValue: crash) != nil else {
       throw ValidationError(
@@ -35,7 +37,7 @@ struct DemoCommand: ParsableCommand {
   func run() throws {
     let kind = CrashKind(rawValue: crash)!
     let directory = absolute(dir)
-    let style = TerminalStyle(enabled: !json && isatty(1) != 0)
+    let style = TerminalStyle(enabled: !json && color.enabled)
     if !json {
       print(style.bold("Crumbs demo") + " — files in \(directory)")
       print(

@@ -21,24 +21,17 @@ struct ReportCommand: ParsableCommand {
     subcommands: [ReportDecodeCommand.self])
 }
 
-struct StoreOptions: ParsableArguments {
-  @Option(help: "The Crumbs directory (holding reports/).")
-  var dir: String = "crumbs-demo"
-
-  func openStore() throws -> ReportStore {
-    do {
-      return try ReportStore(directory: absolute(dir))
-    } catch {
-      printError("crumbs: cannot open the report store in \(dir): \(error)")
-      throw ExitCode.failure
-    }
-  }
-}
-
 struct ReportsSendCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "send",
-    abstract: "Send the pending reports (one pass: each is tried once, failures stay pending).")
+    abstract: "Send the pending reports (one pass: each is tried once, failures stay pending).",
+    discussion: """
+      The Backtrace token comes from --token-file or CRUMBS_BACKTRACE_TOKEN, secret headers from \
+      --header-file or CRUMBS_SECRET_HEADERS (one 'Name: value' per line). --token and \
+      --secret-header still work but are discouraged: a command line shows in ps and the shell's \
+      history. Exit 0 when every pending report was delivered (or none was pending), 1 when one \
+      stayed pending or was dropped.
+      """)
 
   @OptionGroup var store: StoreOptions
 
@@ -47,18 +40,24 @@ struct ReportsSendCommand: ParsableCommand {
 
   @Option(
     help:
-      "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without --token.")
+      "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without a token.")
   var backtrace: String?
 
-  @Option(help: "Backtrace submission token (never printed).")
+  @Option(help: "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN).")
+  var tokenFile: String?
+
+  @Option(help: "Discouraged (visible in ps): the Backtrace token itself; prefer --token-file.")
   var token: String?
 
-  @Option(name: .customLong("header"), help: "An extra header, 'Name: value' (repeatable).")
+  @Option(name: .customLong("header"), help: "An extra header, 'Name: value' (repeatable; not secret).")
   var headers: [String] = []
+
+  @Option(help: "A file of secret headers, one 'Name: value' per line (else CRUMBS_SECRET_HEADERS).")
+  var headerFile: String?
 
   @Option(
     name: .customLong("secret-header"),
-    help: "A header whose value is never printed, e.g. 'Authorization: Bearer …'.")
+    help: "Discouraged (visible in ps): a header whose value is never printed; prefer --header-file.")
   var secretHeaders: [String] = []
 
   @Flag(help: "OTLP/JSON instead of protobuf.")
@@ -73,26 +72,50 @@ struct ReportsSendCommand: ParsableCommand {
   @Option(help: "Attempts per report before it is dropped.")
   var retryLimit: Int = 3
 
+  @Flag(help: "Print one JSON object with every result instead of progress lines.")
+  var json = false
+
   func validate() throws {
     guard (otlp == nil) != (backtrace == nil) else {
-      throw ValidationError("give exactly one destination: --otlp URL or --backtrace URL [--token T]")
+      throw ValidationError("give exactly one destination: --otlp URL or --backtrace URL [--token-file F]")
+    }
+    guard token == nil || tokenFile == nil else {
+      throw ValidationError("give --token-file or --token, not both")
     }
     for header in headers + secretHeaders where HTTPHeader(parsing: header) == nil {
       throw ValidationError("a header is 'Name: value'")
     }
   }
 
+  /// The Backtrace token: --token-file, else --token, else CRUMBS_BACKTRACE_TOKEN.
+  func backtraceToken() throws -> String? {
+    if let tokenFile { return try Secrets.file(tokenFile, command: "reports send", what: "token") }
+    if let token { return token }
+    return Environment.value("CRUMBS_BACKTRACE_TOKEN").flatMap { $0.isEmpty ? nil : $0 }
+  }
+
+  /// Plain headers, then the secret ones from --header-file, CRUMBS_SECRET_HEADERS and argv.
+  func allHeaders() throws -> [HTTPHeader] {
+    var result = headers.compactMap { HTTPHeader(parsing: $0) }
+    if let headerFile {
+      let text = try Secrets.file(headerFile, command: "reports send", what: "header")
+      result += try Secrets.headers(text, source: headerFile, command: "reports send")
+    }
+    if let text = Environment.value("CRUMBS_SECRET_HEADERS"), !text.isEmpty {
+      result += try Secrets.headers(text, source: "CRUMBS_SECRET_HEADERS", command: "reports send")
+    }
+    return result + secretHeaders.compactMap { HTTPHeader(parsing: $0, isSecret: true) }
+  }
+
   func run() throws {
-    let reportStore = try store.openStore()
-    let extra =
-      headers.compactMap { HTTPHeader(parsing: $0) }
-      + secretHeaders.compactMap { HTTPHeader(parsing: $0, isSecret: true) }
+    let reportStore = try store.openStore(command: "reports send")
+    let extra = try allHeaders()
     let destination: any ReportDestination
     if let otlp {
       destination = OTLPDestination(
         endpoint: otlp, headers: extra, encoding: otlpJSON ? .json : .protobuf,
         breadcrumbsAsLogRecords: breadcrumbRecords)
-    } else if let token {
+    } else if let token = try backtraceToken() {
       destination = BacktraceDestination(endpoint: backtrace!, token: token, headers: extra)
     } else {
       destination = BacktraceDestination(submissionURL: backtrace!, headers: extra)
@@ -102,33 +125,90 @@ struct ReportsSendCommand: ParsableCommand {
     settings.retryLimit = retryLimit
     let pending = reportStore.list(.pending).reports.count
     guard pending > 0 else {
-      print("no pending reports in \(reportStore.path)")
+      if json {
+        print(SendSummary(results: [], evictions: [], sent: 0, dropped: 0, pending: 0).json())
+      } else {
+        print("no pending reports in \(reportStore.path)")
+      }
       return
     }
-    let progress = SendProgress(total: pending)
+    let progress = SendProgress(total: pending, printsLines: !json)
     let uploader = ReportUploader(
       store: reportStore, destinations: [destination], settings: settings,
       transport: URLSessionTransport(timeout: timeout), delegate: progress)
     let pass = uploader.deliverPendingNow()
     if pass.lockBusy {
-      printError("crumbs reports send: another process is delivering from this store; try again later")
-      throw ExitCode.failure
+      throw fail("reports send", "another process is delivering from this store; try again later")
     }
-    for eviction in pass.evictions { print("evicted \(eviction.reportID): \(eviction.reason)") }
-    let sent = pass.finished.filter { $0.state == .sent }.count
-    let dropped = pass.finished.filter { $0.state == .dropped }.count
-    let left = reportStore.list(.pending).reports.count
-    print("\(sent) sent, \(dropped) dropped, \(left) still pending")
-    if left > 0 || dropped > 0 { throw ExitCode.failure }
+    let summary = SendSummary(
+      results: progress.results, evictions: pass.evictions.map { ($0.reportID, $0.reason) },
+      sent: pass.finished.filter { $0.state == .sent }.count,
+      dropped: pass.finished.filter { $0.state == .dropped }.count,
+      pending: reportStore.list(.pending).reports.count)
+    if json {
+      print(summary.json())
+    } else {
+      for eviction in pass.evictions { print("evicted \(eviction.reportID): \(eviction.reason)") }
+      print("\(summary.sent) sent, \(summary.dropped) dropped, \(summary.pending) still pending")
+    }
+    if summary.pending > 0 || summary.dropped > 0 { throw CLIExit.failure }
+  }
+}
+
+/// What `reports send --json` prints: one object.
+struct SendSummary {
+  var results: [DeliveryResult]
+  var evictions: [(id: String, reason: String)]
+  var sent: Int
+  var dropped: Int
+  var pending: Int
+
+  func json() -> String {
+    let objects: [[String: Any]] = results.map { result in
+      var object: [String: Any] = [
+        "report.id": result.reportID, "destination": result.destination, "attempts": result.attempts,
+      ]
+      if let status = result.status { object["status"] = status }
+      switch result.outcome {
+      case .delivered: object["outcome"] = "delivered"
+      case .willRetry(let reason, let next):
+        object["outcome"] = "will_retry"
+        object["reason"] = reason
+        if next > 0 { object["next_attempt"] = ISO8601.string(nanoseconds: next) }
+      case .throttled(let until):
+        object["outcome"] = "throttled"
+        object["until"] = ISO8601.string(nanoseconds: until)
+      case .dropped(let reason):
+        object["outcome"] = "dropped"
+        object["reason"] = reason
+      case .limitReached: object["outcome"] = "limit_reached"
+      }
+      return object
+    }
+    let summary: [String: Any] = [
+      "sent": sent, "dropped": dropped, "pending": pending, "results": objects,
+      "evicted": evictions.map { ["report.id": $0.id, "reason": $0.reason] },
+    ]
+    let data =
+      (try? JSONSerialization.data(
+        withJSONObject: summary, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
+    return String(decoding: data, as: UTF8.self)
   }
 }
 
 /// Prints `[2/5] sent 3f2c1a0b… → 200` as each attempt ends.
+/// Also keeps every result, for `--json`.
 final class SendProgress: ReportUploaderDelegate {
   let total: Int
-  private let done = Mutex(0)
+  let printsLines: Bool
+  private let done = Mutex<[DeliveryResult]>([])
 
-  init(total: Int) { self.total = total }
+  init(total: Int, printsLines: Bool = true) {
+    self.total = total
+    self.printsLines = printsLines
+  }
+
+  var results: [DeliveryResult] { done.withLock { $0 } }
 
   func serverDidRespond(_ result: DeliveryResult) {
     line(result, verb: result.outcome.isDelivered ? "sent" : "failed", answer: "\(result.status ?? 0)")
@@ -141,10 +221,11 @@ final class SendProgress: ReportUploaderDelegate {
   }
 
   private func line(_ result: DeliveryResult, verb: String, answer: String) {
-    let index = done.withLock { count in
-      count += 1
-      return count
+    let index = done.withLock { results in
+      results.append(result)
+      return results.count
     }
+    guard printsLines else { return }
     var text = "[\(index)/\(total)] \(verb) \(result.reportID.prefix(8))… → "
     switch result.outcome {
     case .delivered: text += answer
@@ -186,7 +267,7 @@ struct ReportsListCommand: ParsableCommand {
   }
 
   func run() throws {
-    let reportStore = try store.openStore()
+    let reportStore = try store.openStore(command: "reports list", readOnly: true)
     let states = state == "all" ? ReportState.allCases : [ReportState(rawValue: state)!]
     let reports = states.flatMap { reportStore.list($0).reports }
     if json {
@@ -242,20 +323,16 @@ struct ReportsShowCommand: ParsableCommand {
   @Flag(help: "The stored report.json as it is.")
   var json = false
 
+  @OptionGroup var color: ColorOptions
+
   func run() throws {
-    let reportStore = try store.openStore()
-    let stored: StoredReport
-    do {
-      stored = try reportStore.load(id: id)
-    } catch {
-      printError("crumbs reports show: \(error)")
-      throw ExitCode.failure
-    }
+    let reportStore = try store.openStore(command: "reports show", readOnly: true)
+    let stored = try store.load(id, from: reportStore, command: "reports show")
     if json {
       print(String(decoding: try stored.readFile("report.json", limit: 64 << 20), as: UTF8.self))
       return
     }
-    let style = TerminalStyle(enabled: isatty(1) != 0)
+    let style = color.style
     print(ReportPrinter(style: style).render(stored))
     let delivery = stored.deliveryState()
     if !delivery.destinations.isEmpty || stored.droppedReason() != nil {
@@ -271,44 +348,6 @@ struct ReportsShowCommand: ParsableCommand {
         print(line)
       }
       if let reason = stored.droppedReason() { print("  dropped: \(reason)") }
-    }
-  }
-}
-
-struct ReportDecodeCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "decode",
-    abstract: "Print a report.json pretty-printed, or an .lz4 attachment decompressed.")
-
-  @Argument(help: "A report.json, or an LZ4 attachment such as breadcrumbs.jsonl.lz4.")
-  var file: String
-
-  func run() throws {
-    let bytes: [UInt8]
-    do {
-      bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
-    } catch {
-      printError("crumbs report decode: cannot read \(file)")
-      throw ExitCode.failure
-    }
-    if bytes.starts(with: [0x04, 0x22, 0x4D, 0x18]) {
-      do {
-        FileHandle.standardOutput.write(Data(try LZ4Frame.decompress(bytes)))
-      } catch {
-        printError("crumbs report decode: \(file): \(error)")
-        throw ExitCode.failure
-      }
-      return
-    }
-    do {
-      _ = try ReportStore.decode(bytes)
-      let object = try JSONSerialization.jsonObject(with: Data(bytes))
-      let pretty = try JSONSerialization.data(
-        withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-      print(String(decoding: pretty, as: UTF8.self))
-    } catch {
-      printError("crumbs report decode: \(file) is neither a report nor an LZ4 frame: \(error)")
-      throw ExitCode.failure
     }
   }
 }

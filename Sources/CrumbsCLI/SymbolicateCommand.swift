@@ -28,14 +28,8 @@ struct SymbolicateCommand: ParsableCommand {
   var llvmSymbolizer: String?
 
   func run() throws {
-    let reportStore = try store.openStore()
-    let stored: StoredReport
-    do {
-      stored = try reportStore.load(id: id)
-    } catch {
-      printError("crumbs symbolicate: \(error)")
-      throw ExitCode.failure
-    }
+    let reportStore = try store.openStore(command: "symbolicate")
+    let stored = try store.load(id, from: reportStore, command: "symbolicate")
     var options = PostMortemProcessor.defaultSymbolication
     options.symbolDirectories = symbolDirectories.map(absolute)
     options.useLLVMSymbolizer = true
@@ -44,8 +38,7 @@ struct SymbolicateCommand: ParsableCommand {
     do {
       try reportStore.replace(stored, with: report)
     } catch {
-      printError("crumbs symbolicate: \(error)")
-      throw ExitCode.failure
+      throw fail("symbolicate", "\(error)")
     }
     let before = stored.report.frames.filter { $0.function != nil }.count
     let after = report.frames.filter { $0.function != nil }.count

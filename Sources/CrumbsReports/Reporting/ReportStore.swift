@@ -46,12 +46,16 @@ public enum ReportStoreError: Error, CustomStringConvertible, Equatable {
   case system(SystemCallError)
   case encoding(String)
   case notFound(String)
+  /// A prefix that starts more than one report's id: the prefix and those ids.
+  case ambiguous(String, [String])
 
   public var description: String {
     switch self {
     case .system(let error): "report store: \(error)"
     case .encoding(let reason): "report store: cannot encode report: \(reason)"
     case .notFound(let id): "report store: no report \(id)"
+    case .ambiguous(let prefix, let ids):
+      "report store: \(prefix) starts \(ids.count) report ids: \(ids.joined(separator: ", "))"
     }
   }
 }
@@ -154,6 +158,13 @@ public struct ReportStore: Sendable {
     }
   }
 
+  /// The store under `directory` as it is, for readers that must change nothing (the CLI's
+  /// `reports list/show`): no folder is made or moved; the caller checks that `reports/` exists.
+  package init(existingDirectory directory: String, limits: StoreLimits = StoreLimits()) {
+    path = directory + "/reports"
+    self.limits = limits
+  }
+
   private func makeOwnFolder(_ name: String) throws(SystemCallError) {
     let folder = path + "/" + name
     if let found = Syscall.status(ofPath: folder), found.kind != .directory {
@@ -252,14 +263,21 @@ public struct ReportStore: Sendable {
     return (reports, quarantined)
   }
 
-  /// The report with `id` in any state. `id` may be a unique prefix.
+  /// The report with `id` in any state. `id` may be a unique prefix; a prefix of several ids
+  /// is refused (`.ambiguous`, naming them) rather than answered with one of them.
   public func load(id: String) throws(ReportStoreError) -> StoredReport {
+    var found: [(state: ReportState, name: String)] = []
     for state in ReportState.allCases {
       guard let directory = try? Syscall.openDirectory(folder(state), beneath: path) else { continue }
       defer { Syscall.close(directory) }
       let names = (try? Syscall.directoryEntries(of: directory, path: folder(state))) ?? []
-      guard let name = names.first(where: { $0 == id }) ?? names.first(where: { $0.hasPrefix(id) })
-      else { continue }
+      found += names.filter { $0.hasPrefix(id) }.sorted().map { (state, $0) }
+    }
+    let ids = Set(found.map(\.name))
+    if !ids.contains(id), ids.count > 1 { throw .ambiguous(id, ids.sorted()) }
+    for (state, name) in found where name == id || !ids.contains(id) {
+      guard let directory = try? Syscall.openDirectory(folder(state), beneath: path) else { continue }
+      defer { Syscall.close(directory) }
       let reportFolder = folder(state) + "/" + name
       switch readReport(named: name, in: directory, path: reportFolder) {
       case .report(let report):

@@ -68,23 +68,38 @@ public final class DebugFileLocator {
   /// Build ID → path for every ELF file under the directories (the first found wins).
   private func buildIndex() -> [String: String] {
     var found: [String: String] = [:]
-    var visited = 0
-    var queue = directories.map { (path: $0, depth: 0) }
-    while !queue.isEmpty, visited < Self.maxFiles {
-      let (folder, depth) = queue.removeFirst()
-      for name in ((try? Syscall.directoryEntries(folder)) ?? []).sorted() where visited < Self.maxFiles {
-        let path = folder + "/" + name
-        if Syscall.isDirectory(path) {
-          // A symbolic link to a directory is not followed: no loops, no escaping the tree.
-          if depth + 1 < Self.maxDepth, Syscall.readLink(path) == nil { queue.append((path, depth + 1)) }
-          continue
-        }
-        visited += 1
-        guard let buildID = buildID(of: path) else { continue }
-        let hex = LoadedModule.hex(buildID)
-        if found[hex] == nil { found[hex] = path }
-      }
+    for path in Self.files(under: directories) {
+      guard let buildID = buildID(of: path) else { continue }
+      let hex = LoadedModule.hex(buildID)
+      if found[hex] == nil { found[hex] = path }
     }
     return found
+  }
+
+  /// Every file under `directories` (a path that is a file is itself), folders in breadth-first
+  /// order and names sorted within each: at most `maxDepth` levels and `maxFiles` files.
+  /// Symbolic links to directories are not followed (no loops, no escaping the tree).
+  package static func files(under directories: [String]) -> [String] {
+    var files: [String] = []
+    var queue: [(path: String, depth: Int)] = []
+    for path in directories {
+      if Syscall.isDirectory(path) {
+        queue.append((path, 0))
+      } else if Syscall.fileExists(path) {
+        files.append(path)
+      }
+    }
+    while !queue.isEmpty, files.count < maxFiles {
+      let (folder, depth) = queue.removeFirst()
+      for name in ((try? Syscall.directoryEntries(folder)) ?? []).sorted() where files.count < maxFiles {
+        let path = folder + "/" + name
+        if Syscall.isDirectory(path) {
+          if depth + 1 < maxDepth, Syscall.readLink(path) == nil { queue.append((path, depth + 1)) }
+          continue
+        }
+        files.append(path)
+      }
+    }
+    return files
   }
 }

@@ -1,0 +1,151 @@
+// CLIConventions.swift — what every `crumbs` command does the same way: exit codes, colour,
+// secrets, and opening a Crumbs directory without creating one.
+//
+// Exit codes (also in `crumbs --help` and docs/cli.md):
+//   0   success
+//   1   failure: the work was not done (a report stayed pending or was dropped, an upload was
+//       refused, a file is unreadable or not what it should be, --dir is missing or is not a
+//       Crumbs directory)
+//   3   nothing found: no report has that id, no ELF file in the directories
+//   64  usage error: a wrong option or argument, an ambiguous report id prefix (EX_USAGE, what
+//       ArgumentParser exits with on a usage error)
+//
+// Colour (`--color auto|always|never`, default auto): auto colours only when stdout is a
+// terminal and NO_COLOR is unset or empty (https://no-color.org); always and never win over
+// NO_COLOR, being asked for on this command line.
+//
+// Secrets (a Backtrace token, header values) come from a file (`--token-file`, `--header-file`)
+// or the environment (CRUMBS_BACKTRACE_TOKEN, CRUMBS_SECRET_HEADERS): on a command line they
+// show in `ps` and the shell's history.
+// Not signal-safe (an ordinary command-line program).
+
+import ArgumentParser
+import Crumbs
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The exit codes every command uses (see the file comment).
+enum CLIExit {
+  static let failure = ExitCode(1)
+  static let nothingFound = ExitCode(3)
+  static let usage = ExitCode.validationFailure
+
+  /// The text `crumbs --help` shows.
+  static let help = """
+    Exit codes: 0 success; 1 failure (the work was not done: a report stayed pending, an upload \
+    was refused, a file is unreadable, --dir is missing or not a Crumbs directory); 3 nothing \
+    found (no report has that id, no ELF file in the directories); 64 usage error (a wrong option \
+    or argument, an ambiguous report id prefix).
+    Colour: --color auto|always|never where a command colours its output; auto colours a \
+    terminal unless NO_COLOR is set.
+    Secrets: --token-file, --header-file or CRUMBS_BACKTRACE_TOKEN / CRUMBS_SECRET_HEADERS rather \
+    than the command line.
+    """
+}
+
+/// Prints `crumbs <command>: message` on stderr and returns the error to throw.
+func fail(_ command: String, _ message: String, _ code: ExitCode = CLIExit.failure) -> ExitCode {
+  printError("crumbs \(command): \(message)")
+  return code
+}
+
+/// `--color auto|always|never`.
+enum ColorChoice: String, ExpressibleByArgument, CaseIterable {
+  case auto, always, never
+}
+
+struct ColorOptions: ParsableArguments {
+  @Option(help: "Colour: auto (a terminal, unless NO_COLOR is set), always or never.")
+  var color: ColorChoice = .auto
+
+  /// Whether to colour what goes to stdout.
+  var enabled: Bool {
+    switch color {
+    case .always: true
+    case .never: false
+    case .auto: isatty(1) != 0 && (Environment.value("NO_COLOR") ?? "").isEmpty
+    }
+  }
+
+  var style: TerminalStyle { TerminalStyle(enabled: enabled) }
+}
+
+enum Environment {
+  static func value(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+}
+
+/// Secrets read from a file or the environment.
+enum Secrets {
+  /// The whole file, without its trailing line break; an error in words when it cannot be read
+  /// or is empty.
+  static func file(_ path: String, command: String, what: String) throws -> String {
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(absolute(path), limit: 1 << 16)
+    } catch {
+      throw fail(command, "cannot read the \(what) file \(path): \(error)")
+    }
+    let text = String(decoding: bytes, as: UTF8.self).trimmed(of: " \t\r\n")
+    guard !text.isEmpty else { throw fail(command, "the \(what) file \(path) is empty") }
+    return text
+  }
+
+  /// `Name: value` lines (blank lines and `#` comments skipped), every value secret.
+  static func headers(_ text: String, source: String, command: String) throws -> [HTTPHeader] {
+    var headers: [HTTPHeader] = []
+    for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+      let trimmed = line.trimmed(of: " \t\r")
+      if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+      guard let header = HTTPHeader(parsing: trimmed, isSecret: true) else {
+        throw fail(command, "\(source) line \(number + 1) is not 'Name: value'", CLIExit.usage)
+      }
+      headers.append(header)
+    }
+    return headers
+  }
+}
+
+/// Where the Crumbs directory is, opened without creating anything.
+struct StoreOptions: ParsableArguments {
+  @Option(help: "The Crumbs directory (holding reports/).")
+  var dir: String = "crumbs-demo"
+
+  /// The report store in `dir`, which must exist: a missing directory, or one that is not a
+  /// Crumbs directory, is an error (exit 1), never an empty store made on the spot.
+  /// `readOnly` opens it without making or moving any folder (list, show).
+  func openStore(command: String, readOnly: Bool = false) throws -> ReportStore {
+    let directory = absolute(dir)
+    guard Syscall.fileExists(directory) else {
+      throw fail(command, "no such directory: \(dir) (give the Crumbs directory with --dir)")
+    }
+    guard Syscall.isDirectory(directory) else { throw fail(command, "\(dir) is not a directory") }
+    guard Syscall.isDirectory(directory + "/reports") else {
+      throw fail(command, "\(dir) is not a Crumbs directory: it has no reports/ folder")
+    }
+    if readOnly { return ReportStore(existingDirectory: directory) }
+    do {
+      return try ReportStore(directory: directory)
+    } catch {
+      throw fail(command, "cannot open the report store in \(dir): \(error)")
+    }
+  }
+
+  /// The stored report `id` names (a unique prefix will do), or the error in words: not found
+  /// (exit 3), ambiguous (exit 64, with the candidates), unreadable (exit 1).
+  func load(_ id: String, from store: ReportStore, command: String) throws -> StoredReport {
+    do {
+      return try store.load(id: id)
+    } catch .notFound {
+      throw fail(command, "no report \(id) in \(dir)", CLIExit.nothingFound)
+    } catch .ambiguous(_, let ids) {
+      throw fail(
+        command,
+        "\(id) is the start of \(ids.count) report ids; give more of it:\n  "
+          + ids.joined(separator: "\n  "), CLIExit.usage)
+    } catch {
+      throw fail(command, "\(error)")
+    }
+  }
+}
