@@ -21,6 +21,7 @@
 
 import ArgumentParser
 import Crumbs
+import Foundation
 
 #if canImport(Glibc)
   import Glibc
@@ -87,7 +88,7 @@ enum Secrets {
     } catch {
       throw fail(command, "cannot read the \(what) file \(path): \(error)")
     }
-    let text = String(decoding: bytes, as: UTF8.self).trimmed(of: " \t\r\n")
+    let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     guard !text.isEmpty else { throw fail(command, "the \(what) file \(path) is empty") }
     return text
   }

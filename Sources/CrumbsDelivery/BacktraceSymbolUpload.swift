@@ -146,7 +146,8 @@ public struct BacktraceSymbolUpload: Sendable {
 
   /// `: <the start of the body>` when it is short text, for a reason a person reads.
   static func excerpt(_ body: [UInt8]) -> String {
-    let text = String(decoding: body.prefix(200), as: UTF8.self).trimmed(of: " \t\r\n")
+    let text = String(decoding: body.prefix(200), as: UTF8.self).trimmingCharacters(
+      in: .whitespacesAndNewlines)
     guard !text.isEmpty, !text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\n" }) else {
       return ""
     }

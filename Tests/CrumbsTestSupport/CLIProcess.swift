@@ -21,7 +21,7 @@ package enum CLIProcess {
       stderr.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
     }
 
-    init(_ output: ProcessOutput) {
+    package init(_ output: ProcessOutput) {
       status = output.exitStatus ?? output.terminatingSignal.map { 128 + $0 } ?? -1
       stdout = String(decoding: output.standardOutput, as: UTF8.self)
       stderr = String(decoding: output.standardError, as: UTF8.self)
