@@ -109,7 +109,7 @@ public struct BacktraceSymbolUpload: Sendable {
           result.failure = nil
           return result
         }
-        let reason = "HTTP \(answer.status)" + Self.excerpt(answer.body)
+        let reason = "HTTP \(answer.status)" + ReportUploader.excerpt(answer.body)
         result.failure = request.redactor.redact(reason)
         switch answer.status {
         case 200..<300:
@@ -142,15 +142,5 @@ public struct BacktraceSymbolUpload: Sendable {
   /// retryInterval·2^(n-1), capped at maxRetryInterval.
   func backoff(afterAttempt attempt: Int) -> Double {
     min(maxRetryInterval, retryInterval * Double(1 << min(max(attempt - 1, 0), 30)))
-  }
-
-  /// `: <the start of the body>` when it is short text, for a reason a person reads.
-  static func excerpt(_ body: [UInt8]) -> String {
-    let text = String(decoding: body.prefix(200), as: UTF8.self).trimmingCharacters(
-      in: .whitespacesAndNewlines)
-    guard !text.isEmpty, !text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\n" }) else {
-      return ""
-    }
-    return ": " + text.split(separator: "\n").joined(separator: " ")
   }
 }
