@@ -53,7 +53,7 @@ import Testing
     for file in files {
       #expect(file["build_id"] as? String == tree.buildID)
       #expect(
-        file["debug_identifier"] as? String == BacktraceJSON.debugIdentifier(buildID: hexBytes(tree.buildID)))
+        file["debug_identifier"] as? String == BacktraceJSON.debugIdentifier(hex: tree.buildID))
     }
     #expect(byPath[tree.stripped]?["has_debug_info"] as? Bool == false)
     #expect(byPath[tree.stripped]?["debug_link"] as? String == "app.debug")
@@ -175,15 +175,4 @@ import Testing
     #expect(noToken.status == 64)
     #expect(refusing.requests.count == 1)
   }
-}
-
-func hexBytes(_ hex: String) -> [UInt8] {
-  var bytes: [UInt8] = []
-  var index = hex.startIndex
-  while index < hex.endIndex {
-    let next = hex.index(index, offsetBy: 2)
-    bytes.append(UInt8(hex[index..<next], radix: 16)!)
-    index = next
-  }
-  return bytes
 }
