@@ -14,10 +14,12 @@
 //   Crumbs                the client and automatic breadcrumbs; re-exports the three above, so
 //                         `import Crumbs` is the whole SDK.
 //   CrumbsLogging         swift-log LogHandler → breadcrumbs; needs only the recorder.
+//   CrumbsServiceLifecycle  Crumbs as a swift-service-lifecycle `Service` (optional product:
+//                         only a program that names it pulls in swift-service-lifecycle).
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 //
 //   CrumbsSignalPath → CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
-//                                    ↘ CrumbsLogging
+//                                    ↘ CrumbsLogging                 Crumbs → CrumbsServiceLifecycle
 import PackageDescription
 
 let package = Package(
@@ -27,12 +29,14 @@ let package = Package(
     .library(name: "Crumbs", targets: ["Crumbs"]),
     .library(name: "CrumbsRecorder", targets: ["CrumbsRecorder"]),
     .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
+    .library(name: "CrumbsServiceLifecycle", targets: ["CrumbsServiceLifecycle"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
   ],
   targets: [
     .target(name: "CrumbsSignalPath"),
@@ -57,6 +61,10 @@ let package = Package(
     .target(
       name: "CrumbsLogging",
       dependencies: ["CrumbsRecorder", .product(name: "Logging", package: "swift-log")]
+    ),
+    .target(
+      name: "CrumbsServiceLifecycle",
+      dependencies: ["Crumbs", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
     ),
     .executableTarget(
       name: "CrumbsCLI",

@@ -6,7 +6,8 @@
 //   start()                 a background thread runs passes: now, after wake(), when the next
 //                           report is due; stop(timeout:) ends it (waits, at most the timeout,
 //                           for the request in flight; the thread may finish it later)
-//   deliverPendingNow()     one pass on the caller's thread (CLI, tests); the same code
+//   deliverPendingNow()     one pass on the caller's thread (CLI, tests, CrumbsClient.flush);
+//                           the same code
 //   wake()                  a new report was stored: run a pass soon
 //
 // One pass: take the store's delivery lock (DeliveryLock: one deliverer at a time, across
@@ -347,6 +348,13 @@ public final class ReportUploader: Sendable {
   /// the app's main thread: it waits for the network.
   @discardableResult
   public func deliverPendingNow() -> DeliveryPass { deliverPending(stopping: { false }) }
+
+  /// One pass like `deliverPendingNow()` that starts no attempt once CLOCK_MONOTONIC reaches
+  /// `deadline` (nanoseconds); an attempt started before it ends within the transport's timeout.
+  @discardableResult
+  public func deliverPendingNow(startingNothingAfter deadline: UInt64) -> DeliveryPass {
+    deliverPending(stopping: { SystemClock.monotonicNanoseconds() >= deadline })
+  }
 
   /// One pass that ends early (between attempts) once `stopping` says so.
   private func deliverPending(stopping: () -> Bool) -> DeliveryPass {

@@ -6,6 +6,7 @@
 // SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
 // crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8,
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
+// crumbs_ring_mark_terminated_by_signal,
 // crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
 // (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
@@ -405,6 +406,13 @@ void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state) {
 
 uint32_t crumbs_ring_get_state(const crumbs_ring *ring) {
   return __atomic_load_n(&ring->header->state, __ATOMIC_ACQUIRE);
+}
+
+bool crumbs_ring_mark_terminated_by_signal(const crumbs_ring *ring, int signo) {
+  if (crumbs_ring_get_state(ring) != CRUMBS_RING_RUNNING) return false;
+  __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
+  crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
+  return true;
 }
 
 void crumbs_ring_set_session_flags(const crumbs_ring *ring, uint32_t flags) {

@@ -43,6 +43,7 @@
 #include "crumbs_ring.h"
 #include "crumbs_signal_names.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ static struct sigaction crumbs__sb_previous[CRUMBS__SB_MAX_SIGNAL];
 static uint64_t crumbs__sb_installed_mask;    // atomic
 static uint64_t crumbs__sb_reset_mask;        // atomic: SA_RESETHAND handler already called once
 static uint32_t crumbs__sb_per_second = 20;   // atomic
+static int crumbs__sb_last_termination_request; // atomic: SIGTERM/SIGINT/SIGHUP the app handled
 static uint64_t crumbs__sb_window[CRUMBS__SB_MAX_SIGNAL];     // atomic: second of the window
 static uint32_t crumbs__sb_count[CRUMBS__SB_MAX_SIGNAL];      // atomic: recorded in the window
 static uint32_t crumbs__sb_suppressed[CRUMBS__SB_MAX_SIGNAL]; // atomic: skipped since last one
@@ -157,6 +159,36 @@ void crumbs_signal_breadcrumbs_uninstall(void) {
   }
 }
 
+int crumbs_signal_breadcrumbs_last_termination_request(void) {
+  return __atomic_load_n(&crumbs__sb_last_termination_request, __ATOMIC_ACQUIRE);
+}
+
+bool crumbs_signal_breadcrumbs_note_termination_request(int signo) {
+  int before = __atomic_exchange_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_ACQ_REL);
+  return before != signo;
+}
+
+const char *crumbs_signal_breadcrumbs_app_handler_image(int signo) {
+  if (signo <= 0 || signo >= CRUMBS__SB_MAX_SIGNAL) return NULL;
+  struct sigaction action;
+  if (sigaction(signo, NULL, &action) != 0) return NULL;
+  if ((action.sa_flags & SA_SIGINFO) && action.sa_sigaction == crumbs__signal_breadcrumb) {
+    if (__atomic_load_n(&crumbs__sb_reset_mask, __ATOMIC_ACQUIRE) & (1ULL << signo)) return NULL;
+    action = crumbs__sb_previous[signo];
+  }
+  void *handler;
+  if (action.sa_flags & SA_SIGINFO) {
+    handler = (void *)action.sa_sigaction;
+  } else if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN) {
+    return NULL;
+  } else {
+    handler = (void *)action.sa_handler;
+  }
+  Dl_info info;
+  if (dladdr(handler, &info) == 0) return NULL;
+  return info.dli_fname;
+}
+
 uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
   return __atomic_load_n(&crumbs__sb_installed_mask, __ATOMIC_ACQUIRE);
 }
@@ -254,10 +286,8 @@ static void crumbs__terminate_by(int signo) {
   const crumbs_ring *ring = crumbs_installed_ring();
   // Only the ring's writer says how its session ended: a child forked without our fork handler
   // still maps its parent's ring (crumbs_fork.h).
-  if (ring != NULL && ring->header->pid == (uint32_t)getpid() &&
-      crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
-    __atomic_store_n(&ring->header->end_signal, (uint32_t)signo, __ATOMIC_RELEASE);
-    crumbs_ring_set_state(ring, CRUMBS_RING_TERMINATED_BY_SIGNAL);
+  if (ring != NULL && ring->header->pid == (uint32_t)getpid()) {
+    crumbs_ring_mark_terminated_by_signal(ring, signo);
   }
   crumbs__die_by_signal(signo);
 }
@@ -280,6 +310,12 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
     action = CRUMBS__ACTION_TERMINATES;
   } else {
     action = CRUMBS__ACTION_DEFAULT_IGNORED;
+  }
+
+  // A stop request the app takes over (a ServiceGroup's graceful shutdown): the app ends the
+  // session itself later, and may say it was this signal (crumbs_signal_breadcrumbs.h).
+  if (action != CRUMBS__ACTION_TERMINATES && (signo == SIGTERM || signo == SIGINT || signo == SIGHUP)) {
+    __atomic_store_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_RELEASE);
   }
 
   const crumbs_ring *ring = crumbs_installed_ring();

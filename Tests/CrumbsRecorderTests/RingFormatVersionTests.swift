@@ -17,7 +17,7 @@ import Testing
 #endif
 
 @Suite struct RingFormatVersionTests {
-  static let v1Fixture = ConsumerPackageTests.packageRoot + "/Tests/Fixtures/ring-v1.ring"
+  static let v1Fixture = ConsumerPackage.packageRoot + "/Tests/Fixtures/ring-v1.ring"
 
   @Test func aVersion1RingIsReadAsItWasWritten() throws {
     let contents = try RingReader.read(file: Self.v1Fixture)

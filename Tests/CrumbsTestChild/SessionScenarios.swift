@@ -1,5 +1,6 @@
 import Crumbs
 import CrumbsTestChildC
+import Dispatch
 
 // Session scenarios: what a CrumbsClient leaves for the next launch when the process exits soon
 // after start, starts a second client, sets metadata and crashes, or loses a crash signal to
@@ -22,6 +23,38 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.appVersion = "1.0"
     guard let client = startClient(configuration) else { return 1 }
     client.addBreadcrumb("one")
+    return 0
+  },
+
+  // client-cli-flush DIR URL SECONDS [async]: a short-lived CLI. Starts a client (no automatic
+  // breadcrumbs) delivering OTLP to URL, reports a non-fatal message ("cli step failed"), calls
+  // flush(timeout: SECONDS) (the async variant with "async") and prints
+  // "flushed delivered=D pending=P timed-out=T busy=B", then returns from main at once, as a
+  // CLI does: no close(), nothing else waits.
+  "client-cli-flush": { arguments in
+    guard arguments.count >= 3, let seconds = Double(arguments[2]) else { return 64 }
+    var configuration = CrumbsConfiguration(directory: arguments[0])
+    configuration.automaticBreadcrumbs = nil
+    configuration.destinations = [.otlp(endpoint: arguments[1])]
+    guard let client = startClient(configuration) else { return 1 }
+    client.send(message: "cli step failed")
+    let result: FlushResult
+    if arguments.count == 4 && arguments[3] == "async" {
+      let box = ResultBox()
+      let done = DispatchSemaphore(value: 0)
+      Task {
+        box.result = await client.flush(timeout: seconds)
+        done.signal()
+      }
+      done.wait()
+      guard let value = box.result else { return 1 }
+      result = value
+    } else {
+      result = client.flush(timeout: seconds)
+    }
+    print(
+      "flushed delivered=\(result.delivered) pending=\(result.pending) timed-out=\(result.timedOut) "
+        + "busy=\(result.storeBusy)")
     return 0
   },
 
@@ -139,6 +172,11 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
 ]
 
 /// Starts a client (shared), or prints the error and returns nil.
+/// Carries an async result to a waiting thread (written before the semaphore is signalled).
+private final class ResultBox: @unchecked Sendable {
+  var result: FlushResult?
+}
+
 private func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
   do {
     return try CrumbsClient.start(configuration)

@@ -78,4 +78,23 @@ public enum SignalBreadcrumbs {
     let mask = crumbs_signal_breadcrumbs_installed_mask()
     return Set((1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { Int32($0) })
   }
+
+  /// The file (shared library or executable) holding the app's handler of `signal` — the one
+  /// behind the breadcrumb handler when that is installed — or nil for SIG_DFL, SIG_IGN or an
+  /// address no loaded file holds. A ServiceGroup's signal sources show as libdispatch's.
+  package static func appHandlerImage(_ signal: Int32) -> String? {
+    crumbs_signal_breadcrumbs_app_handler_image(signal).map { String(cString: $0) }
+  }
+
+  /// Records a stop request (SIGTERM, SIGINT, SIGHUP) that reached the app without passing the
+  /// breadcrumb handler (a Dispatch signal source read it from a signalfd first): the same
+  /// breadcrumb the handler appends, and the request `CrumbsClient.close(endingAs:)` ends the
+  /// session with. Nothing when the handler already saw it. Not signal-safe.
+  package static func recordStopRequest(_ signal: Int32) {
+    guard crumbs_signal_breadcrumbs_note_termination_request(signal) else { return }
+    let name = SignalNames.name(signal)
+    CrumbsRecorder.addBreadcrumb(
+      name + " received", level: .warning, type: .system,
+      attributes: ["signal": name, "signal.number": String(signal), "action": "handler"])
+  }
 }

@@ -17,8 +17,12 @@
 //                                   and attachments are persisted in the session file at once
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
+//   await previousSessions          the same, suspending instead of blocking
+//   flush(timeout:)                 delivers what is pending now and returns (short-lived CLIs)
 //   close()                         a clean end: marks the ring clean, stops delivery (waiting
-//                                   at most closeTimeout for an upload in flight)
+//                                   at most closeTimeout for an upload in flight);
+//                                   close(endingAs: .lastTerminationRequest) ends it as stopped
+//                                   by the SIGTERM a graceful shutdown handled (CrumbsService)
 //   [exit()]                        the exit hooks mark the ring clean (C) and note replaced
 //                                   crash handlers in the session file
 //
@@ -106,6 +110,8 @@ public final class CrumbsClient: @unchecked Sendable {
     var problems: [String] = []
     var closed = false
     var automatic: AutomaticBreadcrumbs?
+    /// Async callers of `previousSessions`, resumed when the background run ends.
+    var previousWaiters: [CheckedContinuation<PostMortemOutcome, Never>] = []
   }
 
   private let state = Mutex(State())
@@ -280,6 +286,21 @@ public final class CrumbsClient: @unchecked Sendable {
     if !keep { automatic.stop() }
   }
 
+  /// Puts the signal breadcrumbs back in front of whatever handles the configured signals now
+  /// (a handler installed since `start` took the signal over: a `ServiceGroup`'s signal
+  /// sources take SIGTERM that way). The handler found is kept and still called after the
+  /// breadcrumb. `CrumbsService` calls it once the group watches its signals. Not signal-safe.
+  public func reinstallSignalBreadcrumbs() {
+    guard isEnabled, let signals = configuration.automaticBreadcrumbs?.signals, !signals.isEmpty else {
+      return
+    }
+    do {
+      try SignalBreadcrumbs.install(signals: signals)
+    } catch {
+      state.withLock { $0.problems.append("\(error)") }
+    }
+  }
+
   private func stopAutomaticBreadcrumbs() {
     let automatic = state.withLock { state -> AutomaticBreadcrumbs? in
       defer { state.automatic = nil }
@@ -339,11 +360,14 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       problems.append("cannot read the session metrics: \(error)")
     }
-    state.withLock {
-      $0.previous = outcome
-      $0.metrics = metrics
-      $0.problems += problems
+    let waiters = state.withLock { state in
+      state.previous = outcome
+      state.metrics = metrics
+      state.problems += problems
+      defer { state.previousWaiters = [] }
+      return state.previousWaiters
     }
+    for waiter in waiters { waiter.resume(returning: outcome) }
   }
 
   /// Sends the queued session summaries to the OTLP destinations (never without consent when a
@@ -371,8 +395,33 @@ public final class CrumbsClient: @unchecked Sendable {
     return state.withLock { $0.previous }
   }
 
+  /// What the background run found of the previous sessions (their ends, reports, problems),
+  /// once it has run: suspends without blocking a thread. The blocking properties below
+  /// (`hasCrashedInLastSession`, …) wait at most 10 s; this waits as long as the run takes.
+  public var previousSessions: PostMortemOutcome {
+    get async {
+      await withCheckedContinuation { continuation in
+        let ready = state.withLock { state -> PostMortemOutcome? in
+          if let previous = state.previous { return previous }
+          state.previousWaiters.append(continuation)
+          return nil
+        }
+        if let ready { continuation.resume(returning: ready) }
+      }
+    }
+  }
+
+  /// Session counts, including this one, once the previous sessions are counted: suspends
+  /// without blocking a thread (see `previousSessions`).
+  public var currentSessionMetrics: SessionMetrics? {
+    get async {
+      _ = await previousSessions
+      return state.withLock { $0.metrics }
+    }
+  }
+
   /// Whether the previous session ended by a crash or abnormally. Waits for the background
-  /// processing of the previous sessions (up to 10 s).
+  /// processing of the previous sessions (up to 10 s; `await previousSessions` does not block).
   public var hasCrashedInLastSession: Bool { waitForPreviousSessions()?.hasCrashedInLastSession ?? false }
   /// The previous session's report, if it crashed. Waits like `hasCrashedInLastSession`.
   public var lastSessionCrashReport: CrashReport? { waitForPreviousSessions()?.lastSessionCrashReport }
@@ -596,7 +645,21 @@ public final class CrumbsClient: @unchecked Sendable {
   /// A clean end: stops delivery, uninstalls the crash handler, marks the ring clean. A new
   /// client may be started after it. Returns within `closeTimeout` (plus the little local work):
   /// an upload still in flight then finishes on its own thread, its report pending until then.
-  public func close() {
+  public func close() { close(endingAs: .clean) }
+
+  /// How `close(endingAs:)` says this session ended.
+  public enum SessionEndRequest: Sendable {
+    /// A clean end, what `close()` records.
+    case clean
+    /// Stopped by the last SIGTERM, SIGINT or SIGHUP the app handled itself (a `ServiceGroup`'s
+    /// graceful shutdown): the next launch records `terminatedBySignal` with that signal, as
+    /// for a process the signal killed. Clean when no such signal came (or signal breadcrumbs
+    /// are off, so none was seen).
+    case lastTerminationRequest
+  }
+
+  /// `close()`, with the session's end as `end` says.
+  public func close(endingAs end: SessionEndRequest) {
     let first = state.withLock { state -> Bool in
       defer { state.closed = true }
       return !state.closed
@@ -606,7 +669,12 @@ public final class CrumbsClient: @unchecked Sendable {
     stopAutomaticBreadcrumbs()
     uploader?.stop(timeout: configuration.closeTimeout)
     CrashHandler.uninstall()
-    ring.close(clean: true)
+    let request = crumbs_signal_breadcrumbs_last_termination_request()
+    if case .lastTerminationRequest = end, request > 0 {
+      ring.close(terminatedBy: request)
+    } else {
+      ring.close(clean: true)
+    }
     if armedExitHook { Lifecycle.markCleanExitOnExit(false) }
     Self.sharedClient.withLock { if $0 === self { $0 = nil } }
     Self.running.withLock { if $0 === self { $0 = nil } }

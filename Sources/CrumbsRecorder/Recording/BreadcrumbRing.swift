@@ -348,6 +348,22 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// closes the file. The first call does this, from any thread; later ones do nothing. Frees
   /// nothing: see the design comment of BreadcrumbRing.swift.
   public func close(clean: Bool = true) {
+    close(ending: clean ? .clean : nil)
+  }
+
+  /// Closes the ring like `close(clean:)`, its session ended as stopped by `signal` (what the
+  /// next launch reports as `terminated_by_signal`, as if the signal's default action had killed
+  /// the process): for a graceful shutdown that a SIGTERM asked for.
+  public func close(terminatedBy signal: Int32) {
+    close(ending: .terminatedBy(signal))
+  }
+
+  private enum End {
+    case clean
+    case terminatedBy(Int32)
+  }
+
+  private func close(ending end: End?) {
     let before = lifecycle.bitwiseOr(Self.closedBit, ordering: .sequentiallyConsistent).oldValue
     guard before & Self.closedBit == 0 else { return }
     crumbs_ring_mark_closed(handle)
@@ -356,7 +372,11 @@ public final class BreadcrumbRing: @unchecked Sendable {
     crumbs_fork_untrack(file)
     let closing = sessionID
     Self.openInThisProcess.withLock { open in open.removeAll { $0 == closing } }
-    if clean { crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue)) }
+    switch end {
+    case .clean: crumbs_ring_set_state(handle, UInt32(CRUMBS_RING_CLEAN.rawValue))
+    case .terminatedBy(let signal): _ = crumbs_ring_mark_terminated_by_signal(handle, signal)
+    case nil: break
+    }
     Syscall.msync(base, size: mappedSize)
     // On failure the file mapping stays: as safe, only the file stays held until exit.
     _ = crumbs_ring_retire(handle, mappedSize)

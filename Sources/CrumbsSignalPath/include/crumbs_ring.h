@@ -178,6 +178,10 @@ uint64_t crumbs_ring_read_slot(const crumbs_ring *ring, uint32_t slot_index, voi
 void crumbs_ring_set_state(const crumbs_ring *ring, uint32_t state);
 /// Reads the ring state. Safe to call from a signal handler.
 uint32_t crumbs_ring_get_state(const crumbs_ring *ring);
+/// Ends the session as stopped by `signo` (state TERMINATED_BY_SIGNAL, `end_signal` written
+/// first), unless it already ended (CLEAN, CRASHED or TERMINATED_BY_SIGNAL): the first end
+/// wins. Returns whether it did. Safe to call from a signal handler.
+bool crumbs_ring_mark_terminated_by_signal(const crumbs_ring *ring, int signo);
 /// Takes a fresh clock anchor now. Safe to call from a signal handler.
 void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring);
 

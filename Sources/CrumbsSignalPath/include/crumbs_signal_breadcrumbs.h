@@ -53,6 +53,22 @@ int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_
 /// replaced since is left alone). Not signal-safe.
 void crumbs_signal_breadcrumbs_uninstall(void);
 
+/// The last SIGTERM, SIGINT or SIGHUP recorded whose action was not to terminate (the app
+/// handled or ignored it: a graceful shutdown under a ServiceGroup), or 0. The app can end its
+/// session as stopped by it (`CrumbsClient.close(endingAs:)`). Safe to call from a signal handler.
+int crumbs_signal_breadcrumbs_last_termination_request(void);
+
+/// Notes a stop request seen outside the handler (a Dispatch signal source took the signal
+/// first: a ServiceGroup's signalfd can consume it before any handler runs). Returns false when
+/// it was already the last request noted (the handler saw it too). Safe to call from a signal
+/// handler.
+bool crumbs_signal_breadcrumbs_note_termination_request(int signo);
+
+/// The file (library or executable, as the loader names it) holding the app's handler for
+/// `signo` — behind ours when signal breadcrumbs are installed on it, else the current one —
+/// or NULL for SIG_DFL, SIG_IGN, or an address no loaded file holds. Not signal-safe (dladdr).
+const char *crumbs_signal_breadcrumbs_app_handler_image(int signo);
+
 /// The signals currently installed, as a mask. Safe to call from a signal handler.
 uint64_t crumbs_signal_breadcrumbs_installed_mask(void);
 

@@ -1,0 +1,96 @@
+// ShortLivedAndServiceTests.swift — the two shapes of program the README's "Use it in a CLI" and
+// "Use it in a server" sections describe, run as real processes:
+//   - a CLI that crashed last time, reports a failure this time and returns from main right
+//     after `flush(timeout:)`: both reports reach a real loopback server before it exits;
+//   - a server built from Tests/Consumers/ServiceConsumer (its own package, Crumbs' public
+//     products only) under swift-service-lifecycle's ServiceGroup: each SIGTERM leaves one
+//     "SIGTERM received" breadcrumb, a graceful shutdown, and a session the next launch records
+//     as terminated by SIGTERM, not as clean and not as a crash.
+// Every wait is on an event (a line, a request, the process's exit), bounded with a wide margin.
+
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite struct ShortLivedAndServiceTests {
+  /// The CLI: a crash last launch, a failure now, flush, return.
+  func runFlushingCLI(async: Bool) throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer { _, _ in .respond(200) }
+    defer { server.stop() }
+    // The last launch crashed.
+    let crashed = try ChildProcess(ChildProcess.testChild, ["client-crash-at-once", directory.path])
+    crashed.wait(seconds: 120)
+    #expect(crashed.terminatingSignal == SIGSEGV)
+
+    let cli = try ChildProcess(
+      ChildProcess.testChild,
+      ["client-cli-flush", directory.path, server.baseURL + "/v1/logs", "120"] + (async ? ["async"] : []))
+    let line = try #require(cli.value(after: "flushed ", seconds: 300))
+    #expect(cli.wait(seconds: 60) == 0)
+    #expect(line.hasPrefix("delivered="))
+    #expect(line.contains("pending=0 timed-out=false busy=false"), "\(line)")
+    // Both reports reached the server before the process returned from main: the crash the
+    // last launch left (processed by this launch) and this launch's non-fatal one.
+    // (Besides them, the session summaries go to the same OTLP endpoint.)
+    let bodies = server.requests.map { String(decoding: $0.body, as: UTF8.self) }
+    #expect(bodies.filter { $0.contains("cli step failed") }.count == 1, "\(bodies.count) requests")
+    #expect(bodies.filter { $0.contains("SIGSEGV") }.count == 1, "\(bodies.count) requests")
+    let store = try ReportStore(directory: directory.path)
+    #expect(store.list(.pending).reports.isEmpty)
+    #expect(store.list(.sent).reports.count == 2)
+  }
+
+  @Test func aCLIThatFlushesBeforeReturningDeliversTheLastCrashAndItsOwnReport() throws {
+    try runFlushingCLI(async: false)
+  }
+
+  @Test func theAsyncFlushDoesTheSame() throws {
+    try runFlushingCLI(async: true)
+  }
+
+  @Test func aServerUnderServiceGroupEndsEachSessionAsTerminatedBySIGTERM() throws {
+    let directory = TestDirectory()
+    let executable = try ConsumerPackage.build("ServiceConsumer", in: directory)
+    let crumbs = directory.file("crumbs")
+    // Several rounds: whether Crumbs' own signal handler or the group's signalfd sees a SIGTERM
+    // first is up to the kernel, round by round; every round must end the same way.
+    let rounds = 5
+    for round in 1...rounds {
+      let server = try ChildProcess(executable, ["serve", crumbs], standardError: .pipe)
+      let ringPath = try #require(
+        server.value(after: "ring ", seconds: 300), "round \(round): \(server.readStderr(seconds: 5))")
+      #expect(server.readLine(seconds: 300) == "ready", "round \(round): \(server.readStderr(seconds: 5))")
+      server.signal(SIGTERM)
+      #expect(server.readLine(seconds: 120) == "stopped", "round \(round)")
+      #expect(server.wait(seconds: 120) == 0, "round \(round): the graceful shutdown did not end in exit 0")
+
+      // The ring as the server left it: one breadcrumb for the SIGTERM, before the shutdown's.
+      let contents = try RingReader.read(file: ringPath)
+      let messages = contents.breadcrumbs.map(\.message)
+      #expect(messages.filter { $0 == "SIGTERM received" }.count == 1, "round \(round): \(messages)")
+      let received = messages.firstIndex(of: "SIGTERM received")
+      let stopped = messages.firstIndex(of: "server stopped")
+      #expect(received != nil && stopped != nil && received! < stopped!, "round \(round): \(messages)")
+      #expect(contents.header.state == .terminatedBySignal, "round \(round)")
+      #expect(contents.header.endSignal == SIGTERM, "round \(round)")
+
+      // The next launch (the consumer's own, through the public API) says so.
+      let inspect = try ChildProcess(executable, ["inspect", crumbs])
+      let ends = inspect.readRemaining(seconds: 300).split(separator: "\n")
+      #expect(inspect.wait(seconds: 60) == 0)
+      // Earlier rounds' inspections are clean sessions of their own.
+      #expect(ends.filter { $0 == "terminated_by_signal SIGTERM" }.count == 1, "round \(round): \(ends)")
+      #expect(
+        ends.allSatisfy { $0 == "clean -" || $0 == "terminated_by_signal SIGTERM" }, "round \(round): \(ends)"
+      )
+    }
+  }
+}
