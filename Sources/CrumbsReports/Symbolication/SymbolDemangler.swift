@@ -106,10 +106,10 @@ package enum SymbolDemangler {
   package static func readable(_ name: String) -> String? {
     var text: String
     if isSwiftSymbol(name) || name.hasPrefix("_Z"), let backtraceDemangle {
-      let utf8 = Array(name.utf8)
-      let result = utf8.withUnsafeBufferPointer { buffer in
-        buffer.withMemoryRebound(to: CChar.self) { backtraceDemangle($0.baseAddress, $0.count, nil, nil) }
-      }
+      // NUL-terminated, though the length is passed: for C++ names the runtime hands the
+      // pointer to __cxa_demangle, which reads to the NUL (an array of the UTF-8 bytes alone
+      // let it read past the name into whatever followed, appending it to the result).
+      let result = name.withCString { backtraceDemangle($0, name.utf8.count, nil, nil) }
       guard let result else { return demangle(name, style: .simplified) }
       defer { free(result) }
       text = String(cString: result)
