@@ -29,6 +29,16 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crumbs_test_null_deref()
   },
+  // Every thread at crash time: CRUMBS_TEST_THREADS (default 100) threads "blocker-NN", each
+  // blocked in crumbs_test_blocked_NN, and one "masked" with every signal blocked (it cannot
+  // answer); the main thread crashes once all of them are blocked. Prints "threads N".
+  "all-threads": crashing { _ in
+    let count = getenv("CRUMBS_TEST_THREADS").flatMap { Int32(String(cString: $0)) } ?? 100
+    print("threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
   "altstack-guard": crashing { _ in
     // A store into the guard page below an alternate stack of the pool.
     let index = getenv("CRUMBS_TEST_GUARD_INDEX").flatMap { UInt32(String(cString: $0)) } ?? 3

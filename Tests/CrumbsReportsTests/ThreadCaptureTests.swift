@@ -1,0 +1,76 @@
+// ThreadCaptureTests.swift — every thread of the process in the crash report (issue 12 item 2).
+//
+// A real child starts 100 named threads, each blocked in its own C function
+// (crumbs_test_blocked_NN), and one more ("masked") with every signal blocked, waits until all
+// of them are blocked (a pipe, not a sleep), then crashes on its main thread. The record and the
+// next launch's report must list every thread with its name, the crashing thread first and
+// marked, each blocker's own function among its top frames, the masked thread as not answering,
+// and the handler must have finished well under 100 ms. Debug and release, Swift backtracer on
+// and off (chained after us, it must still see normal threads and finish).
+
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite("Every thread in the crash report")
+struct ThreadCaptureTests {
+  @Test("100 named threads: each listed with its name and its own function, the crashing one first", arguments: ChildVariant.all)
+  func everyThreadListed(variant: ChildVariant) throws {
+    guard variant.executable != nil else {
+      print("skipped all-threads [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let run = try runCrashScenario("all-threads", variant: variant, directory: directory)
+    let context = "all-threads [\(variant)]: \(run.lines.joined(separator: " | "))"
+    #expect(run.signal == SIGSEGV, "\(context)")
+    #expect(run.facts["threads"] == "101", "\(context)")
+
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete, "\(context)")
+    let table = try #require(record.threads, "no thread table: \(context)")
+    #expect(table.threads.count >= 102, "\(table.threads.count) threads: \(context)")
+    #expect(table.seen == UInt32(table.threads.count))
+    #expect(table.threads.first?.state == .crashing)
+    #expect(table.threads.first.map { String($0.id) } == run.facts["thread"], "\(context)")
+    #expect(table.threads.dropFirst().allSatisfy { $0.state != .crashing })
+    // The handler's own clock: well under 100 ms even with a thread that never answers.
+    #expect(record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns: \(context)")
+    #expect(table.deadlinePassed && table.noAnswer == 1, "\(context)")
+
+    let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
+    #expect(masked.state == .noAnswer && masked.frames.isEmpty)
+
+    let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
+    let threads = try #require(report.threads, "\(context)")
+    #expect(threads.count == table.threads.count)
+    #expect(threads.first?.crashed == true && threads.first?.state == .crashed)
+    #expect(threads.first?.id == report.threadID && threads.first?.frames == report.frames)
+    #expect(threads.dropFirst().allSatisfy { !$0.crashed })
+    #expect(threads.first { $0.name == "masked" }?.state == .noAnswer)
+    #expect(report.evidence.contains { $0.contains("did not answer") }, "\(report.evidence)")
+    for index in 0..<100 {
+      let suffix = index < 10 ? "0\(index)" : "\(index)"
+      let name = "blocker-\(suffix)"
+      guard let thread = threads.first(where: { $0.name == name }) else {
+        Issue.record("\(name) missing: \(context)")
+        continue
+      }
+      #expect(thread.state == .captured, "\(name): \(thread.state)")
+      #expect(thread.registers?.count ?? 0 >= 17, "\(name)")
+      // Its own function is the first blocker function among its top frames (a libc read and,
+      // when an unwinder recovers it, the shared helper come before it).
+      let top = thread.frames.prefix(5).first { ($0.function ?? "").hasPrefix("crumbs_test_blocked_") }
+      #expect(
+        top?.function == "crumbs_test_blocked_\(suffix)",
+        "\(name): \(thread.frames.prefix(5).map { $0.function ?? $0.address })")
+    }
+  }
+}
