@@ -104,6 +104,10 @@ public struct BacktraceDestination: ReportDestination {
   public func json(for report: CrashReport, trail: [TrailEntry], omitted: [String] = []) -> [UInt8] {
     let threadName =
       report.threadName.flatMap { $0.isEmpty ? nil : $0 } ?? report.threadID.map { "thread-\($0)" } ?? "main"
+    // With every thread (a version 3 crash record): keyed by thread id, the crashing one first
+    // and the only one with `fault`; `mainThread` is its key.
+    let others = report.threads.map { $0.filter { !$0.crashed } } ?? []
+    let mainKey = report.threads != nil ? report.threadID.map(String.init) ?? threadName : threadName
     var json = JSONWriter()
     json.object { object in
       object.field("uuid", Self.uuid(for: report.id))
@@ -112,13 +116,23 @@ public struct BacktraceDestination: ReportDestination {
       object.field("langVersion", report.resource["process.runtime.version"] ?? Self.swiftVersion)
       object.field("agent", "crumbs")
       object.field("agentVersion", CrumbsVersion.string)
-      object.field("mainThread", threadName)
+      object.field("mainThread", mainKey)
       object.object("threads") { threads in
-        threads.object(threadName) { thread in
+        threads.object(mainKey) { thread in
           thread.field("name", threadName)
           thread.field("fault", true)
           thread.array("stack") { stack in
             for frame in report.frames { stack.object { Self.json(frame, into: &$0) } }
+          }
+        }
+        for other in others where String(other.id) != mainKey {
+          threads.object(String(other.id)) { thread in
+            thread.field("name", other.name ?? "thread-\(other.id)")
+            thread.field("fault", false)
+            if other.state != .captured { thread.field("state", other.state.description) }
+            thread.array("stack") { stack in
+              for frame in other.frames { stack.object { Self.json(frame, into: &$0) } }
+            }
           }
         }
       }
