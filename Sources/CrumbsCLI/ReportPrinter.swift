@@ -98,14 +98,10 @@ struct ReportPrinter {
 
   /// "102 at crash time: 101 captured, 1 did not answer".
   func threadSummary(_ threads: [CrashReport.Thread], notRecorded: Int?) -> String {
-    var counts: [(String, Int)] = []
-    for thread in threads.dropFirst() {
-      let state = thread.state.description
-      if let index = counts.firstIndex(where: { $0.0 == state }) {
-        counts[index].1 += 1
-      } else {
-        counts.append((state, 1))
-      }
+    let order: [CrashReport.Thread.State] = [.captured, .alsoCrashed, .noAnswer, .notAsked, .unknown]
+    let counts = order.compactMap { state -> (String, Int)? in
+      let count = threads.dropFirst().filter { $0.state == state }.count
+      return count > 0 ? (state.description, count) : nil
     }
     var text = "\(threads.count + (notRecorded ?? 0)) at crash time"
     if !counts.isEmpty { text += ": " + counts.map { "\($0.1) \($0.0)" }.joined(separator: ", ") }
