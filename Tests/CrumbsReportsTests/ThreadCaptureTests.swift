@@ -73,4 +73,18 @@ struct ThreadCaptureTests {
         "\(name): \(thread.frames.prefix(5).map { $0.function ?? $0.address })")
     }
   }
+
+  @Test("a crash inside the handler while the other threads are parked: a partial record, the original signal")
+  func crashWhileCapturing() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_FAULT_IN_HANDLER": "1"])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .partial && record.nestedSignal == SIGSEGV)
+    // The threads were listed (and asked) before the fault; none was walked.
+    let table = try #require(record.threads)
+    #expect(table.seen == 12 && table.threads.count == 1 && table.threads.first?.state == .crashing)
+  }
 }
