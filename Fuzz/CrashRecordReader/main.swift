@@ -222,6 +222,7 @@ FuzzMain.run(
     case .success(let record):
       return
         "\(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
+        + (record.threads.map { ", \($0.threads.count) threads" } ?? "")
     case .failure(let error):
       return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }
