@@ -332,11 +332,15 @@ static void crumbs__find_stack_bounds(void) {
 }
 
 /// The one call into the unwinder for threads other than the crashing one (the swap point for
-/// a better unwinder): frames[0] is the PC; when the word at [sp] (x86_64) or LR (aarch64) is a
+/// a better unwinder). frames[0] is the PC; when the word at [sp] (x86_64) or LR (aarch64) is a
 /// return address the frame-pointer chain would skip (the thread stopped inside a function that
 /// keeps no frame, like a libc system call wrapper), it comes second, marked
-/// CRUMBS_FRAME_INSERTED; then the frame-pointer walk. Safe to call from a signal handler (reads
-/// only [low, high) and module text).
+/// CRUMBS_FRAME_INSERTED; then the frame-pointer walk. When that gives fewer than 3 frames (the
+/// thread stopped deep in code without frame pointers, like glibc's pthread_cond_wait, whose
+/// frame pointer register holds anything), the callers are recovered as for the crashing
+/// thread, by scanning the stack for return addresses (crumbs__crash_scan_frames), each marked
+/// CRUMBS_FRAME_GUESSED. Safe to call from a signal handler (reads only [low, high) and module
+/// text).
 static uint32_t crumbs__thread_unwind(const crumbs_crash_record *record, crumbs__context_registers registers,
                                       uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                                       uint32_t capacity, uint32_t *stop) {
@@ -352,18 +356,27 @@ static uint32_t crumbs__thread_unwind(const crumbs_crash_record *record, crumbs_
     registers.leaf_return = *(const volatile uint64_t *)(uintptr_t)registers.sp;
   }
 #endif
-  bool insert = registers.leaf_return != 0 && crumbs__crash_module_for_text(record, registers.pc) >= 0 &&
+  bool insert = capacity >= 2 && registers.leaf_return != 0 &&
+                crumbs__crash_module_for_text(record, registers.pc) >= 0 &&
                 crumbs__crash_is_return_address(record, registers.leaf_return) && registers.fp >= low &&
                 registers.fp + 16 <= high && (registers.fp & 7u) == 0 &&
                 ((const volatile uint64_t *)(uintptr_t)registers.fp)[1] != registers.leaf_return;
-  if (!insert || capacity < 2) {
-    return crumbs__crash_walk_frames(registers.pc, registers.fp, registers.sp, low, high, frames,
-                                     capacity, stop);
+  uint32_t count;
+  if (insert) {
+    frames[0] = registers.pc;
+    marks[1] = CRUMBS_FRAME_INSERTED;
+    count = 1 + crumbs__crash_walk_frames(registers.leaf_return, registers.fp, registers.sp, low, high,
+                                          &frames[1], capacity - 1, stop);
+  } else {
+    count = crumbs__crash_walk_frames(registers.pc, registers.fp, registers.sp, low, high, frames,
+                                      capacity, stop);
   }
-  frames[0] = registers.pc;
-  marks[1] = CRUMBS_FRAME_INSERTED;
-  return 1 + crumbs__crash_walk_frames(registers.leaf_return, registers.fp, registers.sp, low, high,
-                                       &frames[1], capacity - 1, stop);
+  if (count < 3 && *stop != CRUMBS_BACKTRACE_FULL && registers.sp >= low && registers.sp < high) {
+    uint32_t scanned = crumbs__crash_scan_frames(record, registers.sp, high, frames, count, capacity, stop);
+    for (uint32_t index = count; index < scanned; index++) marks[index] = CRUMBS_FRAME_GUESSED;
+    count = scanned;
+  }
+  return count;
 }
 
 void crumbs__thread_capture_collect(crumbs_crash_record *record) {

@@ -303,6 +303,15 @@ struct CrashCaptureTests {
     #expect(["crasher-a", "crasher-b"].contains(record.threadName))
     // The second thread may reach the handler before or after the process dies.
     #expect(record.threadsCrashed >= 1 && record.threadsCrashed <= 2)
+    // The other crasher is in the thread table: stopped by the capture before its fault, or
+    // caught waiting in the handler behind the first one (then with its own fault's frames).
+    let other = try #require(
+      record.threads?.threads.first { ["crasher-a", "crasher-b"].contains($0.name) && $0.id != record.threadID },
+      "\(record.threads?.threads.map(\.name) ?? [])")
+    #expect([.alsoCrashed, .captured].contains(other.state), "\(other.state)")
+    if other.state == .alsoCrashed {
+      #expect(other.signal == SIGSEGV && !other.frames.isEmpty)
+    }
     let ring = try RingReader.read(file: try #require(run.ringPath))
     #expect(ring.breadcrumbs.filter { $0.level == .fatal }.count == 1)
   }

@@ -23,13 +23,27 @@ import Testing
 struct ThreadCaptureTests {
   @Test("100 named threads: each listed with its name and its own function, the crashing one first", arguments: ChildVariant.all)
   func everyThreadListed(variant: ChildVariant) throws {
+    try checkEveryThread(variant: variant, block: "read")
+  }
+
+  /// Blocked deeper in glibc (pthread_cond_wait keeps no frame pointer): the callers come from
+  /// the stack scan, marked as guessed.
+  @Test(
+    "threads blocked in pthread_cond_wait: their own function is still found",
+    arguments: [ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false)])
+  func everyThreadListedFromConditionWaits(variant: ChildVariant) throws {
+    try checkEveryThread(variant: variant, block: "cond")
+  }
+
+  func checkEveryThread(variant: ChildVariant, block: String) throws {
     guard variant.executable != nil else {
       print("skipped all-threads [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
       return
     }
     let directory = TestDirectory()
-    let run = try runCrashScenario("all-threads", variant: variant, directory: directory)
-    let context = "all-threads [\(variant)]: \(run.lines.joined(separator: " | "))"
+    let run = try runCrashScenario(
+      "all-threads", variant: variant, directory: directory, environment: ["CRUMBS_TEST_BLOCK": block])
+    let context = "all-threads [\(variant), \(block)]: \(run.lines.joined(separator: " | "))"
     #expect(run.signal == SIGSEGV, "\(context)")
     #expect(run.facts["threads"] == "101", "\(context)")
 

@@ -32,6 +32,8 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   // Every thread at crash time: CRUMBS_TEST_THREADS (default 100) threads "blocker-NN", each
   // blocked in crumbs_test_blocked_NN, and one "masked" with every signal blocked (it cannot
   // answer); the main thread crashes once all of them are blocked. Prints "threads N".
+  // CRUMBS_TEST_BLOCK=cond blocks them in pthread_cond_wait instead of read; CRUMBS_TEST_NO_MASKED=1
+  // leaves the masked thread out.
   "all-threads": crashing { _ in
     let count = getenv("CRUMBS_TEST_THREADS").flatMap { Int32(String(cString: $0)) } ?? 100
     print("threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")

@@ -9,14 +9,26 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static int crumbs__ready[2] = {-1, -1}; // each thread writes one byte here before it blocks
 static int crumbs__never[2] = {-1, -1}; // nobody writes here: reads block forever
 
-/// Says "running", then blocks in read() for good.
+static int crumbs__block_in_condition; // CRUMBS_TEST_BLOCK=cond: pthread_cond_wait, not read
+static pthread_mutex_t crumbs__mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t crumbs__condition = PTHREAD_COND_INITIALIZER;
+
+/// Says "running", then blocks for good: in read() on a pipe nobody writes, or in
+/// pthread_cond_wait (deeper inside glibc, whose code keeps no frame pointer).
 __attribute__((noinline)) static int crumbs__block_here(int tag) {
   char byte = (char)tag;
+  if (crumbs__block_in_condition) {
+    pthread_mutex_lock(&crumbs__mutex);
+    (void)!write(crumbs__ready[1], &byte, 1);
+    while (1) pthread_cond_wait(&crumbs__condition, &crumbs__mutex);
+  }
   (void)!write(crumbs__ready[1], &byte, 1);
   while (read(crumbs__never[0], &byte, 1) != 0) {
   }
@@ -83,6 +95,8 @@ static void *crumbs__blocker_main(void *argument) {
 int crumbs_test_start_blocked_threads(int count, int with_masked) {
   if (count < 0 || count > 100) return -1;
   if (pipe(crumbs__ready) != 0 || pipe(crumbs__never) != 0) return -1;
+  const char *block = getenv("CRUMBS_TEST_BLOCK");
+  crumbs__block_in_condition = block != NULL && strcmp(block, "cond") == 0;
   int started = 0;
   for (intptr_t index = with_masked ? -1 : 0; index < count; index++) {
     pthread_t thread;
