@@ -63,7 +63,8 @@ func check(_ image: UnsafeRawBufferPointer) {
       for thread in table.threads where thread.state != .crashing {
         precondition(thread.frames.count <= Int(CRUMBS_CRASH_THREAD_MAX_FRAMES), "too many thread frames")
         precondition(thread.frameMarks.count == thread.frames.count, "marks and frames differ")
-        precondition(thread.registers.count <= Int(CRUMBS_CRASH_THREAD_MAX_REGISTERS), "too many thread registers")
+        precondition(
+          thread.registers.count <= Int(CRUMBS_CRASH_THREAD_MAX_REGISTERS), "too many thread registers")
         precondition(thread.name.utf8.count <= 16 * 3, "thread name too long")
       }
     }
@@ -151,7 +152,8 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       for index in 0..<3 {
         var thread = crumbs_crash_thread()
         thread.tid = UInt32(4242 + index)
-        thread.state = [CRUMBS_THREAD_CRASHING, CRUMBS_THREAD_CAPTURED, CRUMBS_THREAD_NO_ANSWER][index].rawValue
+        thread.state =
+          [CRUMBS_THREAD_CRASHING, CRUMBS_THREAD_CAPTURED, CRUMBS_THREAD_NO_ANSWER][index].rawValue
         setString(&thread.name, "worker-\(index)")
         if index == 1 {
           thread.register_count = 23
@@ -170,7 +172,8 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
   var damagedThreads = threads
   damagedThreads.withUnsafeMutableBytes { bytes in
     let table = MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
-    let entry = table + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.threads)!
+    let entry =
+      table + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.threads)!
       + MemoryLayout<crumbs_crash_thread>.stride
     bytes.storeBytes(
       of: UInt32(500), toByteOffset: entry + MemoryLayout<crumbs_crash_thread>.offset(of: \.frame_count)!,

@@ -123,7 +123,8 @@ enum CrashRecordText {
           continue
         }
         if !thread.frames.isEmpty {
-          heading += "  \(thread.frames.count) frames (stop: \(thread.backtraceStop.rawValue), stack \(thread.stackSource.rawValue))"
+          heading +=
+            "  \(thread.frames.count) frames (stop: \(thread.backtraceStop.rawValue), stack \(thread.stackSource.rawValue))"
         }
         lines.append(heading)
         for (index, frame) in thread.frames.enumerated() {

@@ -54,15 +54,21 @@ struct ReportPrinter {
 
     if let threads = report.threads {
       lines.append("")
-      lines.append(style.bold("Threads") + style.dim("  (\(threadSummary(threads, notRecorded: report.threadsNotRecorded)))"))
+      lines.append(
+        style.bold("Threads")
+          + style.dim("  (\(threadSummary(threads, notRecorded: report.threadsNotRecorded)))"))
       for thread in threads {
         var heading = "  Thread \(thread.id)" + (thread.name.map { " \"\($0)\"" } ?? "")
-        heading += thread.crashed ? "  " + style.red("crashed") + style.dim(" (stack trace above)") : "  " + style.dim(thread.state.description)
+        heading +=
+          thread.crashed
+          ? "  " + style.red("crashed") + style.dim(" (stack trace above)")
+          : "  " + style.dim(thread.state.description)
         if let signal = thread.signal, !thread.crashed { heading += " " + style.red(signal) }
         lines.append(heading)
         if thread.crashed { continue }
         let shown = thread.frames.prefix(threadFrameLimit)
-        lines.append(contentsOf: CrashReport.stacktrace(Array(shown)).split(separator: "\n").map { "    " + $0 })
+        lines.append(
+          contentsOf: CrashReport.stacktrace(Array(shown)).split(separator: "\n").map { "    " + $0 })
         if thread.frames.count > shown.count {
           lines.append(style.dim("    … \(thread.frames.count - shown.count) more in the report"))
         }

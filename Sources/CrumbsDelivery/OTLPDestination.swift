@@ -130,7 +130,8 @@ public struct OTLPDestination: ReportDestination {
     // The other threads: a count, and their top frames as text (the crashing thread's are
     // `exception.stacktrace` and `crumbs.frames`); small on purpose, the stored report has all.
     if let threads = report.threads {
-      attributes.append(OTLPAttribute("crumbs.thread_count", .int(Int64(threads.count + (report.threadsNotRecorded ?? 0)))))
+      attributes.append(
+        OTLPAttribute("crumbs.thread_count", .int(Int64(threads.count + (report.threadsNotRecorded ?? 0)))))
       let text = CrashReport.otherThreadsText(threads, framesPerThread: Self.framesPerOtherThread)
       if !text.isEmpty { attributes.append(OTLPAttribute("crumbs.threads", .string(text))) }
     }

@@ -29,11 +29,14 @@ struct ReportPrinterTests {
     let heading = try #require(lines.firstIndex { $0.hasPrefix("Threads") }, "\(shown.stdout)")
     #expect(lines[heading].contains("5 at crash time: 3 captured, 1 did not answer"), "\(lines[heading])")
     let crashed = "  Thread \(try #require(run.facts["thread"]))"
-    #expect(lines[heading + 1].hasPrefix(crashed) && lines[heading + 1].contains("crashed"), "\(lines[heading + 1])")
+    #expect(
+      lines[heading + 1].hasPrefix(crashed) && lines[heading + 1].contains("crashed"), "\(lines[heading + 1])"
+    )
     for index in 0..<3 {
       let name = lines.firstIndex { $0.contains("\"blocker-0\(index)\"") && $0.contains("captured") }
       let at = try #require(name, "\(shown.stdout)")
-      #expect(lines[at + 1..<min(at + 5, lines.count)].contains { $0.contains("crumbs_test_blocked_0\(index)") })
+      #expect(
+        lines[at + 1..<min(at + 5, lines.count)].contains { $0.contains("crumbs_test_blocked_0\(index)") })
     }
     #expect(lines.contains { $0.contains("\"masked\"") && $0.contains("did not answer") })
   }

@@ -306,7 +306,9 @@ struct CrashCaptureTests {
     // The other crasher is in the thread table: stopped by the capture before its fault, or
     // caught waiting in the handler behind the first one (then with its own fault's frames).
     let other = try #require(
-      record.threads?.threads.first { ["crasher-a", "crasher-b"].contains($0.name) && $0.id != record.threadID },
+      record.threads?.threads.first {
+        ["crasher-a", "crasher-b"].contains($0.name) && $0.id != record.threadID
+      },
       "\(record.threads?.threads.map(\.name) ?? [])")
     #expect([.alsoCrashed, .captured].contains(other.state), "\(other.state)")
     if other.state == .alsoCrashed {
@@ -564,7 +566,8 @@ struct CrashCaptureTests {
     #expect(two.swiftFatalMessage == "set by a version 2 writer")
     // A version 2 file that claims to be version 3 is too short for it.
     versionTwo.withUnsafeMutableBytes {
-      $0.storeBytes(of: 3, toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.version)!, as: UInt32.self)
+      $0.storeBytes(
+        of: 3, toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.version)!, as: UInt32.self)
     }
     let claimed = versionTwo.withUnsafeBytes { image in
       Result { () throws(PersistedFileError) in try CrashRecord.read(image: image) }
@@ -576,16 +579,27 @@ struct CrashCaptureTests {
     }
 
     // The thread table's counts are checked against its capacities, each entry's too.
-    let tableCount = MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
+    let tableCount =
+      MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
       + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.thread_count)!
     #expect(rejected { $0[tableCount + 1] = 2 } == .corrupt)  // 512 threads
-    let firstEntry = MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
+    let firstEntry =
+      MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
       + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.threads)!
     let frames = firstEntry + MemoryLayout<crumbs_crash_thread>.offset(of: \.frame_count)!
     let registers = firstEntry + MemoryLayout<crumbs_crash_thread>.offset(of: \.register_count)!
-    #expect(rejected { $0[tableCount] = 1; $0[frames] = 65 } == .corrupt)
-    #expect(rejected { $0[tableCount] = 1; $0[registers] = 41 } == .corrupt)
-    #expect(rejected { $0[tableCount] = 1; $0[frames] = 64 } == nil)  // at capacity: fine
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[frames] = 65
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[registers] = 41
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[frames] = 64
+      } == nil)  // at capacity: fine
 
     // From a file: the error names it.
     let directory = TestDirectory()
@@ -636,4 +650,3 @@ let mallocGuardSource = """
   }
   void *aligned_alloc(size_t alignment, size_t size) { if (armed) fire("aligned_alloc"); return __libc_memalign(alignment, size); }
   """
-

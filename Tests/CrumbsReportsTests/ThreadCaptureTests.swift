@@ -21,7 +21,9 @@ import Testing
 
 @Suite("Every thread in the crash report")
 struct ThreadCaptureTests {
-  @Test("100 named threads: each listed with its name and its own function, the crashing one first", arguments: ChildVariant.all)
+  @Test(
+    "100 named threads: each listed with its name and its own function, the crashing one first",
+    arguments: ChildVariant.all)
   func everyThreadListed(variant: ChildVariant) throws {
     try checkEveryThread(variant: variant, block: "read")
   }
@@ -30,7 +32,9 @@ struct ThreadCaptureTests {
   /// the stack scan, marked as guessed.
   @Test(
     "threads blocked in pthread_cond_wait: their own function is still found",
-    arguments: [ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false)])
+    arguments: [
+      ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+    ])
   func everyThreadListedFromConditionWaits(variant: ChildVariant) throws {
     try checkEveryThread(variant: variant, block: "cond")
   }
@@ -56,7 +60,8 @@ struct ThreadCaptureTests {
     #expect(table.threads.first.map { String($0.id) } == run.facts["thread"], "\(context)")
     #expect(table.threads.dropFirst().allSatisfy { $0.state != .crashing })
     // The handler's own clock: well under 100 ms even with a thread that never answers.
-    #expect(record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns: \(context)")
+    #expect(
+      record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns: \(context)")
     #expect(table.deadlinePassed && table.noAnswer == 1, "\(context)")
 
     let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
@@ -88,7 +93,8 @@ struct ThreadCaptureTests {
     }
   }
 
-  @Test("a crash inside the handler while the other threads are parked: a partial record, the original signal")
+  @Test(
+    "a crash inside the handler while the other threads are parked: a partial record, the original signal")
   func crashWhileCapturing() throws {
     let directory = TestDirectory()
     let run = try runCrashScenario(

@@ -36,7 +36,8 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   // leaves the masked thread out.
   "all-threads": crashing { _ in
     let count = getenv("CRUMBS_TEST_THREADS").flatMap { Int32(String(cString: $0)) } ?? 100
-    print("threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
+    print(
+      "threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     armAndFlush()
     crumbs_test_null_deref()

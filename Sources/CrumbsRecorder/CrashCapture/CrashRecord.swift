@@ -263,7 +263,8 @@ private struct RecordFields {
     // Version 1 ends before `message`, version 2 before `threads`.
     let expected =
       version == 1
-      ? Int(CRUMBS_CRASH_RECORD_V1_SIZE) : version == 2 ? Int(CRUMBS_CRASH_RECORD_V2_SIZE) : MemoryLayout<C>.size
+      ? Int(CRUMBS_CRASH_RECORD_V1_SIZE)
+      : version == 2 ? Int(CRUMBS_CRASH_RECORD_V2_SIZE) : MemoryLayout<C>.size
     let total = u64(\C.total_size)
     guard total == UInt64(expected) else {
       throw failure(.corrupt, "total size \(total) ≠ \(expected) (version \(version))")
@@ -356,7 +357,8 @@ private struct RecordFields {
         continue
       }
       let frameCount = Int(threadWord(index, \.frame_count))
-      let values = words(at: threadOffset(index, \.registers), count: Int(threadWord(index, \.register_count)))
+      let values = words(
+        at: threadOffset(index, \.registers), count: Int(threadWord(index, \.register_count)))
       let signal = image.loadUnaligned(fromByteOffset: threadOffset(index, \.signal_number), as: Int32.self)
       threads.append(
         CrashRecord.Thread(
@@ -373,7 +375,8 @@ private struct RecordFields {
       threads: threads, seen: tableWord(\.threads_seen), captured: tableWord(\.captured),
       noAnswer: tableWord(\.no_answer),
       captureSignal: image.loadUnaligned(fromByteOffset: tableOffset(\.capture_signal), as: Int32.self),
-      captureNanoseconds: image.loadUnaligned(fromByteOffset: tableOffset(\.capture_duration_ns), as: UInt64.self),
+      captureNanoseconds: image.loadUnaligned(
+        fromByteOffset: tableOffset(\.capture_duration_ns), as: UInt64.self),
       deadlineNanoseconds: image.loadUnaligned(fromByteOffset: tableOffset(\.deadline_ns), as: UInt64.self),
       flags: tableWord(\.flags))
   }

@@ -61,19 +61,23 @@ package struct CrashReportBuilder {
     report.exceptionStacktrace = CrashReport.stacktrace(frames)
     if let table = record.threads {
       report.threads = Self.threads(table, crashing: record, frames: frames, others: Array(named.dropFirst()))
-      report.threadsNotRecorded = table.seen > UInt32(table.threads.count) ? Int(table.seen) - table.threads.count : nil
+      report.threadsNotRecorded =
+        table.seen > UInt32(table.threads.count) ? Int(table.seen) - table.threads.count : nil
       let missing = table.threads.filter { $0.state == .noAnswer }.count
       if missing > 0 {
         report.evidence.append(
           "\(missing) thread(s) did not answer the crash handler within "
-            + "\(table.deadlineNanoseconds / 1_000_000) ms (signal blocked, stopped, or not scheduled): listed without frames")
+            + "\(table.deadlineNanoseconds / 1_000_000) ms (signal blocked, stopped, or not scheduled): listed without frames"
+        )
       }
       if table.signalTaken {
-        report.damage.append("another library had taken the thread capture signal: other threads are listed without frames")
+        report.damage.append(
+          "another library had taken the thread capture signal: other threads are listed without frames")
       }
       if table.listingFailed { report.damage.append("the crash handler could not list the threads") }
       if table.interrupted {
-        report.damage.append("the crash handler faulted while walking the other threads' stacks: the thread list ends early")
+        report.damage.append(
+          "the crash handler faulted while walking the other threads' stacks: the thread list ends early")
       }
     }
     report.threadID = Int(record.threadID)
@@ -155,11 +159,14 @@ package struct CrashReportBuilder {
         CrashReport.Thread(
           id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: state, crashed: false,
           signal: thread.signal.map { SignalNames.name($0) },
-          registers: thread.registers.isEmpty ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
+          registers: thread.registers.isEmpty
+            ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
           frames: threadFrames))
     }
     // The crashing thread stays first whatever the table's order.
-    if let index = result.firstIndex(where: \.crashed), index != 0 { result.insert(result.remove(at: index), at: 0) }
+    if let index = result.firstIndex(where: \.crashed), index != 0 {
+      result.insert(result.remove(at: index), at: 0)
+    }
     return result
   }
 

@@ -92,7 +92,8 @@ public struct CrashReport: Codable, Sendable, Equatable {
     public var frames: [Frame]
 
     public init(
-      id: Int, name: String?, state: State, crashed: Bool, signal: String? = nil, registers: [Register]? = nil,
+      id: Int, name: String?, state: State, crashed: Bool, signal: String? = nil,
+      registers: [Register]? = nil,
       frames: [Frame]
     ) {
       self.id = id
@@ -264,7 +265,6 @@ extension CrashReport {
     return [kind.rawValue, exceptionType, location ?? ""].joined(separator: " | ")
   }
 }
-
 
 extension CrashReport.Thread.State: CustomStringConvertible {
   /// As a person reads it: "crashed", "captured", "did not answer", …
