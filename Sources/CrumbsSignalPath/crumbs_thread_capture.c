@@ -12,9 +12,22 @@
 //                                    itself); a signal another library handles is left alone.
 //   crumbs__thread_capture_request   (crashing thread) lists /proc/self/task once (open +
 //                                    getdents64), gives each other tid a slot (at most
-//                                    CRUMBS_CRASH_MAX_THREADS - 1; the rest only counted), and
-//                                    sends each the capture signal with tgkill. Threads created
-//                                    after the listing are not asked: one pass, bounded.
+//                                    CRUMBS_CRASH_MAX_THREADS - 1; the rest only counted), reads
+//                                    each one's /proc/self/task/<tid>/status (State, SigBlk) and
+//                                    sends it, with tgkill, the capture signal, or SIGPROF when it
+//                                    blocks the capture signal, or nothing: a stopped thread, or
+//                                    one blocking both, is "did not answer" at once, without
+//                                    making the handler wait. Threads created after the listing
+//                                    are not asked: one pass, bounded.
+//                                    Why SIGPROF: Dispatch's worker threads (and so Swift
+//                                    concurrency's, on Linux) block every signal but the
+//                                    synchronous ones, SIGPIPE and SIGPROF; the Swift runtime's
+//                                    backtracer suspends threads with SIGPROF for that reason. It
+//                                    is taken only at crash time, only when nobody handles it
+//                                    (SIG_DFL or SIG_IGN: no profiler running), and kept to the
+//                                    end: a SIGPROF still pending for a thread that did not run in
+//                                    time would otherwise kill the process with SIG_DFL before the
+//                                    chained handlers finish.
 //   crumbs__capture_signal_handler   (every other thread) copies its signal context's registers
 //                                    (or, for a thread that crashed too and is waiting in the crash
 //                                    handler, the context of its own fault), its name (PR_GET_NAME)
@@ -39,7 +52,8 @@
 // malloc, no locks, no stdio; static buffers, used only by the crashing thread (first crash
 // wins) or, per slot, by the one thread the slot names. libc calls: open, read, close,
 // syscall(SYS_getdents64, SYS_gettid, SYS_tgkill, SYS_futex), getpid, prctl(PR_GET_NAME),
-// sigaction (query only), clock_gettime. Each is bound at install (crumbs_crash_install.c).
+// sigaction (queries; and SIGPROF's action, taken at crash time when nobody handles it),
+// sigemptyset, memset, memcmp, memcpy, clock_gettime. Each is bound at install (crumbs_crash_install.c).
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
@@ -78,6 +92,7 @@ enum {
 typedef struct crumbs__capture_slot {
   uint32_t tid;
   uint32_t state;         // atomic
+  int32_t asked_with;     // the signal sent (0: none)
   int32_t also_crashed;   // the signal of a thread that crashed too, else 0
   uint32_t register_count;
   crumbs__context_registers context;
@@ -95,6 +110,8 @@ static uint32_t crumbs__capturing;   // 1 from the first request to the release
 static uint64_t crumbs__requested_ns;
 static int crumbs__capture_signal;   // 0: none installed
 static struct sigaction crumbs__capture_previous;
+static int crumbs__sigprof_state;    // crashing thread: 0 not looked at, 1 ours, -1 someone's
+static uint32_t crumbs__skip_mask_check; // tests only: ask threads whatever they block
 
 // MARK: - Small signal-safe helpers
 
@@ -103,10 +120,76 @@ static long crumbs__futex(uint32_t *word, int operation, uint32_t value, uint64_
   return syscall(SYS_futex, word, operation, value, timeout_ns != 0 ? &timeout : NULL, NULL, 0);
 }
 
-static bool crumbs__capture_signal_is_ours(void) {
+static bool crumbs__handles(int signal_number) {
   struct sigaction current;
-  if (crumbs__capture_signal == 0 || sigaction(crumbs__capture_signal, NULL, &current) != 0) return false;
+  if (signal_number == 0 || sigaction(signal_number, NULL, &current) != 0) return false;
   return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__capture_signal_handler;
+}
+
+static bool crumbs__capture_signal_is_ours(void) { return crumbs__handles(crumbs__capture_signal); }
+
+/// Whether SIGPROF can ask threads: ours already, or taken now when nobody handles it.
+static bool crumbs__sigprof_usable(void) {
+  if (crumbs__sigprof_state != 0) return crumbs__sigprof_state > 0;
+  crumbs__sigprof_state = -1;
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) != 0) return false;
+  bool ours = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__capture_signal_handler;
+  bool nobody = !(current.sa_flags & SA_SIGINFO) &&
+                (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN);
+  if (!ours && nobody) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = crumbs__capture_signal_handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    ours = sigaction(SIGPROF, &action, NULL) == 0;
+  }
+  if (ours) crumbs__sigprof_state = 1;
+  return ours;
+}
+
+/// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
+/// /proc/self/task/<tid>/status. False when it cannot be read (the thread exited).
+static bool crumbs__thread_status(uint32_t tid, char *state, uint64_t *blocked) {
+  static char path[48];
+  static char text[2048];
+  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
+  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
+  crumbs__format_append(path, sizeof path, length, "/status");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t count = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (count <= 0) return false;
+  *state = '?';
+  *blocked = 0;
+  // Lines "State:\tS (sleeping)" and "SigBlk:\t0000000000000000".
+  for (ssize_t index = 0; index < count; index++) {
+    if (index != 0 && text[index - 1] != '\n') continue;
+    const char *line = text + index;
+    ssize_t left = count - index;
+    if (left > 8 && memcmp(line, "State:\t", 7) == 0) {
+      *state = line[7];
+    } else if (left > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
+      uint64_t mask = 0;
+      for (ssize_t digit = 8; digit < left && line[digit] != '\n'; digit++) {
+        char c = line[digit];
+        uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+        if (value == 16) break;
+        mask = mask << 4 | value;
+      }
+      *blocked = mask;
+    }
+  }
+  return true;
+}
+
+/// The signal that can ask a thread blocking `blocked`: the capture signal, else SIGPROF, else 0.
+static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
+  if (capture_usable && !(blocked & (1ull << (crumbs__capture_signal - 1)))) return crumbs__capture_signal;
+  if (!(blocked & (1ull << (SIGPROF - 1))) && crumbs__sigprof_usable()) return SIGPROF;
+  return 0;
 }
 
 // MARK: - The other threads' side
@@ -245,16 +328,30 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   }
   bool ours = crumbs__capture_signal_is_ours();
   if (!ours && crumbs__capture_signal != 0) table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
-  __atomic_store_n(&crumbs__capturing, ours ? 1u : 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__capturing, 1u, __ATOMIC_RELEASE);
   uint32_t count = crumbs__slot_count;
   int pid = getpid();
   for (uint32_t index = 1; index < count; index++) {
     crumbs__capture_slot *slot = &crumbs__slots[index];
-    if (!ours) {
-      slot->state = CRUMBS__SLOT_NOT_ASKED;
+    char state = '?';
+    uint64_t blocked = 0;
+    if (!crumbs__thread_status(slot->tid, &state, &blocked)) {
+      slot->state = CRUMBS__SLOT_GONE; // exited since the listing: not listed
       continue;
     }
-    if (syscall(SYS_tgkill, pid, slot->tid, crumbs__capture_signal) == 0) {
+    if (__atomic_load_n(&crumbs__skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
+    int signal_number = crumbs__signal_for(blocked, ours);
+    if (state == 'T' || state == 't') signal_number = 0; // stopped or traced: cannot run
+    if (signal_number == 0) {
+      // Blocked or stopped: no answer can come, so none is waited for. Not asked at all when
+      // no signal could be used (the capture signal taken, SIGPROF someone's).
+      bool could_ask = ours || crumbs__sigprof_state > 0;
+      slot->state = could_ask ? CRUMBS__SLOT_LATE : CRUMBS__SLOT_NOT_ASKED;
+      continue;
+    }
+    slot->asked_with = signal_number;
+    if (signal_number == SIGPROF) table->flags |= CRUMBS_THREADS_USED_SIGPROF;
+    if (syscall(SYS_tgkill, pid, slot->tid, signal_number) == 0) {
       crumbs__asked++;
     } else {
       // ESRCH: it exited since the listing (not listed); anything else: not asked.
@@ -405,6 +502,7 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
     if (state == CRUMBS__SLOT_GONE) continue;
     crumbs_crash_thread *entry = &table->threads[written];
     entry->tid = slot->tid;
+    entry->asked_with = slot->asked_with;
     if (state == CRUMBS__SLOT_ANSWERED) {
       entry->state = slot->also_crashed != 0 ? CRUMBS_THREAD_ALSO_CRASHED : CRUMBS_THREAD_CAPTURED;
       entry->signal_number = slot->also_crashed;
@@ -486,3 +584,7 @@ void crumbs__thread_capture_uninstall(void) {
 }
 
 int crumbs__thread_capture_signal(void) { return crumbs__capture_signal; }
+
+void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
+  __atomic_store_n(&crumbs__skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
+}

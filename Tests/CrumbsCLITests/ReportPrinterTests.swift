@@ -22,12 +22,12 @@ struct ReportPrinterTests {
     let run = try runCrashScenario(
       "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
       environment: ["CRUMBS_TEST_THREADS": "3"])
-    #expect(run.signal == SIGSEGV && run.facts["threads"] == "4", "\(run.lines)")
+    #expect(run.signal == SIGSEGV && run.facts["threads"] == "5", "\(run.lines)")
     let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
     let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
     let lines = shown.stdoutLines
     let heading = try #require(lines.firstIndex { $0.hasPrefix("Threads") }, "\(shown.stdout)")
-    #expect(lines[heading].contains("5 at crash time: 3 captured, 1 did not answer"), "\(lines[heading])")
+    #expect(lines[heading].contains("6 at crash time: 4 captured, 1 did not answer"), "\(lines[heading])")
     let crashed = "  Thread \(try #require(run.facts["thread"]))"
     #expect(
       lines[heading + 1].hasPrefix(crashed) && lines[heading + 1].contains("crashed"), "\(lines[heading + 1])"

@@ -49,12 +49,12 @@ struct ThreadCaptureTests {
       "all-threads", variant: variant, directory: directory, environment: ["CRUMBS_TEST_BLOCK": block])
     let context = "all-threads [\(variant), \(block)]: \(run.lines.joined(separator: " | "))"
     #expect(run.signal == SIGSEGV, "\(context)")
-    #expect(run.facts["threads"] == "101", "\(context)")
+    #expect(run.facts["threads"] == "102", "\(context)")
 
     let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
     #expect(record.status == .complete, "\(context)")
     let table = try #require(record.threads, "no thread table: \(context)")
-    #expect(table.threads.count >= 102, "\(table.threads.count) threads: \(context)")
+    #expect(table.threads.count >= 103, "\(table.threads.count) threads: \(context)")
     #expect(table.seen == UInt32(table.threads.count))
     #expect(table.threads.first?.state == .crashing)
     #expect(table.threads.first.map { String($0.id) } == run.facts["thread"], "\(context)")
@@ -62,10 +62,16 @@ struct ThreadCaptureTests {
     // The handler's own clock: well under 100 ms even with a thread that never answers.
     #expect(
       record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns: \(context)")
-    #expect(table.deadlinePassed && table.noAnswer == 1, "\(context)")
+    #expect(table.noAnswer == 1, "\(context)")
 
+    // Blocking every signal, it cannot answer: listed at once, not asked, not waited for.
     let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
-    #expect(masked.state == .noAnswer && masked.frames.isEmpty)
+    #expect(masked.state == .noAnswer && masked.frames.isEmpty && masked.askedWith == nil)
+    // Blocking what Dispatch's workers block: SIGPROF asks it.
+    let dispatchLike = try #require(table.threads.first { $0.name == "like-dispatch" }, "\(context)")
+    #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF && table.usedSIGPROF)
+    #expect(
+      table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy { $0.askedWith == table.captureSignal })
 
     let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
     let threads = try #require(report.threads, "\(context)")
@@ -75,6 +81,8 @@ struct ThreadCaptureTests {
     #expect(threads.dropFirst().allSatisfy { !$0.crashed })
     #expect(threads.first { $0.name == "masked" }?.state == .noAnswer)
     #expect(report.evidence.contains { $0.contains("did not answer") }, "\(report.evidence)")
+    let dispatchFrames = threads.first { $0.name == "like-dispatch" }?.frames.prefix(5).compactMap(\.function) ?? []
+    #expect(dispatchFrames.contains("crumbs_test_blocked_like_dispatch"), "\(dispatchFrames)")
     for index in 0..<100 {
       let suffix = index < 10 ? "0\(index)" : "\(index)"
       let name = "blocker-\(suffix)"
@@ -105,6 +113,27 @@ struct ThreadCaptureTests {
     #expect(record.status == .partial && record.nestedSignal == SIGSEGV)
     // The threads were listed (and asked) before the fault; none was walked.
     let table = try #require(record.threads)
-    #expect(table.seen == 12 && table.threads.count == 1 && table.threads.first?.state == .crashing)
+    #expect(table.seen == 13 && table.threads.count == 1 && table.threads.first?.state == .crashing)
+  }
+
+  @Test("a thread asked that never answers costs the handler the deadline, not a hang")
+  func deadline() throws {
+    let directory = TestDirectory()
+    // The handler is made to ask the threads with the capture signal whatever they block: the
+    // two that block it never answer.
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_ASK_BLOCKED": "1"])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    // The masked thread, and the Dispatch-like one (asked with the capture signal it blocks).
+    #expect(table.deadlinePassed && table.noAnswer == 2, "\(table.flags) \(table.noAnswer)")
+    let masked = try #require(table.threads.first { $0.name == "masked" })
+    #expect(masked.state == .noAnswer && masked.askedWith == table.captureSignal)
+    #expect(table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy { $0.state == .captured })
+    #expect(record.handlerDurationNanoseconds >= table.deadlineNanoseconds)
+    #expect(record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns")
   }
 }

@@ -75,10 +75,26 @@ __attribute__((noinline)) int crumbs_test_blocked_masked(void) {
   return value + 2;
 }
 
+/// The thread that blocks what Dispatch's workers block: everything but the synchronous
+/// signals, SIGPIPE and SIGPROF.
+__attribute__((noinline)) int crumbs_test_blocked_like_dispatch(void) {
+  int value = crumbs__block_here(201);
+  __asm__ volatile("" : "+r"(value)::"memory");
+  return value + 3;
+}
+
 static void *crumbs__blocker_main(void *argument) {
   intptr_t index = (intptr_t)argument;
   char name[16];
-  if (index < 0) {
+  if (index == -2) {
+    sigset_t mask;
+    sigfillset(&mask);
+    int kept[] = {SIGILL, SIGTRAP, SIGFPE, SIGBUS, SIGSEGV, SIGSYS, SIGPIPE, SIGPROF};
+    for (unsigned k = 0; k < sizeof kept / sizeof kept[0]; k++) sigdelset(&mask, kept[k]);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    pthread_setname_np(pthread_self(), "like-dispatch");
+    crumbs_test_blocked_like_dispatch();
+  } else if (index < 0) {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -98,7 +114,7 @@ int crumbs_test_start_blocked_threads(int count, int with_masked) {
   const char *block = getenv("CRUMBS_TEST_BLOCK");
   crumbs__block_in_condition = block != NULL && strcmp(block, "cond") == 0;
   int started = 0;
-  for (intptr_t index = with_masked ? -1 : 0; index < count; index++) {
+  for (intptr_t index = with_masked ? -2 : 0; index < count; index++) {
     pthread_t thread;
     if (pthread_create(&thread, NULL, crumbs__blocker_main, (void *)index) != 0) break;
     pthread_detach(thread);

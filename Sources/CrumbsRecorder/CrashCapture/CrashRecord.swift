@@ -99,6 +99,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var state: State
     /// The signal of a thread that crashed too (`alsoCrashed`).
     public var signal: Int32?
+    /// The signal that asked it (the capture signal, or SIGPROF for a thread blocking that, as
+    /// Dispatch's workers do); nil when none was sent (stopped, or both blocked).
+    public var askedWith: Int32? = nil
     public var registers: [Register]
     /// frames[0] is the PC where it stopped, then return addresses, innermost first.
     public var frames: [UInt64]
@@ -131,6 +134,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var signalTaken: Bool { flags & UInt32(CRUMBS_THREADS_SIGNAL_TAKEN) != 0 }
     /// The handler crashed while walking the threads' stacks: the table ends early.
     public var interrupted: Bool { flags & UInt32(CRUMBS_THREADS_INTERRUPTED) != 0 }
+    /// SIGPROF asked the threads that block the capture signal.
+    public var usedSIGPROF: Bool { flags & UInt32(CRUMBS_THREADS_USED_SIGPROF) != 0 }
   }
 
   /// The module type this record used to have its own copy of.
@@ -360,10 +365,11 @@ private struct RecordFields {
       let values = words(
         at: threadOffset(index, \.registers), count: Int(threadWord(index, \.register_count)))
       let signal = image.loadUnaligned(fromByteOffset: threadOffset(index, \.signal_number), as: Int32.self)
+      let asked = image.loadUnaligned(fromByteOffset: threadOffset(index, \.asked_with), as: Int32.self)
       threads.append(
         CrashRecord.Thread(
           id: threadWord(index, \.tid), name: name, state: state,
-          signal: state == .alsoCrashed ? signal : nil,
+          signal: state == .alsoCrashed ? signal : nil, askedWith: asked != 0 ? asked : nil,
           registers: Self.named(values, names),
           frames: words(at: threadOffset(index, \.frames), count: frameCount),
           frameMarks: bytes(at: threadOffset(index, \.frame_marks), count: frameCount),

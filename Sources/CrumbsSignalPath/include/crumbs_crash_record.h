@@ -202,8 +202,8 @@ typedef enum crumbs_crash_thread_state {
   /// Answered the capture signal: registers from its signal context, frames walked from them
   /// while it waited, parked, for the handler to release it.
   CRUMBS_THREAD_CAPTURED = 2,
-  /// Did not answer before the deadline (the capture signal blocked, the thread stopped or
-  /// traced, or not scheduled in time): tid and name only.
+  /// Did not answer: stopped or traced, both signals that could ask it blocked (`asked_with`
+  /// 0), or asked and not scheduled before the deadline. Tid and name only.
   CRUMBS_THREAD_NO_ANSWER = 3,
   /// Not asked: the capture signal was not ours at crash time (another library took it), or
   /// could not be sent. Tid and name only.
@@ -225,6 +225,8 @@ enum {
   /// The crash handler crashed while capturing (a thread's stack changed under the walk):
   /// entries after `thread_count` were not written.
   CRUMBS_THREADS_INTERRUPTED = 1u << 3,
+  /// SIGPROF asked the threads that block the capture signal (as Dispatch's workers do).
+  CRUMBS_THREADS_USED_SIGPROF = 1u << 4,
 };
 
 /// One thread of the crashed process (version 3).
@@ -239,7 +241,7 @@ typedef struct crumbs_crash_thread {
   uint32_t frame_count;   // frames[0] is the PC where the thread was stopped
   uint32_t backtrace_stop; // crumbs_crash_backtrace_stop
   int32_t signal_number;  // CRUMBS_THREAD_ALSO_CRASHED: its own signal
-  uint32_t reserved0;
+  int32_t asked_with;     // the signal sent to it (the capture signal or SIGPROF); 0: none
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS]; // named as crumbs_crash_arch says
   uint64_t frames[CRUMBS_CRASH_THREAD_MAX_FRAMES];
   uint8_t frame_marks[CRUMBS_CRASH_THREAD_MAX_FRAMES]; // CRUMBS_FRAME_* per frame
