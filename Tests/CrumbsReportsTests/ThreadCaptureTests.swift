@@ -19,7 +19,10 @@ import Testing
   import Glibc
 #endif
 
-@Suite("Every thread in the crash report")
+// Serialized: each child wakes 100 threads at once and expects every one to be scheduled
+// within the handler's deadline (50 ms); four such children at a time on a busy 2-core machine
+// are what would make one miss it.
+@Suite("Every thread in the crash report", .serialized)
 struct ThreadCaptureTests {
   @Test(
     "100 named threads: each listed with its name and its own function, the crashing one first",
@@ -71,7 +74,9 @@ struct ThreadCaptureTests {
     let dispatchLike = try #require(table.threads.first { $0.name == "like-dispatch" }, "\(context)")
     #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF && table.usedSIGPROF)
     #expect(
-      table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy { $0.askedWith == table.captureSignal })
+      table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy {
+        $0.askedWith == table.captureSignal
+      })
 
     let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
     let threads = try #require(report.threads, "\(context)")
@@ -81,7 +86,8 @@ struct ThreadCaptureTests {
     #expect(threads.dropFirst().allSatisfy { !$0.crashed })
     #expect(threads.first { $0.name == "masked" }?.state == .noAnswer)
     #expect(report.evidence.contains { $0.contains("did not answer") }, "\(report.evidence)")
-    let dispatchFrames = threads.first { $0.name == "like-dispatch" }?.frames.prefix(5).compactMap(\.function) ?? []
+    let dispatchFrames =
+      threads.first { $0.name == "like-dispatch" }?.frames.prefix(5).compactMap(\.function) ?? []
     #expect(dispatchFrames.contains("crumbs_test_blocked_like_dispatch"), "\(dispatchFrames)")
     for index in 0..<100 {
       let suffix = index < 10 ? "0\(index)" : "\(index)"
