@@ -70,8 +70,10 @@
 #include <unistd.h>
 
 /// How long the crashing thread waits for answers, from its first request: long enough for 100
-/// threads on a busy 2-core machine (a few ms), short enough that a thread with the signal
-/// blocked costs the handler at most this.
+/// threads on a busy 2-core machine (they answer within a few ms), short enough that a thread
+/// that is asked but not scheduled in time costs the handler at most this. (A thread that
+/// cannot answer, blocking both signals or stopped, is known from its status and not waited
+/// for.)
 #define CRUMBS__CAPTURE_DEADLINE_NS (50u * 1000000u)
 /// How long a parked thread waits to be released before it goes back on its own (the crashing
 /// thread hung or was stopped): the process is ending; this only keeps "never a hang" true.
@@ -82,9 +84,10 @@
 enum {
   CRUMBS__SLOT_ASKED = 1,    // the signal is (about to be) sent
   CRUMBS__SLOT_ANSWERED = 2, // the thread filled the slot and is parked
-  CRUMBS__SLOT_LATE = 3,     // the deadline passed first: the thread returns at once if it comes
-  CRUMBS__SLOT_GONE = 4,     // tgkill said the thread no longer exists: not listed
-  CRUMBS__SLOT_NOT_ASKED = 5 // the signal was not ours (or could not be sent)
+  CRUMBS__SLOT_LATE = 3,     // no answer: it cannot (blocked, stopped), or the deadline passed
+                             // first (then it returns at once if it comes)
+  CRUMBS__SLOT_GONE = 4,     // exited since the listing (no status, or tgkill ESRCH): not listed
+  CRUMBS__SLOT_NOT_ASKED = 5 // no signal could ask it (both someone else's), or tgkill failed
 };
 
 /// One other thread, while captured. Entry `index` of the record's table is slot `index`
@@ -128,23 +131,27 @@ static bool crumbs__handles(int signal_number) {
 
 static bool crumbs__capture_signal_is_ours(void) { return crumbs__handles(crumbs__capture_signal); }
 
+/// Installs the capture handler for `signal_number` (SA_SIGINFO | SA_ONSTACK | SA_RESTART: a
+/// thread interrupted in a system call resumes it once released).
+static bool crumbs__take(int signal_number) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs__capture_signal_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  return sigaction(signal_number, &action, NULL) == 0;
+}
+
 /// Whether SIGPROF can ask threads: ours already, or taken now when nobody handles it.
 static bool crumbs__sigprof_usable(void) {
   if (crumbs__sigprof_state != 0) return crumbs__sigprof_state > 0;
   crumbs__sigprof_state = -1;
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) != 0) return false;
-  bool ours = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__capture_signal_handler;
+  bool ours = crumbs__handles(SIGPROF);
   bool nobody = !(current.sa_flags & SA_SIGINFO) &&
                 (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN);
-  if (!ours && nobody) {
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_sigaction = crumbs__capture_signal_handler;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    ours = sigaction(SIGPROF, &action, NULL) == 0;
-  }
+  if (!ours && nobody) ours = crumbs__take(SIGPROF);
   if (ours) crumbs__sigprof_state = 1;
   return ours;
 }
@@ -559,12 +566,7 @@ void crumbs__thread_capture_install(void) {
     struct sigaction current;
     if (sigaction(candidate, NULL, &current) != 0) continue;
     if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue; // someone's
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_sigaction = crumbs__capture_signal_handler;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    if (sigaction(candidate, &action, NULL) != 0) continue;
+    if (!crumbs__take(candidate)) continue;
     crumbs__capture_previous = current;
     crumbs__capture_signal = candidate;
     break;
