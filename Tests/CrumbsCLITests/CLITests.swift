@@ -113,17 +113,27 @@ import Testing
     for path in files { #expect(fileMode(of: path) & 0o077 == 0, "\(path)") }
   }
 
-  @Test func symbolicateNamesAStrippedBuildsFramesFromSymbolFilesFoundByBuildID() throws {
-    // Issue 12 item 6: a stripped release binary leaves only module, offset and build ID.
-    let directory = TestDirectory()
+  /// A stripped copy of the test child (`app` in `directory`) run through `scenario` in
+  /// `crumbs`, waited for.
+  func crashStrippedChild(
+    _ scenario: String, in directory: TestDirectory, environment: [String: String] = [:]
+  ) throws -> (app: String, crumbs: String, child: Subprocess) {
     let app = directory.file("app")
     let stripped = try Subprocess.run(
       "/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", app], timeoutMilliseconds: 120_000)
     #expect(stripped.exitStatus == 0)
     let crumbs = directory.file("crumbs")
     let child = try Subprocess(
-      app, ["null-deref", crumbs], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+      app, [scenario, crumbs], environment: environment.merging(["SWIFT_BACKTRACE": "enable=no"]) { $1 },
+      standardOutput: .discard)
     child.wait(seconds: 120)
+    return (app, crumbs, child)
+  }
+
+  @Test func symbolicateNamesAStrippedBuildsFramesFromSymbolFilesFoundByBuildID() throws {
+    // Issue 12 item 6: a stripped release binary leaves only module, offset and build ID.
+    let directory = TestDirectory()
+    let (app, crumbs, child) = try crashStrippedChild("null-deref", in: directory)
     #expect(child.terminatingSignal == SIGSEGV)
     let store = try ReportStore(directory: crumbs)
     _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()
@@ -177,18 +187,8 @@ import Testing
   @Test func symbolicateNamesEveryThreadsFramesToo() throws {
     // Issue 12 item 2 with item 6: the other threads of a stripped build's crash are named too.
     let directory = TestDirectory()
-    let app = directory.file("app")
-    let stripped = try Subprocess.run(
-      "/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", app], timeoutMilliseconds: 120_000)
-    #expect(stripped.exitStatus == 0)
-    let crumbs = directory.file("crumbs")
-    let child = try Subprocess(
-      app, ["all-threads", crumbs],
-      environment: [
-        "SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_NO_MASKED": "1",
-      ],
-      standardOutput: .discard)
-    child.wait(seconds: 120)
+    let (_, crumbs, child) = try crashStrippedChild(
+      "all-threads", in: directory, environment: ["CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_NO_MASKED": "1"])
     #expect(child.terminatingSignal == SIGSEGV)
     let store = try ReportStore(directory: crumbs)
     _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()
