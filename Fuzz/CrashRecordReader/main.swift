@@ -57,6 +57,17 @@ func check(_ image: UnsafeRawBufferPointer) {
       precondition(module.path.utf8.count <= Int(CRUMBS_CRASH_PATH_SIZE) * 3, "path too long")
     }
     precondition(record.signal.name.utf8.count <= 16 * 3 && record.threadName.utf8.count <= 16 * 3)
+    if let table = record.threads {
+      precondition(record.version >= 3, "a thread table before version 3")
+      precondition(table.threads.count <= Int(CRUMBS_CRASH_MAX_THREADS), "too many threads")
+      for thread in table.threads where thread.state != .crashing {
+        precondition(thread.frames.count <= Int(CRUMBS_CRASH_THREAD_MAX_FRAMES), "too many thread frames")
+        precondition(thread.frameMarks.count == thread.frames.count, "marks and frames differ")
+        precondition(
+          thread.registers.count <= Int(CRUMBS_CRASH_THREAD_MAX_REGISTERS), "too many thread registers")
+        precondition(thread.name.utf8.count <= 16 * 3, "thread name too long")
+      }
+    }
   case .failure(let error):
     precondition(!error.reason.isEmpty, "an error without a reason")
   }
@@ -128,6 +139,47 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
     record.complete_marker = CRUMBS_CRASH_COMPLETE_MARKER
   }
   try save("complete", complete)
+  // The thread table (version 3): the crashing thread, one captured, one that did not answer.
+  let threads = record { record in
+    record.state = UInt32(CRUMBS_CRASH_COMPLETE.rawValue)
+    record.thread_id = 4242
+    record.threads.threads_seen = 3
+    record.threads.thread_count = 3
+    record.threads.captured = 1
+    record.threads.no_answer = 1
+    withUnsafeMutableBytes(of: &record.threads.threads) { entries in
+      let stride = MemoryLayout<crumbs_crash_thread>.stride
+      for index in 0..<3 {
+        var thread = crumbs_crash_thread()
+        thread.tid = UInt32(4242 + index)
+        thread.state =
+          [CRUMBS_THREAD_CRASHING, CRUMBS_THREAD_CAPTURED, CRUMBS_THREAD_NO_ANSWER][index].rawValue
+        setString(&thread.name, "worker-\(index)")
+        if index == 1 {
+          thread.register_count = 23
+          thread.frame_count = 2
+          withUnsafeMutableBytes(of: &thread.frames) {
+            $0.storeBytes(of: UInt64(0x5555_1000), toByteOffset: 0, as: UInt64.self)
+            $0.storeBytes(of: UInt64(0x5555_2000), toByteOffset: 8, as: UInt64.self)
+          }
+        }
+        entries.storeBytes(of: thread, toByteOffset: index * stride, as: crumbs_crash_thread.self)
+      }
+    }
+    record.complete_marker = CRUMBS_CRASH_COMPLETE_MARKER
+  }
+  try save("threads", threads)
+  var damagedThreads = threads
+  damagedThreads.withUnsafeMutableBytes { bytes in
+    let table = MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
+    let entry =
+      table + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.threads)!
+      + MemoryLayout<crumbs_crash_thread>.stride
+    bytes.storeBytes(
+      of: UInt32(500), toByteOffset: entry + MemoryLayout<crumbs_crash_thread>.offset(of: \.frame_count)!,
+      as: UInt32.self)
+  }
+  try save("damaged-thread-frames", damagedThreads)
   try save(
     "partial",
     record { record in
@@ -173,6 +225,7 @@ FuzzMain.run(
     case .success(let record):
       return
         "\(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
+        + (record.threads.map { ", \($0.threads.count) threads" } ?? "")
     case .failure(let error):
       return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }

@@ -108,6 +108,28 @@ enum CrashRecordText {
     for (index, frame) in record.frames.enumerated() {
       lines.append(frameLine(record, index: index, address: frame))
     }
+    if let table = record.threads {
+      lines.append(
+        "threads     \(table.threads.count) listed of \(table.seen), \(table.captured) captured, "
+          + "\(table.noAnswer) did not answer (signal \(table.captureSignal), "
+          + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns)")
+      for thread in table.threads {
+        var heading = "  \(thread.id) \"\(thread.name)\" \(thread.state.rawValue)"
+        if let signal = thread.signal, thread.state == .alsoCrashed { heading += " signal \(signal)" }
+        if thread.state == .crashing {
+          lines.append(heading + " (frames above)")
+          continue
+        }
+        if !thread.frames.isEmpty {
+          heading +=
+            "  \(thread.frames.count) frames (stop: \(thread.backtraceStop.rawValue), stack \(thread.stackSource.rawValue))"
+        }
+        lines.append(heading)
+        for (index, frame) in thread.frames.enumerated() {
+          lines.append("  " + frameLine(record, index: index, address: frame))
+        }
+      }
+    }
     lines.append("modules     \(record.modules.count)")
     for module in record.modules {
       lines.append(
@@ -162,6 +184,42 @@ enum CrashRecordText {
         stack.field("low", hex(record.stackLow))
         stack.field("high", hex(record.stackHigh))
         stack.field("source", record.stackSource.rawValue)
+      }
+      if let table = record.threads {
+        object.object("threads") { fields in
+          fields.field("seen", table.seen)
+          fields.field("captured", table.captured)
+          fields.field("no_answer", table.noAnswer)
+          fields.field("capture_signal", table.captureSignal)
+          fields.field("capture_ns", table.captureNanoseconds)
+          fields.field("deadline_ns", table.deadlineNanoseconds)
+          fields.field("flags", table.flags)
+          fields.array("threads") { threads in
+            for thread in table.threads {
+              threads.object { entry in
+                entry.field("id", thread.id)
+                entry.field("name", thread.name)
+                entry.field("state", thread.state.rawValue)
+                if let signal = thread.signal { entry.field("signal", signal) }
+                entry.array("frames") { frames in
+                  for frame in thread.frames { frames.append(hex(frame)) }
+                }
+                entry.array("frame_marks") { marks in
+                  for mark in thread.frameMarks { marks.append(Int(mark)) }
+                }
+                entry.field("backtrace_stop", thread.backtraceStop.rawValue)
+                entry.object("stack") { stack in
+                  stack.field("low", hex(thread.stackLow))
+                  stack.field("high", hex(thread.stackHigh))
+                  stack.field("source", thread.stackSource.rawValue)
+                }
+                entry.object("registers") { registers in
+                  for register in thread.registers { registers.field(register.name, hex(register.value)) }
+                }
+              }
+            }
+          }
+        }
       }
       object.array("modules") { modules in
         for module in record.modules {

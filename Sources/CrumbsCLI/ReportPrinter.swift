@@ -17,6 +17,8 @@ struct TerminalStyle {
 struct ReportPrinter {
   var style: TerminalStyle
   var breadcrumbLimit = 15
+  /// Frames shown per thread other than the crashing one (the report has them all).
+  var threadFrameLimit = 4
 
   func render(_ stored: StoredReport) -> String {
     let report = stored.report
@@ -50,6 +52,29 @@ struct ReportPrinter {
     lines.append(style.bold("Stack trace"))
     lines.append(contentsOf: report.exceptionStacktrace.split(separator: "\n").map { "  " + $0 })
 
+    if let threads = report.threads {
+      lines.append("")
+      lines.append(
+        style.bold("Threads")
+          + style.dim("  (\(threadSummary(threads, notRecorded: report.threadsNotRecorded)))"))
+      for thread in threads {
+        var heading = "  Thread \(thread.id)" + (thread.name.map { " \"\($0)\"" } ?? "")
+        heading +=
+          thread.crashed
+          ? "  " + style.red("crashed") + style.dim(" (stack trace above)")
+          : "  " + style.dim(thread.state.description)
+        if let signal = thread.signal, !thread.crashed { heading += " " + style.red(signal) }
+        lines.append(heading)
+        if thread.crashed { continue }
+        let shown = thread.frames.prefix(threadFrameLimit)
+        lines.append(
+          contentsOf: CrashReport.stacktrace(Array(shown)).split(separator: "\n").map { "    " + $0 })
+        if thread.frames.count > shown.count {
+          lines.append(style.dim("    … \(thread.frames.count - shown.count) more in the report"))
+        }
+      }
+    }
+
     lines.append("")
     let trail = report.breadcrumbs
     lines.append(
@@ -75,6 +100,19 @@ struct ReportPrinter {
       row("trail", stored.attachmentPath(attachment) + style.dim("  (read it with: lz4 -dc FILE)"))
     }
     return lines.joined(separator: "\n")
+  }
+
+  /// "102 at crash time: 101 captured, 1 did not answer".
+  func threadSummary(_ threads: [CrashReport.Thread], notRecorded: Int?) -> String {
+    let order: [CrashReport.Thread.State] = [.captured, .alsoCrashed, .noAnswer, .notAsked, .unknown]
+    let counts = order.compactMap { state -> (String, Int)? in
+      let count = threads.dropFirst().filter { $0.state == state }.count
+      return count > 0 ? (state.description, count) : nil
+    }
+    var text = "\(threads.count + (notRecorded ?? 0)) at crash time"
+    if !counts.isEmpty { text += ": " + counts.map { "\($0.1) \($0.0)" }.joined(separator: ", ") }
+    if let notRecorded, notRecorded > 0 { text += ", \(notRecorded) not recorded (the record was full)" }
+    return text
   }
 
   /// The trail's lines, decoded from the LZ4 attachment.

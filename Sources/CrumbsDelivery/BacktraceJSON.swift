@@ -39,6 +39,8 @@ package struct BacktraceThread {
   package var frames: [CrashReport.Frame]
   /// Register name → value, on the thread's first frame.
   package var registers: [CrashReport.Register]
+  /// How the crash handler found it, when not simply stopped and read (`did_not_answer`, …).
+  package var state: String? = nil
 }
 
 package enum BacktraceJSON {
@@ -50,7 +52,7 @@ package enum BacktraceJSON {
 
   /// The JSON body (see the file comment).
   package static func body(for report: CrashReport, trail: [TrailEntry], omitted: [String]) -> [UInt8] {
-    let threads = [thread(of: report)]
+    let threads = threads(of: report)
     let main = threads.first { $0.fault } ?? threads[0]
     let files = sourceFiles(threads)
     let guessed = callersAreGuessed(report)
@@ -70,6 +72,7 @@ package enum BacktraceJSON {
           map.object(thread.key) { fields in
             fields.field("name", thread.name)
             fields.field("fault", thread.fault)
+            if let state = thread.state { fields.field("state", state) }
             fields.array("stack") { stack in
               for (position, frame) in thread.frames.enumerated() {
                 stack.object { fields in
@@ -129,6 +132,18 @@ package enum BacktraceJSON {
       object.object("annotations") { annotations(report, omitted: omitted, into: &$0) }
     }
     return json.bytes
+  }
+
+  /// The faulting (or reporting) thread first, then every other thread the crash record holds
+  /// (a version 3 record: keyed by thread id; `fault` only on the first).
+  package static func threads(of report: CrashReport) -> [BacktraceThread] {
+    let first = thread(of: report)
+    let others = (report.threads ?? []).filter { !$0.crashed && String($0.id) != first.key }.map { other in
+      BacktraceThread(
+        key: String(other.id), name: other.name ?? "thread-\(other.id)", fault: false, frames: other.frames,
+        registers: other.registers ?? [], state: other.state == .captured ? nil : other.state.description)
+    }
+    return [first] + others
   }
 
   /// The faulting (or reporting) thread.

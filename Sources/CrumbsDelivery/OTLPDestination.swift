@@ -91,6 +91,9 @@ public struct OTLPDestination: ReportDestination {
       resource: resource, scopeName: "crumbs", scopeVersion: CrumbsVersion.string, records: records)
   }
 
+  /// Frames of each thread other than the crashing one in `crumbs.threads`.
+  static let framesPerOtherThread = 8
+
   func crashRecord(_ report: CrashReport, stored: StoredReport) -> OTLPLogRecord {
     let eventName = report.kind == .nonFatal ? Self.nonFatalEventName : Self.crashEventName
     var attributes: [OTLPAttribute] = [
@@ -123,6 +126,14 @@ public struct OTLPDestination: ReportDestination {
     }
     if let duration = report.handlerDurationNanoseconds {
       attributes.append(OTLPAttribute("crumbs.handler_duration_ns", .int(Int64(clamping: duration))))
+    }
+    // The other threads: a count, and their top frames as text (the crashing thread's are
+    // `exception.stacktrace` and `crumbs.frames`); small on purpose, the stored report has all.
+    if let threads = report.threads {
+      attributes.append(
+        OTLPAttribute("crumbs.thread_count", .int(Int64(threads.count + (report.threadsNotRecorded ?? 0)))))
+      let text = CrashReport.otherThreadsText(threads, framesPerThread: Self.framesPerOtherThread)
+      if !text.isEmpty { attributes.append(OTLPAttribute("crumbs.threads", .string(text))) }
     }
     if !report.frames.isEmpty {
       attributes.append(OTLPAttribute("crumbs.frames", .array(report.frames.map(Self.frameValue))))

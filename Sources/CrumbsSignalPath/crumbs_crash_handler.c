@@ -7,7 +7,8 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
 // No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
-//   only), nanosleep, getpid, _exit; open/read/close (crumbs_maps.c, /proc/self/maps); memset,
+//   only), nanosleep, getpid, _exit; open/getdents64/read/close, tgkill, futex, sigaction (query)
+//   (crumbs_thread_capture.c); open/read/close (crumbs_maps.c, /proc/self/maps); memset,
 //   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
 //   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
 //   (crumbs_die_by_signal.c).
@@ -23,8 +24,10 @@
 //   2. First crash wins (atomic compare-exchange on the winning tid). A second crashing thread
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
-//   3. Record: state WRITING, signal/code/address/sender, thread id and name, registers,
-//      backtrace (and rows for the modules loaded since the last scan that hold a frame, from
+//   3. Record: state WRITING, signal/code/address/sender; ask every other thread for its
+//      registers (crumbs_thread_capture.c: capture signal, bounded wait); thread id and name,
+//      registers, backtrace; the other threads' stacks, walked while they are parked, then
+//      released (before any chaining); (and rows for the modules loaded since the last scan that hold a frame, from
 //      /proc/self/maps), time, memory, uptime; what was said before the signal (the Swift
 //      runtime's fatal-error message, an uncaught C++ exception's type and what(): bounded copies,
 //      last because the text lives in memory the crash may have damaged); fatal breadcrumb into
@@ -86,20 +89,16 @@ static void crumbs__die_now(int signal_number) {
 
 // MARK: - Registers
 
-typedef struct crumbs__context_registers {
-  uint64_t pc, fp, sp, leaf_return;
-} crumbs__context_registers;
-
-static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *record,
-                                                        const ucontext_t *context) {
+uint32_t crumbs__crash_context_registers(const void *raw_context, uint64_t *registers, uint32_t capacity,
+                                         crumbs__context_registers *start) {
+  const ucontext_t *context = (const ucontext_t *)raw_context;
   crumbs__context_registers result = {0, 0, 0, 0};
+  uint32_t count = 0;
 #if defined(__x86_64__)
-  record->arch = CRUMBS_CRASH_ARCH_X86_64;
-  uint32_t count = NGREG < CRUMBS_CRASH_MAX_REGISTERS ? NGREG : CRUMBS_CRASH_MAX_REGISTERS;
+  count = NGREG < capacity ? NGREG : capacity;
   for (uint32_t index = 0; index < count; index++) {
-    record->registers[index] = (uint64_t)context->uc_mcontext.gregs[index];
+    registers[index] = (uint64_t)context->uc_mcontext.gregs[index];
   }
-  record->register_count = count;
   result.pc = (uint64_t)context->uc_mcontext.gregs[REG_RIP];
   result.fp = (uint64_t)context->uc_mcontext.gregs[REG_RBP];
   result.sp = (uint64_t)context->uc_mcontext.gregs[REG_RSP];
@@ -107,24 +106,32 @@ static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *rec
   // caller's return address is the word at [sp]; only readable once the stack range is known,
   // so the caller fills `leaf_return` later.
 #elif defined(__aarch64__)
-  record->arch = CRUMBS_CRASH_ARCH_AARCH64;
-  for (uint32_t index = 0; index < 31; index++) {
-    record->registers[index] = (uint64_t)context->uc_mcontext.regs[index];
-  }
-  record->registers[31] = (uint64_t)context->uc_mcontext.sp;
-  record->registers[32] = (uint64_t)context->uc_mcontext.pc;
-  record->registers[33] = (uint64_t)context->uc_mcontext.pstate;
-  record->registers[34] = (uint64_t)context->uc_mcontext.fault_address;
-  record->register_count = 35;
+  uint64_t all[35];
+  for (uint32_t index = 0; index < 31; index++) all[index] = (uint64_t)context->uc_mcontext.regs[index];
+  all[31] = (uint64_t)context->uc_mcontext.sp;
+  all[32] = (uint64_t)context->uc_mcontext.pc;
+  all[33] = (uint64_t)context->uc_mcontext.pstate;
+  all[34] = (uint64_t)context->uc_mcontext.fault_address;
+  count = 35 < capacity ? 35 : capacity;
+  for (uint32_t index = 0; index < count; index++) registers[index] = all[index];
   result.pc = (uint64_t)context->uc_mcontext.pc;
   result.fp = (uint64_t)context->uc_mcontext.regs[29];
   result.sp = (uint64_t)context->uc_mcontext.sp;
   result.leaf_return = (uint64_t)context->uc_mcontext.regs[30]; // LR
 #else
   (void)context;
-  record->arch = 0;
-  record->register_count = 0;
+  (void)registers;
+  (void)capacity;
 #endif
+  *start = result;
+  return count;
+}
+
+static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *record,
+                                                        const ucontext_t *context) {
+  crumbs__context_registers result;
+  record->register_count =
+      crumbs__crash_context_registers(context, record->registers, CRUMBS_CRASH_MAX_REGISTERS, &result);
   return result;
 }
 
@@ -365,6 +372,8 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
   record->thread_id = thread_id;
   crumbs__record_signal(record, signal_number, info);
   __atomic_store_n(&record->state, CRUMBS_CRASH_WRITING, __ATOMIC_RELEASE);
+  // Ask the other threads first: they stop while this thread records its own crash.
+  crumbs__thread_capture_request(record, thread_id);
 
   if (crumbs__crash_installed.test_fault) {
     // Tests only (crumbs_crash_testing_fault_inside_handler in crumbs_crash_testing.h).
@@ -382,6 +391,7 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
   crumbs__context_registers registers = {0, 0, 0, 0};
   if (context != NULL) registers = crumbs__copy_registers(record, (const ucontext_t *)context);
   crumbs__record_backtrace(record, registers);
+  crumbs__thread_capture_collect(record); // releases the parked threads
 
   struct sysinfo memory;
   if (sysinfo(&memory) == 0) {
@@ -434,6 +444,8 @@ static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_PARTIAL, __ATOMIC_RELAXED);
     crumbs__finish_record(record, record->crash_monotonic_ns);
   }
+  // Threads parked by the capture go back (the process is about to die anyway).
+  crumbs__thread_capture_release(record);
   // Whatever happened, nothing of ours runs again: default actions, then the original signal.
   crumbs__die_by_signal_set_default(signal_number);
   crumbs__die_now(original != 0 ? original : signal_number);
@@ -461,6 +473,8 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
       __atomic_fetch_add(&record->threads_crashed, 1, __ATOMIC_RELAXED);
       __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_CONCURRENT_CRASH, __ATOMIC_RELAXED);
     }
+    // The thread capture shows this fault's context if it asks this thread while it waits.
+    thread->crash_context = context;
     struct timespec millisecond = {0, 1000000};
     for (uint32_t waited = 0; waited < crumbs__crash_installed.wait_ms; waited++) nanosleep(&millisecond, NULL);
     crumbs__die_now(signal_number);

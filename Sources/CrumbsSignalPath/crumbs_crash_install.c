@@ -8,7 +8,8 @@
 //   crumbs_crash_record_format     header of a fresh, zeroed record mapping (ARMED)
 //   crumbs_crash_install           alternate stacks (crumbs_altstack.c), the handler's state,
 //                                  the module table, the installing thread's stack bounds, the
-//                                  libc bindings, then the signals; idempotent, re-asserts
+//                                  libc bindings, then the signals and the thread capture
+//                                  signal (crumbs_thread_capture.c); idempotent, re-asserts
 //   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
 //   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
 //   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
@@ -232,6 +233,7 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   }
 
   crumbs__terminate_install();
+  crumbs__thread_capture_install();
   crumbs__altstack_start(config->skip_new_threads == 0);
   crumbs__installed = 1;
   return CRUMBS_CRASH_INSTALL_OK;
@@ -268,6 +270,7 @@ void crumbs_crash_uninstall(void) {
   if (!crumbs__installed) return;
   crumbs__altstack_stop();
   crumbs__terminate_uninstall();
+  crumbs__thread_capture_uninstall();
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
     if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
     struct sigaction current;

@@ -7,6 +7,8 @@
 //   crumbs_crash_handler.c   the fatal-signal handler (async-signal-safe)
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe)
+//   crumbs_thread_capture.c  every other thread's registers and stack at crash time (capture
+//                            signal, parked threads; async-signal-safe but for install)
 //   crumbs_maps.c            /proc/self/maps, read in the handler (async-signal-safe)
 //   crumbs_modules.c         the module table (scan at set-up; lookups and crash-time additions
 //                            in the handler)
@@ -47,12 +49,15 @@ typedef struct crumbs__crash_state {
 extern crumbs__crash_state crumbs__crash_installed;
 
 /// Per thread: depth inside our handler (re-entry detection), the original signal, and stack
-/// bounds registered outside the handler (pthread_getattr_np, by install and prepare_thread).
+/// bounds registered outside the handler (pthread_getattr_np, by install and prepare_thread);
+/// `crash_context` is a thread's fault context while it waits in the handler behind another
+/// crashing thread (the thread capture shows it instead of the capture signal's context).
 typedef struct crumbs__crash_thread {
   uint32_t depth;
   int original_signal;
   uint64_t stack_low;
   uint64_t stack_high;
+  const void *volatile crash_context;
 } crumbs__crash_thread;
 extern __thread crumbs__crash_thread crumbs__crash_this_thread
     __attribute__((tls_model("initial-exec")));
@@ -62,6 +67,39 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
 
 /// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
 uint64_t crumbs__crash_clock_ns(clockid_t clock);
+
+/// The registers an unwind starts from.
+typedef struct crumbs__context_registers {
+  uint64_t pc, fp, sp, leaf_return;
+} crumbs__context_registers;
+
+/// Copies a signal context's (`ucontext_t *`) registers into `registers` (at most `capacity`,
+/// in crumbs_crash_arch order) and returns how many; `start` gets those an unwind starts from
+/// (leaf_return: aarch64's LR; x86_64 leaves it 0, as [sp] is read only once the stack is
+/// known). Safe to call from a signal handler (pure).
+uint32_t crumbs__crash_context_registers(const void *context, uint64_t *registers, uint32_t capacity,
+                                         crumbs__context_registers *start);
+
+// MARK: - Every thread (crumbs_thread_capture.c)
+
+/// Takes the capture signal (the highest real-time signal nobody handles). Not signal-safe.
+void crumbs__thread_capture_install(void);
+/// Gives the capture signal back if it is still ours. Not signal-safe.
+void crumbs__thread_capture_uninstall(void);
+/// The capture signal in use, 0 when none. Any context.
+int crumbs__thread_capture_signal(void);
+/// The capture signal's handler, on every other thread.
+void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context);
+/// Crashing thread: lists the other threads into the record's table and asks each for its
+/// registers. Safe to call from a signal handler.
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid);
+/// Crashing thread, after its own backtrace: waits (bounded) for the answers, walks the parked
+/// threads' stacks into the table, then releases them. Safe to call from a signal handler.
+void crumbs__thread_capture_collect(crumbs_crash_record *record);
+/// Lets parked threads go (idempotent). Safe to call from a signal handler.
+void crumbs__thread_capture_release(crumbs_crash_record *record);
+/// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_skip_mask_check(bool skip);
 
 // MARK: - Unwinder (crumbs_unwind.c)
 

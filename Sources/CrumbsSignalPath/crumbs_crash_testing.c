@@ -6,3 +6,7 @@
 void crumbs_crash_testing_fault_inside_handler(bool enabled) {
   __atomic_store_n(&crumbs__crash_installed.test_fault, enabled ? 1u : 0u, __ATOMIC_RELEASE);
 }
+
+void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
+  crumbs__thread_capture_testing_skip_mask_check(enabled);
+}

@@ -113,17 +113,27 @@ import Testing
     for path in files { #expect(fileMode(of: path) & 0o077 == 0, "\(path)") }
   }
 
-  @Test func symbolicateNamesAStrippedBuildsFramesFromSymbolFilesFoundByBuildID() throws {
-    // Issue 12 item 6: a stripped release binary leaves only module, offset and build ID.
-    let directory = TestDirectory()
+  /// A stripped copy of the test child (`app` in `directory`) run through `scenario` in
+  /// `crumbs`, waited for.
+  func crashStrippedChild(
+    _ scenario: String, in directory: TestDirectory, environment: [String: String] = [:]
+  ) throws -> (app: String, crumbs: String, child: Subprocess) {
     let app = directory.file("app")
     let stripped = try Subprocess.run(
       "/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", app], timeoutMilliseconds: 120_000)
     #expect(stripped.exitStatus == 0)
     let crumbs = directory.file("crumbs")
     let child = try Subprocess(
-      app, ["null-deref", crumbs], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+      app, [scenario, crumbs], environment: environment.merging(["SWIFT_BACKTRACE": "enable=no"]) { $1 },
+      standardOutput: .discard)
     child.wait(seconds: 120)
+    return (app, crumbs, child)
+  }
+
+  @Test func symbolicateNamesAStrippedBuildsFramesFromSymbolFilesFoundByBuildID() throws {
+    // Issue 12 item 6: a stripped release binary leaves only module, offset and build ID.
+    let directory = TestDirectory()
+    let (app, crumbs, child) = try crashStrippedChild("null-deref", in: directory)
     #expect(child.terminatingSignal == SIGSEGV)
     let store = try ReportStore(directory: crumbs)
     _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()
@@ -171,6 +181,38 @@ import Testing
       #expect(top.line != nil)
       #expect(report.exceptionStacktrace.contains("crumbs_test_null_deref"))
       #expect(result.stdout.contains("crumbs_test_null_deref"))
+    }
+  }
+
+  @Test func symbolicateNamesEveryThreadsFramesToo() throws {
+    // Issue 12 item 2 with item 6: the other threads of a stripped build's crash are named too.
+    let directory = TestDirectory()
+    let (_, crumbs, child) = try crashStrippedChild(
+      "all-threads", in: directory, environment: ["CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_NO_MASKED": "1"])
+    #expect(child.terminatingSignal == SIGSEGV)
+    let store = try ReportStore(directory: crumbs)
+    _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()
+    let original = try #require(store.list(.pending).reports.first)
+    let before = try #require(original.report.threads)
+    #expect(before.count == 4)
+    #expect(
+      !before.contains { $0.frames.contains { $0.function?.hasPrefix("crumbs_test_blocked_") == true } })
+
+    let folder = directory.file("symbols")
+    try Syscall.makeDirectory(folder)
+    #expect(symlink(ChildProcess.testChild, folder + "/unstripped-app") == 0)
+    let result = try CLIProcess.run(
+      ["symbolicate", String(original.report.id.prefix(8)), "--symbols", folder, "--dir", crumbs],
+      timeoutSeconds: 120)
+    #expect(result.status == 0, "\(result.stderr)")
+    let report = try store.load(id: original.report.id).report
+    let threads = try #require(report.threads)
+    #expect(threads.first?.crashed == true && threads.first?.frames == report.frames)
+    for index in 0..<3 {
+      let thread = try #require(threads.first { $0.name == "blocker-0\(index)" })
+      #expect(
+        thread.frames.contains { $0.function == "crumbs_test_blocked_0\(index)" },
+        "\(thread.frames.map { $0.function ?? $0.address })")
     }
   }
 

@@ -16,6 +16,31 @@ import Testing
 
 @Suite("Printed reports")
 struct ReportPrinterTests {
+  @Test("every thread is printed: the crashing one first and marked, the others with their top frames")
+  func threadsPrinted() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "3"])
+    #expect(run.signal == SIGSEGV && run.facts["threads"] == "5", "\(run.lines)")
+    let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+    let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
+    let lines = shown.stdoutLines
+    let heading = try #require(lines.firstIndex { $0.hasPrefix("Threads") }, "\(shown.stdout)")
+    #expect(lines[heading].contains("6 at crash time: 4 captured, 1 did not answer"), "\(lines[heading])")
+    let crashed = "  Thread \(try #require(run.facts["thread"]))"
+    #expect(
+      lines[heading + 1].hasPrefix(crashed) && lines[heading + 1].contains("crashed"), "\(lines[heading + 1])"
+    )
+    for index in 0..<3 {
+      let name = lines.firstIndex { $0.contains("\"blocker-0\(index)\"") && $0.contains("captured") }
+      let at = try #require(name, "\(shown.stdout)")
+      #expect(
+        lines[at + 1..<min(at + 5, lines.count)].contains { $0.contains("crumbs_test_blocked_0\(index)") })
+    }
+    #expect(lines.contains { $0.contains("\"masked\"") && $0.contains("did not answer") })
+  }
+
   @Test(
     "frames read as a person reads them; the JSON keeps the whole name",
     arguments: [

@@ -303,6 +303,17 @@ struct CrashCaptureTests {
     #expect(["crasher-a", "crasher-b"].contains(record.threadName))
     // The second thread may reach the handler before or after the process dies.
     #expect(record.threadsCrashed >= 1 && record.threadsCrashed <= 2)
+    // The other crasher is in the thread table: stopped by the capture before its fault, or
+    // caught waiting in the handler behind the first one (then with its own fault's frames).
+    let other = try #require(
+      record.threads?.threads.first {
+        ["crasher-a", "crasher-b"].contains($0.name) && $0.id != record.threadID
+      },
+      "\(record.threads?.threads.map(\.name) ?? [])")
+    #expect([.alsoCrashed, .captured].contains(other.state), "\(other.state)")
+    if other.state == .alsoCrashed {
+      #expect(other.signal == SIGSEGV && !other.frames.isEmpty)
+    }
     let ring = try RingReader.read(file: try #require(run.ringPath))
     #expect(ring.breadcrumbs.filter { $0.level == .fatal }.count == 1)
   }
@@ -396,7 +407,7 @@ struct CrashCaptureTests {
     let plugin = try compileSharedLibrary(pluginSource, named: "crumbs_plugin", in: directory, flags: "-O0")
     for scenario in [
       "null-deref", "abort", "stack-overflow-thread", "wait-for-signal", "dlopen-crash", "fatal-message-segv",
-      "cxx-exception-guarded",
+      "cxx-exception-guarded", "all-threads",
     ] {
       let scenarioDirectory = TestDirectory()
       let run = try runCrashScenario(
@@ -409,6 +420,10 @@ struct CrashCaptureTests {
       #expect(run.signal != nil, "\(scenario): \(run.lines)")
       let record = try CrashRecord.read(file: try #require(run.recordPath))
       #expect(record.status == .complete, "\(scenario)")
+      // Every other thread captured and walked, allocation-free (on their side too).
+      if scenario == "all-threads" {
+        #expect((record.threads?.captured ?? 0) >= 100, "\(String(describing: record.threads?.captured))")
+      }
       // The Swift runtime's message and the uncaught C++ exception were copied, allocation-free.
       if scenario == "fatal-message-segv" {
         #expect(record.swiftFatalMessage == "Crumbs/Scenario.swift:12: Fatal error: set by the test child")
@@ -483,7 +498,7 @@ struct CrashCaptureTests {
 
   @Test("the record layout is the C one, and the reader rejects damaged bytes without trapping")
   func readerValidation() throws {
-    #expect(CrashHandler.recordFileSize == 90112)
+    #expect(CrashHandler.recordFileSize == 356_352)  // 348 KiB: version 3, with the thread table
     #expect(MemoryLayout<crumbs_crash_record>.offset(of: \.modules) == Int(CRUMBS_CRASH_HEADER_SIZE))
     var bytes = [UInt8](repeating: 0, count: CrashHandler.recordFileSize)
     bytes.withUnsafeMutableBytes { raw in
@@ -531,6 +546,60 @@ struct CrashCaptureTests {
       rejected {
         $0[16] = UInt8(CRUMBS_CRASH_RECORD_V1_SIZE & 0xFF); $0[17] = 0x58
       } == .corrupt)
+
+    // Version 2 (before the thread table was appended): still read, with its message and no
+    // thread table.
+    var versionTwo = Array(bytes.prefix(Int(CRUMBS_CRASH_RECORD_V2_SIZE)))
+    versionTwo.withUnsafeMutableBytes { raw in
+      raw.storeBytes(
+        of: 2, toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.version)!, as: UInt32.self)
+      raw.storeBytes(
+        of: UInt64(CRUMBS_CRASH_RECORD_V2_SIZE),
+        toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.total_size)!, as: UInt64.self)
+      let message = MemoryLayout<crumbs_crash_record>.offset(of: \.message)!
+      let text = Array("set by a version 2 writer".utf8)
+      raw.storeBytes(of: UInt32(text.count), toByteOffset: message, as: UInt32.self)
+      for (index, byte) in text.enumerated() { raw[message + 32 + index] = byte }
+    }
+    let two = try versionTwo.withUnsafeBytes { try CrashRecord.read(image: $0) }
+    #expect(two.version == 2 && two.pid == 42 && two.threads == nil)
+    #expect(two.swiftFatalMessage == "set by a version 2 writer")
+    // A version 2 file that claims to be version 3 is too short for it.
+    versionTwo.withUnsafeMutableBytes {
+      $0.storeBytes(
+        of: 3, toByteOffset: MemoryLayout<crumbs_crash_record>.offset(of: \.version)!, as: UInt32.self)
+    }
+    let claimed = versionTwo.withUnsafeBytes { image in
+      Result { () throws(PersistedFileError) in try CrashRecord.read(image: image) }
+    }
+    if case .failure(let error) = claimed {
+      #expect(error.kind == .corrupt)
+    } else {
+      Issue.record("a version 2 file claiming version 3 was read")
+    }
+
+    // The thread table's counts are checked against its capacities, each entry's too.
+    let tableCount =
+      MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
+      + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.thread_count)!
+    #expect(rejected { $0[tableCount + 1] = 2 } == .corrupt)  // 512 threads
+    let firstEntry =
+      MemoryLayout<crumbs_crash_record>.offset(of: \.threads)!
+      + MemoryLayout<crumbs_crash_thread_table>.offset(of: \.threads)!
+    let frames = firstEntry + MemoryLayout<crumbs_crash_thread>.offset(of: \.frame_count)!
+    let registers = firstEntry + MemoryLayout<crumbs_crash_thread>.offset(of: \.register_count)!
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[frames] = 65
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[registers] = 41
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[tableCount] = 1; $0[frames] = 64
+      } == nil)  // at capacity: fine
 
     // From a file: the error names it.
     let directory = TestDirectory()

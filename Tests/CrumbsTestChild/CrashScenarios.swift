@@ -29,6 +29,21 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     crumbs_test_null_deref()
   },
+  // Every thread at crash time: CRUMBS_TEST_THREADS (default 100) threads "blocker-NN", each
+  // blocked in crumbs_test_blocked_NN, one "masked" with every signal blocked (it cannot
+  // answer) and one "like-dispatch" blocking what Dispatch's workers block (SIGPROF asks it);
+  // the main thread crashes once all of them are blocked. Prints "threads N".
+  // CRUMBS_TEST_BLOCK=cond blocks them in pthread_cond_wait instead of read; CRUMBS_TEST_NO_MASKED=1
+  // leaves the two out; CRUMBS_TEST_ASK_BLOCKED=1 makes the handler ask the masked one anyway
+  // (it then waits for it until the deadline).
+  "all-threads": crashing { _ in
+    let count = getenv("CRUMBS_TEST_THREADS").flatMap { Int32(String(cString: $0)) } ?? 100
+    print(
+      "threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
   "altstack-guard": crashing { _ in
     // A store into the guard page below an alternate stack of the pool.
     let index = getenv("CRUMBS_TEST_GUARD_INDEX").flatMap { UInt32(String(cString: $0)) } ?? 3
@@ -390,6 +405,7 @@ final class BarrierBox: @unchecked Sendable {
 func handlerOptions() -> CrashHandlerOptions {
   var options = CrashHandlerOptions()
   crumbs_crash_testing_fault_inside_handler(getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil)
+  crumbs_crash_testing_ask_blocked_threads(getenv("CRUMBS_TEST_ASK_BLOCKED") != nil)
   options.catchesQuit = getenv("CRUMBS_TEST_CATCH_QUIT") != nil
   if let pool = getenv("CRUMBS_TEST_POOL").flatMap({ Int(String(cString: $0)) }) {
     options.alternateStackPoolCount = pool

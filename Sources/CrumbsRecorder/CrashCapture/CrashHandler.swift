@@ -310,7 +310,7 @@ public enum CrashHandler {
 
   /// Lets go of a record file: closes and removes it, but never unmaps it. Once a record was
   /// handed to C, a handler already running on another thread may still be writing it; the
-  /// mapping (88 KiB of address space, of an unlinked file) stays for the process's life.
+  /// mapping (348 KiB of address space, of an unlinked file) stays for the process's life.
   private static func release(
     _ record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32, path: String
   ) {

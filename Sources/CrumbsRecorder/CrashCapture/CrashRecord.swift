@@ -10,8 +10,8 @@
 // offsets come from MemoryLayout of the imported C struct. The bytes are untrusted (a torn page,
 // a foreign file, a newer version): every count is checked against its C capacity, every string
 // is cut at its field's end, and nothing traps. Version 1 records (before `message` was
-// appended) are still read: they have no fatal message and no uncaught exception. Not
-// signal-safe.
+// appended) are still read: they have no fatal message and no uncaught exception; version 2
+// records (before the thread table) have no `threads`. Not signal-safe.
 
 import CrumbsSignalPath
 
@@ -77,6 +77,67 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var truncated: Bool
   }
 
+  /// One thread of the crashed process (version 3 records).
+  public struct Thread: Sendable, Equatable, Codable {
+    /// What became of it (crumbs_crash_thread_state).
+    public enum State: String, Sendable, Equatable, Codable {
+      /// The thread that crashed: the record's own registers and frames.
+      case crashing
+      /// Stopped by the capture signal; registers and frames from where it was.
+      case captured
+      /// Asked, but did not answer before the deadline (the signal blocked, the thread stopped,
+      /// or not scheduled in time): id and name only.
+      case noAnswer
+      /// Not asked (the capture signal had been taken by another library): id and name only.
+      case notAsked
+      /// Crashed too, while the first crashing thread was recording: its own fault's frames.
+      case alsoCrashed
+      case unknown
+    }
+    public var id: UInt32
+    public var name: String
+    public var state: State
+    /// The signal of a thread that crashed too (`alsoCrashed`).
+    public var signal: Int32?
+    /// The signal that asked it (the capture signal, or SIGPROF for a thread blocking that, as
+    /// Dispatch's workers do); nil when none was sent (stopped, or both blocked).
+    public var askedWith: Int32? = nil
+    public var registers: [Register]
+    /// frames[0] is the PC where it stopped, then return addresses, innermost first.
+    public var frames: [UInt64]
+    /// One CRUMBS_FRAME_* set per frame (how it was found).
+    public var frameMarks: [UInt8]
+    public var backtraceStop: BacktraceStop
+    public var stackLow: UInt64
+    public var stackHigh: UInt64
+    public var stackSource: StackSource
+  }
+
+  /// Every thread at crash time, as the handler captured it (version 3 records).
+  public struct ThreadTable: Sendable, Equatable, Codable {
+    /// The crashing thread first, then the others in /proc/self/task order.
+    public var threads: [Thread]
+    /// Threads listed at crash time: more than `threads.count` when the table was full.
+    public var seen: UInt32
+    public var captured: UInt32
+    public var noAnswer: UInt32
+    /// The real-time signal that asked them (0: none could be installed).
+    public var captureSignal: Int32
+    /// From the first request to the release of the parked threads.
+    public var captureNanoseconds: UInt64
+    /// How long the handler waited at most for answers.
+    public var deadlineNanoseconds: UInt64
+    /// Raw CRUMBS_THREADS_* bits.
+    public var flags: UInt32
+    public var listingFailed: Bool { flags & UInt32(CRUMBS_THREADS_LISTING_FAILED) != 0 }
+    public var deadlinePassed: Bool { flags & UInt32(CRUMBS_THREADS_DEADLINE_PASSED) != 0 }
+    public var signalTaken: Bool { flags & UInt32(CRUMBS_THREADS_SIGNAL_TAKEN) != 0 }
+    /// The handler crashed while walking the threads' stacks: the table ends early.
+    public var interrupted: Bool { flags & UInt32(CRUMBS_THREADS_INTERRUPTED) != 0 }
+    /// SIGPROF asked the threads that block the capture signal.
+    public var usedSIGPROF: Bool { flags & UInt32(CRUMBS_THREADS_USED_SIGPROF) != 0 }
+  }
+
   /// The module type this record used to have its own copy of.
   @available(*, deprecated, renamed: "LoadedModule")
   public typealias Module = LoadedModule
@@ -132,6 +193,10 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   /// The uncaught C++ exception that led to `std::terminate` and `abort()`, if any.
   public var uncaughtException: UncaughtException?
 
+  /// Every thread at crash time, the crashing one first; nil before version 3 or when the
+  /// handler listed none.
+  public var threads: ThreadTable?
+
   /// Raw CRUMBS_CRASH_FLAG_* bits.
   public var flags: UInt32
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
@@ -176,6 +241,8 @@ private struct RecordFields {
   let image: UnsafeRawBufferPointer
   /// Version 2 and later: `message` is there.
   var hasMessage = false
+  /// Version 3 and later: `threads` is there.
+  var hasThreads = false
 
   init(validating image: UnsafeRawBufferPointer) throws(PersistedFileError) {
     self.image = image
@@ -198,8 +265,11 @@ private struct RecordFields {
     guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
       throw failure(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
     }
-    // Version 1 ends before `message`.
-    let expected = version == 1 ? Int(CRUMBS_CRASH_RECORD_V1_SIZE) : MemoryLayout<C>.size
+    // Version 1 ends before `message`, version 2 before `threads`.
+    let expected =
+      version == 1
+      ? Int(CRUMBS_CRASH_RECORD_V1_SIZE)
+      : version == 2 ? Int(CRUMBS_CRASH_RECORD_V2_SIZE) : MemoryLayout<C>.size
     let total = u64(\C.total_size)
     guard total == UInt64(expected) else {
       throw failure(.corrupt, "total size \(total) ≠ \(expected) (version \(version))")
@@ -208,6 +278,7 @@ private struct RecordFields {
       throw failure(.truncated, "\(image.count) bytes: shorter than the record (\(total))")
     }
     hasMessage = version >= 2
+    hasThreads = version >= 3
     let state = u32(\C.state)
     guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
     else {
@@ -222,9 +293,123 @@ private struct RecordFields {
     guard u32(\C.module_count) <= CRUMBS_CRASH_MAX_MODULES else {
       throw failure(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
     }
+    if hasThreads { try validateThreads() }
     let marker = u64(\C.complete_marker)
     guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
       throw failure(.corrupt, "complete marker is neither 0 nor the marker")
+    }
+  }
+
+  /// The thread table's counts, and each written entry's, within their capacities.
+  func validateThreads() throws(PersistedFileError) {
+    let count = tableWord(\.thread_count)
+    guard count <= CRUMBS_CRASH_MAX_THREADS else {
+      throw failure(.corrupt, "thread count \(count) > \(CRUMBS_CRASH_MAX_THREADS)")
+    }
+    for index in 0..<Int(count) {
+      let registers = threadWord(index, \.register_count)
+      let frames = threadWord(index, \.frame_count)
+      guard registers <= CRUMBS_CRASH_THREAD_MAX_REGISTERS, frames <= CRUMBS_CRASH_THREAD_MAX_FRAMES else {
+        throw failure(
+          .corrupt,
+          "thread \(index): \(registers) registers, \(frames) frames (at most "
+            + "\(CRUMBS_CRASH_THREAD_MAX_REGISTERS), \(CRUMBS_CRASH_THREAD_MAX_FRAMES))")
+      }
+    }
+  }
+
+  func tableOffset<T>(_ path: KeyPath<crumbs_crash_thread_table, T>) -> Int {
+    offset(\C.threads) + MemoryLayout<crumbs_crash_thread_table>.offset(of: path)!
+  }
+  func tableWord(_ path: KeyPath<crumbs_crash_thread_table, UInt32>) -> UInt32 {
+    image.loadUnaligned(fromByteOffset: tableOffset(path), as: UInt32.self)
+  }
+  func threadOffset<T>(_ index: Int, _ path: KeyPath<crumbs_crash_thread, T>) -> Int {
+    tableOffset(\.threads) + index * MemoryLayout<crumbs_crash_thread>.stride
+      + MemoryLayout<crumbs_crash_thread>.offset(of: path)!
+  }
+  func threadWord(_ index: Int, _ path: KeyPath<crumbs_crash_thread, UInt32>) -> UInt32 {
+    image.loadUnaligned(fromByteOffset: threadOffset(index, path), as: UInt32.self)
+  }
+  func threadWord(_ index: Int, _ path: KeyPath<crumbs_crash_thread, UInt64>) -> UInt64 {
+    image.loadUnaligned(fromByteOffset: threadOffset(index, path), as: UInt64.self)
+  }
+
+  /// The thread table (version 3 and later); `crashing` is the record's own thread, which entry
+  /// 0 names without repeating its registers and frames.
+  func threadTable(crashing: CrashRecord.Thread, names: [String]) -> CrashRecord.ThreadTable? {
+    guard hasThreads else { return nil }
+    let count = Int(tableWord(\.thread_count))
+    guard count > 0 else { return nil }
+    var threads: [CrashRecord.Thread] = []
+    threads.reserveCapacity(count)
+    for index in 0..<count {
+      let rawState = threadWord(index, \.state)
+      let state: CrashRecord.Thread.State =
+        switch rawState {
+        case UInt32(CRUMBS_THREAD_CRASHING.rawValue): .crashing
+        case UInt32(CRUMBS_THREAD_CAPTURED.rawValue): .captured
+        case UInt32(CRUMBS_THREAD_NO_ANSWER.rawValue): .noAnswer
+        case UInt32(CRUMBS_THREAD_NOT_ASKED.rawValue): .notAsked
+        case UInt32(CRUMBS_THREAD_ALSO_CRASHED.rawValue): .alsoCrashed
+        default: .unknown
+        }
+      let name = string(at: threadOffset(index, \.name), capacity: 16)
+      if index == 0 && state == .crashing {
+        var thread = crashing
+        if thread.name.isEmpty { thread.name = name }
+        threads.append(thread)
+        continue
+      }
+      let frameCount = Int(threadWord(index, \.frame_count))
+      let values = words(
+        at: threadOffset(index, \.registers), count: Int(threadWord(index, \.register_count)))
+      let signal = image.loadUnaligned(fromByteOffset: threadOffset(index, \.signal_number), as: Int32.self)
+      let asked = image.loadUnaligned(fromByteOffset: threadOffset(index, \.asked_with), as: Int32.self)
+      threads.append(
+        CrashRecord.Thread(
+          id: threadWord(index, \.tid), name: name, state: state,
+          signal: state == .alsoCrashed ? signal : nil, askedWith: asked != 0 ? asked : nil,
+          registers: Self.named(values, names),
+          frames: words(at: threadOffset(index, \.frames), count: frameCount),
+          frameMarks: bytes(at: threadOffset(index, \.frame_marks), count: frameCount),
+          backtraceStop: Self.stop(threadWord(index, \.backtrace_stop)),
+          stackLow: threadWord(index, \.stack_low), stackHigh: threadWord(index, \.stack_high),
+          stackSource: Self.source(threadWord(index, \.stack_source))))
+    }
+    return CrashRecord.ThreadTable(
+      threads: threads, seen: tableWord(\.threads_seen), captured: tableWord(\.captured),
+      noAnswer: tableWord(\.no_answer),
+      captureSignal: image.loadUnaligned(fromByteOffset: tableOffset(\.capture_signal), as: Int32.self),
+      captureNanoseconds: image.loadUnaligned(
+        fromByteOffset: tableOffset(\.capture_duration_ns), as: UInt64.self),
+      deadlineNanoseconds: image.loadUnaligned(fromByteOffset: tableOffset(\.deadline_ns), as: UInt64.self),
+      flags: tableWord(\.flags))
+  }
+
+  static func named(_ values: [UInt64], _ names: [String]) -> [CrashRecord.Register] {
+    values.enumerated().map { index, value in
+      CrashRecord.Register(name: index < names.count ? names[index] : "r\(index)", value: value)
+    }
+  }
+
+  static func stop(_ raw: UInt32) -> CrashRecord.BacktraceStop {
+    switch raw {
+    case UInt32(CRUMBS_BACKTRACE_END_OF_CHAIN.rawValue): .endOfChain
+    case UInt32(CRUMBS_BACKTRACE_OUT_OF_BOUNDS.rawValue): .outOfBounds
+    case UInt32(CRUMBS_BACKTRACE_NOT_ASCENDING.rawValue): .notAscending
+    case UInt32(CRUMBS_BACKTRACE_MISALIGNED.rawValue): .misaligned
+    case UInt32(CRUMBS_BACKTRACE_FULL.rawValue): .full
+    case UInt32(CRUMBS_BACKTRACE_NO_STACK_BOUNDS.rawValue): .noStackBounds
+    default: .unknown
+    }
+  }
+
+  static func source(_ raw: UInt32) -> CrashRecord.StackSource {
+    switch raw {
+    case UInt32(CRUMBS_STACK_REGISTERED.rawValue): .registered
+    case UInt32(CRUMBS_STACK_PROC_MAPS.rawValue): .procMaps
+    default: .unknown
     }
   }
 
@@ -352,26 +537,9 @@ private struct RecordFields {
       architecture = "unknown"
       names = []
     }
-    let registers = registerValues.enumerated().map { index, value in
-      CrashRecord.Register(name: index < names.count ? names[index] : "r\(index)", value: value)
-    }
-
-    let stop: CrashRecord.BacktraceStop =
-      switch u32(\C.backtrace_stop) {
-      case UInt32(CRUMBS_BACKTRACE_END_OF_CHAIN.rawValue): .endOfChain
-      case UInt32(CRUMBS_BACKTRACE_OUT_OF_BOUNDS.rawValue): .outOfBounds
-      case UInt32(CRUMBS_BACKTRACE_NOT_ASCENDING.rawValue): .notAscending
-      case UInt32(CRUMBS_BACKTRACE_MISALIGNED.rawValue): .misaligned
-      case UInt32(CRUMBS_BACKTRACE_FULL.rawValue): .full
-      case UInt32(CRUMBS_BACKTRACE_NO_STACK_BOUNDS.rawValue): .noStackBounds
-      default: .unknown
-      }
-    let stackSource: CrashRecord.StackSource =
-      switch u32(\C.stack_source) {
-      case UInt32(CRUMBS_STACK_REGISTERED.rawValue): .registered
-      case UInt32(CRUMBS_STACK_PROC_MAPS.rawValue): .procMaps
-      default: .unknown
-      }
+    let registers = Self.named(registerValues, names)
+    let stop = Self.stop(u32(\C.backtrace_stop))
+    let stackSource = Self.source(u32(\C.stack_source))
 
     let moduleStride = MemoryLayout<crumbs_crash_module>.stride
     let modulesStart = offset(\C.modules)
@@ -400,6 +568,12 @@ private struct RecordFields {
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0
     let said = messages()
+    let frames = words(at: offset(\C.frames), count: Int(u32(\C.frame_count)))
+    let crashing = CrashRecord.Thread(
+      id: u32(\C.thread_id), name: string(at: offset(\C.thread_name), capacity: 16), state: .crashing,
+      signal: signalNumber, registers: registers, frames: frames,
+      frameMarks: bytes(at: offset(\C.frame_marks), count: frames.count), backtraceStop: stop,
+      stackLow: u64(\C.stack_low), stackHigh: u64(\C.stack_high), stackSource: stackSource)
     return CrashRecord(
       status: status,
       version: u32(\C.version),
@@ -422,7 +596,7 @@ private struct RecordFields {
       nestedFaultAddress: partial ? u64(\C.nested_fault_address) : nil,
       architecture: architecture,
       registers: registers,
-      frames: words(at: offset(\C.frames), count: Int(u32(\C.frame_count))),
+      frames: frames,
       backtraceStop: stop,
       leafReturnCandidate: u64(\C.leaf_return_candidate),
       stackLow: u64(\C.stack_low),
@@ -432,6 +606,7 @@ private struct RecordFields {
       swiftFatalMessage: said.swift,
       swiftFatalMessageTruncated: said.swiftCut,
       uncaughtException: said.exception,
+      threads: threadTable(crashing: crashing, names: names),
       flags: flags)
   }
 }

@@ -4,6 +4,8 @@
 //   CrashReportBuilder.crash(record:ring:…)          a signal the handler recorded
 //     → Symbolicator(modules: record.modules)       the crashed process's module map
 //     → symbolicate(record.frames)                  names, offsets, build IDs, notes
+//     → threads(record.threads)                     every other thread's frames, named in one
+//                                                   batch with the crashing thread's
 //   CrashReportBuilder.abnormalTermination(ring:…)  a ring left running with no record
 //
 // Not signal-safe; never traps on a damaged record (the reader validated it).
@@ -32,8 +34,11 @@ package struct CrashReportBuilder {
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
     -> CrashReport
   {
-    let symbolicated = Symbolicator(modules: record.modules, options: symbolicatorOptions)
-      .symbolicate(record.frames, firstIsExactPC: true)
+    // Every thread's frames in one batch (the crashing thread's first): one line-info pass.
+    let others = record.threads?.threads.filter { $0.state != .crashing } ?? []
+    let named = Symbolicator(modules: record.modules, options: symbolicatorOptions)
+      .symbolicate(backtraces: [record.frames] + others.map(\.frames))
+    let symbolicated = named[0]
     let frames = Self.frames(symbolicated)
     let signal = record.signal
     var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
@@ -59,6 +64,27 @@ package struct CrashReportBuilder {
     report.exceptionType = signal.name
     report.exceptionMessage = message
     report.exceptionStacktrace = CrashReport.stacktrace(frames)
+    if let table = record.threads {
+      report.threads = Self.threads(table, crashing: record, frames: frames, others: Array(named.dropFirst()))
+      report.threadsNotRecorded =
+        table.seen > UInt32(table.threads.count) ? Int(table.seen) - table.threads.count : nil
+      let missing = table.threads.filter { $0.state == .noAnswer }.count
+      if missing > 0 {
+        report.evidence.append(
+          "\(missing) thread(s) did not answer the crash handler within "
+            + "\(table.deadlineNanoseconds / 1_000_000) ms (signal blocked, stopped, or not scheduled): listed without frames"
+        )
+      }
+      if table.signalTaken {
+        report.damage.append(
+          "another library had taken the thread capture signal: other threads are listed without frames")
+      }
+      if table.listingFailed { report.damage.append("the crash handler could not list the threads") }
+      if table.interrupted {
+        report.damage.append(
+          "the crash handler faulted while walking the other threads' stacks: the thread list ends early")
+      }
+    }
     report.threadID = Int(record.threadID)
     report.threadName = record.threadName.isEmpty ? nil : record.threadName
     report.signal = CrashReport.SignalInfo(
@@ -106,6 +132,46 @@ package struct CrashReportBuilder {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
     return report
+  }
+
+  /// The report's threads: the crashing one first (marked, with the report's frames), then the
+  /// others with their own frames (`others`, in the table's order, crashing thread left out).
+  package static func threads(
+    _ table: CrashRecord.ThreadTable, crashing record: CrashRecord, frames: [CrashReport.Frame],
+    others: [[SymbolicatedFrame]]
+  ) -> [CrashReport.Thread] {
+    var named = others.makeIterator()
+    var result: [CrashReport.Thread] = []
+    for thread in table.threads {
+      if thread.state == .crashing {
+        result.append(
+          CrashReport.Thread(
+            id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: .crashed, crashed: true,
+            signal: record.signal.name.isEmpty ? nil : record.signal.name, frames: frames))
+        continue
+      }
+      let state: CrashReport.Thread.State =
+        switch thread.state {
+        case .captured: .captured
+        case .noAnswer: .noAnswer
+        case .notAsked: .notAsked
+        case .alsoCrashed: .alsoCrashed
+        case .crashing, .unknown: .unknown
+        }
+      let threadFrames = Self.frames(named.next() ?? [])
+      result.append(
+        CrashReport.Thread(
+          id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: state, crashed: false,
+          signal: thread.signal.map { SignalNames.name($0) },
+          registers: thread.registers.isEmpty
+            ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
+          frames: threadFrames))
+    }
+    // The crashing thread stays first whatever the table's order.
+    if let index = result.firstIndex(where: \.crashed), index != 0 {
+      result.insert(result.remove(at: index), at: 0)
+    }
+    return result
   }
 
   /// A report for a session that vanished without a crash record.

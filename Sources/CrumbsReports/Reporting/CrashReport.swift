@@ -63,6 +63,49 @@ public struct CrashReport: Codable, Sendable, Equatable {
     public var note: String?
   }
 
+  /// One thread of the crashed process (reports of version 3 crash records).
+  public struct Thread: Codable, Sendable, Equatable {
+    /// What became of a thread at crash time.
+    public enum State: String, Codable, Sendable {
+      /// The thread that crashed: always first, with `crashed` true.
+      case crashed
+      /// Stopped by the crash handler: frames from where it was.
+      case captured
+      /// Did not answer the crash handler in time (signal blocked, stopped, busy machine).
+      case noAnswer = "did_not_answer"
+      /// The crash handler could not ask it (its capture signal had been taken).
+      case notAsked = "not_asked"
+      /// Crashed as well, while the first crash was recorded: frames of its own fault.
+      case alsoCrashed = "crashed_too"
+      case unknown
+    }
+    /// Kernel thread id.
+    public var id: Int
+    public var name: String?
+    public var state: State
+    /// The crashing thread (the report's `thread.id`).
+    public var crashed: Bool
+    /// The signal of a thread that crashed too.
+    public var signal: String?
+    /// Its registers (the crashing thread's are the report's `registers`).
+    public var registers: [Register]?
+    public var frames: [Frame]
+
+    public init(
+      id: Int, name: String?, state: State, crashed: Bool, signal: String? = nil,
+      registers: [Register]? = nil,
+      frames: [Frame]
+    ) {
+      self.id = id
+      self.name = name
+      self.state = state
+      self.crashed = crashed
+      self.signal = signal
+      self.registers = registers
+      self.frames = frames
+    }
+  }
+
   /// The module type this report used to have its own copy of (path, hex load address, hex
   /// build ID: still the JSON of `LoadedModule`, which adds its address ranges).
   @available(*, deprecated, renamed: "LoadedModule")
@@ -133,6 +176,11 @@ public struct CrashReport: Codable, Sendable, Equatable {
   public var evidence: [String]
   /// How long the crash handler ran, measured inside it.
   public var handlerDurationNanoseconds: UInt64?
+  /// Every thread of the process at crash time, the crashing one first; nil for reports
+  /// without a thread table (older crash records, abnormal ends, non-fatal reports).
+  public var threads: [Thread]? = nil
+  /// Threads the process had that the crash record had no room for.
+  public var threadsNotRecorded: Int? = nil
 
   enum CodingKeys: String, CodingKey {
     case id = "report.id"
@@ -151,12 +199,27 @@ public struct CrashReport: Codable, Sendable, Equatable {
     case signal, registers, frames, modules, resource, attributes, breadcrumbs, attachments
     case damage, evidence
     case handlerDurationNanoseconds = "crumbs.handler_duration_ns"
+    case threads
+    case threadsNotRecorded = "crumbs.threads_not_recorded"
   }
 }
 
 extension CrashReport {
   /// Hex with a 0x prefix.
   package static func hex(_ value: UInt64) -> String { LoadedModule.hexAddress(value) }
+
+  /// The other threads as stack text (`Thread 1235 "worker" (captured)` and its frames, at most
+  /// `framesPerThread` each): what a wire format without a thread structure carries.
+  package static func otherThreadsText(_ threads: [Thread], framesPerThread: Int = 16) -> String {
+    threads.filter { !$0.crashed }.map { thread in
+      var heading = "Thread \(thread.id)"
+      if let name = thread.name { heading += " \"\(name)\"" }
+      heading += " (\(thread.state.description))"
+      let frames = stacktrace(Array(thread.frames.prefix(framesPerThread)))
+      let more = thread.frames.count > framesPerThread ? "\n…" : ""
+      return frames.isEmpty ? heading : heading + "\n" + frames + more
+    }.joined(separator: "\n\n")
+  }
 
   /// A readable multi-line stack trace from `frames`:
   /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`.
@@ -200,5 +263,17 @@ extension CrashReport {
         ?? ((frame.module.map { Syscall.baseName(of: $0) } ?? "?") + "+" + (frame.moduleOffset ?? "?"))
     }
     return [kind.rawValue, exceptionType, location ?? ""].joined(separator: " | ")
+  }
+}
+
+extension CrashReport.Thread.State: CustomStringConvertible {
+  /// As a person reads it: "crashed", "captured", "did not answer", …
+  public var description: String {
+    switch self {
+    case .noAnswer: "did not answer"
+    case .notAsked: "not asked"
+    case .alsoCrashed: "crashed too"
+    default: rawValue
+    }
   }
 }

@@ -9,29 +9,56 @@ import CrumbsRecorder
 
 extension CrashReport {
   /// The report with its frames named again from its own module map (`modules`: paths, load
-  /// addresses, build IDs) and `options`, and its stack text rebuilt. A frame keeps what it had
-  /// when the new lookup names it less well (a report read on a machine without the files it
-  /// was named from); a frame whose address does not parse is kept as it is.
+  /// addresses, build IDs) and `options`, and its stack text rebuilt; every thread's frames too
+  /// (`threads`). A frame keeps what it had when the new lookup names it less well (a report
+  /// read on a machine without the files it was named from); a frame whose address does not
+  /// parse is kept as it is.
   public func symbolicated(with options: Symbolicator.Options) -> CrashReport {
-    let addresses = frames.map { frame -> UInt64? in
-      guard frame.address.hasPrefix("0x") else { return nil }
-      return UInt64(frame.address.dropFirst(2), radix: 16)
-    }
-    let parsed = addresses.compactMap { $0 }
-    guard !parsed.isEmpty else { return self }
+    let symbolicator = Symbolicator(modules: modules, options: options)
+    var report = self
     // A crash's first frame is the faulting instruction itself; every other one is a return
     // address (looked up one byte back).
-    let named = Symbolicator(modules: modules, options: options)
-      .symbolicate(parsed, firstIsExactPC: kind == .crash && addresses[0] != nil)
-    var next = CrashReportBuilder.frames(named).makeIterator()
-    var report = self
-    report.frames = zip(frames, addresses).map { old, address in
+    report.frames = Self.renamed(frames) {
+      symbolicator.symbolicate($0, firstIsExactPC: kind == .crash && $1)
+    }
+    if !frames.isEmpty { report.exceptionStacktrace = CrashReport.stacktrace(report.frames) }
+    // The other threads' frames in one batch (each first frame is where that thread stopped).
+    if let threads, kind == .crash {
+      var batch: [[UInt64]] = []
+      for thread in threads where !thread.crashed { batch.append(thread.frames.compactMap(Self.address)) }
+      var named = symbolicator.symbolicate(backtraces: batch).makeIterator()
+      report.threads = threads.map { thread in
+        var thread = thread
+        if thread.crashed {
+          thread.frames = report.frames
+        } else if let fresh = named.next() {
+          thread.frames = Self.renamed(thread.frames) { _, _ in fresh }
+        }
+        return thread
+      }
+    }
+    return report
+  }
+
+  private static func address(_ frame: Frame) -> UInt64? {
+    guard frame.address.hasPrefix("0x") else { return nil }
+    return UInt64(frame.address.dropFirst(2), radix: 16)
+  }
+
+  /// `frames` with each frame whose address parses replaced by what `name` made of it (given
+  /// the parsed addresses, and whether the first frame's parsed), unless that names it less well.
+  private static func renamed(
+    _ frames: [Frame], _ name: ([UInt64], Bool) -> [SymbolicatedFrame]
+  ) -> [Frame] {
+    let addresses = frames.map(address)
+    let parsed = addresses.compactMap { $0 }
+    guard !parsed.isEmpty else { return frames }
+    var next = CrashReportBuilder.frames(name(parsed, addresses[0] != nil)).makeIterator()
+    return zip(frames, addresses).map { old, address in
       guard address != nil, var fresh = next.next() else { return old }
       fresh.index = old.index
       return fresh.function == nil && old.function != nil ? old : fresh
     }
-    if !frames.isEmpty { report.exceptionStacktrace = CrashReport.stacktrace(report.frames) }
-    return report
   }
 }
 

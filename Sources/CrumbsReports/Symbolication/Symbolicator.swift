@@ -165,6 +165,34 @@ public final class Symbolicator {
   /// Names each address. Return addresses point after their call, so every frame is looked up at
   /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself).
   public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true) -> [SymbolicatedFrame] {
+    symbolicate(addresses) { index in index == 0 && firstIsExactPC }
+  }
+
+  /// Names several backtraces at once (every thread of a crash), each one's first address taken
+  /// as an exact PC: one optional line-info pass per module for all of them.
+  public func symbolicate(backtraces: [[UInt64]]) -> [[SymbolicatedFrame]] {
+    var starts = Set<Int>()
+    var all: [UInt64] = []
+    for backtrace in backtraces {
+      if !backtrace.isEmpty { starts.insert(all.count) }
+      all += backtrace
+    }
+    let named = symbolicate(all) { starts.contains($0) }
+    var result: [[SymbolicatedFrame]] = []
+    var start = 0
+    for backtrace in backtraces {
+      result.append(
+        named[start..<start + backtrace.count].enumerated().map { index, frame in
+          var frame = frame
+          frame.index = index
+          return frame
+        })
+      start += backtrace.count
+    }
+    return result
+  }
+
+  private func symbolicate(_ addresses: [UInt64], isExactPC: (Int) -> Bool) -> [SymbolicatedFrame] {
     var frames: [SymbolicatedFrame] = []
     frames.reserveCapacity(addresses.count)
     // Per file (the module's own, or its separate symbol file): (frame index, lookup offset) for
@@ -173,7 +201,7 @@ public final class Symbolicator {
 
     for (index, address) in addresses.enumerated() {
       var frame = SymbolicatedFrame(index: index, address: address)
-      let lookupAddress = (index == 0 && firstIsExactPC) || address == 0 ? address : address - 1
+      let lookupAddress = isExactPC(index) || address == 0 ? address : address - 1
       guard let moduleIndex = moduleIndex(containing: lookupAddress) else {
         frame.note = SymbolicatedFrame.Note.noModule
         frames.append(frame)

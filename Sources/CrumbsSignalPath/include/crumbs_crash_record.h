@@ -26,8 +26,12 @@
 //   offset 2048    crumbs_crash_module[CRUMBS_CRASH_MAX_MODULES], 336 bytes each
 //   offset 88064   crumbs_crash_message (2048 bytes, since version 2): what the Swift runtime or
 //                  an uncaught C++ exception said before the signal
-// Version 1 files end after the module table (88,064 bytes, in a 90,112-byte file); a reader
-// accepts both, and finds no message in a version 1 file.
+//   offset 90112   crumbs_crash_thread_table (since version 3): every thread of the process at
+//                  crash time, 64 bytes of counts, then CRUMBS_CRASH_MAX_THREADS entries of
+//                  1024 bytes; entry 0 is the crashing thread (crumbs_thread_capture.c)
+// Version 1 files end after the module table (88,064 bytes, in a 90,112-byte file), version 2
+// files after the message (90,112 bytes); a reader accepts all three, and finds no message in a
+// version 1 file and no thread table before version 3.
 // The module table is written at install and on refresh, under a seqlock (`module_generation`,
 // odd while a refresh rewrites it); the handler only appends rows for modules loaded since the
 // last scan that hold a frame, taking the same seqlock (crumbs_modules.c).
@@ -51,10 +55,13 @@ extern "C" {
 /// whose zero means "not set", keeps the version: `crumbs_crash_module.flags` and
 /// CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH were added that way (an older reader sees the added
 /// modules as ordinary rows, which they are).
-/// Version 2 appended `message` (crumbs_crash_message) after the module table.
-#define CRUMBS_CRASH_RECORD_VERSION 2u
+/// Version 2 appended `message` (crumbs_crash_message) after the module table; version 3
+/// appended `threads` (crumbs_crash_thread_table) after it.
+#define CRUMBS_CRASH_RECORD_VERSION 3u
 /// sizeof(crumbs_crash_record) of a version 1 file: everything before `message`.
 #define CRUMBS_CRASH_RECORD_V1_SIZE 88064u
+/// sizeof(crumbs_crash_record) of a version 2 file: everything before `threads`.
+#define CRUMBS_CRASH_RECORD_V2_SIZE 90112u
 
 #define CRUMBS_CRASH_HEADER_SIZE 2048u
 #define CRUMBS_CRASH_MAX_FRAMES 128u
@@ -65,6 +72,12 @@ extern "C" {
 #define CRUMBS_CRASH_SWIFT_MESSAGE_SIZE 1024u
 #define CRUMBS_CRASH_CXX_TYPE_SIZE 224u
 #define CRUMBS_CRASH_CXX_WHAT_SIZE 768u
+/// Threads a record lists (the crashing one included); threads_seen counts the rest.
+#define CRUMBS_CRASH_MAX_THREADS 256u
+/// Frames kept per thread other than the crashing one (which keeps CRUMBS_CRASH_MAX_FRAMES).
+#define CRUMBS_CRASH_THREAD_MAX_FRAMES 64u
+/// Registers kept per thread (x86_64 has 23, aarch64 35: see crumbs_crash_arch).
+#define CRUMBS_CRASH_THREAD_MAX_REGISTERS 40u
 
 /// `crumbs_crash_record.state`.
 typedef enum crumbs_crash_state {
@@ -181,6 +194,81 @@ typedef struct crumbs_crash_message {
 _Static_assert(sizeof(crumbs_crash_message) == 2048, "persisted: crumbs_crash_message");
 _Static_assert(offsetof(crumbs_crash_message, swift_message) == 32, "persisted");
 
+/// `crumbs_crash_thread.state`: what became of a thread the handler listed.
+typedef enum crumbs_crash_thread_state {
+  /// The crashing thread (always entry 0): its registers and frames are the record's own
+  /// (`registers`, `frames`, `frame_marks`), not repeated in the entry.
+  CRUMBS_THREAD_CRASHING = 1,
+  /// Answered the capture signal: registers from its signal context, frames walked from them
+  /// while it waited, parked, for the handler to release it.
+  CRUMBS_THREAD_CAPTURED = 2,
+  /// Did not answer: stopped or traced, both signals that could ask it blocked (`asked_with`
+  /// 0), or asked and not scheduled before the deadline. Tid and name only.
+  CRUMBS_THREAD_NO_ANSWER = 3,
+  /// Not asked: the capture signal was not ours at crash time (another library took it), or
+  /// could not be sent. Tid and name only.
+  CRUMBS_THREAD_NOT_ASKED = 4,
+  /// Another thread that crashed at the same time (it entered the crash handler and was waiting
+  /// for this one to end the process): registers and frames of its own fault;
+  /// `signal_number` is its signal.
+  CRUMBS_THREAD_ALSO_CRASHED = 5,
+} crumbs_crash_thread_state;
+
+/// `crumbs_crash_thread_table.flags`.
+enum {
+  /// /proc/self/task could not be read: only the crashing thread is listed.
+  CRUMBS_THREADS_LISTING_FAILED = 1u << 0,
+  /// The deadline passed before every asked thread answered (see CRUMBS_THREAD_NO_ANSWER).
+  CRUMBS_THREADS_DEADLINE_PASSED = 1u << 1,
+  /// The capture signal was not ours at crash time: no thread was asked.
+  CRUMBS_THREADS_SIGNAL_TAKEN = 1u << 2,
+  /// The crash handler crashed while capturing (a thread's stack changed under the walk):
+  /// entries after `thread_count` were not written.
+  CRUMBS_THREADS_INTERRUPTED = 1u << 3,
+  /// SIGPROF asked the threads that block the capture signal (as Dispatch's workers do).
+  CRUMBS_THREADS_USED_SIGPROF = 1u << 4,
+};
+
+/// One thread of the crashed process (version 3).
+typedef struct crumbs_crash_thread {
+  uint32_t tid;           // kernel tid
+  uint32_t state;         // crumbs_crash_thread_state
+  char name[16];          // PR_GET_NAME (or /proc/self/task/<tid>/comm), NUL-terminated
+  uint64_t stack_low;     // the range the walk trusted (0, 0: unknown)
+  uint64_t stack_high;
+  uint32_t stack_source;  // crumbs_crash_stack_source
+  uint32_t register_count;
+  uint32_t frame_count;   // frames[0] is the PC where the thread was stopped
+  uint32_t backtrace_stop; // crumbs_crash_backtrace_stop
+  int32_t signal_number;  // CRUMBS_THREAD_ALSO_CRASHED: its own signal
+  int32_t asked_with;     // the signal sent to it (the capture signal or SIGPROF); 0: none
+  uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS]; // named as crumbs_crash_arch says
+  uint64_t frames[CRUMBS_CRASH_THREAD_MAX_FRAMES];
+  uint8_t frame_marks[CRUMBS_CRASH_THREAD_MAX_FRAMES]; // CRUMBS_FRAME_* per frame
+  uint8_t reserved[64];
+} crumbs_crash_thread;
+_Static_assert(sizeof(crumbs_crash_thread) == 1024, "persisted: crumbs_crash_thread");
+_Static_assert(offsetof(crumbs_crash_thread, registers) == 64, "persisted");
+_Static_assert(offsetof(crumbs_crash_thread, frames) == 384, "persisted");
+_Static_assert(offsetof(crumbs_crash_thread, frame_marks) == 896, "persisted");
+
+/// Every thread at crash time (version 3). The handler lists /proc/self/task once, asks every
+/// other thread for its registers with the capture signal, waits a bounded time, walks the
+/// stacks of those that answered, then lets them go (crumbs_thread_capture.c).
+typedef struct crumbs_crash_thread_table {
+  uint32_t threads_seen;   // tids listed (the crashing one included): may exceed thread_count
+  uint32_t thread_count;   // entries written (≤ CRUMBS_CRASH_MAX_THREADS)
+  uint32_t captured;       // entries CRUMBS_THREAD_CAPTURED or CRUMBS_THREAD_ALSO_CRASHED
+  uint32_t no_answer;      // entries CRUMBS_THREAD_NO_ANSWER
+  int32_t capture_signal;  // the signal that asked them (0: none could be installed)
+  uint32_t flags;          // CRUMBS_THREADS_*
+  uint64_t capture_duration_ns; // first request to the release of the parked threads
+  uint64_t deadline_ns;    // how long the handler waited at most for answers
+  uint8_t reserved[24];
+  crumbs_crash_thread threads[CRUMBS_CRASH_MAX_THREADS];
+} crumbs_crash_thread_table;
+_Static_assert(offsetof(crumbs_crash_thread_table, threads) == 64, "persisted");
+
 /// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh, or as the
 /// handler found it at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH).
 typedef struct crumbs_crash_module {
@@ -271,6 +359,9 @@ typedef struct crumbs_crash_record {
 
   // Version 2: what was said before the signal (the handler copies it; see the struct).
   crumbs_crash_message message;
+
+  // Version 3: every thread of the process (see the struct).
+  crumbs_crash_thread_table threads;
 } crumbs_crash_record;
 _Static_assert(offsetof(crumbs_crash_record, version) == 8, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, total_size) == 16, "persisted");
@@ -289,7 +380,10 @@ _Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZ
 _Static_assert(offsetof(crumbs_crash_record, message) == CRUMBS_CRASH_RECORD_V1_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,
                "persisted: version 1");
-_Static_assert(sizeof(crumbs_crash_record) == CRUMBS_CRASH_RECORD_V1_SIZE + 2048,
+_Static_assert(offsetof(crumbs_crash_record, threads) == CRUMBS_CRASH_RECORD_V2_SIZE, "persisted");
+_Static_assert(CRUMBS_CRASH_RECORD_V2_SIZE == CRUMBS_CRASH_RECORD_V1_SIZE + 2048, "persisted: version 2");
+_Static_assert(sizeof(crumbs_crash_record) ==
+                   CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
                "persisted: crumbs_crash_record");
 
 /// Bytes of a crash record file: the struct rounded up to a 4 KiB page.

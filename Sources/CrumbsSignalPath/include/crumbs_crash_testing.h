@@ -14,6 +14,11 @@ extern "C" {
 /// Call before the crash, from an ordinary thread. Not signal-safe to call; affects the handler.
 void crumbs_crash_testing_fault_inside_handler(bool enabled);
 
+/// Tests only: the thread capture sends its signal to every thread, even one whose blocked
+/// mask says it cannot answer, so that thread makes the handler wait for the deadline (the
+/// path of a thread that is not scheduled in time). Call before the crash.
+void crumbs_crash_testing_ask_blocked_threads(bool enabled);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);

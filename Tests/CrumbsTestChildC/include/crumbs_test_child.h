@@ -44,6 +44,13 @@ int crumbs_test_install_foreign_handler(int signal_number);
 /// Pins the process (its calling thread and every thread it starts later) to the CPU it runs on,
 /// so a thread it starts cannot run before it blocks or exits. Returns 0 or -1.
 int crumbs_test_pin_to_one_cpu(void);
+/// Starts `count` (at most 100) threads named "blocker-NN", each blocked for good in its own
+/// function crumbs_test_blocked_NN (NN = 00…99), and with `with_masked` two more: "masked",
+/// blocked in crumbs_test_blocked_masked with every signal it can block blocked, and
+/// "like-dispatch", in crumbs_test_blocked_like_dispatch, blocking what Dispatch's workers
+/// block (all but the synchronous signals, SIGPIPE and SIGPROF). Returns once every one is in
+/// its blocking function: how many were started, or -1.
+int crumbs_test_start_blocked_threads(int count, int with_masked);
 /// Sets the calling thread's name (at most 15 bytes).
 void crumbs_test_set_thread_name(const char *name);
 /// Calls `crumbs_malloc_guard_arm` if an LD_PRELOAD interposer provides it: from then on any

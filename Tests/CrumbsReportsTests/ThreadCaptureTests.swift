@@ -1,0 +1,145 @@
+// ThreadCaptureTests.swift — every thread of the process in the crash report (issue 12 item 2).
+//
+// A real child starts 100 named threads, each blocked in its own C function
+// (crumbs_test_blocked_NN), and one more ("masked") with every signal blocked, waits until all
+// of them are blocked (a pipe, not a sleep), then crashes on its main thread. The record and the
+// next launch's report must list every thread with its name, the crashing thread first and
+// marked, each blocker's own function among its top frames, the masked thread as not answering,
+// and the handler must have finished well under 100 ms. Debug and release, Swift backtracer on
+// and off (chained after us, it must still see normal threads and finish).
+
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// Serialized: each child wakes 100 threads at once and expects every one to be scheduled
+// within the handler's deadline (50 ms); four such children at a time on a busy 2-core machine
+// are what would make one miss it.
+@Suite("Every thread in the crash report", .serialized)
+struct ThreadCaptureTests {
+  @Test(
+    "100 named threads: each listed with its name and its own function, the crashing one first",
+    arguments: ChildVariant.all)
+  func everyThreadListed(variant: ChildVariant) throws {
+    try checkEveryThread(variant: variant, block: "read")
+  }
+
+  /// Blocked deeper in glibc (pthread_cond_wait keeps no frame pointer): the callers come from
+  /// the stack scan, marked as guessed.
+  @Test(
+    "threads blocked in pthread_cond_wait: their own function is still found",
+    arguments: [
+      ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+    ])
+  func everyThreadListedFromConditionWaits(variant: ChildVariant) throws {
+    try checkEveryThread(variant: variant, block: "cond")
+  }
+
+  func checkEveryThread(variant: ChildVariant, block: String) throws {
+    guard variant.executable != nil else {
+      print("skipped all-threads [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: variant, directory: directory, environment: ["CRUMBS_TEST_BLOCK": block])
+    let context = "all-threads [\(variant), \(block)]: \(run.lines.joined(separator: " | "))"
+    #expect(run.signal == SIGSEGV, "\(context)")
+    #expect(run.facts["threads"] == "102", "\(context)")
+
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete, "\(context)")
+    let table = try #require(record.threads, "no thread table: \(context)")
+    #expect(table.threads.count >= 103, "\(table.threads.count) threads: \(context)")
+    #expect(table.seen == UInt32(table.threads.count))
+    #expect(table.threads.first?.state == .crashing)
+    #expect(table.threads.first.map { String($0.id) } == run.facts["thread"], "\(context)")
+    #expect(table.threads.dropFirst().allSatisfy { $0.state != .crashing })
+    // The handler's own clock: well under 100 ms even with a thread that never answers.
+    #expect(
+      record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns: \(context)")
+    #expect(table.noAnswer == 1, "\(context)")
+
+    // Blocking every signal, it cannot answer: listed at once, not asked, not waited for.
+    let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
+    #expect(masked.state == .noAnswer && masked.frames.isEmpty && masked.askedWith == nil)
+    // Blocking what Dispatch's workers block: SIGPROF asks it.
+    let dispatchLike = try #require(table.threads.first { $0.name == "like-dispatch" }, "\(context)")
+    #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF && table.usedSIGPROF)
+    #expect(
+      table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy {
+        $0.askedWith == table.captureSignal
+      })
+
+    let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
+    let threads = try #require(report.threads, "\(context)")
+    #expect(threads.count == table.threads.count)
+    #expect(threads.first?.crashed == true && threads.first?.state == .crashed)
+    #expect(threads.first?.id == report.threadID && threads.first?.frames == report.frames)
+    #expect(threads.dropFirst().allSatisfy { !$0.crashed })
+    #expect(threads.first { $0.name == "masked" }?.state == .noAnswer)
+    #expect(report.evidence.contains { $0.contains("did not answer") }, "\(report.evidence)")
+    let dispatchFrames =
+      threads.first { $0.name == "like-dispatch" }?.frames.prefix(5).compactMap(\.function) ?? []
+    #expect(dispatchFrames.contains("crumbs_test_blocked_like_dispatch"), "\(dispatchFrames)")
+    for index in 0..<100 {
+      let suffix = index < 10 ? "0\(index)" : "\(index)"
+      let name = "blocker-\(suffix)"
+      guard let thread = threads.first(where: { $0.name == name }) else {
+        Issue.record("\(name) missing: \(context)")
+        continue
+      }
+      #expect(thread.state == .captured, "\(name): \(thread.state)")
+      #expect(thread.registers?.count ?? 0 >= 17, "\(name)")
+      // Its own function is the first blocker function among its top frames (a libc read and,
+      // when an unwinder recovers it, the shared helper come before it).
+      let top = thread.frames.prefix(5).first { ($0.function ?? "").hasPrefix("crumbs_test_blocked_") }
+      #expect(
+        top?.function == "crumbs_test_blocked_\(suffix)",
+        "\(name): \(thread.frames.prefix(5).map { $0.function ?? $0.address })")
+    }
+  }
+
+  @Test(
+    "a crash inside the handler while the other threads are parked: a partial record, the original signal")
+  func crashWhileCapturing() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_FAULT_IN_HANDLER": "1"])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .partial && record.nestedSignal == SIGSEGV)
+    // The threads were listed (and asked) before the fault; none was walked.
+    let table = try #require(record.threads)
+    #expect(table.seen == 13 && table.threads.count == 1 && table.threads.first?.state == .crashing)
+  }
+
+  @Test("a thread asked that never answers costs the handler the deadline, not a hang")
+  func deadline() throws {
+    let directory = TestDirectory()
+    // The handler is made to ask the threads with the capture signal whatever they block: the
+    // two that block it never answer.
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_ASK_BLOCKED": "1"])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    // The masked thread, and the Dispatch-like one (asked with the capture signal it blocks).
+    #expect(table.deadlinePassed && table.noAnswer == 2, "\(table.flags) \(table.noAnswer)")
+    let masked = try #require(table.threads.first { $0.name == "masked" })
+    #expect(masked.state == .noAnswer && masked.askedWith == table.captureSignal)
+    #expect(table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy { $0.state == .captured })
+    #expect(record.handlerDurationNanoseconds >= table.deadlineNanoseconds)
+    #expect(record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns")
+  }
+}
