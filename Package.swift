@@ -8,16 +8,20 @@
 //                         record reader, model types, platform layer. Never imports Foundation,
 //                         so a program that only records links no Foundation, ICU or curl.
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
+//   CZlib (system)        Debian's zlib, through pkg-config: gzip for OTLP bodies (delivery only).
 //   CrumbsReports         after the fact: post-mortem, symbolication, crash reports, the store.
 //   CrumbsDelivery        OTLP and Backtrace uploads; the only module that imports
 //                         FoundationNetworking.
 //   Crumbs                the client and automatic breadcrumbs; re-exports the three above, so
 //                         `import Crumbs` is the whole SDK.
 //   CrumbsLogging         swift-log LogHandler → breadcrumbs; needs only the recorder.
+//   CrumbsTracing         swift-distributed-tracing's ServiceContext → the trace and span of
+//                         breadcrumbs and non-fatal reports; an optional product, so the core
+//                         links no tracing.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 //
 //   CrumbsSignalPath → CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
-//                                    ↘ CrumbsLogging
+//                                    ↘ CrumbsLogging                  Crumbs → CrumbsTracing
 import PackageDescription
 
 let package = Package(
@@ -27,12 +31,14 @@ let package = Package(
     .library(name: "Crumbs", targets: ["Crumbs"]),
     .library(name: "CrumbsRecorder", targets: ["CrumbsRecorder"]),
     .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
+    .library(name: "CrumbsTracing", targets: ["CrumbsTracing"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
   ],
   targets: [
     .target(name: "CrumbsSignalPath"),
@@ -40,6 +46,11 @@ let package = Package(
       name: "CLZ4",
       pkgConfig: "liblz4",
       providers: [.apt(["liblz4-dev"])]
+    ),
+    .systemLibrary(
+      name: "CZlib",
+      pkgConfig: "zlib",
+      providers: [.apt(["zlib1g-dev"])]
     ),
     .target(
       name: "CrumbsRecorder",
@@ -49,7 +60,7 @@ let package = Package(
       ]
     ),
     .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CLZ4"]),
-    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder"]),
+    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder", "CZlib"]),
     .target(
       name: "Crumbs",
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
@@ -57,6 +68,10 @@ let package = Package(
     .target(
       name: "CrumbsLogging",
       dependencies: ["CrumbsRecorder", .product(name: "Logging", package: "swift-log")]
+    ),
+    .target(
+      name: "CrumbsTracing",
+      dependencies: ["Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing")]
     ),
     .executableTarget(
       name: "CrumbsCLI",
@@ -149,6 +164,13 @@ let package = Package(
       dependencies: [
         "CrumbsLogging", "CrumbsRecorder", "CrumbsTestSupport",
         .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
+    .testTarget(
+      name: "CrumbsTracingTests",
+      dependencies: [
+        "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
+        .product(name: "Instrumentation", package: "swift-distributed-tracing"),
       ]
     ),
     .testTarget(

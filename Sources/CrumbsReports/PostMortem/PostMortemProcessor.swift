@@ -287,6 +287,7 @@ public struct PostMortemProcessor: Sendable {
       var builder = CrashReportBuilder(
         attributes: metadata?.attributes ?? attributes,
         appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
+      builder.sessionResource = metadata?.resource
       builder.symbolicatorOptions = symbolicatorOptions
       if brief != nil {
         builder.symbolicatorOptions.readsModuleFiles = false
