@@ -114,7 +114,8 @@ public struct OTLPDestination: ReportDestination {
       ?? (try! encodedRequest(for: batch, id: id, compressing: false))
   }
 
-  private func encodedRequest(for batch: OTLPLogBatch, id: String, compressing: Bool? = nil) throws(DeliveryError)
+  private func encodedRequest(for batch: OTLPLogBatch, id: String, compressing: Bool? = nil)
+    throws(DeliveryError)
     -> DeliveryRequest
   {
     let contentType = encoding == .protobuf ? "application/x-protobuf" : "application/json"
@@ -154,7 +155,9 @@ public struct OTLPDestination: ReportDestination {
   }
 
   /// Resource keys whose values were measured at the crash: they go on the record.
-  static let measuredAtCrash: Set<String> = ["crumbs.process.uptime_ms", "crumbs.host.memory.free_bytes_at_crash"]
+  static let measuredAtCrash: Set<String> = [
+    "crumbs.process.uptime_ms", "crumbs.host.memory.free_bytes_at_crash",
+  ]
   /// Keys the registry (or Crumbs, for `crumbs.*`) types as integers; every other key is a string.
   static let integerKeys: Set<String> = [
     "process.pid", "process.parent_pid", "thread.id", "crumbs.process.uptime_ms",
@@ -217,7 +220,9 @@ public struct OTLPDestination: ReportDestination {
       attributes.append(OTLPAttribute("crumbs.handler_duration_ns", .int(Int64(clamping: duration))))
     }
     for key in Self.measuredAtCrash.sorted() {
-      if let value = report.resource[key] { attributes.append(OTLPAttribute(key, Self.typedValue(key, value))) }
+      if let value = report.resource[key] {
+        attributes.append(OTLPAttribute(key, Self.typedValue(key, value)))
+      }
     }
     if let origin = report.traceBreadcrumb {
       attributes.append(
@@ -271,7 +276,8 @@ public struct OTLPDestination: ReportDestination {
     } catch {
       omitted.append("\(error)")
     }
-    for attachment in report.attachments where limit == nil && attachment.name != report.breadcrumbs.attachment {
+    for attachment in report.attachments
+    where limit == nil && attachment.name != report.breadcrumbs.attachment {
       if let reason = attachment.omittedReason {
         omitted.append("\(attachment.name): \(reason)")
       } else if attachment.size > maxAttachmentBytes {
@@ -340,6 +346,7 @@ public struct OTLPDestination: ReportDestination {
     return OTLPLogRecord(
       timeUnixNano: entry.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
       severity: OTLPSeverity(breadcrumbLevel: entry.level), body: .string(entry.message),
-      attributes: attributes, eventName: breadcrumbEventName, trace: TraceContext(attributes: entry.attributes))
+      attributes: attributes, eventName: breadcrumbEventName,
+      trace: TraceContext(attributes: entry.attributes))
   }
 }

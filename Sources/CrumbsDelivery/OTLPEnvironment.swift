@@ -62,7 +62,9 @@ public struct OTLPEnvironment: Sendable, Equatable {
         problems.append("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT ignored: \"\(logs)\" is not an http(s) URL")
       }
     }
-    if logsURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"), !base.isEmpty {
+    if logsURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"),
+      !base.isEmpty
+    {
       if Self.isHTTPURL(base) {
         logsURL = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/logs"
       } else {
@@ -123,7 +125,8 @@ public struct OTLPEnvironment: Sendable, Equatable {
   public func destination(maxAttachmentBytes: Int = 7 << 20) -> OTLPDestination? {
     guard let logsURL else { return nil }
     var destination = OTLPDestination(
-      endpoint: logsURL, headers: headers, encoding: encoding ?? .protobuf, maxAttachmentBytes: maxAttachmentBytes)
+      endpoint: logsURL, headers: headers, encoding: encoding ?? .protobuf,
+      maxAttachmentBytes: maxAttachmentBytes)
     destination.appendsLogsPath = false
     destination.compression = compression ?? .none
     destination.timeout = timeout

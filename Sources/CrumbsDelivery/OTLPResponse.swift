@@ -14,7 +14,8 @@ enum OTLPResponse {
   /// The OTLP/HTTP answer policy (OTLP specification, "Failures" and "Throttling"): 2xx
   /// delivered, with its partial success if any (never retried); 429, 502, 503 and 504
   /// retryable — 429 pauses the destination, the others back off, and a Retry-After is honoured
-  /// on either; every other status dropped (a 500 included). A partial success that rejected
+  /// on either; every other 4xx and 5xx dropped (a 500 included); 1xx and 3xx as the general
+  /// policy says (retried: a redirect is never followed). A partial success that rejected
   /// every record is a drop: nothing of the report arrived.
   static func verdict(on answer: HTTPResponse, itemCount: Int) -> AnswerVerdict {
     switch answer.status {
@@ -26,7 +27,9 @@ enum OTLPResponse {
       return .delivered(partial)
     case 429: return .throttled
     case 502, 503, 504: return .retry
-    default: return .dropped(statusMessage(in: answer))
+    case 400..<600: return .dropped(statusMessage(in: answer))
+    // Not a refusal: a redirect (never followed) or an informational answer, as elsewhere.
+    default: return OTLPDestination.generalVerdict(on: answer)
     }
   }
 
@@ -37,7 +40,9 @@ enum OTLPResponse {
     var reader = ProtobufReader(answer.body[...])
     var message: String?
     while let (field, value) = reader.next() {
-      if field == 2, case .bytes(let text) = value { message = String(decoding: text.prefix(200), as: UTF8.self) }
+      if field == 2, case .bytes(let text) = value {
+        message = String(decoding: text.prefix(200), as: UTF8.self)
+      }
     }
     return reader.isValid ? message : nil
   }

@@ -548,7 +548,9 @@ public final class ReportUploader: Sendable {
       var result = retryOrDrop(
         id, destination, reason: "HTTP \(status)", status: status, history: &history, now: now)
       // A server that says when to come back (503 with Retry-After) is not asked sooner.
-      if case .willRetry(let reason, let next) = result.outcome, next != 0, answer.headers["retry-after"] != nil {
+      if case .willRetry(let reason, let next) = result.outcome, next != 0,
+        answer.headers["retry-after"] != nil
+      {
         let asked = Self.pausedUntil(answer, now: now, default: 0)
         if asked > next {
           history.nextAttemptUnixNano = asked
@@ -638,7 +640,8 @@ public final class ReportUploader: Sendable {
     // After a 429 (or a 503's Retry-After) the wait is the server's (up to a day); otherwise the
     // backoff's.
     let cap = max(
-      settings.maxRetryInterval, history.lastStatus == 429 || history.lastStatus == 503 ? Self.maxRetryAfter : 0)
+      settings.maxRetryInterval,
+      history.lastStatus == 429 || history.lastStatus == 503 ? Self.maxRetryAfter : 0)
     let (last, next) = Self.rescheduled(
       next: history.nextAttemptUnixNano, last: history.lastAttemptUnixNano, now: now, cap: cap)
     guard last != history.lastAttemptUnixNano || next != history.nextAttemptUnixNano else { return false }

@@ -27,7 +27,8 @@ public struct TraceContext: Sendable, Equatable, Hashable, Codable {
   /// Nil unless both ids are hex of the right length (either case; kept lowercase) and not all
   /// zero, as W3C requires.
   public init?(traceID: String, spanID: String, flags: UInt8 = 0) {
-    guard let trace = Self.normalizedHex(traceID, digits: 32), let span = Self.normalizedHex(spanID, digits: 16)
+    guard let trace = Self.normalizedHex(traceID, digits: 32),
+      let span = Self.normalizedHex(spanID, digits: 16)
     else { return nil }
     self.traceID = trace
     self.spanID = span

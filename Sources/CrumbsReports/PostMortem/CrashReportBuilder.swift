@@ -178,8 +178,9 @@ package struct CrashReportBuilder {
       observedTimeUnixNano: observed, observedTime: ISO8601.string(nanoseconds: observed),
       signal: nil, registers: [], frames: [], modules: [],
       resource: ProcessAttributes.resource(
-        pid: pid, executable: executable, appName: appName, appVersion: appVersion)
-        .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
+        pid: pid, executable: executable, appName: appName, appVersion: appVersion
+      )
+      .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
       attributes: attributes,
       breadcrumbs: ring.map { TrailAttachment.summary($0, attachmentSize: trailSize) }
         ?? CrashReport.Trail(
@@ -189,11 +190,8 @@ package struct CrashReportBuilder {
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
-    if sessionResource == nil {
-      report.evidence.append(
-        "the session recorded no resource while it ran: the os.* and host.* attributes were read when "
-          + "this report was made")
-    }
+    // Said on the report, so nobody takes the reading launch's machine for the crashed one's.
+    if sessionResource == nil { report.resource[Self.unrecordedResourceKey] = "report" }
     // A forked child's session (crumbs_fork.h): which process and session it came from.
     if let parent = ring?.header.parentSessionID {
       report.resource["crumbs.session.parent_id"] = parent.description
@@ -205,6 +203,10 @@ package struct CrashReportBuilder {
     }
     return report
   }
+
+  /// Set to `report` when the session recorded no resource while it ran: its os.* and host.*
+  /// attributes were read when the report was made.
+  package static let unrecordedResourceKey = "crumbs.resource.measured_at"
 
   /// The trace of `thread`'s last breadcrumb that carried one (TraceContext's reserved
   /// attributes), and that breadcrumb.

@@ -81,8 +81,9 @@ package struct NonFatalReportBuilder {
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
       modules: modules,
       resource: ProcessAttributes.resource(
-        pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion)
-        .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
+        pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion
+      )
+      .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
       attributes: attributes.filter { !TraceContext.isReserved($0.key) },
       breadcrumbs: TrailAttachment.summary(contents, attachmentSize: trailSize),
       attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
