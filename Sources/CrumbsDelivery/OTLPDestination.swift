@@ -91,47 +91,57 @@ public struct OTLPDestination: ReportDestination {
   public func request(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> DeliveryRequest
   {
     var batch = try batch(for: report, stored: stored)
-    if encodedSize(batch) > maxRequestBytes {
+    var body = encoded(batch)
+    if body.count > maxRequestBytes {
       // Too large for one request: the report without its attachments and breadcrumb records
       // (named in the record), rather than nothing.
       batch.records = [crashRecord(report, stored: stored, withoutAttachmentsOver: maxRequestBytes)]
-      guard encodedSize(batch) <= maxRequestBytes else {
+      body = encoded(batch)
+      guard body.count <= maxRequestBytes else {
         throw .unencodable("the report alone is over the \(maxRequestBytes)-byte request limit")
       }
     }
-    return try encodedRequest(for: batch, id: report.id)
-  }
-
-  private func encodedSize(_ batch: OTLPLogBatch) -> Int {
-    (encoding == .protobuf ? batch.protobuf() : batch.json()).count
+    return try request(
+      body: body, records: batch.records.count, id: report.id, compressing: compression == .gzip)
   }
 
   /// The POST of any batch of records to `logsURL`, in this destination's encoding, compression
   /// and headers (secret headers are redacted from messages by DeliveryRequest). `id` names it in
   /// results. Sent uncompressed if gzip fails (it only fails when out of memory).
   public func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest {
-    (try? encodedRequest(for: batch, id: id, compressing: compression == .gzip))
-      ?? (try! encodedRequest(for: batch, id: id, compressing: false))
+    let body = encoded(batch)
+    let compressed = try? request(
+      body: body, records: batch.records.count, id: id, compressing: compression == .gzip)
+    return compressed
+      ?? DeliveryRequest(
+        destination: name, reportID: id, url: logsURL, headers: headers(gzip: false), body: body,
+        timeout: timeout,
+        itemCount: batch.records.count)
   }
 
-  private func encodedRequest(for batch: OTLPLogBatch, id: String, compressing: Bool? = nil)
-    throws(DeliveryError)
+  private func encoded(_ batch: OTLPLogBatch) -> [UInt8] {
+    encoding == .protobuf ? batch.protobuf() : batch.json()
+  }
+
+  private func headers(gzip: Bool) -> [HTTPHeader] {
+    [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
+      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + headers
+  }
+
+  private func request(body: [UInt8], records: Int, id: String, compressing: Bool) throws(DeliveryError)
     -> DeliveryRequest
   {
-    let contentType = encoding == .protobuf ? "application/x-protobuf" : "application/json"
-    var body = encoding == .protobuf ? batch.protobuf() : batch.json()
-    var headers = [HTTPHeader("Content-Type", contentType)]
-    if compressing ?? (compression == .gzip) {
+    var body = body
+    if compressing {
       do {
         body = try OTLPGzip.compress(body)
       } catch {
         throw .unencodable("\(error)")
       }
-      headers.append(HTTPHeader("Content-Encoding", "gzip"))
     }
     return DeliveryRequest(
-      destination: name, reportID: id, url: logsURL, headers: headers + self.headers, body: body,
-      timeout: timeout, itemCount: batch.records.count)
+      destination: name, reportID: id, url: logsURL, headers: headers(gzip: compressing), body: body,
+      timeout: timeout, itemCount: records)
   }
 
   /// The OTLP specification's answer policy (OTLPResponse.verdict): 429, 502, 503, 504 retried,

@@ -637,11 +637,9 @@ public final class ReportUploader: Sendable {
   /// under the clock as it reads now (see the file comment); true when it changed.
   func rescheduleUnderClock(_ history: inout DeliveryState.Destination, now: UInt64) -> Bool {
     guard history.nextAttemptUnixNano != 0 || history.lastAttemptUnixNano != nil else { return false }
-    // After a 429 (or a 503's Retry-After) the wait is the server's (up to a day); otherwise the
-    // backoff's.
-    let cap = max(
-      settings.maxRetryInterval,
-      history.lastStatus == 429 || history.lastStatus == 503 ? Self.maxRetryAfter : 0)
+    // After a 429 the wait is the server's (up to a day); otherwise the backoff's (a 503's
+    // Retry-After read back from here is held to it too).
+    let cap = max(settings.maxRetryInterval, history.lastStatus == 429 ? Self.maxRetryAfter : 0)
     let (last, next) = Self.rescheduled(
       next: history.nextAttemptUnixNano, last: history.lastAttemptUnixNano, now: now, cap: cap)
     guard last != history.lastAttemptUnixNano || next != history.nextAttemptUnixNano else { return false }

@@ -263,4 +263,24 @@ import Testing
     destination.maxRequestBytes = 200
     #expect(throws: DeliveryError.self) { try destination.request(for: stored.report, stored: stored) }
   }
+
+  /// OTEL_EXPORTER_OTLP_TIMEOUT (the destination's `timeout`) bounds a request below the
+  /// transport's own 30 s: a collector that never answers fails the attempt in about a second.
+  @Test func theDestinationsTimeoutBoundsTheRequest() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer { _, _ in .stall(seconds: 60) }
+    defer { server.stop() }
+    var destination = OTLPDestination(endpoint: server.baseURL)
+    destination.timeout = 1
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [destination], transport: URLSessionTransport(timeout: 30))
+    let started = ChildProcess.now()
+    let result = try #require(uploader.deliverPendingNow().results.first)
+    #expect(ChildProcess.now() - started < 20)
+    guard case .willRetry(let reason, _) = result.outcome else {
+      Issue.record("\(result)")
+      return
+    }
+    #expect(reason == "timed out")
+  }
 }
