@@ -95,4 +95,57 @@ import Testing
       #expect(resource["process.executable.build_id.gnu"]?.isEmpty == false)
     }
   }
+
+  /// A real process whose environment holds the OTEL_* variables (the test's own is untouched):
+  /// it delivers to the collector they name, and its crash, read by the next launch, is reported
+  /// with the resource its session recorded — its parent, its OTEL_* attributes — and the span
+  /// its crashing thread was in.
+  @Test func aChildConfiguredByItsEnvironmentDeliversAndItsCrashKeepsItsResource() throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-otel-env", directory.path],
+      environment: [
+        "SWIFT_BACKTRACE": "enable=no",
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": server.baseURL + "/custom/logs",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "oops",
+        "OTEL_SERVICE_NAME": "checkout",
+        "OTEL_RESOURCE_ATTRIBUTES": "team=payments",
+      ])
+    let lines = child.readLines(until: "crashing", seconds: 120)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV, "\(lines)")
+    #expect(lines.contains("sent yes"), "\(lines)")
+    #expect(lines.contains { $0.hasPrefix("problem OTEL_EXPORTER_OTLP_TIMEOUT=oops") }, "\(lines)")
+
+    let request = try #require(server.requests.first { $0.target == "/custom/logs" })
+    #expect(request.headers["content-type"] == "application/json")
+    let sent = try decodeOTLP(request.body, json: true)
+    let sentResource = try #require(sent["resource"] as? [String: Any])
+    #expect(sentResource["service.name"] as? String == "checkout")
+    #expect(sentResource["team"] as? String == "payments")
+    #expect(sentResource["process.parent_pid"] as? Int == Int(getpid()))
+    #expect((sent["records"] as? [[String: Any]])?.first?["trace_id"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736")
+
+    let outcome = PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+    ).run(reportingSession: SessionID())
+    let crash = try #require(outcome.reports.first { $0.report.kind == .crash }).report
+    #expect(crash.resource["service.name"] == "checkout")
+    #expect(crash.resource["team"] == "payments")
+    #expect(crash.resource["process.parent_pid"] == String(getpid()))
+    #expect(crash.resource["crumbs.resource.measured_at"] == nil)
+    #expect(crash.trace?.spanID == "00f067aa0ba902b7")
+    #expect(crash.traceBreadcrumb?.message == "handling request")
+    let decoded = try decodeOTLP(
+      try OTLPDestination(endpoint: server.baseURL).request(
+        for: crash, stored: try #require(outcome.reports.first { $0.report.kind == .crash })
+      ).body)
+    let resource = try #require(decoded["resource"] as? [String: Any])
+    #expect(resource["service.instance.id"] as? String == crash.sessionID)
+    #expect(resource["service.instance.id"] as? String == sentResource["service.instance.id"] as? String)
+    #expect(resource["process.parent_pid"] as? Int == Int(getpid()))
+  }
 }
