@@ -106,7 +106,8 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     let span = [
       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "trace_flags": "1",
     ]
-    client.addBreadcrumb("handling request", attributes: BreadcrumbAttributes(span.map { ($0.key, $0.value) }))
+    client.addBreadcrumb(
+      "handling request", attributes: BreadcrumbAttributes(span.map { ($0.key, $0.value) }))
     guard let report = client.send(message: "card declined", attributes: span) else { return 1 }
     var sent = false
     for _ in 0..<600 where !sent {

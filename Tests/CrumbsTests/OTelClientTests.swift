@@ -127,7 +127,9 @@ import Testing
     #expect(sentResource["service.name"] as? String == "checkout")
     #expect(sentResource["team"] as? String == "payments")
     #expect(sentResource["process.parent_pid"] as? Int == Int(getpid()))
-    #expect((sent["records"] as? [[String: Any]])?.first?["trace_id"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736")
+    #expect(
+      (sent["records"] as? [[String: Any]])?.first?["trace_id"] as? String
+        == "4bf92f3577b34da6a3ce929d0e0e4736")
 
     let outcome = PostMortemProcessor(
       directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
