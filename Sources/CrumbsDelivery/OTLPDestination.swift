@@ -11,7 +11,7 @@
 // when it was read. `trace_id`, `span_id` and `flags` are the report's trace (CrashReport.trace).
 //
 // The resource is the report's `resource` (the crashed session's, as it recorded it), typed as
-// the semantic-conventions registry types it (`resourceValue`), plus `service.instance.id`: the
+// the semantic-conventions registry types it (`typedValue`), plus `service.instance.id`: the
 // crashed process's session id, the same for all of its reports. Values measured at the crash
 // (`crumbs.process.uptime_ms`, `crumbs.host.memory.free_bytes_at_crash`) describe the event, not
 // the process: they go on the record. Keys the registry does not define are under `crumbs.*`.
@@ -47,7 +47,9 @@ public struct OTLPDestination: ReportDestination {
   /// The base URL (`http://collector:4318`); `/v1/logs` is appended unless already there (or
   /// `appendsLogsPath` is false: a signal-specific URL, used as is).
   public var endpoint: String
+  /// Whether `/v1/logs` is appended to `endpoint` (false for OTEL_EXPORTER_OTLP_LOGS_ENDPOINT).
   public var appendsLogsPath = true
+  /// `.gzip` compresses every body (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
   public var compression = Compression.none
   /// Seconds the collector may stay silent (nil: the uploader's `requestTimeout`).
   public var timeout: Double?
