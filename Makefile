@@ -1,5 +1,5 @@
 # Crumbs — the two commands a newcomer needs are `make demo` and `make test`.
-# Both install what is missing (Debian's liblz4-dev and pkg-config, with sudo when not root),
+# Both install what is missing (Debian's liblz4-dev, zlib1g-dev and pkg-config, with sudo when not root),
 # then build. Everything else here is for developers.
 
 SWIFT ?= swift
@@ -11,9 +11,10 @@ DEMO_ARGS ?=
 .PHONY: demo test deps test-deps build bench fuzz fuzz-smoke format lint clean
 
 deps:
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ]; then \
-	  echo "Installing liblz4-dev and pkg-config (apt-get)…"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblz4-dev lz4 pkg-config >/dev/null; \
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
+	  || ! pkg-config --exists zlib || [ ! -f /usr/include/zlib.h ]; then \
+	  echo "Installing liblz4-dev, zlib1g-dev and pkg-config (apt-get)…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblz4-dev lz4 zlib1g-dev pkg-config >/dev/null; \
 	fi
 	@command -v $(SWIFT) >/dev/null 2>&1 || { echo "Swift 6 toolchain not found: install it from swift.org first" >&2; exit 1; }
 

@@ -8,6 +8,7 @@
 //                         record reader, model types, platform layer. Never imports Foundation,
 //                         so a program that only records links no Foundation, ICU or curl.
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
+//   CZlib (system)        Debian's zlib, through pkg-config: gzip for OTLP bodies (delivery only).
 //   CrumbsReports         after the fact: post-mortem, symbolication, crash reports, the store.
 //   CrumbsDelivery        OTLP and Backtrace uploads; the only module that imports
 //                         FoundationNetworking.
@@ -16,10 +17,14 @@
 //   CrumbsLogging         swift-log LogHandler → breadcrumbs; needs only the recorder.
 //   CrumbsServiceLifecycle  Crumbs as a swift-service-lifecycle `Service` (optional product:
 //                         only a program that names it pulls in swift-service-lifecycle).
+//   CrumbsTracing         swift-distributed-tracing's ServiceContext → the trace and span of
+//                         breadcrumbs and non-fatal reports; an optional product, so the core
+//                         links no tracing.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 //
 //   CrumbsSignalPath → CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
-//                                    ↘ CrumbsLogging                 Crumbs → CrumbsServiceLifecycle
+//                                    ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle
+//                                                           Crumbs → CrumbsTracing
 import PackageDescription
 
 let package = Package(
@@ -30,6 +35,7 @@ let package = Package(
     .library(name: "CrumbsRecorder", targets: ["CrumbsRecorder"]),
     .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
     .library(name: "CrumbsServiceLifecycle", targets: ["CrumbsServiceLifecycle"]),
+    .library(name: "CrumbsTracing", targets: ["CrumbsTracing"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
   dependencies: [
@@ -37,6 +43,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
   ],
   targets: [
     .target(name: "CrumbsSignalPath"),
@@ -44,6 +51,11 @@ let package = Package(
       name: "CLZ4",
       pkgConfig: "liblz4",
       providers: [.apt(["liblz4-dev"])]
+    ),
+    .systemLibrary(
+      name: "CZlib",
+      pkgConfig: "zlib",
+      providers: [.apt(["zlib1g-dev"])]
     ),
     .target(
       name: "CrumbsRecorder",
@@ -53,7 +65,7 @@ let package = Package(
       ]
     ),
     .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CLZ4"]),
-    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder"]),
+    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder", "CZlib"]),
     .target(
       name: "Crumbs",
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
@@ -65,6 +77,10 @@ let package = Package(
     .target(
       name: "CrumbsServiceLifecycle",
       dependencies: ["Crumbs", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+    ),
+    .target(
+      name: "CrumbsTracing",
+      dependencies: ["Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing")]
     ),
     .executableTarget(
       name: "CrumbsCLI",
@@ -157,6 +173,13 @@ let package = Package(
       dependencies: [
         "CrumbsLogging", "CrumbsRecorder", "CrumbsTestSupport",
         .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
+    .testTarget(
+      name: "CrumbsTracingTests",
+      dependencies: [
+        "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
+        .product(name: "Instrumentation", package: "swift-distributed-tracing"),
       ]
     ),
     .testTarget(

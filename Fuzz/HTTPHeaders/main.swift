@@ -1,7 +1,9 @@
 // FuzzHTTPHeaders — libFuzzer target for what the uploader reads from a server's answer, inside
 // the user's app: the Retry-After header of a 429 (delay-seconds or an HTTP date, through
-// ReportUploader.pausedUntil → retryAfter → httpDate) and the excerpt of a refusal's body that
-// goes into dropped.reason. The input is the header's value and the body at once.
+// ReportUploader.pausedUntil → retryAfter → httpDate), the excerpt of a refusal's body that
+// goes into dropped.reason, and an OTLP collector's answer body (OTLPDestination.verdict: the
+// partial success of a 2xx, the google.rpc.Status of a refusal, protobuf and JSON). The input
+// is the header's value and the body at once.
 //
 // Entry points, in call order:
 //   main                  --make-seeds DIR writes seeds (seconds, IMF-fixdates, hostile dates);
@@ -36,7 +38,30 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   }
   if let date = ReportUploader.httpDate(value), !date.isFinite { fatalError("httpDate \(date)") }
   _ = ReportUploader.excerpt(bytes)
+  checkOTLPAnswer(bytes)
   return 0
+}
+
+let otlp = OTLPDestination(endpoint: "http://127.0.0.1:9")
+let otlpRequest = DeliveryRequest(
+  destination: "otlp", reportID: "fuzz", url: otlp.logsURL, headers: [], body: [], itemCount: 3)
+
+/// The bytes as an OTLP answer's body, in both encodings: a 2xx is delivered (perhaps with a
+/// partial success: its counts are the server's word) or dropped, never retried; a 400 is
+/// always dropped.
+func checkOTLPAnswer(_ bytes: [UInt8]) {
+  for type in ["application/x-protobuf", "application/json"] {
+    switch otlp.verdict(
+      on: HTTPResponse(status: 200, headers: ["Content-Type": type], body: bytes), to: otlpRequest)
+    {
+    case .delivered, .dropped: break
+    case let other: fatalError("a 2xx answer read as \(other)")
+    }
+    guard
+      case .dropped = otlp.verdict(
+        on: HTTPResponse(status: 400, headers: ["Content-Type": type], body: bytes), to: otlpRequest)
+    else { fatalError("a 400 answer not dropped") }
+  }
 }
 
 func makeSeeds(in directory: String) throws -> Int {

@@ -63,7 +63,8 @@ package enum BacktraceJSON {
       object.field("uuid", uuid(for: report.id))
       object.field("timestamp", report.timeUnixNano / 1_000_000_000)
       object.field("lang", "swift")
-      object.field("langVersion", report.resource["process.runtime.version"] ?? swiftVersion)
+      object.field(
+        "langVersion", report.resource["process.runtime.version"] ?? ProcessAttributes.swiftVersion)
       object.field("agent", "crumbs")
       object.field("agentVersion", CrumbsVersion.string)
       object.field("mainThread", main.key)
@@ -257,7 +258,8 @@ package enum BacktraceJSON {
     for (key, value) in report.resource { attributes[key] = .string(value) }
     let derived: [(String, String)] = [
       ("application", "service.name"), ("application.version", "service.version"),
-      ("uname.machine", "host.arch"), ("uname.release", "os.version"), ("uname.version", "os.kernel.build"),
+      ("uname.machine", "host.arch"), ("uname.release", "os.version"),
+      ("uname.version", "crumbs.os.kernel_build"),
       ("hostname", "host.name"),
     ]
     for (name, source) in derived {
@@ -356,14 +358,4 @@ package enum BacktraceJSON {
     bytes[8] = (bytes[8] & 0x3F) | 0x80
     return SessionID(bytes: bytes)!.description
   }
-
-  static let swiftVersion: String = {
-    #if swift(>=6.3)
-      "6.3"
-    #elseif swift(>=6.2)
-      "6.2"
-    #else
-      "6"
-    #endif
-  }()
 }

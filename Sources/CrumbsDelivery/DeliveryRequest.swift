@@ -44,10 +44,14 @@ public struct DeliveryRequest: Sendable {
   public var body: [UInt8]
   /// The values that must never be printed: secret header values, tokens.
   public var secrets: [String]
+  /// Seconds the server may stay silent (nil: the transport's own timeout).
+  public var timeout: Double?
+  /// How many items (OTLP: log records) the body carries, for reading a partial success.
+  public var itemCount: Int
 
   public init(
     destination: String, reportID: String, url: String, headers: [HTTPHeader], body: [UInt8],
-    secrets: [String] = []
+    secrets: [String] = [], timeout: Double? = nil, itemCount: Int = 1
   ) {
     self.destination = destination
     self.reportID = reportID
@@ -55,6 +59,8 @@ public struct DeliveryRequest: Sendable {
     self.headers = headers
     self.body = body
     self.secrets = secrets
+    self.timeout = timeout
+    self.itemCount = itemCount
   }
 
   /// Everything this request must hide: the given secrets and every secret header's value.

@@ -28,6 +28,7 @@
 // Entry points: URLSessionTransport(timeout:) → send(_:) → (delegate queue) Exchange callbacks.
 // Not signal-safe.
 
+import CrumbsRecorder
 import Foundation
 import Synchronization
 
@@ -47,10 +48,13 @@ public final class URLSessionTransport: HTTPTransport {
   /// The most of an answer's body that is read (4 MiB, the bound the OTLP specification suggests
   /// for clients); the rest is never downloaded.
   public static let maxResponseBodyBytes = 4 << 20
+  /// Sent with every request unless the request names its own.
+  public static let userAgent = "Crumbs/\(CrumbsVersion.string) (Swift; Linux)"
 
   private let session: URLSession
   private let exchanges: ExchangeDelegate
-  /// Seconds without progress before a request fails as `timedOut`.
+  /// Seconds without progress before a request fails as `timedOut` (a request's own `timeout`
+  /// wins).
   public let timeout: Double
 
   public init(timeout: Double = 30) {
@@ -80,7 +84,10 @@ public final class URLSessionTransport: HTTPTransport {
     }
     var urlRequest = URLRequest(url: url)
     urlRequest.httpMethod = request.method
+    let timeout = request.timeout.flatMap { $0 > 0 && $0 < 1e6 ? $0 : nil } ?? self.timeout
     urlRequest.timeoutInterval = timeout
+    // Named, so a collector's logs say who sent it (libcurl's default names the executable).
+    urlRequest.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
     for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
     // No completion handler: with one, URLSession would gather the whole answer in memory.
     let task = session.uploadTask(with: urlRequest, from: Data(request.body))

@@ -1,18 +1,31 @@
 // OTLPDestination.swift — a report as OTLP/HTTP logs: `POST {endpoint}/v1/logs`.
 //
-// A report is one log record (event name `device.crash`; `crumbs.non_fatal` for non-fatal
-// reports) carrying the OTel exception conventions (`exception.type`, `exception.message`,
-// `exception.stacktrace`), `thread.id`, `thread.name`, `session.id`, the stable report id as
-// `crumbs.report.id` (so a backend can dedupe an at-least-once delivery) and the LZ4 trail as
-// the bytes attribute `crumbs.breadcrumbs.jsonl.lz4` — only once verified (trailAttachment()):
-// a damaged trail is left out and named, with the reason, in `crumbs.attachments.omitted`. `time_unix_nano` is when it happened,
-// `observed_time_unix_nano` when it was read. The resource is the report's `resource`.
-// With `breadcrumbsAsLogRecords`, each breadcrumb also becomes a record (event name
-// `crumbs.breadcrumb`) with its own time and severity, stitched to the crash by `session.id`
-// and `crumbs.report.id`.
+// A report is one log record: event name (the record's `event_name` field; the deprecated
+// `event.name` attribute is never sent) `device.crash` for crashes and abnormal ends,
+// `exception` for non-fatal reports; the OTel exception conventions (`exception.type`,
+// `exception.message`, `exception.stacktrace`), `thread.id`, `thread.name`, `session.id`, the
+// stable report id as `crumbs.report.id` (so a backend can dedupe an at-least-once delivery) and
+// the LZ4 trail as the bytes attribute `crumbs.breadcrumbs.jsonl.lz4` — only once verified
+// (trailAttachment()): a damaged trail is left out and named, with the reason, in
+// `crumbs.attachments.omitted`. `time_unix_nano` is when it happened, `observed_time_unix_nano`
+// when it was read. `trace_id`, `span_id` and `flags` are the report's trace (CrashReport.trace).
 //
-// Entry points: OTLPDestination(endpoint:headers:) → batch(for:stored:) → request(for:stored:).
-// Not signal-safe.
+// The resource is the report's `resource` (the crashed session's, as it recorded it), typed as
+// the semantic-conventions registry types it (`typedValue`), plus `service.instance.id`: the
+// crashed process's session id, the same for all of its reports. Values measured at the crash
+// (`crumbs.process.uptime_ms`, `crumbs.host.memory.free_bytes_at_crash`) describe the event, not
+// the process: they go on the record. Keys the registry does not define are under `crumbs.*`.
+// With `breadcrumbsAsLogRecords`, each breadcrumb also becomes a record (event name
+// `crumbs.breadcrumb`) with its own time, severity and trace, stitched to the crash by
+// `session.id` and `crumbs.report.id`.
+//
+// The request: at most `maxRequestBytes` before compression (over it, attachments and breadcrumb
+// records are left out and named; a report still over it cannot be sent), gzip when
+// `compression` says so, `User-Agent` from the transport. Answers follow the OTLP spec
+// (OTLPResponse.verdict).
+//
+// Entry points: OTLPDestination(endpoint:headers:) → batch(for:stored:) → request(for:stored:);
+// verdict(on:to:) for the answer. Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
@@ -25,9 +38,24 @@ public struct OTLPDestination: ReportDestination {
     case protobuf, json
   }
 
+  /// The body's compression (`Content-Encoding`).
+  public enum Compression: String, Sendable {
+    case none, gzip
+  }
+
   public var name: String
-  /// The base URL (`http://collector:4318`); `/v1/logs` is appended unless already there.
+  /// The base URL (`http://collector:4318`); `/v1/logs` is appended unless already there (or
+  /// `appendsLogsPath` is false: a signal-specific URL, used as is).
   public var endpoint: String
+  /// Whether `/v1/logs` is appended to `endpoint` (false for OTEL_EXPORTER_OTLP_LOGS_ENDPOINT).
+  public var appendsLogsPath = true
+  /// `.gzip` compresses every body (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
+  public var compression = Compression.none
+  /// Seconds the collector may stay silent (nil: the uploader's `requestTimeout`).
+  public var timeout: Double?
+  /// The largest body sent, before compression (default 16 MiB, under the OpenTelemetry
+  /// Collector's 20 MiB default limit).
+  public var maxRequestBytes = 16 << 20
   /// Extra headers, e.g. an `Authorization` header marked secret.
   public var headers: [HTTPHeader]
   public var encoding: Encoding
@@ -49,37 +77,83 @@ public struct OTLPDestination: ReportDestination {
     self.maxAttachmentBytes = maxAttachmentBytes
   }
 
-  /// The event names this mapping uses.
+  /// The event names this mapping uses (`exception`: the name the exception conventions give).
   public static let crashEventName = "device.crash"
-  public static let nonFatalEventName = "crumbs.non_fatal"
+  public static let nonFatalEventName = "exception"
   public static let breadcrumbEventName = "crumbs.breadcrumb"
   /// The bytes attribute holding the LZ4 trail.
   public static let trailAttributeKey = "crumbs.breadcrumbs.jsonl.lz4"
 
   /// `{endpoint}/v1/logs`.
   public var logsURL: String {
-    if endpoint.hasSuffix("/v1/logs") { return endpoint }
+    if !appendsLogsPath || endpoint.hasSuffix("/v1/logs") { return endpoint }
     return (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + "/v1/logs"
   }
 
   public func request(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> DeliveryRequest
   {
-    request(for: try batch(for: report, stored: stored), id: report.id)
+    var batch = try batch(for: report, stored: stored)
+    var body = encoded(batch)
+    if body.count > maxRequestBytes {
+      // Too large for one request: the report without its attachments and breadcrumb records
+      // (named in the record), rather than nothing.
+      batch.records = [crashRecord(report, stored: stored, withoutAttachmentsOver: maxRequestBytes)]
+      body = encoded(batch)
+      guard body.count <= maxRequestBytes else {
+        throw .unencodable("the report alone is over the \(maxRequestBytes)-byte request limit")
+      }
+    }
+    return try request(
+      body: body, records: batch.records.count, id: report.id, compressing: compression == .gzip)
   }
 
-  /// The POST of any batch of records to `logsURL`, in this destination's encoding and headers
-  /// (secret headers are redacted from messages by DeliveryRequest). `id` names it in results.
+  /// The POST of any batch of records to `logsURL`, in this destination's encoding, compression
+  /// and headers (secret headers are redacted from messages by DeliveryRequest). `id` names it in
+  /// results. Sent uncompressed if gzip fails (it only fails when out of memory).
   public func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest {
-    let contentType = encoding == .protobuf ? "application/x-protobuf" : "application/json"
+    let body = encoded(batch)
+    let compressed = try? request(
+      body: body, records: batch.records.count, id: id, compressing: compression == .gzip)
+    return compressed
+      ?? DeliveryRequest(
+        destination: name, reportID: id, url: logsURL, headers: headers(gzip: false), body: body,
+        timeout: timeout,
+        itemCount: batch.records.count)
+  }
+
+  private func encoded(_ batch: OTLPLogBatch) -> [UInt8] {
+    encoding == .protobuf ? batch.protobuf() : batch.json()
+  }
+
+  private func headers(gzip: Bool) -> [HTTPHeader] {
+    [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
+      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + headers
+  }
+
+  private func request(body: [UInt8], records: Int, id: String, compressing: Bool) throws(DeliveryError)
+    -> DeliveryRequest
+  {
+    var body = body
+    if compressing {
+      do {
+        body = try OTLPGzip.compress(body)
+      } catch {
+        throw .unencodable("\(error)")
+      }
+    }
     return DeliveryRequest(
-      destination: name, reportID: id, url: logsURL,
-      headers: [HTTPHeader("Content-Type", contentType)] + headers,
-      body: encoding == .protobuf ? batch.protobuf() : batch.json())
+      destination: name, reportID: id, url: logsURL, headers: headers(gzip: compressing), body: body,
+      timeout: timeout, itemCount: records)
+  }
+
+  /// The OTLP specification's answer policy (OTLPResponse.verdict): 429, 502, 503, 504 retried,
+  /// every other 4xx and 5xx dropped, a partial success handed to the delegate.
+  public func verdict(on answer: HTTPResponse, to request: DeliveryRequest) -> AnswerVerdict {
+    OTLPResponse.verdict(on: answer, itemCount: request.itemCount)
   }
 
   /// The records for `report` (read from `stored`'s folder for the attachments).
   public func batch(for report: CrashReport, stored: StoredReport) throws(DeliveryError) -> OTLPLogBatch {
-    let resource = report.resource.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) }
     var records = [crashRecord(report, stored: stored)]
     if breadcrumbsAsLogRecords {
       // A damaged or missing trail was already named in the crash record's omitted list.
@@ -88,16 +162,49 @@ public struct OTLPDestination: ReportDestination {
       }
     }
     return OTLPLogBatch(
-      resource: resource, scopeName: "crumbs", scopeVersion: CrumbsVersion.string, records: records)
+      resource: Self.resource(report), scopeName: "crumbs", scopeVersion: CrumbsVersion.string,
+      records: records)
   }
 
   /// Frames of each thread other than the crashing one in `crumbs.threads`.
   static let framesPerOtherThread = 8
 
-  func crashRecord(_ report: CrashReport, stored: StoredReport) -> OTLPLogRecord {
+  /// Resource keys whose values were measured at the crash: they go on the record.
+  static let measuredAtCrash: Set<String> = [
+    "crumbs.process.uptime_ms", "crumbs.host.memory.free_bytes_at_crash",
+  ]
+  /// Keys the registry (or Crumbs, for `crumbs.*`) types as integers; every other key is a string.
+  static let integerKeys: Set<String> = [
+    "process.pid", "process.parent_pid", "thread.id", "crumbs.process.uptime_ms",
+    "crumbs.host.memory.total_bytes", "crumbs.host.memory.free_bytes_at_crash",
+  ]
+
+  /// A resource or report attribute as its type says (a value that does not parse as its type
+  /// is sent as the string it is).
+  public static func typedValue(_ key: String, _ value: String) -> OTLPValue {
+    if integerKeys.contains(key), let number = Int64(value) { return .int(number) }
+    return .string(value)
+  }
+
+  /// A report's resource, typed, with `service.instance.id` (unless the resource names its own).
+  public static func resource(_ report: CrashReport) -> [OTLPAttribute] {
+    var resource = report.resource.filter { !measuredAtCrash.contains($0.key) }
+    if resource["service.instance.id"] == nil { resource["service.instance.id"] = report.sessionID }
+    return resourceAttributes(resource)
+  }
+
+  /// Resource attributes from strings, typed and sorted by key.
+  public static func resourceAttributes(_ resource: [String: String]) -> [OTLPAttribute] {
+    resource.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, typedValue($0.key, $0.value)) }
+  }
+
+  /// The report's own record; with `withoutAttachmentsOver`, its attachments and trail are left
+  /// out and named in `crumbs.attachments.omitted` (the request would be over that size).
+  func crashRecord(_ report: CrashReport, stored: StoredReport, withoutAttachmentsOver limit: Int? = nil)
+    -> OTLPLogRecord
+  {
     let eventName = report.kind == .nonFatal ? Self.nonFatalEventName : Self.crashEventName
     var attributes: [OTLPAttribute] = [
-      OTLPAttribute("event.name", .string(eventName)),
       OTLPAttribute("exception.type", .string(report.exceptionType)),
       OTLPAttribute("exception.message", .string(report.exceptionMessage)),
       OTLPAttribute("exception.stacktrace", .string(report.exceptionStacktrace)),
@@ -135,6 +242,22 @@ public struct OTLPDestination: ReportDestination {
       let text = CrashReport.otherThreadsText(threads, framesPerThread: Self.framesPerOtherThread)
       if !text.isEmpty { attributes.append(OTLPAttribute("crumbs.threads", .string(text))) }
     }
+    for key in Self.measuredAtCrash.sorted() {
+      if let value = report.resource[key] {
+        attributes.append(OTLPAttribute(key, Self.typedValue(key, value)))
+      }
+    }
+    if let origin = report.traceBreadcrumb {
+      attributes.append(
+        OTLPAttribute(
+          "crumbs.trace.breadcrumb",
+          .keyValueList([
+            OTLPAttribute("thread.id", .int(Int64(origin.threadID))),
+            OTLPAttribute("seq", .int(Int64(origin.threadSequence))),
+            OTLPAttribute("message", .string(origin.message)),
+            OTLPAttribute("time", .string(origin.time)),
+          ])))
+    }
     if !report.frames.isEmpty {
       attributes.append(OTLPAttribute("crumbs.frames", .array(report.frames.map(Self.frameValue))))
     }
@@ -165,14 +288,19 @@ public struct OTLPDestination: ReportDestination {
       attributes.append(OTLPAttribute("crumbs.breadcrumbs.last_message", .string(last)))
     }
     var omitted: [String] = []
+    if let limit {
+      omitted = report.attachments.map { "\($0.name): left out to keep the request under \(limit) bytes" }
+      if breadcrumbsAsLogRecords { omitted.append("breadcrumb records: left out for the same reason") }
+    }
     do {
-      if let trail = try stored.trailAttachment() {
+      if limit == nil, let trail = try stored.trailAttachment() {
         attributes.append(OTLPAttribute(Self.trailAttributeKey, .bytes(trail)))
       }
     } catch {
       omitted.append("\(error)")
     }
-    for attachment in report.attachments where attachment.name != report.breadcrumbs.attachment {
+    for attachment in report.attachments
+    where limit == nil && attachment.name != report.breadcrumbs.attachment {
       if let reason = attachment.omittedReason {
         omitted.append("\(attachment.name): \(reason)")
       } else if attachment.size > maxAttachmentBytes {
@@ -189,16 +317,18 @@ public struct OTLPDestination: ReportDestination {
     if !omitted.isEmpty {
       attributes.append(OTLPAttribute("crumbs.attachments.omitted", .array(omitted.map { .string($0) })))
     }
-    // The app's attributes last; a key this mapping already uses keeps the mapping's value.
+    // The app's attributes last; a key this mapping already uses keeps the mapping's value, and
+    // the trace keys are the record's trace fields.
     let used = Set(attributes.map(\.key))
-    for (key, value) in report.attributes.sorted(by: { $0.key < $1.key }) where !used.contains(key) {
+    for (key, value) in report.attributes.sorted(by: { $0.key < $1.key })
+    where !used.contains(key) && !TraceContext.isReserved(key) {
       attributes.append(OTLPAttribute(key, .string(value)))
     }
     return OTLPLogRecord(
       timeUnixNano: report.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
       severity: report.kind == .nonFatal ? .error : .fatal,
       body: .string(report.exceptionType + ": " + report.exceptionMessage),
-      attributes: attributes, eventName: eventName)
+      attributes: attributes, eventName: eventName, trace: report.trace)
   }
 
   static func frameValue(_ frame: CrashReport.Frame) -> OTLPValue {
@@ -216,7 +346,6 @@ public struct OTLPDestination: ReportDestination {
 
   package static func breadcrumbRecord(_ entry: TrailEntry, report: CrashReport) -> OTLPLogRecord {
     var attributes = [
-      OTLPAttribute("event.name", .string(breadcrumbEventName)),
       OTLPAttribute("session.id", .string(report.sessionID)),
       OTLPAttribute("crumbs.report.id", .string(report.id)),
       OTLPAttribute("thread.id", .int(Int64(entry.thread))),
@@ -224,12 +353,12 @@ public struct OTLPDestination: ReportDestination {
       OTLPAttribute("crumbs.breadcrumb.seq", .int(Int64(entry.seq))),
       OTLPAttribute("crumbs.breadcrumb.type", .string(entry.type)),
     ]
-    if !entry.attributes.isEmpty {
+    let own = entry.attributes.filter { !TraceContext.isReserved($0.key) }
+    if !own.isEmpty {
       attributes.append(
         OTLPAttribute(
           "crumbs.breadcrumb.attributes",
-          .keyValueList(
-            entry.attributes.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) })))
+          .keyValueList(own.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) })))
     }
     if entry.truncated == true {
       attributes.append(OTLPAttribute("crumbs.breadcrumb.truncated", .bool(true)))
@@ -240,6 +369,7 @@ public struct OTLPDestination: ReportDestination {
     return OTLPLogRecord(
       timeUnixNano: entry.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
       severity: OTLPSeverity(breadcrumbLevel: entry.level), body: .string(entry.message),
-      attributes: attributes, eventName: breadcrumbEventName)
+      attributes: attributes, eventName: breadcrumbEventName,
+      trace: TraceContext(attributes: entry.attributes))
   }
 }

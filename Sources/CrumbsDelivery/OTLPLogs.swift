@@ -10,7 +10,9 @@
 //   ResourceLogs:  resource 1, scope_logs 2          Resource: attributes 1
 //   ScopeLogs:     scope 1, log_records 2            InstrumentationScope: name 1, version 2
 //   LogRecord:     time_unix_nano 1 (fixed64), severity_number 2, severity_text 3, body 5,
-//                  attributes 6, observed_time_unix_nano 11 (fixed64), event_name 12
+//                  attributes 6, flags 8 (fixed32), trace_id 9 (16 bytes), span_id 10 (8 bytes),
+//                  observed_time_unix_nano 11 (fixed64), event_name 12
+//                  (OTLP/JSON: traceId and spanId as lowercase hex, not base64)
 //   KeyValue:      key 1, value 2                    ArrayValue / KeyValueList: values 1
 //   AnyValue:      string 1, bool 2, int 3, double 4, array 5, kvlist 6, bytes 7
 // Not signal-safe.
@@ -80,13 +82,16 @@ public struct OTLPLogRecord: Sendable, Equatable {
   public var severity: OTLPSeverity
   public var body: OTLPValue?
   public var attributes: [OTLPAttribute]
-  /// `event_name` (field 12, opentelemetry-proto ≥ 1.5); also sent as the `event.name`
-  /// attribute by the mapping, for collectors built on older protos.
+  /// `event_name` (field 12, opentelemetry-proto ≥ 1.5). Never also sent as the deprecated
+  /// `event.name` attribute.
   public var eventName: String?
+  /// The trace and span the record belongs to (`trace_id`, `span_id`; `flags` carries its trace
+  /// flags in the low byte).
+  public var trace: TraceContext?
 
   public init(
     timeUnixNano: UInt64, observedTimeUnixNano: UInt64, severity: OTLPSeverity, body: OTLPValue?,
-    attributes: [OTLPAttribute], eventName: String?
+    attributes: [OTLPAttribute], eventName: String?, trace: TraceContext? = nil
   ) {
     self.timeUnixNano = timeUnixNano
     self.observedTimeUnixNano = observedTimeUnixNano
@@ -94,6 +99,7 @@ public struct OTLPLogRecord: Sendable, Equatable {
     self.body = body
     self.attributes = attributes
     self.eventName = eventName
+    self.trace = trace
   }
 }
 
@@ -135,6 +141,11 @@ public struct OTLPLogBatch: Sendable, Equatable {
     writer.string(3, record.severity.text)
     if let body = record.body { writer.message(5) { encode(body, into: &$0) } }
     for attribute in record.attributes { writer.message(6) { encode(attribute, into: &$0) } }
+    if let trace = record.trace {
+      writer.fixed32(8, UInt32(trace.flags))
+      writer.bytes(9, trace.traceIDBytes)
+      writer.bytes(10, trace.spanIDBytes)
+    }
     writer.fixed64(11, record.observedTimeUnixNano)
     if let eventName = record.eventName { writer.string(12, eventName) }
   }
@@ -198,6 +209,11 @@ public struct OTLPLogBatch: Sendable, Equatable {
     json.field("severityText", record.severity.text)
     if let body = record.body { json.object("body") { Self.json(body, into: &$0) } }
     json.array("attributes") { Self.json(record.attributes, into: &$0) }
+    if let trace = record.trace {
+      json.field("flags", Int(trace.flags))
+      json.field("traceId", trace.traceID)
+      json.field("spanId", trace.spanID)
+    }
     if let eventName = record.eventName { json.field("eventName", eventName) }
   }
 

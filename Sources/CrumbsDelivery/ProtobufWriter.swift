@@ -57,6 +57,14 @@ package struct ProtobufWriter {
     }
   }
 
+  package mutating func fixed32(_ field: UInt32, _ value: UInt32, always: Bool = false) {
+    guard value != 0 || always else { return }
+    key(field, .fixed32)
+    for shift in stride(from: 0, to: 32, by: 8) {
+      bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift)))
+    }
+  }
+
   package mutating func double(_ field: UInt32, _ value: Double, always: Bool = false) {
     fixed64(field, value.bitPattern, always: always)
   }

@@ -14,18 +14,24 @@
 // processes and within this one; a busy lock means another deliverer is on it), enforce maxRecordCount and
 // maxDatabaseSize (ReportStore.enforceLimits: the store's own eviction order), then for each pending report in retryOrder and each
 // destination not done with it: skip it if not due; stop at the client-side rate limit; count
-// the attempt in delivery.json; send; classify the answer:
+// the attempt in delivery.json; send; ask the destination what the answer means
+// (ReportDestination.verdict(on:to:); the general policy below unless it says otherwise):
 //
 //   2xx                        delivered, if the whole request had been sent; a 2xx that came
-//                              before is retried ("answered before the report was sent")
-//   413                        dropped, never retried ("HTTP 413 …" in dropped.reason)
+//                              before is retried ("answered before the report was sent"). A
+//                              partial success (OTLP) is delivered, never retried, and handed
+//                              to the delegate in DeliveryResult.partialSuccess
 //   429                        destination paused until Retry-After (seconds or HTTP date);
 //                              the attempt is not counted
 //   408, 3xx, 5xx, other,
 //   timeouts, refused,
 //   connection lost            retried after retryInterval·2^(n-1) (capped, with jitter) while
-//                              attempts < retryLimit, then dropped
-//   other 4xx, unencodable     dropped
+//                              attempts < retryLimit, then dropped; never sooner than the
+//                              answer's Retry-After (a 503's)
+//   413, other 4xx,
+//   unencodable                dropped ("HTTP 413 …" in dropped.reason)
+//   OTLP (OTLPDestination)     retries exactly what the OTLP spec calls retryable: 429, 502,
+//                              503, 504 and no answer; every other 4xx and 5xx is dropped
 //
 // When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
 //
@@ -118,11 +124,14 @@ public struct DeliveryResult: Sendable, Equatable, CustomStringConvertible {
   public var attempts: Int
   /// The HTTP status, when the server answered.
   public var status: Int?
+  /// What the server said it rejected from a request it accepted (OTLP partial success).
+  public var partialSuccess: PartialSuccess? = nil
 
   public var description: String {
     let what: String
     switch outcome {
-    case .delivered(let status): what = "delivered (\(status))"
+    case .delivered(let status):
+      what = "delivered (\(status))" + (partialSuccess.map { ", \($0)" } ?? "")
     case .willRetry(let reason, _): what = "will retry: \(reason)"
     case .throttled: what = "throttled (429)"
     case .dropped(let reason): what = "dropped: \(reason)"
@@ -501,42 +510,69 @@ public final class ReportUploader: Sendable {
         result = retryOrDrop(
           id, destination.name, reason: "HTTP \(answer.status) answered before the report was sent",
           status: answer.status, history: &history, now: after)
-      case 200..<300:
-        history.outcome = .delivered
-        history.lastError = nil
-        history.nextAttemptUnixNano = 0
-        result = DeliveryResult(
-          reportID: id, destination: destination.name, outcome: .delivered(status: answer.status),
-          attempts: history.attempts, status: answer.status)
-      case 429:
-        history.attempts -= 1
-        let until = Self.pausedUntil(answer, now: after, default: settings.defaultRetryAfter)
-        history.nextAttemptUnixNano = until
-        history.lastError = "HTTP 429"
-        state.withLock {
-          if until >= $0.pausedUntil[destination.name] ?? 0 {
-            $0.pausedUntil[destination.name] = until
-            $0.pausedAt[destination.name] = after
-          }
-        }
-        result = DeliveryResult(
-          reportID: id, destination: destination.name, outcome: .throttled(untilUnixNano: until),
-          attempts: history.attempts, status: 429)
-      case 408, 500..<600, 100..<200, 300..<400:
-        result = retryOrDrop(
-          id, destination.name, reason: "HTTP \(answer.status)", status: answer.status, history: &history,
-          now: after)
       default:
-        // 413 and every other 4xx: the same bytes will be refused again.
-        let reason = redactor.redact("HTTP \(answer.status)" + Self.excerpt(answer.body))
-        history.outcome = .dropped
-        history.lastError = reason
-        result = DeliveryResult(
-          reportID: id, destination: destination.name, outcome: .dropped(reason: reason),
-          attempts: history.attempts, status: answer.status)
+        result = outcome(
+          of: answer, verdict: destination.verdict(on: answer, to: request), id: id,
+          destination: destination.name, redactor: redactor, history: &history, now: after)
       }
       delegate?.serverDidRespond(result)
       return result
+    }
+  }
+
+  /// What `verdict` on `answer` does to the report's history at this destination.
+  private func outcome(
+    of answer: HTTPResponse, verdict: AnswerVerdict, id: String, destination: String, redactor: Redactor,
+    history: inout DeliveryState.Destination, now: UInt64
+  ) -> DeliveryResult {
+    let status = answer.status
+    switch verdict {
+    case .delivered(let partial):
+      history.outcome = .delivered
+      history.lastError = partial.map { redactor.redact($0.description) }
+      history.nextAttemptUnixNano = 0
+      var result = DeliveryResult(
+        reportID: id, destination: destination, outcome: .delivered(status: status),
+        attempts: history.attempts, status: status)
+      result.partialSuccess = partial.map {
+        PartialSuccess(rejected: $0.rejected, message: redactor.redact($0.message))
+      }
+      return result
+    case .throttled:
+      history.attempts -= 1
+      let until = Self.pausedUntil(answer, now: now, default: settings.defaultRetryAfter)
+      history.nextAttemptUnixNano = until
+      history.lastError = "HTTP \(status)"
+      state.withLock {
+        if until >= $0.pausedUntil[destination] ?? 0 {
+          $0.pausedUntil[destination] = until
+          $0.pausedAt[destination] = now
+        }
+      }
+      return DeliveryResult(
+        reportID: id, destination: destination, outcome: .throttled(untilUnixNano: until),
+        attempts: history.attempts, status: status)
+    case .retry:
+      var result = retryOrDrop(
+        id, destination, reason: "HTTP \(status)", status: status, history: &history, now: now)
+      // A server that says when to come back (503 with Retry-After) is not asked sooner.
+      if case .willRetry(let reason, let next) = result.outcome, next != 0,
+        answer.headers["retry-after"] != nil
+      {
+        let asked = Self.pausedUntil(answer, now: now, default: 0)
+        if asked > next {
+          history.nextAttemptUnixNano = asked
+          result.outcome = .willRetry(reason: reason, nextAttemptUnixNano: asked)
+        }
+      }
+      return result
+    case .dropped(let given):
+      let reason = redactor.redact("HTTP \(status)" + (given.map { ": " + $0 } ?? Self.excerpt(answer.body)))
+      history.outcome = .dropped
+      history.lastError = reason
+      return DeliveryResult(
+        reportID: id, destination: destination, outcome: .dropped(reason: reason),
+        attempts: history.attempts, status: status)
     }
   }
 
@@ -609,7 +645,8 @@ public final class ReportUploader: Sendable {
   /// under the clock as it reads now (see the file comment); true when it changed.
   func rescheduleUnderClock(_ history: inout DeliveryState.Destination, now: UInt64) -> Bool {
     guard history.nextAttemptUnixNano != 0 || history.lastAttemptUnixNano != nil else { return false }
-    // After a 429 the wait is the server's (up to a day); otherwise the backoff's.
+    // After a 429 the wait is the server's (up to a day); otherwise the backoff's (a 503's
+    // Retry-After read back from here is held to it too).
     let cap = max(settings.maxRetryInterval, history.lastStatus == 429 ? Self.maxRetryAfter : 0)
     let (last, next) = Self.rescheduled(
       next: history.nextAttemptUnixNano, last: history.lastAttemptUnixNano, now: now, cap: cap)

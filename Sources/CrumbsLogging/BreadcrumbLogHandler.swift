@@ -4,9 +4,13 @@
 //   BreadcrumbLogHandler(label:)                  or LoggingSystem.bootstrap(BreadcrumbLogHandler.init)
 //                                                 or inside MultiplexLogHandler next to a printing handler
 //   log(event:)  (swift-log calls it)             level mapped, ring filters checked first, then one
-//                                                 append: message, `category` = label, metadata
-//                                                 (handler < provider < event, flattened to strings),
-//                                                 `error`, and optionally `source`/`file`/`line`
+//                                                 append: message, `category` = label, the trace
+//                                                 (`trace_id`, `span_id`, `trace_flags`, as
+//                                                 swift-otel's metadata provider sets them) right
+//                                                 after it, so the slot's attribute limit never cuts
+//                                                 it, then metadata (handler < provider < event,
+//                                                 flattened to strings), `error`, and optionally
+//                                                 `source`/`file`/`line`
 //
 // Cost: no lock, no system call, no formatting of a time stamp; the handler's own metadata is
 // flattened once when it is set, not per event; `.string` values are copied straight from their
@@ -22,7 +26,10 @@ import Logging
 /// Levels: trace/debug → debug, info/notice → info, warning → warning, error → error,
 /// critical → fatal. The logger's label is the `category` attribute; metadata becomes attributes
 /// (nested dictionaries as `key.sub`, arrays as `[a, b]`); a slot keeps at most 16 attributes and
-/// cuts what does not fit (the breadcrumb is then flagged truncated).
+/// cuts what does not fit (the breadcrumb is then flagged truncated). The trace metadata a
+/// tracing metadata provider adds (`trace_id`, `span_id`, `trace_flags`: swift-otel's
+/// `Logger.MetadataProvider.otel`) is written first, so a breadcrumb made inside a span always
+/// names it, and a crash report can name the crashing thread's last span.
 ///
 /// Use it alone (`LoggingSystem.bootstrap { BreadcrumbLogHandler(label: $0) }`) or with another
 /// handler: `MultiplexLogHandler([StreamLogHandler.standardError(label: label),
@@ -38,11 +45,16 @@ public struct BreadcrumbLogHandler: LogHandler {
   public var metadataProvider: Logger.MetadataProvider?
 
   public var metadata: Logger.Metadata {
-    didSet { flattenedMetadata = Self.flatten(metadata) }
+    didSet {
+      flattenedMetadata = Self.flatten(metadata)
+      hasTraceMetadata = flattenedMetadata.contains { TraceContext.isReserved($0.key) }
+    }
   }
 
   /// `metadata` flattened to string pairs, kept so events do not redo it.
   private var flattenedMetadata: [(key: String, value: String)] = []
+  /// Whether `metadata` holds a trace key (set with it, so events without one skip the search).
+  private var hasTraceMetadata = false
 
   /// A handler for `label` writing to `target`, recording events of `logLevel` and above.
   public init(
@@ -73,12 +85,28 @@ public struct BreadcrumbLogHandler: LogHandler {
     }
   }
 
+  /// The trace keys, in the order written.
+  private static let traceKeys = [TraceContext.traceIDKey, TraceContext.spanIDKey, TraceContext.flagsKey]
+
   public func log(event: LogEvent) {
     let level = Self.breadcrumbLevel(event.level)
     guard target.accepts(level: level, type: .log) else { return }
     let eventMetadata = event.metadata
     let provided = metadataProvider?.get()
+    // The trace, event over provider over handler; looked up only where there is metadata.
+    var trace: [(key: String, value: String)] = []
+    if eventMetadata != nil || provided != nil || hasTraceMetadata {
+      for key in Self.traceKeys {
+        if let value = eventMetadata?[key] ?? provided?[key] {
+          trace.append((key, Self.text(value)))
+        } else if hasTraceMetadata, let pair = flattenedMetadata.first(where: { $0.key == key }) {
+          trace.append(pair)
+        }
+      }
+    }
+    let traced = !trace.isEmpty
     var attributeBytes = 10 + label.utf8.count
+    for pair in trace { attributeBytes &+= 2 &+ pair.key.utf8.count &+ pair.value.utf8.count }
     for pair in flattenedMetadata { attributeBytes &+= 2 &+ pair.key.utf8.count &+ pair.value.utf8.count }
     if let eventMetadata {
       for (key, value) in eventMetadata {
@@ -88,17 +116,23 @@ public struct BreadcrumbLogHandler: LogHandler {
     target.compose(event.message.description, level: level, type: .log, attributeBytes: attributeBytes) {
       writer in
       writer.add("category", label)
+      for pair in trace { writer.add(pair.key, pair.value) }
       for pair in flattenedMetadata
-      where eventMetadata?[pair.key] == nil && provided?[pair.key] == nil {
+      where eventMetadata?[pair.key] == nil && provided?[pair.key] == nil
+        && !(traced && TraceContext.isReserved(pair.key))
+      {
         writer.add(pair.key, pair.value)
       }
       if let provided {
-        for (key, value) in provided where eventMetadata?[key] == nil {
+        for (key, value) in provided
+        where eventMetadata?[key] == nil && !(traced && TraceContext.isReserved(key)) {
           Self.add(key, value, to: &writer)
         }
       }
       if let eventMetadata {
-        for (key, value) in eventMetadata { Self.add(key, value, to: &writer) }
+        for (key, value) in eventMetadata where !(traced && TraceContext.isReserved(key)) {
+          Self.add(key, value, to: &writer)
+        }
       }
       if let error = event.error { writer.add("error", String(describing: error)) }
       if includesSourceLocation {
@@ -118,6 +152,15 @@ public struct BreadcrumbLogHandler: LogHandler {
     case .stringConvertible(let convertible): writer.add(key, convertible.description)
     case .dictionary, .array:
       for pair in flatten([key: value]) { writer.add(pair.key, pair.value) }
+    }
+  }
+
+  /// A metadata value as one string (nested values flattened as `flatten` does).
+  private static func text(_ value: Logger.Metadata.Value) -> String {
+    switch value {
+    case .string(let text): text
+    case .stringConvertible(let convertible): convertible.description
+    case .dictionary, .array: flatten(["": value]).map(\.value).joined(separator: ", ")
     }
   }
 

@@ -41,7 +41,7 @@ import Testing
     let crash = try #require(records.first)
     let attributes = try #require(crash["attributes"] as? [String: Any])
     #expect(crash["event_name"] as? String == "device.crash")
-    #expect(attributes["event.name"] as? String == "device.crash")
+    #expect(attributes["event.name"] == nil)
     #expect(crash["severity_number"] as? Int == 21)
     #expect(crash["time_unix_nano"] as? String == String(report.timeUnixNano))
     #expect(crash["observed_time_unix_nano"] as? String == String(report.observedTimeUnixNano))

@@ -88,7 +88,8 @@ import Testing
     defer { early.stop() }
     let clock = ManualClock()
     let delegate = RecordingDelegate()
-    let destination = OTLPDestination(endpoint: early.baseURL, maxAttachmentBytes: 64 << 20)
+    var destination = OTLPDestination(endpoint: early.baseURL, maxAttachmentBytes: 64 << 20)
+    destination.maxRequestBytes = 64 << 20  // the report whole, over the 16 MiB default
     let uploader = ReportUploader(
       store: fixture.store, destinations: [destination], settings: settings(), delegate: delegate,
       clock: { clock.now() }, random: { 0 })
@@ -109,9 +110,9 @@ import Testing
     let healthy = try LoopbackHTTPServer(status: 200)
     defer { healthy.stop() }
     clock.advance(seconds: 10)
+    destination.endpoint = healthy.baseURL
     let retry = ReportUploader(
-      store: fixture.store,
-      destinations: [OTLPDestination(endpoint: healthy.baseURL, maxAttachmentBytes: 64 << 20)],
+      store: fixture.store, destinations: [destination],
       settings: settings(), clock: { clock.now() })
     #expect(retry.deliverPendingNow().finished.map(\.state) == [.sent])
     #expect(healthy.requests.first?.body.count ?? 0 > 16 << 20)
@@ -124,10 +125,9 @@ import Testing
     try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
     let server = try LoopbackHTTPServer { _, _ in .answerBeforeReading(413) }
     defer { server.stop() }
-    let uploader = ReportUploader(
-      store: fixture.store,
-      destinations: [OTLPDestination(endpoint: server.baseURL, maxAttachmentBytes: 64 << 20)],
-      settings: settings())
+    var destination = OTLPDestination(endpoint: server.baseURL, maxAttachmentBytes: 64 << 20)
+    destination.maxRequestBytes = 64 << 20
+    let uploader = ReportUploader(store: fixture.store, destinations: [destination], settings: settings())
     let pass = uploader.deliverPendingNow()
     #expect(pass.results.map(\.outcome) == [.dropped(reason: "HTTP 413")])
     #expect(pass.finished.map(\.state) == [.dropped])

@@ -19,7 +19,7 @@ import Testing
   @Test func attemptCountsSurviveARestart() throws {
     let fixture = try ReportFixture()
     let failing = Mutex(true)
-    let server = try LoopbackHTTPServer { _, _ in failing.withLock { $0 } ? .respond(500) : .respond(204) }
+    let server = try LoopbackHTTPServer { _, _ in failing.withLock { $0 } ? .respond(503) : .respond(204) }
     defer { server.stop() }
     let clock = ManualClock()
     func makeUploader() throws -> ReportUploader {
@@ -37,7 +37,7 @@ import Testing
     try #require(restarted.deliverPendingNow().results.count == 1)
     let state = try fixture.store.load(id: fixture.ids[0]).deliveryState().destinations["otlp"]
     #expect(state?.attempts == 2)
-    #expect(state?.lastError == "HTTP 500")
+    #expect(state?.lastError == "HTTP 503")
     #expect(state?.nextAttemptUnixNano == clock.now() + 20_000_000_000)
 
     failing.withLock { $0 = false }
@@ -89,7 +89,7 @@ import Testing
     let server = try LoopbackHTTPServer { _, _ in
       count.withLock {
         $0 += 1; return $0 == 1
-      } ? .respond(500) : .respond(200)
+      } ? .respond(503) : .respond(200)
     }
     defer { server.stop() }
     let clock = ManualClock()
@@ -99,7 +99,7 @@ import Testing
       clock: { clock.now() })
     #expect(
       uploader.deliverPendingNow().results.first?.outcome
-        == .willRetry(reason: "HTTP 500", nextAttemptUnixNano: 0))
+        == .willRetry(reason: "HTTP 503", nextAttemptUnixNano: 0))
     clock.advance(seconds: 86_400)
     #expect(uploader.deliverPendingNow().results.isEmpty)
     let nextLaunch = ReportUploader(

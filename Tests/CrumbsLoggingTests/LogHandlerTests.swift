@@ -131,4 +131,46 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     #expect(attributes(crumbs.last)["tenant"] == "from-event")
     #expect(crumbs.last?.attributes.filter { $0.key == "tenant" }.count == 1)
   }
+
+  /// swift-otel's metadata provider names the current span `trace_id`, `span_id` and
+  /// `trace_flags`: they come right after the category, so the slot's 16-attribute limit never
+  /// cuts them, whatever else the logger carries; and they read back as the breadcrumb's trace.
+  @Test func theTraceFromAMetadataProviderSurvivesAFullSlot() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+    defer { ring.close() }
+    let provider = Logger.MetadataProvider {
+      ["trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "trace_flags": "1"]
+    }
+    var logger = Logger(label: "app") {
+      BreadcrumbLogHandler(label: $0, target: .ring(ring), metadataProvider: provider)
+    }
+    for index in 0..<20 { logger[metadataKey: "key\(index)"] = "value \(index)" }
+    logger.info("inside a span", metadata: ["event": "e"])
+    logger.info("the event's own span wins", metadata: ["span_id": "b7ad6b7169203331"])
+
+    let crumbs = ring.snapshot().breadcrumbs
+    let first = try #require(crumbs.first)
+    #expect(first.attributesTruncated)
+    #expect(first.attributes.prefix(4).map(\.key) == ["category", "trace_id", "span_id", "trace_flags"])
+    let trace = TraceContext(attributes: attributes(first))
+    #expect(
+      trace == TraceContext(traceID: "4bf92f3577b34da6a3ce929d0e0e4736", spanID: "00f067aa0ba902b7", flags: 1)
+    )
+    let second = try #require(crumbs.last)
+    #expect(TraceContext(attributes: attributes(second))?.spanID == "b7ad6b7169203331")
+    #expect(second.attributes.filter { $0.key == "span_id" }.count == 1)
+  }
+
+  /// Without trace metadata nothing changes: no trace keys appear.
+  @Test func eventsOutsideASpanCarryNoTrace() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+    defer { ring.close() }
+    let logger = Logger(label: "app") { BreadcrumbLogHandler(label: $0, target: .ring(ring)) }
+    logger.info("plain", metadata: ["k": "v"])
+    let crumb = try #require(ring.snapshot().breadcrumbs.first)
+    #expect(attributes(crumb) == ["category": "app", "k": "v"])
+    #expect(TraceContext(attributes: attributes(crumb)) == nil)
+  }
 }

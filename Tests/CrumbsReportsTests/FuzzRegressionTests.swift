@@ -63,6 +63,16 @@ import Testing
       #expect(until >= now && (now > .max - day || until - now <= day), "\(value.debugDescription)")
     }
     _ = ReportUploader.excerpt(Array(bytes))
+    // The body as an OTLP collector's answer (partial success, google.rpc.Status): never traps.
+    let otlp = OTLPDestination(endpoint: "http://127.0.0.1:9")
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: otlp.logsURL, headers: [], body: [], itemCount: 3)
+    for type in ["application/x-protobuf", "application/json"] {
+      _ = otlp.verdict(
+        on: HTTPResponse(status: 200, headers: ["Content-Type": type], body: Array(bytes)), to: request)
+      _ = otlp.verdict(
+        on: HTTPResponse(status: 400, headers: ["Content-Type": type], body: Array(bytes)), to: request)
+    }
     return .parsedRetryAfter(
       nanoseconds: ReportUploader.retryAfter(value, now: 1_795_320_611_123_456_789, default: 60))
   }

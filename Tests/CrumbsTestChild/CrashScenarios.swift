@@ -262,6 +262,31 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
       crumbs_test_null_deref()
     }
   },
+  // The crashing thread's last traced breadcrumb names the report's span (CrashReport.trace):
+  // not the crasher's later untraced one, nor another thread's later span.
+  "traced-crash": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    addBreadcrumb(
+      "handling request", level: .info,
+      attributes: [
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "trace_flags": "1",
+      ])
+    addBreadcrumb("untraced step", level: .info)
+    let other = StartedThreads()
+    spawnThread {
+      addBreadcrumb(
+        "other request", level: .info,
+        attributes: [
+          "trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331", "trace_flags": "0",
+        ])
+      other.arrive()
+      while true { pause() }
+    }
+    other.wait(for: 1)
+    print("thread \(crumbs_test_gettid())")
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
   "two-threads": crashing { _ in
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     armAndFlush()

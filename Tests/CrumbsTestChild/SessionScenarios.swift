@@ -124,6 +124,36 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 71
   },
 
+  // client-otel-env DIR: a client configured by the OTEL_* variables of its environment alone
+  // (the test sets them): waits for its start-up work, prints "problem TEXT" for each problem,
+  // records a breadcrumb in a span (trace_id/span_id attributes) and sends a non-fatal report
+  // in it, waits (up to 60 s) until that report was delivered (prints "sent yes" or "sent no"),
+  // then prints "crashing" and dereferences null on the same thread.
+  "client-otel-env": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    client.waitForPreviousSessions()
+    for problem in client.problems { print("problem \(problem)") }
+    let span = [
+      "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "trace_flags": "1",
+    ]
+    client.addBreadcrumb(
+      "handling request", attributes: BreadcrumbAttributes(span.map { ($0.key, $0.value) }))
+    guard let report = client.send(message: "card declined", attributes: span) else { return 1 }
+    var sent = false
+    for _ in 0..<600 where !sent {
+      sent = client.store.list(.sent).reports.contains { $0.report.id == report.report.id }
+      if !sent { usleep(100_000) }
+    }
+    print("sent \(sent ? "yes" : "no")")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+
   // client-handler-replaced DIR crash|exit: starts a client (app version "1.0") and waits for
   // its background start-up work; then another handler takes a crash signal.
   //   crash: SIGSEGV is set back to SIG_DFL (a library that does not chain); with the memory

@@ -20,17 +20,31 @@ package func testTool(_ name: String) -> String {
 }
 
 /// Runs Tests/Tools/decode_otlp.py on a captured body; returns its JSON.
-package func decodeOTLP(_ body: [UInt8], json: Bool = false) throws -> [String: Any] {
+package func decodeOTLP(_ body: [UInt8], json: Bool = false, gzip: Bool = false) throws -> [String: Any] {
   let directory = TestDirectory()
   let file = directory.file("body.bin")
   try Data(body).write(to: URL(fileURLWithPath: file))
   let child = try ChildProcess(
-    "/usr/bin/env", ["python3", testTool("decode_otlp.py"), file] + (json ? ["--json"] : []))
+    "/usr/bin/env",
+    ["python3", testTool("decode_otlp.py"), file] + (json ? ["--json"] : []) + (gzip ? ["--gzip"] : []))
   let output = child.readRemaining()
   child.wait()
   try #require(
     child.exitCode == 0, "decode_otlp.py failed (is opentelemetry-proto installed? `make test` installs it)")
   return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
+}
+
+/// An `ExportLogsServiceResponse` with a partial success, made by the official classes (binary,
+/// or OTLP/JSON), as a collector would answer.
+package func otlpPartialSuccessBody(rejected: Int, message: String, json: Bool = false) throws -> [UInt8] {
+  let child = try ChildProcess(
+    "/usr/bin/env",
+    ["python3", testTool("decode_otlp.py"), "--partial-success", String(rejected), message]
+      + (json ? ["--json"] : []))
+  let output = child.readToEnd(timeoutMilliseconds: 60_000)
+  child.wait()
+  try #require(child.exitCode == 0, "decode_otlp.py --partial-success failed")
+  return output
 }
 
 /// `lz4 -dc FILE` through the real CLI.

@@ -27,6 +27,8 @@ package final class LoopbackHTTPServer: Sendable {
   package enum Behaviour: Sendable {
     /// Answer with a status (and headers, body).
     case respond(Int, headers: [String: String] = [:], body: String = "")
+    /// Answer with a status, headers and a binary body (a protobuf response).
+    case respondBytes(Int, headers: [String: String], body: [UInt8])
     /// Wait (without answering) until the server stops or `seconds` pass, then answer 200.
     case stall(seconds: Double)
     /// Read the headers and `bytes` of the body, then close the connection (a server that dies
@@ -212,6 +214,10 @@ package final class LoopbackHTTPServer: Sendable {
     switch behaviour {
     case .respond(let status, let extra, let body):
       answer(fd, status: status, headers: extra, body: body)
+    case .respondBytes(let status, let extra, let body):
+      var text = "HTTP/1.1 \(status) Status\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
+      for (name, value) in extra { text += "\(name): \(value)\r\n" }
+      write(fd, Array((text + "\r\n").utf8)[...] + body[...])
     case .stall(let seconds):
       _ = stopping.wait(timeout: .now() + seconds)
       answer(fd, status: 200, headers: [:], body: "")

@@ -2,26 +2,36 @@
 """Decode a captured OTLP/HTTP logs body with the official protobuf classes (PyPI
 `opentelemetry-proto`) and print it as JSON for DeliveryTests.
 
-Usage: decode_otlp.py BODY_FILE [--json]
+Usage: decode_otlp.py BODY_FILE [--json] [--gzip]
+       decode_otlp.py --partial-success REJECTED MESSAGE [--json]
   BODY_FILE  the request body as the server received it
   --json     the body is OTLP/JSON (parsed with google.protobuf.json_format into the same message)
+  --gzip     the body is gzip-compressed (Content-Encoding: gzip): gunzipped first
+  --partial-success  prints (to stdout, raw) an ExportLogsServiceResponse whose partial_success
+             rejected REJECTED records with MESSAGE, as a collector answers: binary, or
+             OTLP/JSON with --json
 
 Output: one JSON object
   {"records": [{"time_unix_nano", "observed_time_unix_nano", "severity_number", "severity_text",
-                "event_name", "body", "attributes": {key: value}}],
+                "event_name", "body", "attributes": {key: value}, "trace_id" (hex, "" when
+                unset), "span_id" (hex), "flags"}],
    "resource": {key: value}, "scope": {"name", "version"},
    "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>",
    "trail_error": "<what `lz4 -d` said, when it could not decompress that attribute>"}
 Attribute values: strings/ints/bools/doubles as JSON, bytes as {"bytes_len": n}, arrays as lists,
 kvlists as objects. Exit status 2 when the module is missing (run `make test` to install it).
 """
+import base64
 import json
 import subprocess
 import sys
 
 try:
     from google.protobuf import json_format
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+        ExportLogsServiceResponse,
+    )
 except ImportError as error:  # pragma: no cover
     print(f"decode_otlp.py: {error}; install with: python3 -m pip install opentelemetry-proto", file=sys.stderr)
     sys.exit(2)
@@ -47,12 +57,33 @@ def value(any_value):
 
 
 def main():
+    if sys.argv[1] == "--partial-success":
+        response = ExportLogsServiceResponse()
+        response.partial_success.rejected_log_records = int(sys.argv[2])
+        response.partial_success.error_message = sys.argv[3]
+        if "--json" in sys.argv[4:]:
+            sys.stdout.write(json_format.MessageToJson(response))
+        else:
+            sys.stdout.buffer.write(response.SerializeToString())
+        return
     path = sys.argv[1]
     with open(path, "rb") as f:
         body = f.read()
+    if "--gzip" in sys.argv[2:]:
+        import gzip
+        body = gzip.decompress(body)
     request = ExportLogsServiceRequest()
     if "--json" in sys.argv[2:]:
-        json_format.Parse(body.decode("utf-8"), request)
+        # OTLP/JSON spells traceId and spanId in hex, not proto3 JSON's base64 (OTLP spec,
+        # "JSON Protobuf Encoding"): turned into base64 first, as collectors do.
+        document = json.loads(body.decode("utf-8"))
+        for resource_logs in document.get("resourceLogs", []):
+            for scope_logs in resource_logs.get("scopeLogs", []):
+                for record in scope_logs.get("logRecords", []):
+                    for key in ("traceId", "spanId"):
+                        if key in record:
+                            record[key] = base64.b64encode(bytes.fromhex(record[key])).decode("ascii")
+        json_format.ParseDict(document, request)
     else:
         request.ParseFromString(body)
     out = {"records": [], "resource": {}, "scope": {}, "trail_jsonl": None}
@@ -75,6 +106,9 @@ def main():
                     "event_name": record.event_name,
                     "body": value(record.body),
                     "attributes": attributes,
+                    "trace_id": record.trace_id.hex(),
+                    "span_id": record.span_id.hex(),
+                    "flags": int(record.flags),
                 })
     if trail is not None:
         lz4 = subprocess.run(["lz4", "-dc"], input=trail, capture_output=True)

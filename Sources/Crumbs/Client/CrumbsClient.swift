@@ -140,6 +140,8 @@ public final class CrumbsClient: @unchecked Sendable {
   private let previousSessionsDone = DispatchSemaphore(value: 0)
   private let bridge: UploaderBridge
   private let liveSymbolicator: LiveSymbolicator
+  /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
+  private let otel: OTLPEnvironment
 
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
@@ -202,9 +204,8 @@ public final class CrumbsClient: @unchecked Sendable {
         metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
-    let destinations = configuration.destinations.map {
-      $0.destination(maxAttachmentBytes: configuration.attachmentSizeLimit)
-    }
+    otel = OTLPEnvironment(configuration.environment ?? ProcessInfo.processInfo.environment)
+    let destinations = configuration.resolvedDestinations(otel)
     uploader =
       destinations.isEmpty
       ? nil
@@ -212,6 +213,7 @@ public final class CrumbsClient: @unchecked Sendable {
         store: store, destinations: destinations, settings: configuration.database,
         transport: URLSessionTransport(timeout: configuration.requestTimeout), delegate: bridge)
     bridge.client = self
+    if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     // The session file before the crash handler: a crash from now on is reported with it.
     writeSessionFile()
     if !Self.persistedEnabled(configuration.directory) {
@@ -255,6 +257,7 @@ public final class CrumbsClient: @unchecked Sendable {
       // What start left for here: the ring's cgroup facts and the alternate stacks' guards.
       ring.recordCgroup()
       CrashHandler.guardAlternateStacks()
+      recordSessionResource()
       if isEnabled { startAutomaticBreadcrumbs() }
       processPreviousSessions()
       noteReplacedCrashSignals()
@@ -266,6 +269,26 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     // Without a thread (the process is out of them), the work runs here rather than not at all.
     do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
+  }
+
+  /// Records the session's resource in the session file (off the caller's thread of `start`: it
+  /// reads /etc/os-release, /proc/meminfo and the executable's build ID note), so that a crash
+  /// is reported with the machine and parent it had, not those of the launch that reads it.
+  private func recordSessionResource() {
+    let resource = measuredResource()
+    updateSessionFile { $0.resource = resource }
+  }
+
+  /// The machine's facts, the parent process, the executable's build ID, and the OTEL_*
+  /// environment's resource over them (code's `appName` over that).
+  private func measuredResource() -> [String: String] {
+    var resource = ProcessAttributes.machine()
+    if !configuration.reportsHostName { resource[ProcessAttributes.hostNameKey] = nil }
+    resource["process.parent_pid"] = String(getppid())
+    if let executable = CurrentProcessModules.list().first, !executable.buildID.isEmpty {
+      resource["process.executable.build_id.gnu"] = executable.buildIDHex
+    }
+    return resource.merging(otel.resource(appName: configuration.appName)) { _, environment in environment }
   }
 
   /// Starts memory-pressure and signal breadcrumbs (not the start breadcrumb, nor the exit hook:
@@ -324,6 +347,7 @@ public final class CrumbsClient: @unchecked Sendable {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.symbolicatorOptions = configuration.symbolication
     processor.reportsAbnormalTerminations = configuration.detectOOM
+    processor.reportsHostName = configuration.reportsHostName
     processor.attachmentSizeLimit = configuration.attachmentSizeLimit
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
@@ -374,16 +398,15 @@ public final class CrumbsClient: @unchecked Sendable {
   /// consent handler is set). Runs on the background thread; returns how many were delivered.
   @discardableResult
   func deliverSessionSummaries() -> Int {
-    let otlp = configuration.destinations.compactMap {
-      $0.destination(maxAttachmentBytes: configuration.attachmentSizeLimit) as? OTLPDestination
-    }
+    let otlp = uploader?.destinations.compactMap { $0 as? OTLPDestination } ?? []
     guard let uploader, !otlp.isEmpty, isEnabled else { return 0 }
     if state.withLock({ $0.consentHandler }) != nil && !hasStandingConsent { return 0 }
     return SessionSummaryQueue.deliver(
       directory: configuration.directory, destinations: otlp,
       resource: ProcessAttributes.resource(
         pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
-        appVersion: configuration.appVersion),
+        appVersion: configuration.appVersion
+      ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured },
       transport: uploader.transport)
   }
 
@@ -614,14 +637,16 @@ public final class CrumbsClient: @unchecked Sendable {
     var addresses = [UInt64](repeating: 0, count: 128)
     let count = Int(crumbs_capture_current_stack(&addresses, UInt32(addresses.count)))
     addresses.removeSubrange(count...)
-    let (globalAttributes, globalFiles) = session.withLock {
-      ($0.metadata.attributes, $0.metadata.attachments)
+    let (globalAttributes, globalFiles, recorded) = session.withLock {
+      ($0.metadata.attributes, $0.metadata.attachments, $0.metadata.resource)
     }
     let delegate = state.withLock { $0.delegate }
-    let builder = NonFatalReportBuilder(
+    var builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
       attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
+    builder.sessionResource = recorded ?? measuredResource()
+    builder.omitsHostName = !configuration.reportsHostName
     let (report, files) = builder.build(
       type: type, message: message, addresses: addresses, attachmentPaths: globalFiles + extraFiles)
     if let delegate, !delegate.shouldProcess(report) { return nil }

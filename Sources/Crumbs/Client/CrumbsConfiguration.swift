@@ -4,10 +4,13 @@
 /// Where reports go.
 public enum CrumbsDestination: Sendable {
   /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`, as binary protobuf (the default) or
-  /// OTLP/JSON (`encoding: .json`). Headers marked secret never appear in reports, logs or errors.
+  /// OTLP/JSON (`encoding: .json`), gzip-compressed with `compression: .gzip`. Headers marked
+  /// secret never appear in reports, logs or errors. What is left unset here (headers it does
+  /// not name, compression) comes from the OTEL_EXPORTER_OTLP_* variables (see
+  /// `CrumbsConfiguration.environment`).
   case otlp(
     endpoint: String, headers: [HTTPHeader] = [], breadcrumbsAsLogRecords: Bool = false,
-    encoding: OTLPDestination.Encoding = .protobuf)
+    encoding: OTLPDestination.Encoding = .protobuf, compression: OTLPDestination.Compression? = nil)
   /// Backtrace: `{endpoint}/post?format=json&token=TOKEN` (the token is a secret).
   case backtrace(endpoint: String, token: String)
   /// Backtrace with a full submission URL (token inside it).
@@ -15,11 +18,15 @@ public enum CrumbsDestination: Sendable {
 
   func destination(maxAttachmentBytes: Int) -> any ReportDestination {
     switch self {
-    case .otlp(let endpoint, let headers, let breadcrumbsAsLogRecords, let encoding):
-      OTLPDestination(
-        endpoint: endpoint, headers: headers, encoding: encoding,
-        breadcrumbsAsLogRecords: breadcrumbsAsLogRecords,
-        maxAttachmentBytes: maxAttachmentBytes)
+    case .otlp(let endpoint, let headers, let breadcrumbsAsLogRecords, let encoding, let compression):
+      {
+        var destination = OTLPDestination(
+          endpoint: endpoint, headers: headers, encoding: encoding,
+          breadcrumbsAsLogRecords: breadcrumbsAsLogRecords,
+          maxAttachmentBytes: maxAttachmentBytes)
+        destination.compression = compression ?? .none
+        return destination
+      }()
     case .backtrace(let endpoint, let token):
       BacktraceDestination(endpoint: endpoint, token: token, maxAttachmentBytes: maxAttachmentBytes)
     case .backtraceSubmissionURL(let url):
@@ -64,6 +71,10 @@ public struct CrumbsConfiguration: Sendable {
   /// Largest attachment accepted (in non-fatal reports, and when the next launch copies a crashed
   /// session's attachments into its report); larger ones are left out and the report says so.
   public var attachmentSizeLimit = 7 * 1024 * 1024
+  /// Whether reports and session summaries name the machine (`host.name`, and Backtrace's
+  /// `hostname` made from it). False keeps the host name out of everything Crumbs stores and
+  /// sends, crash reports made by the next launch included.
+  public var reportsHostName = true
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()
@@ -77,7 +88,36 @@ public struct CrumbsConfiguration: Sendable {
   /// symbols of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
   public var symbolication = PostMortemProcessor.defaultSymbolication
 
+  /// The environment the OpenTelemetry variables are read from (nil: the process's). Honoured:
+  /// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT and
+  /// _LOGS_ENDPOINT, _HEADERS and _LOGS_HEADERS, _PROTOCOL (http/protobuf, http/json),
+  /// _COMPRESSION (gzip), _TIMEOUT (ms); see OTLPEnvironment. Configuration in code wins: an
+  /// endpoint from the environment adds an OTLP destination only when `destinations` has none,
+  /// and `appName` wins over OTEL_SERVICE_NAME. A malformed value is ignored and named in the
+  /// client's `problems`. `[:]` ignores the environment.
+  public var environment: [String: String]?
+
   public init(directory: String) {
     self.directory = directory
+  }
+
+  /// The destinations to deliver to: `destinations`, each filled in from `otel` where the code
+  /// left it unset, or the one `otel` names when the code configured no OTLP destination.
+  func resolvedDestinations(_ otel: OTLPEnvironment) -> [any ReportDestination] {
+    var resolved: [any ReportDestination] = []
+    var hasOTLP = false
+    for configured in destinations {
+      let destination = configured.destination(maxAttachmentBytes: attachmentSizeLimit)
+      if case .otlp(_, _, _, _, let compression) = configured, let otlp = destination as? OTLPDestination {
+        hasOTLP = true
+        resolved.append(otel.apply(to: otlp, compressionSetInCode: compression != nil))
+      } else {
+        resolved.append(destination)
+      }
+    }
+    if !hasOTLP, let fromEnvironment = otel.destination(maxAttachmentBytes: attachmentSizeLimit) {
+      resolved.append(fromEnvironment)
+    }
+    return resolved
   }
 }

@@ -102,7 +102,7 @@ enum SessionSummaryQueue {
         continue
       }
       let batch = OTLPLogBatch(
-        resource: resource.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) },
+        resource: OTLPDestination.resourceAttributes(resource),
         scopeName: "crumbs", scopeVersion: CrumbsVersion.string,
         records: [record(summary)])
       var accepted = false
@@ -128,7 +128,6 @@ enum SessionSummaryQueue {
       severity: summary.end == .clean || summary.end == .terminatedBySignal ? .info : .error,
       body: .string("session \(summary.sessionID) ended: \(summary.end.rawValue)"),
       attributes: [
-        OTLPAttribute("event.name", .string(eventName)),
         OTLPAttribute("session.id", .string(summary.sessionID)),
         OTLPAttribute("crumbs.install.id", .string(summary.installID)),
         OTLPAttribute("crumbs.session.end", .string(summary.end.rawValue)),

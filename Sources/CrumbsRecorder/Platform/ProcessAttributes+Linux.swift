@@ -6,7 +6,12 @@
 #endif
 
 package enum ProcessAttributes {
-  /// OTel resource attributes of this machine and, where given, of the process that crashed.
+  /// The one attribute naming the machine, which an app may keep out of its reports.
+  package static let hostNameKey = "host.name"
+
+  /// Who the process is: OTel resource attributes that hold for its whole life (registry names
+  /// and types; the values are strings here, typed where they are sent). The machine's facts
+  /// are `machine()`'s.
   package static func resource(
     pid: Int32, executable: String, appName: String, appVersion: String? = nil
   ) -> [String: String] {
@@ -17,25 +22,52 @@ package enum ProcessAttributes {
       "process.executable.path": executable,
       "process.executable.name": executable.split(separator: "/").last.map(String.init) ?? "",
       "process.runtime.name": "swift",
+      "process.runtime.version": swiftVersion,
       "telemetry.sdk.name": "crumbs",
       "telemetry.sdk.language": "swift",
       "telemetry.sdk.version": CrumbsVersion.string,
       "os.type": "linux",
     ]
     if let appVersion { attributes["service.version"] = appVersion }
+    return attributes
+  }
+
+  /// The machine as it is when called: `os.name`, `os.version` (the kernel release),
+  /// `os.description`, `host.arch`, `host.name`, and what the registry has no name for under
+  /// `crumbs.*` (`crumbs.os.kernel_build`, `crumbs.host.memory.total_bytes`). A session records
+  /// them at its start (SessionMetadata.resource), so a crash is reported with the machine it
+  /// ran on, not the one that read it.
+  package static func machine() -> [String: String] {
+    var attributes: [String: String] = [:]
     var names = utsname()
     if uname(&names) == 0 {
       attributes["os.version"] = field(names.release)
-      attributes["os.kernel.build"] = field(names.version)
+      attributes["crumbs.os.kernel_build"] = field(names.version)
       attributes["host.arch"] = normalizedArchitecture(field(names.machine))
-      attributes["host.name"] = field(names.nodename)
+      attributes[hostNameKey] = field(names.nodename)
     }
+    if let release = osRelease("NAME") { attributes["os.name"] = release }
     if let release = osRelease() { attributes["os.description"] = release }
-    if let total = meminfo("MemTotal") { attributes["host.memory.total_bytes"] = String(total) }
-    if let available = meminfo("MemAvailable") {
-      attributes["host.memory.available_bytes"] = String(available)
-    }
+    if let total = meminfo("MemTotal") { attributes["crumbs.host.memory.total_bytes"] = String(total) }
     return attributes
+  }
+
+  /// The Swift version this code was compiled with (`process.runtime.version`): the runtime a
+  /// Swift program on Linux runs with is the toolchain's it was built by.
+  package static var swiftVersion: String {
+    #if compiler(>=6.5)
+      "6.5"
+    #elseif compiler(>=6.4)
+      "6.4"
+    #elseif compiler(>=6.3)
+      "6.3"
+    #elseif compiler(>=6.2)
+      "6.2"
+    #elseif compiler(>=6.1)
+      "6.1"
+    #else
+      "6.0"
+    #endif
   }
 
   private static func field<T>(_ tuple: T) -> String {
@@ -52,12 +84,13 @@ package enum ProcessAttributes {
     }
   }
 
-  /// PRETTY_NAME from /etc/os-release, e.g. "Debian GNU/Linux 12 (bookworm)".
-  package static func osRelease(file: String = "/etc/os-release") -> String? {
+  /// A field of /etc/os-release: PRETTY_NAME ("Debian GNU/Linux 12 (bookworm)") by default,
+  /// NAME ("Debian GNU/Linux").
+  package static func osRelease(_ name: String = "PRETTY_NAME", file: String = "/etc/os-release") -> String? {
     guard let bytes = try? Syscall.readFile(file, limit: 1 << 16) else { return nil }
     for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    where line.hasPrefix("PRETTY_NAME=") {
-      return String(line.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(in: "\"")
+    where line.hasPrefix(name + "=") {
+      return String(line.dropFirst(name.count + 1)).trimmingCharacters(in: "\"")
     }
     return nil
   }

@@ -29,6 +29,11 @@ package struct CrashReportBuilder {
   /// Crash signals another handler had taken from the session's crash handler (names): an
   /// abnormal end may be a crash on one of them, which leaves no record.
   package var replacedCrashSignals: [String] = []
+  /// The crashed session's resource as it recorded it while it ran (SessionMetadata.resource);
+  /// nil when it recorded none, and the machine's facts are then read now (the report says so).
+  package var sessionResource: [String: String]?
+  /// Leaves `host.name` out of the report (`CrumbsConfiguration.reportsHostName` false).
+  package var omitsHostName = false
 
   /// A report for a crash the handler recorded. `ring` is nil when the ring was unreadable.
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
@@ -95,9 +100,14 @@ package struct CrashReportBuilder {
     report.frames = frames
     report.modules = record.modules
     report.handlerDurationNanoseconds = record.handlerDurationNanoseconds
-    report.resource["process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
-    report.resource["host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
+    // Measured at the crash, by the handler.
+    report.resource["crumbs.process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
+    report.resource["crumbs.host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
     report.resource["host.arch"] = record.architecture == "x86_64" ? "amd64" : record.architecture
+    if let ring, let (trace, origin) = Self.lastTrace(ring.breadcrumbs, thread: record.threadID) {
+      report.trace = trace
+      report.traceBreadcrumb = origin
+    }
     report.damage = damage
     if record.isPartial {
       report.damage.append(
@@ -240,7 +250,9 @@ package struct CrashReportBuilder {
       observedTimeUnixNano: observed, observedTime: ISO8601.string(nanoseconds: observed),
       signal: nil, registers: [], frames: [], modules: [],
       resource: ProcessAttributes.resource(
-        pid: pid, executable: executable, appName: appName, appVersion: appVersion),
+        pid: pid, executable: executable, appName: appName, appVersion: appVersion
+      )
+      .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
       attributes: attributes,
       breadcrumbs: ring.map { TrailAttachment.summary($0, attachmentSize: trailSize) }
         ?? CrashReport.Trail(
@@ -250,6 +262,9 @@ package struct CrashReportBuilder {
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
+    // Said on the report, so nobody takes the reading launch's machine for the crashed one's.
+    if sessionResource == nil { report.resource[Self.unrecordedResourceKey] = "report" }
+    if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
     // A forked child's session (crumbs_fork.h): which process and session it came from.
     if let parent = ring?.header.parentSessionID {
       report.resource["crumbs.session.parent_id"] = parent.description
@@ -260,6 +275,33 @@ package struct CrashReportBuilder {
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
     }
     return report
+  }
+
+  /// Set to `report` when the session recorded no resource while it ran: its os.* and host.*
+  /// attributes were read when the report was made.
+  package static let unrecordedResourceKey = "crumbs.resource.measured_at"
+
+  /// The trace of `thread`'s last breadcrumb that carried one (TraceContext's reserved
+  /// attributes), and that breadcrumb.
+  package static func lastTrace(_ breadcrumbs: [Breadcrumb], thread: UInt32)
+    -> (TraceContext, CrashReport.TraceBreadcrumb)?
+  {
+    var found: (TraceContext, Breadcrumb)?
+    // The thread's own sequence number orders its breadcrumbs exactly (times may tie).
+    for breadcrumb in breadcrumbs where breadcrumb.threadID == thread {
+      if let (_, newest) = found, newest.threadSequence > breadcrumb.threadSequence { continue }
+      let attributes = breadcrumb.attributes
+      if let trace = TraceContext(attributes: { key in attributes.first { $0.key == key }?.value }) {
+        found = (trace, breadcrumb)
+      }
+    }
+    guard let (trace, breadcrumb) = found else { return nil }
+    return (
+      trace,
+      CrashReport.TraceBreadcrumb(
+        threadID: thread, threadSequence: breadcrumb.threadSequence, message: breadcrumb.message,
+        time: ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds))
+    )
   }
 
   /// The report's frames: each named as a person reads it (`function`) and in full (`symbol`),

@@ -126,6 +126,8 @@ public struct PostMortemProcessor: Sendable {
   /// Whether a session that vanished without a crash record becomes a report (`detectOOM`).
   /// When false such sessions are still counted (and their files removed), but not reported.
   public var reportsAbnormalTerminations = true
+  /// Whether reports name the machine (`host.name`); false leaves it out of every report made.
+  public var reportsHostName = true
   /// Asked before a report is stored (the client's `shouldProcess`); false skips it, and the
   /// session's files are removed as processed.
   public var shouldStore: @Sendable (CrashReport) -> Bool = { _ in true }
@@ -287,6 +289,8 @@ public struct PostMortemProcessor: Sendable {
       var builder = CrashReportBuilder(
         attributes: metadata?.attributes ?? attributes,
         appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
+      builder.sessionResource = metadata?.resource
+      builder.omitsHostName = !reportsHostName
       builder.symbolicatorOptions = symbolicatorOptions
       if brief != nil {
         builder.symbolicatorOptions.readsModuleFiles = false

@@ -8,8 +8,8 @@
 //   encoded()                                the file's bytes: JSON, at most `maxFileSize` (what
 //                                            does not fit is left out and counted in `omitted`)
 //   [CrumbsClient writes them with Syscall.writeFileAtomically each time a field changes: at
-//    start, setAttribute, add/removeAttachment, and when it finds a crash signal's handler
-//    replaced]
+//    start, setAttribute, add/removeAttachment, when it finds a crash signal's handler
+//    replaced, and once the background work has measured the session's resource]
 //   SessionMetadata.read(file:)              the next launch (PostMortemProcessor)
 //
 // Written by ordinary code only, never in a signal handler: a crash leaves the last complete
@@ -38,6 +38,11 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package var replacedCrashSignals: [String] = []
   /// Attributes and attachments left out of the file to keep it under `maxFileSize`.
   package var omitted = 0
+  /// The session's OTel resource as measured while it ran (the machine's facts, the parent
+  /// process, the executable's build ID, the OTEL_* environment's attributes): a crash is
+  /// reported with these, not with what the reading launch would measure. Nil until the
+  /// background work recorded them (and in files written before this field existed).
+  package var resource: [String: String]?
 
   package init(sessionID: SessionID, appVersion: String?) {
     self.sessionID = sessionID.description
@@ -53,9 +58,26 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
     head += ",\"replacedCrashSignals\":[" + Self.commaSeparated(replacedCrashSignals.map(jsonQuoted)) + "]"
+    var resourceOmitted = 0
+    if let resource {
+      // The machine's facts are well under a kilobyte; an environment's attributes could be
+      // anything, so the resource takes at most half the file.
+      let entries = resource.keys.sorted().map { jsonQuoted($0) + ":" + jsonQuoted(resource[$0]!) }
+      var kept: [String] = []
+      var size = 0
+      for entry in entries {
+        if size + entry.utf8.count + 1 > Self.maxFileSize / 2 {
+          resourceOmitted += 1
+          continue
+        }
+        size += entry.utf8.count + 1
+        kept.append(entry)
+      }
+      head += ",\"resource\":{" + Self.commaSeparated(kept) + "}"
+    }
     // Each entry is sized as written; 64 bytes are kept for the punctuation and `omitted`.
     var size = head.utf8.count + 64
-    var omitted = self.omitted
+    var omitted = self.omitted + resourceOmitted
     func kept(_ entries: [String]) -> [String] {
       entries.filter { entry in
         let fits = size + entry.utf8.count + 1 <= Self.maxFileSize

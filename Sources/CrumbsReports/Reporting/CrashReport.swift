@@ -181,6 +181,22 @@ public struct CrashReport: Codable, Sendable, Equatable {
   public var threads: [Thread]? = nil
   /// Threads the process had that the crash record had no room for.
   public var threadsNotRecorded: Int? = nil
+  /// The W3C trace the report belongs to: for a non-fatal report, the span current when it was
+  /// made; for a crash, that of the crashing thread's last traced breadcrumb (`traceBreadcrumb`).
+  public var trace: TraceContext? = nil
+  /// For a crash: the breadcrumb `trace` was taken from.
+  public var traceBreadcrumb: TraceBreadcrumb? = nil
+
+  /// The breadcrumb a crash's trace was taken from: the crashing thread's last one that carried
+  /// a trace context (see TraceContext).
+  public struct TraceBreadcrumb: Codable, Sendable, Equatable {
+    public var threadID: UInt32
+    /// The writing thread's sequence number (orders that thread's breadcrumbs).
+    public var threadSequence: UInt32
+    public var message: String
+    /// ISO 8601.
+    public var time: String
+  }
 
   enum CodingKeys: String, CodingKey {
     case id = "report.id"
@@ -201,6 +217,8 @@ public struct CrashReport: Codable, Sendable, Equatable {
     case handlerDurationNanoseconds = "crumbs.handler_duration_ns"
     case threads
     case threadsNotRecorded = "crumbs.threads_not_recorded"
+    case trace = "crumbs.trace"
+    case traceBreadcrumb = "crumbs.trace.breadcrumb"
   }
 }
 

@@ -43,6 +43,11 @@ package struct NonFatalReportBuilder {
   package var appVersion: String?
   package var attachmentSizeLimit: Int
   package var symbolicator: LiveSymbolicator
+  /// The session's resource as recorded so far (SessionMetadata.resource); nil: the machine's
+  /// facts are read now (which is when a non-fatal report happens).
+  package var sessionResource: [String: String]?
+  /// Leaves `host.name` out of the report (`CrumbsConfiguration.reportsHostName` false).
+  package var omitsHostName = false
 
   package init(
     ring: BreadcrumbRing, attributes: [String: String], appName: String, appVersion: String?,
@@ -78,10 +83,15 @@ package struct NonFatalReportBuilder {
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
       modules: modules,
       resource: ProcessAttributes.resource(
-        pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion),
-      attributes: attributes,
+        pid: getpid(), executable: SystemFacts.executablePath, appName: appName, appVersion: appVersion
+      )
+      .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
+      attributes: attributes.filter { !TraceContext.isReserved($0.key) },
       breadcrumbs: TrailAttachment.summary(contents, attachmentSize: trailSize),
       attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
+    // The span current when it was made, given as the reserved attributes (CrumbsTracing).
+    report.trace = TraceContext(attributes: attributes)
+    if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
     if let trailSize {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))

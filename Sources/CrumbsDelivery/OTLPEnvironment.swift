@@ -1,0 +1,194 @@
+// OTLPEnvironment.swift — the OpenTelemetry SDK environment variables Crumbs honours, read from
+// an environment dictionary (the process's, or one a test or app hands in).
+//
+//   OTEL_SERVICE_NAME                     service.name (wins over the one in the next)
+//   OTEL_RESOURCE_ATTRIBUTES              key=value,… (values percent-decoded); a malformed
+//                                         list is discarded whole, as the SDK spec says
+//   OTEL_EXPORTER_OTLP_LOGS_ENDPOINT      the logs URL, used as is
+//   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: /v1/logs is appended
+//   OTEL_EXPORTER_OTLP_[LOGS_]HEADERS     Name=value,… (values percent-decoded; all treated as
+//                                         secrets); the logs one wins per name
+//   OTEL_EXPORTER_OTLP_[LOGS_]PROTOCOL    http/protobuf or http/json; grpc is refused by name
+//   OTEL_EXPORTER_OTLP_[LOGS_]COMPRESSION gzip or none
+//   OTEL_EXPORTER_OTLP_[LOGS_]TIMEOUT     milliseconds
+//
+// Configuration in code wins: `apply(to:)` fills in only what the destination leaves unset
+// (headers by name, compression, timeout); an endpoint from the environment makes a destination
+// only when the code configured no OTLP destination (CrumbsConfiguration). A malformed value is
+// ignored and named in `problems`; nothing here traps.
+//
+// Entry points: OTLPEnvironment(_:) → problems, resource(appName:), destination(), apply(to:).
+// Not signal-safe.
+
+/// What the OTEL_* environment variables ask of an OTLP exporter.
+public struct OTLPEnvironment: Sendable, Equatable {
+  /// OTEL_SERVICE_NAME.
+  public var serviceName: String?
+  /// OTEL_RESOURCE_ATTRIBUTES, decoded.
+  public var resourceAttributes: [String: String] = [:]
+  /// The logs URL: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT with
+  /// `/v1/logs` appended.
+  public var logsURL: String?
+  /// OTEL_EXPORTER_OTLP_HEADERS with OTEL_EXPORTER_OTLP_LOGS_HEADERS over it, all secret.
+  public var headers: [HTTPHeader] = []
+  public var encoding: OTLPDestination.Encoding?
+  public var compression: OTLPDestination.Compression?
+  /// Seconds.
+  public var timeout: Double?
+  /// Each malformed or unsupported value, with what was done instead.
+  public var problems: [String] = []
+
+  /// Reads `environment` (names are case-sensitive, as on Linux).
+  public init(_ environment: [String: String]) {
+    func value(_ name: String) -> (name: String, value: String)? {
+      for full in ["OTEL_EXPORTER_OTLP_LOGS_" + name, "OTEL_EXPORTER_OTLP_" + name] {
+        if let text = environment[full]?.trimmed(of: " \t"), !text.isEmpty { return (full, text) }
+      }
+      return nil
+    }
+
+    if let name = environment["OTEL_SERVICE_NAME"]?.trimmed(of: " \t"), !name.isEmpty { serviceName = name }
+    if let list = environment["OTEL_RESOURCE_ATTRIBUTES"], !list.trimmed(of: " \t").isEmpty {
+      switch Self.keyValueList(list) {
+      case .success(let pairs): resourceAttributes = Dictionary(pairs, uniquingKeysWith: { _, last in last })
+      case .failure(let reason): problems.append("OTEL_RESOURCE_ATTRIBUTES ignored: \(reason)")
+      }
+    }
+
+    if let logs = environment["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"]?.trimmed(of: " \t"), !logs.isEmpty {
+      if Self.isHTTPURL(logs) {
+        logsURL = logs
+      } else {
+        problems.append("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT ignored: \"\(logs)\" is not an http(s) URL")
+      }
+    }
+    if logsURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"),
+      !base.isEmpty
+    {
+      if Self.isHTTPURL(base) {
+        logsURL = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/logs"
+      } else {
+        problems.append("OTEL_EXPORTER_OTLP_ENDPOINT ignored: \"\(base)\" is not an http(s) URL")
+      }
+    }
+
+    // The generic list first, the logs one over it, name by name.
+    for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_HEADERS"] {
+      guard let list = environment[name], !list.trimmed(of: " \t").isEmpty else { continue }
+      switch Self.keyValueList(list) {
+      case .success(let pairs):
+        for (key, value) in pairs {
+          headers.removeAll { $0.name.lowercased() == key.lowercased() }
+          headers.append(HTTPHeader(key, value, isSecret: true))
+        }
+      case .failure(let reason): problems.append("\(name) ignored: \(reason)")
+      }
+    }
+
+    if let (name, text) = value("PROTOCOL") {
+      switch text {
+      case "http/protobuf": encoding = .protobuf
+      case "http/json": encoding = .json
+      case "grpc":
+        problems.append(
+          "\(name)=grpc is not supported: Crumbs sends OTLP over HTTP; set http/protobuf or http/json "
+            + "(sending http/protobuf)")
+      default: problems.append("\(name)=\(text) is not a known protocol (sending http/protobuf)")
+      }
+    }
+    if let (name, text) = value("COMPRESSION") {
+      switch text {
+      case "gzip": compression = .gzip
+      case "none": compression = OTLPDestination.Compression.none
+      default: problems.append("\(name)=\(text) is not gzip or none (sending uncompressed)")
+      }
+    }
+    if let (name, text) = value("TIMEOUT") {
+      if let milliseconds = Double(text), milliseconds > 0, milliseconds.isFinite {
+        timeout = milliseconds / 1000
+      } else {
+        problems.append("\(name)=\(text) is not a positive number of milliseconds (ignored)")
+      }
+    }
+  }
+
+  /// The resource the environment describes: OTEL_RESOURCE_ATTRIBUTES, then OTEL_SERVICE_NAME
+  /// over its `service.name`, then `appName` (configuration in code) over both.
+  public func resource(appName: String?) -> [String: String] {
+    var resource = resourceAttributes
+    if let serviceName { resource["service.name"] = serviceName }
+    if let appName, !appName.isEmpty { resource["service.name"] = appName }
+    return resource
+  }
+
+  /// The destination the environment alone describes (nil without an endpoint).
+  public func destination(maxAttachmentBytes: Int = 7 << 20) -> OTLPDestination? {
+    guard let logsURL else { return nil }
+    var destination = OTLPDestination(
+      endpoint: logsURL, headers: headers, encoding: encoding ?? .protobuf,
+      maxAttachmentBytes: maxAttachmentBytes)
+    destination.appendsLogsPath = false
+    destination.compression = compression ?? .none
+    destination.timeout = timeout
+    return destination
+  }
+
+  /// `destination` with what its configuration leaves unset taken from the environment: headers
+  /// it does not name, compression, timeout.
+  public func apply(to destination: OTLPDestination, compressionSetInCode: Bool) -> OTLPDestination {
+    var destination = destination
+    let named = Set(destination.headers.map { $0.name.lowercased() })
+    destination.headers += headers.filter { !named.contains($0.name.lowercased()) }
+    if !compressionSetInCode, let compression { destination.compression = compression }
+    if destination.timeout == nil { destination.timeout = timeout }
+    return destination
+  }
+
+  /// A W3C-Baggage-like list `key=value,key=value` with percent-encoded values (what
+  /// OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS hold); empty members are skipped.
+  package static func keyValueList(_ text: String) -> Result<[(String, String)], ListError> {
+    var pairs: [(String, String)] = []
+    for (index, member) in text.split(separator: ",", omittingEmptySubsequences: false).enumerated() {
+      let member = member.trimmed(of: " \t")
+      if member.isEmpty { continue }
+      guard let equals = member.firstIndex(of: "=") else {
+        return .failure(ListError(reason: "member \(index + 1) has no '='"))
+      }
+      let key = member[..<equals].trimmed(of: " \t")
+      guard !key.isEmpty else { return .failure(ListError(reason: "member \(index + 1) has an empty key")) }
+      guard let value = percentDecoded(member[member.index(after: equals)...].trimmed(of: " \t")) else {
+        return .failure(ListError(reason: "the value of \(key) is not valid percent-encoded UTF-8"))
+      }
+      pairs.append((key, value))
+    }
+    return .success(pairs)
+  }
+
+  /// Why a list could not be read (never quotes a value: header values are secrets).
+  package struct ListError: Error, Equatable, CustomStringConvertible {
+    package var reason: String
+    package var description: String { reason }
+  }
+
+  /// `%XX` sequences decoded; nil when one is malformed or the result is not UTF-8.
+  package static func percentDecoded(_ text: String) -> String? {
+    var bytes: [UInt8] = []
+    var iterator = Array(text.utf8).makeIterator()
+    while let byte = iterator.next() {
+      guard byte == UInt8(ascii: "%") else {
+        bytes.append(byte)
+        continue
+      }
+      guard let high = iterator.next(), let low = iterator.next(),
+        let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+      else { return nil }
+      bytes.append(value)
+    }
+    return String(validating: bytes, as: UTF8.self)
+  }
+
+  private static func isHTTPURL(_ text: String) -> Bool {
+    guard !text.contains(" ") else { return false }
+    return ["http://", "https://"].contains { text.hasPrefix($0) && text.utf8.count > $0.utf8.count }
+  }
+}
