@@ -260,8 +260,9 @@ import Testing
   @Test func sendJSONIsOneObjectWithEveryResult() throws {
     let directory = TestDirectory()
     _ = try Self.store(ids: Self.ids, in: directory)
-    // The second request fails with a 500: it stays pending, the others are sent.
-    let server = try LoopbackHTTPServer { index, _ in .respond(index == 1 ? 500 : 200) }
+    // The second request fails with a 503 (retryable for OTLP): it stays pending, the others are
+    // sent.
+    let server = try LoopbackHTTPServer { index, _ in .respond(index == 1 ? 503 : 200) }
     defer { server.stop() }
     let send = try CLIProcess.run([
       "reports", "send", "--dir", directory.path, "--otlp", server.baseURL, "--json",
@@ -280,7 +281,7 @@ import Testing
         "delivered", "delivered", "will_retry",
       ])
     let failed = try #require(results.first { $0["outcome"] as? String == "will_retry" })
-    #expect(failed["status"] as? Int == 500)
+    #expect(failed["status"] as? Int == 503)
     #expect(failed["attempts"] as? Int == 1)
     #expect((failed["reason"] as? String)?.isEmpty == false)
     #expect(results.allSatisfy { $0["destination"] as? String == "otlp" })
