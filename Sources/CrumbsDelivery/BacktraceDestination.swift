@@ -197,6 +197,8 @@ public struct BacktraceDestination: ReportDestination {
     if let buildID = frame.buildID { json.field("buildId", buildID) }
     if let file = frame.file { json.field("sourceCode", file) }
     if let line = frame.line { json.field("line", line) }
+    // Backtrace's own flag for a frame recovered by a stack scan rather than unwound.
+    if frame.guessed { json.field("guessed_frame", true) }
   }
 
   enum AttributeValue {

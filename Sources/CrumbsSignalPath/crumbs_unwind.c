@@ -274,7 +274,8 @@ static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, ui
 /// Whether return address `candidate` can be the caller of the frame executing `inner` (an
 /// instruction address, not a return address). False when its call is a direct one that cannot
 /// have led there: with the inner function's FDE known, the call must go to that function's
-/// start (through a PLT stub or not); without it, at least into the inner frame's module. A
+/// start (through a PLT stub or not); without it, at least into the inner frame's module (so
+/// never into code outside every module). A
 /// stale return address left in dead stack by an earlier, deeper call fails this: it called
 /// something else. (A tail call in between also fails it: a guessed frame is then lost, never
 /// a wrong one added.)
@@ -288,9 +289,10 @@ static bool crumbs__can_call(const crumbs_crash_record *record, uint64_t candida
     // none we know (a stub we cannot follow, code without CFI) proves nothing.
     return crumbs__function_start(record, target) != target;
   }
+  // A direct call into a module never lands outside every module (JIT code, a bad address).
   int target_module = crumbs__crash_module_for_text(record, target);
   int inner_module = crumbs__crash_module_for_text(record, inner);
-  return target_module < 0 || inner_module < 0 || inner_module == target_module;
+  return target_module < 0 || inner_module == target_module;
 }
 
 // MARK: - One step

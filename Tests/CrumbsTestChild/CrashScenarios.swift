@@ -112,6 +112,29 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     abort()
   },
+  // glibc's heap check aborts inside free(), called from C called from Swift (issue 12 item 5).
+  "heap-corruption": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.releaseBuffer()
+  },
+  // C reads the clock, then calls abort(): clock_gettime's return address is left in dead stack.
+  "clock-abort": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.stampAndGiveUp()
+  },
+  // A Task runs outer() → middle(), which suspends (Task.yield), is resumed by the executor,
+  // then faults in C: the async callers are only in the task's async context chain.
+  "async-crash": crashing { _ in
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    Task.detached { await AsyncWorkload.outer(Int(getpid())) }
+    while true { pause() }
+  },
+  // A fault in code without CFI or a frame pointer: its caller is found by the stack scan.
+  "no-unwind-info": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.runUnwindableCode()
+  },
   "c-assert": crashing { _ in
     armAndFlush()
     crumbs_test_c_assert(1)
@@ -559,5 +582,39 @@ final class StartedThreads: @unchecked Sendable {
     pthread_mutex_lock(&mutex)
     while count < expected { pthread_cond_wait(&condition, &mutex) }
     pthread_mutex_unlock(&mutex)
+  }
+}
+
+/// Swift callers of the C functions that make glibc abort: named, never inlined.
+enum LibcAbortWorkload {
+  @inline(never) static func releaseBuffer() {
+    addBreadcrumb("releasing buffer", level: .info)
+    crumbs_test_corrupt_heap_then_free()
+    print("unreachable: releaseBuffer")
+  }
+
+  @inline(never) static func runUnwindableCode() {
+    addBreadcrumb("running generated code", level: .info)
+    print("error \(crumbs_test_crash_without_unwind_info())")
+  }
+
+  @inline(never) static func stampAndGiveUp() {
+    addBreadcrumb("stamping", level: .info)
+    crumbs_test_clock_then_abort()
+    print("unreachable: stampAndGiveUp")
+  }
+}
+
+/// An async call chain whose innermost function suspends before it crashes.
+enum AsyncWorkload {
+  @inline(never) static func outer(_ seed: Int) async {
+    let value = await middle(seed &+ 1)
+    print("unreachable: outer \(value)")
+  }
+
+  @inline(never) static func middle(_ seed: Int) async -> Int {
+    await Task.yield()  // a real suspension: what follows runs when the executor resumes us
+    if seed != 0 { crumbs_test_null_deref() }
+    return seed
   }
 }

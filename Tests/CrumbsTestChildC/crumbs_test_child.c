@@ -255,3 +255,48 @@ const char *crumbs_test_unterminated_text(uint32_t length) {
   memset(guard - length, 'x', length);
   return guard - length;
 }
+
+// MARK: - Aborts inside libc (issue 12 item 5)
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <time.h>
+
+__attribute__((noinline)) void crumbs_test_corrupt_heap_then_free(void) {
+  // Two neighbours too big for the tcache and the fastbins, so free() takes the checked path.
+  char *volatile block = malloc(2000);
+  char *volatile neighbour = malloc(2000);
+  // The neighbour's chunk size sits right after the block's usable bytes: size 0, "previous in
+  // use" set, so glibc gets past its double-free check to "free(): invalid next size (normal)".
+  *(volatile size_t *)(block + malloc_usable_size(block)) = 1;
+  free(block);
+  free(neighbour); // not reached: glibc aborts in the first free()
+}
+
+__attribute__((noinline)) void crumbs_test_clock_then_abort(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (now.tv_sec >= 0) abort();
+  __asm__ volatile("" ::: "memory");
+}
+
+#include <string.h>
+#include <sys/mman.h>
+
+__attribute__((noinline)) int crumbs_test_crash_without_unwind_info(void) {
+#if defined(__x86_64__)
+  // sub $0x28,%rsp; movq $0,(%rsp); xor %ebp,%ebp; xor %eax,%eax; movl $1,(%rax)
+  static const unsigned char code[] = {0x48, 0x83, 0xec, 0x28, 0x48, 0xc7, 0x04, 0x24, 0x00, 0x00, 0x00,
+                                       0x00, 0x31, 0xed, 0x31, 0xc0, 0xc7, 0x00, 0x01, 0x00, 0x00, 0x00};
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return -1;
+  memcpy(page, code, sizeof code);
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return -1;
+  void (*function)(void);
+  memcpy(&function, &page, sizeof function);
+  function();
+  return 0;
+#else
+  return -1;
+#endif
+}

@@ -27,9 +27,15 @@ package struct CrashReportBuilder {
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
     -> CrashReport
   {
+    let marks = record.frameMarks
     let symbolicated = Symbolicator(modules: record.modules, options: symbolicatorOptions)
-      .symbolicate(record.frames, firstIsExactPC: true)
-    let frames = Self.frames(symbolicated)
+      .symbolicate(
+        record.frames, firstIsExactPC: true,
+        exact: Set(marks.indices.filter { marks[$0].contains(.async) }))
+    var frames = Self.frames(symbolicated)
+    for index in frames.indices where index < marks.count {
+      frames[index].foundBy = CrashReport.FrameOrigin(marks[index])
+    }
     let signal = record.signal
     var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
     if let sender = signal.senderPID {
@@ -77,7 +83,12 @@ package struct CrashReportBuilder {
     }
     if record.stackScanned {
       report.evidence.append(
-        "the crash was in code without frame pointers; callers were recovered by scanning the stack")
+        marks.contains { $0.contains(.guessed) }
+          ? "some callers were recovered by scanning the stack (frames marked guessed may be stale)"
+          : "the crash was in code without frame pointers; callers were recovered by scanning the stack")
+    }
+    if marks.contains(where: { $0.contains(.async) }) {
+      report.evidence.append("async callers were recovered from the Swift task's async context chain")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
     if record.swiftFatalMessageTruncated {

@@ -19,15 +19,20 @@ extension CrashReport {
     }
     let parsed = addresses.compactMap { $0 }
     guard !parsed.isEmpty else { return self }
-    // A crash's first frame is the faulting instruction itself; every other one is a return
-    // address (looked up one byte back).
+    // A crash's first frame is the faulting instruction itself, and async resume points are
+    // functions' first instructions; every other one is a return address (looked up one byte
+    // back).
+    let parsedFrames = zip(frames, addresses).filter { $0.1 != nil }.map(\.0)
     let named = Symbolicator(modules: modules, options: options)
-      .symbolicate(parsed, firstIsExactPC: kind == .crash && addresses[0] != nil)
+      .symbolicate(
+        parsed, firstIsExactPC: kind == .crash && addresses[0] != nil,
+        exact: Set(parsedFrames.indices.filter { parsedFrames[$0].foundBy == .async }))
     var next = CrashReportBuilder.frames(named).makeIterator()
     var report = self
     report.frames = zip(frames, addresses).map { old, address in
       guard address != nil, var fresh = next.next() else { return old }
       fresh.index = old.index
+      fresh.foundBy = old.foundBy
       return fresh.function == nil && old.function != nil ? old : fresh
     }
     if !frames.isEmpty { report.exceptionStacktrace = CrashReport.stacktrace(report.frames) }

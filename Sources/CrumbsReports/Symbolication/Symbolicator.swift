@@ -163,8 +163,11 @@ public final class Symbolicator {
   }
 
   /// Names each address. Return addresses point after their call, so every frame is looked up at
-  /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself).
-  public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true) -> [SymbolicatedFrame] {
+  /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself) and
+  /// those at the indices in `exact` (async resume points: a function's first instruction).
+  public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true, exact: Set<Int> = [])
+    -> [SymbolicatedFrame]
+  {
     var frames: [SymbolicatedFrame] = []
     frames.reserveCapacity(addresses.count)
     // Per file (the module's own, or its separate symbol file): (frame index, lookup offset) for
@@ -173,7 +176,8 @@ public final class Symbolicator {
 
     for (index, address) in addresses.enumerated() {
       var frame = SymbolicatedFrame(index: index, address: address)
-      let lookupAddress = (index == 0 && firstIsExactPC) || address == 0 ? address : address - 1
+      let lookupAddress =
+        (index == 0 && firstIsExactPC) || exact.contains(index) || address == 0 ? address : address - 1
       guard let moduleIndex = moduleIndex(containing: lookupAddress) else {
         frame.note = SymbolicatedFrame.Note.noModule
         frames.append(frame)

@@ -33,6 +33,15 @@ void crumbs_test_call_null(void);
 int crumbs_test_overflow_stack(int depth);
 /// Recurses `depth` frames, then calls `crash`. Returns only if `crash` does.
 int crumbs_test_recurse_then(int depth, void (*crash)(void));
+/// Corrupts the heap (the size of the chunk after a fresh 2000-byte block), then frees the
+/// block: glibc notices ("free(): invalid next size (normal)") and aborts from inside free().
+void crumbs_test_corrupt_heap_then_free(void);
+/// Reads CLOCK_MONOTONIC (clock_gettime's return address stays in dead stack), then abort().
+void crumbs_test_clock_then_abort(void);
+/// x86_64: calls machine code in an anonymous page (no module, no CFI) that moves the stack
+/// pointer, zeroes the frame pointer and faults: only a stack scan finds this function as its
+/// caller. Returns -1 elsewhere or when the page cannot be made executable.
+int crumbs_test_crash_without_unwind_info(void);
 /// Address of a function, as an integer (for printing).
 uintptr_t crumbs_test_address_of_null_deref(void);
 uintptr_t crumbs_test_address_of_int_divide(void);
