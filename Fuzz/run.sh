@@ -21,6 +21,7 @@ TARGETS=(
   "FuzzRingReader ring-reader"
   "FuzzCrashRecordReader crashrecord-reader"
   "FuzzELFReader elf-reader"
+  "FuzzCFIReader cfi-reader"
   "FuzzStoredReport stored-report"
   "FuzzHTTPHeaders http-headers"
   "FuzzTrailEntries trail-entries"
