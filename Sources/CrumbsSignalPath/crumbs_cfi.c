@@ -288,6 +288,19 @@ typedef struct crumbs__cfi_machine {
   uint32_t steps;
 } crumbs__cfi_machine;
 
+/// operand × data alignment, wrapping (a damaged operand must not be undefined behaviour).
+static int64_t crumbs__scaled(uint64_t operand, int64_t alignment) {
+  return (int64_t)(operand * (uint64_t)alignment);
+}
+
+/// A factored offset operand (× the CIE's data alignment), unsigned or signed.
+static int64_t crumbs__factored_uleb(crumbs__cursor *cursor, const crumbs__cie *cie) {
+  return crumbs__scaled(crumbs__read_uleb(cursor), cie->data_alignment);
+}
+static int64_t crumbs__factored_sleb(crumbs__cursor *cursor, const crumbs__cie *cie) {
+  return crumbs__scaled((uint64_t)crumbs__read_sleb(cursor), cie->data_alignment);
+}
+
 static void crumbs__set_rule(crumbs__cfi_state *state, uint64_t reg, uint8_t rule, int64_t value) {
   if (reg >= CRUMBS_CFI_REGISTERS) return; // vector registers: not needed to find the caller
   state->rules[reg] = rule;
@@ -312,7 +325,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
     case 0x40: advance = low; break; // DW_CFA_advance_loc
     case 0x80:                       // DW_CFA_offset
       crumbs__set_rule(state, low, CRUMBS_CFI_OFFSET,
-                       (int64_t)crumbs__read_uleb(&cursor) * cie->data_alignment);
+                       crumbs__factored_uleb(&cursor, cie));
       break;
     case 0xc0: // DW_CFA_restore
       if (low < CRUMBS_CFI_REGISTERS) {
@@ -336,7 +349,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
       case 0x05: // offset_extended
         reg = crumbs__read_uleb(&cursor);
         crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET,
-                         (int64_t)crumbs__read_uleb(&cursor) * cie->data_alignment);
+                         crumbs__factored_uleb(&cursor, cie));
         break;
       case 0x06: // restore_extended
         reg = crumbs__read_uleb(&cursor);
@@ -387,29 +400,29 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
       }
       case 0x11: // offset_extended_sf
         reg = crumbs__read_uleb(&cursor);
-        crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET, crumbs__read_sleb(&cursor) * cie->data_alignment);
+        crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET, crumbs__factored_sleb(&cursor, cie));
         break;
       case 0x12: // def_cfa_sf
         state->cfa_register = (uint32_t)crumbs__read_uleb(&cursor);
-        state->cfa_offset = crumbs__read_sleb(&cursor) * cie->data_alignment;
+        state->cfa_offset = crumbs__factored_sleb(&cursor, cie);
         state->cfa_is_expression = false;
         break;
-      case 0x13: state->cfa_offset = crumbs__read_sleb(&cursor) * cie->data_alignment; break;
+      case 0x13: state->cfa_offset = crumbs__factored_sleb(&cursor, cie); break;
       case 0x14: // val_offset
         reg = crumbs__read_uleb(&cursor);
         crumbs__set_rule(state, reg, CRUMBS_CFI_VAL_OFFSET,
-                         (int64_t)crumbs__read_uleb(&cursor) * cie->data_alignment);
+                         crumbs__factored_uleb(&cursor, cie));
         break;
       case 0x15: // val_offset_sf
         reg = crumbs__read_uleb(&cursor);
-        crumbs__set_rule(state, reg, CRUMBS_CFI_VAL_OFFSET, crumbs__read_sleb(&cursor) * cie->data_alignment);
+        crumbs__set_rule(state, reg, CRUMBS_CFI_VAL_OFFSET, crumbs__factored_sleb(&cursor, cie));
         break;
       case 0x2d: break; // GNU_window_save / aarch64 negate_ra_state: no pointer authentication here
       case 0x2e: (void)crumbs__read_uleb(&cursor); break; // GNU_args_size: nothing to unwind
       case 0x2f: // GNU_negative_offset_extended
         reg = crumbs__read_uleb(&cursor);
         crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET,
-                         -(int64_t)crumbs__read_uleb(&cursor) * cie->data_alignment);
+                         crumbs__scaled(0u - crumbs__read_uleb(&cursor), cie->data_alignment));
         break;
       default: return CRUMBS_CFI_UNSUPPORTED;
       }

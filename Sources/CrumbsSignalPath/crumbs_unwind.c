@@ -175,7 +175,9 @@ void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_
   out->known = 0xffffu;
   out->pc = (uint64_t)context->uc_mcontext.gregs[REG_RIP];
 #elif defined(__aarch64__)
-  for (unsigned index = 0; index < 31; index++) out->values[index] = (uint64_t)context->uc_mcontext.regs[index];
+  for (unsigned index = 0; index < 31; index++) {
+    out->values[index] = (uint64_t)context->uc_mcontext.regs[index];
+  }
   out->values[31] = (uint64_t)context->uc_mcontext.sp;
   out->known = 0xffffffffu;
   out->pc = (uint64_t)context->uc_mcontext.pc;
@@ -357,7 +359,7 @@ static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_st
       caller.known |= 1ull << reg;
       break;
     case CRUMBS_CFI_REGISTER:
-      if (!crumbs__known(registers, (uint32_t)value)) {
+      if (value < 0 || value >= (int64_t)CRUMBS_CFI_REGISTERS || !crumbs__known(registers, (uint32_t)value)) {
         caller.known &= ~(1ull << reg);
       } else {
         caller.values[reg] = registers->values[value];
@@ -399,7 +401,9 @@ static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_
   uint64_t sp = registers->values[CRUMBS__REG_SP];
   // Nothing below the stack pointer belongs to a live frame (the x86_64 red zone holds no frame
   // record), and callers' records sit strictly higher: this rules out loops.
-  if (fp == 0 || fp < sp || fp < state->low || state->high < 16 || fp > state->high - 16) return CRUMBS__STEP_FAILED;
+  if (fp == 0 || fp < sp || fp < state->low || state->high < 16 || fp > state->high - 16) {
+    return CRUMBS__STEP_FAILED;
+  }
   uint64_t next = 0, return_address = 0;
   if (!crumbs__stack_word(state->low, state->high, fp, &next) ||
       !crumbs__stack_word(state->low, state->high, fp + 8, &return_address)) {
@@ -441,7 +445,9 @@ static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__
       return CRUMBS__STEP_FAILED;
     }
   }
-  if (!crumbs__stack_word(state->low, state->high, gregs + 8u * REG_RIP, &interrupted.pc)) return CRUMBS__STEP_FAILED;
+  if (!crumbs__stack_word(state->low, state->high, gregs + 8u * REG_RIP, &interrupted.pc)) {
+    return CRUMBS__STEP_FAILED;
+  }
   interrupted.known = 0xffffu;
   // The handler may have run on an alternate stack: the interrupted code's stack is another one.
   uint64_t sp = interrupted.values[CRUMBS__REG_SP];
@@ -466,18 +472,22 @@ static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__
 
 // MARK: - Swift async frames
 
-/// Whether the frame whose record is at `record_at` (its saved frame pointer `saved_fp`, its
-/// return address `return_address`) is a Swift async function resumed by the executor: returns
-/// its async context, or 0.
+/// Whether the frame executing `inner_pc` whose record is at `record_at` (its saved frame
+/// pointer `saved_fp`, its return address `return_address`) is a Swift async function resumed
+/// by the executor: returns its async context, or 0.
 static uint64_t crumbs__async_context(const crumbs_crash_record *record, const crumbs__unwind_state *state,
-                                      uint64_t record_at, uint64_t saved_fp, uint64_t return_address) {
+                                      uint64_t inner_pc, uint64_t record_at, uint64_t saved_fp,
+                                      uint64_t return_address) {
   if (record_at < 8) return 0;
   uint64_t context = 0;
   if (!crumbs__stack_word(state->low, state->high, record_at - 8, &context) || context == 0) return 0;
   if (saved_fp & CRUMBS__ASYNC_FRAME_BIT) return context;
   uint64_t runtime = crumbs__unwind_concurrency_runtime;
   int runtime_module = runtime != 0 ? crumbs__crash_module_for_text(record, runtime) : -1;
-  if (runtime_module < 0 || crumbs__crash_module_for_text(record, return_address - 1) != runtime_module) {
+  // The runtime's own frames call each other: only a frame outside it, called by it, is a
+  // resumed async function.
+  if (runtime_module < 0 || crumbs__crash_module_for_text(record, return_address - 1) != runtime_module ||
+      crumbs__crash_module_for_text(record, inner_pc) == runtime_module) {
     return 0;
   }
   // An async context starts with its parent context and the function that resumes the parent:
@@ -573,7 +583,8 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
       bool have = false;
 #endif
       if (have && crumbs__crash_is_return_address(record, caller) &&
-          crumbs__stack_word(state.low, state.high, fp + 8, &recorded) && recorded != caller && fp >= inner_sp) {
+          crumbs__stack_word(state.low, state.high, fp + 8, &recorded) && recorded != caller &&
+          fp >= inner_sp) {
         frames[count] = caller;
         marks[count++] = CRUMBS_FRAME_INSERTED;
         state.registers.pc = caller;
@@ -591,9 +602,10 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
     }
     if (outcome == CRUMBS__STEP_OK) {
       uint64_t saved_fp = state.registers.values[CRUMBS__REG_FP];
-      uint64_t context = result.saved_fp_at != 0 ? crumbs__async_context(record, &state, result.saved_fp_at,
-                                                                          saved_fp, state.registers.pc)
-                                                 : 0;
+      uint64_t context = result.saved_fp_at != 0
+                             ? crumbs__async_context(record, &state, inner_exact ? inner_pc : inner_pc - 1,
+                                                     result.saved_fp_at, saved_fp, state.registers.pc)
+                             : 0;
       if (context != 0) {
         count = crumbs__async_chain(context, frames, marks, count, capacity);
         if (count >= capacity) continue;
