@@ -36,12 +36,16 @@ int crumbs_test_recurse_then(int depth, void (*crash)(void));
 /// Corrupts the heap (the size of the chunk after a fresh 2000-byte block), then frees the
 /// block: glibc notices ("free(): invalid next size (normal)") and aborts from inside free().
 void crumbs_test_corrupt_heap_then_free(void);
-/// Reads CLOCK_MONOTONIC (clock_gettime's return address stays in dead stack), then abort().
+/// Reads CLOCK_MONOTONIC, here and 12 frames deeper (the calls' return addresses stay in the
+/// dead stack), then abort().
 void crumbs_test_clock_then_abort(void);
-/// x86_64: calls machine code in an anonymous page (no module, no CFI) that moves the stack
-/// pointer, zeroes the frame pointer and faults: only a stack scan finds this function as its
-/// caller. Returns -1 elsewhere or when the page cannot be made executable.
+/// x86_64: leaves stale return addresses in dead stack (crumbs_test_leave_return_addresses),
+/// then calls machine code in an anonymous page (no module, no CFI) that moves the stack pointer
+/// 1 KiB down, zeroes the frame pointer and faults: only a stack scan finds this function as its
+/// caller, past the stale ones. Returns -1 elsewhere or when the page cannot be made executable.
 int crumbs_test_crash_without_unwind_info(void);
+/// Recurses `depth` frames by direct calls to itself (their return addresses stay in dead stack).
+int crumbs_test_leave_return_addresses(int depth);
 /// Address of a function, as an integer (for printing).
 uintptr_t crumbs_test_address_of_null_deref(void);
 uintptr_t crumbs_test_address_of_int_divide(void);
