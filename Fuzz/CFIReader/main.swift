@@ -95,8 +95,9 @@ func seeds(fromELF bytes: [UInt8], name: String) throws -> [(String, [UInt8])] {
   var result: [(String, [UInt8])] = []
   for (label, entry) in [("first", 0), ("middle", count / 2), ("last", max(0, count - 1))] where count > 0 {
     let at = table + entry * 8
-    let relative = Int32(bitPattern: UInt32(segment[at]) | UInt32(segment[at + 1]) << 8
-      | UInt32(segment[at + 2]) << 16 | UInt32(segment[at + 3]) << 24)
+    let relative = Int32(
+      bitPattern: UInt32(segment[at]) | UInt32(segment[at + 1]) << 8
+        | UInt32(segment[at + 2]) << 16 | UInt32(segment[at + 3]) << 24)
     let pc = UInt64(Int64(header) + Int64(relative) + 1)
     var input: [UInt8] = []
     for value in [load.address, header, pc] { withUnsafeBytes(of: value.littleEndian) { input += $0 } }

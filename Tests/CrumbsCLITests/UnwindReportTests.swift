@@ -91,7 +91,8 @@ struct UnwindReportTests {
 
       // report.json on disk.
       let json = try #require(
-        try JSONSerialization.jsonObject(with: Data(try Syscall.readFile(stored.reportPath))) as? [String: Any])
+        try JSONSerialization.jsonObject(with: Data(try Syscall.readFile(stored.reportPath)))
+          as? [String: Any])
       let jsonFrames = try #require(json["frames"] as? [[String: Any]])
       #expect(jsonFrames[1]["foundBy"] as? String == "guessed", "\(jsonFrames[1])")
       #expect(jsonFrames[0]["foundBy"] == nil)
@@ -107,7 +108,8 @@ struct UnwindReportTests {
     }
   #endif
 
-  @Test("a crash in an async function after a suspension shows its async callers, marked", arguments: variants)
+  @Test(
+    "a crash in an async function after a suspension shows its async callers, marked", arguments: variants)
   func asyncCallers(variant: ChildVariant) throws {
     guard variant.executable != nil else { return }
     let directory = TestDirectory()

@@ -48,7 +48,8 @@ import Testing
       let stack = try #require(thread["stack"] as? [[String: Any]])
       #expect(stack[guessedIndex]["guessed_frame"] as? Bool == true, "\(stack[guessedIndex])")
       #expect(stack[0]["guessed_frame"] == nil)
-      #expect(stack.filter { $0["guessed_frame"] != nil }.count == stored.report.frames.filter(\.guessed).count)
+      #expect(
+        stack.filter { $0["guessed_frame"] != nil }.count == stored.report.frames.filter(\.guessed).count)
 
       let decoded = try decodeOTLP(try #require(otlp.requests.first).body, json: true)
       let records = try #require(decoded["records"] as? [[String: Any]])

@@ -427,7 +427,8 @@ private struct RecordFields {
       architecture: architecture,
       registers: registers,
       frames: words(at: offset(\C.frames), count: Int(u32(\C.frame_count))),
-      frameMarks: bytes(at: offset(\C.frame_marks), count: Int(u32(\C.frame_count))).map(FrameMarks.init(rawValue:)),
+      frameMarks: bytes(at: offset(\C.frame_marks), count: Int(u32(\C.frame_count))).map(
+        FrameMarks.init(rawValue:)),
       backtraceStop: stop,
       leafReturnCandidate: u64(\C.leaf_return_candidate),
       stackLow: u64(\C.stack_low),
