@@ -50,6 +50,11 @@
 // Every loop is bounded: frames by the capacity, steps by twice that, the scan by 64 KiB of
 // stack, the async chain by the capacity.
 //
+// aarch64: CFI and frame records use x29/x30/sp and a leaf's caller comes from LR, but the
+// signal trampoline (the vDSO's __kernel_rt_sigreturn) is not recognized, a direct call's PLT
+// stub is not followed, and a scanned frame's sp is a guess (x86_64's is exact: right above the
+// return address). Only x86_64 is tested here.
+//
 // Why the bounds come from /proc/self/maps when nothing better is registered: a thread's stack
 // range is known exactly only from pthread_getattr_np, which allocates and may not be called in
 // a handler; so we take it at install / crumbs_crash_prepare_thread where we can, and otherwise
@@ -333,6 +338,9 @@ static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_st
   uint64_t sp = registers->values[CRUMBS__REG_SP];
   uint64_t cfa = registers->values[row.cfa_register] + (uint64_t)row.cfa_offset;
   if (cfa < sp || cfa > state->high) return CRUMBS__STEP_FAILED;
+  // Saved registers lie at or above sp, and inside the stack: after a stack overflow sp can be
+  // in the guard gap below it, which must not be read.
+  uint64_t floor = sp > state->low ? sp : state->low;
 
   crumbs__unwind_registers caller = *registers;
   uint64_t return_at = 0;
@@ -343,7 +351,7 @@ static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_st
     case CRUMBS_CFI_UNDEFINED: caller.known &= ~(1ull << reg); break;
     case CRUMBS_CFI_OFFSET: {
       uint64_t at = cfa + (uint64_t)value, word = 0;
-      if (!crumbs__stack_word(sp, state->high, at, &word)) {
+      if (!crumbs__stack_word(floor, state->high, at, &word)) {
         if (reg == row.return_register || reg == CRUMBS__REG_FP) return CRUMBS__STEP_FAILED;
         caller.known &= ~(1ull << reg);
         break;
@@ -619,7 +627,7 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
     // Neither CFI nor a frame record: scan upward from sp for the next return address whose
     // call can reach the frame we are in, and resume the unwind from it (x86_64: the caller's
     // sp is then right above that slot).
-    uint64_t slot = (inner_sp + 7) & ~(uint64_t)7;
+    uint64_t slot = ((inner_sp > state.low ? inner_sp : state.low) + 7) & ~(uint64_t)7;
     uint64_t limit = state.high > 16 ? state.high - 16 : 0;
     if (slot + CRUMBS__SCAN_WINDOW < limit) limit = slot + CRUMBS__SCAN_WINDOW;
     uint64_t inner = inner_exact ? inner_pc : inner_pc - 1;
