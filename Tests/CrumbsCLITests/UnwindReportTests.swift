@@ -108,6 +108,30 @@ struct UnwindReportTests {
     }
   #endif
 
+  #if arch(x86_64)
+    @Test(
+      "a fault inside a signal handler unwinds through the signal frame to the interrupted code",
+      arguments: variants)
+    func throughSignalFrame(variant: ChildVariant) throws {
+      guard variant.executable != nil else { return }
+      let directory = TestDirectory()
+      let run = try runCrashScenario("fault-in-signal-handler", variant: variant, directory: directory)
+      #expect(run.signal == SIGSEGV, "\(run.lines)")
+      let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+      let frames = stored.report.frames
+      let names = frames.map { $0.function ?? "?" }
+      let handler = try #require(
+        names.firstIndex { $0.hasPrefix("crumbs_test_faulting_signal_handler") }, "\(names)")
+      let raiser = try #require(
+        names.firstIndex { $0.hasPrefix("crumbs_test_fault_in_signal_handler") }, "\(names)")
+      // Between them: glibc's signal trampoline, then the interrupted raise() (libc frames).
+      #expect(raiser - handler >= 3, "\(names)")
+      #expect(frames[(handler + 1)..<raiser].allSatisfy { baseName($0.module) == "libc.so.6" }, "\(names)")
+      #expect(names[raiser + 1].contains("LibcAbortWorkload.interruptedBySignal"), "\(names)")
+      #expect(!frames.contains { $0.guessed }, "\(stored.report.exceptionStacktrace)")
+    }
+  #endif
+
   @Test(
     "a crash in an async function after a suspension shows its async callers, marked", arguments: variants)
   func asyncCallers(variant: ChildVariant) throws {

@@ -134,6 +134,11 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     LibcAbortWorkload.runUnwindableCode()
   },
+  // A fault inside a signal handler: the backtrace crosses the signal frame (x86_64).
+  "fault-in-signal-handler": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.interruptedBySignal()
+  },
   "c-assert": crashing { _ in
     armAndFlush()
     crumbs_test_c_assert(1)
@@ -595,6 +600,12 @@ enum LibcAbortWorkload {
   @inline(never) static func runUnwindableCode() {
     let status = crumbs_test_crash_without_unwind_info()
     print("error \(status)")
+  }
+
+  @inline(never) static func interruptedBySignal() {
+    // Shaped unlike runUnwindableCode, so a release build cannot merge the two.
+    if crumbs_test_fault_in_signal_handler() != 0 { print("error: no SIGUSR1 handler") }
+    print("unreachable: interruptedBySignal")
   }
 
   @inline(never) static func stampAndGiveUp() {

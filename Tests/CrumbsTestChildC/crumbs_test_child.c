@@ -322,3 +322,21 @@ __attribute__((noinline)) int crumbs_test_crash_without_unwind_info(void) {
   return -1;
 #endif
 }
+
+#include <signal.h>
+
+void crumbs_test_faulting_signal_handler(int signal_number) {
+  (void)signal_number;
+  crumbs_test_null_deref();
+  __asm__ volatile("" ::: "memory"); // not a tail call: this frame stays on the stack
+}
+
+__attribute__((noinline)) int crumbs_test_fault_in_signal_handler(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = crumbs_test_faulting_signal_handler;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGUSR1, &action, NULL) != 0) return -1;
+  raise(SIGUSR1);
+  return 0;
+}

@@ -44,6 +44,12 @@ void crumbs_test_clock_then_abort(void);
 /// 1 KiB down, zeroes the frame pointer and faults: only a stack scan finds this function as its
 /// caller, past the stale ones. Returns -1 elsewhere or when the page cannot be made executable.
 int crumbs_test_crash_without_unwind_info(void);
+/// Installs crumbs_test_faulting_signal_handler for SIGUSR1 (on the thread's own stack), then
+/// raises SIGUSR1: the handler stores to address 0. The backtrace must cross the kernel's signal
+/// frame (glibc's __restore_rt) back into raise() and this function. Returns -1 on failure.
+int crumbs_test_fault_in_signal_handler(void);
+/// The SIGUSR1 handler of crumbs_test_fault_in_signal_handler: calls crumbs_test_null_deref.
+void crumbs_test_faulting_signal_handler(int signal_number);
 /// Recurses `depth` frames by direct calls to itself (their return addresses stay in dead stack).
 int crumbs_test_leave_return_addresses(int depth);
 /// Address of a function, as an integer (for printing).
