@@ -21,6 +21,15 @@ private let variants = [
 
 private func baseName(_ path: String?) -> String { path.map { Syscall.baseName(of: $0) } ?? "?" }
 
+/// Runs `scenario`, expects death by `signal`, and returns the report the next launch made.
+private func reportOfCrash(_ scenario: String, _ variant: ChildVariant, signal: Int32) throws -> StoredReport
+{
+  let directory = TestDirectory()
+  let run = try runCrashScenario(scenario, variant: variant, directory: directory)
+  #expect(run.signal == signal, "\(scenario) [\(variant)]: \(run.lines)")
+  return try #require(try crashReport(leftIn: directory), "\(scenario) [\(variant)]: \(run.lines)")
+}
+
 @Suite("Unwinding through libc, unwind-less code and async frames")
 struct UnwindReportTests {
   @Test("glibc's heap-corruption abort keeps the app's C function and its Swift caller", arguments: variants)
@@ -46,10 +55,7 @@ struct UnwindReportTests {
     guard variant.executable != nil else { return }
     var sequences: [[String]] = []
     for attempt in 0..<8 {
-      let directory = TestDirectory()
-      let run = try runCrashScenario("clock-abort", variant: variant, directory: directory)
-      #expect(run.signal == SIGABRT, "\(run.lines)")
-      let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+      let stored = try reportOfCrash("clock-abort", variant, signal: SIGABRT)
       let frames = stored.report.frames
       let names = frames.map { $0.function ?? "?" }
       let c = try #require(names.firstIndex { $0.hasPrefix("crumbs_test_clock_then_abort") }, "\(names)")
@@ -114,10 +120,7 @@ struct UnwindReportTests {
       arguments: variants)
     func throughSignalFrame(variant: ChildVariant) throws {
       guard variant.executable != nil else { return }
-      let directory = TestDirectory()
-      let run = try runCrashScenario("fault-in-signal-handler", variant: variant, directory: directory)
-      #expect(run.signal == SIGSEGV, "\(run.lines)")
-      let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
+      let stored = try reportOfCrash("fault-in-signal-handler", variant, signal: SIGSEGV)
       let frames = stored.report.frames
       let names = frames.map { $0.function ?? "?" }
       let handler = try #require(
