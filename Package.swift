@@ -128,6 +128,11 @@ let package = Package(
       path: "Fuzz/ELFReader"
     ),
     .executableTarget(
+      name: "FuzzCFIReader",
+      dependencies: ["Crumbs", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/CFIReader"
+    ),
+    .executableTarget(
       name: "FuzzHTTPHeaders",
       dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/HTTPHeaders"

@@ -21,6 +21,7 @@ TARGETS=(
   "FuzzRingReader ring-reader"
   "FuzzCrashRecordReader crashrecord-reader"
   "FuzzELFReader elf-reader"
+  "FuzzCFIReader cfi-reader"
   "FuzzStoredReport stored-report"
   "FuzzHTTPHeaders http-headers"
   "FuzzTrailEntries trail-entries"
@@ -39,6 +40,14 @@ for entry in "${TARGETS[@]}"; do
   echo "== $product: building ($CONFIG, -sanitize=fuzzer,address)"
   build=(swift build --scratch-path "$SCRATCH" -c "$CONFIG" --product "$product"
     -Xswiftc -sanitize=fuzzer,address)
+  # A parser written in C (the crash handler's CFI reader) needs the C code instrumented too:
+  # coverage for libFuzzer and AddressSanitizer's checks on its reads. Its own scratch path, so
+  # the other targets keep their build.
+  if [ "$product" = FuzzCFIReader ]; then
+    build=(swift build --scratch-path "$SCRATCH-c" -c "$CONFIG" --product "$product"
+      -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address
+      -Xcxx -fsanitize=fuzzer-no-link,address)
+  fi
   if ! "${build[@]}"; then
     echo "fuzz: $product did not build" >&2
     exit 2

@@ -45,14 +45,19 @@ enum CrashRecordText {
   static func hex(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
 
   static func frameLine(_ record: CrashRecord, index: Int, address: UInt64) -> String {
-    // Return addresses point after the call: look up address - 1 for every frame but the first.
-    let lookup = index == 0 ? address : address &- 1
+    // Return addresses point after the call: look up address - 1 for every frame but the first
+    // and async resume points (a function's first instruction).
+    let exact = index == 0 || (index < record.frameMarks.count && record.frameMarks[index].contains(.async))
+    let lookup = exact ? address : address &- 1
     var line = "  #\(index) " + hex(address)
     if let module = record.module(containing: lookup) {
       let name = module.path.split(separator: "/").last.map(String.init) ?? module.path
       line += "  \(name) + " + hex(address &- module.loadBias)
     } else {
       line += "  ?"
+    }
+    if index < record.frameMarks.count, let origin = CrashReport.FrameOrigin(record.frameMarks[index]) {
+      line += "  {\(origin.rawValue)}"
     }
     return line
   }

@@ -79,7 +79,8 @@ package enum BacktraceJSON {
                 stack.object { fields in
                   Self.frame(
                     frame, into: &fields, faulted: thread.fault && position == 0 && report.kind == .crash,
-                    guessed: guessed && position > 0, sourceID: frame.file.flatMap { files[$0] },
+                    guessed: frame.guessed || (guessed && position > 0),
+                    sourceID: frame.file.flatMap { files[$0] },
                     debugIdentifier: frame.buildID.flatMap { modulesByBuildID[$0] }.map(debugIdentifier(of:))
                       ?? frame.buildID.flatMap(debugIdentifier(hex:)),
                     registers: position == 0 ? thread.registers : [])
@@ -182,11 +183,14 @@ package enum BacktraceJSON {
     }
   }
 
-  /// Whether the callers (every frame after the first) may have been found by scanning the
-  /// stack. The report keeps that as evidence for the whole stack, not per frame, so every caller
-  /// of such a stack is marked.
+  /// Whether every caller (every frame after the first) is to be marked guessed: only for a
+  /// report made before frames said how they were found (`Frame.foundBy`), which kept a stack
+  /// scan as evidence for the whole stack. A newer report marks its guessed frames one by one.
   static func callersAreGuessed(_ report: CrashReport) -> Bool {
-    report.evidence.contains(CrashReportBuilder.stackScannedEvidence)
+    let framesSayHow = (report.frames + (report.threads ?? []).flatMap(\.frames)).contains {
+      $0.foundBy != nil
+    }
+    return !framesSayHow && report.evidence.contains(CrashReportBuilder.stackScannedEvidence)
   }
 
   /// Source file path → the id frames name it by (1, 2, … in order of first use).

@@ -341,6 +341,8 @@ public struct OTLPDestination: ReportDestination {
     if let function = frame.function { fields.append(OTLPAttribute("function", .string(function))) }
     if let file = frame.file { fields.append(OTLPAttribute("file", .string(file))) }
     if let line = frame.line { fields.append(OTLPAttribute("line", .int(Int64(line)))) }
+    // How the handler found it (`exception.stacktrace` says it too: `{guessed}`).
+    if let origin = frame.foundBy { fields.append(OTLPAttribute("found_by", .string(origin.rawValue))) }
     return .keyValueList(fields)
   }
 

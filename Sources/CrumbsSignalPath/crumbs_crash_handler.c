@@ -160,8 +160,8 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
   }
 }
 
-static void crumbs__record_backtrace(crumbs_crash_record *record,
-                                     crumbs__context_registers registers) {
+static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__context_registers registers,
+                                     const void *context) {
   uint64_t low = 0, high = 0;
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   // After a stack overflow the SP can point into the guard gap below the stack (the prologue
@@ -194,53 +194,25 @@ static void crumbs__record_backtrace(crumbs_crash_record *record,
   uint32_t generation = (uint32_t)__atomic_load_n(&record->module_generation, __ATOMIC_ACQUIRE);
   if (generation & 1u) __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_TORN, __ATOMIC_RELAXED);
 
-  // The PC outside every module means control went to a bad address (a call through a garbage
-  // pointer); the frame-pointer chain then skips the caller, whose return address is at [sp]
-  // (x86_64) or in LR (aarch64). Put it second, flagged. Inside a module we trust the chain: a
-  // random code address on the stack would otherwise look like a frame.
   // A PC outside the table may lie in a library loaded since the last module scan: look for it
-  // first, so the checks below see the module it is in.
+  // first, so the unwinder sees the module it is in (and its CFI). Outside every module, control
+  // went to a bad address, and the unwinder inserts the caller from [sp] / LR (marked).
   if (registers.pc != 0 && crumbs__crash_module_for_text(record, registers.pc) < 0) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
     crumbs__crash_add_modules_at_crash(record, &registers.pc, 1);
   }
-  uint64_t frames_before_walk[2];
-  uint32_t prefix = 0;
-  frames_before_walk[prefix++] = registers.pc;
-  if (crumbs__crash_module_for_text(record, registers.pc) < 0 && registers.leaf_return != 0 &&
-      crumbs__crash_module_for_text(record, registers.leaf_return) >= 0) {
-    frames_before_walk[prefix++] = registers.leaf_return;
-    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED, __ATOMIC_RELAXED);
-  } else if (registers.leaf_return != 0 && crumbs__crash_is_return_address(record, registers.leaf_return) &&
-             registers.fp >= low && registers.fp + 16 <= high && (registers.fp & 7u) == 0 &&
-             ((const volatile uint64_t *)(uintptr_t)registers.fp)[1] != registers.leaf_return) {
-    // A fault inside a function that keeps no frame (glibc's memcpy, strlen, syscall…): the frame
-    // pointer still names its caller's caller, and the caller itself is only at [sp]. Take
-    // [sp] when it is a real return address (right after a call instruction, in a module's
-    // text) that the chain would not give anyway. Flagged.
-    frames_before_walk[prefix++] = registers.leaf_return;
-    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED, __ATOMIC_RELAXED);
-  }
+  crumbs__unwind_registers unwind;
+  crumbs__unwind_registers_from_context(context, &unwind);
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-  uint32_t walked;
-  if (prefix == 2) {
-    record->frames[0] = frames_before_walk[0];
-    walked = 1 + crumbs__crash_walk_frames(frames_before_walk[1], registers.fp, registers.sp, low,
-                                           high, &record->frames[1],
-                                           CRUMBS_CRASH_MAX_FRAMES - 1, &stop);
-  } else {
-    walked = crumbs__crash_walk_frames(registers.pc, registers.fp, registers.sp, low, high,
-                                       record->frames, CRUMBS_CRASH_MAX_FRAMES, &stop);
-  }
-  // Fewer than 3 frames: the fault sat in code without frame pointers (glibc's raise/abort,
-  // other C libraries). Recover the callers by scanning the stack, flagged as such.
-  if (walked < 3 && stop != CRUMBS_BACKTRACE_FULL && stop != CRUMBS_BACKTRACE_NO_STACK_BOUNDS &&
-      registers.sp >= low && registers.sp < high) {
-    uint32_t scanned = crumbs__crash_scan_frames(record, registers.sp, high, record->frames, walked,
-                                                 CRUMBS_CRASH_MAX_FRAMES, &stop);
-    if (scanned > walked) {
+  uint32_t walked = crumbs__crash_unwind(record, &unwind, low, high, record->frames, record->frame_marks,
+                                         CRUMBS_CRASH_MAX_FRAMES, &stop);
+  // The record-wide flags readers of earlier files know, from the per-frame marks.
+  for (uint32_t index = 0; index < walked; index++) {
+    if (record->frame_marks[index] & CRUMBS_FRAME_INSERTED) {
+      __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_LEAF_FRAME_INSERTED, __ATOMIC_RELAXED);
+    }
+    if (record->frame_marks[index] & CRUMBS_FRAME_GUESSED) {
       __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_STACK_SCANNED, __ATOMIC_RELAXED);
-      walked = scanned;
     }
   }
   record->frame_count = walked;
@@ -390,7 +362,7 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
 
   crumbs__context_registers registers = {0, 0, 0, 0};
   if (context != NULL) registers = crumbs__copy_registers(record, (const ucontext_t *)context);
-  crumbs__record_backtrace(record, registers);
+  crumbs__record_backtrace(record, registers, context);
   crumbs__thread_capture_collect(record); // releases the parked threads
 
   struct sysinfo memory;

@@ -21,7 +21,8 @@
 // handler formats a forked child's record with it, crumbs_fork.c). libc calls: mmap, mprotect,
 // sigaltstack, sigaction, pthread_self, pthread_getattr_np (allocates; not on the main thread),
 // pthread_attr_getstack, pthread_attr_destroy, getauxval, getrlimit, dl_iterate_phdr and readlink
-// (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer), std::set_terminate
+// (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer, the concurrency runtime's
+// swift_job_run), std::set_terminate
 // (crumbs_terminate.cpp), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
@@ -180,6 +181,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   crumbs__crash_state *state = &crumbs__crash_installed;
   if (state->swift_fatal_message == NULL) {
     state->swift_fatal_message = crumbs__swift_fatal_message_buffer();
+    // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind.c).
+    crumbs__unwind_concurrency_runtime = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_job_run");
   }
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
   if (crumbs__format_length(config->record_path) < sizeof state->record_path) {

@@ -19,6 +19,7 @@
 #ifndef CRUMBS_CRASH_INTERNAL_H
 #define CRUMBS_CRASH_INTERNAL_H
 
+#include "crumbs_cfi.h"
 #include "crumbs_crash_handler.h"
 
 #include <signal.h>
@@ -112,15 +113,29 @@ uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64
 /// Whether `address` is a return address: in a module's text, right after a call instruction.
 /// Safe to call from a signal handler (reads only that module's text).
 bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
-/// When the frame-pointer walk ended after fewer than 3 frames (the crash sat in code built
-/// without frame pointers, like glibc's abort/raise), scans the stack upward from `sp` for
-/// return addresses (values in a module's text right after a call instruction), appending them,
-/// and resumes the frame-pointer walk at the first frame record whose saved frame pointer leads
-/// to another return address. Returns the new frame count. Safe to call from a signal handler
-/// (reads only [sp, high) and module text ranges).
-uint32_t crumbs__crash_scan_frames(const crumbs_crash_record *record, uint64_t sp, uint64_t high,
-                                   uint64_t *frames, uint32_t count, uint32_t capacity,
-                                   uint32_t *stop);
+/// The registers an unwind starts from, by DWARF number (x86_64: rax rdx rcx rbx rsi rdi rbp
+/// rsp r8…r15; aarch64: x0…x30, sp), `known` a bit per meaningful one, and the pc.
+typedef struct crumbs__unwind_registers {
+  uint64_t values[CRUMBS_CFI_REGISTERS];
+  uint64_t known;
+  uint64_t pc;
+} crumbs__unwind_registers;
+/// The registers of a signal handler's `ucontext_t *` (NULL: all unknown, pc 0).
+/// Safe to call from a signal handler (copies).
+void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_registers *out);
+/// The backtrace of the thread whose registers are `registers` and whose stack is [low, high):
+/// frames[0] = pc, then return addresses (and async resume points), innermost first, with
+/// marks[i] the CRUMBS_FRAME_* bits saying how frame i was found. Uses `record`'s module table
+/// and the CFI recorded with it (crumbs_unwind.c has the order of methods). Returns the count;
+/// `stop` gets a crumbs_crash_backtrace_stop. Any thread's registers will do (the crashing
+/// thread's from the handler's context, another thread's from its own signal context).
+/// Safe to call from a signal handler (see crumbs_unwind.c for what it reads and calls).
+uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
+                              uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
+                              uint32_t capacity, uint32_t *stop);
+/// An address in the Swift concurrency runtime (swift_job_run, found with dlsym at install), 0
+/// without one: async frames are those it resumes (crumbs_unwind.c).
+extern uint64_t crumbs__unwind_concurrency_runtime;
 
 // MARK: - /proc/self/maps (crumbs_maps.c)
 
@@ -148,6 +163,14 @@ bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps
 bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
 
 // MARK: - Module table (crumbs_modules.c)
+
+/// Where module row i's .eh_frame_hdr is loaded, and the readable segment [low, high) holding it
+/// (and, in every linker's output, .eh_frame too). header 0: the module has none.
+typedef struct crumbs__module_cfi {
+  uint64_t header, low, high;
+} crumbs__module_cfi;
+/// One per row of the record's module table, written with the row (scan, crash-time additions).
+extern crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
 
 /// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
 uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);

@@ -1,6 +1,7 @@
 // crumbs_crash_testing.c — test-only entry points (crumbs_crash_testing.h). Not signal-safe:
 // called by tests from ordinary threads; libc calls: none.
 #include "crumbs_crash_testing.h"
+#include "crumbs_cfi.h"
 #include "crumbs_crash_internal.h"
 
 void crumbs_crash_testing_fault_inside_handler(bool enabled) {
@@ -9,4 +10,29 @@ void crumbs_crash_testing_fault_inside_handler(bool enabled) {
 
 void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
   crumbs__thread_capture_testing_skip_mask_check(enabled);
+}
+
+void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
+                            crumbs_cfi_testing_result *result) {
+  crumbs_cfi_testing_result empty = {0};
+  *result = empty;
+  if (bytes == NULL || size == 0 || base > UINT64_MAX - size) {
+    result->status = CRUMBS_CFI_MALFORMED;
+    return;
+  }
+  crumbs__cfi_region region = {.low = base, .high = base + size, .bytes = bytes};
+  crumbs__cfi_row row;
+  result->status = crumbs__cfi_row_at(&region, header, pc, &row);
+  if (result->status != CRUMBS_CFI_OK) return;
+  result->return_register = row.return_register;
+  result->cfa_register = row.cfa_register;
+  result->cfa_offset = row.cfa_offset;
+  result->cfa_is_expression = row.cfa_is_expression;
+  result->signal_frame = row.signal_frame;
+  result->function_start = row.function_start;
+  result->function_end = row.function_end;
+  if (row.return_register < CRUMBS_CFI_REGISTERS) {
+    result->return_rule = row.rules[row.return_register];
+    result->return_value = row.values[row.return_register];
+  }
 }

@@ -20,6 +20,11 @@
 // the handler alike: whichever holds it, the other leaves the table alone (a refresh that meets
 // the handler is in a dying process; a handler that meets a refresh flags the table torn).
 //
+// CFI: next to each row, crumbs__crash_module_cfi (handler-owned static storage, same index)
+// keeps where the module's .eh_frame_hdr is loaded and the bounds of the segment holding it, so
+// the unwinder (crumbs_unwind.c) finds a pc's FDE by binary search in the table the linker sorted,
+// with nothing to build at install. Written with the row, under the same seqlock.
+//
 // SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc) and
 // crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
 // loads from mappings the maps file says are readable) are async-signal-safe.
@@ -35,6 +40,33 @@
 #include <link.h>
 #include <string.h>
 #include <unistd.h>
+
+crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
+
+/// Where the module's .eh_frame_hdr is loaded (PT_GNU_EH_FRAME) and the bounds of the PT_LOAD
+/// segment holding it, the only bytes the CFI parser may read. Zeros when there is none.
+/// Safe to call from a signal handler (loads from the program headers only).
+static void crumbs__find_eh_frame_hdr(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+                                      crumbs__module_cfi *cfi) {
+  cfi->header = cfi->low = cfi->high = 0;
+  uint64_t header = 0;
+  for (size_t index = 0; index < count; index++) {
+    if (headers[index].p_type == PT_GNU_EH_FRAME) header = bias + headers[index].p_vaddr;
+  }
+  if (header == 0) return;
+  for (size_t index = 0; index < count; index++) {
+    const ElfW(Phdr) *segment = &headers[index];
+    if (segment->p_type != PT_LOAD || !(segment->p_flags & PF_R)) continue;
+    uint64_t low = bias + segment->p_vaddr;
+    uint64_t high = low + segment->p_filesz; // file-backed bytes: .eh_frame is never in .bss
+    if (header >= low && header < high) {
+      cfi->low = low;
+      cfi->high = high;
+      cfi->header = header;
+      return;
+    }
+  }
+}
 
 typedef struct crumbs__scan_state {
   crumbs_crash_record *record;
@@ -116,6 +148,8 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
   // The main executable comes first with an empty name.
   if ((name == NULL || name[0] == '\0') && state->count == 0) name = crumbs__executable_path;
   crumbs__format_copy(module->path, sizeof module->path, name);
+  crumbs__find_eh_frame_hdr(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr,
+                            &crumbs__crash_module_cfi[state->count]);
   // A loaded object's notes are mapped, so readable: no bounds to keep to.
   crumbs__read_build_id(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, 0, UINT64_MAX, module);
   state->count++;
@@ -207,6 +241,8 @@ static void crumbs__add_found_module(crumbs__late_scan *scan, const char *path, 
   memset(module, 0, sizeof *module);
   if (!found || !crumbs__fill_ranges(headers, elf->e_phnum, bias, module)) return;
   crumbs__read_build_id(headers, elf->e_phnum, bias, low, high, module);
+  // The program headers are in the first page (checked above): PT_GNU_EH_FRAME is read from there.
+  crumbs__find_eh_frame_hdr(headers, elf->e_phnum, bias, &crumbs__crash_module_cfi[index]);
   size_t kept = path_length < sizeof module->path - 1 ? path_length : sizeof module->path - 1;
   memcpy(module->path, path, kept);
   module->path[kept] = '\0';

@@ -99,6 +99,7 @@ typedef struct crumbs__capture_slot {
   int32_t also_crashed;   // the signal of a thread that crashed too, else 0
   uint32_t register_count;
   crumbs__context_registers context;
+  crumbs__unwind_registers unwind; // every register the CFI unwinder may start from
   uint64_t stack_low, stack_high; // registered bounds (crumbs__crash_this_thread), or 0
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS];
   char name[16];
@@ -234,6 +235,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   }
   slot->register_count = crumbs__crash_context_registers(shown, slot->registers,
                                                          CRUMBS_CRASH_THREAD_MAX_REGISTERS, &slot->context);
+  crumbs__unwind_registers_from_context(shown, &slot->unwind);
   slot->stack_low = thread->stack_low;
   slot->stack_high = thread->stack_high;
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
@@ -435,52 +437,16 @@ static void crumbs__find_stack_bounds(void) {
   if (need_maps) crumbs__crash_each_maps_line(crumbs__find_stacks, NULL);
 }
 
-/// The one call into the unwinder for threads other than the crashing one (the swap point for
-/// a better unwinder). frames[0] is the PC; when the word at [sp] (x86_64) or LR (aarch64) is a
-/// return address the frame-pointer chain would skip (the thread stopped inside a function that
-/// keeps no frame, like a libc system call wrapper), it comes second, marked
-/// CRUMBS_FRAME_INSERTED; then the frame-pointer walk. When that gives fewer than 3 frames (the
-/// thread stopped deep in code without frame pointers, like glibc's pthread_cond_wait, whose
-/// frame pointer register holds anything), the callers are recovered as for the crashing
-/// thread, by scanning the stack for return addresses (crumbs__crash_scan_frames), each marked
-/// CRUMBS_FRAME_GUESSED. Safe to call from a signal handler (reads only [low, high) and module
-/// text).
-static uint32_t crumbs__thread_unwind(const crumbs_crash_record *record, crumbs__context_registers registers,
+/// Another thread's backtrace from the registers its capture handler saved: the crashing
+/// thread's unwinder (crumbs__crash_unwind: CFI, then frame records, then a checked stack scan,
+/// each frame marked how it was found), so a thread stopped deep in glibc (pthread_cond_wait,
+/// whose frame pointer register holds anything) still shows its callers. Safe to call from a
+/// signal handler (crumbs_unwind.c says what it reads).
+static uint32_t crumbs__thread_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
                                       uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                                       uint32_t capacity, uint32_t *stop) {
   for (uint32_t index = 0; index < capacity; index++) marks[index] = 0;
-  if (low >= high) {
-    frames[0] = registers.pc;
-    *stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-    return 1;
-  }
-#if defined(__x86_64__)
-  registers.leaf_return = 0;
-  if (registers.sp >= low && registers.sp + 8 <= high && (registers.sp & 7u) == 0) {
-    registers.leaf_return = *(const volatile uint64_t *)(uintptr_t)registers.sp;
-  }
-#endif
-  bool insert = capacity >= 2 && registers.leaf_return != 0 &&
-                crumbs__crash_module_for_text(record, registers.pc) >= 0 &&
-                crumbs__crash_is_return_address(record, registers.leaf_return) && registers.fp >= low &&
-                registers.fp + 16 <= high && (registers.fp & 7u) == 0 &&
-                ((const volatile uint64_t *)(uintptr_t)registers.fp)[1] != registers.leaf_return;
-  uint32_t count;
-  if (insert) {
-    frames[0] = registers.pc;
-    marks[1] = CRUMBS_FRAME_INSERTED;
-    count = 1 + crumbs__crash_walk_frames(registers.leaf_return, registers.fp, registers.sp, low, high,
-                                          &frames[1], capacity - 1, stop);
-  } else {
-    count = crumbs__crash_walk_frames(registers.pc, registers.fp, registers.sp, low, high, frames,
-                                      capacity, stop);
-  }
-  if (count < 3 && *stop != CRUMBS_BACKTRACE_FULL && registers.sp >= low && registers.sp < high) {
-    uint32_t scanned = crumbs__crash_scan_frames(record, registers.sp, high, frames, count, capacity, stop);
-    for (uint32_t index = count; index < scanned; index++) marks[index] = CRUMBS_FRAME_GUESSED;
-    count = scanned;
-  }
-  return count;
+  return crumbs__crash_unwind(record, registers, low, high, frames, marks, capacity, stop);
 }
 
 void crumbs__thread_capture_collect(crumbs_crash_record *record) {
@@ -522,7 +488,7 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
       uint64_t low = entry->stack_source != CRUMBS_STACK_UNKNOWN ? entry->stack_low : 0;
       uint64_t high = entry->stack_source != CRUMBS_STACK_UNKNOWN ? entry->stack_high : 0;
       uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-      entry->frame_count = crumbs__thread_unwind(record, slot->context, low, high, entry->frames,
+      entry->frame_count = crumbs__thread_unwind(record, &slot->unwind, low, high, entry->frames,
                                                  entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
       entry->backtrace_stop = stop;
       table->captured++;

@@ -408,6 +408,8 @@ struct CrashCaptureTests {
     for scenario in [
       "null-deref", "abort", "stack-overflow-thread", "wait-for-signal", "dlopen-crash", "fatal-message-segv",
       "cxx-exception-guarded", "all-threads",
+      // The unwinder's CFI path through libc, and its stack scan (x86_64).
+      "clock-abort", "no-unwind-info",
     ] {
       let scenarioDirectory = TestDirectory()
       let run = try runCrashScenario(

@@ -41,6 +41,9 @@ import Testing
     case parsedRetryAfter(nanoseconds: UInt64)
     /// A trail's JSON Lines: how many entries decoded, and how many had a time.
     case parsedTrailEntries(count: Int, timed: Int)
+    /// The crash handler's CFI parser at an input's pc: its status (0 a row, 1 no FDE, 2
+    /// malformed, 3 unsupported) and, for a row, CFA = register + offset.
+    case cfiRow(status: Int32, cfaRegister: UInt32, cfaOffset: Int64)
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
@@ -51,7 +54,25 @@ import Testing
     "stored-report": replayStoredReport,
     "http-headers": replayHTTPHeaders,
     "trail-entries": replayTrailEntries,
+    "cfi-reader": replayCFIReader,
   ]
+
+  /// The checks of Fuzz/CFIReader: three u64 (load address, .eh_frame_hdr address, pc), then
+  /// the segment's bytes; a row returned covers the pc it was asked for.
+  static func replayCFIReader(_ input: UnsafeRawBufferPointer) -> Outcome {
+    guard input.count > 24 else { return .cfiRow(status: 2, cfaRegister: 0, cfaOffset: 0) }
+    let word = { (index: Int) in input.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self) }
+    let segment = Array(input[24...])
+    var result = crumbs_cfi_testing_result()
+    for probe in [word(2) &- 1, word(1), word(2)] {
+      segment.withUnsafeBufferPointer {
+        crumbs_cfi_testing_row($0.baseAddress, $0.count, word(0), word(1), probe, &result)
+      }
+      #expect((0...3).contains(result.status))
+      if result.status == 0 { #expect(result.function_start <= probe && probe < result.function_end) }
+    }
+    return .cfiRow(status: result.status, cfaRegister: result.cfa_register, cfaOffset: result.cfa_offset)
+  }
 
   /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now.
   static func replayHTTPHeaders(_ bytes: UnsafeRawBufferPointer) -> Outcome {
@@ -179,6 +200,32 @@ import Testing
         try RingReader.read(image: image)
       }
       #expect(contents.counts.overwritten == Int.max)
+    }
+  }
+
+  /// The CFI seeds (segments of real binaries) give a row at each pc, one byte into a function
+  /// (x86_64: after `push`, or a PLT entry: CFA = rsp + 16); every cut and every byte flip of
+  /// their .eh_frame_hdr and first entries comes back as a status, never a trap.
+  @Test func cfiSeedsGiveRowsAndDamagedOnesStatuses() throws {
+    let seeds = Self.inputs(in: Self.repositoryRoot + "/Fuzz/Corpus/cfi-reader")
+    #expect(seeds.count >= 6)
+    for path in seeds {
+      let bytes = try #require(FileManager.default.contents(atPath: path)).map { $0 }
+      let outcome = bytes.withUnsafeBytes { Self.replayCFIReader($0) }
+      #expect(outcome == .cfiRow(status: 0, cfaRegister: 7, cfaOffset: 16), "\(path)")
+      let base = bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self) }
+      let header = bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) }
+      let headerAt = 24 + Int(header - base)
+      for cut in stride(from: 25, to: bytes.count, by: max(1, bytes.count / 97)) {
+        _ = Array(bytes[..<cut]).withUnsafeBytes { Self.replayCFIReader($0) }
+      }
+      for index in headerAt..<min(bytes.count, headerAt + 64) {
+        for flip: UInt8 in [0x01, 0x80, 0xff] {
+          var damaged = bytes
+          damaged[index] ^= flip
+          _ = damaged.withUnsafeBytes { Self.replayCFIReader($0) }
+        }
+      }
     }
   }
 

@@ -127,6 +127,33 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     abort()
   },
+  // glibc's heap check aborts inside free(), called from C called from Swift (issue 12 item 5).
+  "heap-corruption": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.releaseBuffer()
+  },
+  // C reads the clock, then calls abort(): clock_gettime's return address is left in dead stack.
+  "clock-abort": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.stampAndGiveUp()
+  },
+  // A Task runs outer() → middle(), which suspends (Task.yield), is resumed by the executor,
+  // then faults in C: the async callers are only in the task's async context chain.
+  "async-crash": crashing { _ in
+    armAndFlush()
+    Task.detached { await AsyncWorkload.outer(Int(getpid())) }
+    while true { pause() }
+  },
+  // A fault in code without CFI or a frame pointer: its caller is found by the stack scan.
+  "no-unwind-info": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.runUnwindableCode()
+  },
+  // A fault inside a signal handler: the backtrace crosses the signal frame (x86_64).
+  "fault-in-signal-handler": crashing { _ in
+    armAndFlush()
+    LibcAbortWorkload.interruptedBySignal()
+  },
   "c-assert": crashing { _ in
     armAndFlush()
     crumbs_test_c_assert(1)
@@ -600,5 +627,44 @@ final class StartedThreads: @unchecked Sendable {
     pthread_mutex_lock(&mutex)
     while count < expected { pthread_cond_wait(&condition, &mutex) }
     pthread_mutex_unlock(&mutex)
+  }
+}
+
+/// Swift callers of the C functions that make glibc abort: named, never inlined, allocating
+/// nothing (the malloc guard may be armed).
+enum LibcAbortWorkload {
+  @inline(never) static func releaseBuffer() {
+    crumbs_test_corrupt_heap_then_free()
+    print("unreachable: releaseBuffer")
+  }
+
+  @inline(never) static func runUnwindableCode() {
+    let status = crumbs_test_crash_without_unwind_info()
+    print("error \(status)")
+  }
+
+  @inline(never) static func interruptedBySignal() {
+    // Shaped unlike runUnwindableCode, so a release build cannot merge the two.
+    if crumbs_test_fault_in_signal_handler() != 0 { print("error: no SIGUSR1 handler") }
+    print("unreachable: interruptedBySignal")
+  }
+
+  @inline(never) static func stampAndGiveUp() {
+    crumbs_test_clock_then_abort()
+    print("unreachable: stampAndGiveUp")
+  }
+}
+
+/// An async call chain whose innermost function suspends before it crashes.
+enum AsyncWorkload {
+  @inline(never) static func outer(_ seed: Int) async {
+    let value = await middle(seed &+ 1)
+    print("unreachable: outer \(value)")
+  }
+
+  @inline(never) static func middle(_ seed: Int) async -> Int {
+    await Task.yield()  // a real suspension: what follows runs when the executor resumes us
+    if seed != 0 { crumbs_test_null_deref() }
+    return seed
   }
 }

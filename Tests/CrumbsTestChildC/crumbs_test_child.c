@@ -255,3 +255,88 @@ const char *crumbs_test_unterminated_text(uint32_t length) {
   memset(guard - length, 'x', length);
   return guard - length;
 }
+
+// MARK: - Aborts inside libc (issue 12 item 5)
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <time.h>
+
+__attribute__((noinline)) void crumbs_test_corrupt_heap_then_free(void) {
+  // Two neighbours too big for the tcache and the fastbins, so free() takes the checked path.
+  char *volatile block = malloc(2000);
+  char *volatile neighbour = malloc(2000);
+  // The neighbour's chunk size sits right after the block's usable bytes: size 0, "previous in
+  // use" set, so glibc gets past its double-free check to "free(): invalid next size (normal)".
+  *(volatile size_t *)(block + malloc_usable_size(block)) = 1;
+  free(block);
+  free(neighbour); // not reached: glibc aborts in the first free()
+}
+
+/// Reads the clock `depth` frames down, each frame with a few words of its own: the return
+/// addresses of those calls (into this function, and inside clock_gettime) stay behind in the
+/// dead stack that abort() and raise() then reuse, only partly overwritten.
+__attribute__((noinline)) static int crumbs__read_clock_deep(int depth) {
+  volatile uint64_t words[6] = {0};
+  if (depth > 0) return crumbs__read_clock_deep(depth - 1) + (int)words[depth % 6];
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (int)(now.tv_nsec & 1) + (int)words[0];
+}
+
+__attribute__((noinline)) void crumbs_test_clock_then_abort(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (crumbs__read_clock_deep(12) >= 0 && now.tv_sec >= 0) abort();
+  __asm__ volatile("" ::: "memory");
+}
+
+#include <string.h>
+#include <sys/mman.h>
+
+/// Recurses `depth` frames by direct calls to itself: their return addresses stay behind in the
+/// dead stack below the caller, where the next call's frame (and a stack scan) will find them.
+__attribute__((noinline)) int crumbs_test_leave_return_addresses(int depth) {
+  volatile uint64_t words[4] = {0};
+  if (depth > 0) return crumbs_test_leave_return_addresses(depth - 1) + (int)words[depth % 4];
+  return (int)words[0];
+}
+
+__attribute__((noinline)) int crumbs_test_crash_without_unwind_info(void) {
+#if defined(__x86_64__)
+  // sub $0x400,%rsp; movq $0,(%rsp); xor %ebp,%ebp; xor %eax,%eax; movl $1,(%rax): the scan
+  // from its sp crosses the stale return addresses crumbs_test_leave_return_addresses left.
+  static const unsigned char code[] = {0x48, 0x81, 0xec, 0x00, 0x04, 0x00, 0x00, 0x48, 0xc7, 0x04, 0x24,
+                                       0x00, 0x00, 0x00, 0x00, 0x31, 0xed, 0x31, 0xc0, 0xc7, 0x00, 0x01,
+                                       0x00, 0x00, 0x00};
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return -1;
+  memcpy(page, code, sizeof code);
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return -1;
+  void (*function)(void);
+  memcpy(&function, &page, sizeof function);
+  if (crumbs_test_leave_return_addresses(16) != 0) return -1;
+  function();
+  return 0;
+#else
+  return -1;
+#endif
+}
+
+#include <signal.h>
+
+void crumbs_test_faulting_signal_handler(int signal_number) {
+  (void)signal_number;
+  crumbs_test_null_deref();
+  __asm__ volatile("" ::: "memory"); // not a tail call: this frame stays on the stack
+}
+
+__attribute__((noinline)) int crumbs_test_fault_in_signal_handler(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = crumbs_test_faulting_signal_handler;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGUSR1, &action, NULL) != 0) return -1;
+  raise(SIGUSR1);
+  return 0;
+}

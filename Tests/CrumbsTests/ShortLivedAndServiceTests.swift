@@ -72,13 +72,13 @@ import Testing
       #expect(server.readLine(seconds: 120) == "stopped", "round \(round)")
       #expect(server.wait(seconds: 120) == 0, "round \(round): the graceful shutdown did not end in exit 0")
 
-      // The ring as the server left it: one breadcrumb for the SIGTERM, before the shutdown's.
+      // The ring as the server left it: one breadcrumb for the SIGTERM. (When the group's
+      // signalfd took the signal first, it is recorded from Crumbs' own Dispatch source, which
+      // may run after the other services' first shutdown breadcrumbs: no order is checked.)
       let contents = try RingReader.read(file: ringPath)
       let messages = contents.breadcrumbs.map(\.message)
       #expect(messages.filter { $0 == "SIGTERM received" }.count == 1, "round \(round): \(messages)")
-      let received = messages.firstIndex(of: "SIGTERM received")
-      let stopped = messages.firstIndex(of: "server stopped")
-      #expect(received != nil && stopped != nil && received! < stopped!, "round \(round): \(messages)")
+      #expect(messages.contains("server stopped"), "round \(round): \(messages)")
       #expect(contents.header.state == .terminatedBySignal, "round \(round)")
       #expect(contents.header.endSignal == SIGTERM, "round \(round)")
 

@@ -174,6 +174,10 @@ public struct CrashRecord: Sendable, Equatable, Codable {
 
   /// frames[0] is the faulting PC, then return addresses, innermost first.
   public var frames: [UInt64]
+  /// How each of `frames` was found (same count). Empty marks: read from a frame record (or the
+  /// faulting PC). A record written before the marks existed has them all empty; its
+  /// `stackScanned` says only that some frame was guessed.
+  public var frameMarks: [FrameMarks]
   public var backtraceStop: BacktraceStop
   /// x86_64: the word at [sp]; aarch64: LR. The caller's return address when the fault was in a
   /// frameless leaf or a call through a bad pointer.
@@ -597,6 +601,7 @@ private struct RecordFields {
       architecture: architecture,
       registers: registers,
       frames: frames,
+      frameMarks: bytes(at: offset(\C.frame_marks), count: frames.count).map(FrameMarks.init(rawValue:)),
       backtraceStop: stop,
       leafReturnCandidate: u64(\C.leaf_return_candidate),
       stackLow: u64(\C.stack_low),
@@ -609,4 +614,21 @@ private struct RecordFields {
       threads: threadTable(crashing: crashing, names: names),
       flags: flags)
   }
+}
+
+/// How the crash handler found one frame (`crumbs_crash_record.frame_marks`, the CRUMBS_FRAME_*
+/// bits). Empty: read from a frame record, or the faulting PC itself: certain.
+public struct FrameMarks: OptionSet, Sendable, Hashable, Codable {
+  public let rawValue: UInt8
+  public init(rawValue: UInt8) { self.rawValue = rawValue }
+  /// Found by scanning the stack for return addresses: it may be a stale one.
+  public static let guessed = FrameMarks(rawValue: UInt8(CRUMBS_FRAME_GUESSED))
+  /// Recovered with the module's .eh_frame call frame information (no frame record held it).
+  public static let cfi = FrameMarks(rawValue: UInt8(CRUMBS_FRAME_CFI))
+  /// The resume point of a Swift async caller, from the task's async context chain: an exact
+  /// address (a function's start), not a return address.
+  public static let async = FrameMarks(rawValue: UInt8(CRUMBS_FRAME_ASYNC))
+  /// The caller's return address taken from [sp] / LR after a call through a bad pointer or a
+  /// fault in a function that keeps no frame.
+  public static let inserted = FrameMarks(rawValue: UInt8(CRUMBS_FRAME_INSERTED))
 }

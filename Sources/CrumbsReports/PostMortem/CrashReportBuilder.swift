@@ -39,12 +39,17 @@ package struct CrashReportBuilder {
   package func crash(record: CrashRecord, ring: RingContents?, trailSize: Int?, damage: [String])
     -> CrashReport
   {
-    // Every thread's frames in one batch (the crashing thread's first): one line-info pass.
+    // Every thread's frames in one batch (the crashing thread's first): one line-info pass. An
+    // async resume point is looked up at its address (a function's first instruction).
+    let marks = record.frameMarks
     let others = record.threads?.threads.filter { $0.state != .crashing } ?? []
+    let otherMarks = others.map { $0.frameMarks.map(FrameMarks.init(rawValue:)) }
     let named = Symbolicator(modules: record.modules, options: symbolicatorOptions)
-      .symbolicate(backtraces: [record.frames] + others.map(\.frames))
+      .symbolicate(
+        backtraces: [record.frames] + others.map(\.frames),
+        exact: ([marks] + otherMarks).map(Self.asyncIndices))
     let symbolicated = named[0]
-    let frames = Self.frames(symbolicated)
+    let frames = Self.frames(symbolicated, marks: marks)
     let signal = record.signal
     var message = "\(signal.codeName) at \(CrashReport.hex(signal.faultAddress))"
     if let sender = signal.senderPID {
@@ -117,7 +122,13 @@ package struct CrashReportBuilder {
       report.damage.append("the crash handler did not finish; fields after the last one written are missing")
     }
     if record.stackScanned {
-      report.evidence.append(Self.stackScannedEvidence)
+      report.evidence.append(
+        marks.contains { $0.contains(.guessed) }
+          ? "some callers were recovered by scanning the stack (frames marked guessed may be stale)"
+          : Self.stackScannedEvidence)
+    }
+    if marks.contains(where: { $0.contains(.async) }) {
+      report.evidence.append("async callers were recovered from the Swift task's async context chain")
     }
     if record.modulesTorn { report.damage.append("the module table was being updated at the crash") }
     if record.swiftFatalMessageTruncated {
@@ -168,7 +179,8 @@ package struct CrashReportBuilder {
         case .alsoCrashed: .alsoCrashed
         case .crashing, .unknown: .unknown
         }
-      let threadFrames = Self.frames(named.next() ?? [])
+      let threadFrames = Self.frames(
+        named.next() ?? [], marks: thread.frameMarks.map(FrameMarks.init(rawValue:)))
       result.append(
         CrashReport.Thread(
           id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: state, crashed: false,
@@ -306,6 +318,22 @@ package struct CrashReportBuilder {
 
   /// The report's frames: each named as a person reads it (`function`) and in full (`symbol`),
   /// each distinct symbol demangled once (a deep recursion repeats one name 128 times).
+  /// Report frames from symbolicated ones, each with how the crash handler found it
+  /// (`marks[i]`, when given).
+  package static func frames(_ symbolicated: [SymbolicatedFrame], marks: [FrameMarks]) -> [CrashReport.Frame]
+  {
+    var frames = Self.frames(symbolicated)
+    for index in frames.indices where index < marks.count {
+      frames[index].foundBy = CrashReport.FrameOrigin(marks[index])
+    }
+    return frames
+  }
+
+  /// The indices of async resume points among `marks`.
+  static func asyncIndices(_ marks: [FrameMarks]) -> Set<Int> {
+    Set(marks.indices.filter { marks[$0].contains(.async) })
+  }
+
   package static func frames(_ symbolicated: [SymbolicatedFrame]) -> [CrashReport.Frame] {
     var names: [String: (readable: String?, full: String?)] = [:]
     return symbolicated.map { frame in

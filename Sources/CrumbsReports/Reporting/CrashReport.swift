@@ -61,6 +61,40 @@ public struct CrashReport: Codable, Sendable, Equatable {
     public var line: Int?
     /// Why a frame is not (fully) symbolicated: "module gone", "build id changed", "stripped".
     public var note: String?
+    /// How the crash handler found this frame; nil for a frame read from a frame record (or the
+    /// faulting PC), and for every frame of a report made before this field existed.
+    public var foundBy: FrameOrigin? = nil
+
+    /// Whether the frame was guessed by a stack scan (it may be a stale return address).
+    public var guessed: Bool { foundBy == .guessed }
+  }
+
+  /// How a frame was found, when not from a frame record (`Frame.foundBy`).
+  public enum FrameOrigin: String, Codable, Sendable, Equatable {
+    /// Scanning the stack for return addresses: it may be a stale one.
+    case guessed
+    /// The module's .eh_frame call frame information (code without frame pointers).
+    case cfi
+    /// A Swift async caller's resume point, from the task's async context chain.
+    case async
+    /// The caller's return address at [sp] / in LR, after a call through a bad pointer or a
+    /// fault in a function that keeps no frame.
+    case inserted
+
+    /// The origin of a frame the crash handler marked so (the strongest doubt first).
+    public init?(_ marks: FrameMarks) {
+      if marks.contains(.guessed) {
+        self = .guessed
+      } else if marks.contains(.inserted) {
+        self = .inserted
+      } else if marks.contains(.async) {
+        self = .async
+      } else if marks.contains(.cfi) {
+        self = .cfi
+      } else {
+        return nil
+      }
+    }
   }
 
   /// One thread of the crashed process (reports of version 3 crash records).
@@ -240,7 +274,8 @@ extension CrashReport {
   }
 
   /// A readable multi-line stack trace from `frames`:
-  /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`.
+  /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`, and how the frame was found when
+  /// not from a frame record: `{guessed}`, `{cfi}`, `{async}`, `{inserted}` (`Frame.foundBy`).
   package static func stacktrace(_ frames: [Frame]) -> String {
     frames.map { frame in
       var line = "#\(frame.index)  \(frame.address)"
@@ -253,6 +288,7 @@ extension CrashReport {
       if let module = frame.module { line += "  (\(module.split(separator: "/").last ?? ""))" }
       if let file = frame.file { line += "  \(file)" + (frame.line.map { ":\($0)" } ?? "") }
       if let note = frame.note { line += "  [\(note)]" }
+      if let origin = frame.foundBy { line += "  {\(origin.rawValue)}" }
       return line
     }.joined(separator: "\n")
   }

@@ -16,23 +16,29 @@ extension CrashReport {
   public func symbolicated(with options: Symbolicator.Options) -> CrashReport {
     let symbolicator = Symbolicator(modules: modules, options: options)
     var report = self
-    // A crash's first frame is the faulting instruction itself; every other one is a return
-    // address (looked up one byte back).
-    report.frames = Self.renamed(frames) {
-      symbolicator.symbolicate($0, firstIsExactPC: kind == .crash && $1)
+    // A crash's first frame is the faulting instruction itself, and async resume points are
+    // functions' first instructions; every other one is a return address (looked up one byte
+    // back).
+    report.frames = Self.renamed(frames) { addresses, firstParsed, exact in
+      symbolicator.symbolicate(addresses, firstIsExactPC: kind == .crash && firstParsed, exact: exact)
     }
     if !frames.isEmpty { report.exceptionStacktrace = CrashReport.stacktrace(report.frames) }
     // The other threads' frames in one batch (each first frame is where that thread stopped).
     if let threads, kind == .crash {
       var batch: [[UInt64]] = []
-      for thread in threads where !thread.crashed { batch.append(thread.frames.compactMap(Self.address)) }
-      var named = symbolicator.symbolicate(backtraces: batch).makeIterator()
+      var exact: [Set<Int>] = []
+      for thread in threads where !thread.crashed {
+        let parsed = thread.frames.filter { Self.address($0) != nil }
+        batch.append(parsed.compactMap(Self.address))
+        exact.append(Self.asyncIndices(parsed))
+      }
+      var named = symbolicator.symbolicate(backtraces: batch, exact: exact).makeIterator()
       report.threads = threads.map { thread in
         var thread = thread
         if thread.crashed {
           thread.frames = report.frames
         } else if let fresh = named.next() {
-          thread.frames = Self.renamed(thread.frames) { _, _ in fresh }
+          thread.frames = Self.renamed(thread.frames) { _, _, _ in fresh }
         }
         return thread
       }
@@ -45,18 +51,27 @@ extension CrashReport {
     return UInt64(frame.address.dropFirst(2), radix: 16)
   }
 
+  /// The indices of async resume points among `frames`.
+  private static func asyncIndices(_ frames: [Frame]) -> Set<Int> {
+    Set(frames.indices.filter { frames[$0].foundBy == .async })
+  }
+
   /// `frames` with each frame whose address parses replaced by what `name` made of it (given
-  /// the parsed addresses, and whether the first frame's parsed), unless that names it less well.
+  /// the parsed addresses, whether the first frame's parsed, and the indices among them of
+  /// async resume points), unless that names it less well. How each frame was found stays.
   private static func renamed(
-    _ frames: [Frame], _ name: ([UInt64], Bool) -> [SymbolicatedFrame]
+    _ frames: [Frame], _ name: ([UInt64], Bool, Set<Int>) -> [SymbolicatedFrame]
   ) -> [Frame] {
     let addresses = frames.map(address)
     let parsed = addresses.compactMap { $0 }
     guard !parsed.isEmpty else { return frames }
-    var next = CrashReportBuilder.frames(name(parsed, addresses[0] != nil)).makeIterator()
+    let parsedFrames = zip(frames, addresses).filter { $0.1 != nil }.map(\.0)
+    var next = CrashReportBuilder.frames(name(parsed, addresses[0] != nil, asyncIndices(parsedFrames)))
+      .makeIterator()
     return zip(frames, addresses).map { old, address in
       guard address != nil, var fresh = next.next() else { return old }
       fresh.index = old.index
+      fresh.foundBy = old.foundBy
       return fresh.function == nil && old.function != nil ? old : fresh
     }
   }

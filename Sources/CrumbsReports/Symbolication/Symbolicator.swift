@@ -163,21 +163,28 @@ public final class Symbolicator {
   }
 
   /// Names each address. Return addresses point after their call, so every frame is looked up at
-  /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself).
-  public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true) -> [SymbolicatedFrame] {
-    symbolicate(addresses) { index in index == 0 && firstIsExactPC }
+  /// `address − 1`, except the first when `firstIsExactPC` (the faulting instruction itself) and
+  /// those at the indices in `exact` (async resume points: a function's first instruction).
+  public func symbolicate(_ addresses: [UInt64], firstIsExactPC: Bool = true, exact: Set<Int> = [])
+    -> [SymbolicatedFrame]
+  {
+    symbolicate(addresses) { index in (index == 0 && firstIsExactPC) || exact.contains(index) }
   }
 
   /// Names several backtraces at once (every thread of a crash), each one's first address taken
-  /// as an exact PC: one optional line-info pass per module for all of them.
-  public func symbolicate(backtraces: [[UInt64]]) -> [[SymbolicatedFrame]] {
-    var starts = Set<Int>()
+  /// as an exact PC, and those at the indices in `exact[i]` of backtrace i: one optional
+  /// line-info pass per module for all of them.
+  public func symbolicate(backtraces: [[UInt64]], exact: [Set<Int>] = []) -> [[SymbolicatedFrame]] {
+    var exactIndices = Set<Int>()
     var all: [UInt64] = []
-    for backtrace in backtraces {
-      if !backtrace.isEmpty { starts.insert(all.count) }
+    for (position, backtrace) in backtraces.enumerated() {
+      if !backtrace.isEmpty { exactIndices.insert(all.count) }
+      if position < exact.count {
+        for index in exact[position] where index < backtrace.count { exactIndices.insert(all.count + index) }
+      }
       all += backtrace
     }
-    let named = symbolicate(all) { starts.contains($0) }
+    let named = symbolicate(all) { exactIndices.contains($0) }
     var result: [[SymbolicatedFrame]] = []
     var start = 0
     for backtrace in backtraces {

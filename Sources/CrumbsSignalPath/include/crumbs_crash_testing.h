@@ -4,6 +4,8 @@
 #define CRUMBS_CRASH_TESTING_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +24,27 @@ void crumbs_crash_testing_ask_blocked_threads(bool enabled);
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
+
+/// What the crash handler's CFI parser made of one pc (crumbs_cfi_testing_row).
+typedef struct crumbs_cfi_testing_result {
+  int32_t status;           // 0 ok, 1 no FDE covers the pc, 2 malformed, 3 unsupported
+  uint32_t return_register; // the CIE's return address column
+  uint32_t cfa_register;    // CFA = cfa_register + cfa_offset (unless cfa_is_expression)
+  uint8_t return_rule;      // 0 same, 1 undefined, 2 offset, 3 val_offset, 4 register, 5 expression
+  uint8_t signal_frame;
+  uint8_t cfa_is_expression;
+  uint8_t reserved;
+  int64_t cfa_offset;
+  int64_t return_value;     // the return address rule's operand
+  uint64_t function_start, function_end;
+} crumbs_cfi_testing_result;
+
+/// Fuzzing and tests only: runs the crash handler's .eh_frame_hdr / .eh_frame parser
+/// (crumbs_cfi.c) over `bytes`, taken as `size` bytes loaded at address `base` that hold a
+/// .eh_frame_hdr at address `header` and the .eh_frame it indexes, for the instruction at `pc`.
+/// Never reads outside `bytes`. Safe to call from anywhere (pure).
+void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
+                            crumbs_cfi_testing_result *result);
 
 #ifdef __cplusplus
 }

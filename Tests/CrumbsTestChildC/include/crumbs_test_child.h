@@ -33,6 +33,25 @@ void crumbs_test_call_null(void);
 int crumbs_test_overflow_stack(int depth);
 /// Recurses `depth` frames, then calls `crash`. Returns only if `crash` does.
 int crumbs_test_recurse_then(int depth, void (*crash)(void));
+/// Corrupts the heap (the size of the chunk after a fresh 2000-byte block), then frees the
+/// block: glibc notices ("free(): invalid next size (normal)") and aborts from inside free().
+void crumbs_test_corrupt_heap_then_free(void);
+/// Reads CLOCK_MONOTONIC, here and 12 frames deeper (the calls' return addresses stay in the
+/// dead stack), then abort().
+void crumbs_test_clock_then_abort(void);
+/// x86_64: leaves stale return addresses in dead stack (crumbs_test_leave_return_addresses),
+/// then calls machine code in an anonymous page (no module, no CFI) that moves the stack pointer
+/// 1 KiB down, zeroes the frame pointer and faults: only a stack scan finds this function as its
+/// caller, past the stale ones. Returns -1 elsewhere or when the page cannot be made executable.
+int crumbs_test_crash_without_unwind_info(void);
+/// Installs crumbs_test_faulting_signal_handler for SIGUSR1 (on the thread's own stack), then
+/// raises SIGUSR1: the handler stores to address 0. The backtrace must cross the kernel's signal
+/// frame (glibc's __restore_rt) back into raise() and this function. Returns -1 on failure.
+int crumbs_test_fault_in_signal_handler(void);
+/// The SIGUSR1 handler of crumbs_test_fault_in_signal_handler: calls crumbs_test_null_deref.
+void crumbs_test_faulting_signal_handler(int signal_number);
+/// Recurses `depth` frames by direct calls to itself (their return addresses stay in dead stack).
+int crumbs_test_leave_return_addresses(int depth);
 /// Address of a function, as an integer (for printing).
 uintptr_t crumbs_test_address_of_null_deref(void);
 uintptr_t crumbs_test_address_of_int_divide(void);
