@@ -249,7 +249,7 @@ public final class ReportUploader: Sendable {
   public init(
     store: ReportStore, destinations: [any ReportDestination],
     settings: DeliverySettings = DeliverySettings(),
-    transport: any HTTPTransport = URLSessionTransport(), delegate: (any ReportUploaderDelegate)? = nil,
+    transport: any HTTPTransport = CurlTransport(), delegate: (any ReportUploaderDelegate)? = nil,
     clock: @escaping @Sendable () -> UInt64 = ReportUploader.wallClock,
     random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
   ) {

@@ -1,5 +1,5 @@
 // UntrustedServerTests.swift — servers that answer too much, forever, or too soon: the answer is
-// read only up to URLSessionTransport.maxResponseBodyBytes (checked in this process, and in a
+// read only up to CurlTransport.maxResponseBodyBytes (checked in this process, and in a
 // `crumbs reports send` child whose peak RSS the kernel reports through peak_rss.py), and a 2xx
 // that came before the report was sent is not a delivery.
 
@@ -15,13 +15,13 @@ import Testing
   @Test func aLargeAnswerIsReadOnlyUpToTheLimitAndKeepsItsStatus() throws {
     let server = try LoopbackHTTPServer { _, _ in .respondWithLargeBody(200, bodyBytes: 64 << 20) }
     defer { server.stop() }
-    let transport = URLSessionTransport(timeout: 60)
+    let transport = CurlTransport(timeout: 60)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
     let answer = try transport.send(request).get()
     #expect(answer.status == 200)
-    #expect(answer.body.count == URLSessionTransport.maxResponseBodyBytes)
+    #expect(answer.body.count == CurlTransport.maxResponseBodyBytes)
     #expect(answer.bodyTruncated)
     #expect(answer.requestSent)
   }
@@ -31,7 +31,7 @@ import Testing
   @Test func aTricklingAnswerEndsAtFourTimesTheTimeout() throws {
     let server = try LoopbackHTTPServer { _, _ in .respondTrickling(200) }
     defer { server.stop() }
-    let transport = URLSessionTransport(timeout: 1)
+    let transport = CurlTransport(timeout: 1)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))

@@ -210,7 +210,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ? nil
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database,
-        transport: URLSessionTransport(timeout: configuration.requestTimeout), delegate: bridge)
+        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge)
     bridge.client = self
     // The session file before the crash handler: a crash from now on is reported with it.
     writeSessionFile()
