@@ -35,7 +35,8 @@
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
 
 import CrumbsSignalPath
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
