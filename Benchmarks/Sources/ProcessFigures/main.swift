@@ -10,8 +10,9 @@
 //   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB)
 //   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
 //   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
-//              program without Crumbs that links FoundationNetworking, as every client does
-//              (CrumbsDelivery): most of a client's end is that library tree's; and the client
+//              program without Crumbs that links FoundationNetworking, as every client did
+//              before CrumbsDelivery loaded libcurl with dlopen (most of a client's end was that
+//              library tree's), one that links Foundation only; and the client
 //              without its memory monitor, whose thread (the client's only long-lived one) the
 //              kernel must wake and let exit before the parent is told: on a busy machine that
 //              waits for a CPU
@@ -223,8 +224,8 @@ print(
 let networkingDeath = figure(crashes, "NetworkingProcess", \.endToReaped)
 let networkingExit = figure(exits, "NetworkingProcess", \.endToReaped)
 print(
-  "for reference, a program that only links FoundationNetworking (as every client does, through "
-    + "CrumbsDelivery): fault → death \(ms(networkingDeath)), exit(0) → reaped \(ms(networkingExit)); "
+  "for reference, a program that only links FoundationNetworking (as every client did before "
+    + "the curl transport): fault → death \(ms(networkingDeath)), exit(0) → reaped \(ms(networkingExit)); "
     + "client / that: \(String(format: "%.2f", figure(crashes, "ClientProcess", \.endToReaped) / networkingDeath))× "
     + "and \(String(format: "%.2f", figure(exits, "ClientProcess", \.endToReaped) / networkingExit))×")
 let foundationDeath = figure(crashes, "FoundationProcess", \.endToReaped)
