@@ -22,7 +22,8 @@
 // failed attempt for the uploader). Following one would re-send the report, and its secret
 // headers, to wherever the server points, and 301–303 would turn the POST into a GET. Only http
 // and https are allowed. TLS peers and host names are verified (curl's defaults, set anyway).
-// Proxies: as curl does, from http_proxy / https_proxy / no_proxy in the environment.
+// Proxies: as curl does, from http_proxy / https_proxy / no_proxy in the environment (a
+// proxy's own answer to CONNECT never counts as the server's).
 // `Expect: 100-continue` is not sent: a large report goes out at once instead of waiting up to a
 // second for a 100 that many servers never send.
 //
@@ -95,6 +96,8 @@ public struct CurlTransport: HTTPTransport {
             set(CRUMBS_CURLOPT_PROTOCOLS, Int(CRUMBS_CURLPROTO_HTTP | CRUMBS_CURLPROTO_HTTPS))
           }
         }
+        // A proxy's answer to CONNECT is not the server's: keep it from the header callback.
+        _ = crumbs_curl_setopt_long(handle, CRUMBS_CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         set(CRUMBS_CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds)
         set(CRUMBS_CURLOPT_LOW_SPEED_LIMIT, 1)
         set(CRUMBS_CURLOPT_LOW_SPEED_TIME, idleSeconds)

@@ -41,6 +41,8 @@ enum {
   /// Deprecated since 7.85 for CURLOPT_PROTOCOLS_STR, which older versions lack.
   CRUMBS_CURLOPT_PROTOCOLS = 181,
   CRUMBS_CURLOPT_PROTOCOLS_STR = 10318,
+  /// 7.54 or later.
+  CRUMBS_CURLOPT_SUPPRESS_CONNECT_HEADERS = 265,
 };
 
 enum {
