@@ -62,9 +62,12 @@ public struct CurlTransport: HTTPTransport {
     var headers: UnsafeMutableRawPointer?
     defer { if let headers { crumbs_curl_slist_free_all(headers) } }
     for header in request.headers {
+      // curl sends each line as given: a line break in a configured name or value would end the
+      // header and start another (or the body), a NUL would cut it. Each becomes a space.
+      let name = Self.oneLine(header.name)
+      let value = Self.oneLine(header.value)
       // "Name:" would make curl drop the header; "Name;" sends it empty.
-      headers = crumbs_curl_slist_append(
-        headers, header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)")
+      headers = crumbs_curl_slist_append(headers, value.isEmpty ? "\(name);" : "\(name): \(value)")
     }
     if request.header("Expect") == nil { headers = crumbs_curl_slist_append(headers, "Expect:") }
 
@@ -120,6 +123,14 @@ public struct CurlTransport: HTTPTransport {
     }
     if code == -1 { return .failure(.other(code: -1)) }
     return exchange.outcome(code)
+  }
+
+  /// `text` with CR, LF and NUL replaced by spaces.
+  static func oneLine(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return text }
+    return String(
+      String.UnicodeScalarView(
+        text.unicodeScalars.map { $0 == "\r" || $0 == "\n" || $0 == "\0" ? " " : $0 }))
   }
 
   /// Maps curl's result to ours by code only: its texts may name the host.

@@ -46,6 +46,22 @@ import Testing
     #expect(took < 60, "took \(took) s")
   }
 
+  /// A line break in a configured header (a pasted token, say) stays inside that header: it
+  /// cannot add headers of its own to the request.
+  @Test func aLineBreakInAHeaderValueAddsNoHeader() throws {
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs",
+      headers: [HTTPHeader("Authorization", "Bearer abc\r\nX-Injected: 1", isSecret: true)],
+      body: Array("{}".utf8))
+    let answer = try CurlTransport(timeout: 60).send(request).get()
+    #expect(answer.status == 200)
+    let received = try #require(server.requests.first)
+    #expect(received.headers["x-injected"] == nil, "\(received.headers)")
+    #expect(received.headers["authorization"] == "Bearer abc  X-Injected: 1")
+  }
+
   /// A server that never falls silent long enough for the request timeout still cannot hold a
   /// request past four times it; the status it sent in time stands.
   @Test func aTricklingAnswerEndsAtFourTimesTheTimeout() throws {
