@@ -10,8 +10,8 @@
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
 //   CZlib (system)        Debian's zlib, through pkg-config: gzip for OTLP bodies (delivery only).
 //   CrumbsReports         after the fact: post-mortem, symbolication, crash reports, the store.
-//   CrumbsDelivery        OTLP and Backtrace uploads; the only module that imports
-//                         FoundationNetworking.
+//   CCurlLoader (C)       libcurl loaded with dlopen at the first upload (nothing links it).
+//   CrumbsDelivery        OTLP and Backtrace uploads, over CCurlLoader.
 //   Crumbs                the client and automatic breadcrumbs; re-exports the three above, so
 //                         `import Crumbs` is the whole SDK.
 //   CrumbsLogging         swift-log LogHandler → breadcrumbs; needs only the recorder.
@@ -65,7 +65,10 @@ let package = Package(
       ]
     ),
     .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CLZ4"]),
-    .target(name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder", "CZlib"]),
+    // libcurl's easy interface through dlopen (CrumbsDelivery's transport): nothing links libcurl.
+    .target(name: "CCurlLoader", linkerSettings: [.linkedLibrary("dl")]),
+    .target(
+      name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder", "CZlib", "CCurlLoader"]),
     .target(
       name: "Crumbs",
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]

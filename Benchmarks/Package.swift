@@ -15,7 +15,9 @@
 //   ProcessFigures         process start, RSS, fault → death and exit(0) → reaped of child
 //                          programs: PlainProcess (no Crumbs), RecorderProcess (CrumbsRecorder
 //                          only), ClientProcess (CrumbsClient.start) and, for reference,
-//                          NetworkingProcess (no Crumbs, FoundationNetworking linked);
+//                          NetworkingProcess (no Crumbs, FoundationNetworking linked, as
+//                          clients did before the curl transport),
+//                          FoundationProcess (no Crumbs, Foundation only);
 //                          ProcessChildSupport is what they share
 //   ReportFigures          crash handler, install, next-launch processing, LZ4 and non-fatal
 //                          reports, from real crashing children
@@ -76,6 +78,7 @@ let package = Package(
       dependencies: ["ProcessChildSupport", .product(name: "Crumbs", package: "Crumbs")]
     ),
     .executableTarget(name: "NetworkingProcess", dependencies: ["ProcessChildSupport"]),
+    .executableTarget(name: "FoundationProcess", dependencies: ["ProcessChildSupport"]),
     .executableTarget(name: "ProcessFigures", dependencies: ["BenchSummary"]),
     .executableTarget(
       name: "CallSites",

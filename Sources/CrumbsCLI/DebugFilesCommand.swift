@@ -169,7 +169,7 @@ struct DebugFilesUploadCommand: ParsableCommand {
     var upload = BacktraceSymbolUpload(endpoint: backtrace, token: token, tag: tag)
     upload.retryLimit = retryLimit
     upload.retryInterval = retryInterval
-    let transport = URLSessionTransport(timeout: timeout)
+    let transport = CurlTransport(timeout: timeout)
     var results: [BacktraceSymbolUpload.Result] = []
     for (index, file) in chosen.enumerated() {
       let result = upload.upload(path: file.path, transport: transport)

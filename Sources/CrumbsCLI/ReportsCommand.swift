@@ -135,7 +135,7 @@ struct ReportsSendCommand: ParsableCommand {
     let progress = SendProgress(total: pending, printsLines: !json)
     let uploader = ReportUploader(
       store: reportStore, destinations: [destination], settings: settings,
-      transport: URLSessionTransport(timeout: timeout), delegate: progress)
+      transport: CurlTransport(timeout: timeout), delegate: progress)
     let pass = uploader.deliverPendingNow()
     if pass.lockBusy {
       throw fail("reports send", "another process is delivering from this store; try again later")

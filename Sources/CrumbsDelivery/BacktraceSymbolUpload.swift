@@ -19,7 +19,11 @@
 
 import CrumbsRecorder
 import CrumbsReports
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Uploads debug files to a Backtrace instance's symbol store.
 public struct BacktraceSymbolUpload: Sendable {
@@ -76,10 +80,20 @@ public struct BacktraceSymbolUpload: Sendable {
       secrets: [token])
   }
 
+  /// Sleeps `seconds` (the default `wait`).
+  public static func sleep(_ seconds: Double) {
+    guard seconds > 0 else { return }  // NaN included
+    let clamped = min(seconds, 1e9)
+    let whole = clamped.rounded(.down)
+    var time = timespec(tv_sec: Int(whole), tv_nsec: Int((clamped - whole) * 1e9))
+    var left = timespec()
+    while nanosleep(&time, &left) != 0 && errno == EINTR { time = left }
+  }
+
   /// Uploads the file at `path`, retrying as the file comment says; `wait` sleeps (seconds).
   public func upload(
     path: String, transport: any HTTPTransport,
-    wait: (Double) -> Void = { Thread.sleep(forTimeInterval: $0) }
+    wait: (Double) -> Void = BacktraceSymbolUpload.sleep
   ) -> Result {
     let name = Self.uploadName(for: path)
     var result = Result(path: path, name: name, attempts: 0, status: nil, failure: nil)

@@ -118,7 +118,7 @@ public struct HTTPResponse: Sendable, Equatable {
   public var status: Int
   /// Header names lowercased.
   public var headers: [String: String]
-  /// The start of the body: at most `URLSessionTransport.maxResponseBodyBytes` are read.
+  /// The start of the body: at most `CurlTransport.maxResponseBodyBytes` are read.
   public var body: [UInt8]
   /// Whether the body went on past what was read (over the limit, or cut by the connection).
   public var bodyTruncated: Bool
@@ -149,7 +149,9 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
   case connectionLost
   /// The URL could not be parsed.
   case invalidURL
-  /// Anything else the HTTP stack reported, by its code.
+  /// No HTTP stack to send with (libcurl.so.4 could not be loaded), and why.
+  case unavailable(String)
+  /// Anything else the HTTP stack reported, by its code (libcurl's CURLcode).
   case other(code: Int)
 
   public var description: String {
@@ -158,6 +160,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case .cannotConnect: "cannot connect"
     case .connectionLost: "connection lost"
     case .invalidURL: "invalid URL"
+    case .unavailable(let reason): "no HTTP transport: \(reason)"
     case .other(let code): "transport error \(code)"
     }
   }

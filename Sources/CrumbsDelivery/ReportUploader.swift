@@ -44,7 +44,8 @@
 
 import CrumbsRecorder
 import CrumbsReports
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -239,6 +240,8 @@ public final class ReportUploader: Sendable {
   private final class Run: Sendable {
     private let stopRequested = Mutex(false)
     let finished = DispatchSemaphore(value: 0)
+    /// Signalled by wake() and stop(): ends the thread's wait between passes early.
+    let wakeUp = DispatchSemaphore(value: 0)
     var isStopping: Bool { stopRequested.withLock { $0 } }
     func requestStop() { stopRequested.withLock { $0 = true } }
   }
@@ -246,7 +249,6 @@ public final class ReportUploader: Sendable {
   private let state = Mutex(State())
   /// Serializes passes within this process (the flock serializes processes).
   private let passLock = Mutex(())
-  private let condition = NSCondition()
 
   /// The longest pause a 429 can ask for (its Retry-After, or the default, is capped here).
   public static let maxRetryAfter: Double = 86_400
@@ -258,7 +260,7 @@ public final class ReportUploader: Sendable {
   public init(
     store: ReportStore, destinations: [any ReportDestination],
     settings: DeliverySettings = DeliverySettings(),
-    transport: any HTTPTransport = URLSessionTransport(), delegate: (any ReportUploaderDelegate)? = nil,
+    transport: any HTTPTransport = CurlTransport(), delegate: (any ReportUploaderDelegate)? = nil,
     clock: @escaping @Sendable () -> UInt64 = ReportUploader.wallClock,
     random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
   ) {
@@ -299,10 +301,11 @@ public final class ReportUploader: Sendable {
 
   /// Asks the background thread for a pass soon (e.g. after a new report was stored).
   public func wake() {
-    condition.lock()
-    state.withLock { $0.wakeRequested = true }
-    condition.signal()
-    condition.unlock()
+    let run = state.withLock { state in
+      state.wakeRequested = true
+      return state.run
+    }
+    run?.wakeUp.signal()
   }
 
   /// Stops the background thread: it sends nothing new, and this waits for the request in
@@ -313,10 +316,8 @@ public final class ReportUploader: Sendable {
   @discardableResult
   public func stop(timeout: Double = .infinity) -> Bool {
     guard let run = state.withLock({ $0.run }) else { return true }
-    condition.lock()
     run.requestStop()
-    condition.broadcast()
-    condition.unlock()
+    run.wakeUp.signal()
     let ended: Bool
     if !(timeout >= .infinity) {  // NaN included: no wait rather than forever
       let nanoseconds = timeout > 0 ? Int(min(timeout, 1e6) * 1e9) : 0
@@ -340,13 +341,13 @@ public final class ReportUploader: Sendable {
         wait = due > now ? min(60, Double(due - now) / 1e9) : 0
       }
       if pass.lockBusy { wait = max(wait, 1) }
-      condition.lock()
-      let deadline = Date(timeIntervalSinceNow: wait)
+      // A wake-up left over from a request this pass already served ends one wait early; the
+      // loop then waits again.
+      let deadline = DispatchTime.now() + .nanoseconds(Int(wait * 1e9))
       while !run.isStopping && !state.withLock({ $0.wakeRequested }) {
-        if !condition.wait(until: deadline) { break }
+        if run.wakeUp.wait(timeout: deadline) == .timedOut { break }
       }
       state.withLock { $0.wakeRequested = false }
-      condition.unlock()
     }
     run.finished.signal()
   }

@@ -273,7 +273,7 @@ import Testing
     var destination = OTLPDestination(endpoint: server.baseURL)
     destination.timeout = 1
     let uploader = ReportUploader(
-      store: fixture.store, destinations: [destination], transport: URLSessionTransport(timeout: 30))
+      store: fixture.store, destinations: [destination], transport: CurlTransport(timeout: 30))
     let started = ChildProcess.now()
     let result = try #require(uploader.deliverPendingNow().results.first)
     #expect(ChildProcess.now() - started < 20)

@@ -1,7 +1,7 @@
 // UntrustedServerTests.swift — servers that answer too much, forever, or too soon: the answer is
-// read only up to URLSessionTransport.maxResponseBodyBytes (checked in this process, and in a
-// `crumbs reports send` child whose peak RSS the kernel reports through peak_rss.py), and a 2xx
-// that came before the report was sent is not a delivery.
+// read only up to CurlTransport.maxResponseBodyBytes, redirects included (checked in this
+// process, and in a `crumbs reports send` child whose peak RSS the kernel reports through
+// peak_rss.py), and a 2xx that came before the report was sent is not a delivery.
 
 import CrumbsTestSupport
 import Foundation
@@ -15,15 +15,51 @@ import Testing
   @Test func aLargeAnswerIsReadOnlyUpToTheLimitAndKeepsItsStatus() throws {
     let server = try LoopbackHTTPServer { _, _ in .respondWithLargeBody(200, bodyBytes: 64 << 20) }
     defer { server.stop() }
-    let transport = URLSessionTransport(timeout: 60)
+    let transport = CurlTransport(timeout: 60)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
     let answer = try transport.send(request).get()
     #expect(answer.status == 200)
-    #expect(answer.body.count == URLSessionTransport.maxResponseBodyBytes)
+    #expect(answer.body.count == CurlTransport.maxResponseBodyBytes)
     #expect(answer.bodyTruncated)
     #expect(answer.requestSent)
+  }
+
+  /// A redirect is an answer like any other: its endless body is cut at the limit at once (the
+  /// URLSession transport let FoundationNetworking gather a 3xx's body itself, and held the
+  /// request until the whole exchange's bound, four times the timeout).
+  @Test func aRedirectWithAnEndlessBodyIsCutAtTheLimitAtOnce() throws {
+    let server = try LoopbackHTTPServer { _, _ in .respondEndlessly(301) }
+    defer { server.stop() }
+    let transport = CurlTransport(timeout: 60)
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: Array("{}".utf8))
+    let started = ChildProcess.now()
+    let answer = try transport.send(request).get()
+    let took = ChildProcess.now() - started
+    #expect(answer.status == 301)
+    #expect(answer.body.count == CurlTransport.maxResponseBodyBytes)
+    #expect(answer.bodyTruncated)
+    // Well under a second here; far below the 240 s bound.
+    #expect(took < 60, "took \(took) s")
+  }
+
+  /// A line break in a configured header (a pasted token, say) stays inside that header: it
+  /// cannot add headers of its own to the request.
+  @Test func aLineBreakInAHeaderValueAddsNoHeader() throws {
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs",
+      headers: [HTTPHeader("Authorization", "Bearer abc\r\nX-Injected: 1", isSecret: true)],
+      body: Array("{}".utf8))
+    let answer = try CurlTransport(timeout: 60).send(request).get()
+    #expect(answer.status == 200)
+    let received = try #require(server.requests.first)
+    #expect(received.headers["x-injected"] == nil, "\(received.headers)")
+    #expect(received.headers["authorization"] == "Bearer abc  X-Injected: 1")
   }
 
   /// A server that never falls silent long enough for the request timeout still cannot hold a
@@ -31,7 +67,7 @@ import Testing
   @Test func aTricklingAnswerEndsAtFourTimesTheTimeout() throws {
     let server = try LoopbackHTTPServer { _, _ in .respondTrickling(200) }
     defer { server.stop() }
-    let transport = URLSessionTransport(timeout: 1)
+    let transport = CurlTransport(timeout: 1)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))

@@ -188,7 +188,7 @@ import Testing
     let delegate = RecordingDelegate()
     let uploader = ReportUploader(
       store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings(),
-      transport: URLSessionTransport(timeout: 0.5), delegate: delegate)
+      transport: CurlTransport(timeout: 0.5), delegate: delegate)
     let result = try #require(uploader.deliverPendingNow().results.first)
     guard case .willRetry(let reason, _) = result.outcome else {
       Issue.record("expected a retry, got \(result)")
@@ -231,7 +231,7 @@ import Testing
     let clock = ManualClock()
     let uploader = ReportUploader(
       store: fixture.store, destinations: [OTLPDestination(endpoint: dying.baseURL)], settings: settings(),
-      transport: URLSessionTransport(timeout: 10), clock: { clock.now() })
+      transport: CurlTransport(timeout: 10), clock: { clock.now() })
     // Only the clone carries 6 MiB; send it first.
     try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
     let result = try #require(uploader.deliverPendingNow().results.first)

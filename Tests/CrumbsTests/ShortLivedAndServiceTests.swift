@@ -3,7 +3,8 @@
 //   - a CLI that crashed last time, reports a failure this time and returns from main right
 //     after `flush(timeout:)`: both reports reach a real loopback server before it exits;
 //   - a server built from Tests/Consumers/ServiceConsumer (its own package, Crumbs' public
-//     products only) under swift-service-lifecycle's ServiceGroup: each SIGTERM leaves one
+//     products only, and linking no libcurl or FoundationNetworking) under
+//     swift-service-lifecycle's ServiceGroup: each SIGTERM leaves one
 //     "SIGTERM received" breadcrumb, a graceful shutdown, and a session the next launch records
 //     as terminated by SIGTERM, not as clean and not as a crash.
 // Every wait is on an event (a line, a request, the process's exit), bounded with a wide margin.
@@ -59,6 +60,15 @@ import Testing
   @Test func aServerUnderServiceGroupEndsEachSessionAsTerminatedBySIGTERM() throws {
     let directory = TestDirectory()
     let executable = try ConsumerPackage.build("ServiceConsumer", in: directory)
+    // Checked on this build, which is a whole package's: a program on the `Crumbs` product links
+    // no HTTP stack (CurlTransport loads libcurl with dlopen at the first upload).
+    let ldd = try Subprocess.run("/usr/bin/ldd", [executable], timeoutMilliseconds: 60_000)
+    let libraries = String(decoding: ldd.standardOutput, as: UTF8.self).split(separator: "\n")
+    #expect(libraries.contains { $0.contains("libswiftCore.so") })  // ldd really listed it
+    for forbidden in ["libFoundationNetworking", "libcurl"] {
+      let found = libraries.filter { $0.contains(forbidden) }
+      #expect(found.isEmpty, "the Crumbs consumer links \(found)")
+    }
     let crumbs = directory.file("crumbs")
     // Several rounds: whether Crumbs' own signal handler or the group's signalfd sees a SIGTERM
     // first is up to the kernel, round by round; every round must end the same way.

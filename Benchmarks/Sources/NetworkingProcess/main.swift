@@ -1,6 +1,7 @@
 // NetworkingProcess — a program without Crumbs that links and touches FoundationNetworking (what
-// CrumbsDelivery, and so every client, links), for ProcessFigures: it shows how much of a
-// client's start, memory, death and exit is that library tree's (see ProcessChildSupport).
+// CrumbsDelivery, and so every client, linked before its transport loaded libcurl with dlopen),
+// for ProcessFigures: what that library tree costs a start, memory, death and exit (see
+// ProcessChildSupport).
 import Foundation
 import FoundationNetworking
 import ProcessChildSupport

@@ -10,13 +10,15 @@
 //   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB)
 //   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
 //   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
-//              program without Crumbs that links FoundationNetworking, as every client does
-//              (CrumbsDelivery): most of a client's end is that library tree's; and the client
+//              program without Crumbs that links FoundationNetworking, as every client did
+//              before CrumbsDelivery loaded libcurl with dlopen (most of a client's end was that
+//              library tree's), one that links Foundation only; and the client
 //              without its memory monitor, whose thread (the client's only long-lived one) the
 //              kernel must wake and let exit before the parent is told: on a busy machine that
 //              waits for a CPU
 //
-// The children are PlainProcess, RecorderProcess, ClientProcess and NetworkingProcess, built next to this program
+// The children are PlainProcess, RecorderProcess, ClientProcess, NetworkingProcess and FoundationProcess (Foundation
+// without FoundationNetworking), built next to this program
 // (see ProcessChildSupport for what they do and print). Each kind keeps one directory from run
 // to run (a client's start then processes the previous run's session, in the background), and
 // the Swift runtime's backtracer is off in them (SWIFT_BACKTRACE=enable=no) so a crash times
@@ -158,7 +160,10 @@ var waits: [String: [ChildRun]] = [:]
 var crashes: [String: [ChildRun]] = [:]
 var exits: [String: [ChildRun]] = [:]
 var firstLaunches: [ChildRun] = []
-let kinds = ["PlainProcess", "RecorderProcess", "ClientProcess", "NetworkingProcess", "ClientNoMonitor"]
+let kinds = [
+  "PlainProcess", "RecorderProcess", "ClientProcess", "NetworkingProcess", "FoundationProcess",
+  "ClientNoMonitor",
+]
 for kind in kinds { _ = run(kind, "exit") }  // each kind's directory, as a first launch left it
 for _ in 0..<rounds {
   firstLaunches.append(run("ClientProcess", "wait", fresh: true))
@@ -179,7 +184,8 @@ func figure(_ runs: [String: [ChildRun]], _ kind: String, _ value: (ChildRun) ->
 
 let names = [
   "PlainProcess": "plain Swift", "RecorderProcess": "recorder only", "ClientProcess": "client",
-  "NetworkingProcess": "FoundationNetworking, no Crumbs", "ClientNoMonitor": "client, no memory monitor",
+  "NetworkingProcess": "FoundationNetworking, no Crumbs", "FoundationProcess": "Foundation only, no Crumbs",
+  "ClientNoMonitor": "client, no memory monitor",
 ]
 for kind in kinds {
   let startup = figure(waits, kind, \.spawnToMain)
@@ -218,10 +224,16 @@ print(
 let networkingDeath = figure(crashes, "NetworkingProcess", \.endToReaped)
 let networkingExit = figure(exits, "NetworkingProcess", \.endToReaped)
 print(
-  "for reference, a program that only links FoundationNetworking (as every client does, through "
-    + "CrumbsDelivery): fault → death \(ms(networkingDeath)), exit(0) → reaped \(ms(networkingExit)); "
+  "for reference, a program that only links FoundationNetworking (as every client did before "
+    + "the curl transport): fault → death \(ms(networkingDeath)), exit(0) → reaped \(ms(networkingExit)); "
     + "client / that: \(String(format: "%.2f", figure(crashes, "ClientProcess", \.endToReaped) / networkingDeath))× "
     + "and \(String(format: "%.2f", figure(exits, "ClientProcess", \.endToReaped) / networkingExit))×")
+let foundationDeath = figure(crashes, "FoundationProcess", \.endToReaped)
+let foundationExit = figure(exits, "FoundationProcess", \.endToReaped)
+print(
+  "and one that links Foundation but not FoundationNetworking: fault → death \(ms(foundationDeath)), "
+    + "exit(0) → reaped \(ms(foundationExit)), RSS \(Int(figure(waits, "FoundationProcess", \.residentKiB))) KiB"
+)
 let quietDeath = figure(crashes, "ClientNoMonitor", \.endToReaped)
 let quietExit = figure(exits, "ClientNoMonitor", \.endToReaped)
 print(
@@ -250,6 +262,9 @@ BenchSummary.record(
 BenchSummary.record(
   "  for reference: FoundationNetworking, no Crumbs",
   "fault to death \(ms(networkingDeath)), exit(0) to reaped \(ms(networkingExit))")
+BenchSummary.record(
+  "  for reference: Foundation only, no Crumbs",
+  "fault to death \(ms(foundationDeath)), exit(0) to reaped \(ms(foundationExit))")
 BenchSummary.record(
   "  for reference: client, no memory monitor",
   "fault to death \(ms(quietDeath)), exit(0) to reaped \(ms(quietExit))")

@@ -18,7 +18,8 @@
 
 import CrumbsDelivery
 import CrumbsRecorder
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// What `CrumbsClient.flush(timeout:)` did.

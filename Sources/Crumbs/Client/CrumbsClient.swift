@@ -35,7 +35,8 @@
 // through `problems` and the delegate. Not signal-safe (except what it hands to C).
 
 import CrumbsSignalPath
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -211,7 +212,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ? nil
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database,
-        transport: URLSessionTransport(timeout: configuration.requestTimeout), delegate: bridge)
+        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge)
     bridge.client = self
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     // The session file before the crash handler: a crash from now on is reported with it.

@@ -22,7 +22,7 @@
 // for it stays cheap): a power loss may undo the last counts, never tear the file. Not
 // signal-safe.
 
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
