@@ -27,7 +27,9 @@
 //   3. Record: state WRITING, signal/code/address/sender; ask every other thread for its
 //      registers (crumbs_thread_capture.c: capture signal, bounded wait); thread id and name,
 //      registers, backtrace; the other threads' stacks, walked while they are parked, then
-//      released (before any chaining); (and rows for the modules loaded since the last scan that hold a frame, from
+//      released (before any chaining) — or, when nothing is chained after us (step 4 calls
+//      nothing), ended by themselves as soon as they have answered, their stacks left intact,
+//      so the kernel has fewer threads to wake at the death; (and rows for the modules loaded since the last scan that hold a frame, from
 //      /proc/self/maps), time, memory, uptime; what was said before the signal (the Swift
 //      runtime's fatal-error message, an uncaught C++ exception's type and what(): bounded copies,
 //      last because the text lives in memory the crash may have damaged); fatal breadcrumb into
@@ -332,8 +334,20 @@ static void crumbs__finish_record(crumbs_crash_record *record, uint64_t started_
   __atomic_store_n(&record->complete_marker, CRUMBS_CRASH_COMPLETE_MARKER, __ATOMIC_RELEASE);
 }
 
+/// Whether an action was installed before ours that crumbs__chain would call.
+static bool crumbs__chains(int signal_number) {
+  if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL) return false;
+  const struct sigaction *previous = &crumbs__crash_installed.previous[signal_number];
+  if (previous->sa_flags & SA_SIGINFO) return previous->sa_sigaction != NULL;
+  return previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN;
+}
+
 static void crumbs__write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
                                  void *context, uint32_t thread_id, uint64_t started_ns) {
+  // Nothing chained after us: the process dies once the record is written, so the threads the
+  // capture asks end as soon as they have answered rather than run on until the kernel kills
+  // them (one wake-up each fewer on the way to the death).
+  bool process_ends = !crumbs__chains(signal_number);
   record->crash_monotonic_ns = started_ns;
   record->crash_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
   uint64_t boottime = crumbs__crash_clock_ns(CLOCK_BOOTTIME);
@@ -345,7 +359,7 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
   crumbs__record_signal(record, signal_number, info);
   __atomic_store_n(&record->state, CRUMBS_CRASH_WRITING, __ATOMIC_RELEASE);
   // Ask the other threads first: they stop while this thread records its own crash.
-  crumbs__thread_capture_request(record, thread_id);
+  crumbs__thread_capture_request(record, thread_id, process_ends);
 
   if (crumbs__crash_installed.test_fault) {
     // Tests only (crumbs_crash_testing_fault_inside_handler in crumbs_crash_testing.h).

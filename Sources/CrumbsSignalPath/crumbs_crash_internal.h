@@ -92,8 +92,10 @@ int crumbs__thread_capture_signal(void);
 /// The capture signal's handler, on every other thread.
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context);
 /// Crashing thread: lists the other threads into the record's table and asks each for its
-/// registers. Safe to call from a signal handler.
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid);
+/// registers. `process_ends`: nothing is chained after the crash handler, so the process dies
+/// once the record is written; the asked threads then end as soon as they have answered instead
+/// of parking until released (CRUMBS_THREADS_ENDED). Safe to call from a signal handler.
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, bool process_ends);
 /// Crashing thread, after its own backtrace: waits (bounded) for the answers, walks the parked
 /// threads' stacks into the table, then releases them. Safe to call from a signal handler.
 void crumbs__thread_capture_collect(crumbs_crash_record *record);

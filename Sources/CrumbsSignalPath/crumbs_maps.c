@@ -1,4 +1,4 @@
-// crumbs_maps.c — reading /proc/self/maps inside the crash handler: the stack's bounds when none
+// crumbs_maps.c — reading this thread's /proc/thread-self/maps inside the crash handler: the stack's bounds when none
 // were registered (crumbs_crash_handler.c), and the modules loaded since the last module scan
 // that hold a frame (crumbs_modules.c).
 //
@@ -20,7 +20,11 @@ static char crumbs__maps_line[512];
 
 bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, void *context),
                                   void *context) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  // This thread's view, not the process's: /proc/self names the main thread, whose maps read
+  // empty once it has ended (the thread capture lets asked threads end: crumbs_thread_capture.c).
+  // /proc/thread-self is Linux 3.17+; older kernels get /proc/self.
+  int fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   size_t line_length = 0;
   bool more = true;

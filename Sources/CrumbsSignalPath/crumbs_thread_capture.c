@@ -33,14 +33,19 @@
 //                                    handler, the context of its own fault), its name (PR_GET_NAME)
 //                                    and registered stack bounds into its slot, announces itself
 //                                    (compare-exchange ASKED → ANSWERED, atomic counter + futex
-//                                    wake), then parks on a futex until released (bounded too).
+//                                    wake), then parks on a futex until released (bounded too) —
+//                                    or, when the crash handler said the process will die
+//                                    (the request's `process_ends`: nothing chained after it),
+//                                    ends at once (SYS_exit): a thread parked and released
+//                                    would be woken a second time only to be killed, and every
+//                                    thread the kernel must wake at the death adds to it.
 //   crumbs__thread_capture_collect   (crashing thread, after its own backtrace) waits for the
 //                                    answers until CRUMBS__CAPTURE_DEADLINE_NS after the request
 //                                    (CLOCK_MONOTONIC, FUTEX_WAIT timeouts); a slot still ASKED
 //                                    then becomes LATE (compare-exchange: exactly one side wins),
 //                                    listed as "did not answer" (signal blocked, stopped, traced,
 //                                    not scheduled in time) with its name from
-//                                    /proc/self/task/<tid>/comm. Reads /proc/self/maps once for
+//                                    /proc/self/task/<tid>/comm. Reads /proc/thread-self/maps once for
 //                                    the stacks of threads without registered bounds, walks each
 //                                    parked thread's stack (crumbs__thread_unwind), then releases
 //                                    them all before the crash handler chains to the previous
@@ -51,7 +56,7 @@
 // ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
 // malloc, no locks, no stdio; static buffers, used only by the crashing thread (first crash
 // wins) or, per slot, by the one thread the slot names. libc calls: open, read, close,
-// syscall(SYS_getdents64, SYS_gettid, SYS_tgkill, SYS_futex), getpid, prctl(PR_GET_NAME),
+// syscall(SYS_getdents64, SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME),
 // sigaction (queries; and SIGPROF's action, taken at crash time when nobody handles it),
 // sigemptyset, memset, memcmp, memcpy, clock_gettime. Each is bound at install (crumbs_crash_install.c).
 
@@ -111,6 +116,7 @@ static uint32_t crumbs__asked;       // signals sent
 static uint32_t crumbs__answered;    // futex word: threads that answered
 static uint32_t crumbs__released;    // futex word: 1 once parked threads may go
 static uint32_t crumbs__capturing;   // 1 from the first request to the release
+static uint32_t crumbs__ending;      // 1: answering threads end instead of parking
 static uint64_t crumbs__requested_ns;
 static int crumbs__capture_signal;   // 0: none installed
 static struct sigaction crumbs__capture_previous;
@@ -250,6 +256,12 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   __atomic_fetch_add(&crumbs__answered, 1, __ATOMIC_RELEASE);
   crumbs__futex(&crumbs__answered, FUTEX_WAKE_PRIVATE, 1, 0);
 
+  // The process is sure to die (nothing is chained after the crash handler): this thread ends
+  // here rather than park, be woken again and then be killed. Its stack and the slot stay as
+  // they are (the thread's memory is not unmapped and nothing unwinds), so the crashing thread
+  // walks it all the same, and the kernel has one thread fewer to wake and end at the death.
+  if (__atomic_load_n(&crumbs__ending, __ATOMIC_ACQUIRE) != 0) syscall(SYS_exit, 0);
+
   // Parked: the stack must not change while the crashing thread walks it.
   uint64_t parked = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
   while (__atomic_load_n(&crumbs__released, __ATOMIC_ACQUIRE) == 0) {
@@ -320,7 +332,7 @@ static bool crumbs__list_threads(crumbs_crash_thread_table *table, uint32_t own_
   return true;
 }
 
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid) {
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, bool process_ends) {
   crumbs_crash_thread_table *table = &record->threads;
   crumbs_crash_thread *own = &table->threads[0];
   own->tid = own_tid;
@@ -337,6 +349,8 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   }
   bool ours = crumbs__capture_signal_is_ours();
   if (!ours && crumbs__capture_signal != 0) table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
+  __atomic_store_n(&crumbs__ending, process_ends ? 1u : 0u, __ATOMIC_RELEASE);
+  if (process_ends) table->flags |= CRUMBS_THREADS_ENDED;
   __atomic_store_n(&crumbs__capturing, 1u, __ATOMIC_RELEASE);
   uint32_t count = crumbs__slot_count;
   int pid = getpid();
@@ -391,7 +405,7 @@ static void crumbs__wait_for_answers(crumbs_crash_thread_table *table) {
 }
 
 /// The stack to walk: the registered bounds when they hold the SP (or, after an overflow, the
-/// FP), else found in /proc/self/maps by crumbs__find_stacks.
+/// FP), else found in /proc/thread-self/maps by crumbs__find_stacks.
 typedef struct crumbs__stack_query {
   uint64_t low[CRUMBS__CAPTURE_SLOTS], high[CRUMBS__CAPTURE_SLOTS];
   uint32_t source[CRUMBS__CAPTURE_SLOTS];

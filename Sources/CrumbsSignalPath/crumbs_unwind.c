@@ -40,9 +40,9 @@
 // context → (parent, resume function) like the runtime backtracer, reading the heap through
 // process_vm_readv, which fails with EFAULT instead of faulting.
 //
-// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls: getpid
-// and syscall(SYS_process_vm_readv) (async contexts), and crumbs__crash_mapping_containing
-// (open/read/close of /proc/self/maps) after a signal trampoline. Loads only from memory
+// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
+// syscall(SYS_gettid, SYS_process_vm_readv) (async contexts), and crumbs__crash_mapping_containing
+// (open/read/close of /proc/thread-self/maps) after a signal trampoline. Loads only from memory
 // already proven readable: the thread's stack range, the text of modules in the record's module
 // table (return-address checks), and the segment holding a module's .eh_frame_hdr. A module
 // unloaded since the last table refresh could make such a load fault; the handler then finishes
@@ -204,7 +204,9 @@ static bool crumbs__read_anywhere(uint64_t address, void *out, size_t size) {
   if (address == 0) return false;
   struct iovec local = {.iov_base = out, .iov_len = size};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = size};
-  long copied = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L);
+  // Our own tid, not getpid(): the pid names the main thread, which has no memory to read once
+  // it has ended (the thread capture lets asked threads end: crumbs_thread_capture.c).
+  long copied = syscall(SYS_process_vm_readv, syscall(SYS_gettid), &local, 1L, &remote, 1L, 0L);
   return copied == (long)size;
 }
 

@@ -136,6 +136,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var interrupted: Bool { flags & UInt32(CRUMBS_THREADS_INTERRUPTED) != 0 }
     /// SIGPROF asked the threads that block the capture signal.
     public var usedSIGPROF: Bool { flags & UInt32(CRUMBS_THREADS_USED_SIGPROF) != 0 }
+    /// Nothing was chained after the crash handler: the threads that answered ended at once
+    /// instead of being released to run until the process died.
+    public var threadsEnded: Bool { flags & UInt32(CRUMBS_THREADS_ENDED) != 0 }
   }
 
   /// The module type this record used to have its own copy of.

@@ -227,6 +227,10 @@ enum {
   CRUMBS_THREADS_INTERRUPTED = 1u << 3,
   /// SIGPROF asked the threads that block the capture signal (as Dispatch's workers do).
   CRUMBS_THREADS_USED_SIGPROF = 1u << 4,
+  /// Nothing was chained after the crash handler, so the process was sure to die: the threads
+  /// that answered ended there and then (their stacks walked as they left them) instead of
+  /// parking until released.
+  CRUMBS_THREADS_ENDED = 1u << 5,
 };
 
 /// One thread of the crashed process (version 3).
