@@ -185,6 +185,7 @@ static bool crumbs__fork_follow_ring(crumbs_ring_file *file, uint32_t pid, uint6
   crumbs_ring_identity identity = {
       .pid = pid,
       .app_name = inherited->app_name,
+      .app_version = inherited->app_version,
       .executable = inherited->executable,
       .cgroup = inherited->cgroup,
       .cgroup_oom_kills_at_start = inherited->cgroup_oom_kills_at_start,

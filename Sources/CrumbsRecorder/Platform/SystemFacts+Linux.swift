@@ -102,6 +102,25 @@ package enum SystemFacts {
     return nil
   }
 
+  /// The process's environment variables whose names start with `prefix`, read from `environ`
+  /// as it is now. Only the matching entries become Strings: Foundation's
+  /// `ProcessInfo.processInfo.environment` builds the whole dictionary, and its first use sets
+  /// up ProcessInfo — together about 0.4 ms, a third of `CrumbsClient.start` before this.
+  package static func environment(prefixed prefix: String) -> [String: String] {
+    var found: [String: String] = [:]
+    let cPrefix = prefix.utf8CString
+    let length = cPrefix.count - 1
+    var entry = environ
+    while let text = entry.pointee {
+      entry += 1
+      guard cPrefix.withUnsafeBufferPointer({ strncmp(text, $0.baseAddress!, length) }) == 0 else { continue }
+      let line = String(cString: text)
+      guard let equals = line.firstIndex(of: "=") else { continue }
+      found[String(line[..<equals])] = String(line[line.index(after: equals)...])
+    }
+    return found
+  }
+
   /// Whether this reader runs in the boot that wrote `bootID`.
   package static func isCurrentBoot(_ other: [UInt8]) -> Bool {
     other == bootID && !bootID.allSatisfy { $0 == 0 }

@@ -63,6 +63,8 @@ public struct RingHeaderInfo: Sendable, Equatable {
   public var writerStartTicks: UInt64 = 0
   /// The inode of the writer's pid namespace (0 when unknown).
   public var writerPIDNamespace: UInt64 = 0
+  /// The app's version the writer was configured with ("" when unknown, as in older files).
+  public var appVersion: String = ""
 }
 
 extension RingHeaderInfo {

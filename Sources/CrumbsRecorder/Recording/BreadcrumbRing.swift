@@ -61,6 +61,9 @@ public struct RingOptions: Sendable, Equatable {
   public var enabledTypes: Set<BreadcrumbType>? = nil
   /// Recorded in the header, e.g. for the next launch to find its own rings.
   public var appName: String? = nil
+  /// Recorded in the header: the version a crash of this session is reported with when the
+  /// session left no session file (CrumbsClient writes one after `start` returns).
+  public var appVersion: String? = nil
 
   public init() {}
 }
@@ -189,12 +192,15 @@ public final class BreadcrumbRing: @unchecked Sendable {
         identity.cgroup_oom_kills_at_start =
           cgroupLater ? UInt64.max : SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
         (options.appName ?? "").withCString { appName in
-          executable.withCString { executablePath in
-            cgroup.withCString { cgroupPath in
-              identity.app_name = appName
-              identity.executable = executablePath
-              identity.cgroup = cgroupPath
-              crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+          (options.appVersion ?? "").withCString { appVersion in
+            executable.withCString { executablePath in
+              cgroup.withCString { cgroupPath in
+                identity.app_name = appName
+                identity.app_version = appVersion
+                identity.executable = executablePath
+                identity.cgroup = cgroupPath
+                crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+              }
             }
           }
         }

@@ -165,11 +165,19 @@ public struct RingDirectory: Sendable {
     public var sessionFilePath: String { RingDirectory.sessionFilePath(forRing: stem + ".ring") }
 
     /// Deletes the consumed ring, crash record and session file (their content is in a stored
-    /// report, or the session ended cleanly) and releases the lock.
+    /// report, or the session ended cleanly), and any temporary copy of the session file its
+    /// writer was making when it died (`<session>.session.json.tmp-<pid>`: a client writes the
+    /// file on its background thread just after `start`, which a crash at once can interrupt),
+    /// then releases the lock.
     public func finish() {
       _ = try? Syscall.unlink(path)
       _ = try? Syscall.unlink(crashRecordPath)
       _ = try? Syscall.unlink(sessionFilePath)
+      let folder = Syscall.directoryName(of: sessionFilePath)
+      let temporaryPrefix = Syscall.baseName(of: sessionFilePath) + ".tmp-"
+      for name in (try? Syscall.directoryEntries(folder)) ?? [] where name.hasPrefix(temporaryPrefix) {
+        _ = try? Syscall.unlink(folder + "/" + name)
+      }
       release()
     }
 

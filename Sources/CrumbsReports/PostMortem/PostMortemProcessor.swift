@@ -110,9 +110,10 @@ public struct PostMortemProcessor: Sendable {
   public let directory: RingDirectory
   public let store: ReportStore
   /// A report's `attributes` and `service.version` are those of the session that crashed, from
-  /// its session file (CrumbsClient writes one). These two are used instead only for sessions
-  /// that left none (a program that records without the client): set them only when those
-  /// sessions ran with these values.
+  /// its session file (CrumbsClient writes one just after `start` returns), or for the version,
+  /// when the session left no file, from its ring's header (`RingOptions.appVersion`). These two
+  /// are used instead only for sessions that left neither (a program that records without the
+  /// client): set them only when those sessions ran with these values.
   public var attributes: [String: String] = [:]
   /// See `attributes`.
   public var appVersion: String?
@@ -288,7 +289,8 @@ public struct PostMortemProcessor: Sendable {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
       var builder = CrashReportBuilder(
         attributes: metadata?.attributes ?? attributes,
-        appVersion: metadata.map(\.appVersion) ?? appVersion, reportingSession: reportingSession)
+        appVersion: Self.appVersion(metadata: metadata, header: ring?.header, otherwise: appVersion),
+        reportingSession: reportingSession)
       builder.sessionResource = metadata?.resource
       builder.omitsHostName = !reportsHostName
       builder.symbolicatorOptions = symbolicatorOptions
@@ -333,6 +335,14 @@ public struct PostMortemProcessor: Sendable {
       claimed.release()
       return nil
     }
+  }
+
+  /// The version a session is reported with: its session file's (even none: the file is the
+  /// client's word), else its ring header's, else `otherwise` (see `appVersion`).
+  static func appVersion(metadata: SessionMetadata?, header: RingHeaderInfo?, otherwise: String?) -> String? {
+    if let metadata { return metadata.appVersion }
+    if let recorded = header?.appVersion, !recorded.isEmpty { return recorded }
+    return otherwise
   }
 
   private func quarantine(_ file: String, reason: String, into outcome: inout PostMortemOutcome) {

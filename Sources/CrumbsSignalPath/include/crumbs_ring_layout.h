@@ -57,8 +57,8 @@ extern "C" {
 /// Bumped on any change to this file's structs or to the slot encoding that a reader of the
 /// previous version would misread. Fields carved out of `reserved` (always zero in earlier
 /// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
-/// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace` and `parent_session_id` were added
-/// that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
+/// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id` and
+/// `app_version` were added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
 #define CRUMBS_RING_VERSION 2u
 /// The oldest version readers still read.
 #define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
@@ -193,7 +193,10 @@ typedef struct crumbs_ring_header {
   uint64_t writer_pid_namespace;
   /// A forked child's ring: the session of the ring it was forked from (zero otherwise).
   uint8_t parent_session_id[16];
-  uint8_t reserved[3288];
+  /// The app's version as the writer was configured ("" when unknown or not given), so that a
+  /// session that ended before its client wrote the session file is still reported with it.
+  char app_version[64];    // NUL-terminated, truncated
+  uint8_t reserved[3224];
 } crumbs_ring_header;
 
 /// `crumbs_ring_header.session_flags` bits.
@@ -213,6 +216,7 @@ _Static_assert(offsetof(crumbs_ring_header, end_signal) == 768, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, parent_pid) == 772, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, writer_start_ticks) == 776, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, writer_pid_namespace) == 784, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, app_version) == 808, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, parent_session_id) == 792, "persisted");
 
 /// One lane: its head counter alone on a cache line.
