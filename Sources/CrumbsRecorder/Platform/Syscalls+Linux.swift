@@ -173,6 +173,9 @@ package enum Syscall {
 
   /// Creates every missing component of `path`, each 0700.
   package static func makeDirectories(_ path: String) throws(SystemCallError) {
+    // Usually there already (every launch after the first): one stat instead of a mkdir and a
+    // stat per component, on the caller's thread of CrumbsClient.start.
+    if isDirectory(path) { return }
     // Split as bytes: String's own split walks grapheme clusters, and a Substring appended goes
     // through the generic append(contentsOf:), whose first use makes the runtime look up a
     // conformance through every loaded image (this runs on the caller's thread of

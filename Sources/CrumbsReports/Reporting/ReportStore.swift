@@ -167,7 +167,9 @@ public struct ReportStore: Sendable {
 
   private func makeOwnFolder(_ name: String) throws(SystemCallError) {
     let folder = path + "/" + name
-    if let found = Syscall.status(ofPath: folder), found.kind != .directory {
+    let found = Syscall.status(ofPath: folder)
+    if found?.kind == .directory { return }  // every launch after the first
+    if let found {
       // Moved out of the way under a private name, then into quarantine/ (itself made first).
       let aside = path + "/.\(name).misplaced-\(Syscall.processID())"
       try Syscall.rename(folder, to: aside)
