@@ -117,7 +117,8 @@ enum CrashRecordText {
       lines.append(
         "threads     \(table.threads.count) listed of \(table.seen), \(table.captured) captured, "
           + "\(table.noAnswer) did not answer (signal \(table.captureSignal), "
-          + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns)")
+          + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns"
+          + (table.threadsEnded ? "; nothing chained: they ended once they answered)" : ")"))
       for thread in table.threads {
         var heading = "  \(thread.id) \"\(thread.name)\" \(thread.state.rawValue)"
         if let signal = thread.signal, thread.state == .alsoCrashed { heading += " signal \(signal)" }
@@ -199,6 +200,7 @@ enum CrashRecordText {
           fields.field("capture_ns", table.captureNanoseconds)
           fields.field("deadline_ns", table.deadlineNanoseconds)
           fields.field("flags", table.flags)
+          fields.field("threads_ended", table.threadsEnded)
           fields.array("threads") { threads in
             for thread in table.threads {
               threads.object { entry in

@@ -7,8 +7,9 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
 // No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
-//   only), nanosleep, getpid, _exit; open/getdents64/read/close, tgkill, futex, sigaction (query)
-//   (crumbs_thread_capture.c); open/read/close (crumbs_maps.c, /proc/self/maps); memset,
+//   only), sigaction (query only), nanosleep, getpid, _exit; open/getdents64/read/close, tgkill,
+//   futex, sigaction (query), syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c);
+//   open/read/close (crumbs_maps.c, /proc/thread-self/maps); memset,
 //   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
 //   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
 //   (crumbs_die_by_signal.c).
@@ -28,7 +29,8 @@
 //      registers (crumbs_thread_capture.c: capture signal, bounded wait); thread id and name,
 //      registers, backtrace; the other threads' stacks, walked while they are parked, then
 //      released (before any chaining) — or, when nothing is chained after us (step 4 calls
-//      nothing), ended by themselves as soon as they have answered, their stacks left intact,
+//      nothing) and the kernel called us (no library that replaced our handler called us from
+//      its own: sigaction queried), ended by themselves as soon as they have answered, their stacks left intact,
 //      so the kernel has fewer threads to wake at the death; (and rows for the modules loaded since the last scan that hold a frame, from
 //      /proc/self/maps), time, memory, uptime; what was said before the signal (the Swift
 //      runtime's fatal-error message, an uncaught C++ exception's type and what(): bounded copies,
@@ -334,6 +336,15 @@ static void crumbs__finish_record(crumbs_crash_record *record, uint64_t started_
   __atomic_store_n(&record->complete_marker, CRUMBS_CRASH_COMPLETE_MARKER, __ATOMIC_RELEASE);
 }
 
+/// Whether the kernel called us for `signal_number`, not another library's handler that took the
+/// signal after us and chains to us (it may still want the other threads once we return).
+/// sigaction is only queried. Safe to call from a signal handler.
+static bool crumbs__called_by_the_kernel(int signal_number) {
+  struct sigaction current;
+  return sigaction(signal_number, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == crumbs__crash_signal_handler;
+}
+
 /// Whether an action was installed before ours that crumbs__chain would call.
 static bool crumbs__chains(int signal_number) {
   if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL) return false;
@@ -344,10 +355,12 @@ static bool crumbs__chains(int signal_number) {
 
 static void crumbs__write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
                                  void *context, uint32_t thread_id, uint64_t started_ns) {
-  // Nothing chained after us: the process dies once the record is written, so the threads the
-  // capture asks end as soon as they have answered rather than run on until the kernel kills
-  // them (one wake-up each fewer on the way to the death).
-  bool process_ends = !crumbs__chains(signal_number);
+  // Nothing chained after us, and nothing before us either (no library that replaced our
+  // handler and called us from its own, which may still want the threads when we return): the
+  // process dies once the record is written, so the threads the capture asks end as soon as
+  // they have answered rather than run on until the kernel kills them (one wake-up each fewer
+  // on the way to the death).
+  bool process_ends = !crumbs__chains(signal_number) && crumbs__called_by_the_kernel(signal_number);
   record->crash_monotonic_ns = started_ns;
   record->crash_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
   uint64_t boottime = crumbs__crash_clock_ns(CLOCK_BOOTTIME);

@@ -70,6 +70,13 @@ struct ThreadCaptureTests {
     // that answered ended then and there, and their stacks (checked below) were walked as they
     // left them. With the backtracer chained they were released to run for it.
     #expect(table.threadsEnded == !variant.backtracer, "\(context)")
+    // …and the CLI says so, in both forms.
+    let recordPath = try #require(run.recordPath)
+    let human = try CLIProcess.run(["crash-record", "dump", recordPath])
+    let threadsLine = human.stdoutLines.first { $0.hasPrefix("threads ") } ?? ""
+    #expect(threadsLine.contains("they ended once they answered") == !variant.backtracer, "\(threadsLine)")
+    let json = try CLIProcess.run(["crash-record", "dump", "--json", recordPath])
+    #expect(json.stdout.contains("\"threads_ended\":\(!variant.backtracer)"), "\(json.stdout.prefix(400))")
 
     // Blocking every signal, it cannot answer: listed at once, not asked, not waited for.
     let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
@@ -109,6 +116,27 @@ struct ThreadCaptureTests {
         top?.function == "crumbs_test_blocked_\(suffix)",
         "\(name): \(thread.frames.prefix(5).map { $0.function ?? $0.address })")
     }
+  }
+
+  /// A library installed after Crumbs took SIGSEGV and calls Crumbs' handler from its own: it
+  /// may still want the other threads once Crumbs returns, so they are released, not ended,
+  /// though nothing is chained after Crumbs.
+  @Test("a handler in front of ours that chains to it: the asked threads are released, not ended")
+  func aHandlerInFrontKeepsTheThreads() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: [
+        "CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_HANDLER_IN_FRONT": "1",
+      ])
+    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(run.lines)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    let captured = table.captured
+    let ended = table.threadsEnded
+    #expect(captured == 10)
+    #expect(!ended, "flags \(table.flags)")
   }
 
   @Test(

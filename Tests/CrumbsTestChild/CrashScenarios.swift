@@ -41,6 +41,7 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     print(
       "threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    if getenv("CRUMBS_TEST_HANDLER_IN_FRONT") != nil { crumbs_test_install_chaining_handler_in_front() }
     armAndFlush()
     crumbs_test_null_deref()
   },

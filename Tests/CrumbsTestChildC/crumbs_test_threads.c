@@ -129,3 +129,21 @@ int crumbs_test_start_blocked_threads(int count, int with_masked) {
   }
   return started;
 }
+
+static struct sigaction crumbs__replaced_segv;
+
+static void crumbs__chaining_handler(int signal_number, siginfo_t *info, void *context) {
+  if (crumbs__replaced_segv.sa_flags & SA_SIGINFO) {
+    crumbs__replaced_segv.sa_sigaction(signal_number, info, context);
+  }
+  // Returning re-executes the fault; by then the crash handler has set SIG_DFL.
+}
+
+void crumbs_test_install_chaining_handler_in_front(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs__chaining_handler;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &crumbs__replaced_segv);
+}

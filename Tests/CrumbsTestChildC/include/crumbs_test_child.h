@@ -70,6 +70,9 @@ int crumbs_test_pin_to_one_cpu(void);
 /// block (all but the synchronous signals, SIGPIPE and SIGPROF). Returns once every one is in
 /// its blocking function: how many were started, or -1.
 int crumbs_test_start_blocked_threads(int count, int with_masked);
+/// Takes SIGSEGV over from the crash handler, as a library installed after Crumbs that chains
+/// would: its handler calls the one it replaced, then returns.
+void crumbs_test_install_chaining_handler_in_front(void);
 /// Sets the calling thread's name (at most 15 bytes).
 void crumbs_test_set_thread_name(const char *name);
 /// Calls `crumbs_malloc_guard_arm` if an LD_PRELOAD interposer provides it: from then on any
