@@ -31,10 +31,13 @@ final class StopRequestWatcher {
   /// The serial queue the sources' events run on.
   private let queue: DispatchQueue
   private let sources: [any DispatchSourceSignal]
+  /// Signalled by each event the sources deliver.
+  private let delivered: DispatchSemaphore
 
-  private init(sources: [any DispatchSourceSignal], queue: DispatchQueue) {
+  private init(sources: [any DispatchSourceSignal], queue: DispatchQueue, delivered: DispatchSemaphore) {
     self.sources = sources
     self.queue = queue
+    self.delivered = delivered
   }
 
   /// The stop signals a source is registered for.
@@ -44,17 +47,21 @@ final class StopRequestWatcher {
   /// registered them all.
   static func start() async -> StopRequestWatcher {
     let queue = DispatchQueue(label: "crumbs.stop-requests")
+    let delivered = DispatchSemaphore(value: 0)
     var sources: [any DispatchSourceSignal] = []
     for signal in stopSignals where handledByDispatch(signal) {
       let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
-      source.setEventHandler { SignalBreadcrumbs.recordStopRequest(signal) }
+      source.setEventHandler {
+        SignalBreadcrumbs.recordStopRequest(signal)
+        delivered.signal()
+      }
       await withCheckedContinuation { (registered: CheckedContinuation<Void, Never>) in
         source.setRegistrationHandler { registered.resume() }
         source.resume()
       }
       sources.append(source)
     }
-    return StopRequestWatcher(sources: sources, queue: queue)
+    return StopRequestWatcher(sources: sources, queue: queue, delivered: delivered)
   }
 
   /// Whether the app's handler of `signal` is Dispatch's (a signal source exists for it).
@@ -63,11 +70,20 @@ final class StopRequestWatcher {
     return image.split(separator: "/").last?.hasPrefix("libdispatch.so") ?? false
   }
 
-  /// Records what the sources have read (their events run on one serial queue, and Dispatch
-  /// queues an event for this watcher's source before the group's, which started the graceful
-  /// shutdown that led here), then cancels them.
-  func finish() {
+  /// Records what the sources have read, then cancels them. Their events run on one serial
+  /// queue, and Dispatch usually queues this watcher's event before the group's, which started
+  /// the graceful shutdown that led here; but Dispatch's manager thread hands a signal to one
+  /// source after another, and on a loaded machine it can be preempted between the two while
+  /// the group's shutdown runs to here (a full suite run beside a fuzzer once ended a round
+  /// with no breadcrumb from either path; this is the ordering we could not rule out). So when
+  /// nothing has recorded a stop request yet, this waits for this watcher's event, at most
+  /// `grace` seconds: a shutdown no signal started (the app's own) pays that once.
+  func finish(grace: Double = 0.1) {
     queue.sync {}
+    if !sources.isEmpty && !SignalBreadcrumbs.stopRequestRecorded {
+      _ = delivered.wait(timeout: .now() + .nanoseconds(Int(grace * 1e9)))
+      queue.sync {}
+    }
     for source in sources { source.cancel() }
   }
 }

@@ -86,6 +86,9 @@ public enum SignalBreadcrumbs {
     crumbs_signal_breadcrumbs_app_handler_image(signal).map { String(cString: $0) }
   }
 
+  /// Whether a stop request has been recorded (by the handler or `recordStopRequest`).
+  package static var stopRequestRecorded: Bool { crumbs_signal_breadcrumbs_last_termination_request() > 0 }
+
   /// Records a stop request (SIGTERM, SIGINT, SIGHUP) that reached the app without passing the
   /// breadcrumb handler (a Dispatch signal source read it from a signalfd first): the same
   /// breadcrumb the handler appends, and the request `CrumbsClient.close(endingAs:)` ends the
