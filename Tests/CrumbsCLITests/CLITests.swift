@@ -1,6 +1,7 @@
 // CLITests.swift — the built `crumbs` executable run as a real process: `ring dump`, `ring tail`,
 // `ring stress`, with stdout and stderr captured through pipes.
 
+import CrumbsSignalPath
 import CrumbsTestSupport
 import Foundation
 import Testing
@@ -29,6 +30,13 @@ import Testing
     ring.append("launch", level: .info, type: .system)
     ring.append("GET \"/x\"\n", level: .warning, type: .http, attributes: ["status": "500", "url": "/x"])
     ring.append(String(repeating: "é", count: 200), level: .error, type: .log)
+    // A ring that died within a millisecond of its creation is calibrated by its reader with a
+    // clock reading taken then (RingClock), so two readers at different moments may differ by a
+    // microsecond. This one keeps its own calibration, as a ring a second old does: its clock
+    // anchor refreshed once the monotonic clock has moved 2 ms past its creation.
+    let created = SystemClock.monotonicNanoseconds()
+    while SystemClock.monotonicNanoseconds() - created < 2_000_000 {}
+    crumbs_ring_refresh_anchor_now(ring.handle)
     ring.close(clean: false)  // as if the process had died: state stays running
     let after = Date()
     let expected = try RingReader.read(file: path)
