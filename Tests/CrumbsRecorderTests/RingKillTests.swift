@@ -31,7 +31,8 @@ import Testing
     while claimed < 5_000 || !warned, ChildProcess.now() < deadline {
       let snapshot = try? RingReader.read(file: ringPath)
       claimed = snapshot?.header.appendsClaimed ?? 0
-      warned = snapshot?.breadcrumbs.contains { $0.level == .warning && $0.message.hasPrefix("t=0 ") } ?? false
+      warned =
+        snapshot?.breadcrumbs.contains { $0.level == .warning && $0.message.hasPrefix("t=0 ") } ?? false
     }
     #expect(claimed >= 5_000)
     #expect(warned)

@@ -50,8 +50,13 @@ import Testing
       // The run may take long on a busy machine: wait for it with a wide margin.
       try #require(client.waitForPreviousSessions(timeout: 300) != nil)
       let metrics = try #require(client.sessionMetrics)
-      #expect(metrics.sessions == count + 1)
-      #expect(metrics.cleanSessions == count)
+      // What the runs said (a count that failed, a ring left unclaimed): seen once with 4 of 8
+      // clean sessions counted under load, and not reproduced since.
+      let said =
+        "problems: \(client.problems); left in rings/: "
+        + "\((try? Syscall.directoryEntries(directory.path + "/rings")) ?? [])"
+      #expect(metrics.sessions == count + 1, "\(said)")
+      #expect(metrics.cleanSessions == count, "\(said)")
       #expect(metrics.abnormalSessions == 0)
       #expect(metrics.crashedSessions == 0)
       let reports = client.store.list(.pending).reports.map(\.report)
