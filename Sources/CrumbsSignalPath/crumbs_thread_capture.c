@@ -35,8 +35,8 @@
 //                                    (compare-exchange ASKED → ANSWERED, atomic counter + futex
 //                                    wake), then parks on a futex until released (bounded too) —
 //                                    or, when the crash handler said the process will die
-//                                    (the request's `process_ends`: nothing chained after it),
-//                                    ends at once (SYS_exit): a thread parked and released
+//                                    (the request's `process_ends`: nothing chained after it,
+//                                    and the kernel, not another library, called it), ends at once (SYS_exit): a thread parked and released
 //                                    would be woken a second time only to be killed, and every
 //                                    thread the kernel must wake at the death adds to it.
 //   crumbs__thread_capture_collect   (crashing thread, after its own backtrace) waits for the
@@ -256,7 +256,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   __atomic_fetch_add(&crumbs__answered, 1, __ATOMIC_RELEASE);
   crumbs__futex(&crumbs__answered, FUTEX_WAKE_PRIVATE, 1, 0);
 
-  // The process is sure to die (nothing is chained after the crash handler): this thread ends
+  // The process is sure to die (the request's `process_ends`): this thread ends
   // here rather than park, be woken again and then be killed. Its stack and the slot stay as
   // they are (the thread's memory is not unmapped and nothing unwinds), so the crashing thread
   // walks it all the same, and the kernel has one thread fewer to wake and end at the death.
