@@ -13,6 +13,34 @@ import Testing
 #endif
 
 @Suite struct PlatformTests {
+  @Test func readingARingLeavesMallocsThresholdWhereItWas() throws {
+    // glibc raises its mmap threshold to the size of each mapped block it frees. A next launch
+    // read a 1 MiB ring into an Array, freed it, and from then on blocks under 1 MiB came from
+    // the reading thread's arena, which kept about 2 MB resident for the rest of the process
+    // (PageBuffer.swift). The image now lives in pages of its own. Probed in a fresh process:
+    // this one's malloc has seen every other test's blocks.
+    let directory = TestDirectory()
+    let ring = try RingDirectory(path: directory.path).createRing()
+    for index in 0..<100 { ring.append("breadcrumb \(index)", level: .info) }
+    let path = ring.path
+    ring.close()
+    let size = try Syscall.openRegularFileForReading(path)
+    Syscall.close(size.fd)
+    #expect(PageBuffer.isWorthIt(byteCount: Int(size.size)))
+    // Between the image and the decoded breadcrumbs (an Array of one entry per slot, a quarter
+    // of the image's size or less), so that only the image's free could have raised the
+    // threshold past it.
+    let probe = Int(size.size) * 3 / 4
+    let child = try ChildProcess(ChildProcess.testChild, ["read-ring-probe-malloc", path, String(probe)])
+    let output = child.readRemaining()
+    child.wait()
+    #expect(child.exitCode == 0, "\(output)")
+    #expect(output.contains("breadcrumbs 100\n"), "\(output)")
+    #expect(
+      output.contains("maps-own-block yes\n"),
+      "after reading a \(size.size)-byte ring, malloc serves \(probe) bytes from an arena: \(output)")
+  }
+
   @Test func aMeminfoFieldTooLargeForBytesIsNoneNotATrap() throws {
     let directory = TestDirectory()
     let file = directory.file("meminfo")

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -339,4 +340,13 @@ __attribute__((noinline)) int crumbs_test_fault_in_signal_handler(void) {
   if (sigaction(SIGUSR1, &action, NULL) != 0) return -1;
   raise(SIGUSR1);
   return 0;
+}
+
+int crumbs_test_malloc_maps_block(size_t size) {
+  struct mallinfo2 before = mallinfo2();
+  void *block = malloc(size);
+  if (block == NULL) return -1;
+  struct mallinfo2 holding = mallinfo2();
+  free(block);
+  return holding.hblks > before.hblks ? 1 : 0;
 }

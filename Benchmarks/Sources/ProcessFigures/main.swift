@@ -7,7 +7,8 @@
 //              a directory earlier runs used (a later launch, the usual case), and the client's
 //              start in a new directory (a first launch: it makes its folders); and, apart, the
 //              time to make the CrumbsConfiguration the start is given (also the caller's)
-//   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB)
+//   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB);
+//              the client's after a clean exit and once it has reported a crash
 //   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
 //   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
 //              program without Crumbs that links FoundationNetworking, as every client did
@@ -218,6 +219,13 @@ print(
   "recorder-only start: \(ms(recorderStart - plainStart)) after a plain program's (goal ≤ 1 ms: \(verdict(recorderStart - plainStart <= 1e6))), "
     + "RSS +\(Int(recorderRSS - plainRSS)) KiB (goal ≤ the ring's \(Int(ringKiB)) KiB + 1024: \(verdict(recorderRSS - plainRSS <= ringKiB + 1024)))"
 )
+// Each round's exit run follows its crash run, so a client's exit run first reported that crash
+// (symbolicated it, wrote the report) before it said `ready`; its wait run followed a clean exit.
+let clientRSSAfterClean = figure(waits, "ClientProcess", \.residentKiB)
+let clientRSSAfterCrash = figure(exits, "ClientProcess", \.residentKiB)
+print(
+  "client RSS once started: \(Int(clientRSSAfterClean)) KiB after a clean exit, "
+    + "\(Int(clientRSSAfterCrash)) KiB once it has reported the previous session's crash")
 print(
   "fault → death, client / recorder only: \(String(format: "%.2f", deathRatio))× (goal ≤ 2: \(verdict(deathRatio <= 2))); "
     + "exit(0) → reaped: \(String(format: "%.2f", exitRatio))× (goal ≤ 2: \(verdict(exitRatio <= 2)))")
@@ -251,6 +259,9 @@ BenchSummary.record(
   "start \(ms(recorderStart - plainStart)), RSS +\(Int(recorderRSS - plainRSS)) KiB",
   goal: "≤ 1 ms, ≤ ring + 1 MiB",
   met: recorderStart - plainStart <= 1e6 && recorderRSS - plainRSS <= ringKiB + 1024)
+BenchSummary.record(
+  "client RSS, after a clean exit / a crash",
+  "\(Int(clientRSSAfterClean)) KiB / \(Int(clientRSSAfterCrash)) KiB (the crash reported)")
 BenchSummary.record(
   "fault → death, client / recorder only",
   "\(ms(figure(crashes, "ClientProcess", \.endToReaped))) / \(ms(figure(crashes, "RecorderProcess", \.endToReaped))) = \(String(format: "%.2f", deathRatio))×",

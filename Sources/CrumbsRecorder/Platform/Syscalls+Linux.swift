@@ -1,8 +1,9 @@
 // Syscalls+Linux.swift — the system calls the Swift side of Crumbs makes on files, directories,
 // mappings and pipes, in one thin file. The rest of the platform layer is beside it, one idea a
 // file: Subprocess+Linux (starting programs), Clock+Linux (reading clocks), BackgroundThread+Linux
-// (starting threads), Quarantine (moving bad files aside), SystemFacts/ProcessAttributes (facts
-// about this process and machine). Code outside Platform/ makes no system call of its own.
+// (starting threads), Quarantine (moving bad files aside), PageBuffer (large buffers straight
+// from mmap), SystemFacts/ProcessAttributes (facts about this process and machine). Code outside
+// Platform/ makes no system call of its own.
 //
 // Each wrapper retries EINTR and throws a typed `SystemCallError` that names the call and the
 // path. errno is read as soon as the call returns: a wrapper's closure is the libc call alone,
@@ -299,6 +300,16 @@ package enum Syscall {
     _ = madvise(base, size, MADV_RANDOM)
   }
 
+  /// `size` bytes of private, zeroed memory straight from the kernel (see PageBuffer).
+  package static func mapAnonymous(size: Int) throws(SystemCallError) -> UnsafeMutableRawPointer {
+    guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+      base != MAP_FAILED
+    else {
+      throw SystemCallError(call: "mmap", errno: Errno(rawValue: Glibc.errno))
+    }
+    return base
+  }
+
   package static func unmap(_ base: UnsafeMutableRawPointer, size: Int) {
     _ = munmap(base, size)
   }
@@ -483,20 +494,32 @@ extension Syscall {
   package static func read(_ fd: Int32, at offset: UInt64, count: Int, path: String) throws(SystemCallError)
     -> [UInt8]
   {
-    guard count > 0, offset <= UInt64(Int64.max) else { return [] }
+    guard count > 0 else { return [] }
     var bytes = [UInt8](repeating: 0, count: count)
+    let done = try bytes.withUnsafeMutableBytes { buffer in
+      Result { () throws(SystemCallError) in try read(fd, at: offset, into: buffer, path: path) }
+    }.get()
+    if done < count { bytes.removeLast(count - done) }
+    return bytes
+  }
+
+  /// Fills `buffer` from `offset` with pread; returns how many bytes it read, fewer than the
+  /// buffer's size only at end of file.
+  package static func read(
+    _ fd: Int32, at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer, path: String
+  ) throws(SystemCallError) -> Int {
+    guard let base = buffer.baseAddress, offset <= UInt64(Int64.max) else { return 0 }
     var done = 0
-    while done < count {
+    while done < buffer.count {
       let (position, overflow) = Int64(offset).addingReportingOverflow(Int64(done))
       if overflow { break }
       let got = try retrying("pread", path: path) {
-        bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(position)) }
+        pread(fd, base + done, buffer.count - done, off_t(position))
       }
       if got == 0 { break }
       done += got
     }
-    if done < count { bytes.removeLast(count - done) }
-    return bytes
+    return done
   }
 
   /// Writes all of `bytes` at `offset` with pwrite, retrying EINTR and short writes.

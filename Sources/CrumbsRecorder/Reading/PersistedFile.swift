@@ -3,7 +3,8 @@
 //
 // Entry points, in call order:
 //   PersistedFile.read(path, as:limit:image:)   the whole file into memory, then the parser
-//                                               (rings, crash records)
+//                                               (rings, crash records); 128 KiB or more in a
+//                                               PageBuffer, which leaves malloc's thresholds alone
 //   PersistedFile.read(path, as:) { file in … } the open file, for parsers that read only parts
 //                                               of it with `file.bytes(at:count:)` (ELF modules)
 //
@@ -137,10 +138,32 @@ package struct PersistedFile {
         throw PersistedFileError(
           .unreadable, "cannot read: \(file.size) bytes, more than \(limit)", format: format)
       }
-      let bytes = try file.bytes(at: 0, count: Int(file.size))
-      return try bytes.withUnsafeBytes { image in
-        Result { () throws(PersistedFileError) in try parse(image) }
-      }.get()
+      let count = Int(file.size)
+      guard PageBuffer.isWorthIt(byteCount: count) else {
+        let bytes = try file.bytes(at: 0, count: count)
+        return try bytes.withUnsafeBytes { image in
+          Result { () throws(PersistedFileError) in try parse(image) }
+        }.get()
+      }
+      // A ring (1 MiB by default) or a crash record: pages of its own, not malloc's (PageBuffer).
+      let buffer = try file.pages(at: 0, count: count)
+      return try withExtendedLifetime(buffer) { () throws(PersistedFileError) in
+        try parse(UnsafeRawBufferPointer(buffer.bytes))
+      }
+    }
+  }
+
+  /// Up to `count` bytes at `offset` in a PageBuffer of their own (its `bytes` are as many as
+  /// were read: fewer only where the file ends).
+  package func pages(at offset: UInt64, count: Int) throws(PersistedFileError) -> PageBuffer {
+    do throws(SystemCallError) {
+      let buffer = try PageBuffer(byteCount: count)
+      let read = try Syscall.read(descriptor, at: offset, into: buffer.bytes, path: path)
+      buffer.shrink(to: read)
+      return buffer
+    } catch {
+      throw PersistedFileError(
+        .unreadable, "cannot read: \(error.cause)", format: format, path: path, errno: error.errno)
     }
   }
 

@@ -4,6 +4,7 @@
 // code cannot promise (Swift traps, inlining and thunks move the faulting instruction).
 #ifndef CRUMBS_TEST_CHILD_H
 #define CRUMBS_TEST_CHILD_H
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -124,6 +125,10 @@ void crumbs_test_cxx_terminate_plainly(void);
 /// Makes std::terminate call a handler that arms the malloc guard (crumbs_test_arm_malloc_guard),
 /// then calls the handler it replaced; call after the crash handler is installed.
 void crumbs_test_cxx_arm_guard_in_terminate(void);
+/// Whether malloc serves a block of `size` bytes with a mapping of its own (glibc does for blocks
+/// at or above its mmap threshold): 1 yes, 0 no, -1 malloc failed. The block is freed again,
+/// which raises glibc's threshold to its size: probe once per process.
+int crumbs_test_malloc_maps_block(size_t size);
 
 #ifdef __cplusplus
 }
