@@ -183,6 +183,52 @@ private var noEnhancer: Symbolicator.Options {
     #expect(mappedPath(containing: address) == canonical(module.path))
   }
 
+  @Test func readingAModulesSymbolsLeavesMallocsThresholdWhereItWas() throws {
+    // A module's names and symbols run to megabytes. Read into Arrays and freed, they raised
+    // glibc's mmap threshold to their size for the rest of the process, so that the app's own
+    // blocks under it stayed in arenas (PageBuffer.swift). They now live in pages of their own.
+    // Probed in a fresh process reading its own executable (a debug build: megabytes of names).
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["read-elf-probe-malloc", ChildProcess.testChild, String(256 << 10)])
+    let output = child.readRemaining()
+    child.wait()
+    #expect(child.exitCode == 0, "\(output)")
+    let symbols = output.split(separator: "\n").first { $0.hasPrefix("symbols ") }.flatMap {
+      Int($0.dropFirst(8))
+    }
+    #expect((symbols ?? 0) > 10_000, "the test child's symbol table: \(output)")
+    #expect(
+      output.contains("maps-own-block yes\n"),
+      "after reading the test child's symbols, malloc serves 256 KiB from an arena: \(output)")
+  }
+
+  @Test func theSymbolSortKeepsTheTablesOrderAmongEquals() throws {
+    // SortedSymbols sorts with its own merge sort (the standard library's takes its scratch from
+    // malloc): by address, the best rank first, and among equals the table's order, which
+    // decides which alias names an address.
+    var generator = SystemRandomNumberGenerator()
+    for count in [0, 1, 2, 3, 7, 64, 1000, 4097] {
+      var table: [PackedSymbol] = []
+      for index in 0..<count {
+        table.append(
+          PackedSymbol(
+            start: UInt64.random(in: 0..<64, using: &generator), size: 1, nameOffset: UInt32(index),
+            rank: UInt8.random(in: 0..<3, using: &generator)))
+      }
+      let order: (PackedSymbol, PackedSymbol) -> Bool = {
+        $0.start != $1.start ? $0.start < $1.start : $0.rank > $1.rank
+      }
+      // The standard library's sort is stable (documented since Swift 5).
+      let expected = table.sorted(by: order).map(\.nameOffset)
+      var sorted = table
+      var scratch = table
+      sorted.withUnsafeMutableBufferPointer { items in
+        scratch.withUnsafeMutableBufferPointer { SortedSymbols.mergeSort(items, scratch: $0, by: order) }
+      }
+      #expect(sorted.map(\.nameOffset) == expected, "\(count) symbols")
+    }
+  }
+
   @Test func procSelfExeNamesTheMainExecutable() throws {
     let (addresses, _) = SymbolicationProbe.outer(2)
     var module = try moduleHolding(addresses[0])

@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsTestChildC
 
 // Report scenarios: crash through named Swift functions, so the next launch's report can be
 // checked for the function that trapped and its callers.
@@ -9,6 +10,25 @@ import Crumbs
 #endif
 
 let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // read-elf-probe-malloc FILE PROBE_BYTES: reads FILE's symbols as symbolication does
+  // (ELFImage.read(path:)), prints "symbols N", then whether malloc still serves a block of
+  // PROBE_BYTES with a mapping of its own: "maps-own-block yes|no".
+  "read-elf-probe-malloc": { arguments in
+    guard arguments.count == 2, let probe = Int(arguments[1]) else {
+      print("usage: read-elf-probe-malloc FILE PROBE_BYTES")
+      return 64
+    }
+    do {
+      let image = try ELFImage.read(path: arguments[0])
+      print("symbols \(image.symbolCount)")
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+    print("maps-own-block \(crumbs_test_malloc_maps_block(probe) == 1 ? "yes" : "no")")
+    return 0
+  },
+
   // client-debugger DIR: starts a CrumbsClient with allowsAttachingDebugger = false and prints
   // "crash-handler installed" or "crash-handler absent" (absent when a tracer is attached).
   "client-debugger": { arguments in

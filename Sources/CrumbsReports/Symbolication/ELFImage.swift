@@ -11,7 +11,8 @@
 //                            `.symtab`, else `.dynsym`, with the string table each links to;
 //                            `.gnu_debuglink` and whether `.debug_info` has content
 //     → symbols              functions (and sized symbols in executable sections), sorted by
-//                            start address for binary search
+//                            start address for binary search (SortedSymbols.read: in pages of
+//                            their own, not malloc's)
 //   image.symbol(containing:) the symbol covering an ELF virtual address
 //
 // Every value read from the file is untrusted: offsets, sizes and counts are checked against the
@@ -84,49 +85,30 @@ public struct ELFImage: Sendable {
   /// Whether the file carries DWARF (`.debug_info` with content): file and line can come from it.
   public var hasDebugInfo = false
 
-  /// Sorted by start address; among symbols at one address only the best one is kept.
-  var sortedSymbols: [PackedSymbol]
-  /// The string table the symbols' names point into.
-  var symbolNames: [UInt8]
+  /// Sorted by start address, with the names they point into (SortedSymbols).
+  var sortedSymbols = SortedSymbols.empty
 
   /// How many symbols can be looked up.
   public var symbolCount: Int { sortedSymbols.count }
 
   /// The symbol whose range holds `address` (an ELF virtual address: runtime address minus the
   /// load bias), or nil.
-  public func symbol(containing address: UInt64) -> ELFSymbol? {
-    // The last symbol starting at or below the address…
-    var low = 0
-    var high = sortedSymbols.count
-    while low < high {
-      let middle = low + (high - low) / 2
-      if sortedSymbols[middle].start <= address { low = middle + 1 } else { high = middle }
-    }
-    // …or, rarely, an earlier, larger one around a nested symbol: look back a little.
-    var index = low - 1
-    let stop = max(-1, index - 8)
-    while index > stop {
-      let candidate = sortedSymbols[index]
-      if address - candidate.start < candidate.size { return unpack(candidate) }
-      index -= 1
-    }
-    return nil
-  }
+  public func symbol(containing address: UInt64) -> ELFSymbol? { sortedSymbols.symbol(containing: address) }
 
   /// Every symbol, in address order (for tests and tools; symbolication uses `symbol(containing:)`).
-  public var symbols: [ELFSymbol] { sortedSymbols.map(unpack) }
-
-  func unpack(_ packed: PackedSymbol) -> ELFSymbol {
-    ELFSymbol(
-      name: ELFImage.string(in: symbolNames, at: packed.nameOffset), start: packed.start, size: packed.size)
-  }
+  public var symbols: [ELFSymbol] { sortedSymbols.all }
 
   /// A NUL-terminated string at `offset` of `table`; "" when out of bounds.
   static func string(in table: [UInt8], at offset: UInt32) -> String {
+    table.withUnsafeBytes { string(in: $0, at: offset) }
+  }
+
+  /// A NUL-terminated string at `offset` of `table`; "" when out of bounds.
+  static func string(in table: UnsafeRawBufferPointer, at offset: UInt32) -> String {
     let start = Int(offset)
     guard start < table.count else { return "" }
     let end = table[start...].firstIndex(of: 0) ?? table.count
-    return String(decoding: table[start..<end], as: UTF8.self)
+    return String(decoding: UnsafeRawBufferPointer(rebasing: table[start..<end]), as: UTF8.self)
   }
 
   // MARK: Reading
@@ -159,21 +141,23 @@ public struct ELFImage: Sendable {
     let header = try source.read(0, 64, "ELF header", exact: false)
     guard header.count >= 16, header[0] == 0x7F, header[1] == 0x45, header[2] == 0x4C, header[3] == 0x46
     else {
-      throw failure(
+      throw elfFailure(
         .unrecognized, "not an ELF file (\(header.count < 4 ? "only \(header.count) bytes" : "wrong magic"))")
     }
-    guard header[4] == 2 else { throw failure(.unsupported, "ELF class \(header[4]) (only ELF64 is read)") }
-    guard header[5] == 1 else {
-      throw failure(.unsupported, "ELF data encoding \(header[5]) (only little-endian is read)")
+    guard header[4] == 2 else {
+      throw elfFailure(.unsupported, "ELF class \(header[4]) (only ELF64 is read)")
     }
-    guard header[6] == 1 else { throw failure(.unsupported, "ELF version \(header[6])") }
+    guard header[5] == 1 else {
+      throw elfFailure(.unsupported, "ELF data encoding \(header[5]) (only little-endian is read)")
+    }
+    guard header[6] == 1 else { throw elfFailure(.unsupported, "ELF version \(header[6])") }
     guard header.count == 64 else {
-      throw failure(.truncated, "truncated ELF header: \(header.count) of 64 bytes")
+      throw elfFailure(.truncated, "truncated ELF header: \(header.count) of 64 bytes")
     }
     let fields = LittleEndianBytes(header)
     var image = ELFImage(
       fileType: fields.u16(16), machine: fields.u16(18), buildID: [], segments: [], symbolTable: .none,
-      problems: [], sortedSymbols: [], symbolNames: [])
+      problems: [])
     let programHeaderOffset = fields.u64(32)
     let sectionHeaderOffset = fields.u64(40)
     let programHeaderSize = UInt64(fields.u16(54))
@@ -200,7 +184,7 @@ public struct ELFImage: Sendable {
     if programHeaderCount > 0 {
       do throws(PersistedFileError) {
         guard programHeaderSize >= 56 else {
-          throw failure(.corrupt, "program header entries of \(programHeaderSize) bytes (need 56)")
+          throw elfFailure(.corrupt, "program header entries of \(programHeaderSize) bytes (need 56)")
         }
         let table = try source.readTable(
           programHeaderOffset, programHeaderCount, programHeaderSize, "program headers")
@@ -236,7 +220,7 @@ public struct ELFImage: Sendable {
     let sections: [Section]
     do throws(PersistedFileError) {
       guard sectionHeaderSize >= 64 else {
-        throw failure(.corrupt, "section header entries of \(sectionHeaderSize) bytes (need 64)")
+        throw elfFailure(.corrupt, "section header entries of \(sectionHeaderSize) bytes (need 64)")
       }
       let table = try source.readTable(
         sectionHeaderOffset, sectionHeaderCount, sectionHeaderSize, "section headers")
@@ -292,10 +276,9 @@ public struct ELFImage: Sendable {
     for (table, type) in [(SymbolTable.symtab, UInt32(2)), (SymbolTable.dynsym, UInt32(11))] {
       guard let section = sections.first(where: { $0.type == type && $0.size > 0 }) else { continue }
       do throws(PersistedFileError) {
-        let (symbols, names) = try readSymbols(section, sections: sections, source: source)
-        if symbols.isEmpty { continue }
+        let symbols = try SortedSymbols.read(section, sections: sections, source: source)
+        if symbols.count == 0 { continue }
         image.sortedSymbols = symbols
-        image.symbolNames = names
         image.symbolTable = table
         break
       } catch {
@@ -303,78 +286,6 @@ public struct ELFImage: Sendable {
       }
     }
     return image
-  }
-
-  /// Reads one symbol table, keeps what can hold code, and sorts it.
-  static func readSymbols(_ section: Section, sections: [Section], source: ByteSource)
-    throws(PersistedFileError)
-    -> ([PackedSymbol], [UInt8])
-  {
-    let entrySize = section.entrySize == 0 ? 24 : section.entrySize
-    // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
-    // than one entry) must not reach `Int(entrySize)`.
-    guard entrySize >= 24, entrySize <= 4096 else {
-      throw failure(.corrupt, "symbol entries of \(entrySize) bytes (need 24)")
-    }
-    let count = section.size / entrySize
-    let entries = try source.readTable(section.offset, count, entrySize, "symbol table")
-    guard section.link < UInt64(sections.count) else {
-      throw failure(.corrupt, "symbol table links to string table \(section.link) of \(sections.count)")
-    }
-    let stringSection = sections[Int(section.link)]
-    let names = try source.read(stringSection.offset, stringSection.size, "symbol names")
-
-    var symbols: [PackedSymbol] = []
-    symbols.reserveCapacity(Int(count))
-    let stride = Int(entrySize)
-    entries.withUnsafeBytes { raw in
-      for index in 0..<Int(count) {
-        let base = index * stride
-        let nameOffset = raw.loadUnaligned(fromByteOffset: base, as: UInt32.self).littleEndian
-        let info = raw[base + 4]
-        let sectionIndex = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: base + 6, as: UInt16.self))
-        let value = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 8, as: UInt64.self))
-        let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 16, as: UInt64.self))
-        let type = info & 0xF
-        let binding = info >> 4
-        guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0,
-          UInt64(nameOffset) < UInt64(names.count)
-        else { continue }  // undefined, absolute or special, or nameless
-        let isFunction = type == 2 || type == 10  // STT_FUNC, STT_GNU_IFUNC
-        if !isFunction {
-          // Other symbols only when sized and in a section that holds code.
-          guard type <= 1, size > 0, Int(sectionIndex) < sections.count,
-            sections[Int(sectionIndex)].flags & 0x4 != 0  // SHF_EXECINSTR
-          else { continue }
-        }
-        // Prefer functions, then the public spelling (`getpid` over its alias `__getpid`), then
-        // global over weak over local, then the sized one.
-        let plainName = names[Int(nameOffset)] != UInt8(ascii: "_")
-        let rank: UInt8 =
-          (isFunction ? 16 : 0) + (plainName ? 8 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0)
-          + (size > 0 ? 1 : 0)
-        var extent = size
-        if size == 0 {
-          // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,
-          // cut at the next symbol below.
-          guard Int(sectionIndex) < sections.count else { continue }
-          let section = sections[Int(sectionIndex)]
-          let (end, overflow) = section.address.addingReportingOverflow(section.size)
-          guard !overflow, section.address <= value, value < end else { continue }
-          extent = end - value
-        }
-        symbols.append(PackedSymbol(start: value, size: extent, nameOffset: nameOffset, rank: rank))
-      }
-    }
-    symbols.sort { $0.start != $1.start ? $0.start < $1.start : $0.rank > $1.rank }
-    // One symbol per address: the best ranked, which sorts first.
-    var unique: [PackedSymbol] = []
-    unique.reserveCapacity(symbols.count)
-    for symbol in symbols where unique.last?.start != symbol.start { unique.append(symbol) }
-    for index in unique.indices.dropLast() where unique[index].rank & 1 == 0 {
-      unique[index].size = min(unique[index].size, unique[index + 1].start - unique[index].start)
-    }
-    return (unique, names)
   }
 
   /// The NT_GNU_BUILD_ID descriptor in a run of ELF notes, or nil.
@@ -475,25 +386,61 @@ package enum ByteSource {
   package func read(_ offset: UInt64, _ count: UInt64, _ what: String, exact: Bool = true)
     throws(PersistedFileError) -> [UInt8]
   {
-    let available = offset <= size ? size - offset : 0
-    guard offset <= size, !exact || count <= available else {
-      throw failure(
-        .corrupt, "\(what) (\(count) bytes at offset \(offset)) lies outside the file of \(size) bytes")
-    }
-    let length = min(count, available)
-    guard length <= ByteSource.largestRead else {
-      throw failure(.corrupt, "\(what) claims \(length) bytes")
-    }
+    let length = try check(offset, count, what, exact: exact)
     switch self {
     case .file(let file):
       let bytes = try file.bytes(at: offset, count: Int(length))
       guard !exact || bytes.count == Int(length) else {
-        throw failure(.truncated, "shrank while being read")
+        throw elfFailure(.truncated, "shrank while being read")
       }
       return bytes
     case .memory(let bytes):
       let start = Int(offset)
       return Array(bytes[start..<start + Int(length)])
+    }
+  }
+
+  /// How many bytes a read of `count` at `offset` gives (`count` itself when `exact`), or why
+  /// the file cannot give them: outside it, or more than `largestRead`.
+  @discardableResult
+  package func check(_ offset: UInt64, _ count: UInt64, _ what: String, exact: Bool = true)
+    throws(PersistedFileError) -> UInt64
+  {
+    let available = offset <= size ? size - offset : 0
+    guard offset <= size, !exact || count <= available else {
+      throw elfFailure(
+        .corrupt, "\(what) (\(count) bytes at offset \(offset)) lies outside the file of \(size) bytes")
+    }
+    let length = min(count, available)
+    guard length <= ByteSource.largestRead else {
+      throw elfFailure(.corrupt, "\(what) claims \(length) bytes")
+    }
+    return length
+  }
+
+  /// `count` bytes at `offset`, exactly, in pages of their own (PageBuffer): for tables that may
+  /// run to megabytes.
+  package func readPages(_ offset: UInt64, _ count: UInt64, _ what: String) throws(PersistedFileError)
+    -> PageBuffer
+  {
+    let length = Int(try check(offset, count, what))
+    switch self {
+    case .file(let file):
+      let buffer = try file.pages(at: offset, count: length)
+      guard buffer.count == length else { throw elfFailure(.truncated, "shrank while being read") }
+      return buffer
+    case .memory(let bytes):
+      let buffer: PageBuffer
+      do throws(SystemCallError) {
+        buffer = try PageBuffer(byteCount: length)
+      } catch {
+        throw PersistedFileError(
+          .unreadable, "cannot map \(length) bytes for \(what): \(error.cause)", format: .elf,
+          errno: error.errno)
+      }
+      let start = Int(offset)
+      buffer.bytes.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<start + length]))
+      return buffer
     }
   }
 
@@ -503,12 +450,12 @@ package enum ByteSource {
     -> [UInt8]
   {
     let (total, overflow) = count.multipliedReportingOverflow(by: entrySize)
-    guard !overflow else { throw failure(.corrupt, "\(what): \(count) entries of \(entrySize) bytes") }
+    guard !overflow else { throw elfFailure(.corrupt, "\(what): \(count) entries of \(entrySize) bytes") }
     return try read(offset, total, what)
   }
 }
 
 /// An error about an ELF file, thrown by the parser (`PersistedFile.read` adds the path).
-private func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
+func elfFailure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
   PersistedFileError(kind, reason, format: .elf)
 }

@@ -1,0 +1,229 @@
+// SortedSymbols.swift — one module's symbols, sorted by address, and the string table their
+// names point into, kept in pages of their own (PageBuffer) rather than in malloc's arenas.
+//
+// Entry points, in call order:
+//   SortedSymbols.read(section, sections:, source:)   the symbol table's entries in chunks of
+//                                                     64 KiB, what can hold code kept, sorted
+//                                                     (stable merge sort), one symbol per address
+//   symbols.symbol(containing:)                       binary search, for symbolication
+//   symbols.all                                       every symbol with its name, for tools/tests
+//
+// Why pages: a module's tables run to megabytes (this repository's test binary: a 1.3 MB
+// symbol table, 6 MB of names; a server with its dependencies more). Freed through malloc, each
+// such block raises glibc's mmap threshold to its size for the rest of the process, and the
+// app's own blocks under it then stay in arenas (see PageBuffer.swift). So the names, the kept
+// symbols and the sort's scratch are PageBuffers, the entries are read a chunk at a time, and
+// the standard library's sort (which takes its scratch from malloc) is not used.
+//
+// Every value read is untrusted; offsets and sizes are checked by ByteSource, counts and
+// products with overflow-reporting arithmetic. Not signal-safe.
+
+import CrumbsRecorder
+
+/// Sorted by start address; among symbols at one address only the best one is kept. Never
+/// changes once read, so it may be shared between threads.
+package final class SortedSymbols: @unchecked Sendable {
+  package static let empty = SortedSymbols(symbols: nil, count: 0, names: nil)
+
+  /// `count` PackedSymbols.
+  private let symbols: PageBuffer?
+  package let count: Int
+  /// The string table the symbols' names point into.
+  private let names: PageBuffer?
+
+  private init(symbols: PageBuffer?, count: Int, names: PageBuffer?) {
+    self.symbols = symbols
+    self.count = count
+    self.names = names
+  }
+
+  private subscript(index: Int) -> PackedSymbol {
+    symbols!.bytes.load(fromByteOffset: index * MemoryLayout<PackedSymbol>.stride, as: PackedSymbol.self)
+  }
+
+  /// The symbol whose range holds `address` (an ELF virtual address), or nil.
+  package func symbol(containing address: UInt64) -> ELFSymbol? {
+    // The last symbol starting at or below the address…
+    var low = 0
+    var high = count
+    while low < high {
+      let middle = low + (high - low) / 2
+      if self[middle].start <= address { low = middle + 1 } else { high = middle }
+    }
+    // …or, rarely, an earlier, larger one around a nested symbol: look back a little.
+    var index = low - 1
+    let stop = max(-1, index - 8)
+    while index > stop {
+      let candidate = self[index]
+      if address - candidate.start < candidate.size { return unpack(candidate) }
+      index -= 1
+    }
+    return nil
+  }
+
+  /// Every symbol, in address order.
+  package var all: [ELFSymbol] { (0..<count).map { unpack(self[$0]) } }
+
+  private func unpack(_ packed: PackedSymbol) -> ELFSymbol {
+    let table = names.map { UnsafeRawBufferPointer($0.bytes) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+    return withExtendedLifetime(names) {
+      ELFSymbol(
+        name: ELFImage.string(in: table, at: packed.nameOffset), start: packed.start, size: packed.size)
+    }
+  }
+
+  // MARK: Reading
+
+  /// Entries read at a time: small enough to come from (and go back to) an arena without moving
+  /// malloc's thresholds.
+  static let chunkBytes: UInt64 = 64 << 10
+
+  /// Reads one symbol table (`section`), keeps what can hold code, and sorts it.
+  static func read(_ section: Section, sections: [Section], source: ByteSource) throws(PersistedFileError)
+    -> SortedSymbols
+  {
+    let entrySize = section.entrySize == 0 ? 24 : section.entrySize
+    // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
+    // than one entry) must not reach `Int(entrySize)`.
+    guard entrySize >= 24, entrySize <= 4096 else {
+      throw elfFailure(.corrupt, "symbol entries of \(entrySize) bytes (need 24)")
+    }
+    let count = section.size / entrySize
+    try source.check(section.offset, count * entrySize, "symbol table")  // no overflow: ≤ size
+    guard section.link < UInt64(sections.count) else {
+      throw elfFailure(.corrupt, "symbol table links to string table \(section.link) of \(sections.count)")
+    }
+    let stringSection = sections[Int(section.link)]
+    let names = try source.readPages(stringSection.offset, stringSection.size, "symbol names")
+    let nameBytes = UnsafeRawBufferPointer(names.bytes)
+
+    // At most one kept symbol per entry; pages never written are never resident.
+    let stride = MemoryLayout<PackedSymbol>.stride
+    let kept = try pages(Int(count) * stride)
+    let keptSymbols = kept.bytes.bindMemory(to: PackedSymbol.self)
+    var keptCount = 0
+    let entriesPerChunk = max(1, chunkBytes / entrySize)
+    var first: UInt64 = 0
+    while first < count {
+      let chunkCount = min(entriesPerChunk, count - first)
+      let entries = try source.read(
+        section.offset + first * entrySize, chunkCount * entrySize, "symbol table")
+      entries.withUnsafeBytes { raw in
+        for index in 0..<Int(chunkCount) {
+          if let symbol = keep(raw, at: index * Int(entrySize), names: nameBytes, sections: sections) {
+            keptSymbols[keptCount] = symbol
+            keptCount += 1
+          }
+        }
+      }
+      first += chunkCount
+    }
+    guard keptCount > 0 else { return .empty }
+
+    // By address; at one address the best ranked first, then the table's order (stable).
+    let scratch = try pages(keptCount * stride)
+    mergeSort(
+      UnsafeMutableBufferPointer(rebasing: keptSymbols[..<keptCount]),
+      scratch: scratch.bytes.bindMemory(to: PackedSymbol.self)
+    ) { $0.start != $1.start ? $0.start < $1.start : $0.rank > $1.rank }
+    // One symbol per address: the best ranked, which sorts first.
+    var unique = 0
+    for index in 0..<keptCount where unique == 0 || keptSymbols[unique - 1].start != keptSymbols[index].start
+    {
+      keptSymbols[unique] = keptSymbols[index]
+      unique += 1
+    }
+    for index in 0..<unique - 1 where keptSymbols[index].rank & 1 == 0 {
+      keptSymbols[index].size = min(
+        keptSymbols[index].size, keptSymbols[index + 1].start - keptSymbols[index].start)
+    }
+    return SortedSymbols(symbols: kept, count: unique, names: names)
+  }
+
+  /// The entry at `base` of `raw` as a PackedSymbol, or nil when it cannot hold code.
+  private static func keep(
+    _ raw: UnsafeRawBufferPointer, at base: Int, names: UnsafeRawBufferPointer, sections: [Section]
+  ) -> PackedSymbol? {
+    let nameOffset = raw.loadUnaligned(fromByteOffset: base, as: UInt32.self).littleEndian
+    let info = raw[base + 4]
+    let sectionIndex = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: base + 6, as: UInt16.self))
+    let value = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 8, as: UInt64.self))
+    let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 16, as: UInt64.self))
+    let type = info & 0xF
+    let binding = info >> 4
+    guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0, UInt64(nameOffset) < UInt64(names.count)
+    else { return nil }  // undefined, absolute or special, or nameless
+    let isFunction = type == 2 || type == 10  // STT_FUNC, STT_GNU_IFUNC
+    if !isFunction {
+      // Other symbols only when sized and in a section that holds code.
+      guard type <= 1, size > 0, Int(sectionIndex) < sections.count,
+        sections[Int(sectionIndex)].flags & 0x4 != 0  // SHF_EXECINSTR
+      else { return nil }
+    }
+    // Prefer functions, then the public spelling (`getpid` over its alias `__getpid`), then
+    // global over weak over local, then the sized one.
+    let plainName = names[Int(nameOffset)] != UInt8(ascii: "_")
+    let rank: UInt8 =
+      (isFunction ? 16 : 0) + (plainName ? 8 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0)
+      + (size > 0 ? 1 : 0)
+    var extent = size
+    if size == 0 {
+      // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,
+      // cut at the next symbol below.
+      guard Int(sectionIndex) < sections.count else { return nil }
+      let section = sections[Int(sectionIndex)]
+      let (end, overflow) = section.address.addingReportingOverflow(section.size)
+      guard !overflow, section.address <= value, value < end else { return nil }
+      extent = end - value
+    }
+    return PackedSymbol(start: value, size: extent, nameOffset: nameOffset, rank: rank)
+  }
+
+  private static func pages(_ byteCount: Int) throws(PersistedFileError) -> PageBuffer {
+    do throws(SystemCallError) {
+      return try PageBuffer(byteCount: byteCount)
+    } catch {
+      throw PersistedFileError(
+        .unreadable, "cannot map \(byteCount) bytes for the symbols: \(error.cause)", format: .elf,
+        errno: error.errno)
+    }
+  }
+
+  /// Sorts `items` stably, merging runs through `scratch` (at least as many elements): a
+  /// bottom-up merge sort that allocates nothing.
+  static func mergeSort(
+    _ items: UnsafeMutableBufferPointer<PackedSymbol>, scratch: UnsafeMutableBufferPointer<PackedSymbol>,
+    by areInIncreasingOrder: (PackedSymbol, PackedSymbol) -> Bool
+  ) {
+    let count = items.count
+    precondition(scratch.count >= count, "SortedSymbols.mergeSort: scratch smaller than the items")
+    var from = items
+    var to = scratch
+    var width = 1
+    while width < count {
+      var start = 0
+      while start < count {
+        let middle = min(start + width, count)
+        let end = min(start + 2 * width, count)
+        var left = start
+        var right = middle
+        for output in start..<end {
+          // Stable: the left run's element wins unless the right one is strictly smaller.
+          if right < end && (left == middle || areInIncreasingOrder(from[right], from[left])) {
+            to[output] = from[right]
+            right += 1
+          } else {
+            to[output] = from[left]
+            left += 1
+          }
+        }
+        start = end
+      }
+      swap(&from, &to)
+      width *= 2
+    }
+    if from.baseAddress != items.baseAddress {
+      for index in 0..<count { items[index] = from[index] }
+    }
+  }
+}
