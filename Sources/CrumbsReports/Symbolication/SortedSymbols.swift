@@ -4,7 +4,8 @@
 // Entry points, in call order:
 //   SortedSymbols.read(section, sections:, source:)   the symbol table's entries in chunks of
 //                                                     64 KiB, what can hold code kept, sorted
-//                                                     (stable merge sort), one symbol per address
+//                                                     (stable: insertion runs, then merges),
+//                                                     one symbol per address
 //   symbols.symbol(containing:)                       binary search, for symbolication
 //   symbols.all                                       every symbol with its name, for tools/tests
 //
@@ -189,22 +190,44 @@ package final class SortedSymbols: @unchecked Sendable {
     }
   }
 
-  /// Sorts `items` stably, merging runs through `scratch` (at least as many elements): a
-  /// bottom-up merge sort that allocates nothing.
+  /// Sorts `items` stably, merging runs through `scratch` (at least as many elements): runs of
+  /// 32 sorted by insertion, then merged pairwise (widths 32, 64, …), a pair already in order
+  /// copied as it is. Allocates nothing.
   static func mergeSort(
     _ items: UnsafeMutableBufferPointer<PackedSymbol>, scratch: UnsafeMutableBufferPointer<PackedSymbol>,
     by areInIncreasingOrder: (PackedSymbol, PackedSymbol) -> Bool
   ) {
     let count = items.count
     precondition(scratch.count >= count, "SortedSymbols.mergeSort: scratch smaller than the items")
+    let run = 32
+    var runStart = 0
+    while runStart < count {
+      let runEnd = min(runStart + run, count)
+      for index in runStart..<runEnd {
+        // Stable: an item moves only past items strictly greater than it.
+        let item = items[index]
+        var position = index
+        while position > runStart && areInIncreasingOrder(item, items[position - 1]) {
+          items[position] = items[position - 1]
+          position -= 1
+        }
+        items[position] = item
+      }
+      runStart = runEnd
+    }
     var from = items
     var to = scratch
-    var width = 1
+    var width = run
     while width < count {
       var start = 0
       while start < count {
         let middle = min(start + width, count)
         let end = min(start + 2 * width, count)
+        if middle == end || !areInIncreasingOrder(from[middle], from[middle - 1]) {
+          for output in start..<end { to[output] = from[output] }
+          start = end
+          continue
+        }
         var left = start
         var right = middle
         for output in start..<end {
