@@ -31,11 +31,12 @@ import Testing
     // of the image's size or less), so that only the image's free could have raised the
     // threshold past it.
     let probe = Int(size.size) * 3 / 4
-    let child = try ChildProcess(ChildProcess.testChild, ["read-ring-probe-malloc", path, String(probe)])
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["read-then-probe-malloc", "ring", path, String(probe)])
     let output = child.readRemaining()
     child.wait()
     #expect(child.exitCode == 0, "\(output)")
-    #expect(output.contains("breadcrumbs 100\n"), "\(output)")
+    #expect(output.contains("read 100\n"), "\(output)")
     #expect(
       output.contains("maps-own-block yes\n"),
       "after reading a \(size.size)-byte ring, malloc serves \(probe) bytes from an arena: \(output)")

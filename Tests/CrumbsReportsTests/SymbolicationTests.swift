@@ -189,12 +189,12 @@ private var noEnhancer: Symbolicator.Options {
     // blocks under it stayed in arenas (PageBuffer.swift). They now live in pages of their own.
     // Probed in a fresh process reading its own executable (a debug build: megabytes of names).
     let child = try ChildProcess(
-      ChildProcess.testChild, ["read-elf-probe-malloc", ChildProcess.testChild, String(256 << 10)])
+      ChildProcess.testChild, ["read-then-probe-malloc", "elf", ChildProcess.testChild, String(256 << 10)])
     let output = child.readRemaining()
     child.wait()
     #expect(child.exitCode == 0, "\(output)")
-    let symbols = output.split(separator: "\n").first { $0.hasPrefix("symbols ") }.flatMap {
-      Int($0.dropFirst(8))
+    let symbols = output.split(separator: "\n").first { $0.hasPrefix("read ") }.flatMap {
+      Int($0.dropFirst(5))
     }
     #expect((symbols ?? 0) > 10_000, "the test child's symbol table: \(output)")
     #expect(

@@ -10,17 +10,21 @@ import CrumbsTestChildC
 #endif
 
 let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
-  // read-elf-probe-malloc FILE PROBE_BYTES: reads FILE's symbols as symbolication does
-  // (ELFImage.read(path:)), prints "symbols N", then whether malloc still serves a block of
-  // PROBE_BYTES with a mapping of its own: "maps-own-block yes|no".
-  "read-elf-probe-malloc": { arguments in
-    guard arguments.count == 2, let probe = Int(arguments[1]) else {
-      print("usage: read-elf-probe-malloc FILE PROBE_BYTES")
+  // read-then-probe-malloc ring|elf FILE PROBE_BYTES: reads FILE as a next launch does (a ring
+  // with RingReader.read(file:), a module's symbols with ELFImage.read(path:)), prints
+  // "read N" (breadcrumbs or symbols), then whether malloc still serves a block of PROBE_BYTES
+  // with a mapping of its own: "maps-own-block yes|no".
+  "read-then-probe-malloc": { arguments in
+    guard arguments.count == 3, ["ring", "elf"].contains(arguments[0]), let probe = Int(arguments[2]) else {
+      print("usage: read-then-probe-malloc ring|elf FILE PROBE_BYTES")
       return 64
     }
     do {
-      let image = try ELFImage.read(path: arguments[0])
-      print("symbols \(image.symbolCount)")
+      let count =
+        arguments[0] == "ring"
+        ? try RingReader.read(file: arguments[1]).breadcrumbs.count
+        : try ELFImage.read(path: arguments[1]).symbolCount
+      print("read \(count)")
     } catch {
       print("error \(error)")
       return 1

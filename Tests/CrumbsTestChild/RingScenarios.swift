@@ -43,25 +43,6 @@ let ringScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
   },
 
-  // read-ring-probe-malloc RING PROBE_BYTES: reads the ring file RING as a next launch does
-  // (RingReader.read(file:)), prints "breadcrumbs N", then whether malloc still serves a block of
-  // PROBE_BYTES with a mapping of its own: "maps-own-block yes|no".
-  "read-ring-probe-malloc": { arguments in
-    guard arguments.count == 2, let probe = Int(arguments[1]) else {
-      print("usage: read-ring-probe-malloc RING PROBE_BYTES")
-      return 64
-    }
-    do {
-      let contents = try RingReader.read(file: arguments[0])
-      print("breadcrumbs \(contents.breadcrumbs.count)")
-    } catch {
-      print("error \(error)")
-      return 1
-    }
-    print("maps-own-block \(crumbs_test_malloc_maps_block(probe) == 1 ? "yes" : "no")")
-    return 0
-  },
-
   // ring-start-loop DIR GATE COUNT: waits at the start gate GATE, then COUNT times does what a
   // starting process does with its Crumbs directory: creates its ring, claims (and finishes)
   // the rings of gone writers, closes its ring. Prints "error DESCRIPTION" for each ring it
