@@ -376,7 +376,8 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
 
   if (crumbs__crash_installed.test_fault) {
     // Tests only (crumbs_crash_testing_fault_inside_handler in crumbs_crash_testing.h).
-    *(volatile int *)(uintptr_t)8 = 1;
+    volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
+    *(volatile int *)unmapped = 1;
   }
 
   prctl(PR_GET_NAME, (unsigned long)record->thread_name, 0, 0, 0);
