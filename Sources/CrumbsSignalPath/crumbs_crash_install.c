@@ -44,8 +44,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__)
 // The stack pointer at process start (glibc, ld.so): above every frame of the main thread.
 extern void *__libc_stack_end;
+#endif
 
 // Which signals we took, and whether install succeeded (set-up state: one thread at a time).
 static uint64_t crumbs__installed_mask;
@@ -136,7 +138,12 @@ static bool crumbs__is_ours(const struct sigaction *action) {
 static void crumbs__register_stack_bounds(void) {
   if ((pid_t)syscall(SYS_gettid) == getpid()) {
     const char *name = (const char *)getauxval(AT_EXECFN);
+#if defined(__GLIBC__)
     uint64_t frames_top = (uint64_t)(uintptr_t)__libc_stack_end;
+#else
+    // musl has no __libc_stack_end: this frame is on the same stack, below the process's first.
+    uint64_t frames_top = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+#endif
     if (name == NULL || (uint64_t)(uintptr_t)name < frames_top) return;
     uint64_t name_end = (uint64_t)(uintptr_t)name + crumbs__format_length(name) + 1 + 8;
     uint64_t top = (name_end + 4095u) & ~(uint64_t)4095u;

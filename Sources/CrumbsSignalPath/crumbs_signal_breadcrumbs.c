@@ -353,8 +353,8 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
 static int crumbs__exit_hook_enabled; // atomic
 static int crumbs__exit_hook_registered;
 
-static void crumbs__exit_hook(int status, void *unused) {
-  (void)unused;
+// without_status: non-NULL when the status is unknown (atexit gives none).
+static void crumbs__exit_hook(int status, void *without_status) {
   if (!__atomic_load_n(&crumbs__exit_hook_enabled, __ATOMIC_ACQUIRE)) return;
   const crumbs_ring *ring = crumbs_installed_ring();
   // A forked child exiting must not end its parent's session: only the writer named in the
@@ -364,16 +364,27 @@ static void crumbs__exit_hook(int status, void *unused) {
   crumbs__format_append_decimal(status_text, sizeof status_text, 0, status);
   crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};
   crumbs_ring_add(ring, CRUMBS_LEVEL_INFO, CRUMBS_TYPE_SYSTEM, 0, "process exiting", attributes,
-                  2);
+                  without_status == NULL ? 2 : 1);
   if (crumbs_ring_get_state(ring) == CRUMBS_RING_RUNNING) {
     crumbs_ring_set_state(ring, CRUMBS_RING_CLEAN);
   }
 }
 
+#if !defined(__GLIBC__)
+static void crumbs__exit_hook_without_status(void) {
+  crumbs__exit_hook(0, &crumbs__exit_hook_registered);
+}
+#endif
+
 bool crumbs_exit_hook_install(bool enabled) {
   __atomic_store_n(&crumbs__exit_hook_enabled, enabled ? 1 : 0, __ATOMIC_RELEASE);
   if (!enabled || crumbs__exit_hook_registered) return true;
+#if defined(__GLIBC__)
   if (on_exit(crumbs__exit_hook, NULL) != 0) return false;
+#else
+  // on_exit is glibc's (musl has only atexit): the breadcrumb goes without the exit status.
+  if (atexit(crumbs__exit_hook_without_status) != 0) return false;
+#endif
   crumbs__exit_hook_registered = 1;
   return true;
 }

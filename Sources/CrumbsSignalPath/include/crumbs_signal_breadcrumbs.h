@@ -80,6 +80,7 @@ bool crumbs_signal_breadcrumbs_refuses(int signo);
 /// CRASHED or TERMINATED_BY_SIGNAL, or the ring's header names another process: a forked child
 /// never ends its parent's session). `enabled` false keeps the hook registered but inert
 /// (on_exit hooks cannot be removed). Returns false when on_exit failed. Not signal-safe.
+/// musl has no on_exit: there it is an atexit hook, and the breadcrumb has no exit status.
 bool crumbs_exit_hook_install(bool enabled);
 
 #ifdef __cplusplus
