@@ -36,17 +36,27 @@
 // Our own Swift and C code reaches it by static linking. The real pthread_create is
 // dlsym(RTLD_NEXT, ...): the next definition after the executable, libc's.
 //
+// Statically linked programs (`swiftc -static-executable` with glibc; musl, the Static Linux
+// SDK): the static linker binds every module's pthread_create to ours, since libc.a's is a weak
+// alias of its real one, `__pthread_create` (glibc: of `__pthread_create_2_1` too; musl's is
+// hidden but links), and there is no RTLD_NEXT to find it by. We reach it through a weak
+// reference to `__pthread_create`: libc's real function in a static link, NULL in a dynamic one
+// (libc.so exports no `__pthread_create`, glibc nor musl). A weak reference does not pull an
+// archive member into the link, and nothing else may: so we also refer (strongly) to
+// `thrd_create`, which both libcs define in an object that calls `__pthread_create`; in a
+// dynamic link that is one more reference to libc.so (GLIBC_2.34, like pthread_create's).
+// Without it, every pthread_create of a static program failed with EAGAIN (issue 21).
+//
 // Sanitizers: AddressSanitizer and ThreadSanitizer intercept pthread_create with a weak
 // `pthread_create` aliasing their strong interceptor (compiler-rt: `___interceptor_pthread_create`
 // since LLVM 17, `__interceptor_pthread_create` before). Ours, strong, takes that alias's place,
 // so we call their interceptor (found through weak references) instead of libc's: their thread
 // bookkeeping stays whole (their pthread_join interceptor expects it).
 //
-// Not covered: a static executable (glibc's static libc defines pthread_create in the same
-// object as its internals: not interposable this way) and musl (whose static libc is only
-// reachable as __pthread_create): the interposer is compiled for dynamic glibc only, and those
-// programs keep the first-append and prepare_thread paths. Threads made by raw clone() never
-// call pthread_create.
+// Not covered: threads made by raw clone(), and threads libc itself starts through
+// `__pthread_create` (thrd_create, SIGEV_THREAD timers and mq_notify, POSIX aio, getaddrinfo_a):
+// they keep the first-append and prepare_thread paths; so do the threads of a library a static
+// program dlopens (that library has its own libc).
 //
 // Before install, and with `skip_new_threads`, our pthread_create is the real one plus one atomic
 // load: no trampoline, no allocation.
@@ -64,8 +74,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
-#if defined(__GLIBC__)
+#if defined(__linux__)
 
 typedef int (*crumbs__pthread_create_function)(pthread_t *, const pthread_attr_t *,
                                                void *(*)(void *), void *);
@@ -76,9 +87,19 @@ extern int ___interceptor_pthread_create(pthread_t *, const pthread_attr_t *, vo
 extern int __interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                         void *) __attribute__((weak));
 
-/// The pthread_create ours stands in front of: a sanitizer's interceptor, else libc's. Found
-/// once (racing threads find the same one). NULL only if there is none, which a dynamically
-/// linked glibc program cannot be.
+// libc's real pthread_create in a static link (weak: NULL in a dynamic one); see above.
+extern int __pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
+    __attribute__((weak));
+
+// Pulls libc.a's thrd_create object, and with it the one defining `__pthread_create`, into a
+// static link (see above); never called.
+__attribute__((used)) static int (*const crumbs__pulls_libc_pthread_create)(thrd_t *, thrd_start_t,
+                                                                          void *) = thrd_create;
+
+/// The pthread_create ours stands in front of: a sanitizer's interceptor, else libc's (its
+/// `__pthread_create` in a static link, the next `pthread_create` in a dynamic one). Found once
+/// (racing threads find the same one). NULL only if there is none, which no program linked with
+/// glibc or musl can be.
 static crumbs__pthread_create_function crumbs__next_pthread_create(void) {
   static crumbs__pthread_create_function next; // atomic
   crumbs__pthread_create_function found = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
@@ -87,6 +108,8 @@ static crumbs__pthread_create_function crumbs__next_pthread_create(void) {
     found = ___interceptor_pthread_create;
   } else if (__interceptor_pthread_create != NULL) {
     found = __interceptor_pthread_create;
+  } else if (__pthread_create != NULL) {
+    found = __pthread_create;
   } else {
     void *symbol = dlsym(RTLD_NEXT, "pthread_create");
     if (symbol == NULL) return NULL;
@@ -128,11 +151,15 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attributes,
 
 bool crumbs_crash_covers_new_threads(void) {
   if (!crumbs__altstack_covers_new_threads()) return false;
-  // Other modules' calls reach ours only when the dynamic linker finds ours first.
+  if (crumbs__next_pthread_create() == NULL) return false;
+  // Other modules' calls reach ours only when the dynamic linker finds ours first. A lookup
+  // that finds no pthread_create at all means no dynamic symbol table has one: a static link,
+  // whose linker bound every module's calls to ours.
   void *symbol = dlsym(RTLD_DEFAULT, "pthread_create");
+  if (symbol == NULL) return __pthread_create != NULL;
   crumbs__pthread_create_function found;
   memcpy(&found, &symbol, sizeof found);
-  return found == pthread_create && crumbs__next_pthread_create() != NULL;
+  return found == pthread_create;
 }
 
 #else

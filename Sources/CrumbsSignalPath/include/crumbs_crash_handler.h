@@ -45,9 +45,8 @@
 //   - every thread that calls crumbs_crash_prepare_thread (pool, else mapped for it).
 // Left without one: a thread that existed before install and neither appends nor prepares,
 // while the pool is used up (its first append cannot map a stack: signal-safe); a thread made
-// by raw clone(); every thread of a program whose pthread_create is not ours (a statically
-// linked libc; see crumbs_thread_start.c). A stack overflow there kills the process by SIGSEGV
-// without a record.
+// by raw clone() or started by libc itself (thrd_create, SIGEV_THREAD timers: see
+// crumbs_thread_start.c). A stack overflow there kills the process by SIGSEGV without a record.
 
 #ifndef CRUMBS_CRASH_HANDLER_H
 #define CRUMBS_CRASH_HANDLER_H
@@ -131,7 +130,8 @@ bool crumbs_crash_prepare_thread(void);
 
 /// Whether every thread created from now on, by any module, gets an alternate stack at its
 /// start: installed without `skip_new_threads`, and our pthread_create is the one the dynamic
-/// linker gives every module (crumbs_thread_start.c). Not signal-safe (dlsym).
+/// linker gives every module, or the program is linked statically (crumbs_thread_start.c).
+/// Not signal-safe (dlsym).
 bool crumbs_crash_covers_new_threads(void);
 
 /// Re-scans the loaded modules into the record when dlopen/dlclose changed them since the last
