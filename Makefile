@@ -1,6 +1,6 @@
 # Crumbs — the two commands a newcomer needs are `make demo` and `make test`.
-# Both install what is missing (Debian's liblz4-dev, zlib1g-dev and pkg-config, with sudo when not root),
-# then build. Everything else here is for developers.
+# Both install what is missing (Debian's liblz4-dev, zlib1g-dev and pkg-config, with sudo when not root;
+# `make test` also musl-tools and python3-pip), then build. Everything else here is for developers.
 
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps check-c build bench fuzz fuzz-smoke format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -29,7 +29,12 @@ demo: deps
 ## Every test: unit, stress, crash and kill -9 children, fuzz regressions. The crash tests also
 ## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path.
 ## The delivery tests decode what was sent with the official OTLP decoder (PyPI opentelemetry-proto).
+## check-c compiles the signal path with -Werror under gcc, clang and musl-gcc (Debian's musl-tools).
 test-deps:
+	@if ! command -v musl-gcc >/dev/null 2>&1; then \
+	  echo "Installing musl-tools (apt-get) for the signal path's musl check…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; \
+	fi
 	@if ! python3 -m pip --version >/dev/null 2>&1; then \
 	  echo "Installing python3-pip (apt-get) for the tests' OTLP decoder…"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; \
@@ -37,11 +42,16 @@ test-deps:
 	@python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check opentelemetry-proto \
 	  || python3 -m pip install -q --disable-pip-version-check --break-system-packages opentelemetry-proto
 
-test: deps test-deps
+test: deps test-deps check-c
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
+
+## The signal path compiled with -Wall -Wextra -Werror by gcc, clang and musl-gcc, and linked
+## statically against musl and glibc into a program that runs it (Scripts/check-c-portability.sh).
+check-c: test-deps
+	./Scripts/check-c-portability.sh
 
 ## Speed goals (issue 14), each ratio against a baseline measured in the same run (see
 ## Benchmarks/README.md), in one run: the ordo-one suite (ns per append, mallocs), instructions per
