@@ -15,8 +15,11 @@ package enum ConsumerPackage {
 
   /// Copies the consumer at `Tests/Consumers/<name>` into `directory` with its path dependency
   /// pointing at this checkout, builds it (its own scratch path under `.build-consumers`, kept
-  /// between runs), and returns the built executable.
-  package static func build(_ name: String, in directory: TestDirectory) throws -> String {
+  /// between runs), and returns the built executable. `swiftFlags` go to swiftc (`-Xswiftc`), e.g.
+  /// `-static-executable`.
+  package static func build(
+    _ name: String, in directory: TestDirectory, swiftFlags: [String] = []
+  ) throws -> String {
     let source = packageRoot + "/Tests/Consumers/" + name
     let copy = directory.file(name)
     let copied = try Subprocess.run("/bin/cp", ["-R", source, copy], timeoutMilliseconds: 60_000)
@@ -32,7 +35,8 @@ package enum ConsumerPackage {
     // so the limit is generous; a later build takes seconds.
     let build = try Subprocess.run(
       "/usr/bin/env",
-      ["swift", "build", "--package-path", copy, "--scratch-path", scratch, "--product", name],
+      ["swift", "build", "--package-path", copy, "--scratch-path", scratch, "--product", name]
+        + swiftFlags.flatMap { ["-Xswiftc", $0] },
       timeoutMilliseconds: 30 * 60_000)
     let log = String(decoding: build.standardOutput + build.standardError, as: UTF8.self)
     try #require(build.exitStatus == 0, "swift build of \(name) failed:\n\(log)")
