@@ -215,8 +215,9 @@ public enum CrashHandler {
 
   /// Whether every thread created from now on, by any module of the process, gets an alternate
   /// signal stack at its start (see `CrashHandlerOptions.alternateStacksForNewThreads`): false
-  /// when not installed, when turned off, or when the process's `pthread_create` is not
-  /// Crumbs' (a statically linked libc).
+  /// when not installed, when turned off, or when the dynamic linker gives the process's modules
+  /// another `pthread_create` than Crumbs'. True in a statically linked program, whose linker
+  /// bound every call to Crumbs'.
   public static var coversNewThreads: Bool {
     installation.withLock { $0 == nil ? false : crumbs_crash_covers_new_threads() }
   }
