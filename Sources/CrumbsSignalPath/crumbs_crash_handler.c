@@ -4,8 +4,8 @@
 // possibly while the interrupted thread held the malloc lock or the Swift runtime's locks; C
 // lets us write code that provably calls nothing but async-signal-safe functions.
 //
-// ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler and what it calls).
-// No malloc, no locks, no stdio. libc calls:
+// ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
+// crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls:
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
 //   only), sigaction (query only), nanosleep, getpid, _exit; open/getdents64/read/close, tgkill,
 //   futex, sigaction (query), syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c);
@@ -19,29 +19,43 @@
 // LD_PRELOAD malloc interposer that exits the child if the handler ever allocates.
 //
 // Handler, in order:
-//   1. Re-entry on this thread (the handler itself crashed, or a chained handler re-raised):
-//      finish a minimal record marked PARTIAL if it was not complete, then die by the ORIGINAL
-//      signal with SIG_DFL (no loop: nothing of ours runs again).
-//   2. First crash wins (atomic compare-exchange on the winning tid). A second crashing thread
+//   0. Another process (a vfork() child sharing our memory, a child forked without our fork
+//      handler): touch no state; default action, the action before ours, death.
+//   1. Re-entry on this thread. From inside a handler we are calling (crumbs__crash_thread's
+//      chain_*): it passed the signal on to us, gave up (raised it again, abort()), or crashed —
+//      see crumbs__chained_reentry. Otherwise our handler itself crashed: finish a minimal
+//      record marked PARTIAL if it was not complete, then die by the ORIGINAL signal with
+//      SIG_DFL (no loop: nothing of ours runs again).
+//   2. First chance: a fault that re-executes on return (SIGSEGV, SIGBUS, SIGILL, SIGFPE raised
+//      by the kernel) goes first to the chain entry that may fix it — a runtime's handler
+//      installed before ours, or one installed after ours that a re-install kept — with nothing
+//      recorded yet. It returns with ours in place: recovered, we return. It gave up (put back
+//      SIG_DFL, SIG_IGN or the Swift backtracer, seen after it returns or at once through
+//      crumbs_signal_watch.c): the crash is recorded (3) and the fault comes back to that action.
+//      The Swift runtime's backtracer and actions of a static executable never get a first
+//      chance (crumbs_crash_install.c classifies them), nor does anything that is not a fault.
+//   3. First crash wins (atomic compare-exchange on the winning tid). A second crashing thread
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
-//   3. Record: state WRITING, signal/code/address/sender; ask every other thread for its
+//   4. Record: state WRITING, signal/code/address/sender; ask every other thread for its
 //      registers (crumbs_thread_capture.c: capture signal, bounded wait); thread id and name,
 //      registers, backtrace; the other threads' stacks, walked while they are parked, then
-//      released (before any chaining) — or, when nothing is chained after us (step 4 calls
+//      released (before any chaining) — or, when nothing is chained after us (step 5 calls
 //      nothing) and the kernel called us (no library that replaced our handler called us from
-//      its own: sigaction queried), ended by themselves as soon as they have answered, their stacks left intact,
-//      so the kernel has fewer threads to wake at the death; (and rows for the modules loaded since the last scan that hold a frame, from
-//      /proc/self/maps), time, memory, uptime; what was said before the signal (the Swift
-//      runtime's fatal-error message, an uncaught C++ exception's type and what(): bounded copies,
-//      last because the text lives in memory the crash may have damaged); fatal breadcrumb into
-//      the ring; ring state CRASHED;
-//      handler duration; complete marker last (release store). Only a record and a ring whose
-//      header names this process are written (a child forked without our fork handler still
-//      maps its parent's: crumbs_fork.h); otherwise the handler only chains and dies.
-//   4. Chain to the previous action: SA_SIGINFO and plain handlers are called; SIG_IGN and
-//      SIG_DFL are not (a fault cannot be ignored).
-//   5. Die: SIG_DFL, then re-raise explicitly (tgkill) unless the kernel re-delivers on return
+//      its own: sigaction queried), ended by themselves as soon as they have answered, their
+//      stacks left intact, so the kernel has fewer threads to wake at the death; (and rows for
+//      the modules loaded since the last scan that hold a frame, from /proc/self/maps), time,
+//      memory, uptime; what was said before the signal (the Swift runtime's fatal-error message,
+//      an uncaught C++ exception's type and what(): bounded copies, last because the text lives
+//      in memory the crash may have damaged); fatal breadcrumb into the ring; ring state
+//      CRASHED; handler duration; complete marker last (release store). Only a record and a
+//      ring whose header names this process are written (a child forked without our fork
+//      handler still maps its parent's: crumbs_fork.h); otherwise the handler only chains and
+//      dies.
+//   5. Chain to the entries not called yet: the replacing handler a re-install kept, then the
+//      previous action; SA_SIGINFO and plain handlers are called; SIG_IGN and SIG_DFL are not
+//      (a fault cannot be ignored).
+//   6. Die: SIG_DFL, then re-raise explicitly (tgkill) unless the kernel re-delivers on return
 //      (a SIGSEGV/SIGBUS/SIGILL/SIGFPE raised by a faulting instruction re-faults). abort()'s
 //      second raise then meets SIG_DFL: exactly one record.
 //
@@ -336,21 +350,69 @@ static void crumbs__finish_record(crumbs_crash_record *record, uint64_t started_
   __atomic_store_n(&record->complete_marker, CRUMBS_CRASH_COMPLETE_MARKER, __ATOMIC_RELEASE);
 }
 
+// MARK: - The chain
+
+/// Chain entry `index` of `signal_number`, in the order they are called: 0 the action of a
+/// library that replaced ours and that a re-install kept (crumbs_crash_install.c), 1 the action
+/// before ours. NULL when that entry calls nothing (none, SIG_DFL, SIG_IGN: a fault cannot be
+/// ignored). Safe to call from a signal handler (pure).
+static const struct sigaction *crumbs__chain_entry(int signal_number, uint32_t index) {
+  if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL || index > 1) return NULL;
+  const struct sigaction *action = index == 0 ? &crumbs__crash_installed.replacer[signal_number]
+                                              : &crumbs__crash_installed.previous[signal_number];
+  if (action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN) return NULL;
+  return action;
+}
+
+/// Whether chain entry `index` may fix a fault and return (see crumbs__crash_state).
+static bool crumbs__chain_entry_may_recover(int signal_number, uint32_t index) {
+  uint64_t mask = index == 0 ? crumbs__crash_installed.replacer_may_recover
+                             : crumbs__crash_installed.previous_may_recover;
+  return (mask >> signal_number) & 1u;
+}
+
+static void crumbs__call(const struct sigaction *action, int signal_number, siginfo_t *info,
+                         void *context) {
+  if (action->sa_flags & SA_SIGINFO) {
+    action->sa_sigaction(signal_number, info, context);
+  } else {
+    action->sa_handler(signal_number);
+  }
+}
+
+/// Whether a chain entry this thread has not called yet would be called after the record.
+static bool crumbs__chains(int signal_number) {
+  for (uint32_t index = crumbs__crash_this_thread.chain_next; index < 2; index++) {
+    if (crumbs__chain_entry(signal_number, index) != NULL) return true;
+  }
+  return false;
+}
+
+bool crumbs__crash_is_ours(const struct sigaction *action) {
+  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == crumbs__crash_signal_handler;
+}
+
+/// Whether `action`, set by a handler we gave the first chance, means it gave up: the default
+/// action (or ignoring, which for a fault is the same), or the Swift runtime's backtracer put
+/// back (its saved action), which never recovers either. Safe to call from a signal handler
+/// (module table lookups).
+static bool crumbs__gives_up(const struct sigaction *action) {
+  if (action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN) return true;
+  uint64_t runtime = crumbs__crash_installed.swift_runtime_address;
+  const crumbs_crash_record *record = crumbs__crash_installed.record;
+  if (runtime == 0 || record == NULL) return false;
+  uint64_t handler = (action->sa_flags & SA_SIGINFO) ? (uint64_t)(uintptr_t)action->sa_sigaction
+                                                     : (uint64_t)(uintptr_t)action->sa_handler;
+  int module = crumbs__crash_module_for_text(record, handler);
+  return module >= 0 && module == crumbs__crash_module_for_text(record, runtime);
+}
+
 /// Whether the kernel called us for `signal_number`, not another library's handler that took the
 /// signal after us and chains to us (it may still want the other threads once we return).
 /// sigaction is only queried. Safe to call from a signal handler.
 static bool crumbs__called_by_the_kernel(int signal_number) {
   struct sigaction current;
-  return sigaction(signal_number, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
-         current.sa_sigaction == crumbs__crash_signal_handler;
-}
-
-/// Whether an action was installed before ours that crumbs__chain would call.
-static bool crumbs__chains(int signal_number) {
-  if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL) return false;
-  const struct sigaction *previous = &crumbs__crash_installed.previous[signal_number];
-  if (previous->sa_flags & SA_SIGINFO) return previous->sa_sigaction != NULL;
-  return previous->sa_handler != SIG_DFL && previous->sa_handler != SIG_IGN;
+  return sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current);
 }
 
 static void crumbs__write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
@@ -408,20 +470,6 @@ static void crumbs__write_record(crumbs_crash_record *record, int signal_number,
 
 // MARK: - The handler
 
-/// Calls the action that was installed before ours. Returns false for SIG_DFL / SIG_IGN.
-static bool crumbs__chain(int signal_number, siginfo_t *info, void *context) {
-  if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL) return false;
-  const struct sigaction *previous = &crumbs__crash_installed.previous[signal_number];
-  if (previous->sa_flags & SA_SIGINFO) {
-    if (previous->sa_sigaction == NULL) return false;
-    previous->sa_sigaction(signal_number, info, context);
-    return true;
-  }
-  if (previous->sa_handler == SIG_DFL || previous->sa_handler == SIG_IGN) return false;
-  previous->sa_handler(signal_number);
-  return true;
-}
-
 /// Whether returning from the handler makes the kernel deliver the signal again by itself: a
 /// fault raised by the instruction at the PC re-executes it. Anything sent (kill, tgkill,
 /// abort's raise) or trap-like (int3 / brk continue past the instruction) must be re-raised.
@@ -429,6 +477,16 @@ static bool crumbs__redelivered_on_return(int signal_number, const siginfo_t *in
   if (info == NULL || info->si_code <= 0) return false;
   return signal_number == SIGSEGV || signal_number == SIGBUS || signal_number == SIGILL ||
          signal_number == SIGFPE;
+}
+
+/// Dies after the record: the default action, delivered again by the kernel when we return
+/// from a fault, else raised here.
+static void crumbs__die_after_record(int signal_number, const siginfo_t *info) {
+  if (crumbs__redelivered_on_return(signal_number, info)) {
+    crumbs__die_by_signal_set_default(signal_number);
+  } else {
+    crumbs__die_by_signal(signal_number);
+  }
 }
 
 static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
@@ -451,22 +509,16 @@ static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
   crumbs__die_now(original != 0 ? original : signal_number);
 }
 
-void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context) {
-  int saved_errno = errno;
-  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  if (thread->depth > 0) {
-    crumbs__nested_crash(signal_number, info); // does not return
-    return;
-  }
-  thread->depth = 1;
-  thread->original_signal = signal_number;
-  uint64_t started_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
-  uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
+/// Records the crash unless another thread is recording one (first crash wins): that thread is
+/// waited for, then this one dies by its own signal. Returns once this thread holds the record,
+/// at once if it recorded it already (a handler we chained to gave up twice).
+static void crumbs__record_crash(int signal_number, siginfo_t *info, void *context, uint32_t thread_id,
+                                 uint64_t started_ns) {
   crumbs_crash_record *record = crumbs__own_record();
-
   uint32_t expected = 0;
-  if (!__atomic_compare_exchange_n(&crumbs__winner_tid, &expected, thread_id, false,
-                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&crumbs__winner_tid, &expected, thread_id, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    if (expected == thread_id) return;
     // Another thread is recording. Count ourselves, wait for it to end the process, then die by
     // our own signal if it did not (it hung, or its chained handler returned without dying).
     if (record != NULL) {
@@ -474,27 +526,215 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
       __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_CONCURRENT_CRASH, __ATOMIC_RELAXED);
     }
     // The thread capture shows this fault's context if it asks this thread while it waits.
-    thread->crash_context = context;
+    crumbs__crash_this_thread.crash_context = context;
     struct timespec millisecond = {0, 1000000};
     for (uint32_t waited = 0; waited < crumbs__crash_installed.wait_ms; waited++) nanosleep(&millisecond, NULL);
     crumbs__die_now(signal_number);
     return;
   }
-
   if (record != NULL) {
     __atomic_fetch_add(&record->threads_crashed, 1, __ATOMIC_RELAXED);
     crumbs__write_record(record, signal_number, info, context, thread_id, started_ns);
   }
+}
 
-  crumbs__chain(signal_number, info, context);
+/// Marks this thread as calling a chain entry from our handler (see crumbs__crash_thread).
+static void crumbs__enter_chain(uint32_t stage, int signal_number, siginfo_t *info, void *context,
+                                uint64_t started_ns) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  thread->chain_stage = stage;
+  thread->chain_signal = signal_number;
+  thread->chain_info = info;
+  thread->chain_context = context;
+  thread->chain_frame = (uintptr_t)__builtin_frame_address(0);
+  thread->chain_started_ns = started_ns;
+  thread->chain_tid = (uint32_t)syscall(SYS_gettid);
+}
 
-  if (crumbs__redelivered_on_return(signal_number, info)) {
-    crumbs__die_by_signal_set_default(signal_number);
-  } else {
-    crumbs__die_by_signal(signal_number);
+/// Calls the chain entries this thread has not called yet, after the record, then dies.
+static void crumbs__chain_rest_and_die(int signal_number, siginfo_t *info, void *context,
+                                       uint64_t started_ns) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  crumbs__enter_chain(CRUMBS__CHAIN_AFTER_RECORD, signal_number, info, context, started_ns);
+  while (thread->chain_next < 2) {
+    const struct sigaction *action = crumbs__chain_entry(signal_number, thread->chain_next++);
+    if (action != NULL) crumbs__call(action, signal_number, info, context);
   }
-  // Returning: a fault re-executes and meets SIG_DFL; a raised signal is delivered at the latest
-  // when the kernel restores the interrupted mask.
+  thread->chain_stage = CRUMBS__CHAIN_NONE;
+  crumbs__die_after_record(signal_number, info);
+}
+
+/// How a first chance ended.
+typedef enum crumbs__first_chance_result {
+  CRUMBS__RECOVERED, // it returned with our handler in place: the fault was fixed (or is its to loop on)
+  CRUMBS__GAVE_UP,   // it put back an action that kills the process (crumbs__gives_up) for the fault
+  CRUMBS__RECORD,    // nothing (more) may recover: record, then call the rest of the chain
+} crumbs__first_chance_result;
+
+/// First chance: a fault the kernel raised goes first to the next chain entry that may fix it
+/// and return (a runtime's handler), before anything is recorded, parked or written, so a
+/// recovered fault costs the process nothing and leaves no report (crashpad lets a registered
+/// first-chance handler do the same). After it returns, the signal's action tells what it did:
+/// ours still → recovered (when it was not, the fault comes back to it, as without us); SIG_DFL,
+/// SIG_IGN or the Swift runtime's backtracer → it gave up (runtimes restore their saved action
+/// for a fault they do not own), and the fault comes back to an action that ends the process: a
+/// crash, recorded now, while this thread's context is still the fault's; another library's
+/// handler → that one takes it. A handler that
+/// gives up by resetting the action and raising the signal, or that calls abort(), or that
+/// passes the fault on to its own saved action (ours), re-enters our handler from inside the
+/// call: crumbs__crash_signal_handler records the crash then (see crumbs__chained_reentry).
+/// Safe to call from a signal handler (sigaction queried; what the entry itself calls is its own).
+static crumbs__first_chance_result crumbs__first_chance(int signal_number, siginfo_t *info, void *context,
+                                                        uint64_t started_ns) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  // Only a fault that re-executes on return: what a runtime's handler fixes (a JVM's implicit
+  // null checks and safepoint polls, a wasm engine's bounds checks, libsigsegv's protection).
+  if (!crumbs__redelivered_on_return(signal_number, info)) return CRUMBS__RECORD;
+  for (; thread->chain_next < 2; thread->chain_next++) {
+    uint32_t index = thread->chain_next;
+    const struct sigaction *action = crumbs__chain_entry(signal_number, index);
+    if (action == NULL) continue;
+    if (!crumbs__chain_entry_may_recover(signal_number, index)) return CRUMBS__RECORD;
+    thread->chain_next = index + 1; // a re-entry from inside it goes on with the next one
+    crumbs__enter_chain(CRUMBS__CHAIN_FIRST_CHANCE, signal_number, info, context, started_ns);
+    crumbs__call(action, signal_number, info, context);
+    thread->chain_stage = CRUMBS__CHAIN_NONE;
+    struct sigaction now;
+    if (sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) return CRUMBS__RECOVERED;
+    return crumbs__gives_up(&now) ? CRUMBS__GAVE_UP : CRUMBS__RECOVERED;
+  }
+  return CRUMBS__RECORD;
+}
+
+/// After a first chance or the record: what the signal's handling ends with on this thread.
+/// `recovered` returns to the interrupted code; anything else records (once) and dies.
+static void crumbs__handle(int signal_number, siginfo_t *info, void *context, uint32_t thread_id,
+                           uint64_t started_ns) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  switch (crumbs__first_chance(signal_number, info, context, started_ns)) {
+  case CRUMBS__RECOVERED:
+    return;
+  case CRUMBS__GAVE_UP:
+    // It chose the action the fault comes back to: nothing else of the chain is called.
+    thread->chain_next = 2;
+    crumbs__record_crash(signal_number, info, context, thread_id, started_ns);
+    return;
+  case CRUMBS__RECORD:
+    crumbs__record_crash(signal_number, info, context, thread_id, started_ns);
+    crumbs__chain_rest_and_die(signal_number, info, context, started_ns);
+    return;
+  }
+}
+
+/// Our handler entered again on a thread that is calling a chain entry from it. Same signal and
+/// siginfo, during a first chance: the entry passed the fault on to its saved action (ours) —
+/// the next entry gets its chance, then the record; and if that one recovers, we return into
+/// the entry. Anything else during a first chance (the entry raised the signal after resetting
+/// it, called abort(), or crashed): the fault it was given is a crash, recorded now with its
+/// context, then this signal ends the process. After the record: the entry passed the signal
+/// on to us; the rest of the chain, then the death.
+static void crumbs__chained_reentry(int signal_number, siginfo_t *info, void *context, uint32_t thread_id,
+                                    uint64_t started_ns) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  if (thread->chain_stage == CRUMBS__CHAIN_FIRST_CHANCE && signal_number == thread->chain_signal &&
+      info == thread->chain_info) {
+    crumbs__crash_thread outer = *thread;
+    crumbs__handle(signal_number, info, context, thread_id, outer.chain_started_ns);
+    // Recovered further down: back into the entry that passed it on, as it was.
+    *thread = outer;
+    return;
+  }
+  if (thread->chain_stage == CRUMBS__CHAIN_FIRST_CHANCE) {
+    thread->chain_next = 2;
+    crumbs__record_crash(thread->chain_signal, thread->chain_info, thread->chain_context, thread_id,
+                         thread->chain_started_ns);
+    crumbs__die_by_signal_set_default(signal_number);
+    crumbs__die_now(signal_number);
+    return;
+  }
+  if (signal_number == thread->chain_signal) {
+    crumbs__chain_rest_and_die(signal_number, info, context, started_ns);
+    crumbs__die_now(signal_number);
+    return;
+  }
+  crumbs__nested_crash(signal_number, info);
+}
+
+/// A process that is not the one the record belongs to runs our handler: a vfork() child
+/// (which shares our memory and this thread's TLS until it execs or exits) or a child forked
+/// without our fork handler (crumbs_fork.h). It touches none of the crash state (a vfork child
+/// would leave the parent's first-crash and re-entry state taken): default action, the action
+/// before ours, death.
+static void crumbs__foreign_process(int signal_number, siginfo_t *info, void *context) {
+  crumbs__die_by_signal_set_default(signal_number);
+  const struct sigaction *previous = crumbs__chain_entry(signal_number, 1);
+  if (previous != NULL) crumbs__call(previous, signal_number, info, context);
+  if (!crumbs__redelivered_on_return(signal_number, info)) crumbs__die_now(signal_number);
+}
+
+void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  crumbs_crash_record *installed = crumbs__crash_installed.record;
+  if (installed != NULL && installed->pid != (uint32_t)getpid()) {
+    crumbs__foreign_process(signal_number, info, context);
+    errno = saved_errno;
+    return;
+  }
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  if (thread->depth > 0 && thread->chain_stage != CRUMBS__CHAIN_NONE &&
+      (uintptr_t)__builtin_frame_address(0) >= thread->chain_frame) {
+    // Not called from inside the entry: it left our handler by longjmp (a runtime recovering
+    // that way). That handling is over.
+    thread->depth = 0;
+    thread->chain_stage = CRUMBS__CHAIN_NONE;
+  }
+  uint64_t started_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+  uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
+  if (thread->depth > 0) {
+    if (thread->chain_stage != CRUMBS__CHAIN_NONE) {
+      crumbs__chained_reentry(signal_number, info, context, thread_id, started_ns);
+    } else {
+      crumbs__nested_crash(signal_number, info); // does not return
+    }
+    errno = saved_errno;
+    return;
+  }
+  thread->depth = 1;
+  thread->original_signal = signal_number;
+  thread->chain_next = 0;
+  crumbs__handle(signal_number, info, context, thread_id, started_ns);
+  // Returning: a recovered fault runs on; a fault re-executes and meets SIG_DFL; a raised
+  // signal is delivered at the latest when the kernel restores the interrupted mask.
+  thread->chain_stage = CRUMBS__CHAIN_NONE;
   thread->depth = 0;
   errno = saved_errno;
+}
+
+// MARK: - Actions set by others (crumbs_signal_watch.c)
+
+void crumbs__crash_note_action(int signal_number, const struct sigaction *action) {
+  if (signal_number <= 0 || signal_number >= CRUMBS__CRASH_MAX_SIGNAL || action == NULL) return;
+  uint64_t bit = 1ull << signal_number;
+  if (!(__atomic_load_n(&crumbs__crash_installed.installed_mask, __ATOMIC_ACQUIRE) & bit)) return;
+  crumbs_crash_record *record = crumbs__own_record();
+  if (record == NULL) return; // not installed, or a vfork child: nothing of ours is touched
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  if (thread->depth > 0) {
+    // Inside our handler on this thread: our own death, or a handler we chained to. One given
+    // the first chance that puts the default back for the signal gave up: record now, before
+    // it raises the signal or returns to the fault. (A raw clone() sharing this thread's TLS,
+    // as the Swift backtracer's memory server does, is not that thread: it changes nothing.)
+    uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
+    if (thread->chain_stage == CRUMBS__CHAIN_FIRST_CHANCE && thread_id == thread->chain_tid &&
+        signal_number == thread->chain_signal && crumbs__gives_up(action)) {
+      crumbs__record_crash(thread->chain_signal, thread->chain_info, thread->chain_context, thread_id,
+                           thread->chain_started_ns);
+    }
+    return;
+  }
+  if (crumbs__crash_is_ours(action)) {
+    __atomic_fetch_and(&record->replaced_signals, ~bit, __ATOMIC_RELAXED);
+  } else {
+    __atomic_fetch_or(&record->replaced_signals, bit, __ATOMIC_RELAXED);
+  }
 }

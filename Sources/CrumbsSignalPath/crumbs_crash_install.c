@@ -10,6 +10,8 @@
 //                                  the module table, the installing thread's stack bounds, the
 //                                  libc bindings, then the signals and the thread capture
 //                                  signal (crumbs_thread_capture.c); idempotent, re-asserts
+//                                  (a handler that replaced ours stays chained, called first);
+//                                  classifies each chained action: may it recover a fault?
 //   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
 //   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
 //   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
@@ -22,7 +24,7 @@
 // sigaltstack, sigaction, pthread_self, pthread_getattr_np (allocates; not on the main thread),
 // pthread_attr_getstack, pthread_attr_destroy, getauxval, getrlimit, dl_iterate_phdr and readlink
 // (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer, the concurrency runtime's
-// swift_job_run), std::set_terminate
+// swift_job_run), dladdr (which module a chained handler is in), std::set_terminate
 // (crumbs_terminate.cpp), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
@@ -49,8 +51,8 @@
 extern void *__libc_stack_end;
 #endif
 
-// Which signals we took, and whether install succeeded (set-up state: one thread at a time).
-static uint64_t crumbs__installed_mask;
+// Whether install succeeded (set-up state: one thread at a time). The signals we took are
+// crumbs__crash_installed.installed_mask.
 static int crumbs__installed;
 
 void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
@@ -123,9 +125,39 @@ static const char *const *crumbs__swift_fatal_message_buffer(void) {
   return get_buffer();
 }
 
-static bool crumbs__is_ours(const struct sigaction *action) {
-  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == crumbs__crash_signal_handler;
+// The Swift runtime's, when one is linked (weak: NULL in a program without Swift). In a static
+// executable dlsym finds nothing, but this reference does.
+extern const char *const *swift_getFatalErrorMessageBuffer(void) __attribute__((weak));
+
+/// Whether `action` may fix a fault and return — a runtime's handler (a JVM's, a wasm engine's,
+/// libsigsegv's) — so the handler gives it the first chance at a fault (crumbs_crash_handler.c),
+/// rather than one that always ends the process: the Swift runtime's backtracer, recognised as a
+/// handler in the module that holds the Swift runtime. When modules cannot be told apart (a
+/// static executable, where everything is one module), none may: they are recorded first, then
+/// called, as before first chances existed. Not signal-safe (dlsym, dladdr).
+static bool crumbs__may_recover(const struct sigaction *action) {
+  if (action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN) return false;
+  void *handler = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction
+                                                  : (void *)action->sa_handler;
+  void *runtime = dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
+  if (runtime == NULL) return swift_getFatalErrorMessageBuffer == NULL;
+  Dl_info handler_module, runtime_module;
+  if (dladdr(handler, &handler_module) == 0 || dladdr(runtime, &runtime_module) == 0) return false;
+  return handler_module.dli_fbase != runtime_module.dli_fbase;
 }
+
+/// Remembers `action` as chain entry `entry` of `signal_number` (see crumbs__crash_state).
+static void crumbs__keep_chain_entry(struct sigaction *entry, uint64_t *may_recover, int signal_number,
+                                     const struct sigaction *action) {
+  *entry = *action;
+  if (crumbs__may_recover(action)) {
+    *may_recover |= 1ull << signal_number;
+  } else {
+    *may_recover &= ~(1ull << signal_number);
+  }
+}
+
+static const struct sigaction crumbs__no_action = {.sa_handler = SIG_DFL};
 
 /// Registers the calling thread's stack bounds for the handler's backtrace. For the process's
 /// main thread, glibc's pthread_getattr_np reads and parses all of /proc/self/maps (a few hundred
@@ -188,6 +220,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   crumbs__crash_state *state = &crumbs__crash_installed;
   if (state->swift_fatal_message == NULL) {
     state->swift_fatal_message = crumbs__swift_fatal_message_buffer();
+    state->swift_runtime_address =
+        (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
     // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind.c).
     crumbs__unwind_concurrency_runtime = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_job_run");
   }
@@ -221,26 +255,39 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     if (sigaction(signal_number, NULL, &current_action) != 0) {
       return CRUMBS_CRASH_INSTALL_SIGACTION_FAILED;
     }
-    if (crumbs__is_ours(&current_action)) continue;
+    if (crumbs__crash_is_ours(&current_action)) continue;
     // The first time: keep the previous action to chain to. A re-assert after another library
-    // replaced us keeps the original one: that library probably chains to us, and chaining
-    // back to it would loop.
-    if (!(crumbs__installed_mask & (1ull << signal_number))) {
-      state->previous[signal_number] = current_action;
+    // replaced us keeps that one too, called before the original (it came later, and may
+    // recover its own faults); it probably chains to us, which the handler takes as passing
+    // the signal on (crumbs_crash_handler.c). One that only put the default back is dropped.
+    uint64_t bit = 1ull << signal_number;
+    if (!(state->installed_mask & bit)) {
+      crumbs__keep_chain_entry(&state->previous[signal_number], &state->previous_may_recover,
+                               signal_number, &current_action);
+      crumbs__keep_chain_entry(&state->replacer[signal_number], &state->replacer_may_recover,
+                               signal_number, &crumbs__no_action);
+    } else if (current_action.sa_handler != SIG_DFL && current_action.sa_handler != SIG_IGN) {
+      crumbs__keep_chain_entry(&state->replacer[signal_number], &state->replacer_may_recover,
+                               signal_number, &current_action);
     }
+    // Published before the action: the signal watch (crumbs_signal_watch.c) then sees ours
+    // being set and clears the replaced mark.
+    __atomic_fetch_or(&state->installed_mask, bit, __ATOMIC_RELEASE);
     if (sigaction(signal_number, &action, NULL) != 0) return CRUMBS_CRASH_INSTALL_SIGACTION_FAILED;
-    crumbs__installed_mask |= 1ull << signal_number;
   }
   // Signals dropped from the mask by a re-install go back to what they were.
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
-    if ((crumbs__installed_mask & (1ull << signal_number)) && !(mask & (1ull << signal_number))) {
+    uint64_t bit = 1ull << signal_number;
+    if ((state->installed_mask & bit) && !(mask & bit)) {
+      __atomic_fetch_and(&state->installed_mask, ~bit, __ATOMIC_RELEASE);
       struct sigaction current_action;
-      if (sigaction(signal_number, NULL, &current_action) == 0 && crumbs__is_ours(&current_action)) {
+      if (sigaction(signal_number, NULL, &current_action) == 0 && crumbs__crash_is_ours(&current_action)) {
         sigaction(signal_number, &state->previous[signal_number], NULL);
       }
-      crumbs__installed_mask &= ~(1ull << signal_number);
     }
   }
+  // What the record says was replaced is what is still replaced now.
+  config->record->replaced_signals = crumbs_crash_replaced_signals();
 
   crumbs__terminate_install();
   crumbs__thread_capture_install();
@@ -257,10 +304,11 @@ const char *crumbs_crash_record_path(void) {
 
 uint64_t crumbs_crash_replaced_signals(void) {
   uint64_t replaced = 0;
+  uint64_t installed = __atomic_load_n(&crumbs__crash_installed.installed_mask, __ATOMIC_ACQUIRE);
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
-    if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
+    if (!(installed & (1ull << signal_number))) continue;
     struct sigaction current;
-    if (sigaction(signal_number, NULL, &current) == 0 && !crumbs__is_ours(&current)) {
+    if (sigaction(signal_number, NULL, &current) == 0 && !crumbs__crash_is_ours(&current)) {
       replaced |= 1ull << signal_number;
     }
   }
@@ -281,15 +329,21 @@ void crumbs_crash_uninstall(void) {
   crumbs__altstack_stop();
   crumbs__terminate_uninstall();
   crumbs__thread_capture_uninstall();
+  // Cleared first: restoring the previous actions is not another library replacing ours.
+  uint64_t installed = __atomic_exchange_n(&crumbs__crash_installed.installed_mask, 0, __ATOMIC_ACQ_REL);
   for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
-    if (!(crumbs__installed_mask & (1ull << signal_number))) continue;
+    if (!(installed & (1ull << signal_number))) continue;
     struct sigaction current;
     // A library that replaced us keeps its handler: taking it away would break it.
-    if (sigaction(signal_number, NULL, &current) == 0 && crumbs__is_ours(&current)) {
-      sigaction(signal_number, &crumbs__crash_installed.previous[signal_number], NULL);
+    if (sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current)) {
+      // A replacer kept by a re-install is what the signal's action would be without us.
+      const struct sigaction *back = crumbs__crash_installed.replacer[signal_number].sa_handler != SIG_DFL
+                                         ? &crumbs__crash_installed.replacer[signal_number]
+                                         : &crumbs__crash_installed.previous[signal_number];
+      sigaction(signal_number, back, NULL);
     }
+    crumbs__crash_installed.replacer[signal_number] = crumbs__no_action;
   }
-  crumbs__installed_mask = 0;
   crumbs__altstack_restore_install_thread();
   __atomic_store_n(&crumbs__crash_installed.ring, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__crash_installed.record, NULL, __ATOMIC_RELEASE);

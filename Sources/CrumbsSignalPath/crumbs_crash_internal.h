@@ -5,6 +5,8 @@
 // The files of crash capture, one idea each:
 //   crumbs_crash_install.c   install, re-assert, refresh modules, uninstall (set-up, not signal-safe)
 //   crumbs_crash_handler.c   the fatal-signal handler (async-signal-safe)
+//   crumbs_signal_watch.c    sigaction/signal/siginterrupt in front of libc's: a crash signal's
+//                            action set by another library is noticed when it happens
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe)
 //   crumbs_thread_capture.c  every other thread's registers and stack at crash time (capture
@@ -38,7 +40,21 @@
 typedef struct crumbs__crash_state {
   crumbs_crash_record *volatile record; // NULL when not installed
   const crumbs_ring *volatile ring;     // the installer's handle (immortal), or NULL
-  struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions we chain to
+  struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions before ours
+  /// The action of a library that replaced ours after install, kept when install takes the
+  /// signal back (it chains to us, and may recover its own faults); sa_handler SIG_DFL: none.
+  struct sigaction replacer[CRUMBS__CRASH_MAX_SIGNAL];
+  /// A bit per signal whose `previous` (`replacer`) action may recover a fault and return: it
+  /// is called first for a fault the kernel raised, and a crash is recorded only if it gives
+  /// up (crumbs_crash_handler.c, "First chance"). Handlers of the Swift runtime (its
+  /// backtracer, which never recovers) are not: install classifies them.
+  uint64_t previous_may_recover;
+  uint64_t replacer_may_recover;
+  /// The signals install took (atomic: crumbs_signal_watch.c reads it on any thread).
+  uint64_t installed_mask;
+  /// An address in the Swift runtime's code (dlsym at install), 0 without one found: an action
+  /// whose handler is in the same module is the Swift runtime's backtracer, which never recovers.
+  uint64_t swift_runtime_address;
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
   uint32_t test_fault; // tests only: the handler faults inside itself
   /// The Swift runtime's `std::atomic<const char *>` holding its last fatal-error message
@@ -53,18 +69,50 @@ extern crumbs__crash_state crumbs__crash_installed;
 /// bounds registered outside the handler (pthread_getattr_np, by install and prepare_thread);
 /// `crash_context` is a thread's fault context while it waits in the handler behind another
 /// crashing thread (the thread capture shows it instead of the capture signal's context).
+///
+/// `chain_*` describe a handler we are calling from ours on this thread (the first chance, or
+/// the chain after a record), so a re-entry from inside it can tell "it passed the signal on to
+/// us" or "it gave up" from a crash of our own handler; `chain_frame` is our frame's address,
+/// to tell such a re-entry (deeper on the same stack) from a fresh signal after the handler we
+/// called left by longjmp (at or above it).
 typedef struct crumbs__crash_thread {
   uint32_t depth;
   int original_signal;
   uint64_t stack_low;
   uint64_t stack_high;
   const void *volatile crash_context;
+  uint32_t chain_stage; // crumbs__chain_stage
+  int chain_signal;
+  uint32_t chain_next; // the first chain entry not yet called (0: replacer, 1: previous, 2: none)
+  siginfo_t *chain_info;
+  void *chain_context;
+  uintptr_t chain_frame;
+  uint64_t chain_started_ns;
+  uint32_t chain_tid; // the kernel thread calling it: a raw clone() shares this TLS (the Swift
+                      // backtracer's memory server does), and is not that thread
 } crumbs__crash_thread;
+
+/// `crumbs__crash_thread.chain_stage`.
+typedef enum crumbs__chain_stage {
+  CRUMBS__CHAIN_NONE = 0,
+  CRUMBS__CHAIN_FIRST_CHANCE = 1, // calling a handler that may recover, nothing recorded yet
+  CRUMBS__CHAIN_AFTER_RECORD = 2, // calling the handlers after the record, before the death
+} crumbs__chain_stage;
 extern __thread crumbs__crash_thread crumbs__crash_this_thread
     __attribute__((tls_model("initial-exec")));
 
 /// The fatal-signal handler (installed with SA_SIGINFO | SA_ONSTACK | SA_NODEFER).
 void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context);
+
+/// Whether `action` is our crash handler. Safe to call from a signal handler (pure).
+bool crumbs__crash_is_ours(const struct sigaction *action);
+
+/// Called by crumbs_signal_watch.c after `signal_number`'s action was set to `action` by anyone:
+/// for a signal install took, outside our handler, marks it replaced in the record (or no longer
+/// replaced, when the action is ours); inside a first chance on this thread, an action set to
+/// SIG_DFL or SIG_IGN for the signal being chained means the handler gave up, and the crash is
+/// recorded at once. Safe to call from a signal handler (getpid, atomics; the crash record).
+void crumbs__crash_note_action(int signal_number, const struct sigaction *action);
 
 /// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
 uint64_t crumbs__crash_clock_ns(clockid_t clock);

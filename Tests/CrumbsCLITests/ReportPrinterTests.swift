@@ -98,7 +98,7 @@ struct ReportPrinterTests {
     let directory = TestDirectory()
     let run = try runCrashScenario(
       "append-after-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory)
-    #expect(run.signal == SIGSEGV, "\(run.lines)")
+    #expect(run.signal == SIGABRT, "\(run.lines)")
     let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
 
     let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
@@ -108,7 +108,7 @@ struct ReportPrinterTests {
     let after = try #require(lines.first { $0.contains("appended after the crash") }, "\(shown.stdout)")
     #expect(after.hasSuffix(marker), "\(after)")
     let fatal = try #require(
-      lines.first { $0.contains(" fatal ") && $0.contains("SIGSEGV") }, "\(shown.stdout)")
+      lines.first { $0.contains(" fatal ") && $0.contains("SIGABRT") }, "\(shown.stdout)")
     #expect(!fatal.contains(marker), "the crash handler's own breadcrumb is the crash: \(fatal)")
     let before = try #require(lines.first { $0.contains("about to crash: append-after-crash") })
     #expect(!before.contains(marker), "\(before)")

@@ -332,9 +332,11 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     while true { pause() }
   },
   // Another thread appends "appended after the crash" while the handler Crumbs chains to runs
-  // (a test handler, installed before Crumbs, that waits for it), then the process dies.
+  // (a test handler, installed before Crumbs, that waits for it), then the process dies by
+  // abort(): a signal that is not a fault, so it is recorded before the chained handler runs
+  // (a fault would go to that handler first: see "runtime-recovers").
   "append-after-crash": { arguments in
-    guard crumbs_test_install_waking_handler(SIGSEGV) == 0, setUp(arguments) else { return 70 }
+    guard crumbs_test_install_waking_handler(SIGABRT) == 0, setUp(arguments) else { return 70 }
     spawnThread {
       guard crumbs_test_wait_for_wake() == 0 else { return }
       addBreadcrumb("appended after the crash", level: .warning)
@@ -342,8 +344,7 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     print("crashing")
     fflush(nil)
-    crumbs_test_null_deref()
-    return 71
+    abort()
   },
   "wait-for-signal": crashing { _ in
     armAndFlush()
@@ -363,6 +364,48 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     guard let ring = installedRing.value else { exit(70) }
     _ = try? CrashHandler.install(ring: ring, options: handlerOptions())
     print("after-reinstall \(CrashHandler.replacedSignals().map(String.init).joined(separator: ","))")
+    armAndFlush()
+    crumbs_test_null_deref()
+  },
+  // A runtime that owns SIGSEGV (installed before Crumbs, or after it and kept by a re-install)
+  // fixes three faults on its own page and returns; prints "recovered N"; then, unless
+  // CRUMBS_TEST_THEN=exit (exits 0), a null store it does not own, on which it gives up as
+  // CRUMBS_TEST_GIVE_UP says: return (its saved action back, then return), raise (its saved action
+  // back, then raise) or, installed after Crumbs, chain (calls its saved action: Crumbs').
+  "runtime-recovers": { arguments in
+    let giveUp = getenv("CRUMBS_TEST_GIVE_UP").map { String(cString: $0) } ?? "return"
+    let mode: Int32 =
+      switch giveUp {
+      case "raise": Int32(CRUMBS_TEST_GIVE_UP_RESTORE_AND_RAISE)
+      case "chain": Int32(CRUMBS_TEST_GIVE_UP_CHAIN)
+      default: Int32(CRUMBS_TEST_GIVE_UP_RESTORE_AND_RETURN)
+      }
+    if mode != Int32(CRUMBS_TEST_GIVE_UP_CHAIN) {
+      guard crumbs_test_install_runtime_handler(SIGSEGV, mode) == 0 else { return 70 }
+    }
+    guard setUp(arguments) else { return 70 }
+    if mode == Int32(CRUMBS_TEST_GIVE_UP_CHAIN) {
+      // A library that takes SIGSEGV after Crumbs; then Crumbs takes it back.
+      guard crumbs_test_install_runtime_handler(SIGSEGV, mode) == 0, let ring = installedRing.value,
+        (try? CrashHandler.install(ring: ring, options: handlerOptions())) != nil
+      else { return 70 }
+    }
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    for value in 1...3 { crumbs_test_runtime_fault(Int32(value)) }
+    print("recovered \(crumbs_test_runtime_recovered())")
+    if getenv("CRUMBS_TEST_THEN").map({ String(cString: $0) }) == "exit" {
+      fflush(nil)
+      return 0
+    }
+    armAndFlush()
+    crumbs_test_null_deref()
+    return 71
+  },
+  // A vfork() child crashes before it execs (sharing this process's memory); prints
+  // "vfork-child SIGNAL", then this process crashes on the same thread.
+  "vfork-child-crashes": crashing { _ in
+    print("vfork-child \(crumbs_test_vfork_child_crashes())")
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     armAndFlush()
     crumbs_test_null_deref()
   },

@@ -161,10 +161,24 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
   //          ring names SIGSEGV and prints "noticed yes" (or "noticed no"), then "crashing", and
   //          dereferences null: the process dies by SIGSEGV without a crash record.
   //   exit:  no automatic breadcrumbs; SIGABRT is set to SIG_IGN, then the process exits 0.
+  //   at-once: no automatic breadcrumbs (no pass checks the handler); SIGSEGV is set back to
+  //          SIG_DFL and null is dereferenced at once: no check ran between the two.
   "client-handler-replaced": { arguments in
     guard arguments.count == 2 else { return 64 }
     let directory = arguments[0]
     let crashes = arguments[1] == "crash"
+    if arguments[1] == "at-once" {
+      var configuration = CrumbsConfiguration(directory: directory)
+      configuration.appVersion = "1.0"
+      configuration.automaticBreadcrumbs = nil
+      guard let client = startClient(configuration) else { return 1 }
+      client.waitForPreviousSessions()
+      signal(SIGSEGV, SIG_DFL)
+      print("crashing")
+      fflush(nil)
+      crumbs_test_null_deref()
+      return 71
+    }
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.appVersion = "1.0"
     if crashes {

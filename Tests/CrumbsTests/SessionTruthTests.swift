@@ -244,6 +244,21 @@ import Testing
     #expect(report.resource["service.version"] == "1.0")
   }
 
+  @Test func aHandlerReplacedRightBeforeACrashIsNamedInItsReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-handler-replaced", directory.path, "at-once"],
+      environment: childEnvironment)
+    #expect(child.value(after: "crashing") != nil)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV)
+    let outcome = try processLeftovers(directory)
+    let report = try #require(outcome.lastSessionCrashReport)
+    #expect(report.kind == .abnormalTermination)
+    #expect(report.exceptionMessage.contains("replaced"), "\(report.exceptionMessage)")
+    #expect(outcome.problems.contains { $0.contains("SIGSEGV") }, "\(outcome.problems)")
+  }
+
   @Test func aHandlerReplacedBeforeACleanExitIsMentionedByTheNextLaunch() throws {
     let directory = TestDirectory()
     let child = try ChildProcess(

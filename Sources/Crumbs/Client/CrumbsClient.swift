@@ -533,8 +533,7 @@ public final class CrumbsClient: @unchecked Sendable {
   private static let registerExitCheck: Void = {
     atexit {
       guard let client = CrumbsClient.running.withLockIfAvailable({ $0 }) ?? nil else { return }
-      let mask = crumbs_crash_replaced_signals()
-      let replaced = (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { SignalNames.name(Int32($0)) }
+      let replaced = SignalNames.signals(inMask: crumbs_crash_replaced_signals()).map(SignalNames.name)
       _ = client.session.withLockIfAvailable { file in
         file.metadata.replacedCrashSignals = replaced
         _ = file.writeIfChanged()

@@ -198,10 +198,7 @@ public enum CrashHandler {
   /// Signals we installed whose action another library has replaced since (sorted). Installing
   /// again re-takes them.
   public static func replacedSignals() -> [Int32] {
-    installation.withLock { _ in
-      let mask = crumbs_crash_replaced_signals()
-      return (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { Int32($0) }
-    }
+    installation.withLock { _ in SignalNames.signals(inMask: crumbs_crash_replaced_signals()) }
   }
 
   /// Gives the calling thread an alternate signal stack (so a stack overflow on it is recorded)

@@ -206,6 +206,11 @@ public struct CrashRecord: Sendable, Equatable, Codable {
 
   /// Raw CRUMBS_CRASH_FLAG_* bits.
   public var flags: UInt32
+
+  /// The crash signals whose action another library set after install and Crumbs had not taken
+  /// back (`replaced_signals`, written when it happened, whether or not the process crashed
+  /// after): a crash on one of them reached that library's handler first, or only.
+  public var replacedSignals: [Int32] = []
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
   public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
   public var modulesTorn: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_TORN) != 0 }
@@ -615,7 +620,8 @@ private struct RecordFields {
       swiftFatalMessageTruncated: said.swiftCut,
       uncaughtException: said.exception,
       threads: threadTable(crashing: crashing, names: names),
-      flags: flags)
+      flags: flags,
+      replacedSignals: SignalNames.signals(inMask: u64(\C.replaced_signals)))
   }
 }
 

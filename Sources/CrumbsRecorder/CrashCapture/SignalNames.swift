@@ -17,6 +17,11 @@ public enum SignalNames {
     crumbs_signal_code_name(signal, code).map { String(cString: $0) } ?? "code \(code)"
   }
 
+  /// The signals of a mask with a bit per signal (`1 << signal`), in order.
+  public static func signals(inMask mask: UInt64) -> [Int32] {
+    (1..<64).filter { mask & (1 << UInt64($0)) != 0 }.map { Int32($0) }
+  }
+
   /// Whether `code` means another process (or the process itself) sent the signal.
   public static func isSentByProcess(code: Int32) -> Bool {
     code <= 0

@@ -229,9 +229,12 @@ public struct PostMortemProcessor: Sendable {
     }
     // The crash record, when the handler made one (an untouched one means "no crash").
     var record: CrashRecord?
+    // Handlers replaced after install, as the record saw it happen (also without a crash).
+    var replacedInRecord: [Int32] = []
     if Syscall.fileExists(claimed.crashRecordPath) {
       do {
         let read = try CrashRecord.read(file: claimed.crashRecordPath)
+        replacedInRecord = read.replacedSignals
         if read.status != .noCrash { record = read }
       } catch {
         damage.append("crash record unreadable: \(error)")
@@ -258,7 +261,12 @@ public struct PostMortemProcessor: Sendable {
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,
       startedWallNanoseconds: ring?.header.createdWallNanoseconds ?? record!.installWallNanoseconds,
       parentSessionID: ring?.header.parentSessionID)
+    // The session file has what the client's checks saw; the record, a replacement right
+    // before the end that no check came after.
     session.replacedCrashSignals = metadata?.replacedCrashSignals ?? []
+    for name in replacedInRecord.map(SignalNames.name) where !session.replacedCrashSignals.contains(name) {
+      session.replacedCrashSignals.append(name)
+    }
     func end(_ session: PreviousSession) -> PreviousSession {
       if !session.replacedCrashSignals.isEmpty {
         outcome.problems.append(

@@ -358,7 +358,12 @@ typedef struct crumbs_crash_record {
 
   /// One CRUMBS_FRAME_* set per entry of `frames` (see the enum for files written before it).
   uint8_t frame_marks[CRUMBS_CRASH_MAX_FRAMES];
-  uint8_t reserved[192];
+  /// A bit per crash signal (1 << signal) whose action another library set after install
+  /// (sigaction/signal, seen when it happens: crumbs_signal_watch.c), cleared when Crumbs takes
+  /// it back. Written at any time, not only at a crash, so a record left ARMED still says it.
+  /// Carved out of `reserved` without a version bump: earlier files have 0 ("none noticed").
+  uint64_t replaced_signals;
+  uint8_t reserved[184];
   crumbs_crash_module modules[CRUMBS_CRASH_MAX_MODULES];
 
   // Version 2: what was said before the signal (the handler copies it; see the struct).
@@ -380,6 +385,7 @@ _Static_assert(offsetof(crumbs_crash_record, frames) == 680, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, module_generation) == 1704, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, complete_marker) == 1720, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, frame_marks) == 1728, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, replaced_signals) == 1856, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZE, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, message) == CRUMBS_CRASH_RECORD_V1_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,

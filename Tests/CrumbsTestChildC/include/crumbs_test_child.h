@@ -108,6 +108,26 @@ int crumbs_test_wait_for_wake(void);
 /// Tells the waking handler that this thread is done.
 void crumbs_test_signal_done(void);
 
+// MARK: - Runtimes that own SIGSEGV (crumbs_test_runtime_handlers.c)
+
+/// How the runtime handler treats a fault that is not on its page.
+enum {
+  CRUMBS_TEST_GIVE_UP_RESTORE_AND_RETURN = 0, // its saved action back, return (a JVM)
+  CRUMBS_TEST_GIVE_UP_RESTORE_AND_RAISE = 1,  // its saved action back, raise the signal
+  CRUMBS_TEST_GIVE_UP_CHAIN = 2,              // call its saved action (installed after Crumbs)
+};
+/// Installs a handler for `signal_number` that fixes faults on a page of its own (made
+/// accessible, then it returns) and gives up on any other fault as `give_up` says. Returns 0.
+int crumbs_test_install_runtime_handler(int signal_number, int give_up);
+/// Protects the runtime's page and stores `value` into it: a fault the handler recovers, at the
+/// same instruction and address every time.
+void crumbs_test_runtime_fault(int value);
+/// How many faults the runtime handler fixed.
+int crumbs_test_runtime_recovered(void);
+/// vfork()s a child that stores through a bad pointer before it execs; returns the signal it
+/// died by (or -1 - its exit code, or -1 if vfork failed).
+int crumbs_test_vfork_child_crashes(void);
+
 // MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
 
 /// Sets the Swift runtime's fatal-error message buffer (swift_getFatalErrorMessageBuffer) to
