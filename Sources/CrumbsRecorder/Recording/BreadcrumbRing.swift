@@ -37,6 +37,7 @@
 // mapped over this one's range, so this object, the installed ring and the crash handler write
 // the child's file in the child without knowing. That is why `path` and `sessionID` are read
 // from the C description and the header, not kept here: in a child they name the child's.
+// What a child leaves when it ends without a crash, the parent removes (ForkedSessionReaper).
 
 import CrumbsSignalPath
 import Synchronization
@@ -220,6 +221,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
         // and exit hook's pid checks still keep it from ending this session (crumbs_fork.h).
         _ = crumbs_fork_track(file)
         openInThisProcess.withLock { $0.append(sessionID) }
+        ForkedSessionReaper.track(ring)
         return ring
       } catch {
         Syscall.close(descriptor)
