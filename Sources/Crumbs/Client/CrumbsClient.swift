@@ -146,6 +146,10 @@ public final class CrumbsClient: @unchecked Sendable {
   /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
   private let otel: OTLPEnvironment
 
+  /// Tests only: called first on the background thread of `start` (a test holds it there to
+  /// crash the process before any background work, the session file included, is done).
+  package static let backgroundWorkWillStart = Mutex<(@Sendable () -> Void)?>(nil)
+
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
   private static let sharedClient = Mutex<CrumbsClient?>(nil)
@@ -194,10 +198,15 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       throw .store(error)
     }
+    otel = OTLPEnvironment(configuration.environment ?? SystemFacts.environment(prefixed: "OTEL_"))
     var ringOptions = configuration.ring
     if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
-    // What a crash needs of the session file before the background work writes it.
+    // What a crash needs of the session file before the background work writes it: the version,
+    // and the environment's resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), read here
+    // on the caller's thread, so a crash as soon as `start` returns is reported with them.
     if ringOptions.appVersion == nil { ringOptions.appVersion = configuration.appVersion }
+    ringOptions.environmentResource = EnvironmentResource.encoded(
+      otel.resource(appName: configuration.appName))
     do {
       // The cgroup facts are read on the background thread (recordCgroup below).
       ring = try directory.createRing(options: ringOptions, cgroupLater: true)
@@ -211,7 +220,6 @@ public final class CrumbsClient: @unchecked Sendable {
         metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
-    otel = OTLPEnvironment(configuration.environment ?? SystemFacts.environment(prefixed: "OTEL_"))
     let destinations = configuration.resolvedDestinations(otel)
     uploader =
       destinations.isEmpty
@@ -259,6 +267,7 @@ public final class CrumbsClient: @unchecked Sendable {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
     let work: @Sendable () -> Void = { [self] in
+      Self.backgroundWorkWillStart.withLock { $0 }?()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
       // an app that sets attributes first writes it itself), the ring's cgroup facts and the
