@@ -281,4 +281,24 @@ import Testing
     #expect(report.resource["deployment.environment"] == "staging", "\(report.resource)")
     #expect(report.resource["team"] == "payments", "\(report.resource)")
   }
+
+  @Test func aRelativeDirectoryStillWorksAfterTheAppChangesItsWorkingDirectory() throws {
+    // Issue 21 case 13: the session file, written after the chdir, went to the new working
+    // directory (or nowhere), and the crash was reported without what was set after it.
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-relative-chdir", directory.path], environment: childEnvironment)
+    let output = child.readRemaining(seconds: 120)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV, "\(output)")
+    #expect(try Syscall.directoryEntries(directory.path + "/elsewhere").isEmpty)
+
+    let crumbs = directory.path + "/crumbs"
+    let outcome = PostMortemProcessor(
+      directory: try RingDirectory(path: crumbs), store: try ReportStore(directory: crumbs)
+    ).run()
+    let report = try #require(outcome.reports.first?.report, "\(outcome.problems)")
+    #expect(report.kind == .crash)
+    #expect(report.attributes["after.chdir"] == "yes", "\(report.attributes)")
+  }
 }

@@ -186,6 +186,10 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   private init(_ configuration: CrumbsConfiguration) throws(CrumbsError) {
+    // Absolute from here on: the app may chdir, and every later path (session file, a forked
+    // child's ring, the store, the metrics) is made from this one.
+    var configuration = configuration
+    configuration.directory = Syscall.absolutePath(configuration.directory)
     self.configuration = configuration
     do {
       directory = try RingDirectory(path: configuration.directory)

@@ -56,9 +56,10 @@ public struct RingDirectory: Sendable {
   /// `path/quarantine`.
   public var quarantinePath: String { path + "/quarantine" }
 
-  /// Opens (creating, mode 0700) a Crumbs directory.
+  /// Opens (creating, mode 0700) a Crumbs directory. A relative `path` is made absolute now, so
+  /// a later chdir moves nothing (ring, crash record and a forked child's files are named from it).
   public init(path: String) throws(SystemCallError) {
-    self.path = path
+    self.path = Syscall.absolutePath(path)
     try Syscall.makeDirectories(path)
     try Syscall.makeDirectory(ringsPath)
     try Syscall.makeDirectory(quarantinePath)
@@ -168,7 +169,7 @@ public struct RingDirectory: Sendable {
 
     /// Deletes the consumed ring, crash record and session file (their content is in a stored
     /// report, or the session ended cleanly), and any temporary copy of the session file its
-    /// writer was making when it died (`<session>.session.json.tmp-<pid>`: a client writes the
+    /// writer was making when it died (`<session>.session.json.tmp-<writer>`: a client writes the
     /// file on its background thread just after `start`, which a crash at once can interrupt),
     /// then releases the lock.
     public func finish() {
@@ -352,7 +353,7 @@ public struct RingDirectory: Sendable {
     }.count
   }
 
-  /// Removes the temporary files (`*.tmp-<pid>`: session files, quarantine reasons) that
+  /// Removes the temporary files (`*.tmp-<writer>`: session files, quarantine reasons) that
   /// writers killed mid-write left in `rings/` and `quarantine/`, when their writer is gone
   /// (AbandonedFiles). Returns the paths removed.
   @discardableResult
