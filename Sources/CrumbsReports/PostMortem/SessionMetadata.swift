@@ -137,16 +137,17 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
 /// (crumbs_ring_header.environment_resource, RingOptions.environmentResource): what a session
 /// that crashes before its session file is written is reported with. Not signal-safe.
 package enum EnvironmentResource {
-  /// `resource` as a JSON object of strings that fits the header: entries are kept in key order
-  /// while they fit, the rest left out (cut JSON would not parse). Nil when empty. Written by
-  /// hand, like `SessionMetadata.encoded`: this runs on the caller's thread of `start`.
+  /// `resource` as a JSON object of strings that fits the header: entries are kept while they
+  /// fit, the rest left out (cut JSON would not parse). Nil when empty. Written by hand, like
+  /// `SessionMetadata.encoded`, and unsorted: this runs on the caller's thread of `start`, where
+  /// a first generic sort costs the runtime a conformance lookup through every loaded image.
   package static func encoded(_ resource: [String: String]) -> String? {
     guard !resource.isEmpty else { return nil }
     let limit = RingOptions.environmentResourceCapacity - 1
     var kept: [String] = []
     var size = 2
-    for key in resource.keys.sorted() {
-      let entry = jsonQuoted(key) + ":" + jsonQuoted(resource[key]!)
+    for (key, value) in resource {
+      let entry = jsonQuoted(key) + ":" + jsonQuoted(value)
       if size + entry.utf8.count + 1 > limit { continue }
       size += entry.utf8.count + 1
       kept.append(entry)
