@@ -4,7 +4,9 @@
 // Entry points, in call order:
 //   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
 //                                   decides how the session ends: the directory, a new ring
-//                                   (installed; its header carries the app's name and version),
+//                                   (installed; its header carries the app's name and version
+//                                   and the OTEL_* environment's resource, for a crash before
+//                                   the session file exists),
 //                                   the crash handler, the session counted, the clean-exit hook,
 //                                   and — only when more than a few
 //                                   earlier sessions wait (a crash loop) — the oldest of them
