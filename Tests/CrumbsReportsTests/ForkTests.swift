@@ -175,16 +175,23 @@ struct ForkTests {
     defer { child.signal(SIGKILL) }
     let lines = child.readLines(until: "looped", seconds: 120)
     let facts = facts(lines)
+    let worker = facts["worker"].flatMap { pid_t($0) }
+    defer { if let worker { kill(worker, SIGKILL) } }
     #expect(lines.last == "looped", "\(lines)")
     // Counted while the parent still runs (it waits to be killed).
     let rings = directory.path + "/rings"
     let names = try Syscall.directoryEntries(rings)
     let bytes = names.reduce(0) { $0 + (Syscall.status(ofPath: rings + "/" + $1)?.size ?? 0) }
-    // The parent's ring and record, the crashed child's, and at most `interval` ended children's
-    // (two files each); before the reaper: 403 files, 309 MB.
-    let bound = 4 + 2 * Int(ForkedSessionReaper.interval)
+    // The parent's, the crashed child's and the running worker's ring and record, and at most
+    // `interval` ended children's (two files each); before the reaper: 405 files, 309 MB.
+    let bound = 6 + 2 * Int(ForkedSessionReaper.interval)
     #expect(names.count <= bound, "\(names.count) files in rings/: \(names.sorted())")
     #expect(bytes <= bound * (3 << 20) / 2, "\(bytes) bytes in rings/")
+    // The worker still runs: its files stay.
+    let writers = names.filter { $0.hasSuffix(".ring") }.compactMap {
+      try? RingReader.read(file: rings + "/" + $0).header.pid
+    }
+    #expect(worker != nil && writers.contains(worker!), "the running worker's ring was removed: \(writers)")
     child.signal(SIGKILL)
     child.wait(seconds: 60)
 

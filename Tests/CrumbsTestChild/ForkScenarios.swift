@@ -15,10 +15,11 @@ import CrumbsTestChildC
 //   fork-worker DIR        forks a worker that stays alive and never execs (stdout and stderr on
 //                          /dev/null), prints `worker PID` once the worker runs and `fork-ns`
 //                          (from fork() until then), then crashes (null store)
-//   fork-exec-loop DIR N   a forked child crashes (null store), then N children fork and exec
-//                          /bin/true, each reaped; prints `crashed-child PID`, `looped` and waits
-//                          to be killed, so the files its children left can be counted while it
-//                          runs
+//   fork-exec-loop DIR N   a forked child crashes (null store), a forked worker stays alive
+//                          (stdout and stderr on /dev/null), then N children fork and exec
+//                          /bin/true, each reaped; prints `crashed-child PID`, `worker PID`,
+//                          `looped` and waits to be killed, so the files its children left can be
+//                          counted while it runs
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -66,6 +67,21 @@ let forkScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     _ = reap(crashed)
     print("crashed-child \(crashed)")
+    fflush(nil)
+    var ends: [Int32] = [-1, -1]
+    guard pipe(&ends) == 0 else { return 73 }
+    let worker = fork()
+    if worker == 0 {
+      let null = open("/dev/null", O_RDWR)
+      dup2(null, 1)
+      dup2(null, 2)
+      var byte: UInt8 = 1
+      _ = write(ends[1], &byte, 1)
+      while true { pause() }
+    }
+    var byte: UInt8 = 0
+    _ = read(ends[0], &byte, 1)  // the worker runs, its ring made
+    print("worker \(worker)")
     // Made before the forks: a child only execs.
     let program = strdup("/bin/true")
     let argv: [UnsafeMutablePointer<CChar>?] = [program, nil]
