@@ -124,11 +124,7 @@ func selfExecutable() -> String {
   Syscall.readLink("/proc/self/exe") ?? CommandLine.arguments[0]
 }
 
-func absolute(_ path: String) -> String {
-  if path.hasPrefix("/") { return path }
-  guard let current = Syscall.currentDirectory() else { return path }
-  return current + "/" + path
-}
+func absolute(_ path: String) -> String { Syscall.absolutePath(path) }
 
 func describe(waitStatus status: Int32) -> String {
   let signal = status & 0x7f

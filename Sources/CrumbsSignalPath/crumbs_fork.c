@@ -186,6 +186,7 @@ static bool crumbs__fork_follow_ring(crumbs_ring_file *file, uint32_t pid, uint6
       .pid = pid,
       .app_name = inherited->app_name,
       .app_version = inherited->app_version,
+      .environment_resource = inherited->environment_resource,
       .executable = inherited->executable,
       .cgroup = inherited->cgroup,
       .cgroup_oom_kills_at_start = inherited->cgroup_oom_kills_at_start,

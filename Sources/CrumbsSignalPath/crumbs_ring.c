@@ -200,6 +200,8 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
   header->enabled_types = 0;
   crumbs__format_copy(header->app_name, sizeof header->app_name, identity->app_name);
   crumbs__format_copy(header->app_version, sizeof header->app_version, identity->app_version);
+  crumbs__format_copy(header->environment_resource, sizeof header->environment_resource,
+                      identity->environment_resource);
   crumbs__format_copy(header->executable, sizeof header->executable, identity->executable);
   crumbs__format_copy(header->cgroup, sizeof header->cgroup, identity->cgroup);
   header->cgroup_oom_kills_at_start = identity->cgroup_oom_kills_at_start;

@@ -47,11 +47,11 @@ struct ForkTests {
 
   /// Starts the test child's `scenario` in `directory`, without the backtracer, and without fork
   /// handlers when asked.
-  func start(_ scenario: String, in directory: TestDirectory, withoutForkHandlers: Bool) throws
-    -> ChildProcess
+  func start(_ scenario: String, in directory: TestDirectory, withoutForkHandlers: Bool, extra: [String] = [])
+    throws -> ChildProcess
   {
     try ChildProcess(
-      ChildProcess.testChild, [scenario, directory.path],
+      ChildProcess.testChild, [scenario, directory.path] + extra,
       environment: ["SWIFT_BACKTRACE": "enable=no"].merging(
         withoutForkHandlers ? ["CRUMBS_TEST_RAW_FORK": "1"] : [:]
       ) { $1 },
@@ -164,5 +164,42 @@ struct ForkTests {
     #expect(report.threadID == run.facts["thread"].flatMap { Int($0) })
     // The worker is alive: its own session (if it has one) is not a leftover yet.
     #expect(outcome.reports.count == 1)
+  }
+
+  @Test(
+    "a parent that forks and execs 200 times keeps rings/ bounded while it runs; a crashed child is still reported"
+  )
+  func forkExecLoopStaysBounded() throws {
+    let directory = TestDirectory()
+    let child = try start("fork-exec-loop", in: directory, withoutForkHandlers: false, extra: ["200"])
+    defer { child.signal(SIGKILL) }
+    let lines = child.readLines(until: "looped", seconds: 120)
+    let facts = facts(lines)
+    let worker = facts["worker"].flatMap { pid_t($0) }
+    defer { if let worker { kill(worker, SIGKILL) } }
+    #expect(lines.last == "looped", "\(lines)")
+    // Counted while the parent still runs (it waits to be killed).
+    let rings = directory.path + "/rings"
+    let names = try Syscall.directoryEntries(rings)
+    let bytes = names.reduce(0) { $0 + (Syscall.status(ofPath: rings + "/" + $1)?.size ?? 0) }
+    // The parent's, the crashed child's and the running worker's ring and record, and at most
+    // `interval` ended children's (two files each); before the reaper: 405 files, 309 MB.
+    let bound = 6 + 2 * Int(ForkedSessionReaper.interval)
+    #expect(names.count <= bound, "\(names.count) files in rings/: \(names.sorted())")
+    #expect(bytes <= bound * (3 << 20) / 2, "\(bytes) bytes in rings/")
+    // The worker still runs: its files stay.
+    let writers = names.filter { $0.hasSuffix(".ring") }.compactMap {
+      try? RingReader.read(file: rings + "/" + $0).header.pid
+    }
+    #expect(worker != nil && writers.contains(worker!), "the running worker's ring was removed: \(writers)")
+    child.signal(SIGKILL)
+    child.wait(seconds: 60)
+
+    // The crashed child, forked before the loop, survived every round: reported as today.
+    let outcome = try processLeftovers(directory)
+    let crashes = outcome.reports.filter { $0.report.kind == .crash }
+    #expect(crashes.count == 1, "\(outcome.reports.map(\.report.exceptionMessage))")
+    #expect(crashes.first?.report.exceptionType == "SIGSEGV")
+    #expect(crashes.first?.report.resource["process.pid"] == facts["crashed-child"])
   }
 }

@@ -15,6 +15,11 @@ import CrumbsTestChildC
 //   fork-worker DIR        forks a worker that stays alive and never execs (stdout and stderr on
 //                          /dev/null), prints `worker PID` once the worker runs and `fork-ns`
 //                          (from fork() until then), then crashes (null store)
+//   fork-exec-loop DIR N   a forked child crashes (null store), a forked worker stays alive
+//                          (stdout and stderr on /dev/null), then N children fork and exec
+//                          /bin/true, each reaped; prints `crashed-child PID`, `worker PID`,
+//                          `looped` and waits to be killed, so the files its children left can be
+//                          counted while it runs
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -49,6 +54,49 @@ let forkScenarios: [String: @Sendable ([String]) -> Int32] = [
     print("child-pid \(child)")
     print("child-status \(status)")
     print("crashing")
+    fflush(nil)
+    while true { pause() }
+  },
+  "fork-exec-loop": { arguments in
+    guard arguments.count >= 2, let count = Int(arguments[1]), let crashed = setUpAndFork(arguments) else {
+      return 70
+    }
+    if crashed == 0 {
+      crumbs_test_null_deref()
+      _exit(71)
+    }
+    _ = reap(crashed)
+    print("crashed-child \(crashed)")
+    fflush(nil)
+    var ends: [Int32] = [-1, -1]
+    guard pipe(&ends) == 0 else { return 73 }
+    let worker = fork()
+    if worker == 0 {
+      let null = open("/dev/null", O_RDWR)
+      dup2(null, 1)
+      dup2(null, 2)
+      var byte: UInt8 = 1
+      _ = write(ends[1], &byte, 1)
+      while true { pause() }
+    }
+    var byte: UInt8 = 0
+    _ = read(ends[0], &byte, 1)  // the worker runs, its ring made
+    print("worker \(worker)")
+    // Made before the forks: a child only execs.
+    let program = strdup("/bin/true")
+    let argv: [UnsafeMutablePointer<CChar>?] = [program, nil]
+    for _ in 0..<count {
+      let child = fork()
+      if child == 0 {
+        execv(program!, argv)
+        _exit(127)
+      }
+      guard child > 0, reap(child) == 0 else {
+        print("error fork or /bin/true failed")
+        return 72
+      }
+    }
+    print("looped")
     fflush(nil)
     while true { pause() }
   },

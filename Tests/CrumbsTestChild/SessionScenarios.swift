@@ -10,6 +10,56 @@ import Dispatch
 #endif
 
 let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // client-relative-chdir BASE: holds the client's background work (see the next scenario),
+  // changes to BASE, starts a client with the relative directory "crumbs", changes to
+  // BASE/elsewhere (made here), sets the attribute "after.chdir" = "yes", prints "crashing" and
+  // dereferences null.
+  "client-relative-chdir": { arguments in
+    guard let base = arguments.first else { return 64 }
+    CrumbsClient.backgroundWorkWillStart.withLock {
+      $0 = {
+        let never = DispatchSemaphore(value: 0)
+        never.wait()
+      }
+    }
+    guard chdir(base) == 0, mkdir("elsewhere", 0o700) == 0 else {
+      print("error cannot chdir or mkdir: errno \(errno)")
+      return 1
+    }
+    var configuration = CrumbsConfiguration(directory: "crumbs")
+    configuration.automaticBreadcrumbs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    guard chdir("elsewhere") == 0 else { return 1 }
+    client.setAttribute("yes", forKey: "after.chdir")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+
+  // client-crash-before-background DIR: holds the client's background work before it starts
+  // (so no session file is ever written), starts a client (no automatic breadcrumbs; OTEL_*
+  // from the environment), prints "start-ms X cpu-ms Y" and dereferences null at once.
+  "client-crash-before-background": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    CrumbsClient.backgroundWorkWillStart.withLock {
+      $0 = {
+        let never = DispatchSemaphore(value: 0)
+        never.wait()
+      }
+    }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    let before = nanoseconds(CLOCK_MONOTONIC)
+    let cpuBefore = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
+    guard startClient(configuration) != nil else { return 1 }
+    let cpu = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - cpuBefore
+    print("start-ms \(Double(nanoseconds(CLOCK_MONOTONIC) - before) / 1e6) cpu-ms \(Double(cpu) / 1e6)")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  },
+
   // client-quick-exit DIR: pinned to one CPU, so the client's background thread gets no time
   // before main returns; starts a client (default configuration, app version "1.0"), adds one
   // breadcrumb and returns 0 at once.

@@ -272,4 +272,48 @@ import Testing
     #expect(outcome.lastSession?.end == .clean)
     #expect(outcome.problems.contains { $0.contains("SIGABRT") }, "\(outcome.problems)")
   }
+
+  @Test func aCrashBeforeTheSessionFileIsWrittenIsReportedWithTheEnvironmentsResource() throws {
+    // Issue 21 case 10: the child's background work is held before it starts, so the session
+    // file is never written; the crash comes as soon as `start` returns.
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-crash-before-background", directory.path],
+      environment: childEnvironment.merging([
+        "OTEL_SERVICE_NAME": "checkout-env",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=staging,team=payments",
+      ]) { $1 })
+    let output = child.readRemaining(seconds: 120)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV, "\(output)")
+    let left = try Syscall.directoryEntries(directory.path + "/rings")
+    #expect(!left.contains { $0.hasSuffix(".session.json") }, "a session file was written: \(left)")
+
+    let outcome = try processLeftovers(directory)
+    let report = try #require(outcome.reports.first?.report, "\(outcome.problems)")
+    #expect(report.kind == .crash)
+    #expect(report.resource["service.name"] == "checkout-env", "\(report.resource)")
+    #expect(report.resource["deployment.environment"] == "staging", "\(report.resource)")
+    #expect(report.resource["team"] == "payments", "\(report.resource)")
+  }
+
+  @Test func aRelativeDirectoryStillWorksAfterTheAppChangesItsWorkingDirectory() throws {
+    // Issue 21 case 13: the session file, written after the chdir, went to the new working
+    // directory (or nowhere), and the crash was reported without what was set after it.
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-relative-chdir", directory.path], environment: childEnvironment)
+    let output = child.readRemaining(seconds: 120)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV, "\(output)")
+    #expect(try Syscall.directoryEntries(directory.path + "/elsewhere").isEmpty)
+
+    let crumbs = directory.path + "/crumbs"
+    let outcome = PostMortemProcessor(
+      directory: try RingDirectory(path: crumbs), store: try ReportStore(directory: crumbs)
+    ).run()
+    let report = try #require(outcome.reports.first?.report, "\(outcome.problems)")
+    #expect(report.kind == .crash)
+    #expect(report.attributes["after.chdir"] == "yes", "\(report.attributes)")
+  }
 }

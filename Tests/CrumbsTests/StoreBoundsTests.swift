@@ -206,21 +206,25 @@ struct OtherSampleError: Error {}
     child.signal(SIGKILL)
     child.wait(seconds: 60)
     try #require(stopped == "in-write", "the child did not stop inside the write: \(stopped ?? "nothing")")
+    // The child's pid namespace is this process's.
+    let namespace = ProcessIdentity.pidNamespace(of: "self")
 
     func leftovers() -> [String] {
-      files(under: directory.path).map(\.path).filter { $0.hasSuffix(".tmp-\(pid)") }
+      files(under: directory.path).map(\.path).filter { $0.hasSuffix(".tmp-\(pid)-\(namespace)") }
         + ((try? Syscall.directoryEntries(directory.path + "/reports/.incoming")) ?? [])
     }
     #expect(!leftovers().isEmpty, "the kill left nothing to clean up")
-    // Temporary files of a process that still runs, and of this one, are left alone.
+    // Temporary files of a process that still runs, and of this one, are left alone (and of
+    // writers that did not name their pid namespace, for an hour).
     let sleeper = try ChildProcess("/bin/sleep", ["600"])
     defer {
       sleeper.signal(SIGKILL)
       sleeper.wait()
     }
     let alive = [
-      directory.path + "/session-metrics.json.tmp-\(sleeper.pid)",
-      directory.path + "/reports/pending/x.tmp-\(getpid())",
+      directory.path + "/session-metrics.json.tmp-\(sleeper.pid)-\(namespace)",
+      directory.path + "/reports/pending/x.tmp-\(getpid())-\(namespace)",
+      directory.path + "/reports/pending/y.tmp-\(pid)",
     ]
     for path in alive { try Syscall.writeFileAtomically(path, [1], durable: false) }
 
@@ -248,5 +252,43 @@ struct OtherSampleError: Error {}
     #expect(output.contains("File too large"), "\(output)")
     #expect(output.contains("incoming 0\n"), "\(output)")
     #expect(try Syscall.directoryEntries(directory.path + "/reports/.incoming").isEmpty)
+  }
+
+  @Test(arguments: ["report", "session-metrics"])
+  func aLiveWriterInAnotherPidNamespaceKeepsWhatItIsWriting(what: String) throws {
+    // Issue 21 case 13: two containers (or an app and its sidecar) sharing the directory each
+    // judged the other's live writes by a pid that means nothing in their own namespace. The
+    // writer runs in a pid namespace of its own (unshare, as root) with a pid that is free here.
+    let directory = TestDirectory()
+    let free = try #require(
+      (20000..<30000).map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH }, "no free pid")
+    let child = try ChildProcess(
+      "/usr/bin/unshare",
+      [
+        "--pid", "--fork", "--mount-proc", "--kill-child", "/bin/sh", "-c",
+        "echo \(free - 1) > /proc/sys/kernel/ns_last_pid && \"$0\" \"$@\"; true",
+        ChildProcess.testChild, "die-mid-write", directory.path, what,
+      ], environment: ["SWIFT_BACKTRACE": "enable=no"])
+    defer {
+      child.signal(SIGKILL)  // --kill-child: the namespace goes with it
+      child.wait(seconds: 60)
+    }
+    let pid = child.value(after: "pid ")
+    let stopped = child.readLine(seconds: 60)
+    try #require(stopped == "in-write", "pid \(pid ?? "?"), then \(stopped ?? "nothing")")
+    #expect(pid == String(free), "the writer's pid in its namespace")
+    func inWrite() -> [String] {
+      files(under: directory.path).map(\.path).filter { $0.contains(".tmp-") }
+        + ((try? Syscall.directoryEntries(directory.path + "/reports/.incoming")) ?? [])
+    }
+    let before = inWrite()
+    #expect(!before.isEmpty, "the writer has nothing under way")
+
+    // What a client starting here would clean, while the writer there still runs.
+    let removed =
+      try ReportStore(directory: directory.path).removeLeftovers()
+      + AbandonedFiles.removeTemporaryFiles(inFolder: directory.path)
+    #expect(removed.isEmpty, "\(removed)")
+    #expect(inWrite() == before)
   }
 }

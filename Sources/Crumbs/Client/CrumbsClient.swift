@@ -4,7 +4,9 @@
 // Entry points, in call order:
 //   CrumbsClient.start(_:)          on the caller's thread only what must be, and everything that
 //                                   decides how the session ends: the directory, a new ring
-//                                   (installed; its header carries the app's name and version),
+//                                   (installed; its header carries the app's name and version
+//                                   and the OTEL_* environment's resource, for a crash before
+//                                   the session file exists),
 //                                   the crash handler, the session counted, the clean-exit hook,
 //                                   and — only when more than a few
 //                                   earlier sessions wait (a crash loop) — the oldest of them
@@ -146,6 +148,10 @@ public final class CrumbsClient: @unchecked Sendable {
   /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
   private let otel: OTLPEnvironment
 
+  /// Tests only: called first on the background thread of `start` (a test holds it there to
+  /// crash the process before any background work, the session file included, is done).
+  package static let backgroundWorkWillStart = Mutex<(@Sendable () -> Void)?>(nil)
+
   /// The shared client, once `start(_:shared:)` made one.
   public static var shared: CrumbsClient? { sharedClient.withLock { $0 } }
   private static let sharedClient = Mutex<CrumbsClient?>(nil)
@@ -182,6 +188,10 @@ public final class CrumbsClient: @unchecked Sendable {
   }
 
   private init(_ configuration: CrumbsConfiguration) throws(CrumbsError) {
+    // Absolute from here on: the app may chdir, and every later path (session file, a forked
+    // child's ring, the store, the metrics) is made from this one.
+    var configuration = configuration
+    configuration.directory = Syscall.absolutePath(configuration.directory)
     self.configuration = configuration
     do {
       directory = try RingDirectory(path: configuration.directory)
@@ -194,10 +204,15 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       throw .store(error)
     }
+    otel = OTLPEnvironment(configuration.environment ?? SystemFacts.environment(prefixed: "OTEL_"))
     var ringOptions = configuration.ring
     if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
-    // What a crash needs of the session file before the background work writes it.
+    // What a crash needs of the session file before the background work writes it: the version,
+    // and the environment's resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), read here
+    // on the caller's thread, so a crash as soon as `start` returns is reported with them.
     if ringOptions.appVersion == nil { ringOptions.appVersion = configuration.appVersion }
+    ringOptions.environmentResource = EnvironmentResource.encoded(
+      otel.resource(appName: configuration.appName))
     do {
       // The cgroup facts are read on the background thread (recordCgroup below).
       ring = try directory.createRing(options: ringOptions, cgroupLater: true)
@@ -211,7 +226,6 @@ public final class CrumbsClient: @unchecked Sendable {
         metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
-    otel = OTLPEnvironment(configuration.environment ?? SystemFacts.environment(prefixed: "OTEL_"))
     let destinations = configuration.resolvedDestinations(otel)
     uploader =
       destinations.isEmpty
@@ -259,6 +273,7 @@ public final class CrumbsClient: @unchecked Sendable {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
     let work: @Sendable () -> Void = { [self] in
+      Self.backgroundWorkWillStart.withLock { $0 }?()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
       // an app that sets attributes first writes it itself), the ring's cgroup facts and the

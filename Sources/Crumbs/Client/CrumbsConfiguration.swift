@@ -37,7 +37,9 @@ public enum CrumbsDestination: Sendable {
 
 /// How a CrumbsClient records, stores and delivers.
 public struct CrumbsConfiguration: Sendable {
-  /// The Crumbs directory (rings, crash records, reports), created 0700.
+  /// The Crumbs directory (rings, crash records, reports), created 0700. A relative path is
+  /// resolved against the working directory when the client starts (`client.configuration`
+  /// holds it absolute): a later chdir changes nothing.
   public var directory: String
   /// Reported as `service.name` (default: the executable's name).
   public var appName: String?

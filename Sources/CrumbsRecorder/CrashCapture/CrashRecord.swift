@@ -235,6 +235,24 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     modules.first { $0.textContains(address) }
   }
 
+  /// Whether the crash record file at `path` is armed and untouched: its session ended without
+  /// a crash (status `.noCrash`). Reads the first two kilobytes, not the whole record. False when
+  /// it cannot tell (unreadable, not a record): such a file is left to a full read.
+  package static func isUntouched(file path: String) -> Bool {
+    guard let descriptor = try? Syscall.open(path, O_RDONLY | O_NOFOLLOW) else { return false }
+    defer { Syscall.close(descriptor) }
+    guard let state = MemoryLayout<crumbs_crash_record>.offset(of: \.state),
+      let marker = MemoryLayout<crumbs_crash_record>.offset(of: \.complete_marker),
+      let bytes = try? Syscall.read(descriptor, at: 0, count: marker + 8, path: path),
+      bytes.count == marker + 8
+    else { return false }
+    return bytes.withUnsafeBytes { image in
+      image.loadUnaligned(as: UInt64.self) == CRUMBS_CRASH_RECORD_MAGIC
+        && image.loadUnaligned(fromByteOffset: state, as: UInt32.self) == UInt32(CRUMBS_CRASH_ARMED.rawValue)
+        && image.loadUnaligned(fromByteOffset: marker, as: UInt64.self) == 0
+    }
+  }
+
   /// Reads a crash record file.
   public static func read(file path: String) throws(PersistedFileError) -> CrashRecord {
     try PersistedFile.read(path, as: .crashRecord, limit: 1 << 20, image: read(image:))

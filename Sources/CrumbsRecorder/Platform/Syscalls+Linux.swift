@@ -371,8 +371,9 @@ package enum Syscall {
   /// fsyncs the directory: readers see the old file or the whole new one, never a part.
   /// `durable: false` skips both fsyncs: the replacement is still all-or-nothing for readers and
   /// survives the process dying at any point, but not necessarily a power loss; it costs tens of
-  /// microseconds instead of milliseconds. The temporary file is `<path>.tmp-<pid>`: a writer
-  /// killed mid-write leaves it, and `AbandonedFiles` knows it by that name.
+  /// microseconds instead of milliseconds. The temporary file is `<path>.tmp-<pid>-<pid namespace>`
+  /// (AbandonedFiles.writerTag): a writer killed mid-write leaves it, and `AbandonedFiles` knows
+  /// it by that name.
   package static func writeFileAtomically(
     _ path: String, _ bytes: some Collection<UInt8>, durable: Bool = true
   )
@@ -450,6 +451,14 @@ package enum Syscall {
     guard getcwd(&buffer, buffer.count) != nil else { return nil }
     let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
     return String(decoding: bytes, as: UTF8.self)
+  }
+
+  /// `path` made absolute against the working directory now (unchanged when it already is, or
+  /// when the working directory cannot be named): a process may chdir later.
+  package static func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    guard let current = currentDirectory() else { return path }
+    return current + "/" + path
   }
 
   /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
@@ -729,10 +738,11 @@ extension Syscall {
     named name: String, in directory: Int32, _ bytes: some Collection<UInt8>, durable: Bool = true,
     path: String
   ) throws(SystemCallError) {
-    let temporary = name + ".tmp-\(getpid())"
-    let temporaryPath = path + ".tmp-\(getpid())"
-    // A file of that name is this pid's own leftover (an earlier process with this pid, killed
-    // mid-write): never in use.
+    let writer = AbandonedFiles.writerTag()
+    let temporary = name + AbandonedFiles.temporarySeparator + writer
+    let temporaryPath = path + AbandonedFiles.temporarySeparator + writer
+    // A file of that name is this pid's own leftover (an earlier process with this pid in this
+    // pid namespace, killed mid-write): never in use.
     _ = unlinkat(directory, temporary, 0)
     let fd = try retrying("open", path: temporaryPath) {
       openat(directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))

@@ -150,7 +150,8 @@ package enum RingHeaderValidation {
       parentSessionID: SessionID(bytes: bytes(of: header.parent_session_id)).flatMap { $0.isZero ? nil : $0 },
       writerStartTicks: header.writer_start_ticks,
       writerPIDNamespace: header.writer_pid_namespace,
-      appVersion: string(of: header.app_version))
+      appVersion: string(of: header.app_version),
+      environmentResource: string(of: header.environment_resource))
     let generation = header.anchor_generation
     let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
     return RingLayout(

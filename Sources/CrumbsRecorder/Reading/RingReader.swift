@@ -65,6 +65,9 @@ public struct RingHeaderInfo: Sendable, Equatable {
   public var writerPIDNamespace: UInt64 = 0
   /// The app's version the writer was configured with ("" when unknown, as in older files).
   public var appVersion: String = ""
+  /// The resource the writer's environment gave it, as a JSON object of strings ("" when none,
+  /// as in older files): see crumbs_ring_header.environment_resource.
+  public var environmentResource: String = ""
 }
 
 extension RingHeaderInfo {

@@ -37,6 +37,7 @@
 // mapped over this one's range, so this object, the installed ring and the crash handler write
 // the child's file in the child without knowing. That is why `path` and `sessionID` are read
 // from the C description and the header, not kept here: in a child they name the child's.
+// What a child leaves when it ends without a crash, the parent removes (ForkedSessionReaper).
 
 import CrumbsSignalPath
 import Synchronization
@@ -64,6 +65,13 @@ public struct RingOptions: Sendable, Equatable {
   /// Recorded in the header: the version a crash of this session is reported with when the
   /// session left no session file (CrumbsClient writes one after `start` returns).
   public var appVersion: String? = nil
+  /// Recorded in the header: the resource the environment gives the session, as a JSON object of
+  /// strings of at most `environmentResourceCapacity - 1` bytes (CrumbsClient makes it), for a
+  /// crash that comes before the session file is written. Longer text is not recorded.
+  package var environmentResource: String? = nil
+  /// The header's room for `environmentResource`, its NUL included.
+  package static let environmentResourceCapacity = MemoryLayout.size(
+    ofValue: crumbs_ring_header().environment_resource)
 
   public init() {}
 }
@@ -191,15 +199,22 @@ public final class BreadcrumbRing: @unchecked Sendable {
         let cgroup = cgroupLater ? "" : SystemFacts.memoryCgroup() ?? ""
         identity.cgroup_oom_kills_at_start =
           cgroupLater ? UInt64.max : SystemFacts.cgroupOOMKills(cgroup: cgroup) ?? UInt64.max
+        // Cut, JSON would not parse: what does not fit is not recorded at all.
+        let resource = options.environmentResource.flatMap {
+          $0.utf8.count < RingOptions.environmentResourceCapacity ? $0 : nil
+        }
         (options.appName ?? "").withCString { appName in
           (options.appVersion ?? "").withCString { appVersion in
             executable.withCString { executablePath in
               cgroup.withCString { cgroupPath in
-                identity.app_name = appName
-                identity.app_version = appVersion
-                identity.executable = executablePath
-                identity.cgroup = cgroupPath
-                crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+                (resource ?? "").withCString { environmentResource in
+                  identity.app_name = appName
+                  identity.app_version = appVersion
+                  identity.executable = executablePath
+                  identity.cgroup = cgroupPath
+                  identity.environment_resource = environmentResource
+                  crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+                }
               }
             }
           }
@@ -220,6 +235,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
         // and exit hook's pid checks still keep it from ending this session (crumbs_fork.h).
         _ = crumbs_fork_track(file)
         openInThisProcess.withLock { $0.append(sessionID) }
+        ForkedSessionReaper.track(ring)
         return ring
       } catch {
         Syscall.close(descriptor)

@@ -20,6 +20,8 @@
 //                                 processes starting at once exactly one gets it; a claim left by
 //                                 a process killed mid-processing is taken over on the next start
 //   ClaimedRing.finish()          delete the consumed files once their report is stored
+//   removeEndedChildSessions      a forking parent deletes its ended, uncrashed children's
+//                                 files while it runs (ForkedSessionReaper), claimed the same way
 //
 // Whether a ring's writer is gone is decided per writer process. The writer holds its ring's
 // flock for its whole life, so a lock we get means it is gone. A lock we cannot get may be held
@@ -54,9 +56,10 @@ public struct RingDirectory: Sendable {
   /// `path/quarantine`.
   public var quarantinePath: String { path + "/quarantine" }
 
-  /// Opens (creating, mode 0700) a Crumbs directory.
+  /// Opens (creating, mode 0700) a Crumbs directory. A relative `path` is made absolute now, so
+  /// a later chdir moves nothing (ring, crash record and a forked child's files are named from it).
   public init(path: String) throws(SystemCallError) {
-    self.path = path
+    self.path = Syscall.absolutePath(path)
     try Syscall.makeDirectories(path)
     try Syscall.makeDirectory(ringsPath)
     try Syscall.makeDirectory(quarantinePath)
@@ -166,7 +169,7 @@ public struct RingDirectory: Sendable {
 
     /// Deletes the consumed ring, crash record and session file (their content is in a stored
     /// report, or the session ended cleanly), and any temporary copy of the session file its
-    /// writer was making when it died (`<session>.session.json.tmp-<pid>`: a client writes the
+    /// writer was making when it died (`<session>.session.json.tmp-<writer>`: a client writes the
     /// file on its background thread just after `start`, which a crash at once can interrupt),
     /// then releases the lock.
     public func finish() {
@@ -207,42 +210,102 @@ public struct RingDirectory: Sendable {
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stemName = String(name.prefix { $0 != "." })
       if let excluding, stemName == excluding.description { continue }
-      let file = ringsPath + "/" + name
-      // Read-write: the claim lock is a write lock.
-      guard let descriptor = try? Syscall.open(file, O_RDWR | O_NOFOLLOW) else { continue }  // raced away
-      // The claim lock: held by another description, another process is processing the ring.
-      // Free on a `.claimed` ring, its claimer died: the ring is taken over.
-      let claimLock: Bool
-      do {
-        claimLock = try Syscall.tryLockOpenFileDescription(descriptor, path: file)
-      } catch {
-        problems.append("cannot claim \(file): \(error)")
-        claimLock = false
-      }
-      guard claimLock,
-        // It may have come free because its claimer finished the ring (deleted it) or
-        // quarantined it (renamed it away) after we opened it: ours would then be a lock on a
-        // file that is no longer this entry, and one ring would be processed twice.
-        Syscall.pathStillNames(descriptor, file),
-        name.hasSuffix(".ring.claimed") || Self.writerState(descriptor, path: file).gone
-      else {
-        Syscall.close(descriptor)  // a running writer, or another process processing it
-        continue
-      }
-      var claimedPath = file
-      if name.hasSuffix(".ring") {
-        claimedPath = file + ".claimed"
-        do {
-          try Syscall.rename(file, to: claimedPath)
-        } catch {
-          Syscall.close(descriptor)
-          if error.errno != .noSuchFileOrDirectory { problems.append("cannot claim \(file): \(error)") }
-          continue
-        }
-      }
-      claimed.append(ClaimedRing(path: claimedPath, stem: ringsPath + "/" + stemName, descriptor: descriptor))
+      if let ring = Self.claim(name, inRingsFolder: ringsPath, problems: &problems) { claimed.append(ring) }
     }
     return (claimed, problems)
+  }
+
+  /// Claims the ring `name` (`.ring` or `.ring.claimed`) of the rings folder `folder` when its
+  /// writer is gone (see the design comment) and no other process claims it, and `accepts` (the
+  /// claimer's descriptor, read-write, both locks held) agrees; nil otherwise, nothing changed.
+  private static func claim(
+    _ name: String, inRingsFolder folder: String, problems: inout [String],
+    accepts: (Int32, String) -> Bool = { _, _ in true }
+  ) -> ClaimedRing? {
+    let stemName = String(name.prefix { $0 != "." })
+    let file = folder + "/" + name
+    // Read-write: the claim lock is a write lock.
+    guard let descriptor = try? Syscall.open(file, O_RDWR | O_NOFOLLOW) else { return nil }  // raced away
+    // The claim lock: held by another description, another process is processing the ring.
+    // Free on a `.claimed` ring, its claimer died: the ring is taken over.
+    let claimLock: Bool
+    do {
+      claimLock = try Syscall.tryLockOpenFileDescription(descriptor, path: file)
+    } catch {
+      problems.append("cannot claim \(file): \(error)")
+      claimLock = false
+    }
+    guard claimLock,
+      // It may have come free because its claimer finished the ring (deleted it) or
+      // quarantined it (renamed it away) after we opened it: ours would then be a lock on a
+      // file that is no longer this entry, and one ring would be processed twice.
+      Syscall.pathStillNames(descriptor, file),
+      name.hasSuffix(".ring.claimed") || Self.writerState(descriptor, path: file).gone,
+      accepts(descriptor, file)
+    else {
+      Syscall.close(descriptor)  // a running writer, or another process processing it
+      return nil
+    }
+    var claimedPath = file
+    if name.hasSuffix(".ring") {
+      claimedPath = file + ".claimed"
+      do {
+        try Syscall.rename(file, to: claimedPath)
+      } catch {
+        Syscall.close(descriptor)
+        if error.errno != .noSuchFileOrDirectory { problems.append("cannot claim \(file): \(error)") }
+        return nil
+      }
+    }
+    return ClaimedRing(path: claimedPath, stem: folder + "/" + stemName, descriptor: descriptor)
+  }
+
+  /// Deletes, in the rings folder `folder`, the files of every session forked from one of
+  /// `parents` (its header's parent session) that ended without a crash: its writer gone (it
+  /// exec'd, exited or was killed), its ring not marked crashed and its crash record, if any,
+  /// untouched. Such a session is never reported (PostMortemProcessor drops it), but its ring and
+  /// crash record (a megabyte and more, reserved on disk) would stay until the next launch, and
+  /// a parent that forks and execs all day would fill the disk (ForkedSessionReaper). A crashed
+  /// child's files are left for the next launch to report. Returns the paths removed.
+  package static func removeEndedChildSessions(inRingsFolder folder: String, parents: [SessionID])
+    -> [String]
+  {
+    guard !parents.isEmpty, let names = try? Syscall.directoryEntries(folder) else { return [] }
+    var removed: [String] = []
+    var problems: [String] = []
+    for name in names where name.hasSuffix(".ring") {
+      let file = folder + "/" + name
+      // The parent first, without a lock (it never changes): taking the locks of another
+      // session's ring, even for a moment, could make a claimer that processes it skip it.
+      guard let info = headerInfo(ofFile: file), let parent = info.parentSessionID, parents.contains(parent)
+      else { continue }
+      let claimed = claim(name, inRingsFolder: folder, problems: &problems) { descriptor, path in
+        // Read again now that the writer is known gone: a crash before it ended shows now.
+        guard let info = headerInfo(descriptor, path: path), info.state != .crashed else { return false }
+        let record = String(path.dropLast(5)) + ".crash"
+        return !Syscall.fileExists(record) || CrashRecord.isUntouched(file: record)
+      }
+      guard let claimed else { continue }
+      removed.append(file)
+      claimed.finish()
+    }
+    return removed
+  }
+
+  /// The header of the ring file at `path`, when it is a readable ring.
+  private static func headerInfo(ofFile path: String) -> RingHeaderInfo? {
+    guard let descriptor = try? Syscall.open(path, O_RDONLY | O_NOFOLLOW) else { return nil }
+    defer { Syscall.close(descriptor) }
+    return headerInfo(descriptor, path: path)
+  }
+
+  private static func headerInfo(_ descriptor: Int32, path: String) -> RingHeaderInfo? {
+    let header = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+    guard let bytes = try? Syscall.read(descriptor, at: 0, count: header, path: path),
+      let size = try? Syscall.fileSize(descriptor, path: path),
+      let layout = bytes.withUnsafeBytes({ try? RingHeaderValidation.validate($0, availableBytes: size) })
+    else { return nil }
+    return layout.info
   }
 
   /// How long a ring may stay under its `.creating` name with its lock free before it counts as
@@ -270,15 +333,11 @@ public struct RingDirectory: Sendable {
   /// whether we now hold the ring's flock.
   private static func writerState(_ descriptor: Int32, path: String) -> (gone: Bool, locked: Bool) {
     if (try? Syscall.tryLockExclusive(descriptor, path: path)) == true { return (true, true) }
-    let header = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
-    guard let bytes = try? Syscall.read(descriptor, at: 0, count: header, path: path),
-      let size = try? Syscall.fileSize(descriptor, path: path),
-      let layout = bytes.withUnsafeBytes({ try? RingHeaderValidation.validate($0, availableBytes: size) })
-    else { return (false, false) }
+    guard let info = headerInfo(descriptor, path: path) else { return (false, false) }
     // This process wrote it: closed here means gone, whoever holds a copy of the lock.
-    let writer = layout.info.writer
+    let writer = info.writer
     if writer.pid == Syscall.processID(), writer.startTicks == ProcessIdentity.startTicks(of: 0) {
-      let open = BreadcrumbRing.openInThisProcess.withLock { $0.contains(layout.info.sessionID) }
+      let open = BreadcrumbRing.openInThisProcess.withLock { $0.contains(info.sessionID) }
       return (!open, false)
     }
     return (writer.liveness == .gone, false)
@@ -294,7 +353,7 @@ public struct RingDirectory: Sendable {
     }.count
   }
 
-  /// Removes the temporary files (`*.tmp-<pid>`: session files, quarantine reasons) that
+  /// Removes the temporary files (`*.tmp-<writer>`: session files, quarantine reasons) that
   /// writers killed mid-write left in `rings/` and `quarantine/`, when their writer is gone
   /// (AbandonedFiles). Returns the paths removed.
   @discardableResult

@@ -275,7 +275,14 @@ package struct CrashReportBuilder {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
     // Said on the report, so nobody takes the reading launch's machine for the crashed one's.
-    if sessionResource == nil { report.resource[Self.unrecordedResourceKey] = "report" }
+    if sessionResource == nil {
+      report.resource[Self.unrecordedResourceKey] = "report"
+      // The session file was not written yet (a crash in the first milliseconds): the
+      // environment's service name and attributes still came with the ring.
+      if let environment = ring.flatMap({ EnvironmentResource.decoded($0.header.environmentResource) }) {
+        report.resource.merge(environment) { _, environment in environment }
+      }
+    }
     if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
     // A forked child's session (crumbs_fork.h): which process and session it came from.
     if let parent = ring?.header.parentSessionID {

@@ -97,7 +97,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   /// `entries` joined by commas. A loop, not `joined(separator:)`: this runs on the caller's
   /// thread of CrumbsClient.start, and the generic `joined`'s first use makes the runtime look up
   /// a conformance through every loaded image (a tenth of a millisecond with Foundation loaded).
-  private static func commaSeparated(_ entries: [String]) -> String {
+  fileprivate static func commaSeparated(_ entries: [String]) -> String {
     var text = ""
     for (index, entry) in entries.enumerated() {
       if index > 0 { text += "," }
@@ -130,5 +130,34 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
       throw ReadError(reason: "format \(metadata.format) is newer than this reader (\(currentFormat))")
     }
     return metadata
+  }
+}
+
+/// The environment's resource as a ring header carries it from the moment the ring is made
+/// (crumbs_ring_header.environment_resource, RingOptions.environmentResource): what a session
+/// that crashes before its session file is written is reported with. Not signal-safe.
+package enum EnvironmentResource {
+  /// `resource` as a JSON object of strings that fits the header: entries are kept while they
+  /// fit, the rest left out (cut JSON would not parse). Nil when empty. Written by hand, like
+  /// `SessionMetadata.encoded`, and unsorted: this runs on the caller's thread of `start`, where
+  /// a first generic sort costs the runtime a conformance lookup through every loaded image.
+  package static func encoded(_ resource: [String: String]) -> String? {
+    guard !resource.isEmpty else { return nil }
+    let limit = RingOptions.environmentResourceCapacity - 1
+    var kept: [String] = []
+    var size = 2
+    for (key, value) in resource {
+      let entry = jsonQuoted(key) + ":" + jsonQuoted(value)
+      if size + entry.utf8.count + 1 > limit { continue }
+      size += entry.utf8.count + 1
+      kept.append(entry)
+    }
+    return "{" + SessionMetadata.commaSeparated(kept) + "}"
+  }
+
+  /// The resource a header's text holds; nil when it holds none or is not such an object.
+  package static func decoded(_ text: String) -> [String: String]? {
+    guard !text.isEmpty else { return nil }
+    return try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))
   }
 }

@@ -1,6 +1,7 @@
 // ReportStore.swift — the on-disk report database: one folder per report, states as folders.
 //
-//   reports/.incoming/<id>.<pid>/  being written by process <pid> (never read)
+//   reports/.incoming/<id>.<writer>/  being written by process <writer> (`<pid>-<pid namespace>`,
+//                                  AbandonedFiles.writerTag; never read)
 //   reports/pending/<id>/          report.json + index.txt (its time and signature, for
 //                                  eviction) + attachments, waiting for delivery
 //   reports/sent/<id>/             delivered
@@ -149,7 +150,8 @@ public struct ReportStore: Sendable {
   /// to be something else than a folder (a symbolic link, a file) is moved into `quarantine/`
   /// with the reason, and a real folder made in its place.
   public init(directory: String, limits: StoreLimits = StoreLimits()) throws(SystemCallError) {
-    path = directory + "/reports"
+    // Absolute now: a later chdir moves nothing.
+    path = Syscall.absolutePath(directory) + "/reports"
     self.limits = limits
     try Syscall.makeDirectories(path)
     // quarantine/ first: the others are moved into it.
@@ -203,14 +205,15 @@ public struct ReportStore: Sendable {
     for state in ReportState.allCases where Syscall.fileExists(folder(state) + "/" + report.id) {
       return StoredReport(report: report, state: state, path: folder(state) + "/" + report.id)
     }
-    let name = report.id + ".\(Syscall.processID())"
+    let name = report.id + "." + AbandonedFiles.writerTag()
     let incomingPath = path + "/.incoming/" + name
     let destination = folder(.pending) + "/" + report.id
     var incoming: Int32 = -1
     defer { if incoming >= 0 { Syscall.close(incoming) } }
     do throws(SystemCallError) {
       incoming = try Syscall.openDirectory(path + "/.incoming", beneath: path)
-      // Only an earlier process with this pid, killed mid-write, can have left this name.
+      // Only an earlier process with this pid in this pid namespace, killed mid-write, can have
+      // left this name.
       Syscall.removeTree(named: name, in: incoming)
       try Syscall.makeDirectory(named: name, in: incoming, path: incomingPath)
       let folder = try Syscall.openDirectory(named: name, in: incoming, path: incomingPath)
@@ -563,9 +566,10 @@ public struct ReportStore: Sendable {
 
   // MARK: - Leftovers of dead writers
 
-  /// Removes what writers killed mid-write left: `.incoming/<id>.<pid>` folders and
-  /// `*.tmp-<pid>` files in the state folders, the report folders and quarantine/, when process
-  /// <pid> no longer runs (see `AbandonedFiles`). Returns the paths removed.
+  /// Removes what writers killed mid-write left: `.incoming/<id>.<writer>` folders and
+  /// `*.tmp-<writer>` files in the state folders, the report folders and quarantine/, when their
+  /// writer is gone (see `AbandonedFiles`: judged by pid only within its pid namespace). Returns
+  /// the paths removed.
   @discardableResult
   public func removeLeftovers() -> [String] {
     var removed: [String] = []

@@ -69,6 +69,7 @@ typedef struct crumbs_ring_identity {
   uint8_t boot_id[16];
   const char *app_name;   // may be NULL
   const char *app_version; // may be NULL
+  const char *environment_resource; // may be NULL; what passes 2047 bytes is cut
   const char *executable; // may be NULL
   const char *cgroup;     // may be NULL
   uint64_t cgroup_oom_kills_at_start; // UINT64_MAX when unknown

@@ -57,8 +57,8 @@ extern "C" {
 /// Bumped on any change to this file's structs or to the slot encoding that a reader of the
 /// previous version would misread. Fields carved out of `reserved` (always zero in earlier
 /// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
-/// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id` and
-/// `app_version` were added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
+/// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id`,
+/// `app_version` and `environment_resource` were added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
 #define CRUMBS_RING_VERSION 2u
 /// The oldest version readers still read.
 #define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
@@ -196,7 +196,13 @@ typedef struct crumbs_ring_header {
   /// The app's version as the writer was configured ("" when unknown or not given), so that a
   /// session that ended before its client wrote the session file is still reported with it.
   char app_version[64];    // NUL-terminated, truncated
-  uint8_t reserved[3224];
+  /// The OTel resource the writer's environment gave it (OTEL_SERVICE_NAME and
+  /// OTEL_RESOURCE_ATTRIBUTES, the app's configured name over them) as a JSON object of strings,
+  /// taken when the ring was made: a session that crashed before its client wrote the session
+  /// file is still reported with its service name and attributes. NUL-terminated; never cut (the
+  /// writer leaves out entries that do not fit); "" when none, and in files from before it.
+  char environment_resource[2048];
+  uint8_t reserved[1176];
 } crumbs_ring_header;
 
 /// `crumbs_ring_header.session_flags` bits.
@@ -218,6 +224,7 @@ _Static_assert(offsetof(crumbs_ring_header, writer_start_ticks) == 776, "persist
 _Static_assert(offsetof(crumbs_ring_header, writer_pid_namespace) == 784, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, app_version) == 808, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, parent_session_id) == 792, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, environment_resource) == 872, "persisted");
 
 /// One lane: its head counter alone on a cache line.
 typedef struct crumbs_ring_lane {
