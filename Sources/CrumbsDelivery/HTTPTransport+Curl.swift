@@ -150,10 +150,15 @@ public struct CurlTransport: HTTPTransport {
         _ = crumbs_curl_setopt_long(handle, CRUMBS_CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         set(CRUMBS_CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds)
         set(CRUMBS_CURLOPT_TIMEOUT_MS, timeoutMilliseconds * 4)
-        // The idle watch (see the file comment).
-        set(CRUMBS_CURLOPT_NOPROGRESS, 0)
-        failed = failed || crumbs_curl_setopt_progress(handle, curlProgress) != CRUMBS_CURLE_OK
-        set(CRUMBS_CURLOPT_XFERINFODATA, context)
+        // The idle watch (see the file comment); before 7.32, which has no progress callback of
+        // this shape, curl's low-speed limit is the next best bound.
+        if crumbs_curl_setopt_progress(handle, curlProgress) == CRUMBS_CURLE_OK {
+          set(CRUMBS_CURLOPT_NOPROGRESS, 0)
+          set(CRUMBS_CURLOPT_XFERINFODATA, context)
+        } else {
+          set(CRUMBS_CURLOPT_LOW_SPEED_LIMIT, 1)
+          set(CRUMBS_CURLOPT_LOW_SPEED_TIME, max(1, Int(timeout.rounded(.up))))
+        }
         set(CRUMBS_CURLOPT_HTTPHEADER, headers)
         set(CRUMBS_CURLOPT_POST, 1)
         failed =
