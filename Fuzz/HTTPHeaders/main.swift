@@ -2,15 +2,17 @@
 // the user's app: the Retry-After header of a 429 (delay-seconds or an HTTP date, through
 // ReportUploader.pausedUntil → retryAfter → httpDate), the excerpt of a refusal's body that
 // goes into dropped.reason, and an OTLP collector's answer body (OTLPDestination.verdict: the
-// partial success of a 2xx, the google.rpc.Status of a refusal, protobuf and JSON). The input
-// is the header's value and the body at once.
+// partial success of a 2xx, the google.rpc.Status of a refusal, protobuf and JSON); and the
+// answer's header lines as curl hands them over (ResponseHeaders, bounded). The input is the
+// header's value, the body and the header lines (split at each LF) at once.
 //
 // Entry points, in call order:
 //   main                  --make-seeds DIR writes seeds (seconds, IMF-fixdates, hostile dates);
 //                         in a -sanitize=fuzzer build crumbs_fuzz_run drives fuzzOneInput; in a
 //                         normal build, files given are replayed
-//   fuzzOneInput          the bytes through each parser; each must return, never trap, and a
-//                         pause must stay within a day of now
+//   fuzzOneInput          the bytes through each parser; each must return, never trap, a
+//                         pause must stay within a day of now, and header lines within
+//                         their bound
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
@@ -39,7 +41,32 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   if let date = ReportUploader.httpDate(value), !date.isFinite { fatalError("httpDate \(date)") }
   _ = ReportUploader.excerpt(bytes)
   checkOTLPAnswer(bytes)
+  checkHeaderLines(bytes)
   return 0
+}
+
+/// The bytes as header lines (each ending at an LF, as curl passes them; a short input repeated
+/// so that the bound is reached): once a line is refused every later one is, what is kept stays
+/// within the bound, and no 1xx is taken as the final status.
+func checkHeaderLines(_ bytes: [UInt8]) {
+  var reader = ResponseHeaders()
+  var refused = false
+  var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+    Array($0) + [10]
+  }
+  if lines.count < 4 { lines = Array(repeating: lines, count: 2000 / max(1, lines.count)).flatMap { $0 } }
+  for line in lines + lines {
+    let read = reader.read(line: line)
+    if refused && read { fatalError("a header line read after one was refused") }
+    refused = refused || !read
+  }
+  let kept = reader.headers.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+  if reader.bytes > ResponseHeaders.maxBytes || reader.lines > ResponseHeaders.maxLines
+    || kept > ResponseHeaders.maxBytes + 2 * ResponseHeaders.maxLines
+  {
+    fatalError("header lines past the bound: \(reader.bytes) bytes, \(reader.lines) lines, \(kept) kept")
+  }
+  if let status = reader.status, status < 200 { fatalError("a 1xx taken as the final status") }
 }
 
 let otlp = OTLPDestination(endpoint: "http://127.0.0.1:9")
@@ -79,6 +106,11 @@ func makeSeeds(in directory: String) throws -> Int {
     ("rfc850-date", "Sunday, 06-Nov-94 08:49:37 GMT"),
     ("asctime-date", "Sun Nov  6 08:49:37 1994"),
     ("text-body", "bad credentials:\r\nBearer s3cret\n"),
+    (
+      "header-lines",
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\nX-A: 1\r\n"
+        + "X-A: 2\r\n\r\nX-Trailer: t\r\n"
+    ),
   ]
   return try FuzzMain.writeSeeds(seeds, in: directory)
 }

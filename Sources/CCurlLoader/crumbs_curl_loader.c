@@ -1,10 +1,15 @@
 // crumbs_curl_loader.c — see include/crumbs_curl_loader.h.
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // secure_getenv
+#endif
 #include "crumbs_curl_loader.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef int (*setopt_fn)(void *, int, ...);
 
@@ -18,28 +23,39 @@ static struct {
   void (*slist_free_all)(void *);
 } curl;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static const char *load_failure;
-static char load_failure_text[512];
+// Guards everything below: a load may be tried again, from any thread.
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+// 1 once libcurl is loaded and initialised: from then on it stays (it is never unloaded).
+static int loaded;
+// 1 when the library was found but cannot be used (a symbol missing, curl_global_init failed):
+// trying again would not change that, and the library stays mapped.
+static int unusable;
+static char failure[512];
 
 static void *symbol(void *library, const char *name) {
   void *address = dlsym(library, name);
-  if (address == NULL && load_failure == NULL) {
-    snprintf(load_failure_text, sizeof load_failure_text, "libcurl.so.4 has no %s", name);
-    load_failure = load_failure_text;
+  if (address == NULL && !unusable) {
+    snprintf(failure, sizeof failure, "%s has no %s", crumbs_curl_library_name(), name);
+    unusable = 1;
   }
   return address;
 }
 
+const char *crumbs_curl_library_name(void) {
+  // secure_getenv: a set-user-ID program never loads a library its caller names.
+  const char *named = secure_getenv("CRUMBS_LIBCURL");
+  return named != NULL && named[0] != '\0' ? named : "libcurl.so.4";
+}
+
+// Called with load_lock held, while neither loaded nor unusable.
 static void load(void) {
   // RTLD_LOCAL: curl's symbols stay out of the global namespace, as they were never linked.
-  void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+  void *library = dlopen(crumbs_curl_library_name(), RTLD_NOW | RTLD_LOCAL);
   if (library == NULL) {
     const char *reason = dlerror();
-    snprintf(load_failure_text, sizeof load_failure_text, "cannot load libcurl.so.4 (%s)",
+    snprintf(failure, sizeof failure, "cannot load %s (%s)", crumbs_curl_library_name(),
              reason ? reason : "not found");
-    load_failure = load_failure_text;
-    return;
+    return;  // not installed (yet): the next call looks again
   }
   curl.global_init = (int (*)(long))symbol(library, "curl_global_init");
   curl.easy_init = (void *(*)(void))symbol(library, "curl_easy_init");
@@ -48,19 +64,25 @@ static void load(void) {
   curl.easy_perform = (int (*)(void *))symbol(library, "curl_easy_perform");
   curl.slist_append = (void *(*)(void *, const char *))symbol(library, "curl_slist_append");
   curl.slist_free_all = (void (*)(void *))symbol(library, "curl_slist_free_all");
-  if (load_failure != NULL) return;
+  if (unusable) return;
   // CURL_GLOBAL_DEFAULT; once, here, because curl_easy_init would otherwise do it without a lock
   // on versions whose global init is not thread-safe.
   int code = curl.global_init(3);
   if (code != 0) {
-    snprintf(load_failure_text, sizeof load_failure_text, "curl_global_init failed (%d)", code);
-    load_failure = load_failure_text;
+    snprintf(failure, sizeof failure, "curl_global_init failed (%d)", code);
+    unusable = 1;
+    return;
   }
+  loaded = 1;
 }
 
-const char *crumbs_curl_load(void) {
-  pthread_once(&load_once, load);
-  return load_failure;
+int crumbs_curl_load(char *why, size_t size) {
+  pthread_mutex_lock(&load_lock);
+  if (!loaded && !unusable) load();
+  int usable = loaded;
+  if (!usable && why != NULL && size > 0) snprintf(why, size, "%s", failure);
+  pthread_mutex_unlock(&load_lock);
+  return usable ? 0 : -1;
 }
 
 void *crumbs_curl_easy_init(void) { return curl.easy_init(); }
@@ -81,6 +103,10 @@ long crumbs_curl_setopt_offset(void *handle, long option, int64_t value) {
 
 long crumbs_curl_setopt_callback(void *handle, long option, crumbs_curl_data_callback value) {
   return curl.easy_setopt(handle, (int)option, value);
+}
+
+long crumbs_curl_setopt_progress(void *handle, crumbs_curl_progress_callback value) {
+  return curl.easy_setopt(handle, CRUMBS_CURLOPT_XFERINFOFUNCTION, value);
 }
 
 long crumbs_curl_perform(void *handle) { return curl.easy_perform(handle); }

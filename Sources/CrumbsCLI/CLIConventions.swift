@@ -52,6 +52,15 @@ func fail(_ command: String, _ message: String, _ code: ExitCode = CLIExit.failu
   return code
 }
 
+/// Refuses a `--timeout` that is not a number of seconds the transport takes as it is (inf, NaN,
+/// 0, negative, longer than a day): a usage error saying what is allowed, never a trap.
+func validateTimeout(_ seconds: Double) throws {
+  guard CurlTransport.usableTimeout(seconds) == seconds else {
+    throw ValidationError(
+      "--timeout is seconds: a number above 0 and at most \(Int(CurlTransport.maxTimeout)) (got \(seconds))")
+  }
+}
+
 /// `--color auto|always|never`.
 enum ColorChoice: String, ExpressibleByArgument, CaseIterable {
   case auto, always, never

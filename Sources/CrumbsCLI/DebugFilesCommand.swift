@@ -137,6 +137,7 @@ struct DebugFilesUploadCommand: ParsableCommand {
     if paths.isEmpty { throw ValidationError("give at least one directory") }
     if retryLimit < 1 { throw ValidationError("--retry-limit must be 1 or more") }
     if !(retryInterval >= 0) { throw ValidationError("--retry-interval must be 0 or more") }
+    try validateTimeout(timeout)
   }
 
   func run() throws {

@@ -85,6 +85,7 @@ struct ReportsSendCommand: ParsableCommand {
     for header in headers + secretHeaders where HTTPHeader(parsing: header) == nil {
       throw ValidationError("a header is 'Name: value'")
     }
+    try validateTimeout(timeout)
   }
 
   /// The Backtrace token: --token-file, else --token, else CRUMBS_BACKTRACE_TOKEN.
@@ -140,11 +141,13 @@ struct ReportsSendCommand: ParsableCommand {
     if pass.lockBusy {
       throw fail("reports send", "another process is delivering from this store; try again later")
     }
+    // Nothing was attempted: one line on what is missing and how to install it.
+    if let missing = pass.missingTransport { printError("crumbs reports send: \(missing)") }
     let summary = SendSummary(
       results: progress.results, evictions: pass.evictions.map { ($0.reportID, $0.reason) },
       sent: pass.finished.filter { $0.state == .sent }.count,
       dropped: pass.finished.filter { $0.state == .dropped }.count,
-      pending: reportStore.list(.pending).reports.count)
+      pending: reportStore.list(.pending).reports.count, missingTransport: pass.missingTransport)
     if json {
       print(summary.json())
     } else {
@@ -162,6 +165,8 @@ struct SendSummary {
   var sent: Int
   var dropped: Int
   var pending: Int
+  /// Why nothing could be sent (libcurl missing), when that was so.
+  var missingTransport: String? = nil
 
   func json() -> String {
     let objects: [[String: Any]] = results.map { result in
@@ -185,10 +190,11 @@ struct SendSummary {
       }
       return object
     }
-    let summary: [String: Any] = [
+    var summary: [String: Any] = [
       "sent": sent, "dropped": dropped, "pending": pending, "results": objects,
       "evicted": evictions.map { ["report.id": $0.id, "reason": $0.reason] },
     ]
+    if let missingTransport { summary["missing_transport"] = missingTransport }
     let data =
       (try? JSONSerialization.data(
         withJSONObject: summary, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
@@ -270,6 +276,11 @@ struct ReportsListCommand: ParsableCommand {
     let reportStore = try store.openStore(command: "reports list", readOnly: true)
     let states = state == "all" ? ReportState.allCases : [ReportState(rawValue: state)!]
     let reports = states.flatMap { reportStore.list($0).reports }
+    // Pending reports that nothing on this machine can send: say so, on stderr (stdout may be
+    // parsed), in one line with how to install what is missing.
+    if reports.contains(where: { $0.state == .pending }), let missing = CurlTransport.missingTransport() {
+      printError("crumbs reports list: \(missing)")
+    }
     if json {
       let objects: [[String: Any]] = reports.map { stored in
         var object: [String: Any] = [

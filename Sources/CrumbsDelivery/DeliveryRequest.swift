@@ -151,6 +151,9 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
   case invalidURL
   /// No HTTP stack to send with (libcurl.so.4 could not be loaded), and why.
   case unavailable(String)
+  /// The answer's header lines went past `ResponseHeaders.maxBytes` or `maxLines` before a final
+  /// status and its headers ended (a server or proxy streaming headers).
+  case headersTooLarge
   /// Anything else the HTTP stack reported, by its code (libcurl's CURLcode).
   case other(code: Int)
 
@@ -161,6 +164,8 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case .connectionLost: "connection lost"
     case .invalidURL: "invalid URL"
     case .unavailable(let reason): "no HTTP transport: \(reason)"
+    case .headersTooLarge:
+      "the answer's headers went past \(ResponseHeaders.maxBytes >> 10) KiB or \(ResponseHeaders.maxLines) lines"
     case .other(let code): "transport error \(code)"
     }
   }

@@ -4,15 +4,26 @@
 // libcurl is loaded with dlopen at the first request (CCurlLoader), not linked: a program that
 // links Crumbs but never uploads does not load libcurl and its TLS, Kerberos, LDAP… libraries,
 // which cost every process start, ~18 MB of memory and its death and exit (FoundationNetworking,
-// the previous transport, linked them all). Without libcurl.so.4 on the machine a request fails
-// with `TransportError.unavailable`, saying why; nothing else changes.
+// the previous transport, linked them all). Without libcurl.so.4 on the machine (slim and
+// distroless images) `missingTransport()` says so in one line, with how to install it, and a
+// request fails with `TransportError.unavailable`; the uploader then attempts nothing (a missing
+// transport is not an attempt) and looks again at its next pass, so a libcurl installed later
+// is used. CRUMBS_LIBCURL names another file to load (CCurlLoader).
 //
 // What each request is bounded by:
-// - Idle: no progress for `timeout` seconds is `timedOut` (connect timeout, and curl's low-speed
-//   limit of 1 byte/s over the timeout, whole seconds, at least 1).
+// - Idle: no byte moving either way for `timeout` seconds is `timedOut`: the connect timeout,
+//   then our own watch in curl's progress callback (called at least once a second), so a
+//   server that accepts and never answers costs `timeout` plus at most a second. (curl's
+//   low-speed limit, used before, averages over its last five seconds: with a report just sent
+//   it let the request run on to the whole-exchange bound, 8 s for a timeout of 2.)
 // - The whole exchange, upload included, at four times that: a server that trickles bytes
 //   forever is a timeout, not a hang. An answer whose status came in time stands, its body cut
 //   short, as on any other cut.
+// - Timeouts that are not a positive number of seconds (NaN, 0, negative) are the default
+//   (30 s); longer ones, infinity included, are `maxTimeout` (a day): never a trap.
+// - The answer's header lines: at most `ResponseHeaders.maxBytes` and `maxLines` across the
+//   exchange (1xx answers and trailers included); past that the transfer stops and the request
+//   fails with `headersTooLarge` (or, when the final status had come, the answer stands, cut).
 // - The answer's body: at most `maxResponseBodyBytes` are kept; past that the transfer stops at
 //   once (the write callback refuses the rest) and the answer comes back with `bodyTruncated`.
 //   Nothing the server sends is trusted to be small or to end.
@@ -32,8 +43,9 @@
 // that closes the connection in the middle of a large upload while SIGPIPE is at its default
 // action (which would kill the test process).
 //
-// Entry points: CurlTransport(timeout:) → send(_:) → (inside curl_easy_perform, on the caller's
-// thread) CurlExchange's read, header and write callbacks.
+// Entry points: CurlTransport(timeout:) → [missingTransport()] → send(_:) → (inside
+// curl_easy_perform, on the caller's thread) CurlExchange's read, header, write and progress
+// callbacks.
 // Not signal-safe.
 
 import CCurlLoader
@@ -48,18 +60,45 @@ public struct CurlTransport: HTTPTransport {
   /// Sent with every request unless the request names its own (curl sends none by default).
   public static let userAgent = "Crumbs/\(CrumbsVersion.string) (Swift; Linux)"
 
+  /// The timeout used in place of one that is not a positive number of seconds.
+  public static let defaultTimeout: Double = 30
+  /// The longest timeout (a day): longer ones, infinity included, are this.
+  public static let maxTimeout: Double = 86_400
+
   /// Seconds without progress before a request fails as `timedOut` (a request's own `timeout`
-  /// wins); the whole exchange is bounded at four times it.
+  /// wins); the whole exchange is bounded at four times it. Always within 0 < timeout ≤
+  /// `maxTimeout` (see `usableTimeout(_:)`).
   public let timeout: Double
 
-  public init(timeout: Double = 30) { self.timeout = timeout }
+  public init(timeout: Double = 30) { self.timeout = Self.usableTimeout(timeout) ?? Self.defaultTimeout }
+
+  /// `seconds` as a request timeout: at most `maxTimeout` (infinity included); nil when it is not
+  /// a positive number (NaN, zero, negative).
+  public static func usableTimeout(_ seconds: Double) -> Double? {
+    guard seconds > 0 else { return nil }  // NaN fails it too
+    return min(seconds, maxTimeout)
+  }
+
+  /// Why no request can be sent, in one line that says what to install; nil when libcurl is
+  /// loaded (this loads it, as the first request would). Asked again after a failure, it looks
+  /// for the library again.
+  public static func missingTransport() -> String? {
+    var why = [CChar](repeating: 0, count: 512)
+    guard crumbs_curl_load(&why, why.count) != 0 else { return nil }
+    let reason = String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return "libcurl is missing (\(reason)); reports stay pending until it is installed "
+      + "(Debian/Ubuntu: apt-get install libcurl4; Fedora/RHEL: dnf install libcurl; "
+      + "Alpine: apk add libcurl)"
+  }
+
+  public func missingTransport() -> String? { Self.missingTransport() }
 
   public func send(_ request: DeliveryRequest) -> Result<HTTPResponse, TransportError> {
     let scheme = request.url.prefix { $0 != ":" }.lowercased()
     guard scheme == "http" || scheme == "https", !request.url.contains(where: \.isWhitespace) else {
       return .failure(.invalidURL)
     }
-    if let failure = crumbs_curl_load() { return .failure(.unavailable(String(cString: failure))) }
+    if let missing = Self.missingTransport() { return .failure(.unavailable(missing)) }
     guard let handle = crumbs_curl_easy_init() else { return .failure(.other(code: -1)) }
     defer { crumbs_curl_easy_cleanup(handle) }
     var headers: UnsafeMutableRawPointer?
@@ -77,12 +116,12 @@ public struct CurlTransport: HTTPTransport {
     if request.header("User-Agent") == nil {
       headers = crumbs_curl_slist_append(headers, "User-Agent: \(Self.userAgent)")
     }
-    let timeout = request.timeout.flatMap { $0 > 0 && $0 < 1e6 ? $0 : nil } ?? self.timeout
+    let timeout = request.timeout.flatMap(Self.usableTimeout) ?? self.timeout
 
-    let exchange = CurlExchange(body: request.body)
-    let context = Unmanaged.passUnretained(exchange).toOpaque()
-    let idleSeconds = max(1, Int(timeout.rounded(.up)))
+    // At most 86_400_000 ms (usableTimeout): four times it fits a long anywhere.
     let timeoutMilliseconds = max(1, Int(timeout * 1000))
+    let exchange = CurlExchange(body: request.body, idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000)
+    let context = Unmanaged.passUnretained(exchange).toOpaque()
     var failed = false
     func set(_ option: Int, _ value: Int) {
       failed = failed || crumbs_curl_setopt_long(handle, option, value) != CRUMBS_CURLE_OK
@@ -110,9 +149,16 @@ public struct CurlTransport: HTTPTransport {
         // A proxy's answer to CONNECT is not the server's: keep it from the header callback.
         _ = crumbs_curl_setopt_long(handle, CRUMBS_CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         set(CRUMBS_CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds)
-        set(CRUMBS_CURLOPT_LOW_SPEED_LIMIT, 1)
-        set(CRUMBS_CURLOPT_LOW_SPEED_TIME, idleSeconds)
         set(CRUMBS_CURLOPT_TIMEOUT_MS, timeoutMilliseconds * 4)
+        // The idle watch (see the file comment); before 7.32, which has no progress callback of
+        // this shape, curl's low-speed limit is the next best bound.
+        if crumbs_curl_setopt_progress(handle, curlProgress) == CRUMBS_CURLE_OK {
+          set(CRUMBS_CURLOPT_NOPROGRESS, 0)
+          set(CRUMBS_CURLOPT_XFERINFODATA, context)
+        } else {
+          set(CRUMBS_CURLOPT_LOW_SPEED_LIMIT, 1)
+          set(CRUMBS_CURLOPT_LOW_SPEED_TIME, max(1, Int(timeout.rounded(.up))))
+        }
         set(CRUMBS_CURLOPT_HTTPHEADER, headers)
         set(CRUMBS_CURLOPT_POST, 1)
         failed =
@@ -126,6 +172,7 @@ public struct CurlTransport: HTTPTransport {
         set(CRUMBS_CURLOPT_WRITEFUNCTION, curlWriteBody)
         set(CRUMBS_CURLOPT_WRITEDATA, context)
         guard !failed else { return -1 }
+        exchange.lastProgress = SystemClock.monotonicNanoseconds()
         return withExtendedLifetime(exchange) { crumbs_curl_perform(handle) }
       }
     }
@@ -163,17 +210,37 @@ private final class CurlExchange {
   let requestBody: [UInt8]
   /// Bytes of the request body handed to curl so far.
   var bytesSent = 0
-  /// The final (non-1xx) status and its headers, once their blank line arrived.
-  var status: Int?
-  var headers: [String: String] = [:]
-  /// The status line being read and its headers (a 1xx is followed by another).
-  var pendingStatus: Int?
-  var pendingHeaders: [String: String] = [:]
+  /// The answer's header lines, bounded.
+  var responseHeaders = ResponseHeaders()
   var body: [UInt8] = []
   /// Whether the body went past `maxResponseBodyBytes` (the transfer was then stopped).
   var overLimit = false
+  /// How long no byte may move either way, and when one last did (CLOCK_MONOTONIC), with the
+  /// counts curl reported then.
+  let idleNanoseconds: UInt64
+  var lastProgress: UInt64 = 0
+  var lastCounts: (downloaded: Int64, uploaded: Int64) = (0, 0)
+  /// Whether the idle watch stopped the transfer.
+  var idledOut = false
 
-  init(body: [UInt8]) { requestBody = body }
+  init(body: [UInt8], idleNanoseconds: UInt64) {
+    requestBody = body
+    self.idleNanoseconds = idleNanoseconds
+  }
+
+  /// curl's progress callback: false stops the transfer, once nothing moved for the timeout.
+  /// Header bytes, which curl's body counts leave out, count as progress in `header(_:)`.
+  func progress(downloaded: Int64, uploaded: Int64) -> Bool {
+    let now = SystemClock.monotonicNanoseconds()
+    if (downloaded, uploaded) != lastCounts {
+      lastCounts = (downloaded, uploaded)
+      lastProgress = now
+      return true
+    }
+    guard now >= lastProgress, now - lastProgress >= idleNanoseconds else { return true }
+    idledOut = true
+    return false
+  }
 
   func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
     let count = min(buffer.count, requestBody.count - bytesSent)
@@ -185,30 +252,10 @@ private final class CurlExchange {
     return count
   }
 
-  /// One header line, CR LF included: a status line, `Name: value`, or the blank line that ends
-  /// them.
-  func header(_ line: UnsafeRawBufferPointer) {
-    var end = line.count
-    while end > 0, line[end - 1] == UInt8(ascii: "\r") || line[end - 1] == UInt8(ascii: "\n") { end -= 1 }
-    let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<end]), as: UTF8.self)
-    if text.isEmpty {
-      if let code = pendingStatus, code >= 200 {
-        status = code
-        headers = pendingHeaders
-      }
-      pendingStatus = nil
-      return
-    }
-    if text.hasPrefix("HTTP/") {
-      let fields = text.split(separator: " ", maxSplits: 2)
-      pendingStatus = fields.count > 1 ? Int(fields[1]) : nil
-      pendingHeaders = [:]
-      return
-    }
-    guard let colon = text.firstIndex(of: ":") else { return }
-    let name = text[..<colon].trimmed(of: " \t").lowercased()
-    let value = text[text.index(after: colon)...].trimmed(of: " \t")
-    pendingHeaders[name] = pendingHeaders[name].map { "\($0), \(value)" } ?? value
+  /// One header line, CR LF included; false (stop the transfer) once past the bound.
+  func header(_ line: UnsafeRawBufferPointer) -> Bool {
+    lastProgress = SystemClock.monotonicNanoseconds()
+    return responseHeaders.read(line: line)
   }
 
   /// Keeps the body up to the limit; fewer bytes than given (which stops the transfer) once past it.
@@ -226,10 +273,15 @@ private final class CurlExchange {
   /// The answer when a final status arrived (its body cut short if the transfer ended early),
   /// otherwise the error.
   func outcome(_ code: Int) -> Result<HTTPResponse, TransportError> {
-    guard let status else { return .failure(CurlTransport.transportError(code)) }
+    guard let status = responseHeaders.status else {
+      if idledOut { return .failure(.timedOut) }
+      if responseHeaders.overLimit { return .failure(.headersTooLarge) }
+      return .failure(CurlTransport.transportError(code))
+    }
     return .success(
       HTTPResponse(
-        status: status, headers: headers, body: body, bodyTruncated: overLimit || code != CRUMBS_CURLE_OK,
+        status: status, headers: responseHeaders.headers, body: body,
+        bodyTruncated: overLimit || code != CRUMBS_CURLE_OK,
         requestSent: bytesSent >= requestBody.count))
   }
 }
@@ -243,8 +295,13 @@ private let curlReadBody: crumbs_curl_data_callback = { buffer, size, count, con
 }
 
 private let curlReadHeader: crumbs_curl_data_callback = { buffer, size, count, context in
-  exchange(context).header(UnsafeRawBufferPointer(start: buffer, count: size * count))
-  return size * count
+  // Fewer bytes than given stops the transfer (CURLE_WRITE_ERROR).
+  exchange(context).header(UnsafeRawBufferPointer(start: buffer, count: size * count)) ? size * count : 0
+}
+
+private let curlProgress: crumbs_curl_progress_callback = { context, _, downloaded, _, uploaded in
+  // Non-zero stops the transfer (CURLE_ABORTED_BY_CALLBACK).
+  exchange(context).progress(downloaded: downloaded, uploaded: uploaded) ? 0 : 1
 }
 
 private let curlWriteBody: crumbs_curl_data_callback = { buffer, size, count, context in

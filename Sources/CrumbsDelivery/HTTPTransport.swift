@@ -6,4 +6,13 @@
 /// thread, must return (never hang) within their timeout, and must never raise SIGPIPE.
 public protocol HTTPTransport: Sendable {
   func send(_ request: DeliveryRequest) -> Result<HTTPResponse, TransportError>
+  /// Why nothing can be sent at all (the HTTP stack is not on the machine), in one line that
+  /// says what to install; nil when requests can go out. The uploader asks before each pass that
+  /// has reports to send: while it says something, no attempt is made or counted. Asked again,
+  /// it looks again. Default: nil.
+  func missingTransport() -> String?
+}
+
+extension HTTPTransport {
+  public func missingTransport() -> String? { nil }
 }

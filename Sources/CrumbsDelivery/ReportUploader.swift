@@ -35,6 +35,16 @@
 //
 // When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
 //
+// A missing transport is not an attempt: a pass with reports to send first asks the transport
+// (HTTPTransport.missingTransport: no libcurl on the machine); while it is missing, nothing is
+// attempted, counted or scheduled, the pass says why (`DeliveryPass.missingTransport`, also
+// `ReportUploader.missingTransport` and the client's `problems`), and the next pass (within a
+// minute) looks again, so reports are delivered once it is installed.
+//
+// Settings are the app's: any Double (infinity, NaN, 1e300) must do. Waits are clamped
+// (`maxWait`, a NaN wait is none) and every time is `now` plus a wait that saturates at the
+// end of time rather than overflowing.
+//
 // No schedule outlives a wrong clock: times read back from delivery.json (and 429 pauses kept
 // in memory) are clamped to now plus the longest wait the policy can give (`maxRetryInterval`;
 // a day after a 429), and a schedule made while the clock read later than now (beyond
@@ -165,6 +175,9 @@ public struct DeliveryPass: Sendable {
   public var nextDueUnixNano: UInt64?
   /// Another process held the delivery lock: this pass did nothing.
   public var lockBusy = false
+  /// The transport cannot send at all (libcurl is not installed), in one line that says what to
+  /// install: this pass attempted nothing, and every report stays pending, uncounted.
+  public var missingTransport: String?
 }
 
 /// Hooks into delivery, for the client object (and for tests).
@@ -232,6 +245,8 @@ public final class ReportUploader: Sendable {
     /// The background thread's run, while started.
     var run: Run?
     var wakeRequested = false
+    /// What the last pass with reports to send found missing (nil: the transport was there).
+    var missingTransport: String?
   }
 
   /// One run of the background thread, with its own stop flag and end signal: a thread that a
@@ -252,6 +267,11 @@ public final class ReportUploader: Sendable {
 
   /// The longest pause a 429 can ask for (its Retry-After, or the default, is capped here).
   public static let maxRetryAfter: Double = 86_400
+  /// The longest wait any setting can make (about 31 years); longer ones, infinity included, are
+  /// this: nanoseconds from now stay far from overflowing.
+  public static let maxWait: Double = 1e9
+  /// How soon a pass looks for a missing transport again.
+  static let missingTransportRecheck: UInt64 = 60_000_000_000
   /// How far in the future a recorded attempt may lie before the clock that recorded it is taken
   /// to have been wrong (a clock stepped back by NTP by less than this changes nothing).
   public static let clockTolerance: Double = 300
@@ -281,6 +301,10 @@ public final class ReportUploader: Sendable {
 
   /// CLOCK_REALTIME in nanoseconds.
   @Sendable public static func wallClock() -> UInt64 { SystemClock.wallNanoseconds() }
+
+  /// Why the last pass that had reports to send could not send any (the transport is missing:
+  /// see `DeliveryPass.missingTransport`); nil once it is there.
+  public var missingTransport: String? { state.withLock { $0.missingTransport } }
 
   // MARK: - Background thread
 
@@ -378,6 +402,14 @@ public final class ReportUploader: Sendable {
       pass.evictions = enforceLimits()
       let listing = store.list(.pending)
       pass.quarantined = listing.quarantined
+      // Asked only with something to send: a program that never uploads never loads libcurl.
+      let missing = listing.reports.isEmpty ? nil : transport.missingTransport()
+      state.withLock { $0.missingTransport = missing }
+      if let missing {
+        pass.missingTransport = missing
+        pass.nextDueUnixNano = Self.adding(clock(), Self.missingTransportRecheck)
+        return pass
+      }
       let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
       for stored in reports {
         if stopping() || !deliver(stored, into: &pass, stopping: stopping) { break }
@@ -440,7 +472,7 @@ public final class ReportUploader: Sendable {
         pass.results.append(result)
         delegate?.didReachLimit(result)
         if let oldest = state.withLock({ $0.recentSends.first }) {
-          pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, oldest + 60_000_000_000)
+          pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, Self.adding(oldest, 60_000_000_000))
         }
         finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
         return false
@@ -489,14 +521,27 @@ public final class ReportUploader: Sendable {
 
     // Count the attempt first (see DeliveryState.swift), with the retry time it gets if this
     // process dies before the answer.
+    let before = history
     history.attempts += 1
     history.lastAttemptUnixNano = now
-    history.nextAttemptUnixNano = now + backoff(afterAttempt: history.attempts)
+    history.nextAttemptUnixNano = Self.adding(now, backoff(afterAttempt: history.attempts))
     save(history, destination.name, of: stored)
 
     let response = transport.send(request)
     let after = clock()
     switch response {
+    case .failure(.unavailable(let missing)):
+      // No transport (it went missing since the pass asked): not an attempt. The report keeps
+      // its history; this destination is looked at again at the next pass.
+      history = before
+      save(history, destination.name, of: stored)
+      state.withLock { $0.missingTransport = missing }
+      return DeliveryResult(
+        reportID: id, destination: destination.name,
+        outcome: .willRetry(
+          reason: "\(TransportError.unavailable(missing))",
+          nextAttemptUnixNano: Self.adding(after, Self.missingTransportRecheck)),
+        attempts: history.attempts)
     case .failure(let error):
       let failure = DeliveryFailure(
         reportID: id, destination: destination.name, url: request.redactedURL, error: error)
@@ -589,7 +634,7 @@ public final class ReportUploader: Sendable {
         reportID: id, destination: destination, outcome: .dropped(reason: final), attempts: history.attempts,
         status: status)
     }
-    var next = now + backoff(afterAttempt: history.attempts)
+    var next = Self.adding(now, backoff(afterAttempt: history.attempts))
     if settings.retryBehaviour == .none {
       state.withLock { _ = $0.deferredToNextLaunch.insert(id + "\u{0}" + destination) }
       next = 0
@@ -634,12 +679,21 @@ public final class ReportUploader: Sendable {
 
   /// Nanoseconds to wait after the `attempt`-th failure: retryInterval·2^(attempt-1), capped,
   /// minus up to `jitter` of it at random. `attempt` comes from delivery.json (a report
-  /// folder: untrusted), so any Int must do.
+  /// folder: untrusted), so any Int must do; the settings are the app's, so any Double must:
+  /// the wait is at most `maxWait`, and none when it is not a positive number.
   func backoff(afterAttempt attempt: Int) -> UInt64 {
     let exponent = Double(min(max(attempt, 1) - 1, 30))
     let full = min(settings.retryInterval * pow(2, exponent), settings.maxRetryInterval)
-    let jittered = full * (1 - min(max(settings.jitter, 0), 1) * random())
-    return UInt64(max(0, jittered) * 1e9)
+    let jitter = settings.jitter > 0 ? min(settings.jitter, 1) : 0  // NaN: none
+    let jittered = full * (1 - jitter * random())
+    guard jittered > 0 else { return 0 }  // NaN included
+    return UInt64(min(jittered, Self.maxWait) * 1e9)
+  }
+
+  /// `base + nanoseconds`, pinned at the end of time rather than overflowing.
+  static func adding(_ base: UInt64, _ nanoseconds: UInt64) -> UInt64 {
+    let (sum, overflow) = base.addingReportingOverflow(nanoseconds)
+    return overflow ? .max : sum
   }
 
   /// Brings a destination's schedule read from delivery.json within what the policy allows
@@ -661,12 +715,8 @@ public final class ReportUploader: Sendable {
   /// `clockTolerance` ahead, the clock that set it was wrong, so its wait starts now; and `next`
   /// is at most `cap` seconds from now. Returns the (possibly moved) `last` and `next`.
   static func rescheduled(next: UInt64, last: UInt64?, now: UInt64, cap: Double) -> (UInt64?, UInt64) {
-    func adding(_ base: UInt64, _ nanoseconds: UInt64) -> UInt64 {
-      let (sum, overflow) = base.addingReportingOverflow(nanoseconds)
-      return overflow ? .max : sum
-    }
     // A cap that is not a positive number (settings are the app's) allows no wait at all.
-    let capNanoseconds = cap > 0 ? UInt64(min(cap, 1e9) * 1e9) : 0
+    let capNanoseconds = cap > 0 ? UInt64(min(cap, maxWait) * 1e9) : 0
     var last = last
     var next = next
     if let recorded = last, recorded > adding(now, UInt64(clockTolerance * 1e9)) {
@@ -681,7 +731,7 @@ public final class ReportUploader: Sendable {
     return state.withLock { state in
       // Sends recorded while the clock read later than now count as sent now.
       state.recentSends = state.recentSends.map { min($0, now) }
-      state.recentSends.removeAll { $0 + 60_000_000_000 <= now }
+      state.recentSends.removeAll { Self.adding($0, 60_000_000_000) <= now }
       guard state.recentSends.count < settings.reportsPerMinute else { return false }
       state.recentSends.append(now)
       return true
@@ -702,9 +752,7 @@ public final class ReportUploader: Sendable {
   /// When a destination that answered `answer` (a 429) may be tried again: `now` plus its
   /// Retry-After (see `retryAfter`), pinned at the end of time rather than overflowing.
   package static func pausedUntil(_ answer: HTTPResponse, now: UInt64, default fallback: Double) -> UInt64 {
-    let (until, overflow) = now.addingReportingOverflow(
-      retryAfter(answer.headers["retry-after"], now: now, default: fallback))
-    return overflow ? .max : until
+    adding(now, retryAfter(answer.headers["retry-after"], now: now, default: fallback))
   }
 
   /// Seconds (as nanoseconds) to wait per a Retry-After value: delay-seconds or an HTTP date

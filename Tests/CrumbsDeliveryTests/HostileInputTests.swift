@@ -1,7 +1,8 @@
 // HostileInputTests.swift — bytes we did not write, through the paths that read them inside a
-// user's app: a server's Retry-After header, and a stored report folder's trail. Each case runs
-// `crumbs reports send` as a child process, so a trap shows as a crash exit status (128 + signal)
-// instead of killing the test process.
+// user's app: a server's Retry-After header, a stored report folder's trail, and settings out of
+// every range (a command line's --timeout, a client's configuration). Each case runs `crumbs
+// reports send` or the test child as a child process, so a trap shows as a crash exit status
+// (128 + signal) instead of killing the test process.
 
 import CrumbsTestSupport
 import Foundation
@@ -41,6 +42,52 @@ import Testing
     #expect(send.status == 1, "Retry-After: \(value): \(send.stderr)")
     #expect(send.stdout.contains("→ 429, server asks to wait "), "\(send.stdout)")
     #expect(try fixture.store.load(id: fixture.ids[0]).state == .pending)
+  }
+
+  /// `--timeout` values no request can wait (each trapped with SIGILL before): refused as a
+  /// usage error that says what is allowed, before anything is attempted.
+  @Test(arguments: ["inf", "nan", "1e300", "0", "-1"])
+  func aTimeoutOutOfRangeIsAUsageErrorNotATrap(_ value: String) throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let send = try CLIProcess.run([
+      "reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL, "--timeout=\(value)",
+    ])
+    #expect(send.status == 64, "--timeout \(value): \(send.status) \(send.stderr)")
+    #expect(
+      send.stderr.contains("--timeout is seconds: a number above 0 and at most 86400"), "\(send.stderr)")
+    #expect(server.requests.isEmpty)
+    #expect(try fixture.store.load(id: fixture.ids[0]).deliveryState().destinations.isEmpty)
+  }
+
+  /// A client configured with a request timeout of infinity, retry intervals of 1e300 and
+  /// infinity and NaN jitter (each trapped with SIGILL before, in the transport or in `now +
+  /// backoff`): it sends, the failed report waits (the longest wait, not a trap), and the
+  /// timeout it could not use is named in `problems`.
+  @Test func aClientWithSettingsOutOfRangeSendsAndNeverTraps() throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer(status: 503)
+    defer { server.stop() }
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-hostile-settings", directory.path, server.baseURL + "/v1/logs"])
+    let flushed = child.value(after: "flushed ", seconds: 120)
+    let rest = child.readRemaining(seconds: 60)
+    child.wait(seconds: 60)
+    #expect(child.shellStatus == 0, "ended \(child.shellStatus.map(String.init) ?? "?"): \(rest)")
+    #expect(flushed == "delivered=0 pending=1", "\(flushed ?? "no line")")
+    #expect(
+      rest.contains("problem requestTimeout inf is not a positive number of seconds up to 86400"), "\(rest)")
+    #expect(
+      server.requests.contains { String(decoding: $0.body, as: UTF8.self).contains("settings out of range") })
+    let store = try ReportStore(directory: directory.path)
+    let pending = try #require(store.list(.pending).reports.first)
+    let history = try #require(pending.deliveryState().destinations["otlp"])
+    #expect(history.attempts == 1)
+    #expect(history.lastError == "HTTP 503")
+    // Retried after the longest wait (about 31 years), a time that fits.
+    #expect(
+      history.nextAttemptUnixNano > UInt64(Date().timeIntervalSince1970 * 1e9) + 900_000_000 * 1_000_000_000)
   }
 
   /// Trail lines whose timestamps lie beyond what nanoseconds since 1970 hold in 64 bits

@@ -1,7 +1,9 @@
-// UntrustedServerTests.swift — servers that answer too much, forever, or too soon: the answer is
-// read only up to CurlTransport.maxResponseBodyBytes, redirects included (checked in this
-// process, and in a `crumbs reports send` child whose peak RSS the kernel reports through
-// peak_rss.py), and a 2xx that came before the report was sent is not a delivery.
+// UntrustedServerTests.swift — servers that answer too much, forever, too soon or never: the
+// answer is read only up to CurlTransport.maxResponseBodyBytes, redirects included (checked in
+// this process, and in a `crumbs reports send` child whose peak RSS the kernel reports through
+// peak_rss.py), its header lines and trailers only up to ResponseHeaders' bound, a 2xx that came
+// before the report was sent is not a delivery, and a server that never answers costs the
+// request timeout, not four times it.
 
 import CrumbsTestSupport
 import Foundation
@@ -113,6 +115,114 @@ import Testing
     #expect(peak < 200 << 20, "peak RSS \(peak >> 20) MiB")
     // The client stopped reading: what the server got out is the limit plus socket buffers.
     #expect(server.bodyBytesWritten < 128 << 20, "\(server.bodyBytesWritten) bytes written")
+  }
+
+  /// A server that streams header lines forever (libcurl before 7.84 passes every one; 7.84+
+  /// stops at 300 KiB with a lost connection): the request fails at our bound, at once.
+  @Test func endlessHeaderLinesFailTheRequestAtTheBound() throws {
+    let server = try LoopbackHTTPServer { _, _ in .respondWithEndlessHeaders(200) }
+    defer { server.stop() }
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: Array("{}".utf8))
+    let started = ChildProcess.now()
+    let outcome = CurlTransport(timeout: 10).send(request)
+    let took = ChildProcess.now() - started
+    #expect(outcome == .failure(.headersTooLarge), "\(outcome)")
+    // Well under a second here; the whole-exchange bound is 40 s.
+    #expect(took < 20, "took \(took) s")
+  }
+
+  /// Trailers after a chunked body reach the header callback in every libcurl version (7.88
+  /// here, which bounds header lines at 300 KiB but not trailers): an endless stream of them
+  /// ends at the bound, and the status stands, cut short. The old transport read and kept them
+  /// all (about a million lines here) until curl's low-speed limit, which counts no header
+  /// bytes, ended the exchange after 35 s.
+  @Test func endlessTrailersEndTheExchangeAtTheBound() throws {
+    let server = try LoopbackHTTPServer { _, _ in .respondWithEndlessTrailers(200) }
+    defer { server.stop() }
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: Array("{}".utf8))
+    let started = ChildProcess.now()
+    let answer = try CurlTransport(timeout: 30).send(request).get()
+    let took = ChildProcess.now() - started
+    #expect(answer.status == 200)
+    #expect(answer.body == Array("ok".utf8))
+    #expect(answer.bodyTruncated)
+    #expect(answer.headers["x-filler-0"] == nil, "trailers are not kept")
+    // What the server got out: the bound (1000 lines) plus what socket buffers hold.
+    #expect(server.headerLinesWritten < 300_000, "\(server.headerLinesWritten) lines written")
+    // Well under a second here.
+    #expect(took < 15, "took \(took) s")
+  }
+
+  /// Header lines are read up to the bound, bytes and lines, across 1xx answers and trailers;
+  /// only the final block's headers are kept.
+  @Test func headerLinesAreReadWithinTheBound() {
+    var reader = ResponseHeaders()
+    for line in [
+      "HTTP/1.1 100 Continue\r\n", "X-Interim: 1\r\n", "\r\n", "HTTP/1.1 429 Too Many Requests\r\n",
+      "Retry-After: 5\r\n", "X-A: 1\r\n", "x-a: 2\r\n", "\r\n", "X-Trailer: t\r\n",
+    ] {
+      let read = reader.read(line: Array(line.utf8))
+      #expect(read, "\(line)")
+    }
+    #expect(reader.status == 429)
+    #expect(reader.headers == ["retry-after": "5", "x-a": "1, 2"])
+
+    var lines = ResponseHeaders()
+    _ = lines.read(line: Array("HTTP/1.1 200 OK\r\n".utf8))
+    var read = 1
+    while lines.read(line: Array("X: 1\r\n".utf8)) { read += 1 }
+    #expect(read == ResponseHeaders.maxLines)
+    let blank = lines.read(line: Array("\r\n".utf8))
+    #expect(!blank, "nothing is read past the bound")
+    #expect(lines.status == nil && lines.overLimit)
+
+    var bytes = ResponseHeaders()
+    let long = Array(("X: " + String(repeating: "v", count: 1000) + "\r\n").utf8)
+    var kept = 0
+    while bytes.read(line: long) { kept += long.count }
+    #expect(kept <= ResponseHeaders.maxBytes && kept + long.count > ResponseHeaders.maxBytes)
+  }
+
+  /// A server that accepts the request and never answers: the request fails after the timeout
+  /// (plus at most the second between two looks of the idle watch), not at the whole-exchange
+  /// bound of four times it (8 s for 2 s before: curl's low-speed limit averages over five
+  /// seconds, and the report just sent kept its average above 1 byte/s). One request, no retry.
+  @Test func aServerThatNeverAnswersFailsTheRequestAfterTheTimeout() throws {
+    let server = try LoopbackHTTPServer { _, _ in .stall(seconds: 120) }
+    defer { server.stop() }
+    // About a report's size: enough for curl's five-second speed average to stay above 1 B/s.
+    let request = DeliveryRequest(
+      destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
+      body: [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10))
+    let started = ChildProcess.now()
+    let outcome = CurlTransport(timeout: 2).send(request)
+    let took = ChildProcess.now() - started
+    #expect(outcome == .failure(.timedOut), "\(outcome)")
+    #expect(server.requestsStarted == 1)
+    // About 2–3 s here; the old transport took 8 s (the upper bound the old code exceeds).
+    #expect(took < 6, "took \(took) s")
+    #expect(took >= 1.9, "took \(took) s: not the timeout")
+  }
+
+  /// The same through `crumbs reports send --timeout 2`, as the issue measured it (8 s before).
+  @Test func cliSendWithTimeoutTwoEndsWithinTheTimeout() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer { _, _ in .stall(seconds: 120) }
+    defer { server.stop() }
+    let started = ChildProcess.now()
+    let send = try CLIProcess.run([
+      "reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL, "--timeout", "2",
+    ])
+    let took = ChildProcess.now() - started
+    #expect(send.status == 1, "\(send.stdout)\(send.stderr)")
+    #expect(send.stdout.contains("→ timed out (stays pending, attempt 1)"), "\(send.stdout)")
+    #expect(server.requestsStarted == 1, "one connection, no retry within the pass")
+    // About 2.5 s here, start-up included; the old code took 8.2 s.
+    #expect(took < 6.5, "took \(took) s")
   }
 
   /// A report large enough that it cannot sit in socket buffers, to a server that answers as

@@ -79,8 +79,9 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
   // client-cli-flush DIR URL SECONDS [async]: a short-lived CLI. Starts a client (no automatic
   // breadcrumbs) delivering OTLP to URL, reports a non-fatal message ("cli step failed"), calls
   // flush(timeout: SECONDS) (the async variant with "async") and prints
-  // "flushed delivered=D pending=P timed-out=T busy=B", then returns from main at once, as a
-  // CLI does: no close(), nothing else waits.
+  // "flushed delivered=D pending=P timed-out=T busy=B" and "problem TEXT" for each of the
+  // client's problems, then returns from main at once, as a CLI does: no close(), nothing else
+  // waits.
   "client-cli-flush": { arguments in
     guard arguments.count >= 3, let seconds = Double(arguments[2]) else { return 64 }
     var configuration = CrumbsConfiguration(directory: arguments[0])
@@ -105,6 +106,32 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     print(
       "flushed delivered=\(result.delivered) pending=\(result.pending) timed-out=\(result.timedOut) "
         + "busy=\(result.storeBusy)")
+    for problem in client.problems { print("problem \(problem)") }
+    return 0
+  },
+
+  // client-hostile-settings DIR URL: a client whose settings are out of every range (a request
+  // timeout of infinity, retry intervals of 1e300 and infinity, NaN jitter and close timeout)
+  // delivering OTLP to URL (the test's server refuses with 503): reports a non-fatal message,
+  // flushes (60 s), prints "flushed delivered=D pending=P", "problem TEXT" for each problem,
+  // closes and exits 0. A trap ends it by SIGILL instead.
+  "client-hostile-settings": { arguments in
+    guard arguments.count == 2 else { return 64 }
+    var configuration = CrumbsConfiguration(directory: arguments[0])
+    configuration.automaticBreadcrumbs = nil
+    configuration.destinations = [.otlp(endpoint: arguments[1])]
+    configuration.requestTimeout = .infinity
+    configuration.closeTimeout = .nan
+    configuration.database.retryInterval = 1e300
+    configuration.database.maxRetryInterval = .infinity
+    configuration.database.jitter = .nan
+    configuration.database.defaultRetryAfter = .infinity
+    guard let client = startClient(configuration) else { return 1 }
+    client.send(message: "settings out of range")
+    let result = client.flush(timeout: 60)
+    print("flushed delivered=\(result.delivered) pending=\(result.pending)")
+    for problem in client.problems { print("problem \(problem)") }
+    client.close()
     return 0
   },
 

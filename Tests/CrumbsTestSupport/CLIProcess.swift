@@ -37,9 +37,13 @@ package enum CLIProcess {
   }
 
   /// Runs `crumbs arguments` to completion (killed after `timeoutSeconds`); `status` is the
-  /// shell's (exit code, or 128 + signal).
-  package static func run(_ arguments: [String], timeoutSeconds: Double = 60) throws -> Result {
-    Result(try Subprocess.run(executable, arguments, timeoutMilliseconds: Int(timeoutSeconds * 1000)))
+  /// shell's (exit code, or 128 + signal). `environment` entries are added to (or replace) ours.
+  package static func run(
+    _ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 60
+  ) throws -> Result {
+    Result(
+      try Subprocess.run(
+        executable, arguments, environment: environment, timeoutMilliseconds: Int(timeoutSeconds * 1000)))
   }
 
   /// Runs `crumbs arguments` like `run`, through Tests/Tools/peak_rss.py, and also returns its

@@ -6,8 +6,8 @@ import Synchronization
 // captured requests. Writes use MSG_NOSIGNAL so a client that gave up cannot SIGPIPE the tests.
 // Besides well-behaved answers it plays the servers delivery must not trust: one that never
 // answers, one that dies mid-upload, one that answers before reading the request, and ones whose
-// answer is huge, never ends or trickles (streamed from one small buffer: the server itself
-// stays small).
+// answer is huge, never ends or trickles, or whose header lines or trailers never end (streamed
+// from one small buffer: the server itself stays small).
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -47,6 +47,12 @@ package final class LoopbackHTTPServer: Sendable {
     /// Answer with a status and then a byte of the body every 200 ms, never idle long enough for
     /// a request timeout; stops when the client goes away or the server stops.
     case respondTrickling(Int)
+    /// Answer with a status line and then header lines forever (`X-Filler-N: …`, written as fast
+    /// as the client reads them); stops when the client goes away or the server stops.
+    case respondWithEndlessHeaders(Int)
+    /// Answer with a status, a short chunked body ("ok"), its last chunk, and then trailer lines
+    /// forever; stops when the client goes away or the server stops.
+    case respondWithEndlessTrailers(Int)
   }
 
   package let port: UInt16
@@ -62,6 +68,7 @@ package final class LoopbackHTTPServer: Sendable {
     var stopped = false
     var openConnections = 0
     var bodyBytesWritten = 0
+    var headerLinesWritten = 0
   }
 
   /// Every complete request received, in order.
@@ -70,6 +77,8 @@ package final class LoopbackHTTPServer: Sendable {
   package var requestsStarted: Int { state.withLock { $0.started } }
   /// Body bytes of large and endless answers the client accepted (written to the socket).
   package var bodyBytesWritten: Int { state.withLock { $0.bodyBytesWritten } }
+  /// Header or trailer lines of endless ones the client accepted (written to the socket).
+  package var headerLinesWritten: Int { state.withLock { $0.headerLinesWritten } }
 
   /// `script` decides each answer from the request number and the request (its body may be
   /// partial for `.closeAfterReading`: the script sees headers only, body empty).
@@ -256,7 +265,31 @@ package final class LoopbackHTTPServer: Sendable {
         guard write(fd, "x") else { return }
         state.withLock { $0.bodyBytesWritten += 1 }
       }
+    case .respondWithEndlessHeaders(let status):
+      guard write(fd, "HTTP/1.1 \(status) Status\r\n") else { return }
+      writeHeaderLinesForever(fd)
+    case .respondWithEndlessTrailers(let status):
+      let head =
+        "HTTP/1.1 \(status) Status\r\nTransfer-Encoding: chunked\r\nTrailer: X-Filler\r\n"
+        + "Connection: close\r\n\r\n2\r\nok\r\n0\r\n"
+      guard write(fd, head) else { return }
+      writeHeaderLinesForever(fd)
     case .closeAfterReading, .answerBeforeReading: break
+    }
+  }
+
+  /// Writes `X-Filler-N: …` lines, 64 to a write, until the client goes away or the server stops.
+  private func writeHeaderLinesForever(_ fd: Int32) {
+    let value = String(repeating: "v", count: 40)
+    var number = 0
+    while !state.withLock({ $0.stopped }) {
+      var text = ""
+      for _ in 0..<64 {
+        text += "X-Filler-\(number): \(value)\r\n"
+        number += 1
+      }
+      guard write(fd, text) else { return }
+      state.withLock { $0.headerLinesWritten += 64 }
     }
   }
 

@@ -7,6 +7,11 @@
 // library is not needed to build, only to send.
 // Entry points: crumbs_curl_load → crumbs_curl_easy_init → crumbs_curl_setopt_* →
 // crumbs_curl_perform → crumbs_curl_easy_cleanup.
+//
+// Which library: libcurl.so.4, or the file the CRUMBS_LIBCURL environment variable names (read
+// with secure_getenv at each try: a test hides libcurl with a path where none is, or a machine
+// points at one outside the linker's search path). A library that is not there is looked for
+// again at the next crumbs_curl_load, so one installed while the program runs is used.
 // Not signal-safe.
 
 #ifndef CRUMBS_CURL_LOADER_H
@@ -17,6 +22,10 @@
 
 /// A curl_write_callback, curl_read_callback or header callback: all three have this shape.
 typedef size_t (*crumbs_curl_data_callback)(char *buffer, size_t size, size_t count, void *context);
+/// A curl_xferinfo_callback (7.32 or later): totals and counts so far, each way; non-zero aborts
+/// the transfer (CURLE_ABORTED_BY_CALLBACK).
+typedef int (*crumbs_curl_progress_callback)(void *context, int64_t download_total, int64_t downloaded,
+                                             int64_t upload_total, int64_t uploaded);
 
 enum {
   CRUMBS_CURLOPT_WRITEDATA = 10001,
@@ -24,15 +33,19 @@ enum {
   CRUMBS_CURLOPT_READDATA = 10009,
   CRUMBS_CURLOPT_WRITEFUNCTION = 20011,
   CRUMBS_CURLOPT_READFUNCTION = 20012,
+  /// The idle bound before 7.32 (no CURLOPT_XFERINFOFUNCTION).
   CRUMBS_CURLOPT_LOW_SPEED_LIMIT = 19,
   CRUMBS_CURLOPT_LOW_SPEED_TIME = 20,
   CRUMBS_CURLOPT_HTTPHEADER = 10023,
   CRUMBS_CURLOPT_HEADERDATA = 10029,
+  CRUMBS_CURLOPT_NOPROGRESS = 43,
+  CRUMBS_CURLOPT_XFERINFODATA = 10057,
   CRUMBS_CURLOPT_CUSTOMREQUEST = 10036,
   CRUMBS_CURLOPT_POST = 47,
   CRUMBS_CURLOPT_FOLLOWLOCATION = 52,
   CRUMBS_CURLOPT_SSL_VERIFYPEER = 64,
   CRUMBS_CURLOPT_HEADERFUNCTION = 20079,
+  CRUMBS_CURLOPT_XFERINFOFUNCTION = 20219,
   CRUMBS_CURLOPT_SSL_VERIFYHOST = 81,
   CRUMBS_CURLOPT_NOSIGNAL = 99,
   CRUMBS_CURLOPT_POSTFIELDSIZE_LARGE = 30120,
@@ -72,18 +85,25 @@ enum {
   CRUMBS_CURLE_HTTP3 = 95,
 };
 
-/// Loads libcurl.so.4 and initialises it, once per process (later calls return the first
-/// outcome). NULL when it is usable; otherwise why not (dlerror's text, or a missing symbol),
-/// a string that lives as long as the process.
-const char *crumbs_curl_load(void);
+/// The library file crumbs_curl_load opens: CRUMBS_LIBCURL if set (and not empty), else
+/// "libcurl.so.4".
+const char *crumbs_curl_library_name(void);
 
-/// The wrappers below may be called only after crumbs_curl_load returned NULL.
+/// Loads libcurl and initialises it. Thread-safe. 0 when it is usable (loaded once, kept for
+/// the life of the process); otherwise -1 and why not in `why` (dlerror's text, a missing
+/// symbol; cut to `size` bytes). A library that could not be opened is tried again at the next
+/// call; one that opened but is unusable is not.
+int crumbs_curl_load(char *why, size_t size);
+
+/// The wrappers below may be called only after crumbs_curl_load returned 0.
 void *crumbs_curl_easy_init(void);
 void crumbs_curl_easy_cleanup(void *handle);
 long crumbs_curl_setopt_long(void *handle, long option, long value);
 long crumbs_curl_setopt_pointer(void *handle, long option, const void *value);
 long crumbs_curl_setopt_offset(void *handle, long option, int64_t value);
 long crumbs_curl_setopt_callback(void *handle, long option, crumbs_curl_data_callback value);
+/// CURLOPT_XFERINFOFUNCTION.
+long crumbs_curl_setopt_progress(void *handle, crumbs_curl_progress_callback value);
 long crumbs_curl_perform(void *handle);
 /// curl_slist_append / curl_slist_free_all on an opaque list (NULL is the empty list).
 void *crumbs_curl_slist_append(void *list, const char *value);

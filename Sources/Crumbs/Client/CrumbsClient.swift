@@ -235,6 +235,7 @@ public final class CrumbsClient: @unchecked Sendable {
         transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge)
     bridge.client = self
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
+    if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
     if !Self.persistedEnabled(configuration.directory) {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler
@@ -481,8 +482,12 @@ public final class CrumbsClient: @unchecked Sendable {
     waitForPreviousSessions()
     return state.withLock { $0.metrics }
   }
-  /// Problems met in the background (unreadable files, failed stores), for the app to log.
-  public var problems: [String] { state.withLock { $0.problems } }
+  /// Problems met in the background (unreadable files, failed stores, settings out of range),
+  /// for the app to log; and, while it lasts, that reports cannot be sent because libcurl is
+  /// missing (one line saying how to install it; gone once a pass found it).
+  public var problems: [String] {
+    state.withLock { $0.problems } + (uploader?.missingTransport.map { [$0] } ?? [])
+  }
 
   // MARK: - Recording
 

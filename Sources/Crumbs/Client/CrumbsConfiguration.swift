@@ -57,7 +57,8 @@ public struct CrumbsConfiguration: Sendable {
   /// `reportsPerMinute` (client-side rate limit; `didReachLimit` is called when reached).
   public var database = DeliverySettings()
   /// Seconds a server may stay silent before a request fails as timed out (and is retried); the
-  /// whole exchange is bounded by four times this.
+  /// whole exchange is bounded by four times this. At most a day (longer, infinity included, is
+  /// a day); one that is not a positive number is 30, and named in the client's `problems`.
   public var requestTimeout: Double = 30
   /// The most seconds `close()` (and `setEnabled(false)`) waits for an upload in flight. Past it
   /// they return; the upload ends on its own thread and its report stays pending until the
@@ -101,6 +102,15 @@ public struct CrumbsConfiguration: Sendable {
 
   public init(directory: String) {
     self.directory = directory
+  }
+
+  /// What `requestTimeout` is taken as when it is out of range, in words; nil when it is used as
+  /// it is.
+  var requestTimeoutProblem: String? {
+    let used = CurlTransport.usableTimeout(requestTimeout) ?? CurlTransport.defaultTimeout
+    guard used != requestTimeout else { return nil }
+    return "requestTimeout \(requestTimeout) is not a positive number of seconds up to "
+      + "\(Int(CurlTransport.maxTimeout)); using \(used)"
   }
 
   /// The destinations to deliver to: `destinations`, each filled in from `otel` where the code
