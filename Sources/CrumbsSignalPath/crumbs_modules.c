@@ -25,9 +25,20 @@
 // the unwinder (crumbs_unwind.c) finds a pc's FDE by binary search in the table the linker sorted,
 // with nothing to build at install. Written with the row, under the same seqlock.
 //
-// SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc) and
-// crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
-// loads from mappings the maps file says are readable) are async-signal-safe.
+// Unloaded libraries: the table is refreshed only when the app asks (or at the next scan), so a
+// library dlclose'd since keeps its row, and a stale function pointer into it can crash the
+// process. The handler checks every row once, first (crumbs__crash_check_modules): its text
+// must start in an executable mapping of /proc/self/maps, and the object mapped there must carry
+// the row's build ID (read through process_vm_readv); otherwise the row is flagged
+// CRUMBS_CRASH_MODULE_UNLOADED, kept for the reader (it names the stale code) but skipped by
+// every lookup, so nothing of it (text, .eh_frame) is ever read, and a library loaded since at
+// the same address is found at crash time under its own name.
+//
+// SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc),
+// crumbs__crash_check_modules (crumbs_maps.c; process_vm_readv through crumbs__crash_read_memory;
+// memset, memcmp, memcpy) and crumbs__crash_add_modules_at_crash (open/read/close of
+// /proc/self/maps, crumbs_maps.c; memset; loads from mappings the maps file says are readable)
+// are async-signal-safe.
 // crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
 // readlink); they run at install and on refresh.
 // libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
@@ -197,9 +208,91 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
   if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
   for (uint32_t index = 0; index < count; index++) {
     const crumbs_crash_module *module = &record->modules[index];
+    if (module->flags & CRUMBS_CRASH_MODULE_UNLOADED) continue; // nothing of it may be read
     if (address >= module->text_start && address < module->text_end) return (int)index;
   }
   return -1;
+}
+
+// MARK: - Rows checked at crash time (async-signal-safe)
+
+/// Rows whose text start /proc/self/maps shows in an executable mapping (crash time only).
+static uint8_t crumbs__module_mapped[CRUMBS_CRASH_MAX_MODULES];
+
+static bool crumbs__check_line(const char *line, size_t length, void *context) {
+  const crumbs_crash_record *record = (const crumbs_crash_record *)context;
+  crumbs__maps_entry entry;
+  if (!crumbs__crash_parse_maps_line(line, length, &entry) || entry.perms[2] != 'x') return true;
+  uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+  if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
+  for (uint32_t index = 0; index < count; index++) {
+    uint64_t text = record->modules[index].text_start;
+    if (text >= entry.start && text < entry.end) crumbs__module_mapped[index] = 1;
+  }
+  return true;
+}
+
+/// Whether the object mapped at `module->start` now carries another build ID than the row's (a
+/// library loaded where a dlclose'd one was). Read through the kernel (crumbs__crash_read_memory),
+/// so memory that changed under us cannot fault; false when it cannot tell.
+static bool crumbs__build_id_changed(const crumbs_crash_module *module) {
+  if (module->build_id_size == 0) return false;
+  static ElfW(Ehdr) elf;
+  static ElfW(Phdr) headers[32];
+  static unsigned char notes[512];
+  if (!crumbs__crash_read_memory(module->start, &elf, sizeof elf) ||
+      memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 || elf.e_phentsize != sizeof(ElfW(Phdr))) {
+    return false;
+  }
+  size_t count = elf.e_phnum < 32 ? elf.e_phnum : 32;
+  if (!crumbs__crash_read_memory(module->start + elf.e_phoff, headers, count * sizeof headers[0])) return false;
+  // Where the first PT_LOAD (file offset 0) puts the headers gives the object's load bias.
+  uint64_t bias = 0;
+  bool found = false;
+  for (size_t index = 0; index < count && !found; index++) {
+    if (headers[index].p_type == PT_LOAD && headers[index].p_offset == 0) {
+      bias = module->start - headers[index].p_vaddr;
+      found = true;
+    }
+  }
+  if (!found) return false;
+  for (size_t index = 0; index < count; index++) {
+    if (headers[index].p_type != PT_NOTE) continue;
+    size_t size = headers[index].p_memsz < sizeof notes ? headers[index].p_memsz : sizeof notes;
+    if (!crumbs__crash_read_memory(bias + headers[index].p_vaddr, notes, size)) continue;
+    crumbs_crash_module now;
+    now.build_id_size = 0;
+    crumbs__read_build_id(&headers[index], 1, (uint64_t)(uintptr_t)notes - headers[index].p_vaddr,
+                          (uint64_t)(uintptr_t)notes, (uint64_t)(uintptr_t)notes + size, &now);
+    if (now.build_id_size == 0) continue;
+    return now.build_id_size != module->build_id_size ||
+           memcmp(now.build_id, module->build_id, now.build_id_size) != 0;
+  }
+  return false;
+}
+
+uint32_t crumbs__crash_check_modules(crumbs_crash_record *record) {
+  uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_ACQUIRE);
+  if ((generation & 1u) ||
+      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation + 1, false,
+                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return 0;
+  }
+  uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+  if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
+  memset(crumbs__module_mapped, 0, sizeof crumbs__module_mapped);
+  uint32_t unloaded = 0;
+  if (crumbs__crash_each_maps_line(crumbs__check_line, record)) {
+    for (uint32_t index = 0; index < count; index++) {
+      crumbs_crash_module *module = &record->modules[index];
+      if (module->text_start >= module->text_end || (module->flags & CRUMBS_CRASH_MODULE_UNLOADED)) continue;
+      if (crumbs__module_mapped[index] && !crumbs__build_id_changed(module)) continue;
+      module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
+      unloaded++;
+    }
+  }
+  __atomic_store_n(&record->module_generation, generation + 2, __ATOMIC_RELEASE);
+  return unloaded;
 }
 
 // MARK: - Modules found at crash time (async-signal-safe)
