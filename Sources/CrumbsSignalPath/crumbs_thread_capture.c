@@ -630,8 +630,10 @@ void crumbs__thread_capture_install(void) {
     break;
   }
   // Bind the calls only the capture makes (futex, getdents64, getrlimit, prctl) now, not at
-  // crash time.
-  (void)crumbs__death_is_watched();
+  // crash time (open/read/close are bound already).
+  struct rlimit limit;
+  (void)getrlimit(RLIMIT_CORE, &limit);
+  (void)prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
   uint32_t word = 1;
   crumbs__futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
   int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -86,4 +86,34 @@ struct LateModuleTests {
       report.evidence.contains { $0.contains("unloaded") && $0.contains("libcrumbs_plugin.so") },
       "\(report.evidence)")
   }
+
+  /// A plugin unloaded, another loaded at its address, a crash inside the second: the first's
+  /// row (still in the table, same text range) must not name the second's code.
+  @Test("a library loaded where a dlclose'd one was is named as itself")
+  func libraryAtAnUnloadedOnesAddress() throws {
+    let directory = TestDirectory()
+    let first = try compileSharedLibrary(pluginSource, named: "crumbs_plugin", in: directory, flags: "-O0")
+    let second = try compileSharedLibrary(
+      otherPluginSource, named: "crumbs_plugix", in: directory, flags: "-O0")
+    let run = try runCrashScenario(
+      "dlclose-reload", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_PLUGIN": first, "CRUMBS_TEST_OTHER_PLUGIN": second])
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    guard run.facts["same-address"] == "yes" else {
+      print("skipped: the second library was not mapped where the first was (\(context))")
+      return
+    }
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let old = try #require(record.modules.first { $0.path.hasSuffix("/libcrumbs_plugin.so") }, "\(context)")
+    #expect(old.unloaded)
+    let new = try #require(record.modules.first { $0.path.hasSuffix("/libcrumbs_plugix.so") }, "\(context)")
+    #expect(!new.unloaded && new.foundAtCrash)
+
+    let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
+    let top = try #require(report.frames.first)
+    #expect(top.module?.hasSuffix("/libcrumbs_plugix.so") == true, "\(report.exceptionStacktrace)")
+    #expect(top.function == "crumbs_plugix_store" && top.note == nil, "\(report.exceptionStacktrace)")
+  }
 }

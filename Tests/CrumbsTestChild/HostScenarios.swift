@@ -33,6 +33,32 @@ let hostScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     _ = crumbs_test_call_pointer(unsafeBitCast(crash, to: (@convention(c) () -> Int32).self))
   },
+  // dlclose-reload DIR: loads CRUMBS_TEST_PLUGIN, refreshes the module table, unloads it, loads
+  // CRUMBS_TEST_OTHER_PLUGIN (same size) and crashes inside it (crumbs_plugix_crash). Prints
+  // "same-address yes" when the second was mapped where the first was, and `function
+  // crumbs_plugix_store ADDRESS`.
+  "dlclose-reload": crashing { _ in
+    guard let first = getenv("CRUMBS_TEST_PLUGIN"), let second = getenv("CRUMBS_TEST_OTHER_PLUGIN"),
+      let library = dlopen(first, RTLD_NOW), let old = dlsym(library, "crumbs_plugin_crash")
+    else {
+      print("error cannot load CRUMBS_TEST_PLUGIN: \(dlerror().map { String(cString: $0) } ?? "unset")")
+      return
+    }
+    let oldAddress = UInt(bitPattern: old)
+    print("modules \(CrashHandler.refreshModules())")
+    dlclose(library)
+    guard let other = dlopen(second, RTLD_NOW), let crash = dlsym(other, "crumbs_plugix_crash"),
+      let store = dlsym(other, "crumbs_plugix_store")
+    else {
+      print("error cannot load CRUMBS_TEST_OTHER_PLUGIN")
+      return
+    }
+    // Same shape, so the same offsets: the same address means the same load address.
+    print("same-address \(oldAddress == UInt(bitPattern: crash) ? "yes" : "no")")
+    printFunction("crumbs_plugix_store", UInt(bitPattern: store))
+    armAndFlush()
+    _ = unsafeBitCast(crash, to: (@convention(c) () -> Int32).self)()
+  },
   // overflow-guarded DIR: a thread whose stack is guarded with MADV_GUARD_INSTALL overflows it.
   // Prints "guard-regions unsupported" (and exits 72) on kernels before 6.13, else
   // `function crumbs_test_overflow_stack ADDRESS`, `stack-low N`, `guard-low N` (decimal).
