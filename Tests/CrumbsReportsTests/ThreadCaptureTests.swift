@@ -261,4 +261,28 @@ struct ThreadCaptureTests {
     #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF)
     #expect(table.captureNanoseconds < table.deadlineNanoseconds, "\(table.captureNanoseconds) ns")
   }
+
+  /// A tracer attached (a debugger, strace): the threads must still be there when the fatal
+  /// signal ends the process. The child forks its own tracer (PTRACE_SEIZE on its main thread,
+  /// which crashes), which counts the process's threads at the final SIGSEGV: nothing global
+  /// is changed, and what is checked is the process itself, not only the record's flags.
+  @Test("a tracer attached: every thread is still there when the fatal signal ends the process")
+  func tracerSeesEveryThread() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_TRACER": "1"])
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    guard run.facts["tracer"] == "0" else {
+      print("skipped: the child could not attach a tracer to itself (\(context))")
+      return
+    }
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    let (captured, ended, kept) = (table.captured, table.threadsEnded, table.threadsKeptForDump)
+    #expect(captured == 8 && !ended && kept, "flags \(table.flags): \(context)")
+    #expect(run.lines.contains("tasks-at-death 9"), "\(context)")
+  }
 }

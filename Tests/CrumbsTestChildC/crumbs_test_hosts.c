@@ -7,11 +7,17 @@
 #include "crumbs_test_child.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef MADV_GUARD_INSTALL
@@ -111,4 +117,61 @@ int crumbs_test_enable_core_dumps(const char *directory) {
   limit.rlim_cur = limit.rlim_max != RLIM_INFINITY && limit.rlim_max < wanted ? limit.rlim_max : wanted;
   if (limit.rlim_cur == 0 || setrlimit(RLIMIT_CORE, &limit) != 0) return -1;
   return chdir(directory);
+}
+
+/// The tracer's count of `/proc/<pid>/task` entries (getdents64: no malloc after a fork).
+static int crumbs__count_tasks(pid_t pid) {
+  char path[40];
+  int length = snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  if (length <= 0) return -1;
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static char entries[8192];
+  int tasks = 0;
+  long bytes;
+  while ((bytes = syscall(SYS_getdents64, fd, entries, sizeof entries)) > 0) {
+    for (long offset = 0; offset + 19 < bytes;) {
+      unsigned short record_length = (unsigned short)((unsigned char)entries[offset + 16] |
+                                                      (unsigned char)entries[offset + 17] << 8);
+      if (record_length == 0) break;
+      if (entries[offset + 19] != '.') tasks++;
+      offset += record_length;
+    }
+  }
+  close(fd);
+  return tasks;
+}
+
+int crumbs_test_attach_tracer(void) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); // Yama, where it is on
+  pid_t tracee = getpid();
+  pid_t tracer = (pid_t)crumbs_test_fork_without_handlers();
+  if (tracer < 0) return -1;
+  if (tracer == 0) {
+    close(ready[0]);
+    if (ptrace(PTRACE_SEIZE, tracee, NULL, NULL) != 0) _exit(1); // the tracee reads end of file
+    (void)!write(ready[1], "s", 1);
+    close(ready[1]);
+    int faults = 0;
+    while (1) {
+      int status = 0;
+      if (waitpid(tracee, &status, __WALL) < 0 || WIFEXITED(status) || WIFSIGNALED(status)) _exit(0);
+      if (!WIFSTOPPED(status)) continue;
+      int signal_number = WSTOPSIG(status);
+      // The second SIGSEGV is the fault re-executed under SIG_DFL: the one that ends the process.
+      if (signal_number == SIGSEGV && ++faults == 2) {
+        char line[40];
+        int length = snprintf(line, sizeof line, "tasks-at-death %d\n", crumbs__count_tasks(tracee));
+        if (length > 0) (void)!write(1, line, (size_t)length);
+      }
+      ptrace(PTRACE_CONT, tracee, NULL, (void *)(intptr_t)signal_number);
+    }
+  }
+  close(ready[1]);
+  char byte = 0;
+  ssize_t got = read(ready[0], &byte, 1);
+  close(ready[0]);
+  return got == 1 ? 0 : -1;
 }

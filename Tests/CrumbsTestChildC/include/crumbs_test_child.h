@@ -156,6 +156,11 @@ int crumbs_test_set_many_groups(int count);
 /// Raises RLIMIT_CORE's soft limit to 64 MiB (at most the hard limit) and makes `directory` the
 /// working directory (where a relative core_pattern puts the core). Returns 0, or -1.
 int crumbs_test_enable_core_dumps(const char *directory);
+/// Forks (without fork handlers) a tracer that attaches to this process's main thread with
+/// PTRACE_SEIZE, lets every signal through, and at the second SIGSEGV it sees (the fault
+/// re-executed under SIG_DFL, the one that ends the process) writes "tasks-at-death N" to
+/// stdout: how many threads the process still has then. Returns 0 once attached, or -1.
+int crumbs_test_attach_tracer(void);
 
 #ifdef __cplusplus
 }
