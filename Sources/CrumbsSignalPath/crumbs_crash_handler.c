@@ -170,7 +170,8 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
                                      const void *context) {
   uint64_t low = 0, high = 0;
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  // Rows of libraries dlclose'd since the last scan are flagged first: nothing of them is read.
+  // From here each lookup checks the row it lands in: a library dlclose'd since the last scan
+  // is flagged unloaded and nothing of it is read (crumbs_modules.c).
   crumbs__crash_check_modules(record);
   // After a stack overflow the SP can point into the guard gap below the stack (the prologue
   // moved it there, the first store faulted); the frame pointer still points into the stack.

@@ -197,14 +197,15 @@ extern crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
 uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
 /// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
 uint64_t crumbs__crash_module_changes(void);
-/// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
+/// The module whose executable range holds `address`, or -1; at crash time only a row checked
+/// present (crumbs__crash_check_modules). Safe to call from a signal handler.
 int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
-/// Flags CRUMBS_CRASH_MODULE_UNLOADED every row whose library is gone (no executable mapping at
-/// its text start in /proc/self/maps, or another build ID mapped there): lookups skip such rows,
-/// so the handler never reads an unloaded library's text or CFI. Takes the table's seqlock (does
-/// nothing while a refresh holds it). Returns how many it flagged. Safe to call from a signal
-/// handler (crumbs__crash_each_maps_line, crumbs__crash_read_memory).
-uint32_t crumbs__crash_check_modules(crumbs_crash_record *record);
+/// Starts checking `record`'s rows at crash time: from now on a lookup
+/// (crumbs__crash_module_for_text) checks the row it lands in, once, and flags it
+/// CRUMBS_CRASH_MODULE_UNLOADED and skips it when its library is gone (its text unreadable, or
+/// another build ID mapped there), so the handler never reads an unloaded library's text or
+/// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
+void crumbs__crash_check_modules(crumbs_crash_record *record);
 /// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
 /// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
 /// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock

@@ -27,18 +27,18 @@
 //
 // Unloaded libraries: the table is refreshed only when the app asks (or at the next scan), so a
 // library dlclose'd since keeps its row, and a stale function pointer into it can crash the
-// process. The handler checks every row once, first (crumbs__crash_check_modules): its text
-// must start in an executable mapping of /proc/self/maps, and the object mapped there must carry
-// the row's build ID (read through process_vm_readv); otherwise the row is flagged
+// process. At crash time every lookup checks the row it lands in, once
+// (crumbs__crash_check_modules starts this): a byte of its text and its build ID, read through
+// process_vm_readv, must still be there; otherwise the row is flagged
 // CRUMBS_CRASH_MODULE_UNLOADED, kept for the reader (it names the stale code) but skipped by
 // every lookup, so nothing of it (text, .eh_frame) is ever read, and a library loaded since at
-// the same address is found at crash time under its own name.
+// the same address is found at crash time under its own name. Only the rows a lookup lands in
+// are checked (a few syscalls each), not the whole table.
 //
-// SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc),
-// crumbs__crash_check_modules (crumbs_maps.c; process_vm_readv through crumbs__crash_read_memory;
-// memset, memcmp, memcpy) and crumbs__crash_add_modules_at_crash (open/read/close of
-// /proc/self/maps, crumbs_maps.c; memset; loads from mappings the maps file says are readable)
-// are async-signal-safe.
+// SIGNAL SAFETY: crumbs__crash_module_for_text (loads; at crash time process_vm_readv through
+// crumbs__crash_read_memory, memcmp, memcpy), crumbs__crash_check_modules (memset) and
+// crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
+// loads from mappings the maps file says are readable) are async-signal-safe.
 // crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
 // readlink); they run at install and on refresh.
 // libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
@@ -203,34 +203,12 @@ uint64_t crumbs__crash_module_changes(void) {
   return changes;
 }
 
-int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address) {
-  uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
-  if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
-  for (uint32_t index = 0; index < count; index++) {
-    const crumbs_crash_module *module = &record->modules[index];
-    if (module->flags & CRUMBS_CRASH_MODULE_UNLOADED) continue; // nothing of it may be read
-    if (address >= module->text_start && address < module->text_end) return (int)index;
-  }
-  return -1;
-}
-
 // MARK: - Rows checked at crash time (async-signal-safe)
 
-/// Rows whose text start /proc/self/maps shows in an executable mapping (crash time only).
-static uint8_t crumbs__module_mapped[CRUMBS_CRASH_MAX_MODULES];
-
-static bool crumbs__check_line(const char *line, size_t length, void *context) {
-  const crumbs_crash_record *record = (const crumbs_crash_record *)context;
-  crumbs__maps_entry entry;
-  if (!crumbs__crash_parse_maps_line(line, length, &entry) || entry.perms[2] != 'x') return true;
-  uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
-  if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
-  for (uint32_t index = 0; index < count; index++) {
-    uint64_t text = record->modules[index].text_start;
-    if (text >= entry.start && text < entry.end) crumbs__module_mapped[index] = 1;
-  }
-  return true;
-}
+/// Per row, during a crash: 0 not checked yet, 1 present, 2 unloaded.
+static uint8_t crumbs__row_state[CRUMBS_CRASH_MAX_MODULES];
+/// The record whose rows are being checked (crumbs__crash_check_modules), NULL outside a crash.
+static crumbs_crash_record *crumbs__checked_record;
 
 /// Whether the object mapped at `module->start` now carries another build ID than the row's (a
 /// library loaded where a dlclose'd one was). Read through the kernel (crumbs__crash_read_memory),
@@ -271,28 +249,38 @@ static bool crumbs__build_id_changed(const crumbs_crash_module *module) {
   return false;
 }
 
-uint32_t crumbs__crash_check_modules(crumbs_crash_record *record) {
-  uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_ACQUIRE);
-  if ((generation & 1u) ||
-      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation + 1, false,
-                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-    return 0;
-  }
+/// Whether row `index` of the record being checked still names what is mapped at its text:
+/// checked the first time a lookup lands in it (a byte of its text read through the kernel, then
+/// its build ID), remembered, and flagged CRUMBS_CRASH_MODULE_UNLOADED in the record when not.
+static bool crumbs__row_present(uint32_t index) {
+  if (crumbs__row_state[index] != 0) return crumbs__row_state[index] == 1;
+  crumbs_crash_module *module = &crumbs__checked_record->modules[index];
+  uint8_t byte = 0;
+  bool present = (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
+                 (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
+  crumbs__row_state[index] = present ? 1 : 2;
+  if (!present) module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
+  return present;
+}
+
+int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address) {
   uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
   if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
-  memset(crumbs__module_mapped, 0, sizeof crumbs__module_mapped);
-  uint32_t unloaded = 0;
-  if (crumbs__crash_each_maps_line(crumbs__check_line, record)) {
-    for (uint32_t index = 0; index < count; index++) {
-      crumbs_crash_module *module = &record->modules[index];
-      if (module->text_start >= module->text_end || (module->flags & CRUMBS_CRASH_MODULE_UNLOADED)) continue;
-      if (crumbs__module_mapped[index] && !crumbs__build_id_changed(module)) continue;
-      module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
-      unloaded++;
-    }
+  for (uint32_t index = 0; index < count; index++) {
+    const crumbs_crash_module *module = &record->modules[index];
+    if (module->flags & CRUMBS_CRASH_MODULE_UNLOADED) continue; // nothing of it may be read
+    if (address < module->text_start || address >= module->text_end) continue;
+    // At crash time a row is trusted only once checked (an unloaded library's row stays in the
+    // table until the next refresh): skipped when it is gone, so nothing of it is read.
+    if (record == crumbs__checked_record && !crumbs__row_present(index)) continue;
+    return (int)index;
   }
-  __atomic_store_n(&record->module_generation, generation + 2, __ATOMIC_RELEASE);
-  return unloaded;
+  return -1;
+}
+
+void crumbs__crash_check_modules(crumbs_crash_record *record) {
+  memset(crumbs__row_state, 0, sizeof crumbs__row_state);
+  crumbs__checked_record = record;
 }
 
 // MARK: - Modules found at crash time (async-signal-safe)

@@ -50,9 +50,9 @@
 // SP in one; such a word reads as absent, the way EFAULT says. (Where process_vm_readv is
 // refused — a seccomp filter, ENOSYS — stack words fall back to plain loads.) Plain loads
 // otherwise only from the text of modules in the record's module table (return-address checks)
-// and the segment holding a module's .eh_frame_hdr, rows the handler checked against
-// /proc/self/maps at the crash (crumbs_modules.c: a dlclose'd library's row is marked unloaded
-// and never read). A fault despite all this makes the handler finish a partial record and die
+// and the segment holding a module's .eh_frame_hdr, of rows checked at the crash (crumbs_modules.c:
+// a dlclose'd library's row is marked unloaded the first time a lookup lands in it, and never
+// read). A fault despite all this makes the handler finish a partial record and die
 // by the original signal (crumbs_crash_handler.c); it never loops.
 // Every loop is bounded: frames by the capacity, steps by twice that, the scan by 64 KiB of
 // stack, the async chain by the capacity.
