@@ -118,7 +118,9 @@ enum CrashRecordText {
         "threads     \(table.threads.count) listed of \(table.seen), \(table.captured) captured, "
           + "\(table.noAnswer) did not answer (signal \(table.captureSignal), "
           + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns"
-          + (table.threadsEnded ? "; nothing chained: they ended once they answered)" : ")"))
+          + (table.threadsEnded ? "; nothing chained: they ended once they answered)" : "")
+          + (table.threadsKeptForDump ? "; kept parked for the core dump or the tracer)" : "")
+          + (table.threadsEnded || table.threadsKeptForDump ? "" : ")"))
       for thread in table.threads {
         var heading = "  \(thread.id) \"\(thread.name)\" \(thread.state.rawValue)"
         if let signal = thread.signal, thread.state == .alsoCrashed { heading += " signal \(signal)" }
@@ -201,6 +203,7 @@ enum CrashRecordText {
           fields.field("deadline_ns", table.deadlineNanoseconds)
           fields.field("flags", table.flags)
           fields.field("threads_ended", table.threadsEnded)
+          fields.field("threads_kept_for_dump", table.threadsKeptForDump)
           fields.array("threads") { threads in
             for thread in table.threads {
               threads.object { entry in

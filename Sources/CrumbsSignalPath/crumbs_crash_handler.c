@@ -9,7 +9,8 @@
 //   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), syscall(SYS_gettid), sigaltstack (query
 //   only), sigaction (query only), nanosleep, getpid, _exit; open/getdents64/read/close, tgkill,
 //   futex, sigaction (query), syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c);
-//   open/read/close (crumbs_maps.c, /proc/thread-self/maps); memset,
+//   open/read/close (crumbs_maps.c, /proc/thread-self/maps); syscall(SYS_process_vm_readv)
+//   (crumbs_unwind.c: stack words, never plain loads); memset,
 //   memcmp, memcpy (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring
 //   append); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
 //   (crumbs_die_by_signal.c).
@@ -43,12 +44,13 @@
 //      released (before any chaining) — or, when nothing is chained after us (step 5 calls
 //      nothing) and the kernel called us (no library that replaced our handler called us from
 //      its own: sigaction queried), ended by themselves as soon as they have answered, their
-//      stacks left intact, so the kernel has fewer threads to wake at the death; (and rows for
-//      the modules loaded since the last scan that hold a frame, from /proc/self/maps), time,
-//      memory, uptime; what was said before the signal (the Swift runtime's fatal-error message,
-//      an uncaught C++ exception's type and what(): bounded copies, last because the text lives
-//      in memory the crash may have damaged); fatal breadcrumb into the ring; ring state
-//      CRASHED; handler duration; complete marker last (release store). Only a record and a
+//      stacks left intact, so the kernel has fewer threads to wake at the death (kept parked
+//      instead when a core dump or a tracer watches the death: crumbs_thread_capture.c); (and
+//      rows for the modules loaded since the last scan that hold a frame, from /proc/self/maps),
+//      time, memory, uptime; what was said before the signal (the Swift runtime's fatal-error
+//      message, an uncaught C++ exception's type and what(): bounded copies, last because the
+//      text lives in memory the crash may have damaged); fatal breadcrumb into the ring; ring
+//      state CRASHED; handler duration; complete marker last (release store). Only a record and a
 //      ring whose header names this process are written (a child forked without our fork
 //      handler still maps its parent's: crumbs_fork.h); otherwise the handler only chains and
 //      dies.
@@ -182,6 +184,9 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
                                      const void *context) {
   uint64_t low = 0, high = 0;
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  // From here each lookup checks the row it lands in: a library dlclose'd since the last scan
+  // is flagged unloaded and nothing of it is read (crumbs_modules.c).
+  crumbs__crash_check_modules(record);
   // After a stack overflow the SP can point into the guard gap below the stack (the prologue
   // moved it there, the first store faulted); the frame pointer still points into the stack.
   // So the stack is the range holding the SP, or failing that the one holding the FP.
@@ -198,13 +203,23 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
       record->stack_source = CRUMBS_STACK_PROC_MAPS;
     }
   }
+  // A guard region inside the mapping (MADV_GUARD_INSTALL: glibc 2.42's thread stacks) is not
+  // in /proc/self/maps: after an overflow the fault (or the SP) lies in it. Its pages are not
+  // the stack; the reader then sees the fault just below the stack's lowest address.
+  if (record->stack_source != CRUMBS_STACK_UNKNOWN) {
+    uint64_t fault = record->fault_address;
+    low = crumbs__crash_readable_floor(low, high, fault >= low && fault < high ? fault : registers.sp);
+  }
   record->stack_low = low;
   record->stack_high = high;
 
 #if defined(__x86_64__)
+  // Read through the kernel: [sp] may be in such a guard, and must not fault here.
+  uint64_t leaf_return = 0;
   if (record->stack_source != CRUMBS_STACK_UNKNOWN && registers.sp >= low &&
-      registers.sp + 8 <= high && (registers.sp & 7u) == 0) {
-    registers.leaf_return = *(const volatile uint64_t *)(uintptr_t)registers.sp;
+      registers.sp + 8 <= high && (registers.sp & 7u) == 0 &&
+      crumbs__crash_read_memory(registers.sp, &leaf_return, sizeof leaf_return)) {
+    registers.leaf_return = leaf_return;
   }
 #endif
   record->leaf_return_candidate = registers.leaf_return;

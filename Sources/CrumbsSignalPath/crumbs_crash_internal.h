@@ -26,6 +26,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -145,7 +146,9 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
 /// of parking until released (CRUMBS_THREADS_ENDED). Safe to call from a signal handler.
 void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, bool process_ends);
 /// Crashing thread, after its own backtrace: waits (bounded) for the answers, walks the parked
-/// threads' stacks into the table, then releases them. Safe to call from a signal handler.
+/// threads' stacks into the table, then releases them (or, when `process_ends` was asked but a
+/// core dump or a tracer watches the death, keeps them parked: CRUMBS_THREADS_KEPT_FOR_DUMP).
+/// Safe to call from a signal handler.
 void crumbs__thread_capture_collect(crumbs_crash_record *record);
 /// Lets parked threads go (idempotent). Safe to call from a signal handler.
 void crumbs__thread_capture_release(crumbs_crash_record *record);
@@ -183,6 +186,16 @@ void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_
 uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
                               uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                               uint32_t capacity, uint32_t *stop);
+/// Copies `size` bytes at `address` of this process without ever faulting: through
+/// process_vm_readv (EFAULT for unmapped memory and guard regions, which /proc/self/maps does
+/// not show), or, where the kernel refuses that call (seccomp, ENOSYS), by plain loads. Safe to
+/// call from a signal handler (syscall(SYS_process_vm_readv, SYS_gettid)).
+bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size);
+/// The lowest address of a stack [low, high) that holds `probe` (an SP or a fault address) once
+/// the unreadable pages at and right above the probe are left out: a guard region inside the
+/// mapping (MADV_GUARD_INSTALL) is not part of the stack. `low` when the probe's page reads or
+/// the probe is outside. Safe to call from a signal handler (crumbs__crash_read_memory).
+uint64_t crumbs__crash_readable_floor(uint64_t low, uint64_t high, uint64_t probe);
 /// An address in the Swift concurrency runtime (swift_job_run, found with dlsym at install), 0
 /// without one: async frames are those it resumes (crumbs_unwind.c).
 extern uint64_t crumbs__unwind_concurrency_runtime;
@@ -206,6 +219,12 @@ typedef struct crumbs__maps_entry {
 /// caller at a time, which the handler's first-crash-wins rule gives).
 bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, void *context),
                                   void *context);
+/// Calls `line` with each line of the file at `path` (a /proc file: read in chunks, so a line of
+/// any length is seen, cut to the internal buffer), until it returns false. Returns false when
+/// the file cannot be opened. Safe to call from a signal handler (same static buffers as
+/// crumbs__crash_each_maps_line: one caller at a time, never nested).
+bool crumbs__crash_each_line(const char *path, bool (*line)(const char *text, size_t length, void *context),
+                             void *context);
 /// Parses one maps line. Safe to call from a signal handler (pure).
 bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps_entry *entry);
 /// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
@@ -226,8 +245,15 @@ extern crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
 uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
 /// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
 uint64_t crumbs__crash_module_changes(void);
-/// The module whose executable range holds `address`, or -1. Safe to call from a signal handler.
+/// The module whose executable range holds `address`, or -1; at crash time only a row checked
+/// present (crumbs__crash_check_modules). Safe to call from a signal handler.
 int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+/// Starts checking `record`'s rows at crash time: from now on a lookup
+/// (crumbs__crash_module_for_text) checks the row it lands in, once, and flags it
+/// CRUMBS_CRASH_MODULE_UNLOADED and skips it when its library is gone (its text unreadable, or
+/// another build ID mapped there), so the handler never reads an unloaded library's text or
+/// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
+void crumbs__crash_check_modules(crumbs_crash_record *record);
 /// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
 /// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
 /// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock

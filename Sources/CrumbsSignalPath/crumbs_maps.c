@@ -1,6 +1,7 @@
 // crumbs_maps.c — reading this thread's /proc/thread-self/maps inside the crash handler: the stack's bounds when none
 // were registered (crumbs_crash_handler.c), and the modules loaded since the last module scan
-// that hold a frame (crumbs_modules.c).
+// that hold a frame (crumbs_modules.c); and the line reader under it, which the thread capture
+// also uses for /proc status files (crumbs_thread_capture.c), whatever their lines' length.
 //
 // Why C, and why by hand: the handler runs in a signal handler, where fopen/getline (malloc,
 // locks) are not allowed. The file is read with open/read into a static chunk buffer, each line
@@ -23,8 +24,13 @@ bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, 
   // This thread's view, not the process's: /proc/self names the main thread, whose maps read
   // empty once it has ended (the thread capture lets asked threads end: crumbs_thread_capture.c).
   // /proc/thread-self is Linux 3.17+; older kernels get /proc/self.
-  int fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (crumbs__crash_each_line("/proc/thread-self/maps", line, context)) return true;
+  return crumbs__crash_each_line("/proc/self/maps", line, context);
+}
+
+bool crumbs__crash_each_line(const char *path, bool (*line)(const char *text, size_t length, void *context),
+                             void *context) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   size_t line_length = 0;
   bool more = true;
@@ -43,6 +49,7 @@ bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, 
       line_length = 0;
     }
   }
+  if (more && line_length > 0) line(crumbs__maps_line, line_length, context);
   close(fd);
   return true;
 }

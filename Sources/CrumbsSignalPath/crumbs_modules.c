@@ -25,7 +25,18 @@
 // the unwinder (crumbs_unwind.c) finds a pc's FDE by binary search in the table the linker sorted,
 // with nothing to build at install. Written with the row, under the same seqlock.
 //
-// SIGNAL SAFETY: crumbs__crash_module_for_text (loads only, no libc) and
+// Unloaded libraries: the table is refreshed only when the app asks (or at the next scan), so a
+// library dlclose'd since keeps its row, and a stale function pointer into it can crash the
+// process. At crash time every lookup checks the row it lands in, once
+// (crumbs__crash_check_modules starts this): a byte of its text and its build ID, read through
+// process_vm_readv, must still be there; otherwise the row is flagged
+// CRUMBS_CRASH_MODULE_UNLOADED, kept for the reader (it names the stale code) but skipped by
+// every lookup, so nothing of it (text, .eh_frame) is ever read, and a library loaded since at
+// the same address is found at crash time under its own name. Only the rows a lookup lands in
+// are checked (a few syscalls each), not the whole table.
+//
+// SIGNAL SAFETY: crumbs__crash_module_for_text (loads; at crash time process_vm_readv through
+// crumbs__crash_read_memory, memcmp, memcpy), crumbs__crash_check_modules (memset) and
 // crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
 // loads from mappings the maps file says are readable) are async-signal-safe.
 // crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
@@ -192,14 +203,84 @@ uint64_t crumbs__crash_module_changes(void) {
   return changes;
 }
 
+// MARK: - Rows checked at crash time (async-signal-safe)
+
+/// Per row, during a crash: 0 not checked yet, 1 present, 2 unloaded.
+static uint8_t crumbs__row_state[CRUMBS_CRASH_MAX_MODULES];
+/// The record whose rows are being checked (crumbs__crash_check_modules), NULL outside a crash.
+static crumbs_crash_record *crumbs__checked_record;
+
+/// Whether the object mapped at `module->start` now carries another build ID than the row's (a
+/// library loaded where a dlclose'd one was). Read through the kernel (crumbs__crash_read_memory),
+/// so memory that changed under us cannot fault; false when it cannot tell.
+static bool crumbs__build_id_changed(const crumbs_crash_module *module) {
+  if (module->build_id_size == 0) return false;
+  static ElfW(Ehdr) elf;
+  static ElfW(Phdr) headers[32];
+  static unsigned char notes[512];
+  if (!crumbs__crash_read_memory(module->start, &elf, sizeof elf) ||
+      memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 || elf.e_phentsize != sizeof(ElfW(Phdr))) {
+    return false;
+  }
+  size_t count = elf.e_phnum < 32 ? elf.e_phnum : 32;
+  if (!crumbs__crash_read_memory(module->start + elf.e_phoff, headers, count * sizeof headers[0])) return false;
+  // Where the first PT_LOAD (file offset 0) puts the headers gives the object's load bias.
+  uint64_t bias = 0;
+  bool found = false;
+  for (size_t index = 0; index < count && !found; index++) {
+    if (headers[index].p_type == PT_LOAD && headers[index].p_offset == 0) {
+      bias = module->start - headers[index].p_vaddr;
+      found = true;
+    }
+  }
+  if (!found) return false;
+  for (size_t index = 0; index < count; index++) {
+    if (headers[index].p_type != PT_NOTE) continue;
+    size_t size = headers[index].p_memsz < sizeof notes ? headers[index].p_memsz : sizeof notes;
+    if (!crumbs__crash_read_memory(bias + headers[index].p_vaddr, notes, size)) continue;
+    crumbs_crash_module now;
+    now.build_id_size = 0;
+    crumbs__read_build_id(&headers[index], 1, (uint64_t)(uintptr_t)notes - headers[index].p_vaddr,
+                          (uint64_t)(uintptr_t)notes, (uint64_t)(uintptr_t)notes + size, &now);
+    if (now.build_id_size == 0) continue;
+    return now.build_id_size != module->build_id_size ||
+           memcmp(now.build_id, module->build_id, now.build_id_size) != 0;
+  }
+  return false;
+}
+
+/// Whether row `index` of the record being checked still names what is mapped at its text:
+/// checked the first time a lookup lands in it (a byte of its text read through the kernel, then
+/// its build ID), remembered, and flagged CRUMBS_CRASH_MODULE_UNLOADED in the record when not.
+static bool crumbs__row_present(uint32_t index) {
+  if (crumbs__row_state[index] != 0) return crumbs__row_state[index] == 1;
+  crumbs_crash_module *module = &crumbs__checked_record->modules[index];
+  uint8_t byte = 0;
+  bool present = (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
+                 (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
+  crumbs__row_state[index] = present ? 1 : 2;
+  if (!present) module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
+  return present;
+}
+
 int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address) {
   uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
   if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
   for (uint32_t index = 0; index < count; index++) {
     const crumbs_crash_module *module = &record->modules[index];
-    if (address >= module->text_start && address < module->text_end) return (int)index;
+    if (module->flags & CRUMBS_CRASH_MODULE_UNLOADED) continue; // nothing of it may be read
+    if (address < module->text_start || address >= module->text_end) continue;
+    // At crash time a row is trusted only once checked (an unloaded library's row stays in the
+    // table until the next refresh): skipped when it is gone, so nothing of it is read.
+    if (record == crumbs__checked_record && !crumbs__row_present(index)) continue;
+    return (int)index;
   }
   return -1;
+}
+
+void crumbs__crash_check_modules(crumbs_crash_record *record) {
+  memset(crumbs__row_state, 0, sizeof crumbs__row_state);
+  crumbs__checked_record = record;
 }
 
 // MARK: - Modules found at crash time (async-signal-safe)

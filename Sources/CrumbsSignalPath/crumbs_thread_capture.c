@@ -13,7 +13,10 @@
 //   crumbs__thread_capture_request   (crashing thread) lists /proc/self/task once (open +
 //                                    getdents64), gives each other tid a slot (at most
 //                                    CRUMBS_CRASH_MAX_THREADS - 1; the rest only counted), reads
-//                                    each one's /proc/self/task/<tid>/status (State, SigBlk) and
+//                                    each one's /proc/self/task/<tid>/status (State, SigBlk, line
+//                                    by line, however long the lines before them; a zombie, such
+//                                    as a main thread that called pthread_exit, has exited and is
+//                                    not listed) and
 //                                    sends it, with tgkill, the capture signal, or SIGPROF when it
 //                                    blocks the capture signal, or nothing: a stopped thread, or
 //                                    one blocking both, is "did not answer" at once, without
@@ -38,7 +41,13 @@
 //                                    (the request's `process_ends`: nothing chained after it,
 //                                    and the kernel, not another library, called it), ends at once (SYS_exit): a thread parked and released
 //                                    would be woken a second time only to be killed, and every
-//                                    thread the kernel must wake at the death adds to it.
+//                                    thread the kernel must wake at the death adds to it —
+//                                    unless the death is watched: a core dump will be written
+//                                    (RLIMIT_CORE above 0, or a `|` core_pattern, and the process
+//                                    dumpable) or a tracer is attached (TracerPid). Then the
+//                                    threads stay parked, not released, until the fatal signal
+//                                    takes the process, so the core or the debugger sees them all
+//                                    where they were asked (CRUMBS_THREADS_KEPT_FOR_DUMP).
 //   crumbs__thread_capture_collect   (crashing thread, after its own backtrace) waits for the
 //                                    answers until CRUMBS__CAPTURE_DEADLINE_NS after the request
 //                                    (CLOCK_MONOTONIC, FUTEX_WAIT timeouts); a slot still ASKED
@@ -58,7 +67,8 @@
 // wins) or, per slot, by the one thread the slot names. libc calls: open, read, close,
 // syscall(SYS_getdents64, SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME),
 // sigaction (queries; and SIGPROF's action, taken at crash time when nobody handles it),
-// sigemptyset, memset, memcmp, memcpy, clock_gettime. Each is bound at install (crumbs_crash_install.c).
+// sigemptyset, memset, memcmp, memcpy, clock_gettime, getrlimit, prctl(PR_GET_DUMPABLE). Each
+// is bound at install (crumbs_crash_install.c, crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
@@ -76,6 +86,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -123,11 +134,14 @@ static uint32_t crumbs__answered;    // futex word: threads that answered
 static uint32_t crumbs__released;    // futex word: 1 once parked threads may go
 static uint32_t crumbs__capturing;   // 1 from the first request to the release
 static uint32_t crumbs__ending;      // 1: answering threads end instead of parking
+static uint32_t crumbs__holding;     // 1: parked threads stay parked to the end (a core, a tracer)
 static uint64_t crumbs__requested_ns;
 static int crumbs__capture_signal;   // 0: none installed
 static struct sigaction crumbs__capture_previous;
 static int crumbs__sigprof_state;    // crashing thread: 0 not looked at, 1 ours, -1 someone's
 static uint32_t crumbs__skip_mask_check; // tests only: ask threads whatever they block
+
+static void crumbs__thread_capture_finish(crumbs_crash_record *record);
 
 // MARK: - Small signal-safe helpers
 
@@ -169,39 +183,48 @@ static bool crumbs__sigprof_usable(void) {
   return ours;
 }
 
+/// What crumbs__thread_status gathers, line by line.
+typedef struct crumbs__status_lines {
+  char state;
+  uint64_t blocked;
+  uint32_t found; // 1: State seen, 2: SigBlk seen
+} crumbs__status_lines;
+
+/// One line of a status file: "State:\tS (sleeping)" or "SigBlk:\t0000000000000000". Stops the
+/// read once both are seen.
+static bool crumbs__status_line(const char *line, size_t length, void *context) {
+  crumbs__status_lines *status = (crumbs__status_lines *)context;
+  if (length > 7 && memcmp(line, "State:\t", 7) == 0) {
+    status->state = line[7];
+    status->found |= 1u;
+  } else if (length > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
+    uint64_t mask = 0;
+    for (size_t digit = 8; digit < length; digit++) {
+      char c = line[digit];
+      uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+      if (value == 16) break;
+      mask = mask << 4 | value;
+    }
+    status->blocked = mask;
+    status->found |= 2u;
+  }
+  return status->found != 3u;
+}
+
 /// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
-/// /proc/self/task/<tid>/status. False when it cannot be read (the thread exited).
+/// /proc/self/task/<tid>/status, read line by line to its end if need be: the lines before
+/// SigBlk have no bound (a process in many supplementary groups has a `Groups:` line of
+/// kilobytes), and a mask not found would ask a thread with a signal it blocks, then wait the
+/// whole deadline for it. False when it cannot be read (the thread exited) or holds neither line.
 static bool crumbs__thread_status(uint32_t tid, char *state, uint64_t *blocked) {
   static char path[48];
-  static char text[2048];
   size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
   length = crumbs__format_append_decimal(path, sizeof path, length, tid);
   crumbs__format_append(path, sizeof path, length, "/status");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t count = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (count <= 0) return false;
-  *state = '?';
-  *blocked = 0;
-  // Lines "State:\tS (sleeping)" and "SigBlk:\t0000000000000000".
-  for (ssize_t index = 0; index < count; index++) {
-    if (index != 0 && text[index - 1] != '\n') continue;
-    const char *line = text + index;
-    ssize_t left = count - index;
-    if (left > 8 && memcmp(line, "State:\t", 7) == 0) {
-      *state = line[7];
-    } else if (left > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
-      uint64_t mask = 0;
-      for (ssize_t digit = 8; digit < left && line[digit] != '\n'; digit++) {
-        char c = line[digit];
-        uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
-        if (value == 16) break;
-        mask = mask << 4 | value;
-      }
-      *blocked = mask;
-    }
-  }
+  crumbs__status_lines status = {'?', 0, 0};
+  if (!crumbs__crash_each_line(path, crumbs__status_line, &status) || status.found == 0) return false;
+  *state = status.state;
+  *blocked = status.blocked;
   return true;
 }
 
@@ -210,6 +233,42 @@ static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
   if (capture_usable && !(blocked & (1ull << (crumbs__capture_signal - 1)))) return crumbs__capture_signal;
   if (!(blocked & (1ull << (SIGPROF - 1))) && crumbs__sigprof_usable()) return SIGPROF;
   return 0;
+}
+
+/// The first byte of /proc/sys/kernel/core_pattern ('|': cores go to a program), 0 when it
+/// cannot be read.
+static char crumbs__core_pattern_start(void) {
+  static char first;
+  first = 0;
+  int fd = open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  if (read(fd, &first, 1) != 1) first = 0;
+  close(fd);
+  return first;
+}
+
+/// TracerPid of this thread's status line: non-zero when a debugger (or strace) is attached.
+static bool crumbs__tracer_line(const char *line, size_t length, void *context) {
+  if (length < 11 || memcmp(line, "TracerPid:\t", 11) != 0) return true;
+  *(bool *)context = length > 11 && line[11] != '0';
+  return false;
+}
+
+/// Whether someone will look at the process as the fatal signal leaves it: the kernel will
+/// write a core dump (the process is dumpable, and RLIMIT_CORE is above 0 or core_pattern
+/// pipes the core to a program, which the limit does not stop), or a tracer is attached. Safe
+/// to call from a signal handler (prctl, getrlimit, open/read/close).
+static bool crumbs__death_is_watched(void) {
+  bool traced = false;
+  if (!crumbs__crash_each_line("/proc/thread-self/status", crumbs__tracer_line, &traced)) {
+    crumbs__crash_each_line("/proc/self/status", crumbs__tracer_line, &traced);
+  }
+  if (traced) return true;
+  if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) <= 0) return false;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_CORE, &limit) == 0 && limit.rlim_cur > 0) return crumbs__core_pattern_start() != 0;
+  // RLIMIT_CORE 0: only a pipe gets the core (the kernel refuses a limit of exactly 1).
+  return crumbs__core_pattern_start() == '|';
 }
 
 // MARK: - The other threads' side
@@ -355,8 +414,13 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   }
   bool ours = crumbs__capture_signal_is_ours();
   if (!ours && crumbs__capture_signal != 0) table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
+  // A process about to die whose death is watched keeps its threads for the core / debugger.
+  bool hold = process_ends && crumbs__death_is_watched();
+  if (hold) process_ends = false;
+  __atomic_store_n(&crumbs__holding, hold ? 1u : 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__ending, process_ends ? 1u : 0u, __ATOMIC_RELEASE);
   if (process_ends) table->flags |= CRUMBS_THREADS_ENDED;
+  if (hold) table->flags |= CRUMBS_THREADS_KEPT_FOR_DUMP;
   __atomic_store_n(&crumbs__capturing, 1u, __ATOMIC_RELEASE);
   uint32_t count = crumbs__slot_count;
   int pid = getpid();
@@ -364,8 +428,10 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
     crumbs__capture_slot *slot = &crumbs__slots[index];
     char state = '?';
     uint64_t blocked = 0;
-    if (!crumbs__thread_status(slot->tid, &state, &blocked)) {
-      slot->state = CRUMBS__SLOT_GONE; // exited since the listing: not listed
+    // A zombie is a thread that has exited: the main thread after pthread_exit stays listed,
+    // as a zombie, until the whole process ends; a signal sent to it is never handled.
+    if (!crumbs__thread_status(slot->tid, &state, &blocked) || state == 'Z' || state == 'X' || state == 'x') {
+      slot->state = CRUMBS__SLOT_GONE; // exited since the listing (or before it): not listed
       continue;
     }
     if (__atomic_load_n(&crumbs__skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
@@ -477,7 +543,7 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
   own->stack_high = record->stack_high;
   own->stack_source = record->stack_source;
   if (crumbs__slot_count <= 1) {
-    crumbs__thread_capture_release(record);
+    crumbs__thread_capture_finish(record);
     return;
   }
   crumbs__wait_for_answers(table);
@@ -525,12 +591,24 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
     table->thread_count = ++written;
   }
   table->flags &= ~(uint32_t)CRUMBS_THREADS_INTERRUPTED;
-  crumbs__thread_capture_release(record);
+  crumbs__thread_capture_finish(record);
   // Frames in libraries loaded since the last module scan: found in /proc/self/maps, as for the
   // crashing thread's.
   if (unknown_count > 0) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
     crumbs__crash_add_modules_at_crash(record, unknown, unknown_count);
+  }
+}
+
+/// The capture's end: the parked threads are released, unless they are kept for a core dump or
+/// a tracer (crumbs__holding; the fatal signal ends them, or the park limit).
+static void crumbs__thread_capture_finish(crumbs_crash_record *record) {
+  if (!__atomic_load_n(&crumbs__holding, __ATOMIC_ACQUIRE)) {
+    crumbs__thread_capture_release(record);
+    return;
+  }
+  if (record != NULL && crumbs__requested_ns != 0) {
+    record->threads.capture_duration_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC) - crumbs__requested_ns;
   }
 }
 
@@ -557,7 +635,11 @@ void crumbs__thread_capture_install(void) {
     crumbs__capture_signal = candidate;
     break;
   }
-  // Bind the calls only the capture makes (futex, getdents64) now, not at crash time.
+  // Bind the calls only the capture makes (futex, getdents64, getrlimit, prctl) now, not at
+  // crash time (open/read/close are bound already).
+  struct rlimit limit;
+  (void)getrlimit(RLIMIT_CORE, &limit);
+  (void)prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
   uint32_t word = 1;
   crumbs__futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
   int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

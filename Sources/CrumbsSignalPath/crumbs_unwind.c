@@ -41,12 +41,19 @@
 // process_vm_readv, which fails with EFAULT instead of faulting.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
-// syscall(SYS_gettid, SYS_process_vm_readv) (async contexts), and crumbs__crash_mapping_containing
-// (open/read/close of /proc/thread-self/maps) after a signal trampoline. Loads only from memory
-// already proven readable: the thread's stack range, the text of modules in the record's module
-// table (return-address checks), and the segment holding a module's .eh_frame_hdr. A module
-// unloaded since the last table refresh could make such a load fault; the handler then finishes
-// a partial record and dies by the original signal (crumbs_crash_handler.c), it never loops.
+// syscall(SYS_gettid, SYS_process_vm_readv) (stack words, async contexts), memcpy, and
+// crumbs__crash_mapping_containing (open/read/close of /proc/thread-self/maps) after a signal
+// trampoline. Stack words are never plain loads: they are copied through the kernel a 4 KiB
+// chunk at a time (crumbs__stack_word), because the stack's bounds may come from
+// /proc/self/maps, which does not show guard regions installed inside a mapping
+// (MADV_GUARD_INSTALL: glibc 2.42's thread stacks, Linux 6.13+), and a stack overflow leaves the
+// SP in one; such a word reads as absent, the way EFAULT says. (Where process_vm_readv is
+// refused — a seccomp filter, ENOSYS — stack words fall back to plain loads.) Plain loads
+// otherwise only from the text of modules in the record's module table (return-address checks)
+// and the segment holding a module's .eh_frame_hdr, of rows checked at the crash (crumbs_modules.c:
+// a dlclose'd library's row is marked unloaded the first time a lookup lands in it, and never
+// read). A fault despite all this makes the handler finish a partial record and die
+// by the original signal (crumbs_crash_handler.c); it never loops.
 // Every loop is bounded: frames by the capacity, steps by twice that, the scan by 64 KiB of
 // stack, the async chain by the capacity.
 //
@@ -65,6 +72,7 @@
 #include "crumbs_cfi.h"
 #include "crumbs_crash_internal.h"
 
+#include <errno.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
@@ -191,23 +199,82 @@ void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_
 
 // MARK: - Memory the unwinder reads
 
-/// A word of the stack being unwound, when [address, address + 8) lies in [low, high).
-static bool crumbs__stack_word(uint64_t low, uint64_t high, uint64_t address, uint64_t *value) {
-  if ((address & 7u) != 0 || address < low || high < 8 || address > high - 8) return false;
-  *value = *(const volatile uint64_t *)(uintptr_t)address;
-  return true;
-}
-
-/// Copies `size` bytes at `address` of this process, anywhere (the heap): through the kernel, so
-/// an unmapped address fails with EFAULT instead of a signal. Safe to call from a signal handler.
-static bool crumbs__read_anywhere(uint64_t address, void *out, size_t size) {
-  if (address == 0) return false;
+/// Copies `size` bytes at `address` of this process through the kernel (process_vm_readv), so
+/// an unmapped or guarded address fails with EFAULT instead of a signal. Returns the count
+/// copied, or -1 with errno. Safe to call from a signal handler.
+static long crumbs__kernel_read(uint64_t address, void *out, size_t size) {
   struct iovec local = {.iov_base = out, .iov_len = size};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = size};
   // Our own tid, not getpid(): the pid names the main thread, which has no memory to read once
   // it has ended (the thread capture lets asked threads end: crumbs_thread_capture.c).
-  long copied = syscall(SYS_process_vm_readv, syscall(SYS_gettid), &local, 1L, &remote, 1L, 0L);
-  return copied == (long)size;
+  return syscall(SYS_process_vm_readv, syscall(SYS_gettid), &local, 1L, &remote, 1L, 0L);
+}
+
+/// Copies `size` bytes at `address`, anywhere (the heap), only through the kernel: false when it
+/// cannot (unmapped, or process_vm_readv refused). Safe to call from a signal handler.
+static bool crumbs__read_anywhere(uint64_t address, void *out, size_t size) {
+  return address != 0 && crumbs__kernel_read(address, out, size) == (long)size;
+}
+
+/// Whether process_vm_readv works here: 1 yes, -1 refused (ENOSYS, EPERM: a seccomp filter, an
+/// old kernel), 0 not tried yet. Only the first crashing thread reads memory, so a plain int.
+static int crumbs__kernel_reads;
+
+/// The one stack chunk (CRUMBS__CHUNK bytes, aligned) last read through the kernel: stack words
+/// are read near each other, so one copy serves dozens of them.
+#define CRUMBS__CHUNK 4096u
+static uint64_t crumbs__chunk_address = 1; // 1: none (never aligned)
+static bool crumbs__chunk_readable;
+static uint8_t crumbs__chunk[CRUMBS__CHUNK];
+
+bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size) {
+  if (address == 0 || size == 0) return false;
+  if (crumbs__kernel_reads >= 0) {
+    long copied = crumbs__kernel_read(address, out, size);
+    if (copied == (long)size) {
+      crumbs__kernel_reads = 1;
+      return true;
+    }
+    if (copied >= 0 || errno == EFAULT || crumbs__kernel_reads > 0) return false;
+    crumbs__kernel_reads = -1; // refused: plain loads from here on (the old way)
+  }
+  const volatile uint8_t *source = (const volatile uint8_t *)(uintptr_t)address;
+  uint8_t *target = (uint8_t *)out;
+  for (size_t index = 0; index < size; index++) target[index] = source[index];
+  return true;
+}
+
+/// Forgets the stack chunk: a new unwind may read a stack that changed since.
+static void crumbs__forget_chunk(void) { crumbs__chunk_address = 1; }
+
+/// A word of the stack being unwound, when [address, address + 8) lies in [low, high) and is
+/// readable. Never a plain load: the bounds may come from /proc/self/maps, which does not show a
+/// guard region installed with MADV_GUARD_INSTALL inside a mapping (glibc 2.42 guards thread
+/// stacks so, kernels 6.13 and later); a stack overflow puts the SP right there.
+static bool crumbs__stack_word(uint64_t low, uint64_t high, uint64_t address, uint64_t *value) {
+  if ((address & 7u) != 0 || address < low || high < 8 || address > high - 8) return false;
+  uint64_t chunk = address & ~(uint64_t)(CRUMBS__CHUNK - 1);
+  if (chunk != crumbs__chunk_address) {
+    crumbs__chunk_address = chunk;
+    crumbs__chunk_readable = crumbs__crash_read_memory(chunk, crumbs__chunk, CRUMBS__CHUNK);
+  }
+  if (!crumbs__chunk_readable) return false;
+  __builtin_memcpy(value, crumbs__chunk + (address - chunk), sizeof *value);
+  return true;
+}
+
+uint64_t crumbs__crash_readable_floor(uint64_t low, uint64_t high, uint64_t probe) {
+  if (probe < low || probe >= high) return low;
+  uint8_t byte = 0;
+  uint64_t page = probe & ~(uint64_t)(CRUMBS__CHUNK - 1);
+  if (crumbs__crash_read_memory(page > low ? page : low, &byte, 1)) return low;
+  // At most 1 MiB of guard above the probe: far more than any guard a library installs.
+  for (uint32_t pages = 0; pages < 256; pages++) {
+    page += CRUMBS__CHUNK;
+    if (page >= high) return low;
+    if (crumbs__crash_read_memory(page, &byte, 1)) return page;
+  }
+  return low;
 }
 
 /// The CFI region and .eh_frame_hdr of the module whose text holds `address`.
@@ -543,6 +610,7 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
     *stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
     return count;
   }
+  crumbs__forget_chunk();
   crumbs__unwind_state state = {.registers = *registers, .exact = true, .low = low, .high = high};
   uint64_t scanned = 0;
   *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
@@ -647,7 +715,8 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
                                                           : CRUMBS_BACKTRACE_OUT_OF_BOUNDS;
       return count;
     }
-    uint64_t candidate = *(const volatile uint64_t *)(uintptr_t)slot;
+    uint64_t candidate = 0;
+    (void)crumbs__stack_word(state.low, state.high, slot, &candidate); // read just above
     frames[count] = candidate;
     marks[count++] = CRUMBS_FRAME_GUESSED;
     state.registers.pc = candidate;

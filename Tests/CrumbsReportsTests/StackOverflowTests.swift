@@ -75,4 +75,44 @@ struct StackOverflowTests {
     #expect(report.exceptionMessage.hasPrefix("SEGV_MAPERR at 0x0"), "\(report.exceptionMessage)")
     #expect(!report.exceptionMessage.contains("stack overflow"))
   }
+
+  /// glibc 2.42 guards a thread's stack with MADV_GUARD_INSTALL (Linux 6.13+): the guard stays
+  /// inside the stack's `rw-p` line of /proc/self/maps, so bounds taken from maps include it, and
+  /// an overflow leaves the SP in it. The handler must not fault reading [sp] there: a complete
+  /// record, called a stack overflow, whose stack starts above the guard, with the frames.
+  @Test(
+    "a thread stack guarded with MADV_GUARD_INSTALL: the overflow is reported as one, with its frames",
+    arguments: [
+      ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+    ])
+  func overflowIntoGuardRegion(variant: ChildVariant) throws {
+    guard variant.executable != nil else {
+      print("skipped overflow-guarded [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let run = try runCrashScenario("overflow-guarded", variant: variant, directory: directory)
+    let context = "overflow-guarded [\(variant)]: \(run.lines.joined(separator: " | "))"
+    if run.lines.contains("guard-regions unsupported") {
+      print("skipped overflow-guarded: this kernel has no MADV_GUARD_INSTALL (Linux 6.13+)")
+      return
+    }
+    #expect(run.signal == SIGSEGV, "\(context)")
+    let stackLow = try #require(run.facts["stack-low"].flatMap { UInt64($0) }, "\(context)")
+    let guardLow = try #require(run.facts["guard-low"].flatMap { UInt64($0) }, "\(context)")
+
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(
+      record.status == .complete, "nested signal \(String(describing: record.nestedSignal)): \(context)")
+    #expect(record.threadName == "overflower", "\(context)")
+    #expect(record.signal.faultAddress >= guardLow && record.signal.faultAddress < stackLow, "\(context)")
+    // The guard is not part of the stack.
+    #expect(record.stackLow == stackLow, "\(record.stackLow) \(stackLow): \(context)")
+    #expect(record.threads != nil, "\(context)")
+
+    let report = try #require(try crashReport(leftIn: directory)?.report, "\(context)")
+    #expect(report.exceptionMessage.hasPrefix("stack overflow: "), "\(report.exceptionMessage): \(context)")
+    let recursing = report.frames.filter { $0.function == "crumbs_test_overflow_stack" }
+    #expect(recursing.count > 8, "\(report.exceptionStacktrace.prefix(600)): \(context)")
+  }
 }

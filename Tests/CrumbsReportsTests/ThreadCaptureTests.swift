@@ -69,14 +69,16 @@ struct ThreadCaptureTests {
     // Nothing chained after ours (backtracer off): the process was sure to die, so the threads
     // that answered ended then and there, and their stacks (checked below) were walked as they
     // left them. With the backtracer chained they were released to run for it.
-    #expect(table.threadsEnded == !variant.backtracer, "\(context)")
+    // (Where this machine writes cores for the child, they stay parked for the core instead.)
+    let ends = !variant.backtracer && !CoreDumps.wouldBeWritten
+    #expect(table.threadsEnded == ends, "\(context)")
     // …and the CLI says so, in both forms.
     let recordPath = try #require(run.recordPath)
     let human = try CLIProcess.run(["crash-record", "dump", recordPath])
     let threadsLine = human.stdoutLines.first { $0.hasPrefix("threads ") } ?? ""
-    #expect(threadsLine.contains("they ended once they answered") == !variant.backtracer, "\(threadsLine)")
+    #expect(threadsLine.contains("they ended once they answered") == ends, "\(threadsLine)")
     let json = try CLIProcess.run(["crash-record", "dump", "--json", recordPath])
-    #expect(json.stdout.contains("\"threads_ended\":\(!variant.backtracer)"), "\(json.stdout.prefix(400))")
+    #expect(json.stdout.contains("\"threads_ended\":\(ends)"), "\(json.stdout.prefix(400))")
 
     // Blocking every signal, it cannot answer: listed at once, not asked, not waited for.
     let masked = try #require(table.threads.first { $0.name == "masked" }, "\(context)")
@@ -173,5 +175,114 @@ struct ThreadCaptureTests {
     #expect(table.threads.filter { $0.name.hasPrefix("blocker-") }.allSatisfy { $0.state == .captured })
     #expect(record.handlerDurationNanoseconds >= table.deadlineNanoseconds)
     #expect(record.handlerDurationNanoseconds < 100_000_000, "\(record.handlerDurationNanoseconds) ns")
+  }
+
+  /// Nothing chained, but the child turned core dumps on: the threads that answered must stay
+  /// alive (parked) until the fatal signal takes the process, so the core holds all of them.
+  /// Nothing global is changed: the child raises its own RLIMIT_CORE and works in the test's
+  /// directory; the core itself is counted when core_pattern writes it there (a relative
+  /// pattern, the kernel's default "core"), else only the record's flags are checked.
+  @Test("core dumps on: every thread stays until the fatal signal, and the core holds all 9")
+  func coreDumpKeepsEveryThread() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_CORE": "1"])
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    guard run.facts["core-dumps"] == "0" else {
+      print("skipped core dumps: the child could not raise RLIMIT_CORE (\(context))")
+      return
+    }
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    let (captured, ended, kept) = (table.captured, table.threadsEnded, table.threadsKeptForDump)
+    #expect(captured == 8 && !ended && kept, "flags \(table.flags): \(context)")
+
+    let pattern = CoreDumps.pattern
+    guard !pattern.hasPrefix("|"), !pattern.hasPrefix("/"), !pattern.isEmpty else {
+      print("core file not counted: core_pattern is \(pattern)")
+      return
+    }
+    #expect(run.status & 0x80 != 0, "no core dumped: status \(run.status)")
+    let names = try Syscall.directoryEntries(directory.path).filter {
+      $0.hasPrefix("core") && !$0.contains("/")
+    }
+    let counts = names.compactMap { CoreDumps.threadCount(core: directory.file($0)) }
+    #expect(counts == [9], "cores \(names): threads \(counts)")
+  }
+
+  /// The main thread called pthread_exit while the others run: it stays listed in
+  /// /proc/self/task as a zombie until the process ends, and a signal sent to it is never
+  /// handled. It must not be asked (nor waited for) nor listed as not answering.
+  @Test("a main thread that called pthread_exit is neither asked nor waited for")
+  func exitedMainThread() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "main-exited", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    try #require(run.lines.contains("main-exited"), "\(context)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    #expect(record.threadName == "after-main", "\(context)")
+    let table = try #require(record.threads)
+    let (captured, noAnswer, deadlinePassed) = (table.captured, table.noAnswer, table.deadlinePassed)
+    #expect(captured == 4 && noAnswer == 0 && !deadlinePassed, "flags \(table.flags): \(context)")
+    #expect(
+      !table.threads.contains { $0.id == UInt32(record.pid) }, "\(table.threads.map(\.id)) pid \(record.pid)")
+    #expect(table.captureNanoseconds < table.deadlineNanoseconds, "\(table.captureNanoseconds) ns")
+  }
+
+  /// A process in many supplementary groups has a `Groups:` line of kilobytes in every thread's
+  /// status file, before `SigBlk:`: the blocked mask must still be read, or a thread blocking the
+  /// capture signal is asked with it, never answers, and costs the whole deadline.
+  @Test("300 supplementary groups: every thread's blocked signals are still read")
+  func longGroupsLine() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "10", "CRUMBS_TEST_GROUPS": "300"])
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    guard run.facts["groups-set"] == "0" else {
+      print("skipped long Groups line: setgroups needs root (\(context))")
+      return
+    }
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    let (noAnswer, deadlinePassed) = (table.noAnswer, table.deadlinePassed)
+    #expect(noAnswer == 1 && !deadlinePassed, "flags \(table.flags): \(context)")
+    let masked = try #require(table.threads.first { $0.name == "masked" })
+    #expect(masked.state == .noAnswer && masked.askedWith == nil)
+    let dispatchLike = try #require(table.threads.first { $0.name == "like-dispatch" })
+    #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF)
+    #expect(table.captureNanoseconds < table.deadlineNanoseconds, "\(table.captureNanoseconds) ns")
+  }
+
+  /// A tracer attached (a debugger, strace): the threads must still be there when the fatal
+  /// signal ends the process. The child forks its own tracer (PTRACE_SEIZE on its main thread,
+  /// which crashes), which counts the process's threads at the final SIGSEGV: nothing global
+  /// is changed, and what is checked is the process itself, not only the record's flags.
+  @Test("a tracer attached: every thread is still there when the fatal signal ends the process")
+  func tracerSeesEveryThread() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_TRACER": "1"])
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    guard run.facts["tracer"] == "0" else {
+      print("skipped: the child could not attach a tracer to itself (\(context))")
+      return
+    }
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    let (captured, ended, kept) = (table.captured, table.threadsEnded, table.threadsKeptForDump)
+    #expect(captured == 8 && !ended && kept, "flags \(table.flags): \(context)")
+    #expect(run.lines.contains("tasks-at-death 9"), "\(context)")
   }
 }

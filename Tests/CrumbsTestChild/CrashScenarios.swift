@@ -36,12 +36,23 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   // CRUMBS_TEST_BLOCK=cond blocks them in pthread_cond_wait instead of read; CRUMBS_TEST_NO_MASKED=1
   // leaves the two out; CRUMBS_TEST_ASK_BLOCKED=1 makes the handler ask the masked one anyway
   // (it then waits for it until the deadline).
-  "all-threads": crashing { _ in
+  // CRUMBS_TEST_GROUPS=N puts the process in N supplementary groups first (root only; prints
+  // "groups-set 0" or "groups-set -1"); CRUMBS_TEST_CORE=1 turns core dumps on, written to DIR
+  // when core_pattern is relative (prints "core-dumps 0" or "core-dumps -1"); CRUMBS_TEST_TRACER=1
+  // attaches a tracer to the main thread (crumbs_test_attach_tracer; prints "tracer 0").
+  "all-threads": crashing { arguments in
+    if let groups = getenv("CRUMBS_TEST_GROUPS").flatMap({ Int32(String(cString: $0)) }) {
+      print("groups-set \(crumbs_test_set_many_groups(groups))")
+    }
+    if getenv("CRUMBS_TEST_CORE") != nil {
+      print("core-dumps \(crumbs_test_enable_core_dumps(arguments[0]))")
+    }
     let count = getenv("CRUMBS_TEST_THREADS").flatMap { Int32(String(cString: $0)) } ?? 100
     print(
       "threads \(crumbs_test_start_blocked_threads(count, getenv("CRUMBS_TEST_NO_MASKED") == nil ? 1 : 0))")
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     if getenv("CRUMBS_TEST_HANDLER_IN_FRONT") != nil { crumbs_test_install_chaining_handler_in_front() }
+    if getenv("CRUMBS_TEST_TRACER") != nil { print("tracer \(crumbs_test_attach_tracer())") }
     armAndFlush()
     crumbs_test_null_deref()
   },

@@ -42,3 +42,16 @@ package let pluginSource = """
     return crumbs_plugin_store((volatile int *)0) + 1;
   }
   """
+
+/// Another library of the same shape (names of the same length, so the same size): loaded after
+/// the first was unloaded, the dynamic linker usually maps it at the address the first had
+/// (scenario `dlclose-reload`).
+package let otherPluginSource = """
+  __attribute__((noinline)) int crumbs_plugix_store(volatile int *target) {
+    *target = 43;
+    return *target;
+  }
+  __attribute__((noinline)) int crumbs_plugix_crash(void) {
+    return crumbs_plugix_store((volatile int *)0) + 2;
+  }
+  """

@@ -139,6 +139,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     /// Nothing was chained after the crash handler: the threads that answered ended at once
     /// instead of being released to run until the process died.
     public var threadsEnded: Bool { flags & UInt32(CRUMBS_THREADS_ENDED) != 0 }
+    /// A core dump was to be written or a tracer was attached: the threads that answered stayed
+    /// parked until the fatal signal took the process, so the core shows them all.
+    public var threadsKeptForDump: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_DUMP) != 0 }
   }
 
   /// The module type this record used to have its own copy of.
@@ -593,7 +596,8 @@ private struct RecordFields {
         buildID: bytes(at: buildIDStart, count: Int(min(buildIDSize, CRUMBS_CRASH_BUILD_ID_SIZE))),
         start: moduleWord(\.start), end: moduleWord(\.end),
         textStart: moduleWord(\.text_start), textEnd: moduleWord(\.text_end),
-        foundAtCrash: moduleFlags & UInt32(CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) != 0)
+        foundAtCrash: moduleFlags & UInt32(CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) != 0,
+        unloaded: moduleFlags & UInt32(CRUMBS_CRASH_MODULE_UNLOADED) != 0)
     }
 
     let partial = flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0

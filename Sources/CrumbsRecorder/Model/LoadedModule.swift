@@ -4,7 +4,7 @@
 //
 // Its Codable form is the stored report's (`report.json` → `modules`): addresses as hex strings
 // (JSON numbers above 2^53 lose precision in most readers), the build ID as lowercase hex,
-// omitted when unknown; `foundAtCrash` only when true. `start`, `end`, `textStart`, `textEnd`
+// omitted when unknown; `foundAtCrash` and `unloaded` only when true. `start`, `end`, `textStart`, `textEnd`
 // came later: a report stored before them decodes with 0. Not signal-safe.
 
 /// One loaded module as a crash record (or the live process) describes it.
@@ -26,12 +26,17 @@ public struct LoadedModule: Sendable, Equatable {
   /// Not in the table the last module scan made: the crash handler found it at crash time in
   /// /proc/self/maps, because a frame lay in it (loaded with dlopen after the last scan).
   public var foundAtCrash: Bool
+  /// In the table the last module scan made, but gone at crash time (dlclose'd, or another
+  /// library mapped in its place): the crash handler read nothing of it, and an address inside
+  /// it is stale code, not a frame of a loaded library.
+  public var unloaded: Bool
 
   public init(
     path: String, loadBias: UInt64, buildID: [UInt8], start: UInt64, end: UInt64, textStart: UInt64 = 0,
-    textEnd: UInt64 = 0, foundAtCrash: Bool = false
+    textEnd: UInt64 = 0, foundAtCrash: Bool = false, unloaded: Bool = false
   ) {
     self.foundAtCrash = foundAtCrash
+    self.unloaded = unloaded
     self.path = path
     self.loadBias = loadBias
     self.buildID = buildID
@@ -73,7 +78,7 @@ extension LoadedModule: Codable {
   enum CodingKeys: String, CodingKey {
     case path
     case loadBias = "loadAddress"
-    case buildID, start, end, textStart, textEnd, foundAtCrash
+    case buildID, start, end, textStart, textEnd, foundAtCrash, unloaded
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -87,6 +92,7 @@ extension LoadedModule: Codable {
       try container.encode(Self.hexAddress(value), forKey: key)
     }
     if foundAtCrash { try container.encode(true, forKey: .foundAtCrash) }
+    if unloaded { try container.encode(true, forKey: .unloaded) }
   }
 
   public init(from decoder: any Decoder) throws {
@@ -118,7 +124,8 @@ extension LoadedModule: Codable {
       path: try container.decode(String.self, forKey: .path), loadBias: try address(.loadBias),
       buildID: buildID, start: try address(.start), end: try address(.end),
       textStart: try address(.textStart), textEnd: try address(.textEnd),
-      foundAtCrash: try container.decodeIfPresent(Bool.self, forKey: .foundAtCrash) ?? false)
+      foundAtCrash: try container.decodeIfPresent(Bool.self, forKey: .foundAtCrash) ?? false,
+      unloaded: try container.decodeIfPresent(Bool.self, forKey: .unloaded) ?? false)
   }
 
   /// `0x` and lowercase hex, as the report writes addresses.

@@ -137,6 +137,13 @@ package struct CrashReportBuilder {
     if record.uncaughtException?.truncated == true {
       report.damage.append("the C++ exception's type or what() was cut to fit the crash record")
     }
+    let unloaded = record.modules.filter(\.unloaded)
+    if !unloaded.isEmpty {
+      let names = unloaded.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
+      report.evidence.append(
+        "modules unloaded (dlclose) since the last module scan were gone at crash time; frames in them are stale code: "
+          + names.joined(separator: ", "))
+    }
     let found = record.modules.filter(\.foundAtCrash)
     if !found.isEmpty {
       let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }

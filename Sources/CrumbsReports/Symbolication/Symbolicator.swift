@@ -43,6 +43,9 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
     public static let notSymbolicated = "not symbolicated on the device"
     /// The module's path names no file (the vDSO, an anonymous mapping).
     public static let noFile = "no file"
+    /// The module was unloaded (dlclose) before the crash: the address is stale code, named
+    /// from the file if it is still there.
+    public static let unloaded = "module unloaded"
   }
 
   /// Position in the backtrace, 0 for the innermost frame.
@@ -157,7 +160,9 @@ public final class Symbolicator {
   public init(modules: [LoadedModule], options: Options = .init()) {
     self.modules = modules
     self.options = options
-    modulesByText = modules.indices.sorted { modules[$0].textStart < modules[$1].textStart }
+    modulesByText = modules.indices.filter { !modules[$0].unloaded }.sorted {
+      modules[$0].textStart < modules[$1].textStart
+    }
     debugFiles =
       options.symbolDirectories.isEmpty ? nil : DebugFileLocator(directories: options.symbolDirectories)
   }
@@ -217,6 +222,12 @@ public final class Symbolicator {
       let module = modules[moduleIndex]
       frame.modulePath = module.path
       frame.buildID = module.buildID.isEmpty ? nil : module.buildIDHex
+      // A frame in a module unloaded before the crash says so, whatever else its note says.
+      defer {
+        if module.unloaded {
+          frames[frames.count - 1].note = Self.unloadedNote(frames[frames.count - 1].note)
+        }
+      }
       let (offset, overflow) = address.subtractingReportingOverflow(module.loadBias)
       let (lookupOffset, lookupOverflow) = lookupAddress.subtractingReportingOverflow(module.loadBias)
       frame.moduleOffset = overflow ? nil : offset
@@ -275,6 +286,12 @@ public final class Symbolicator {
   }
 
   func moduleIndex(containing address: UInt64) -> Int? {
+    // A loaded module first: an unloaded one's range may hold a library loaded since.
+    if let index = loadedModuleIndex(containing: address) { return index }
+    return modules.indices.first { modules[$0].unloaded && modules[$0].textContains(address) }
+  }
+
+  private func loadedModuleIndex(containing address: UInt64) -> Int? {
     // The last module whose text starts at or below the address, by binary search…
     var low = 0
     var high = modulesByText.count
@@ -284,8 +301,16 @@ public final class Symbolicator {
     }
     if low > 0, modules[modulesByText[low - 1]].textContains(address) { return modulesByText[low - 1] }
     // …else any module covering it (overlaps, unknown text ranges): a linear scan, rare.
-    if let index = modules.indices.first(where: { modules[$0].textContains(address) }) { return index }
-    return modules.indices.first { modules[$0].contains(address) }
+    if let index = modules.indices.first(where: { !modules[$0].unloaded && modules[$0].textContains(address) }
+    ) {
+      return index
+    }
+    return modules.indices.first { !modules[$0].unloaded && modules[$0].contains(address) }
+  }
+
+  /// `note` with "module unloaded" in front.
+  static func unloadedNote(_ note: String?) -> String {
+    note.map { SymbolicatedFrame.Note.unloaded + "; " + $0 } ?? SymbolicatedFrame.Note.unloaded
   }
 
   // MARK: Module files

@@ -160,6 +160,10 @@ enum {
   /// /proc/self/maps, because a frame lay in it (a library dlopen'ed after the last scan). Its
   /// build ID was read from its mapped headers.
   CRUMBS_CRASH_MODULE_FOUND_AT_CRASH = 1u << 0,
+  /// In the table the last scan made, but gone at crash time (dlclose'd): /proc/self/maps had
+  /// no executable mapping at its text, or the object mapped there had another build ID. The
+  /// handler read nothing of it; a frame inside it is a call through a stale pointer.
+  CRUMBS_CRASH_MODULE_UNLOADED = 1u << 1,
 };
 
 /// `crumbs_crash_message.swift_flags` and `.cxx_flags`.
@@ -231,6 +235,10 @@ enum {
   /// that answered ended there and then (their stacks walked as they left them) instead of
   /// parking until released.
   CRUMBS_THREADS_ENDED = 1u << 5,
+  /// Nothing was chained, but a core dump was to be written (RLIMIT_CORE above 0, or a `|`
+  /// core_pattern) or a tracer was attached: the threads that answered stayed parked until the
+  /// fatal signal took the process, so the core (or the debugger) sees every one of them.
+  CRUMBS_THREADS_KEPT_FOR_DUMP = 1u << 6,
 };
 
 /// One thread of the crashed process (version 3).

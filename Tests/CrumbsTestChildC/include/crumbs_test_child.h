@@ -150,6 +150,38 @@ void crumbs_test_cxx_arm_guard_in_terminate(void);
 /// which raises glibc's threshold to its size: probe once per process.
 int crumbs_test_malloc_maps_block(size_t size);
 
+// MARK: - Unusual hosts (crumbs_test_hosts.c)
+
+/// Calls `function` (which may be a stale pointer into an unloaded library); this function is
+/// its caller, with the return address at [sp].
+int crumbs_test_call_pointer(int (*function)(void));
+uintptr_t crumbs_test_address_of_call_pointer(void);
+/// Whether this kernel supports MADV_GUARD_INSTALL (Linux 6.13+): 1 or 0.
+int crumbs_test_guard_regions_supported(void);
+/// Maps a 512 KiB stack whose lowest 64 KiB are a guard region installed with
+/// MADV_GUARD_INSTALL (invisible in /proc/self/maps, as glibc 2.42 guards thread stacks), gives
+/// the stack above the guard to a new thread named "overflower" (pthread_attr_setstack), prints
+/// "crashing", and has it recurse without bound (crumbs_test_overflow_stack) into the guard.
+/// `stack_low` / `guard_low` get the stack's and the guard's lowest addresses before it starts.
+/// Returns -1 (errno set) when the stack cannot be made; otherwise the process dies.
+int crumbs_test_overflow_on_guarded_stack(uintptr_t *stack_low, uintptr_t *guard_low);
+/// Starts `count` blocked threads (crumbs_test_start_blocked_threads, none masked) and a thread
+/// "after-main" that waits until the main thread has exited, prints "thread TID", "main-exited"
+/// and "crashing", then stores to address 0; the main thread calls pthread_exit (a zombie
+/// from then on). Returns only when something could not be started.
+void crumbs_test_crash_after_main_exits(int count);
+/// setgroups with `count` supplementary groups with 10-digit ids (a `Groups:` line of 11 bytes a
+/// group in /proc status files). Root only: returns 0, or -1 (errno set).
+int crumbs_test_set_many_groups(int count);
+/// Raises RLIMIT_CORE's soft limit to 64 MiB (at most the hard limit) and makes `directory` the
+/// working directory (where a relative core_pattern puts the core). Returns 0, or -1.
+int crumbs_test_enable_core_dumps(const char *directory);
+/// Forks (without fork handlers) a tracer that attaches to this process's main thread with
+/// PTRACE_SEIZE, lets every signal through, and at the second SIGSEGV it sees (the fault
+/// re-executed under SIG_DFL, the one that ends the process) writes "tasks-at-death N" to
+/// stdout: how many threads the process still has then. Returns 0 once attached, or -1.
+int crumbs_test_attach_tracer(void);
+
 #ifdef __cplusplus
 }
 #endif
