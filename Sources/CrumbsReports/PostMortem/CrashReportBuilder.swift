@@ -137,19 +137,22 @@ package struct CrashReportBuilder {
     if record.uncaughtException?.truncated == true {
       report.damage.append("the C++ exception's type or what() was cut to fit the crash record")
     }
-    let unloaded = record.modules.filter(\.unloaded)
-    if !unloaded.isEmpty {
-      let names = unloaded.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
+    /// "a.so, b.so": the file names of the modules that `included` picks, nil when none.
+    func moduleNames(_ included: (LoadedModule) -> Bool) -> String? {
+      let names = record.modules.filter(included).map {
+        $0.path.split(separator: "/").last.map(String.init) ?? $0.path
+      }
+      return names.isEmpty ? nil : names.joined(separator: ", ")
+    }
+    if let names = moduleNames(\.unloaded) {
       report.evidence.append(
         "modules unloaded (dlclose) since the last module scan were gone at crash time; frames in them are stale code: "
-          + names.joined(separator: ", "))
+          + names)
     }
-    let found = record.modules.filter(\.foundAtCrash)
-    if !found.isEmpty {
-      let names = found.map { $0.path.split(separator: "/").last.map(String.init) ?? $0.path }
+    if let names = moduleNames(\.foundAtCrash) {
       report.evidence.append(
         "modules loaded after the last module scan (dlopen) were found at crash time in /proc/self/maps: "
-          + names.joined(separator: ", "))
+          + names)
     }
     if record.modulesStale, symbolicated.contains(where: { $0.note == SymbolicatedFrame.Note.noModule }) {
       report.evidence.append(
