@@ -152,6 +152,8 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
 void crumbs__thread_capture_collect(crumbs_crash_record *record);
 /// Lets parked threads go (idempotent). Safe to call from a signal handler.
 void crumbs__thread_capture_release(crumbs_crash_record *record);
+/// Tests only: the capture's deadline (0: the product's) (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
 /// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_skip_mask_check(bool skip);
 

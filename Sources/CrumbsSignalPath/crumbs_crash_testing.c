@@ -12,6 +12,10 @@ void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
   crumbs__thread_capture_testing_skip_mask_check(enabled);
 }
 
+void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds) {
+  crumbs__thread_capture_testing_deadline_ns((uint64_t)milliseconds * 1000000u);
+}
+
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result) {
   crumbs_cfi_testing_result empty = {0};

@@ -140,6 +140,10 @@ static int crumbs__capture_signal;   // 0: none installed
 static struct sigaction crumbs__capture_previous;
 static int crumbs__sigprof_state;    // crashing thread: 0 not looked at, 1 ours, -1 someone's
 static uint32_t crumbs__skip_mask_check; // tests only: ask threads whatever they block
+// How long the asked threads have to answer: CRUMBS__CAPTURE_DEADLINE_NS, or what a test set
+// (crumbs_crash_testing_capture_deadline_ms) so that threads a busy machine schedules late
+// still answer before it.
+static uint64_t crumbs__capture_deadline_ns = CRUMBS__CAPTURE_DEADLINE_NS;
 
 static void crumbs__thread_capture_finish(crumbs_crash_record *record);
 
@@ -405,7 +409,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   table->threads_seen = 1;
   table->thread_count = 1;
   table->capture_signal = crumbs__capture_signal;
-  table->deadline_ns = CRUMBS__CAPTURE_DEADLINE_NS;
+  table->deadline_ns = __atomic_load_n(&crumbs__capture_deadline_ns, __ATOMIC_RELAXED);
   crumbs__requested_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
   crumbs__asked = 0;
   if (!crumbs__list_threads(table, own_tid)) {
@@ -458,7 +462,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
 
 /// Waits for the asked threads until the deadline, then closes the slots still waiting.
 static void crumbs__wait_for_answers(crumbs_crash_thread_table *table) {
-  uint64_t deadline = crumbs__requested_ns + CRUMBS__CAPTURE_DEADLINE_NS;
+  uint64_t deadline = crumbs__requested_ns + __atomic_load_n(&crumbs__capture_deadline_ns, __ATOMIC_RELAXED);
   while (true) {
     uint32_t answered = __atomic_load_n(&crumbs__answered, __ATOMIC_ACQUIRE);
     if (answered >= crumbs__asked) return;
@@ -654,6 +658,11 @@ void crumbs__thread_capture_uninstall(void) {
 }
 
 int crumbs__thread_capture_signal(void) { return crumbs__capture_signal; }
+
+void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
+  __atomic_store_n(&crumbs__capture_deadline_ns, deadline_ns != 0 ? deadline_ns : CRUMBS__CAPTURE_DEADLINE_NS,
+                   __ATOMIC_RELAXED);
+}
 
 void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
   __atomic_store_n(&crumbs__skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);

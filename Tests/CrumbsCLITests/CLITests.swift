@@ -196,7 +196,10 @@ import Testing
     // Issue 12 item 2 with item 6: the other threads of a stripped build's crash are named too.
     let directory = TestDirectory()
     let (_, crumbs, child) = try crashStrippedChild(
-      "all-threads", in: directory, environment: ["CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_NO_MASKED": "1"])
+      "all-threads", in: directory,
+      environment: [
+        "CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_CAPTURE_DEADLINE_MS": "10000",
+      ])
     #expect(child.terminatingSignal == SIGSEGV)
     let store = try ReportStore(directory: crumbs)
     _ = PostMortemProcessor(directory: try RingDirectory(path: crumbs), store: store).run()

@@ -21,7 +21,8 @@ struct ReportPrinterTests {
     let directory = TestDirectory()
     let run = try runCrashScenario(
       "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
-      environment: ["CRUMBS_TEST_THREADS": "3"])
+      // Seconds for the asked threads to answer on a busy machine (the product waits 50 ms).
+      environment: ["CRUMBS_TEST_THREADS": "3", "CRUMBS_TEST_CAPTURE_DEADLINE_MS": "10000"])
     #expect(run.signal == SIGSEGV && run.facts["threads"] == "5", "\(run.lines)")
     let stored = try #require(try crashReport(leftIn: directory), "\(run.lines)")
     let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])

@@ -417,7 +417,10 @@ struct CrashCaptureTests {
       let scenarioDirectory = TestDirectory()
       let run = try runCrashScenario(
         scenario, variant: ChildVariant(release: false, backtracer: false),
-        directory: scenarioDirectory, environment: ["LD_PRELOAD": library, "CRUMBS_TEST_PLUGIN": plugin]
+        directory: scenarioDirectory,
+        environment: [
+          "LD_PRELOAD": library, "CRUMBS_TEST_PLUGIN": plugin, "CRUMBS_TEST_CAPTURE_DEADLINE_MS": "10000",
+        ]
       ) { child, _ in
         if scenario == "wait-for-signal" { kill(child.pid, SIGSEGV) }
       }

@@ -14,7 +14,8 @@ import Dispatch
 //   crashing                      printed last, right before the fault
 // Environment: CRUMBS_TEST_FAULT_IN_HANDLER=1 makes the handler fault inside itself (test hook);
 // CRUMBS_TEST_SLOTS=N sizes the ring; CRUMBS_TEST_POOL=N the pool of alternate stacks;
-// CRUMBS_TEST_NO_NEW_THREAD_STACKS=1 turns off alternate stacks for threads created later; an
+// CRUMBS_TEST_NO_NEW_THREAD_STACKS=1 turns off alternate stacks for threads created later;
+// CRUMBS_TEST_CAPTURE_DEADLINE_MS=N gives the thread capture N ms instead of 50; an
 // LD_PRELOAD malloc guard, when present, is armed right before the crash (see CrashCaptureTests'
 // allocation test).
 #if canImport(Glibc)
@@ -513,6 +514,8 @@ func handlerOptions() -> CrashHandlerOptions {
   var options = CrashHandlerOptions()
   crumbs_crash_testing_fault_inside_handler(getenv("CRUMBS_TEST_FAULT_IN_HANDLER") != nil)
   crumbs_crash_testing_ask_blocked_threads(getenv("CRUMBS_TEST_ASK_BLOCKED") != nil)
+  crumbs_crash_testing_capture_deadline_ms(
+    getenv("CRUMBS_TEST_CAPTURE_DEADLINE_MS").flatMap { UInt32(String(cString: $0)) } ?? 0)
   options.catchesQuit = getenv("CRUMBS_TEST_CATCH_QUIT") != nil
   if let pool = getenv("CRUMBS_TEST_POOL").flatMap({ Int(String(cString: $0)) }) {
     options.alternateStackPoolCount = pool

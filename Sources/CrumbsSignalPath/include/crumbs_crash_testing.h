@@ -21,6 +21,11 @@ void crumbs_crash_testing_fault_inside_handler(bool enabled);
 /// path of a thread that is not scheduled in time). Call before the crash.
 void crumbs_crash_testing_ask_blocked_threads(bool enabled);
 
+/// Tests only: how long the thread capture waits for the asked threads (0: the product's 50
+/// ms). A test that checks every thread answered gives a loaded machine seconds to schedule
+/// them, so only a thread that cannot answer costs the wait. Call before the crash.
+void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
