@@ -296,8 +296,6 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   return CRUMBS_CRASH_INSTALL_OK;
 }
 
-bool crumbs_crash_is_installed(void) { return crumbs__installed != 0; }
-
 const char *crumbs_crash_record_path(void) {
   return crumbs__installed ? crumbs__crash_installed.record_path : "";
 }

@@ -4,7 +4,8 @@
 //
 // The files of crash capture, one idea each:
 //   crumbs_crash_install.c   install, re-assert, refresh modules, uninstall (set-up, not signal-safe)
-//   crumbs_crash_handler.c   the fatal-signal handler (async-signal-safe)
+//   crumbs_crash_handler.c   the fatal-signal handler: when to record, whom to call (async-signal-safe)
+//   crumbs_crash_record_write.c  what the record holds, written by the crashing thread
 //   crumbs_signal_watch.c    sigaction/signal/siginterrupt in front of libc's: a crash signal's
 //                            action set by another library is noticed when it happens
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
@@ -114,6 +115,21 @@ bool crumbs__crash_is_ours(const struct sigaction *action);
 /// SIG_DFL or SIG_IGN for the signal being chained means the handler gave up, and the crash is
 /// recorded at once. Safe to call from a signal handler (getpid, atomics; the crash record).
 void crumbs__crash_note_action(int signal_number, const struct sigaction *action);
+
+// MARK: - The record (crumbs_crash_record_write.c)
+
+/// The installed record, unless it is another process's: a child forked without our fork
+/// handler (vfork, clone, _Fork) still maps its parent's, and must not write it. Safe to call
+/// from a signal handler (getpid).
+crumbs_crash_record *crumbs__crash_own_record(void);
+/// Writes the whole record of the crash `signal_number` on the calling thread (the first crash's
+/// winner), ending with the complete marker. `process_ends`: nothing runs after the record
+/// (crumbs__thread_capture_request). Safe to call from a signal handler.
+void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
+                                void *context, uint32_t thread_id, uint64_t started_ns, bool process_ends);
+/// The handler's duration, state COMPLETE and the complete marker, last (release). Safe to
+/// call from a signal handler.
+void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_ns);
 
 /// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
 uint64_t crumbs__crash_clock_ns(clockid_t clock);

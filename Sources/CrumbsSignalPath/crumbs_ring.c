@@ -7,7 +7,7 @@
 // crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8,
 // crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
 // crumbs_ring_mark_terminated_by_signal,
-// crumbs_ring_refresh_anchor_now, crumbs_ring_latest_anchor, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
+// crumbs_ring_refresh_anchor_now, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
 // (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
 // libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
@@ -90,13 +90,7 @@ static uint64_t crumbs__anchor_interval(const crumbs_ring_header *header,
   return per_second > 0 ? (uint64_t)per_second : (1u << 22);
 }
 
-crumbs_clock_anchor crumbs_ring_latest_anchor(const crumbs_ring_header *header) {
-  uint64_t generation = __atomic_load_n(&header->anchor_generation, __ATOMIC_ACQUIRE);
-  return header->anchors[(generation >> 1) & 1];
-}
-
-void crumbs__ring_refresh_anchor(const crumbs_ring *ring, uint64_t ticks_seen) {
-  (void)ticks_seen;
+void crumbs__ring_refresh_anchor(const crumbs_ring *ring) {
   crumbs_ring_header *header = ring->header;
   uint64_t generation = __atomic_load_n(&header->anchor_generation, __ATOMIC_ACQUIRE);
   // Odd: another thread (or the code this signal handler interrupted) is refreshing. Skip:
@@ -114,7 +108,7 @@ void crumbs__ring_refresh_anchor(const crumbs_ring *ring, uint64_t ticks_seen) {
 }
 
 void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring) {
-  crumbs__ring_refresh_anchor(ring, crumbs_clock_ticks(ring->clock_kind));
+  crumbs__ring_refresh_anchor(ring);
 }
 
 // MARK: - Planning and formatting

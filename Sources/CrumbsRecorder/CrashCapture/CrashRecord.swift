@@ -144,9 +144,6 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var threadsKeptForDump: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_DUMP) != 0 }
   }
 
-  /// The module type this record used to have its own copy of.
-  @available(*, deprecated, renamed: "LoadedModule")
-  public typealias Module = LoadedModule
 
   public var status: Status
   public var version: UInt32

@@ -75,27 +75,6 @@ public struct PersistedFileError: Error, CustomStringConvertible, Equatable, Sen
   public var description: String { path.map { "\($0): \(reason)" } ?? reason }
 }
 
-/// The names these errors had when each reader had its own type.
-@available(*, deprecated, renamed: "PersistedFileError")
-public typealias RingFileError = PersistedFileError
-@available(*, deprecated, renamed: "PersistedFileError")
-public typealias CrashRecordError = PersistedFileError
-
-extension PersistedFileError.Kind {
-  @available(*, deprecated, renamed: "unrecognized")
-  public static var notARing: Self { .unrecognized }
-  @available(*, deprecated, renamed: "unrecognized")
-  public static var notARecord: Self { .unrecognized }
-  @available(*, deprecated, renamed: "unrecognized")
-  public static var notELF: Self { .unrecognized }
-  @available(*, deprecated, renamed: "unsupported")
-  public static var unsupportedVersion: Self { .unsupported }
-  @available(*, deprecated, renamed: "corrupt")
-  public static var corruptHeader: Self { .corrupt }
-  @available(*, deprecated, renamed: "corrupt")
-  public static var malformed: Self { .corrupt }
-}
-
 /// A regular file open for reading, handed to a parser by `PersistedFile.read`; valid only
 /// inside that call (the descriptor is closed when it returns).
 package struct PersistedFile {

@@ -140,10 +140,6 @@ public struct CrashReport: Codable, Sendable, Equatable {
     }
   }
 
-  /// The module type this report used to have its own copy of (path, hex load address, hex
-  /// build ID: still the JSON of `LoadedModule`, which adds its address ranges).
-  @available(*, deprecated, renamed: "LoadedModule")
-  public typealias Module = LoadedModule
 
   /// The breadcrumb trail: what is in the attachment, and what the ring said about itself.
   public struct Trail: Codable, Sendable, Equatable {

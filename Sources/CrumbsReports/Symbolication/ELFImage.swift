@@ -31,10 +31,6 @@ extension PersistedFormat {
   public static let elf = PersistedFormat("ELF file")
 }
 
-/// The name this error had when each reader had its own type.
-@available(*, deprecated, renamed: "PersistedFileError")
-public typealias ELFError = PersistedFileError
-
 /// A function (or other sized code symbol) from an ELF symbol table.
 public struct ELFSymbol: Sendable, Equatable {
   /// The symbol's name as stored (mangled).

@@ -110,9 +110,6 @@ void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
 /// Not signal-safe.
 int crumbs_crash_install(const crumbs_crash_config *config);
 
-/// Whether the handler is installed.
-bool crumbs_crash_is_installed(void);
-
 /// The file of the record the handler writes: the one install was given, or in a forked child
 /// the child's own (crumbs_fork.h); "" when not installed, or in a forked child that could not
 /// make one (its crashes are then not recorded). Not signal-safe (meant for set-up threads).

@@ -193,10 +193,6 @@ void crumbs_ring_set_session_flags(const crumbs_ring *ring, uint32_t flags);
 /// Sets the minimum level and the enabled type set (0 = all) of a ring. Any thread.
 void crumbs_ring_set_filter(const crumbs_ring *ring, uint8_t min_level, uint32_t enabled_types);
 
-/// Latest complete clock anchor of a header (see crumbs_ring_header.anchors).
-/// Safe to call from a signal handler.
-crumbs_clock_anchor crumbs_ring_latest_anchor(const crumbs_ring_header *header);
-
 /// Reads the CPU counter now (for a reader in the same boot). Safe to call from a signal handler.
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind);
 

@@ -81,7 +81,7 @@ extern __thread crumbs_thread_state crumbs__thread __attribute__((tls_model("ini
 
 /// Out of line (crumbs_ring.c); each is signal-safe.
 uint32_t crumbs__thread_id_slow(void);
-void crumbs__ring_refresh_anchor(const crumbs_ring *ring, uint64_t ticks);
+void crumbs__ring_refresh_anchor(const crumbs_ring *ring);
 uint64_t crumbs__monotonic_ns(void);
 extern int sched_getcpu(void);
 
@@ -269,7 +269,7 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
 
   if (__builtin_expect(ticks >= __atomic_load_n(&ring->header->next_anchor_ticks,
                                                 __ATOMIC_RELAXED), 0)) {
-    crumbs__ring_refresh_anchor(ring, ticks);
+    crumbs__ring_refresh_anchor(ring);
   }
   return true;
 }
