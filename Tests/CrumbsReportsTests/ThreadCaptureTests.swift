@@ -196,22 +196,11 @@ struct ThreadCaptureTests {
   @Test("core dumps on: every thread stays until the fatal signal, and the core holds all 9")
   func coreDumpKeepsEveryThread() throws {
     let directory = TestDirectory()
-    let run = try runCrashScenario(
-      "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
-      environment: roomToAnswer.merging([
-        "CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_CORE": "1",
-      ]) { $1 })
-    let context = run.lines.joined(separator: " | ")
-    #expect(run.signal == SIGSEGV, "\(context)")
-    guard run.facts["core-dumps"] == "0" else {
-      print("skipped core dumps: the child could not raise RLIMIT_CORE (\(context))")
-      return
-    }
-    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
-    #expect(record.status == .complete)
-    let table = try #require(record.threads)
-    let (captured, ended, kept) = (table.captured, table.threadsEnded, table.threadsKeptForDump)
-    #expect(captured == 8 && !ended && kept, "flags \(table.flags): \(context)")
+    guard
+      let run = try crashWithThreadsKept(
+        in: directory, watchedBy: "CRUMBS_TEST_CORE", readyFact: "core-dumps",
+        unavailable: "the child could not raise RLIMIT_CORE")
+    else { return }
 
     let pattern = CoreDumps.pattern
     guard !pattern.hasPrefix("|"), !pattern.hasPrefix("/"), !pattern.isEmpty else {
@@ -282,23 +271,37 @@ struct ThreadCaptureTests {
   /// is changed, and what is checked is the process itself, not only the record's flags.
   @Test("a tracer attached: every thread is still there when the fatal signal ends the process")
   func tracerSeesEveryThread() throws {
-    let directory = TestDirectory()
+    guard
+      let run = try crashWithThreadsKept(
+        in: TestDirectory(), watchedBy: "CRUMBS_TEST_TRACER", readyFact: "tracer",
+        unavailable: "the child could not attach a tracer to itself")
+    else { return }
+    #expect(run.lines.contains("tasks-at-death 9"), "\(run.lines.joined(separator: " | "))")
+  }
+
+  /// 8 threads and a crash on the main thread, with nothing chained but a watcher of the death
+  /// (`watch`: a core dump or a tracer) that the child sets up and reports as `readyFact 0`: the
+  /// answering threads must be kept parked for it, not ended. Nil (and a line saying why) when
+  /// the child could not set the watcher up.
+  func crashWithThreadsKept(
+    in directory: TestDirectory, watchedBy watch: String, readyFact: String, unavailable: String
+  ) throws -> CrashRun? {
     let run = try runCrashScenario(
       "all-threads", variant: ChildVariant(release: false, backtracer: false), directory: directory,
       environment: roomToAnswer.merging([
-        "CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", "CRUMBS_TEST_TRACER": "1",
+        "CRUMBS_TEST_THREADS": "8", "CRUMBS_TEST_NO_MASKED": "1", watch: "1",
       ]) { $1 })
     let context = run.lines.joined(separator: " | ")
     #expect(run.signal == SIGSEGV, "\(context)")
-    guard run.facts["tracer"] == "0" else {
-      print("skipped: the child could not attach a tracer to itself (\(context))")
-      return
+    guard run.facts[readyFact] == "0" else {
+      print("skipped: \(unavailable) (\(context))")
+      return nil
     }
     let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
     #expect(record.status == .complete)
     let table = try #require(record.threads)
     let (captured, ended, kept) = (table.captured, table.threadsEnded, table.threadsKeptForDump)
     #expect(captured == 8 && !ended && kept, "flags \(table.flags): \(context)")
-    #expect(run.lines.contains("tasks-at-death 9"), "\(context)")
+    return run
   }
 }
