@@ -4,9 +4,14 @@
 // Modules, and the one direction their dependencies point (each arrow: "is used by"):
 //   CrumbsSignalPath (C)  the persisted layouts, the lock-free append, the crash handler:
 //                         everything that may run inside a signal handler. Depends on nothing.
-//   CrumbsRecorder        the recorder a process carries: ring, readers, crash handler, crash
-//                         record reader, model types, platform layer. Never imports Foundation,
-//                         so a program that only records links no Foundation, ICU or curl.
+//   CrumbsPlatform        internal (no product names it): system calls and their error, clock,
+//                         background thread, page buffer, subprocess, abandoned files,
+//                         quarantine, facts about the machine. Depends only on swift-system.
+//   CrumbsRecorder        the recorder a process carries: ring, crash handler, signal
+//                         breadcrumbs and the clean-exit hook, the readers of what they persist
+//                         (Reading/), model types. The only module that imports CrumbsSignalPath;
+//                         never imports Foundation, so a program that only records links no
+//                         Foundation, ICU or curl.
 //   CLZ4 (system)         Debian's liblz4, through pkg-config.
 //   CZlib (system)        Debian's zlib, through pkg-config: gzip for OTLP bodies (delivery only).
 //   CrumbsReports         after the fact: post-mortem, symbolication, crash reports, the store.
@@ -22,9 +27,10 @@
 //                         links no tracing.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 //
-//   CrumbsSignalPath → CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
-//                                    ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle
-//                                                           Crumbs → CrumbsTracing
+//   CrumbsSignalPath ─┐
+//   CrumbsPlatform ───┴→ CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
+//          (CrumbsPlatform is also used   ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle
+//           by Reports, Delivery, Crumbs)                        Crumbs → CrumbsTracing
 import PackageDescription
 
 let package = Package(
@@ -58,20 +64,25 @@ let package = Package(
       providers: [.apt(["zlib1g-dev"])]
     ),
     .target(
+      name: "CrumbsPlatform",
+      dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+    ),
+    .target(
       name: "CrumbsRecorder",
       dependencies: [
-        "CrumbsSignalPath",
+        "CrumbsSignalPath", "CrumbsPlatform",
         .product(name: "SystemPackage", package: "swift-system"),
       ]
     ),
-    .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CLZ4"]),
+    .target(name: "CrumbsReports", dependencies: ["CrumbsRecorder", "CrumbsPlatform", "CLZ4"]),
     // libcurl's easy interface through dlopen (CrumbsDelivery's transport): nothing links libcurl.
     .target(name: "CCurlLoader", linkerSettings: [.linkedLibrary("dl")]),
     .target(
-      name: "CrumbsDelivery", dependencies: ["CrumbsReports", "CrumbsRecorder", "CZlib", "CCurlLoader"]),
+      name: "CrumbsDelivery",
+      dependencies: ["CrumbsReports", "CrumbsRecorder", "CrumbsPlatform", "CZlib", "CCurlLoader"]),
     .target(
       name: "Crumbs",
-      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsPlatform"]
     ),
     .target(
       name: "CrumbsLogging",
@@ -88,6 +99,7 @@ let package = Package(
     .executableTarget(
       name: "CrumbsCLI",
       dependencies: [
+        "CrumbsPlatform",
         "Crumbs",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
@@ -103,7 +115,9 @@ let package = Package(
     .target(name: "CrumbsTestChildC", path: "Tests/CrumbsTestChildC"),
     .executableTarget(
       name: "CrumbsTestChild",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsTestChildC"],
+      dependencies: [
+        "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsTestChildC",
+      ],
       path: "Tests/CrumbsTestChild"
     ),
     // Fuzz targets: plain executables in a normal build, libFuzzer drivers when built with
@@ -150,6 +164,7 @@ let package = Package(
     .target(
       name: "CrumbsTestSupport",
       dependencies: [
+        "CrumbsPlatform",
         "Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports",
         .product(name: "SystemPackage", package: "swift-system"),
       ],
@@ -158,23 +173,29 @@ let package = Package(
     .testTarget(
       name: "CrumbsRecorderTests",
       dependencies: [
+        "CrumbsPlatform",
         "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
         .product(name: "SystemPackage", package: "swift-system"),
       ]
     ),
     .testTarget(
       name: "CrumbsReportsTests",
-      dependencies: ["CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport"]
+      dependencies: [
+        "CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
+      ]
     ),
     .testTarget(
       name: "CrumbsDeliveryTests",
       dependencies: [
+        "CrumbsPlatform",
         "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsTestSupportC",
       ]
     ),
     .testTarget(
       name: "CrumbsTests",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC"]
+      dependencies: [
+        "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
+      ]
     ),
     .testTarget(
       name: "CrumbsLoggingTests",
@@ -192,7 +213,7 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsCLITests",
-      dependencies: ["CrumbsRecorder", "CrumbsReports", "CrumbsTestSupport"]
+      dependencies: ["CrumbsPlatform", "CrumbsRecorder", "CrumbsReports", "CrumbsTestSupport"]
     ),
   ]
 )

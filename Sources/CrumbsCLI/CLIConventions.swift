@@ -21,6 +21,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsPlatform
 import Foundation
 
 #if canImport(Glibc)

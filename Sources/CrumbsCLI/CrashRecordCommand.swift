@@ -181,18 +181,9 @@ enum CrashRecordText {
       object.field("handler_duration_ns", record.handlerDurationNanoseconds)
       object.field("flags", record.flags)
       object.field("architecture", record.architecture)
-      object.object("registers") { registers in
-        for register in record.registers { registers.field(register.name, hex(register.value)) }
-      }
-      object.array("frames") { frames in
-        for frame in record.frames { frames.append(hex(frame)) }
-      }
-      object.field("backtrace_stop", record.backtraceStop.rawValue)
-      object.object("stack") { stack in
-        stack.field("low", hex(record.stackLow))
-        stack.field("high", hex(record.stackHigh))
-        stack.field("source", record.stackSource.rawValue)
-      }
+      unwound(
+        &object, registers: record.registers, frames: record.frames, frameMarks: nil,
+        stop: record.backtraceStop, stack: (record.stackLow, record.stackHigh, record.stackSource))
       if let table = record.threads {
         object.object("threads") { fields in
           fields.field("seen", table.seen)
@@ -211,21 +202,9 @@ enum CrashRecordText {
                 entry.field("name", thread.name)
                 entry.field("state", thread.state.rawValue)
                 if let signal = thread.signal { entry.field("signal", signal) }
-                entry.array("frames") { frames in
-                  for frame in thread.frames { frames.append(hex(frame)) }
-                }
-                entry.array("frame_marks") { marks in
-                  for mark in thread.frameMarks { marks.append(Int(mark)) }
-                }
-                entry.field("backtrace_stop", thread.backtraceStop.rawValue)
-                entry.object("stack") { stack in
-                  stack.field("low", hex(thread.stackLow))
-                  stack.field("high", hex(thread.stackHigh))
-                  stack.field("source", thread.stackSource.rawValue)
-                }
-                entry.object("registers") { registers in
-                  for register in thread.registers { registers.field(register.name, hex(register.value)) }
-                }
+                unwound(
+                  &entry, registers: thread.registers, frames: thread.frames, frameMarks: thread.frameMarks,
+                  stop: thread.backtraceStop, stack: (thread.stackLow, thread.stackHigh, thread.stackSource))
               }
             }
           }
@@ -244,6 +223,31 @@ enum CrashRecordText {
       }
     }
     return String(decoding: json.bytes, as: UTF8.self)
+  }
+
+  /// What one thread's unwinding found, the crashing thread's and every other's alike:
+  /// registers, frames (and how each was found, when known), why the walk stopped, the stack.
+  private static func unwound(
+    _ object: inout JSONObject, registers: [CrashRecord.Register], frames: [UInt64], frameMarks: [UInt8]?,
+    stop: CrashRecord.BacktraceStop, stack: (low: UInt64, high: UInt64, source: CrashRecord.StackSource)
+  ) {
+    object.object("registers") { fields in
+      for register in registers { fields.field(register.name, hex(register.value)) }
+    }
+    object.array("frames") { values in
+      for frame in frames { values.append(hex(frame)) }
+    }
+    if let frameMarks {
+      object.array("frame_marks") { marks in
+        for mark in frameMarks { marks.append(Int(mark)) }
+      }
+    }
+    object.field("backtrace_stop", stop.rawValue)
+    object.object("stack") { fields in
+      fields.field("low", hex(stack.low))
+      fields.field("high", hex(stack.high))
+      fields.field("source", stack.source.rawValue)
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsPlatform
 import Foundation
 
 struct DebugFilesCommand: ParsableCommand {

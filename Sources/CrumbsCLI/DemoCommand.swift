@@ -4,6 +4,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsPlatform
 import Foundation
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import Synchronization
 
 // The demo child's pretend app: threads serving requests and leaving breadcrumbs.

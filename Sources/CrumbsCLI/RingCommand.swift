@@ -11,6 +11,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsPlatform
 
 #if canImport(Glibc)
   import Glibc

@@ -11,6 +11,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsPlatform
 import Foundation
 
 #if canImport(Glibc)

@@ -27,6 +27,7 @@
 // Entry points: BacktraceJSON.body(for:trail:omitted:) (BacktraceDestination calls it) →
 // thread(of:) → frame(_:…). Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import CrumbsReports
 

@@ -17,6 +17,7 @@
 // Entry points: BacktraceSymbolUpload(endpoint:token:) → request(name:body:) →
 // upload(path:transport:). Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import CrumbsReports
 import FoundationEssentials

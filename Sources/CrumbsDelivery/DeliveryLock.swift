@@ -8,6 +8,7 @@
 // descriptor of the file would drop it, the stores held here are tracked, and each has one
 // descriptor. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import Synchronization
 

@@ -12,6 +12,7 @@
 // name change would be a rename the reader of `pending/` must race with.
 // Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import CrumbsReports
 import FoundationEssentials

@@ -49,6 +49,7 @@
 // Not signal-safe.
 
 import CCurlLoader
+import CrumbsPlatform
 import CrumbsRecorder
 
 /// libcurl's easy interface, one request at a time per call, a fresh handle each (no shared

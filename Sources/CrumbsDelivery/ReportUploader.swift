@@ -52,6 +52,7 @@
 // report attempted while the clock read +1 year is retried soon after the clock is right.
 // Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import CrumbsReports
 import Dispatch

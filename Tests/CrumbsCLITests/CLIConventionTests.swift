@@ -3,6 +3,7 @@
 // readers that create nothing, ambiguous id prefixes, report decode's words, secrets from files
 // and the environment, and `reports send --json`.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing

@@ -1,6 +1,7 @@
 // CLITests.swift — the built `crumbs` executable run as a real process: `ring dump`, `ring tail`,
 // `ring stress`, with stdout and stderr captured through pipes.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
 import Foundation

@@ -2,6 +2,7 @@
 // (the test child binary, a stripped copy pointing at its .debug file, that .debug file), the
 // upload against a loopback server playing Backtrace's symbol endpoint.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing

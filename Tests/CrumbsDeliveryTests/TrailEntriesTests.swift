@@ -2,6 +2,7 @@
 // (microseconds, truncated_parts) and trails stored by earlier versions (milliseconds, no
 // truncated_parts) alike.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing

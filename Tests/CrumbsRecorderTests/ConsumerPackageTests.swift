@@ -2,6 +2,7 @@
 // its public products only. The consumer's own Package.swift names the product; nothing here
 // reaches into the package's internals except to read back what the consumer recorded.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 
@@ -31,9 +32,13 @@ import Testing
     #expect(run.exitStatus == 0, "\(String(decoding: run.standardError, as: UTF8.self))")
     let ringPath = String(decoding: run.standardOutput, as: UTF8.self).split(separator: "\n").first ?? ""
     let contents = try RingReader.read(file: String(ringPath))
+    // Issue 22: the consumer returns from main without closing its ring; the exit hook that
+    // `install()` armed ends the session clean, with the exit status.
     #expect(contents.header.state == .clean)
     #expect(contents.header.appName == "recorder-consumer")
-    #expect(contents.breadcrumbs.map(\.message) == ["GET /items → 200", "consumer done"])
+    #expect(
+      contents.breadcrumbs.map(\.message) == ["GET /items → 200", "consumer done", "process exiting"])
+    #expect(contents.breadcrumbs.last?.attributes.first { $0.key == "exit.status" }?.value == "0")
     #expect(contents.breadcrumbs.first?.attributes.first?.value == "200")
   }
 

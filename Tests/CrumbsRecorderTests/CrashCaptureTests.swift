@@ -9,6 +9,7 @@
 // `swift-backtrace` helper must not be left behind) and off (SWIFT_BACKTRACE=enable=no).
 // Every child is killed and reaped on every path; nothing here sleeps to assert on timing.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing

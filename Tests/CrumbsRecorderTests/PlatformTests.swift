@@ -1,6 +1,7 @@
 // PlatformTests.swift — the platform layer on its own: errors that say what the kernel said (or
 // that nothing failed but the result was refused), the process runner, threads, clocks.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Synchronization
 import SystemPackage
@@ -48,8 +49,8 @@ import Testing
     try Syscall.writeFileAtomically(
       file, Array("MemTotal:       18014398509481984 kB\nMemAvailable:   16318500 kB\n".utf8))
     // 2^54 kB is 2^64 bytes: one more than UInt64 holds.
-    #expect(ProcessAttributes.meminfo("MemTotal", file: file) == nil)
-    #expect(ProcessAttributes.meminfo("MemAvailable", file: file) == 16_318_500 * 1024)
+    #expect(SystemFacts.meminfo("MemTotal", file: file) == nil)
+    #expect(SystemFacts.meminfo("MemAvailable", file: file) == 16_318_500 * 1024)
   }
 
   @Test func aMissingFileCarriesTheKernelsErrno() throws {

@@ -6,6 +6,7 @@
 // 128 bytes, app "v1-fixture", seven breadcrumbs (levels, types, attributes, a message cut at a
 // character boundary, one appended by the C entry with the signal-handler flag), closed clean.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing

@@ -2,6 +2,7 @@
 // hex addresses and build ID, round trips exactly, and reports stored before the address
 // ranges were added still load.
 
+import CrumbsPlatform
 import Foundation
 import Testing
 

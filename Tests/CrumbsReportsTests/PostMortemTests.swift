@@ -1,3 +1,4 @@
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing

@@ -2,6 +2,7 @@
 // the files the way a next launch would; copies that were stripped, replaced or removed; damaged
 // ELF files; and the optional llvm-symbolizer enhancer.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 

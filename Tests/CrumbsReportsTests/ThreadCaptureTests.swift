@@ -8,6 +8,7 @@
 // and the handler must have finished well under 100 ms. Debug and release, Swift backtracer on
 // and off (chained after us, it must still see normal threads and finish).
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 

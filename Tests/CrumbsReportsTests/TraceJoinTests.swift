@@ -3,6 +3,7 @@
 // report's trace, in report.json too; and the session's own resource (recorded while it ran)
 // is what its crash is reported with.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing

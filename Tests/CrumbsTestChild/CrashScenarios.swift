@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestChildC
 import CrumbsTestSupportC

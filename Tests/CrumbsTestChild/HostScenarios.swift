@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import CrumbsTestChildC
 
 // Unusual hosts (issue 21): the crash handler must record a complete crash where the process

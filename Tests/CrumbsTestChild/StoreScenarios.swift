@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import CrumbsTestChildC
 
 // Store scenarios: writers that die inside a write or meet a full disk, and a crash loop. Each

@@ -1,6 +1,7 @@
 // CLIProcess.swift — the built `crumbs` command line as a child process, for the tests that
 // use it the way a person does.
 
+import CrumbsPlatform
 import Foundation
 
 @testable import CrumbsRecorder

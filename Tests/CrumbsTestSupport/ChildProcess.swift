@@ -2,6 +2,7 @@
 // runner); this adds what tests ask of them: where the built products are, line protocols with
 // the test child, and waits in seconds.
 
+import CrumbsPlatform
 @testable import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // ConsumerPackage.swift — building the packages in Tests/Consumers the way users build theirs:
 // from another package, through Crumbs' public products only.
 
+import CrumbsPlatform
 import Testing
 
 @testable import CrumbsRecorder

@@ -1,6 +1,7 @@
 // CoreDumps.swift — what the kernel does with a crashing child's core here (RLIMIT_CORE,
 // core_pattern), and how many threads an ELF core file holds (its NT_PRSTATUS notes).
 
+import CrumbsPlatform
 @testable import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // CrashScenarioRunner.swift — running the test child through a crash scenario and collecting
 // what it printed, its exit status and its stderr; the debug/release × backtracer matrix.
 
+import CrumbsPlatform
 import Testing
 
 @testable import Crumbs

@@ -1,6 +1,7 @@
 // SharedLibraries.swift — small C libraries tests build with the system's cc: an LD_PRELOAD
 // malloc guard, a plugin the test child loads after Crumbs started.
 
+import CrumbsPlatform
 @testable import CrumbsRecorder
 
 /// cc failed; what it printed.

@@ -5,6 +5,7 @@
 // read until end of file), reads "ready" from every child, then releases them: closing the only
 // write end gives every waiting reader end of file at once.
 
+import CrumbsPlatform
 import SystemPackage
 
 @testable import CrumbsRecorder

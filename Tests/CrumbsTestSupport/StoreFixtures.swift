@@ -2,6 +2,7 @@
 // folders written directly (as an earlier version, another process or a tamperer would leave
 // them), without ReportStore.store and so without its limits.
 
+import CrumbsPlatform
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

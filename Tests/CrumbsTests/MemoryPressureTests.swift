@@ -1,3 +1,4 @@
+import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing

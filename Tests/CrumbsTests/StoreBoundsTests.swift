@@ -3,6 +3,7 @@
 // a crash loop leaves rings/ bounded and every session counted, queued summaries are bounded,
 // and what writers killed inside a write (or stopped by a full disk) left is cleaned up.
 
+import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing
@@ -207,7 +208,7 @@ struct OtherSampleError: Error {}
     child.wait(seconds: 60)
     try #require(stopped == "in-write", "the child did not stop inside the write: \(stopped ?? "nothing")")
     // The child's pid namespace is this process's.
-    let namespace = ProcessIdentity.pidNamespace(of: "self")
+    let namespace = SystemFacts.pidNamespace(of: "self")
 
     func leftovers() -> [String] {
       files(under: directory.path).map(\.path).filter { $0.hasSuffix(".tmp-\(pid)-\(namespace)") }

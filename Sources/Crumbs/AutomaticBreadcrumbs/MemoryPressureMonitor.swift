@@ -25,7 +25,7 @@
 // start() (or after stop()) the caller may drive sampleNow(at:) itself, as the tests do.
 // Not signal-safe.
 
-import SystemPackage
+import CrumbsPlatform
 
 #if canImport(Glibc)
   import Glibc

@@ -18,6 +18,8 @@
 //   /proc/meminfo                      MemTotal:  24684224 kB / MemAvailable: ... kB
 // Not signal-safe; runs on the monitor's thread.
 
+import CrumbsPlatform
+
 #if canImport(Glibc)
   import Glibc
 #endif

@@ -17,6 +17,7 @@
 // Not signal-safe.
 
 import CrumbsDelivery
+import CrumbsPlatform
 import CrumbsRecorder
 import Dispatch
 import FoundationEssentials

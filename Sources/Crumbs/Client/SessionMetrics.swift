@@ -22,6 +22,7 @@
 // for it stays cheap): a power loss may undo the last counts, never tear the file. Not
 // signal-safe.
 
+import CrumbsPlatform
 import FoundationEssentials
 import Synchronization
 

@@ -13,6 +13,7 @@
 // Summaries carry no crash data, but they still leave the machine: with a consent handler set
 // and no standing consent they stay queued. Not signal-safe.
 
+import CrumbsPlatform
 import FoundationEssentials
 
 /// How one session ended, with the install's counts at the time it was processed.

@@ -1,7 +1,7 @@
 // TestCrash.swift — crashing on purpose, in every way the crash handler must catch, so an app
 // (and the demo, and the tests) can check its whole crash pipeline end to end.
 
-import CrumbsSignalPath
+import CrumbsPlatform
 
 #if canImport(Glibc)
   import Glibc

@@ -18,6 +18,7 @@
 // a full or read-only disk is an install-time error (`CrashHandlerError.recordFile`), never a
 // hang or a different death at crash time.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import Synchronization
 import SystemPackage
@@ -198,7 +199,13 @@ public enum CrashHandler {
   /// Signals we installed whose action another library has replaced since (sorted). Installing
   /// again re-takes them.
   public static func replacedSignals() -> [Int32] {
-    installation.withLock { _ in SignalNames.signals(inMask: crumbs_crash_replaced_signals()) }
+    installation.withLock { _ in replacedSignalsWithoutLocking() }
+  }
+
+  /// `replacedSignals()` without taking the installation lock: for exit hooks, which may run on
+  /// a thread that interrupted a holder. The C mask is read atomically.
+  package static func replacedSignalsWithoutLocking() -> [Int32] {
+    SignalNames.signals(inMask: crumbs_crash_replaced_signals())
   }
 
   /// Gives the calling thread an alternate signal stack (so a stack overflow on it is recorded)

@@ -13,6 +13,7 @@
 // path (they see bytes); `read` adds the path on the way out, so the message names the file.
 // FIFOs and devices are refused without blocking. Not signal-safe.
 
+import CrumbsPlatform
 import SystemPackage
 
 #if canImport(Glibc)

@@ -4,6 +4,7 @@
 // says in one line what is wrong. Every field a slot decoder depends on is checked against the
 // layout rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 
 #if canImport(Glibc)

@@ -39,6 +39,7 @@
 // from the C description and the header, not kept here: in a child they name the child's.
 // What a child leaves when it ends without a crash, the parent removes (ForkedSessionReaper).
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import Synchronization
 import SystemPackage
@@ -322,15 +323,26 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// Makes this ring the process-wide ring: the one `addBreadcrumb`, the C entry point
   /// `crumbs_add_breadcrumb` and signal breadcrumbs write to. Idempotent; does nothing once
   /// the ring is closed. From then on the ring's handle and range live as long as the process.
-  public func install() {
-    guard let ring = publish() else { return }
+  ///
+  /// Unless `markingCleanOnExit` is false it also arms the clean-exit hook
+  /// (`Lifecycle.markCleanExitOnExit`): `exit()`, returning from `main` included, appends
+  /// "process exiting" with the status and marks the installed ring clean, so the next launch
+  /// reports no crash for a process that ended well without closing its ring by hand. A process
+  /// killed by a signal runs no exit hook and keeps the ending the handlers wrote. Returns false
+  /// only when the hook was asked for and could not be registered (the ring is installed all
+  /// the same).
+  @discardableResult
+  public func install(markingCleanOnExit: Bool = true) -> Bool {
+    guard let ring = publish() else { return true }
     crumbs_ring_install(ring)
     // A close that ran since `publish` may have looked for this install before it happened:
     // take it back. Both sides are sequentially consistent (closed bit, then uninstall; install,
     // then closed bit), so one of them sees the other.
     if lifecycle.load(ordering: .sequentiallyConsistent) & Self.closedBit != 0 {
       crumbs_ring_uninstall_if(ring)
+      return true
     }
+    return markingCleanOnExit ? Lifecycle.markCleanExitOnExit(true) : true
   }
 
   /// Whether this ring is the process-wide ring.

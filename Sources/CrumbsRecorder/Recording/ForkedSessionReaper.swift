@@ -28,6 +28,7 @@
 // when another thread holds the table's lock, rather than wait in the app's fork. Not
 // signal-safe.
 
+import CrumbsPlatform
 import Synchronization
 
 #if canImport(Glibc)

@@ -10,6 +10,7 @@
 //
 // Not signal-safe; never traps on a damaged record (the reader validated it).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -42,6 +42,7 @@
 // record is not: _exit and exec, the usual ends of a forked child, leave its ring running, and
 // its parent is the one that watches it.
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -15,6 +15,7 @@
 // Written by ordinary code only, never in a signal handler: a crash leaves the last complete
 // file. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import FoundationEssentials
 

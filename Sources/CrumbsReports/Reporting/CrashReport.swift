@@ -4,6 +4,7 @@
 // convention names (`exception.type`, `thread.id`, `session.id`, …) so the report maps straight
 // onto an OTLP log record; `resource` holds OTel resource attribute names too.
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 /// A report, as stored in `reports/<state>/<id>/report.json`.
@@ -139,7 +140,6 @@ public struct CrashReport: Codable, Sendable, Equatable {
       self.frames = frames
     }
   }
-
 
   /// The breadcrumb trail: what is in the attachment, and what the ring said about itself.
   public struct Trail: Codable, Sendable, Equatable {

@@ -2,8 +2,8 @@
 // the current thread's stack (symbolicated against the live process's modules), attributes,
 // attachments within the size limit, and a snapshot of the breadcrumb trail. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
-import CrumbsSignalPath
 import FoundationEssentials
 import Synchronization
 
@@ -77,7 +77,7 @@ package struct NonFatalReportBuilder {
     let now = SystemClock.wallNanoseconds()
     var report = CrashReport(
       id: SessionID().description, kind: .nonFatal, exceptionType: type, exceptionMessage: message,
-      exceptionStacktrace: CrashReport.stacktrace(frames), threadID: Int(crumbs_current_thread_id()),
+      exceptionStacktrace: CrashReport.stacktrace(frames), threadID: Int(CurrentThread.id),
       threadName: Self.currentThreadName(), sessionID: ring.sessionID.description, reportingSessionID: nil,
       timeUnixNano: now, time: ISO8601.string(nanoseconds: now), observedTimeUnixNano: now,
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,

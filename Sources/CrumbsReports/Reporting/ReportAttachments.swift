@@ -2,6 +2,7 @@
 // session's at the next launch): each read within the size limit under a unique name, and each
 // one left out listed with the reason. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 package enum ReportAttachments {

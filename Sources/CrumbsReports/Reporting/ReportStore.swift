@@ -35,6 +35,7 @@
 //   enforceLimits()                  evict to the limits (also after each store)
 // Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import FoundationEssentials
 

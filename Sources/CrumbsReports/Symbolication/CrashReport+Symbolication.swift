@@ -5,6 +5,7 @@
 // Entry points: report.symbolicated(with:) → ReportStore.replace(_:with:).
 // Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 extension CrashReport {

@@ -9,6 +9,7 @@
 // keeps its own copy of this map in the crash record (crumbs_modules.c), made the same way.
 // Not signal-safe (dl_iterate_phdr takes the loader lock; allocates).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -19,6 +19,7 @@
 // another build is never used. Files are untrusted input (ELFImage.read bounds every read).
 // Not signal-safe; not thread-safe (caches).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 public final class DebugFileLocator {

@@ -20,6 +20,7 @@
 // partial, with `problems` saying what was skipped) or a thrown PersistedFileError — never a
 // trap. Not signal-safe (allocates, reads files).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 #if canImport(Glibc)

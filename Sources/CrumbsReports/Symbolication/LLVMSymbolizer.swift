@@ -15,6 +15,7 @@
 // only "??" answers with an error on stderr) is returned as an error; the Symbolicator then keeps
 // the ELF names and notes it. Not signal-safe (spawns a process).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 #if canImport(Glibc)

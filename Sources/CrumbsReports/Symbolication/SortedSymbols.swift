@@ -19,6 +19,7 @@
 // Every value read is untrusted; offsets and sizes are checked by ByteSource, counts and
 // products with overflow-reporting arithmetic. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 /// Sorted by start address; among symbols at one address only the best one is kept. Never

@@ -22,6 +22,7 @@
 // signal-safe: reads files, allocates, may run a subprocess. Not thread-safe: use one
 // Symbolicator from one task at a time (it caches parsed modules).
 
+import CrumbsPlatform
 import CrumbsRecorder
 
 /// One frame of a backtrace, named as well as the device could.

@@ -9,6 +9,7 @@
 // Breadcrumbs go to the process-wide ring (the handler cannot know about Swift objects).
 // Install and uninstall are set-up calls: serialized here by a lock, not signal-safe.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 import Synchronization
 import SystemPackage
@@ -86,8 +87,12 @@ public enum SignalBreadcrumbs {
     crumbs_signal_breadcrumbs_app_handler_image(signal).map { String(cString: $0) }
   }
 
+  /// The last stop request (SIGTERM, SIGINT, SIGHUP) recorded by the handler or
+  /// `recordStopRequest`, or 0 when none was.
+  package static var lastTerminationRequest: Int32 { crumbs_signal_breadcrumbs_last_termination_request() }
+
   /// Whether a stop request has been recorded (by the handler or `recordStopRequest`).
-  package static var stopRequestRecorded: Bool { crumbs_signal_breadcrumbs_last_termination_request() > 0 }
+  package static var stopRequestRecorded: Bool { lastTerminationRequest > 0 }
 
   /// Records a stop request (SIGTERM, SIGINT, SIGHUP) that reached the app without passing the
   /// breadcrumb handler (a Dispatch signal source read it from a signalfd first): the same

@@ -6,6 +6,12 @@
 #endif
 
 package enum SystemFacts {
+  /// The inode of /proc/<process>/ns/pid (`process`: a pid or "self"), or 0 when unreadable:
+  /// a pid means something only inside its own pid namespace.
+  package static func pidNamespace(of process: String) -> UInt64 {
+    Syscall.inode(ofPath: "/proc/\(process)/ns/pid") ?? 0
+  }
+
   /// This boot's id (/proc/sys/kernel/random/boot_id) as 16 bytes; zeros when unreadable.
   /// Clock ticks stored in a ring compare with "now" only within one boot.
   package static let bootID: [UInt8] = {
@@ -124,6 +130,30 @@ package enum SystemFacts {
   /// Whether this reader runs in the boot that wrote `bootID`.
   package static func isCurrentBoot(_ other: [UInt8]) -> Bool {
     other == bootID && !bootID.allSatisfy { $0 == 0 }
+  }
+
+  /// A field of /etc/os-release: PRETTY_NAME ("Debian GNU/Linux 12 (bookworm)") by default,
+  /// NAME ("Debian GNU/Linux").
+  package static func osRelease(_ name: String = "PRETTY_NAME", file: String = "/etc/os-release") -> String? {
+    guard let bytes = try? Syscall.readFile(file, limit: 1 << 16) else { return nil }
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    where line.hasPrefix(name + "=") {
+      return String(line.dropFirst(name.count + 1)).trimmingCharacters(in: "\"")
+    }
+    return nil
+  }
+
+  /// A /proc/meminfo field in bytes.
+  package static func meminfo(_ name: String, file: String = "/proc/meminfo") -> UInt64? {
+    guard let bytes = try? Syscall.readFile(file, limit: 1 << 16) else { return nil }
+    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    where line.hasPrefix(name + ":") {
+      let fields = line.split(separator: " ")
+      guard fields.count >= 2, let kilobytes = UInt64(fields[1]) else { return nil }
+      let (bytes, overflow) = kilobytes.multipliedReportingOverflow(by: 1024)
+      return overflow ? nil : bytes
+    }
+    return nil
   }
 }
 

@@ -4,6 +4,7 @@
 // ring's writer still runs is decided per process, not by a lock a forked child may hold.
 // Not signal-safe (the signal path reads the start time in C).
 
+import CrumbsPlatform
 import CrumbsSignalPath
 
 #if canImport(Glibc)
@@ -29,7 +30,7 @@ package struct ProcessIdentity: Sendable, Equatable {
   package static var current: ProcessIdentity {
     ProcessIdentity(
       pid: Syscall.processID(), startTicks: startTicks(of: 0) ?? 0, bootID: SystemFacts.bootID,
-      pidNamespace: pidNamespace(of: "self"))
+      pidNamespace: SystemFacts.pidNamespace(of: "self"))
   }
 
   /// What a reader can tell about whether the process still runs.
@@ -46,7 +47,7 @@ package struct ProcessIdentity: Sendable, Equatable {
 
   /// Whether the process still runs, as seen from this one.
   package var liveness: Liveness {
-    let here = Self.pidNamespace(of: "self")
+    let here = SystemFacts.pidNamespace(of: "self")
     guard pid > 0, startTicks != 0, pidNamespace != 0, here != 0, pidNamespace == here,
       !SystemFacts.bootID.allSatisfy({ $0 == 0 })
     else { return .unknown }
@@ -66,10 +67,5 @@ package struct ProcessIdentity: Sendable, Equatable {
     var ticks: UInt64 = 0
     var state: CChar = 0
     return crumbs_process_stat(pid, &ticks, &state) ? ticks : nil
-  }
-
-  /// The inode of /proc/<process>/ns/pid, or 0 when unreadable.
-  static func pidNamespace(of process: String) -> UInt64 {
-    Syscall.inode(ofPath: "/proc/\(process)/ns/pid") ?? 0
   }
 }

@@ -6,11 +6,15 @@
 //   Lifecycle.record(.configReload)     the app's own points, any time
 //   Lifecycle.markCleanExitOnExit()     on exit() (return from main included): "process exiting"
 //                                       with the status, and the ring marked CLEAN, so the next
-//                                       launch reports nothing (C hook, crumbs_signal_breadcrumbs.c)
+//                                       launch reports nothing (C hook, crumbs_signal_breadcrumbs.c).
+//                                       `BreadcrumbRing.install()` arms it, so a recorder-only
+//                                       program ends clean without closing its ring; the client
+//                                       arms it through the same install.
 //
 // A process that dies by a signal never runs exit hooks: its ring stays RUNNING (or CRASHED /
 // TERMINATED_BY_SIGNAL, set by the handlers) and is reported accordingly. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 
 #if canImport(Glibc)

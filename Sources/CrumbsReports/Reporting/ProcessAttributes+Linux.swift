@@ -1,6 +1,9 @@
 // ProcessAttributes+Linux.swift — process, OS and host facts for reports, with OpenTelemetry
 // resource attribute names. Read at report time, never in a signal handler.
 
+import CrumbsPlatform
+import CrumbsRecorder
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -46,9 +49,11 @@ package enum ProcessAttributes {
       attributes["host.arch"] = normalizedArchitecture(field(names.machine))
       attributes[hostNameKey] = field(names.nodename)
     }
-    if let release = osRelease("NAME") { attributes["os.name"] = release }
-    if let release = osRelease() { attributes["os.description"] = release }
-    if let total = meminfo("MemTotal") { attributes["crumbs.host.memory.total_bytes"] = String(total) }
+    if let release = SystemFacts.osRelease("NAME") { attributes["os.name"] = release }
+    if let release = SystemFacts.osRelease() { attributes["os.description"] = release }
+    if let total = SystemFacts.meminfo("MemTotal") {
+      attributes["crumbs.host.memory.total_bytes"] = String(total)
+    }
     return attributes
   }
 
@@ -83,33 +88,4 @@ package enum ProcessAttributes {
     default: machine
     }
   }
-
-  /// A field of /etc/os-release: PRETTY_NAME ("Debian GNU/Linux 12 (bookworm)") by default,
-  /// NAME ("Debian GNU/Linux").
-  package static func osRelease(_ name: String = "PRETTY_NAME", file: String = "/etc/os-release") -> String? {
-    guard let bytes = try? Syscall.readFile(file, limit: 1 << 16) else { return nil }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    where line.hasPrefix(name + "=") {
-      return String(line.dropFirst(name.count + 1)).trimmingCharacters(in: "\"")
-    }
-    return nil
-  }
-
-  /// A /proc/meminfo field in bytes.
-  package static func meminfo(_ name: String, file: String = "/proc/meminfo") -> UInt64? {
-    guard let bytes = try? Syscall.readFile(file, limit: 1 << 16) else { return nil }
-    for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    where line.hasPrefix(name + ":") {
-      let fields = line.split(separator: " ")
-      guard fields.count >= 2, let kilobytes = UInt64(fields[1]) else { return nil }
-      let (bytes, overflow) = kilobytes.multipliedReportingOverflow(by: 1024)
-      return overflow ? nil : bytes
-    }
-    return nil
-  }
-}
-
-/// This library's version, reported as `telemetry.sdk.version`.
-public enum CrumbsVersion {
-  public static let string = "0.1.0"
 }

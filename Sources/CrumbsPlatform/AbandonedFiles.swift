@@ -27,7 +27,7 @@ package enum AbandonedFiles {
   /// What a writer puts after the separator: `<pid>-<pid namespace inode>` (0 when the
   /// namespace cannot be read: then only the margin judges it).
   package static func writerTag() -> String {
-    "\(Syscall.processID())-\(ProcessIdentity.pidNamespace(of: "self"))"
+    "\(Syscall.processID())-\(SystemFacts.pidNamespace(of: "self"))"
   }
 
   /// The writer after the last `separator` in `name`: `<pid>-<namespace>` or, from older
@@ -59,7 +59,7 @@ package enum AbandonedFiles {
   ) -> Bool {
     guard let writer = writer(name, separator: separator) else { return false }
     let quiet = now > modifiedNanoseconds && now - modifiedNanoseconds > margin
-    let here = ProcessIdentity.pidNamespace(of: "self")
+    let here = SystemFacts.pidNamespace(of: "self")
     // Another pid namespace's writer, or one that did not say: its pid means nothing here.
     guard let namespace = writer.namespace, namespace != 0, namespace == here else { return quiet }
     if writer.pid == Syscall.processID() { return false }

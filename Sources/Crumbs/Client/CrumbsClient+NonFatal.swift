@@ -1,0 +1,59 @@
+// CrumbsClient+NonFatal.swift — reports of errors the app caught: the current stack, the
+// breadcrumbs so far and the session's attributes, stored and delivered like a crash report.
+
+extension CrumbsClient {
+  /// Reports an `Error` the app survived, with the current thread's stack, the global and given
+  /// attributes, attachments, and a snapshot of the breadcrumb trail. Returns the stored report.
+  @discardableResult
+  public func send(
+    error: any Error, attributes: [String: String] = [:], attachments: [String] = []
+  ) -> StoredReport? {
+    let type = String(reflecting: Swift.type(of: error))
+    return sendNonFatal(
+      type: type, message: String(describing: error), attributes: attributes, attachments: attachments)
+  }
+
+  /// Reports a message (e.g. an unexpected state), like `send(error:)`.
+  @discardableResult
+  public func send(message: String, attributes: [String: String] = [:], attachments: [String] = [])
+    -> StoredReport?
+  {
+    sendNonFatal(type: "Message", message: message, attributes: attributes, attachments: attachments)
+  }
+
+  /// Reports an exception-like value: a name and a reason, like `send(error:)`.
+  @discardableResult
+  public func send(
+    exceptionName: String, reason: String, attributes: [String: String] = [:], attachments: [String] = []
+  ) -> StoredReport? {
+    sendNonFatal(type: exceptionName, message: reason, attributes: attributes, attachments: attachments)
+  }
+
+  func sendNonFatal(
+    type: String, message: String, attributes extra: [String: String], attachments extraFiles: [String]
+  ) -> StoredReport? {
+    guard isEnabled else { return nil }
+    let addresses = CurrentThread.returnAddresses(limit: 128)
+    let (globalAttributes, globalFiles, recorded) = session.withLock {
+      ($0.metadata.attributes, $0.metadata.attachments, $0.metadata.resource)
+    }
+    let delegate = state.withLock { $0.delegate }
+    var builder = NonFatalReportBuilder(
+      ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
+      appName: configuration.appName ?? "", appVersion: configuration.appVersion,
+      attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
+    builder.sessionResource = recorded ?? measuredResource()
+    builder.omitsHostName = !configuration.reportsHostName
+    let (report, files) = builder.build(
+      type: type, message: message, addresses: addresses, attachmentPaths: globalFiles + extraFiles)
+    if let delegate, !delegate.shouldProcess(report) { return nil }
+    do {
+      let stored = try store.store(report, attachments: files)
+      uploader?.wake()
+      return stored
+    } catch {
+      state.withLock { $0.problems.append("cannot store a non-fatal report: \(error)") }
+      return nil
+    }
+  }
+}

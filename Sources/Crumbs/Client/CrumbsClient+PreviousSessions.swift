@@ -1,0 +1,144 @@
+// CrumbsClient+PreviousSessions.swift — what earlier sessions left, processed on the background
+// thread (and, in a crash loop, partly on the caller's thread of `start`): their reports
+// stored, their summaries and counts, waited for by `hasCrashedInLastSession` and the rest.
+
+import CrumbsPlatform
+import Dispatch
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+extension CrumbsClient {
+  /// On the caller's thread of `start`: keeps rings/ bounded when sessions end faster than the
+  /// background work processes them (PostMortemProcessor.processBacklog: a directory listing
+  /// unless more than a few sessions wait). What it processed joins the previous sessions.
+  func processBacklog() {
+    let backlog = makeProcessor().processBacklog(reportingSession: sessionID)
+    if !backlog.sessions.isEmpty || !backlog.forkedSessions.isEmpty || !backlog.problems.isEmpty {
+      state.withLock { $0.backlog = backlog }
+    }
+  }
+
+  /// The post-mortem processor as configured, counting each ended session.
+  func makeProcessor() -> PostMortemProcessor {
+    var processor = PostMortemProcessor(directory: directory, store: store)
+    processor.symbolicatorOptions = configuration.symbolication
+    processor.reportsAbnormalTerminations = configuration.detectOOM
+    processor.reportsHostName = configuration.reportsHostName
+    processor.attachmentSizeLimit = configuration.attachmentSizeLimit
+    processor.shouldStore = { [weak self] report in
+      guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
+      return delegate.shouldProcess(report)
+    }
+    let directory = configuration.directory
+    processor.sessionEnded = { [weak self] session in
+      do {
+        let metrics = try SessionMetricsFile.countEnd(session, directory: directory)
+        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: directory)
+      } catch {
+        self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
+      }
+    }
+    return processor
+  }
+
+  /// Reports what earlier sessions left, each with its own version, attributes and attachments
+  /// (from its session file, not this session's), and counts each ended session before its files
+  /// are removed.
+  func processPreviousSessions() {
+    var outcome = state.withLock { $0.backlog } ?? PostMortemOutcome()
+    outcome.append(makeProcessor().run(reportingSession: sessionID))
+    let directory = configuration.directory
+    // The client's own files, which a process killed mid-write may have left temporary copies of.
+    outcome.removedLeftovers +=
+      AbandonedFiles.removeTemporaryFiles(
+        inFolder: directory, of: ["session-metrics.json", "consent", "disabled"])
+      + AbandonedFiles.removeTemporaryFiles(inFolder: SessionSummaryQueue.folder(directory))
+    var problems = outcome.problems
+    var metrics: SessionMetrics?
+    do {
+      metrics = try SessionMetricsFile.read(directory: directory)
+    } catch {
+      problems.append("cannot read the session metrics: \(error)")
+    }
+    let waiters = state.withLock { state in
+      state.previous = outcome
+      state.metrics = metrics
+      state.problems += problems
+      defer { state.previousWaiters = [] }
+      return state.previousWaiters
+    }
+    for waiter in waiters { waiter.resume(returning: outcome) }
+  }
+
+  /// Sends the queued session summaries to the OTLP destinations (never without consent when a
+  /// consent handler is set). Runs on the background thread; returns how many were delivered.
+  @discardableResult
+  func deliverSessionSummaries() -> Int {
+    let otlp = uploader?.destinations.compactMap { $0 as? OTLPDestination } ?? []
+    guard let uploader, !otlp.isEmpty, isEnabled else { return 0 }
+    if state.withLock({ $0.consentHandler }) != nil && !hasStandingConsent { return 0 }
+    return SessionSummaryQueue.deliver(
+      directory: configuration.directory, destinations: otlp,
+      resource: ProcessAttributes.resource(
+        pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
+        appVersion: configuration.appVersion
+      ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured },
+      transport: uploader.transport)
+  }
+
+  /// Waits (at most `timeout` seconds) for the previous sessions to be processed.
+  @discardableResult
+  public func waitForPreviousSessions(timeout: Double = 10) -> PostMortemOutcome? {
+    if let previous = state.withLock({ $0.previous }) { return previous }
+    if previousSessionsDone.wait(timeout: .now() + timeout) == .success { previousSessionsDone.signal() }
+    return state.withLock { $0.previous }
+  }
+
+  /// What the background run found of the previous sessions (their ends, reports, problems),
+  /// once it has run: suspends without blocking a thread. The blocking properties below
+  /// (`hasCrashedInLastSession`, …) wait at most 10 s; this waits as long as the run takes.
+  public var previousSessions: PostMortemOutcome {
+    get async {
+      await withCheckedContinuation { continuation in
+        let ready = state.withLock { state -> PostMortemOutcome? in
+          if let previous = state.previous { return previous }
+          state.previousWaiters.append(continuation)
+          return nil
+        }
+        if let ready { continuation.resume(returning: ready) }
+      }
+    }
+  }
+
+  /// Session counts, including this one, once the previous sessions are counted: suspends
+  /// without blocking a thread (see `previousSessions`).
+  public var currentSessionMetrics: SessionMetrics? {
+    get async {
+      _ = await previousSessions
+      return state.withLock { $0.metrics }
+    }
+  }
+
+  /// Whether the previous session ended by a crash or abnormally. Waits for the background
+  /// processing of the previous sessions (up to 10 s; `await previousSessions` does not block).
+  public var hasCrashedInLastSession: Bool { waitForPreviousSessions()?.hasCrashedInLastSession ?? false }
+  /// The previous session's report, if it crashed. Waits like `hasCrashedInLastSession`.
+  public var lastSessionCrashReport: CrashReport? { waitForPreviousSessions()?.lastSessionCrashReport }
+  /// Whether the previous session recorded a memory-pressure warning.
+  public var hasReceivedMemoryWarningInLastSession: Bool {
+    waitForPreviousSessions()?.hasReceivedMemoryWarningInLastSession ?? false
+  }
+  /// Session counts, including this one. Waits like `hasCrashedInLastSession`.
+  public var sessionMetrics: SessionMetrics? {
+    waitForPreviousSessions()
+    return state.withLock { $0.metrics }
+  }
+  /// Problems met in the background (unreadable files, failed stores, settings out of range),
+  /// for the app to log; and, while it lasts, that reports cannot be sent because libcurl is
+  /// missing (one line saying how to install it; gone once a pass found it).
+  public var problems: [String] {
+    state.withLock { $0.problems } + (uploader?.missingTransport.map { [$0] } ?? [])
+  }
+}

@@ -1,0 +1,223 @@
+// Syscalls+BeneathDirectory.swift — calls inside a directory, never following a symbolic link.
+// See Syscalls+Linux.swift.
+//
+// A report folder is untrusted input: a symbolic link put where a folder or file should be must
+// never lead a read, a write or a removal outside the Crumbs directory. These calls work relative
+// to an open directory (openat, mkdirat, renameat, unlinkat, fstatat) and open every component
+// with O_NOFOLLOW, so no check can be raced by swapping a folder for a link between a check and
+// its use.
+
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+extension Syscall {
+  /// What an entry of a directory is, seen without following it.
+  package struct EntryStatus: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
+      case regular, directory, symbolicLink, other
+    }
+    package var kind: Kind
+    package var size: Int
+    /// Last modification, nanoseconds since the epoch.
+    package var modifiedNanoseconds: UInt64
+
+    init(_ info: stat) {
+      switch info.st_mode & S_IFMT {
+      case S_IFREG: kind = .regular
+      case S_IFDIR: kind = .directory
+      case S_IFLNK: kind = .symbolicLink
+      default: kind = .other
+      }
+      size = max(0, Int(info.st_size))
+      modifiedNanoseconds =
+        UInt64(max(0, info.st_mtim.tv_sec)) * 1_000_000_000 + UInt64(max(0, info.st_mtim.tv_nsec))
+    }
+
+    /// In words, for reasons: "a symbolic link", "a folder"…
+    package var description: String {
+      switch kind {
+      case .regular: "a file"
+      case .directory: "a folder"
+      case .symbolicLink: "a symbolic link"
+      case .other: "not a regular file (a FIFO, socket or device)"
+      }
+    }
+  }
+
+  /// The entry `name` of the open `directory`, not followed; nil when it is not there.
+  package static func status(of name: String, in directory: Int32) -> EntryStatus? {
+    var info = stat()
+    guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+    return EntryStatus(info)
+  }
+
+  /// The entry at `path`, not followed (the directories above it are); nil when it is not there.
+  package static func status(ofPath path: String) -> EntryStatus? {
+    var info = stat()
+    guard fstatat(AT_FDCWD, path, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+    return EntryStatus(info)
+  }
+
+  /// Opens the directory at `path` below `root`: `root` itself as configured (it may be a link
+  /// the user made), then each component below it with O_NOFOLLOW. A symbolic link on the way is
+  /// refused as `.symbolicLink`, never followed.
+  package static func openDirectory(_ path: String, beneath root: String) throws(SystemCallError) -> Int32 {
+    let prefix = root.hasSuffix("/") ? root : root + "/"
+    guard path == root || path.hasPrefix(prefix) else {
+      throw SystemCallError(call: "open", path: path, refusal: .other("not inside \(root)"))
+    }
+    var fd = try open(root, O_RDONLY | O_DIRECTORY)
+    var walked = String(prefix.dropLast())
+    for component in path.dropFirst(root.count).split(separator: "/") {
+      walked += "/" + component
+      do {
+        let next = try openDirectory(named: String(component), in: fd, path: walked)
+        close(fd)
+        fd = next
+      } catch {
+        close(fd)
+        throw error
+      }
+    }
+    return fd
+  }
+
+  /// Opens the directory `name` in the open `directory`, refusing a symbolic link.
+  package static func openDirectory(named name: String, in directory: Int32, path: String)
+    throws(SystemCallError) -> Int32
+  {
+    do {
+      return try retrying("open", path: path) {
+        openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+      }
+    } catch {
+      // O_DIRECTORY|O_NOFOLLOW on a link fails with ENOTDIR (ELOOP without O_DIRECTORY).
+      if error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels,
+        status(of: name, in: directory)?.kind == .symbolicLink
+      {
+        throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+      }
+      throw error
+    }
+  }
+
+  /// The names in the open `directory` (not `.` and `..`), sorted.
+  package static func directoryEntries(of directory: Int32, path: String) throws(SystemCallError) -> [String]
+  {
+    // fdopendir takes the descriptor over: give it a copy, and start from the beginning.
+    let copy = try retrying("dup", path: path) { fcntl(directory, F_DUPFD_CLOEXEC, 0) }
+    guard let stream = fdopendir(copy) else {
+      let error = Errno(rawValue: Glibc.errno)
+      close(copy)
+      throw SystemCallError(call: "opendir", path: path, errno: error)
+    }
+    defer { closedir(stream) }
+    rewinddir(stream)
+    var names: [String] = []
+    while let entry = readdir(stream) {
+      let name = withUnsafePointer(to: entry.pointee.d_name) {
+        $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+  }
+
+  /// Reads the regular file `name` in the open `directory`, at most `limit` bytes. A symbolic
+  /// link is refused as `.symbolicLink`, a FIFO or device as `.notARegularFile`; neither blocks.
+  package static func readFile(named name: String, in directory: Int32, limit: Int, path: String)
+    throws(SystemCallError) -> [UInt8]
+  {
+    let fd: Int32
+    do {
+      fd = try retrying("open", path: path) {
+        openat(directory, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
+      }
+    } catch {
+      if error.errno == .tooManySymbolicLinkLevels {
+        throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+      }
+      throw error
+    }
+    defer { close(fd) }
+    var info = stat()
+    try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
+    guard (info.st_mode & S_IFMT) == S_IFREG else {
+      throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+    }
+    return try readAll(fd, limit: limit, path: path)
+  }
+
+  /// Writes `bytes` as the file `name` in the open `directory`, all or nothing (see
+  /// `writeFileAtomically(_:_:durable:)`). The temporary file is created new (O_EXCL,
+  /// O_NOFOLLOW), so nothing already at its name — a link left there — is ever written through;
+  /// the rename replaces a link at `name` itself, never its target.
+  package static func writeFileAtomically(
+    named name: String, in directory: Int32, _ bytes: some Collection<UInt8>, durable: Bool = true,
+    path: String
+  ) throws(SystemCallError) {
+    let writer = AbandonedFiles.writerTag()
+    let temporary = name + AbandonedFiles.temporarySeparator + writer
+    let temporaryPath = path + AbandonedFiles.temporarySeparator + writer
+    // A file of that name is this pid's own leftover (an earlier process with this pid in this
+    // pid namespace, killed mid-write): never in use.
+    _ = unlinkat(directory, temporary, 0)
+    let fd = try retrying("open", path: temporaryPath) {
+      openat(directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    }
+    do throws(SystemCallError) {
+      let contiguous = Array(bytes)
+      var offset = 0
+      while offset < contiguous.count {
+        offset += try retrying("write", path: temporaryPath) {
+          contiguous.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        }
+      }
+      if durable { try fsync(fd, path: temporaryPath) }
+      close(fd)
+      try retrying("rename", path: temporaryPath) { renameat(directory, temporary, directory, name) }
+    } catch {
+      close(fd)
+      _ = unlinkat(directory, temporary, 0)
+      throw error
+    }
+    if durable { try fsync(directory, path: directoryName(of: path)) }
+  }
+
+  /// Creates the directory `name` (0700) in the open `directory`; fails if anything is there.
+  package static func makeDirectory(named name: String, in directory: Int32, path: String)
+    throws(SystemCallError)
+  {
+    try retrying("mkdir", path: path) { mkdirat(directory, name, 0o700) }
+  }
+
+  /// Renames `name` in `directory` to `newName` in `newDirectory` (a link is moved, not followed).
+  package static func rename(
+    named name: String, in directory: Int32, to newName: String, in newDirectory: Int32, path: String
+  ) throws(SystemCallError) {
+    try retrying("rename", path: path) { renameat(directory, name, newDirectory, newName) }
+  }
+
+  /// Removes the entry `name` of the open `directory`: a file or link is unlinked (never
+  /// followed), a folder is opened with O_NOFOLLOW, emptied the same way and removed. Best
+  /// effort: what cannot be removed stays.
+  package static func removeTree(named name: String, in directory: Int32) {
+    guard let entry = status(of: name, in: directory) else { return }
+    guard entry.kind == .directory else {
+      _ = unlinkat(directory, name, 0)
+      return
+    }
+    if let folder = try? openDirectory(named: name, in: directory, path: name) {
+      for child in (try? directoryEntries(of: folder, path: name)) ?? [] {
+        removeTree(named: child, in: folder)
+      }
+      close(folder)
+    }
+    _ = unlinkat(directory, name, AT_REMOVEDIR)
+  }
+}
