@@ -4,7 +4,7 @@
 # release, capture_ns) and the whole way from the handler's start to the parent's waitpid
 # returning (crash_wall_ns to CLOCK_REALTIME then) for a crash with 1, 10 and 100 other threads blocked (none masked, so
 # no thread makes the handler wait for its deadline), the record file's size and install time.
-# Not a timed test: figures for the README and the report. Usage, from the repository root:
+# Not a timed test: figures for docs/figures.md and the report. Usage, from the repository root:
 #   sh Benchmarks/thread-capture.sh [ROUNDS] [CHILD]
 # CHILD defaults to the release test child `make test` builds (.build-release-child), else the
 # debug one. Needs the `crumbs` CLI (swift build --product crumbs).

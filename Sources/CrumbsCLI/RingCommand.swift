@@ -28,8 +28,8 @@ enum BreadcrumbFormat {
   /// One line per breadcrumb:
   /// `2026-11-22T04:12:01.123Z WARNING http  tid=4242 #7  GET /x  {status=500}  [truncated: message]`
   case human
-  /// JSON Lines in the trail attachment's schema (`Breadcrumb.jsonLine()`, README "Breadcrumb
-  /// trail schema"): what a report carries and what the CLI prints are read the same way.
+  /// JSON Lines in the trail attachment's schema (`Breadcrumb.jsonLine()`, docs/formats.md
+  /// "Breadcrumb trail schema"): what a report carries and what the CLI prints are read the same way.
   case json
 
   func line(_ breadcrumb: Breadcrumb) -> String {

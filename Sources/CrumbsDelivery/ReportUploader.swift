@@ -235,7 +235,7 @@ public final class ReportUploader: Sendable {
 
   private struct State {
     weak var delegate: (any ReportUploaderDelegate)?
-    /// 429 pauses, by destination name (this process only; see the README).
+    /// 429 pauses, by destination name (this process only; see docs/delivery.md).
     var pausedUntil: [String: UInt64] = [:]
     /// Send times within the last minute, for `reportsPerMinute`.
     var recentSends: [UInt64] = []

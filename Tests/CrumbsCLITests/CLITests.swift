@@ -71,8 +71,8 @@ import Testing
       #expect(
         timestamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil,
         "microseconds: \(timestamp)")
-      // Exactly the line the trail attachment holds for it: one schema (README "Breadcrumb trail
-      // schema"), keys in its order.
+      // Exactly the line the trail attachment holds for it: one schema (docs/formats.md "Breadcrumb
+      // trail schema"), keys in its order.
       #expect(line == breadcrumb.jsonLine())
       let keys = [
         "\"timestamp\":", "\"id\":", "\"seq\":", "\"thread\":", "\"level\":", "\"type\":",

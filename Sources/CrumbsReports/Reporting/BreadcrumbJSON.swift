@@ -1,6 +1,6 @@
 // BreadcrumbJSON.swift — the one JSON form of a breadcrumb: a line of the trail attachment
 // (TrailAttachment), read back by TrailEntries (CrumbsDelivery), and what `crumbs ring dump
-// --json` and `ring tail --json` print. Keys, in this order (README "Breadcrumb trail schema"):
+// --json` and `ring tail --json` print. Keys, in this order (docs/formats.md "Breadcrumb trail schema"):
 //
 //   timestamp, id, seq, thread, level, type, message, attributes
 //   [, truncated, truncated_parts]   only when something was cut
@@ -12,7 +12,7 @@
 import CrumbsRecorder
 
 extension Breadcrumb {
-  /// This breadcrumb as one JSON Lines line (no newline). See README "Breadcrumb trail schema".
+  /// This breadcrumb as one JSON Lines line (no newline). See docs/formats.md "Breadcrumb trail schema".
   public func jsonLine() -> String {
     var json = JSONWriter()
     writeJSON(into: &json)

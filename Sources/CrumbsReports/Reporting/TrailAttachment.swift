@@ -1,6 +1,6 @@
 // TrailAttachment.swift — the breadcrumb trail as a report attachment: JSON Lines, oldest to
 // newest, compressed into one LZ4 frame (`breadcrumbs.jsonl.lz4`, readable by `lz4 -d`).
-// Schema of a line: see Breadcrumb.jsonLine() and README "Breadcrumb trail schema".
+// Schema of a line: see Breadcrumb.jsonLine() and docs/formats.md "Breadcrumb trail schema".
 
 import CrumbsRecorder
 
