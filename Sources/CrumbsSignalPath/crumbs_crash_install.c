@@ -69,7 +69,7 @@ void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
 #endif
   memcpy(record->session_id, session_id, 16);
   memcpy(record->boot_id, boot_id, 16);
-  record->install_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
+  record->install_wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
   record->process_start_boottime_ns = process_start_boottime_ns;
   record->state = CRUMBS_CRASH_ARMED;
   // The magic goes last: a record whose formatting was interrupted is not a record.
@@ -79,9 +79,8 @@ void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
 /// Calls once every libc function the handler uses, so each PLT slot is bound now and not by
 /// the dynamic loader (which takes a lock) at crash time.
 static void crumbs__resolve_handler_calls(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  clock_gettime(CLOCK_BOOTTIME, &now);
+  (void)crumbs__context_clock_ns(CLOCK_MONOTONIC);
+  (void)crumbs__context_clock_ns(CLOCK_BOOTTIME);
   struct sysinfo memory;
   sysinfo(&memory);
   char name[16];

@@ -10,7 +10,7 @@
 // crumbs_ring_refresh_anchor_now, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
 // (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
-// libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
+// libc they call: clock_gettime (crumbs_context.c), syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
 // Not signal-safe (set-up only): crumbs_ring_attach, crumbs_ring_mark_closed,
@@ -21,6 +21,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
+#include "crumbs_context.h"
 #include "crumbs_format.h"
 
 #include <pthread.h>
@@ -33,17 +34,9 @@ __thread crumbs_thread_state crumbs__thread __attribute__((tls_model("initial-ex
 
 // MARK: - Clocks and thread ids
 
-uint64_t crumbs__monotonic_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+uint64_t crumbs__monotonic_ns(void) { return crumbs__context_clock_ns(CLOCK_MONOTONIC); }
 
-static uint64_t crumbs__wall_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+static uint64_t crumbs__wall_ns(void) { return crumbs__context_clock_ns(CLOCK_REALTIME); }
 
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
