@@ -8,8 +8,8 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
 //   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only),
-//   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
-//   (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
+//   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
 //   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
 //   syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c), open/getdents64/read/close,
 //   getrlimit, prctl(PR_GET_DUMPABLE) (crumbs_proc_threads.c); open/read/close (crumbs_maps.c,

@@ -94,7 +94,7 @@ void crumbs__ring_refresh_anchor(const crumbs_ring *ring) {
     return;
   }
   crumbs_clock_anchor anchor = crumbs__take_anchor(ring->clock_kind);
-  header->anchors[((generation >> 1) + 1) & 1] = anchor;
+  header->anchors[crumbs_ring_anchor_index(generation) ^ 1u] = anchor;
   __atomic_store_n(&header->next_anchor_ticks,
                    anchor.ticks + crumbs__anchor_interval(header, anchor), __ATOMIC_RELAXED);
   __atomic_store_n(&header->anchor_generation, generation + 2, __ATOMIC_RELEASE);
@@ -151,9 +151,7 @@ int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count
   plan->general_lane_slots = general_lane_slots;
   plan->important_lane_slots = important_lane_slots;
   plan->slot_count = general_lanes * general_lane_slots + important_lanes * important_lane_slots;
-  uint64_t lanes_end = CRUMBS_RING_HEADER_SIZE +
-                       (uint64_t)(general_lanes + important_lanes) * CRUMBS_RING_LANE_SIZE;
-  plan->slots_offset = (lanes_end + 4095u) & ~(uint64_t)4095u;
+  plan->slots_offset = crumbs_ring_slots_offset(general_lanes + important_lanes);
   plan->file_size = plan->slots_offset + (uint64_t)plan->slot_count * slot_size;
   return CRUMBS_PLAN_OK;
 }

@@ -272,7 +272,8 @@ static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__
   if (crumbs__context_register_offsets(offsets, 16, &pc_offset) != 16) return CRUMBS__STEP_FAILED;
   crumbs__unwind_registers interrupted = state->registers;
   for (unsigned index = 0; index < 16; index++) {
-    if (!crumbs__unwind_stack_word(state->low, state->high, context + offsets[index], &interrupted.values[index])) {
+    uint64_t *value = &interrupted.values[index];
+    if (!crumbs__unwind_stack_word(state->low, state->high, context + offsets[index], value)) {
       return CRUMBS__STEP_FAILED;
     }
   }
