@@ -144,7 +144,6 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var threadsKeptForDump: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_DUMP) != 0 }
   }
 
-
   public var status: Status
   public var version: UInt32
   public var pid: Int32

@@ -140,7 +140,6 @@ public struct CrashReport: Codable, Sendable, Equatable {
     }
   }
 
-
   /// The breadcrumb trail: what is in the attachment, and what the ring said about itself.
   public struct Trail: Codable, Sendable, Equatable {
     /// Attachment file name (`breadcrumbs.jsonl.lz4`), nil when there were no breadcrumbs.
