@@ -2,8 +2,6 @@
 // path (crumbs_context.h says why they are kept in one file).
 //
 // Entry points:
-//   crumbs__crash_this_thread           this thread's crash state (crumbs_crash_internal.h): its
-//                                       registered stack, and the fault context it waits with
 //   crumbs__context_clock_ns            a clock in nanoseconds
 //   crumbs__context_copy_registers      a context's registers as the crash record keeps them
 //   crumbs__context_unwind_registers    a context's registers by DWARF number, for the unwinder
@@ -14,17 +12,9 @@
 
 #define _GNU_SOURCE
 #include "crumbs_context.h"
-#include "crumbs_crash_internal.h"
 
 #include <stddef.h>
 #include <ucontext.h>
-
-// MARK: - This thread
-
-// Defined here, not by the handler that writes most of it: the thread capture reads a thread's
-// registered stack and the fault context it waits with, and must not depend on the handler,
-// which calls the capture (dependencies point one way: handler → capture → context).
-__thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tls_model("initial-exec")));
 
 // MARK: - Clocks
 

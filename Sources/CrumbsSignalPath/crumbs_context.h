@@ -8,9 +8,8 @@
 // (crumbs_unwind.c), a signal trampoline's saved context on the stack (crumbs_unwind.c), the
 // other threads' registers (crumbs_thread_capture.c). Clocks are read by the handler, the
 // thread capture, the ring's anchors and the signal breadcrumbs' rate limit the same way.
-// Having both here (and the per-thread crash state, crumbs__crash_this_thread, which
-// crumbs_context.c defines) lets the crash handler, the record and the thread capture share
-// them without depending on each other: handler → record → capture → context, one way.
+// Having both here lets the crash handler, the record writer and the thread capture share them
+// without depending on each other: handler → record → capture → context, one way.
 //
 // ASYNC-SIGNAL-SAFE: everything declared here. libc calls: clock_gettime (vDSO); the rest is
 // pure (copies out of a context the caller holds).

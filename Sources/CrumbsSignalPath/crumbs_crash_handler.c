@@ -80,8 +80,6 @@
 #include <time.h>
 #include <unistd.h>
 
-crumbs__crash_state crumbs__crash_installed = {.wait_ms = 3000};
-
 // First crash wins: tid of the thread writing the record, 0 when none.
 static uint32_t crumbs__winner_tid;
 

@@ -6,6 +6,7 @@
 //   crumbs_crash_install.c   install, re-assert, refresh modules, uninstall (set-up, not signal-safe)
 //   crumbs_crash_handler.c   the fatal-signal handler: when to record, whom to call (async-signal-safe)
 //   crumbs_crash_record_write.c  what the record holds, written by the crashing thread
+//   crumbs_crash_state.c     the state install prepares and each thread's crash state (data)
 //   crumbs_signal_watch.c    sigaction/signal/siginterrupt in front of libc's: a crash signal's
 //                            action set by another library is noticed when it happens
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
@@ -14,8 +15,8 @@
 //                            (crumbs_unwind.h)
 //   crumbs_thread_capture.c  every other thread's registers and stack at crash time (capture
 //                            signal, parked threads; async-signal-safe but for install)
-//   crumbs_context.c         every read of a signal context (ucontext_t) and of a clock, and
-//                            the per-thread crash state (crumbs_context.h)
+//   crumbs_context.c         every read of a signal context (ucontext_t) and of a clock
+//                            (crumbs_context.h)
 //   crumbs_maps.c            /proc/self/maps, read in the handler (async-signal-safe)
 //   crumbs_proc_threads.c    /proc/self/task: the threads, their state and names, and whether a
 //                            core dump or a tracer watches the death (async-signal-safe)
@@ -40,8 +41,7 @@
 /// Signals 1…63 (a mask bit each).
 #define CRUMBS__CRASH_MAX_SIGNAL 64
 
-// MARK: - Installed state (crumbs_crash_handler.c defines it; the per-thread state,
-// crumbs_context.c)
+// MARK: - Installed state and per-thread state (crumbs_crash_state.c defines them)
 
 /// What install prepared for the handler. Written by install and uninstall (ordinary threads,
 /// serialized by the Swift wrapper); read by the handler on any thread. `record` and `ring` are
@@ -275,6 +275,13 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
 /// another build ID mapped there), so the handler never reads an unloaded library's text or
 /// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
 void crumbs__crash_check_modules(crumbs_crash_record *record);
+/// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
+/// module has none. Safe to call from a signal handler (crumbs__crash_module_for_text).
+bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+                                  crumbs__cfi_region *region, uint64_t *header);
+/// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
+/// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
+uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address);
 /// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
 /// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
 /// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock

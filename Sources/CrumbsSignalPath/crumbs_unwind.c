@@ -112,30 +112,6 @@ uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64
   }
 }
 
-// MARK: - CFI lookups
-
-/// The CFI region and .eh_frame_hdr of the module whose text holds `address`.
-static bool crumbs__cfi_for(const crumbs_crash_record *record, uint64_t address,
-                            crumbs__cfi_region *region, uint64_t *header) {
-  int module = crumbs__crash_module_for_text(record, address);
-  if (module < 0) return false;
-  const crumbs__module_cfi *cfi = &crumbs__crash_module_cfi[module];
-  if (cfi->header == 0 || cfi->low >= cfi->high) return false;
-  region->low = cfi->low;
-  region->high = cfi->high;
-  region->bytes = (const uint8_t *)(uintptr_t)cfi->low;
-  *header = cfi->header;
-  return true;
-}
-
-uint64_t crumbs__unwind_function_start(const crumbs_crash_record *record, uint64_t address) {
-  crumbs__cfi_region region;
-  uint64_t header = 0, fde = 0, start = 0, end = 0;
-  if (!crumbs__cfi_for(record, address, &region, &header)) return 0;
-  if (crumbs__cfi_find_fde(&region, header, address, &fde, &start, &end) != CRUMBS_CFI_OK) return 0;
-  return start;
-}
-
 // MARK: - One step
 
 /// How a step ended.
@@ -154,7 +130,7 @@ static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_st
   uint64_t lookup = state->exact ? registers->pc : registers->pc - 1;
   crumbs__cfi_region region;
   uint64_t header = 0;
-  if (!crumbs__cfi_for(record, lookup, &region, &header)) return CRUMBS__STEP_FAILED;
+  if (!crumbs__crash_module_cfi_for(record, lookup, &region, &header)) return CRUMBS__STEP_FAILED;
   crumbs__cfi_row row;
   if (crumbs__cfi_row_at(&region, header, lookup, &row) != CRUMBS_CFI_OK) return CRUMBS__STEP_FAILED;
   if (row.cfa_is_expression || !crumbs__unwind_known(registers, row.cfa_register)) return CRUMBS__STEP_FAILED;

@@ -9,7 +9,9 @@
 //   crumbs_unwind_memory.c  memory the unwinder reads: through the kernel, a stack chunk at a time
 //   crumbs_unwind_async.c   Swift async frames: the context below a frame record, its chain
 //   crumbs_unwind_scan.c    return-address checks and the stack scan (the last resort)
-// Registers come from a signal context through crumbs_context.c.
+// Registers come from a signal context through crumbs_context.c; a module's CFI and function
+// starts through the module table (crumbs_modules.c). Calls point one way: the walk calls the
+// async chain and the scan, and all three call the memory file.
 //
 // ASYNC-SIGNAL-SAFE: everything declared here (crumbs_unwind.c lists what each reads and calls).
 
@@ -48,12 +50,6 @@ bool crumbs__unwind_read_anywhere(uint64_t address, void *out, size_t size);
 bool crumbs__unwind_stack_word(uint64_t low, uint64_t high, uint64_t address, uint64_t *value);
 /// Forgets the stack chunk: a new unwind may read a stack that changed since. Any context.
 void crumbs__unwind_forget_chunk(void);
-
-// MARK: - CFI lookups (crumbs_unwind.c)
-
-/// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
-/// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
-uint64_t crumbs__unwind_function_start(const crumbs_crash_record *record, uint64_t address);
 
 // MARK: - Swift async frames (crumbs_unwind_async.c)
 

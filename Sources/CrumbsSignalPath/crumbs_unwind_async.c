@@ -14,8 +14,8 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls: through
 // crumbs_unwind_memory.c (syscall(SYS_process_vm_readv, SYS_gettid)); plain loads only from
-// module text and .eh_frame_hdr segments (crumbs__unwind_function_start). The chain is bounded
-// by the frame capacity.
+// module text and .eh_frame_hdr segments (crumbs__crash_function_start, crumbs_modules.c). The
+// chain is bounded by the frame capacity.
 
 #include "crumbs_unwind.h"
 
@@ -43,7 +43,7 @@ uint64_t crumbs__unwind_async_context(const crumbs_crash_record *record, const c
   // that one must begin a function (an FDE starts there), which a random word rarely does.
   uint64_t words[2];
   if (!crumbs__unwind_read_anywhere(context, words, sizeof words)) return 0;
-  if (words[1] == 0 || crumbs__unwind_function_start(record, words[1]) != words[1]) return 0;
+  if (words[1] == 0 || crumbs__crash_function_start(record, words[1]) != words[1]) return 0;
   return context;
 }
 

@@ -102,4 +102,3 @@ uint64_t crumbs__crash_readable_floor(uint64_t low, uint64_t high, uint64_t prob
   }
   return low;
 }
-

@@ -102,12 +102,12 @@ static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, ui
 static bool crumbs__unwind_can_call(const crumbs_crash_record *record, uint64_t candidate, uint64_t inner) {
   uint64_t target = crumbs__direct_call_target(record, candidate);
   if (target == 0) return true; // indirect: anything
-  uint64_t inner_start = crumbs__unwind_function_start(record, inner);
+  uint64_t inner_start = crumbs__crash_function_start(record, inner);
   if (inner_start != 0) {
     if (target == inner_start) return true;
     // A target that starts another function we know cannot have led there; one that starts
     // none we know (a stub we cannot follow, code without CFI) proves nothing.
-    return crumbs__unwind_function_start(record, target) != target;
+    return crumbs__crash_function_start(record, target) != target;
   }
   // A direct call into a module never lands outside every module (JIT code, a bad address).
   int target_module = crumbs__crash_module_for_text(record, target);
