@@ -58,13 +58,14 @@ check-c: test-deps
 ## -Wall -Wextra -Werror, into its own scratch path (.build-werror). A build flag, as CI passes
 ## it, not unsafeFlags in the manifest, which would stop the package being a dependency. Only
 ## the C targets: -Xcc also reaches the clang importer of every Swift module, so a full build
-## would rebuild them all for nothing (about 20 s once the packages are resolved).
+## would rebuild them all for nothing. -Werror comes first: SwiftPM 6.3 stops with an internal
+## error ("Unexpected '-Wwarning' or '-Werror' at the end of args") when it is the last flag.
 werror: deps
 	@targets=$$($(SWIFT) package describe --type json | python3 -c 'import json, sys; \
 	  print(" ".join(t["name"] for t in json.load(sys.stdin)["targets"] if t.get("module_type") == "ClangTarget"))') && \
 	  [ -n "$$targets" ] && for target in $$targets; do \
 	    echo "werror: $$target"; \
-	    $(SWIFT) build --scratch-path .build-werror --target $$target -Xcc -Wall -Xcc -Wextra -Xcc -Werror || exit 1; \
+	    $(SWIFT) build --scratch-path .build-werror --target $$target -Xcc -Werror -Xcc -Wall -Xcc -Wextra || exit 1; \
 	  done
 
 ## Speed goals (issue 14), each ratio against a baseline measured in the same run (see
