@@ -221,7 +221,7 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     state->swift_fatal_message = crumbs__swift_fatal_message_buffer();
     state->swift_runtime_address =
         (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
-    // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind.c).
+    // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind_async.c).
     crumbs__unwind_concurrency_runtime = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_job_run");
   }
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;
