@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps check-c build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps check-c werror build bench fuzz fuzz-smoke format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -53,6 +53,21 @@ test: deps test-deps check-c
 check-c: test-deps
 	./Scripts/check-c-portability.sh
 
+## Every C target of the package (the signal path, the libcurl loader, the test and fuzz C
+## helpers: whatever `swift package describe` lists as C) built by SwiftPM's own clang with
+## -Wall -Wextra -Werror, into its own scratch path (.build-werror). A build flag, as CI passes
+## it, not unsafeFlags in the manifest, which would stop the package being a dependency. Only
+## the C targets: -Xcc also reaches the clang importer of every Swift module, so a full build
+## would rebuild them all for nothing. -Werror comes first: SwiftPM 6.3 stops with an internal
+## error ("Unexpected '-Wwarning' or '-Werror' at the end of args") when it is the last flag.
+werror: deps
+	@targets=$$($(SWIFT) package describe --type json | python3 -c 'import json, sys; \
+	  print(" ".join(t["name"] for t in json.load(sys.stdin)["targets"] if t.get("module_type") == "ClangTarget"))') && \
+	  [ -n "$$targets" ] && for target in $$targets; do \
+	    echo "werror: $$target"; \
+	    $(SWIFT) build --scratch-path .build-werror --target $$target -Xcc -Werror -Xcc -Wall -Xcc -Wextra || exit 1; \
+	  done
+
 ## Speed goals (issue 14), each ratio against a baseline measured in the same run (see
 ## Benchmarks/README.md), in one run: the ordo-one suite (ns per append, mallocs), instructions per
 ## append (callgrind), the append figures (C floor, literals and run-time values, 1 and 2 threads,
@@ -77,11 +92,13 @@ bench: deps
 fuzz: deps
 	./Fuzz/run.sh $(FUZZ_SECONDS)
 
+## swift format with the repo's .swift-format, in place.
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Fuzz Benchmarks/Sources
 
+## swift format's lint; any warning fails it (--strict), so CI holds the format (`make format` fixes most).
 lint:
-	$(SWIFT) format lint --recursive Package.swift Sources Tests Fuzz
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Fuzz
 
 clean:
 	rm -rf .build .build-* Benchmarks/.build "$(DEMO_DIR)"

@@ -84,7 +84,8 @@ func seeds(fromELF bytes: [UInt8], name: String) throws -> [(String, [UInt8])] {
     guard at + 56 <= bytes.count else { break }
     let type = u32(at)
     if type == 0x6474_e550 { header = u64(at + 16) }  // PT_GNU_EH_FRAME: p_vaddr
-    if type == 1 { loads.append((u64(at + 8), u64(at + 16), u64(at + 32))) }  // PT_LOAD: offset, vaddr, filesz
+    // PT_LOAD: offset, vaddr, filesz.
+    if type == 1 { loads.append((u64(at + 8), u64(at + 16), u64(at + 32))) }
   }
   guard let header, let load = loads.first(where: { header >= $0.address && header < $0.address + $0.size })
   else { throw FuzzToolError(message: "\(name): no PT_GNU_EH_FRAME in a PT_LOAD") }

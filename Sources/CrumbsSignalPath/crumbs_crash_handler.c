@@ -7,13 +7,14 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
-//   clock_gettime (vDSO), syscall(SYS_gettid), sigaction (query only), nanosleep, getpid,
-//   _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_tgkill)
-//   (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
-//   prctl(PR_GET_NAME), sigaltstack (query only); open/getdents64/read/close, tgkill, futex,
-//   sigaction (query), syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c);
-//   open/read/close (crumbs_maps.c, /proc/thread-self/maps); syscall(SYS_process_vm_readv)
-//   (crumbs_unwind.c: stack words, never plain loads); memset, memcmp, memcpy
+//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only),
+//   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
+//   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
+//   syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c), open/getdents64/read/close,
+//   getrlimit, prctl(PR_GET_DUMPABLE) (crumbs_proc_threads.c); open/read/close (crumbs_maps.c,
+//   /proc/thread-self/maps); syscall(SYS_process_vm_readv) (crumbs_unwind_memory.c: stack words,
+//   never plain loads); memset, memcmp, memcpy
 //   (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring append).
 // Each is resolved at install (crumbs_crash_install.c calls them once), so no lazy PLT binding
 // (loader lock) can happen in the handler; nothing here can load a library the way glibc's
@@ -79,19 +80,10 @@
 #include <time.h>
 #include <unistd.h>
 
-crumbs__crash_state crumbs__crash_installed = {.wait_ms = 3000};
-__thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tls_model("initial-exec")));
-
 // First crash wins: tid of the thread writing the record, 0 when none.
 static uint32_t crumbs__winner_tid;
 
 // MARK: - Small signal-safe helpers
-
-uint64_t crumbs__crash_clock_ns(clockid_t clock) {
-  struct timespec now;
-  clock_gettime(clock, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
 
 /// Dies by `signal_number` (crumbs_die_by_signal.c). If the signal does not end the process (a
 /// default action that ignores it, or an init process the kernel shields), exit with the
@@ -392,7 +384,7 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
     thread->depth = 0;
     thread->chain_stage = CRUMBS__CHAIN_NONE;
   }
-  uint64_t started_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+  uint64_t started_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
   if (thread->depth > 0) {
     if (thread->chain_stage != CRUMBS__CHAIN_NONE) {

@@ -69,7 +69,7 @@ void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
 #endif
   memcpy(record->session_id, session_id, 16);
   memcpy(record->boot_id, boot_id, 16);
-  record->install_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
+  record->install_wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
   record->process_start_boottime_ns = process_start_boottime_ns;
   record->state = CRUMBS_CRASH_ARMED;
   // The magic goes last: a record whose formatting was interrupted is not a record.
@@ -79,9 +79,8 @@ void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
 /// Calls once every libc function the handler uses, so each PLT slot is bound now and not by
 /// the dynamic loader (which takes a lock) at crash time.
 static void crumbs__resolve_handler_calls(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  clock_gettime(CLOCK_BOOTTIME, &now);
+  (void)crumbs__context_clock_ns(CLOCK_MONOTONIC);
+  (void)crumbs__context_clock_ns(CLOCK_BOOTTIME);
   struct sysinfo memory;
   sysinfo(&memory);
   char name[16];
@@ -222,7 +221,7 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     state->swift_fatal_message = crumbs__swift_fatal_message_buffer();
     state->swift_runtime_address =
         (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
-    // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind.c).
+    // Async frames are those the Swift concurrency runtime resumes (crumbs_unwind_async.c).
     crumbs__unwind_concurrency_runtime = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "swift_job_run");
   }
   state->wait_ms = config->wait_for_first_crash_ms != 0 ? config->wait_for_first_crash_ms : 3000;

@@ -6,13 +6,20 @@
 //   crumbs_crash_install.c   install, re-assert, refresh modules, uninstall (set-up, not signal-safe)
 //   crumbs_crash_handler.c   the fatal-signal handler: when to record, whom to call (async-signal-safe)
 //   crumbs_crash_record_write.c  what the record holds, written by the crashing thread
+//   crumbs_crash_state.c     the state install prepares and each thread's crash state (data)
 //   crumbs_signal_watch.c    sigaction/signal/siginterrupt in front of libc's: a crash signal's
 //                            action set by another library is noticed when it happens
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
-//   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe)
+//   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe); its pieces
+//                            crumbs_unwind_memory.c, crumbs_unwind_async.c, crumbs_unwind_scan.c
+//                            (crumbs_unwind.h)
 //   crumbs_thread_capture.c  every other thread's registers and stack at crash time (capture
 //                            signal, parked threads; async-signal-safe but for install)
+//   crumbs_context.c         every read of a signal context (ucontext_t) and of a clock
+//                            (crumbs_context.h)
 //   crumbs_maps.c            /proc/self/maps, read in the handler (async-signal-safe)
+//   crumbs_proc_threads.c    /proc/self/task: the threads, their state and names, and whether a
+//                            core dump or a tracer watches the death (async-signal-safe)
 //   crumbs_modules.c         the module table (scan at set-up; lookups and crash-time additions
 //                            in the handler)
 //   crumbs_stack_capture.c   the calling thread's backtrace, for non-fatal reports
@@ -23,18 +30,18 @@
 #define CRUMBS_CRASH_INTERNAL_H
 
 #include "crumbs_cfi.h"
+#include "crumbs_context.h"
 #include "crumbs_crash_handler.h"
 
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 /// Signals 1…63 (a mask bit each).
 #define CRUMBS__CRASH_MAX_SIGNAL 64
 
-// MARK: - Installed state (crumbs_crash_handler.c defines it)
+// MARK: - Installed state and per-thread state (crumbs_crash_state.c defines them)
 
 /// What install prepared for the handler. Written by install and uninstall (ordinary threads,
 /// serialized by the Swift wrapper); read by the handler on any thread. `record` and `ring` are
@@ -131,21 +138,6 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
 /// call from a signal handler.
 void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_ns);
 
-/// `clock` in nanoseconds. Safe to call from a signal handler (clock_gettime, vDSO).
-uint64_t crumbs__crash_clock_ns(clockid_t clock);
-
-/// The registers an unwind starts from.
-typedef struct crumbs__context_registers {
-  uint64_t pc, fp, sp, leaf_return;
-} crumbs__context_registers;
-
-/// Copies a signal context's (`ucontext_t *`) registers into `registers` (at most `capacity`,
-/// in crumbs_crash_arch order) and returns how many; `start` gets those an unwind starts from
-/// (leaf_return: aarch64's LR; x86_64 leaves it 0, as [sp] is read only once the stack is
-/// known). Safe to call from a signal handler (pure).
-uint32_t crumbs__crash_context_registers(const void *context, uint64_t *registers, uint32_t capacity,
-                                         crumbs__context_registers *start);
-
 // MARK: - Every thread (crumbs_thread_capture.c)
 
 /// Takes the capture signal (the highest real-time signal nobody handles). Not signal-safe.
@@ -173,7 +165,7 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
 /// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_skip_mask_check(bool skip);
 
-// MARK: - Unwinder (crumbs_unwind.c)
+// MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 
 /// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
 /// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
@@ -181,19 +173,9 @@ void crumbs__thread_capture_testing_skip_mask_check(bool skip);
 uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
                                    uint32_t *stop);
-/// Whether `address` is a return address: in a module's text, right after a call instruction.
-/// Safe to call from a signal handler (reads only that module's text).
+/// Whether `address` is a return address: in a module's text, right after a call instruction
+/// (crumbs_unwind_scan.c). Safe to call from a signal handler (reads only that module's text).
 bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
-/// The registers an unwind starts from, by DWARF number (x86_64: rax rdx rcx rbx rsi rdi rbp
-/// rsp r8…r15; aarch64: x0…x30, sp), `known` a bit per meaningful one, and the pc.
-typedef struct crumbs__unwind_registers {
-  uint64_t values[CRUMBS_CFI_REGISTERS];
-  uint64_t known;
-  uint64_t pc;
-} crumbs__unwind_registers;
-/// The registers of a signal handler's `ucontext_t *` (NULL: all unknown, pc 0).
-/// Safe to call from a signal handler (copies).
-void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_registers *out);
 /// The backtrace of the thread whose registers are `registers` and whose stack is [low, high):
 /// frames[0] = pc, then return addresses (and async resume points), innermost first, with
 /// marks[i] the CRUMBS_FRAME_* bits saying how frame i was found. Uses `record`'s module table
@@ -204,10 +186,10 @@ void crumbs__unwind_registers_from_context(const void *ucontext, crumbs__unwind_
 uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
                               uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                               uint32_t capacity, uint32_t *stop);
-/// Copies `size` bytes at `address` of this process without ever faulting: through
-/// process_vm_readv (EFAULT for unmapped memory and guard regions, which /proc/self/maps does
-/// not show), or, where the kernel refuses that call (seccomp, ENOSYS), by plain loads. Safe to
-/// call from a signal handler (syscall(SYS_process_vm_readv, SYS_gettid)).
+/// Copies `size` bytes at `address` of this process without ever faulting
+/// (crumbs_unwind_memory.c): through process_vm_readv (EFAULT for unmapped memory and guard
+/// regions, which /proc/self/maps does not show), or, where the kernel refuses that call
+/// (seccomp, ENOSYS), by plain loads. Safe to call from a signal handler (syscall(SYS_process_vm_readv, SYS_gettid)).
 bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size);
 /// The lowest address of a stack [low, high) that holds `probe` (an SP or a fault address) once
 /// the unreadable pages at and right above the probe are left out: a guard region inside the
@@ -215,7 +197,7 @@ bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size);
 /// the probe is outside. Safe to call from a signal handler (crumbs__crash_read_memory).
 uint64_t crumbs__crash_readable_floor(uint64_t low, uint64_t high, uint64_t probe);
 /// An address in the Swift concurrency runtime (swift_job_run, found with dlsym at install), 0
-/// without one: async frames are those it resumes (crumbs_unwind.c).
+/// without one: async frames are those it resumes (crumbs_unwind_async.c).
 extern uint64_t crumbs__unwind_concurrency_runtime;
 
 // MARK: - /proc/self/maps (crumbs_maps.c)
@@ -249,6 +231,27 @@ bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps
 /// handler (see crumbs__crash_each_maps_line).
 bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
 
+// MARK: - This process's threads in /proc (crumbs_proc_threads.c)
+
+/// Calls `thread` with each tid listed in /proc/self/task (open + getdents64, once) until it
+/// returns false. Returns false when the directory cannot be read. Safe to call from a signal
+/// handler (a static buffer: one caller at a time).
+bool crumbs__proc_each_thread(bool (*thread)(uint32_t tid, void *context), void *context);
+/// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
+/// /proc/self/task/<tid>/status read line by line. False when it cannot be read (the thread
+/// exited) or holds neither line. Safe to call from a signal handler (crumbs__crash_each_line).
+bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked);
+/// Reads /proc/self/task/<tid>/comm into `name` (16 bytes, NUL-terminated, newline dropped; ""
+/// when unreadable). Safe to call from a signal handler (open, read, close).
+void crumbs__proc_thread_name(uint32_t tid, char name[16]);
+/// Whether someone will look at the process as the fatal signal leaves it: a core dump will be
+/// written, or a tracer is attached. Safe to call from a signal handler (prctl, getrlimit,
+/// open/read/close).
+bool crumbs__proc_death_is_watched(void);
+/// Calls once what the functions above call, so no lazy binding happens at crash time.
+/// Not signal-safe (install).
+void crumbs__proc_threads_resolve(void);
+
 // MARK: - Module table (crumbs_modules.c)
 
 /// Where module row i's .eh_frame_hdr is loaded, and the readable segment [low, high) holding it
@@ -272,6 +275,13 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
 /// another build ID mapped there), so the handler never reads an unloaded library's text or
 /// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
 void crumbs__crash_check_modules(crumbs_crash_record *record);
+/// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
+/// module has none. Safe to call from a signal handler (crumbs__crash_module_for_text).
+bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+                                  crumbs__cfi_region *region, uint64_t *header);
+/// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
+/// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
+uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address);
 /// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
 /// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
 /// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock

@@ -7,11 +7,11 @@
 //   crumbs__crash_own_record     the installed record, unless it is another process's
 //   crumbs__crash_write_record   the whole record, for the thread that won the first crash
 //   crumbs__crash_finish_record  duration and complete marker (also for a PARTIAL record)
-// and crumbs__crash_context_registers, which the thread capture uses for the other threads.
+// Registers and clocks are read through crumbs_context.c, as the thread capture reads them.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
-//   clock_gettime (vDSO), sysinfo, prctl(PR_GET_NAME), sigaltstack (query only), getpid; and
-//   through what it calls: crumbs_thread_capture.c, crumbs_unwind.c, crumbs_maps.c,
+//   sysinfo, prctl(PR_GET_NAME), sigaltstack (query only), getpid; and through what it calls:
+//   clock_gettime (crumbs_context.c), crumbs_thread_capture.c, crumbs_unwind.c, crumbs_maps.c,
 //   crumbs_modules.c and the ring append (their own headers list theirs).
 
 #define _GNU_SOURCE
@@ -25,54 +25,15 @@
 #include <sys/prctl.h>
 #include <sys/sysinfo.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
-// MARK: - Registers
-
-uint32_t crumbs__crash_context_registers(const void *raw_context, uint64_t *registers, uint32_t capacity,
-                                         crumbs__context_registers *start) {
-  const ucontext_t *context = (const ucontext_t *)raw_context;
-  crumbs__context_registers result = {0, 0, 0, 0};
-  uint32_t count = 0;
-#if defined(__x86_64__)
-  count = NGREG < capacity ? NGREG : capacity;
-  for (uint32_t index = 0; index < count; index++) {
-    registers[index] = (uint64_t)context->uc_mcontext.gregs[index];
-  }
-  result.pc = (uint64_t)context->uc_mcontext.gregs[REG_RIP];
-  result.fp = (uint64_t)context->uc_mcontext.gregs[REG_RBP];
-  result.sp = (uint64_t)context->uc_mcontext.gregs[REG_RSP];
-  // After a `call` to a bad address (or a fault in a frameless leaf's first instruction), the
-  // caller's return address is the word at [sp]; only readable once the stack range is known,
-  // so the caller fills `leaf_return` later.
-#elif defined(__aarch64__)
-  uint64_t all[35];
-  for (uint32_t index = 0; index < 31; index++) all[index] = (uint64_t)context->uc_mcontext.regs[index];
-  all[31] = (uint64_t)context->uc_mcontext.sp;
-  all[32] = (uint64_t)context->uc_mcontext.pc;
-  all[33] = (uint64_t)context->uc_mcontext.pstate;
-  all[34] = (uint64_t)context->uc_mcontext.fault_address;
-  count = 35 < capacity ? 35 : capacity;
-  for (uint32_t index = 0; index < count; index++) registers[index] = all[index];
-  result.pc = (uint64_t)context->uc_mcontext.pc;
-  result.fp = (uint64_t)context->uc_mcontext.regs[29];
-  result.sp = (uint64_t)context->uc_mcontext.sp;
-  result.leaf_return = (uint64_t)context->uc_mcontext.regs[30]; // LR
-#else
-  (void)context;
-  (void)registers;
-  (void)capacity;
-#endif
-  *start = result;
-  return count;
-}
+// MARK: - Registers (crumbs_context.c reads them)
 
 static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *record,
-                                                        const ucontext_t *context) {
+                                                        const void *context) {
   crumbs__context_registers result;
   record->register_count =
-      crumbs__crash_context_registers(context, record->registers, CRUMBS_CRASH_MAX_REGISTERS, &result);
+      crumbs__context_copy_registers(context, record->registers, CRUMBS_CRASH_MAX_REGISTERS, &result);
   return result;
 }
 
@@ -156,7 +117,7 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
     crumbs__crash_add_modules_at_crash(record, &registers.pc, 1);
   }
   crumbs__unwind_registers unwind;
-  crumbs__unwind_registers_from_context(context, &unwind);
+  crumbs__context_unwind_registers(context, &unwind);
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
   uint32_t walked = crumbs__crash_unwind(record, &unwind, low, high, record->frames, record->frame_marks,
                                          CRUMBS_CRASH_MAX_FRAMES, &stop);
@@ -281,7 +242,7 @@ static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
 }
 
 void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_ns) {
-  record->handler_duration_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC) - started_ns;
+  record->handler_duration_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC) - started_ns;
   __atomic_store_n(&record->state, CRUMBS_CRASH_COMPLETE, __ATOMIC_RELEASE);
   __atomic_store_n(&record->complete_marker, CRUMBS_CRASH_COMPLETE_MARKER, __ATOMIC_RELEASE);
 }
@@ -289,8 +250,8 @@ void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_n
 void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
                                 void *context, uint32_t thread_id, uint64_t started_ns, bool process_ends) {
   record->crash_monotonic_ns = started_ns;
-  record->crash_wall_ns = crumbs__crash_clock_ns(CLOCK_REALTIME);
-  uint64_t boottime = crumbs__crash_clock_ns(CLOCK_BOOTTIME);
+  record->crash_wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
+  uint64_t boottime = crumbs__context_clock_ns(CLOCK_BOOTTIME);
   record->process_uptime_ns = record->process_start_boottime_ns != 0 &&
                                       boottime > record->process_start_boottime_ns
                                   ? boottime - record->process_start_boottime_ns
@@ -316,7 +277,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   }
 
   crumbs__context_registers registers = {0, 0, 0, 0};
-  if (context != NULL) registers = crumbs__copy_registers(record, (const ucontext_t *)context);
+  if (context != NULL) registers = crumbs__copy_registers(record, context);
   crumbs__record_backtrace(record, registers, context);
   crumbs__thread_capture_collect(record); // releases the parked threads
 

@@ -3,7 +3,7 @@
 //
 // ASYNC-SIGNAL-SAFE: crumbs__fork_child and everything it calls, because it runs in a forked
 // child of a possibly multithreaded process. libc calls: getpid, getrandom, open, flock,
-// ftruncate, fallocate, mmap, mremap, munmap, close, unlink, clock_gettime; read of
+// ftruncate, fallocate, mmap, mremap, munmap, close, unlink, clock_gettime (crumbs_context.c); read of
 // /proc/self/stat (crumbs_process.c); crumbs_file_publish (crumbs_file.c: renameat2, link,
 // unlink); crumbs_ring_format and crumbs_ring_retire (crumbs_ring.c)
 // and crumbs_crash_record_format (crumbs_crash_install.c), which make only those calls. The
@@ -85,9 +85,7 @@ void crumbs_fork_untrack(crumbs_ring_file *file) {
 /// unique enough for a file name, which O_EXCL checks anyway.
 static void crumbs__fork_new_session(uint8_t session[16], const uint8_t parent[16], uint32_t pid) {
   if (getrandom(session, 16, GRND_NONBLOCK) != 16) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t state = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec + pid;
+    uint64_t state = crumbs__context_clock_ns(CLOCK_REALTIME) + pid;
     for (int index = 0; index < 16; index++) {
       // splitmix64, one byte per step, folded with the parent's session.
       state += 0x9E3779B97F4A7C15ULL;

@@ -1,7 +1,7 @@
 // crumbs_maps.c — reading this thread's /proc/thread-self/maps inside the crash handler: the stack's bounds when none
 // were registered (crumbs_crash_handler.c), and the modules loaded since the last module scan
 // that hold a frame (crumbs_modules.c); and the line reader under it, which the thread capture
-// also uses for /proc status files (crumbs_thread_capture.c), whatever their lines' length.
+// also uses for /proc status files (crumbs_proc_threads.c), whatever their lines' length.
 //
 // Why C, and why by hand: the handler runs in a signal handler, where fopen/getline (malloc,
 // locks) are not allowed. The file is read with open/read into a static chunk buffer, each line

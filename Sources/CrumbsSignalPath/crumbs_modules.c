@@ -38,7 +38,9 @@
 // SIGNAL SAFETY: crumbs__crash_module_for_text (loads; at crash time process_vm_readv through
 // crumbs__crash_read_memory, memcmp, memcpy), crumbs__crash_check_modules (memset) and
 // crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
-// loads from mappings the maps file says are readable) are async-signal-safe.
+// loads from mappings the maps file says are readable), crumbs__crash_module_cfi_for and
+// crumbs__crash_function_start (the unwinder's CFI lookups: the table, and loads inside a
+// module's .eh_frame_hdr segment through crumbs_cfi.c) are async-signal-safe.
 // crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
 // readlink); they run at install and on refresh.
 // libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
@@ -376,4 +378,27 @@ uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const u
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH, __ATOMIC_RELAXED);
   }
   return scan.added;
+}
+
+// MARK: - CFI lookups (async-signal-safe: the table, and loads inside a .eh_frame_hdr segment)
+
+bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+                                  crumbs__cfi_region *region, uint64_t *header) {
+  int module = crumbs__crash_module_for_text(record, address);
+  if (module < 0) return false;
+  const crumbs__module_cfi *cfi = &crumbs__crash_module_cfi[module];
+  if (cfi->header == 0 || cfi->low >= cfi->high) return false;
+  region->low = cfi->low;
+  region->high = cfi->high;
+  region->bytes = (const uint8_t *)(uintptr_t)cfi->low;
+  *header = cfi->header;
+  return true;
+}
+
+uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address) {
+  crumbs__cfi_region region;
+  uint64_t header = 0, fde = 0, start = 0, end = 0;
+  if (!crumbs__crash_module_cfi_for(record, address, &region, &header)) return 0;
+  if (crumbs__cfi_find_fde(&region, header, address, &fde, &start, &end) != CRUMBS_CFI_OK) return 0;
+  return start;
 }

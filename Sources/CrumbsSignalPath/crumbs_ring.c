@@ -10,7 +10,7 @@
 // crumbs_ring_refresh_anchor_now, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
 // (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
-// libc they call: clock_gettime, syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
+// libc they call: clock_gettime (crumbs_context.c), syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
 // Not signal-safe (set-up only): crumbs_ring_attach, crumbs_ring_mark_closed,
@@ -21,6 +21,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"
+#include "crumbs_context.h"
 #include "crumbs_format.h"
 
 #include <pthread.h>
@@ -33,17 +34,9 @@ __thread crumbs_thread_state crumbs__thread __attribute__((tls_model("initial-ex
 
 // MARK: - Clocks and thread ids
 
-uint64_t crumbs__monotonic_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+uint64_t crumbs__monotonic_ns(void) { return crumbs__context_clock_ns(CLOCK_MONOTONIC); }
 
-static uint64_t crumbs__wall_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+static uint64_t crumbs__wall_ns(void) { return crumbs__context_clock_ns(CLOCK_REALTIME); }
 
 uint64_t crumbs_clock_now_ticks(uint32_t clock_kind) { return crumbs_clock_ticks(clock_kind); }
 
@@ -101,7 +94,7 @@ void crumbs__ring_refresh_anchor(const crumbs_ring *ring) {
     return;
   }
   crumbs_clock_anchor anchor = crumbs__take_anchor(ring->clock_kind);
-  header->anchors[((generation >> 1) + 1) & 1] = anchor;
+  header->anchors[crumbs_ring_anchor_index(generation) ^ 1u] = anchor;
   __atomic_store_n(&header->next_anchor_ticks,
                    anchor.ticks + crumbs__anchor_interval(header, anchor), __ATOMIC_RELAXED);
   __atomic_store_n(&header->anchor_generation, generation + 2, __ATOMIC_RELEASE);
@@ -158,9 +151,7 @@ int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count
   plan->general_lane_slots = general_lane_slots;
   plan->important_lane_slots = important_lane_slots;
   plan->slot_count = general_lanes * general_lane_slots + important_lanes * important_lane_slots;
-  uint64_t lanes_end = CRUMBS_RING_HEADER_SIZE +
-                       (uint64_t)(general_lanes + important_lanes) * CRUMBS_RING_LANE_SIZE;
-  plan->slots_offset = (lanes_end + 4095u) & ~(uint64_t)4095u;
+  plan->slots_offset = crumbs_ring_slots_offset(general_lanes + important_lanes);
   plan->file_size = plan->slots_offset + (uint64_t)plan->slot_count * slot_size;
   return CRUMBS_PLAN_OK;
 }

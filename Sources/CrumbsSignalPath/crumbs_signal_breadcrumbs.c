@@ -5,7 +5,7 @@
 //
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
-//   clock_gettime(CLOCK_MONOTONIC) (vDSO; the rate limit), sched_getcpu and syscall(SYS_gettid)
+//   clock_gettime(CLOCK_MONOTONIC) (vDSO, crumbs_context.c; the rate limit), sched_getcpu and syscall(SYS_gettid)
 //   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal: getpid
 //   (is the ring ours?), and through crumbs_die_by_signal.c memset, sigaction,
 //   sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
@@ -38,6 +38,7 @@
 
 #define _GNU_SOURCE
 #include "crumbs_signal_breadcrumbs.h"
+#include "crumbs_context.h"
 #include "crumbs_die_by_signal.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
@@ -198,9 +199,7 @@ uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
 /// Whether this delivery of `signo` may be recorded under the per-second limit; counts the ones
 /// that may not. Safe to call from a signal handler.
 static bool crumbs__within_limit(int signo, uint32_t *suppressed_before) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  uint64_t second = (uint64_t)now.tv_sec;
+  uint64_t second = crumbs__context_clock_ns(CLOCK_MONOTONIC) / 1000000000u;
   uint64_t window = __atomic_load_n(&crumbs__sb_window[signo], __ATOMIC_RELAXED);
   if (window != second &&
       __atomic_compare_exchange_n(&crumbs__sb_window[signo], &window, second, false,

@@ -11,7 +11,8 @@
 //                                    down from SIGRTMAX (glibc keeps 32 and 33 below SIGRTMIN for
 //                                    itself); a signal another library handles is left alone.
 //   crumbs__thread_capture_request   (crashing thread) lists /proc/self/task once (open +
-//                                    getdents64), gives each other tid a slot (at most
+//                                    getdents64; the /proc readers are crumbs_proc_threads.c's),
+//                                    gives each other tid a slot (at most
 //                                    CRUMBS_CRASH_MAX_THREADS - 1; the rest only counted), reads
 //                                    each one's /proc/self/task/<tid>/status (State, SigBlk, line
 //                                    by line, however long the lines before them; a zombie, such
@@ -64,18 +65,19 @@
 //
 // ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
 // malloc, no locks, no stdio; static buffers, used only by the crashing thread (first crash
-// wins) or, per slot, by the one thread the slot names. libc calls: open, read, close,
-// syscall(SYS_getdents64, SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME),
-// sigaction (queries; and SIGPROF's action, taken at crash time when nobody handles it),
-// sigemptyset, memset, memcmp, memcpy, clock_gettime, getrlimit, prctl(PR_GET_DUMPABLE). Each
-// is bound at install (crumbs_crash_install.c, crumbs__thread_capture_install).
+// wins) or, per slot, by the one thread the slot names. libc calls:
+// syscall(SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction
+// (queries; and SIGPROF's action, taken at crash time when nobody handles it), sigemptyset,
+// memset; through crumbs_proc_threads.c open, read, close, syscall(SYS_getdents64), memcmp,
+// memcpy, getrlimit, prctl(PR_GET_DUMPABLE); clock_gettime (crumbs_context.c), and the unwinder's
+// (crumbs_unwind.c). Each is bound at install (crumbs_crash_install.c,
+// crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
 #include "crumbs_format.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #if __has_include(<linux/futex.h>)
 #include <linux/futex.h>
 #else
@@ -86,9 +88,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 /// How long the crashing thread waits for answers, from its first request: long enough for 100
@@ -187,92 +187,11 @@ static bool crumbs__sigprof_usable(void) {
   return ours;
 }
 
-/// What crumbs__thread_status gathers, line by line.
-typedef struct crumbs__status_lines {
-  char state;
-  uint64_t blocked;
-  uint32_t found; // 1: State seen, 2: SigBlk seen
-} crumbs__status_lines;
-
-/// One line of a status file: "State:\tS (sleeping)" or "SigBlk:\t0000000000000000". Stops the
-/// read once both are seen.
-static bool crumbs__status_line(const char *line, size_t length, void *context) {
-  crumbs__status_lines *status = (crumbs__status_lines *)context;
-  if (length > 7 && memcmp(line, "State:\t", 7) == 0) {
-    status->state = line[7];
-    status->found |= 1u;
-  } else if (length > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
-    uint64_t mask = 0;
-    for (size_t digit = 8; digit < length; digit++) {
-      char c = line[digit];
-      uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
-      if (value == 16) break;
-      mask = mask << 4 | value;
-    }
-    status->blocked = mask;
-    status->found |= 2u;
-  }
-  return status->found != 3u;
-}
-
-/// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
-/// /proc/self/task/<tid>/status, read line by line to its end if need be: the lines before
-/// SigBlk have no bound (a process in many supplementary groups has a `Groups:` line of
-/// kilobytes), and a mask not found would ask a thread with a signal it blocks, then wait the
-/// whole deadline for it. False when it cannot be read (the thread exited) or holds neither line.
-static bool crumbs__thread_status(uint32_t tid, char *state, uint64_t *blocked) {
-  static char path[48];
-  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
-  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
-  crumbs__format_append(path, sizeof path, length, "/status");
-  crumbs__status_lines status = {'?', 0, 0};
-  if (!crumbs__crash_each_line(path, crumbs__status_line, &status) || status.found == 0) return false;
-  *state = status.state;
-  *blocked = status.blocked;
-  return true;
-}
-
 /// The signal that can ask a thread blocking `blocked`: the capture signal, else SIGPROF, else 0.
 static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
   if (capture_usable && !(blocked & (1ull << (crumbs__capture_signal - 1)))) return crumbs__capture_signal;
   if (!(blocked & (1ull << (SIGPROF - 1))) && crumbs__sigprof_usable()) return SIGPROF;
   return 0;
-}
-
-/// The first byte of /proc/sys/kernel/core_pattern ('|': cores go to a program), 0 when it
-/// cannot be read.
-static char crumbs__core_pattern_start(void) {
-  static char first;
-  first = 0;
-  int fd = open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  if (read(fd, &first, 1) != 1) first = 0;
-  close(fd);
-  return first;
-}
-
-/// TracerPid of this thread's status line: non-zero when a debugger (or strace) is attached.
-static bool crumbs__tracer_line(const char *line, size_t length, void *context) {
-  if (length < 11 || memcmp(line, "TracerPid:\t", 11) != 0) return true;
-  *(bool *)context = length > 11 && line[11] != '0';
-  return false;
-}
-
-/// Whether someone will look at the process as the fatal signal leaves it: the kernel will
-/// write a core dump (the process is dumpable, and RLIMIT_CORE is above 0 or core_pattern
-/// pipes the core to a program, which the limit does not stop), or a tracer is attached. Safe
-/// to call from a signal handler (prctl, getrlimit, open/read/close).
-static bool crumbs__death_is_watched(void) {
-  bool traced = false;
-  if (!crumbs__crash_each_line("/proc/thread-self/status", crumbs__tracer_line, &traced)) {
-    crumbs__crash_each_line("/proc/self/status", crumbs__tracer_line, &traced);
-  }
-  if (traced) return true;
-  if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) <= 0) return false;
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_CORE, &limit) == 0 && limit.rlim_cur > 0) return crumbs__core_pattern_start() != 0;
-  // RLIMIT_CORE 0: only a pipe gets the core (the kernel refuses a limit of exactly 1).
-  return crumbs__core_pattern_start() == '|';
 }
 
 // MARK: - The other threads' side
@@ -308,9 +227,9 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
     shown = thread->crash_context;
     slot->also_crashed = thread->original_signal;
   }
-  slot->register_count = crumbs__crash_context_registers(shown, slot->registers,
+  slot->register_count = crumbs__context_copy_registers(shown, slot->registers,
                                                          CRUMBS_CRASH_THREAD_MAX_REGISTERS, &slot->context);
-  crumbs__unwind_registers_from_context(shown, &slot->unwind);
+  crumbs__context_unwind_registers(shown, &slot->unwind);
   slot->stack_low = thread->stack_low;
   slot->stack_high = thread->stack_high;
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
@@ -332,9 +251,9 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   if (__atomic_load_n(&crumbs__ending, __ATOMIC_ACQUIRE) != 0) syscall(SYS_exit, 0);
 
   // Parked: the stack must not change while the crashing thread walks it.
-  uint64_t parked = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+  uint64_t parked = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   while (__atomic_load_n(&crumbs__released, __ATOMIC_ACQUIRE) == 0) {
-    uint64_t now = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     if (now - parked >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
     crumbs__futex(&crumbs__released, FUTEX_WAIT_PRIVATE, 0, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - parked));
   }
@@ -343,61 +262,31 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
 
 // MARK: - The crashing thread's side
 
-/// Reads `/proc/self/task/<tid>/comm` into `name` (16 bytes, NUL-terminated, newline dropped).
-static void crumbs__read_comm(uint32_t tid, char name[16]) {
-  static char path[48];
-  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
-  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
-  crumbs__format_append(path, sizeof path, length, "/comm");
-  name[0] = '\0';
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t count = read(fd, name, 15);
-  close(fd);
-  if (count <= 0) return;
-  if (name[count - 1] == '\n') count--;
-  name[count] = '\0';
+/// crumbs__thread_capture_request's listing: each other thread gets a slot.
+typedef struct crumbs__listing {
+  crumbs_crash_thread_table *table;
+  uint32_t own_tid;
+  uint32_t count;
+} crumbs__listing;
+
+/// One tid of /proc/self/task into the slots (slot 0 stays the crashing thread).
+static bool crumbs__list_thread(uint32_t tid, void *context) {
+  crumbs__listing *listing = (crumbs__listing *)context;
+  if (tid == listing->own_tid) return true;
+  listing->table->threads_seen++;
+  if (listing->count >= CRUMBS__CAPTURE_SLOTS) return true;
+  crumbs__capture_slot *slot = &crumbs__slots[listing->count++];
+  memset(slot, 0, sizeof *slot);
+  slot->tid = tid;
+  slot->state = CRUMBS__SLOT_ASKED;
+  return true;
 }
 
-/// Parses a decimal directory name; 0 when it is not one.
-static uint32_t crumbs__parse_tid(const char *text) {
-  uint32_t value = 0;
-  if (*text == '\0') return 0;
-  for (; *text != '\0'; text++) {
-    if (*text < '0' || *text > '9' || value > 429496728u) return 0;
-    value = value * 10 + (uint32_t)(*text - '0');
-  }
-  return value;
-}
-
-/// Lists /proc/self/task into the slots (slot 0 stays the crashing thread). Returns false
-/// when the directory cannot be read.
+/// Lists /proc/self/task into the slots. Returns false when the directory cannot be read.
 static bool crumbs__list_threads(crumbs_crash_thread_table *table, uint32_t own_tid) {
-  static char entries[4096];
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  uint32_t count = 1;
-  while (true) {
-    long bytes = syscall(SYS_getdents64, fd, entries, sizeof entries);
-    if (bytes <= 0) break;
-    for (long offset = 0; offset + 19 < bytes;) {
-      // struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, char name[].
-      uint16_t record_length;
-      memcpy(&record_length, entries + offset + 16, sizeof record_length);
-      if (record_length == 0 || offset + record_length > bytes) break;
-      uint32_t tid = crumbs__parse_tid(entries + offset + 19);
-      offset += record_length;
-      if (tid == 0 || tid == own_tid) continue;
-      table->threads_seen++;
-      if (count >= CRUMBS__CAPTURE_SLOTS) continue;
-      crumbs__capture_slot *slot = &crumbs__slots[count++];
-      memset(slot, 0, sizeof *slot);
-      slot->tid = tid;
-      slot->state = CRUMBS__SLOT_ASKED;
-    }
-  }
-  close(fd);
-  __atomic_store_n(&crumbs__slot_count, count, __ATOMIC_RELEASE);
+  crumbs__listing listing = {table, own_tid, 1};
+  if (!crumbs__proc_each_thread(crumbs__list_thread, &listing)) return false;
+  __atomic_store_n(&crumbs__slot_count, listing.count, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -410,7 +299,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   table->thread_count = 1;
   table->capture_signal = crumbs__capture_signal;
   table->deadline_ns = __atomic_load_n(&crumbs__capture_deadline_ns, __ATOMIC_RELAXED);
-  crumbs__requested_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+  crumbs__requested_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   crumbs__asked = 0;
   if (!crumbs__list_threads(table, own_tid)) {
     table->flags |= CRUMBS_THREADS_LISTING_FAILED;
@@ -419,7 +308,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   bool ours = crumbs__capture_signal_is_ours();
   if (!ours && crumbs__capture_signal != 0) table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
   // A process about to die whose death is watched keeps its threads for the core / debugger.
-  bool hold = process_ends && crumbs__death_is_watched();
+  bool hold = process_ends && crumbs__proc_death_is_watched();
   if (hold) process_ends = false;
   __atomic_store_n(&crumbs__holding, hold ? 1u : 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__ending, process_ends ? 1u : 0u, __ATOMIC_RELEASE);
@@ -434,7 +323,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
     uint64_t blocked = 0;
     // A zombie is a thread that has exited: the main thread after pthread_exit stays listed,
     // as a zombie, until the whole process ends; a signal sent to it is never handled.
-    if (!crumbs__thread_status(slot->tid, &state, &blocked) || state == 'Z' || state == 'X' || state == 'x') {
+    if (!crumbs__proc_thread_status(slot->tid, &state, &blocked) || state == 'Z' || state == 'X' || state == 'x') {
       slot->state = CRUMBS__SLOT_GONE; // exited since the listing (or before it): not listed
       continue;
     }
@@ -466,7 +355,7 @@ static void crumbs__wait_for_answers(crumbs_crash_thread_table *table) {
   while (true) {
     uint32_t answered = __atomic_load_n(&crumbs__answered, __ATOMIC_ACQUIRE);
     if (answered >= crumbs__asked) return;
-    uint64_t now = crumbs__crash_clock_ns(CLOCK_MONOTONIC);
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     if (now >= deadline) break;
     crumbs__futex(&crumbs__answered, FUTEX_WAIT_PRIVATE, answered, deadline - now);
   }
@@ -590,7 +479,7 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
     } else {
       entry->state = state == CRUMBS__SLOT_LATE ? CRUMBS_THREAD_NO_ANSWER : CRUMBS_THREAD_NOT_ASKED;
       if (state == CRUMBS__SLOT_LATE) table->no_answer++;
-      crumbs__read_comm(slot->tid, entry->name);
+      crumbs__proc_thread_name(slot->tid, entry->name);
     }
     table->thread_count = ++written;
   }
@@ -612,7 +501,7 @@ static void crumbs__thread_capture_finish(crumbs_crash_record *record) {
     return;
   }
   if (record != NULL && crumbs__requested_ns != 0) {
-    record->threads.capture_duration_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC) - crumbs__requested_ns;
+    record->threads.capture_duration_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC) - crumbs__requested_ns;
   }
 }
 
@@ -621,7 +510,7 @@ void crumbs__thread_capture_release(crumbs_crash_record *record) {
   crumbs__futex(&crumbs__released, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
   __atomic_store_n(&crumbs__capturing, 0u, __ATOMIC_RELEASE);
   if (record != NULL && crumbs__requested_ns != 0) {
-    record->threads.capture_duration_ns = crumbs__crash_clock_ns(CLOCK_MONOTONIC) - crumbs__requested_ns;
+    record->threads.capture_duration_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC) - crumbs__requested_ns;
   }
 }
 
@@ -639,16 +528,11 @@ void crumbs__thread_capture_install(void) {
     crumbs__capture_signal = candidate;
     break;
   }
-  // Bind the calls only the capture makes (futex, getdents64, getrlimit, prctl) now, not at
-  // crash time (open/read/close are bound already).
-  struct rlimit limit;
-  (void)getrlimit(RLIMIT_CORE, &limit);
-  (void)prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  // Bind the calls only the capture makes (futex; getdents64, getrlimit, prctl through
+  // crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
   uint32_t word = 1;
   crumbs__futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) close(fd);
-  (void)syscall(SYS_getdents64, -1, NULL, 0);
+  crumbs__proc_threads_resolve();
 }
 
 void crumbs__thread_capture_uninstall(void) {

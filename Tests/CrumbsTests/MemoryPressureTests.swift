@@ -57,7 +57,8 @@ final class KernelFixture {
     try write(directory + "/memory.max", limit + "\n")
     try write(directory + "/memory.high", "max\n")
     try write(directory + "/memory.events", Self.events())
-    try write("/sys/fs/cgroup/memory.max", "max\n")  // the root has no limit file in reality; "max" is the same
+    // The root has no limit file in reality; "max" is the same.
+    try write("/sys/fs/cgroup/memory.max", "max\n")
     return directory
   }
 }

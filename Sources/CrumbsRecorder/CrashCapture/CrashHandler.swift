@@ -102,7 +102,7 @@ public enum CrashHandler {
   private static let installation = Mutex<Installation?>(nil)
 
   /// Bytes of a crash record file: the C struct rounded up to a page.
-  public static let recordFileSize = (MemoryLayout<crumbs_crash_record>.size + 4095) & ~4095
+  public static let recordFileSize = Int(crumbs_crash_file_size())
 
   /// The crash record file that belongs to a ring file: `x.ring` → `x.crash`.
   public static func recordPath(forRing ringPath: String) -> String {

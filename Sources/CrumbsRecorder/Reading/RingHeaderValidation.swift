@@ -82,7 +82,7 @@ package enum RingHeaderValidation {
       (laneCount - generalLanes).nonzeroBitCount == 1
     else { throw corrupt("lane counts \(generalLanes)+\(laneCount - generalLanes) are not valid") }
     let lanesEnd = headerSize + laneCount * laneSize
-    let expectedSlotsOffset = (lanesEnd + 4095) & ~4095
+    let expectedSlotsOffset = Int(crumbs_ring_slots_offset(UInt32(laneCount)))
     guard header.slots_offset == UInt64(expectedSlotsOffset) else {
       throw corrupt("slots offset \(header.slots_offset), expected \(expectedSlotsOffset)")
     }
@@ -153,8 +153,7 @@ package enum RingHeaderValidation {
       writerPIDNamespace: header.writer_pid_namespace,
       appVersion: string(of: header.app_version),
       environmentResource: string(of: header.environment_resource))
-    let generation = header.anchor_generation
-    let latest = (generation >> 1) & 1 == 0 ? header.anchors.0 : header.anchors.1
+    let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
     return RingLayout(
       slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,
       clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)

@@ -407,6 +407,9 @@ _Static_assert(sizeof(crumbs_crash_record) ==
 /// Bytes of a crash record file: the struct rounded up to a 4 KiB page.
 #define CRUMBS_CRASH_FILE_SIZE ((sizeof(crumbs_crash_record) + 4095u) & ~(size_t)4095u)
 
+/// CRUMBS_CRASH_FILE_SIZE for Swift, which does not import a macro that uses sizeof. Pure.
+static inline size_t crumbs_crash_file_size(void) { return CRUMBS_CRASH_FILE_SIZE; }
+
 #ifdef __cplusplus
 }
 #endif

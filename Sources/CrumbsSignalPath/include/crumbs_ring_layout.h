@@ -226,6 +226,26 @@ _Static_assert(offsetof(crumbs_ring_header, app_version) == 808, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, parent_session_id) == 792, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, environment_resource) == 872, "persisted");
 
+/// The entry of `anchors` holding the latest complete anchor when `anchor_generation` is
+/// `generation`; a refresher writes the other one (`index ^ 1`). The one statement of the rule,
+/// for the writer (crumbs_ring.c) and the readers (Swift's RingHeaderValidation). Pure.
+static inline uint32_t crumbs_ring_anchor_index(uint64_t generation) {
+  return (uint32_t)((generation >> 1) & 1u);
+}
+
+/// The latest complete anchor of a header (a copy, or a file no writer is changing: the
+/// generation is read plainly). Pure.
+static inline crumbs_clock_anchor crumbs_ring_header_latest_anchor(const crumbs_ring_header *header) {
+  return header->anchors[crumbs_ring_anchor_index(header->anchor_generation)];
+}
+
+/// Where slot 0 starts in a ring with `lane_count` lanes: after the header and the lane table,
+/// rounded up to a 4 KiB page. For the writer's plan (crumbs_ring.c) and the reader's check. Pure.
+static inline uint64_t crumbs_ring_slots_offset(uint32_t lane_count) {
+  uint64_t lanes_end = CRUMBS_RING_HEADER_SIZE + (uint64_t)lane_count * CRUMBS_RING_LANE_SIZE;
+  return (lanes_end + 4095u) & ~(uint64_t)4095u;
+}
+
 /// One lane: its head counter alone on a cache line.
 typedef struct crumbs_ring_lane {
   uint64_t head;       // atomic: positions ever claimed in this lane
