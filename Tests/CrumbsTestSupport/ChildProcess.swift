@@ -3,6 +3,7 @@
 // the test child, and waits in seconds.
 
 import CrumbsPlatform
+
 @testable import CrumbsRecorder
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@
 // core_pattern), and how many threads an ELF core file holds (its NT_PRSTATUS notes).
 
 import CrumbsPlatform
+
 @testable import CrumbsRecorder
 
 #if canImport(Glibc)

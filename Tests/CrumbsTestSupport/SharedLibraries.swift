@@ -2,6 +2,7 @@
 // malloc guard, a plugin the test child loads after Crumbs started.
 
 import CrumbsPlatform
+
 @testable import CrumbsRecorder
 
 /// cc failed; what it printed.

@@ -3,6 +3,7 @@
 // them), without ReportStore.store and so without its limits.
 
 import CrumbsPlatform
+
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
