@@ -112,49 +112,65 @@ let package = Package(
     .target(name: "FuzzSupport", dependencies: ["CFuzzDriver"], path: "Fuzz/Support"),
     .executableTarget(
       name: "FuzzRingReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/RingReader"
     ),
     .executableTarget(
       name: "FuzzCrashRecordReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CrashRecordReader"
     ),
     .executableTarget(
       name: "FuzzStoredReport",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/StoredReport"
     ),
     .executableTarget(
       name: "FuzzELFReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFReader"
     ),
     .executableTarget(
       name: "FuzzCFIReader",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CFIReader"
     ),
     .executableTarget(
       name: "FuzzHTTPHeaders",
-      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/HTTPHeaders"
     ),
     .executableTarget(
       name: "FuzzTrailEntries",
-      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"
     ),
-    // Tests: one target per module, and what they share (spawning children, temporary
-    // directories, a loopback HTTP server, the process-wide-state lock).
+    // Tests: one target per module, plus the crash scenarios and the fuzz regressions, and what
+    // they share in three layers, each needing only the modules below what it tests
+    // (Scripts/check-dependency-closure.py, run by `make test`, keeps these arrows):
+    //   CrumbsTestSupport          recorder level: spawning children (the test child, the CLI, a
+    //                              consumer package), temporary directories, start gates, threads,
+    //                              core dumps, shared libraries, the crash-scenario runner, the
+    //                              process-wide-state lock. Needs only the recorder.
+    //   CrumbsReportTestSupport    report fixtures and the next launch after a crash scenario.
+    //   CrumbsDeliveryTestSupport  the other end of the wire: a loopback HTTP server, the
+    //                              official OTLP decoder.
     .target(
       name: "CrumbsTestSupport",
-      dependencies: [
-        "Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports",
-        .product(name: "SystemPackage", package: "swift-system"),
-      ],
+      dependencies: ["CrumbsRecorder", .product(name: "SystemPackage", package: "swift-system")],
       path: "Tests/CrumbsTestSupport"
     ),
+    .target(
+      name: "CrumbsReportTestSupport",
+      dependencies: ["CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport"],
+      path: "Tests/CrumbsReportTestSupport"
+    ),
+    .target(
+      name: "CrumbsDeliveryTestSupport",
+      dependencies: ["CrumbsTestSupport"],
+      path: "Tests/CrumbsDeliveryTestSupport"
+    ),
+    // Never Crumbs, CrumbsReports or CrumbsDelivery here: these prove the recorder stands alone.
     .testTarget(
       name: "CrumbsRecorderTests",
       dependencies: [
@@ -164,17 +180,40 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsReportsTests",
-      dependencies: ["CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport"]
+      dependencies: [
+        "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsReportTestSupport",
+      ]
     ),
     .testTarget(
       name: "CrumbsDeliveryTests",
       dependencies: [
-        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsTestSupportC",
+        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
+        "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
       ]
     ),
     .testTarget(
       name: "CrumbsTests",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC"]
+      dependencies: [
+        "Crumbs", "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath",
+        "CrumbsTestSupport",
+        "CrumbsReportTestSupport", "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
+      ]
+    ),
+    // Real children crash (debug and release, Swift backtracer on and off) and the next launch's
+    // report is checked end to end: the record the recorder left, read by the reports (Crumbs
+    // for the client's `CrashKind`, the ways the test child crashes on purpose).
+    .testTarget(
+      name: "CrumbsCrashScenarioTests",
+      dependencies: [
+        "Crumbs", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
+        "CrumbsReportTestSupport",
+      ]
+    ),
+    // Every input a fuzzer ever crashed on (Fuzz/Regressions) and every seed (Fuzz/Corpus),
+    // replayed through its parser.
+    .testTarget(
+      name: "CrumbsFuzzRegressionTests",
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
     ),
     .testTarget(
       name: "CrumbsLoggingTests",
@@ -192,7 +231,10 @@ let package = Package(
     ),
     .testTarget(
       name: "CrumbsCLITests",
-      dependencies: ["CrumbsRecorder", "CrumbsReports", "CrumbsTestSupport"]
+      dependencies: [
+        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
+        "CrumbsDeliveryTestSupport",
+      ]
     ),
   ]
 )

@@ -4,6 +4,7 @@
 // stale frame, and say how each frame was found in the record, the report JSON and the printed
 // report. (The wire formats: CrumbsDeliveryTests' UnwindMarksDeliveryTests.)
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

@@ -2,6 +2,7 @@
 // decoded with the official OTLP decoder (Tests/Tools/decode_otlp.py, PyPI opentelemetry-proto),
 // in both encodings.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

@@ -5,6 +5,7 @@
 // before the report was sent is not a delivery, and a server that never answers costs the
 // request timeout, not four times it.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

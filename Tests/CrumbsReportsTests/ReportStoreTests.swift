@@ -2,6 +2,7 @@
 // reports stored whole (never half), listed oldest first, loaded by id or prefix, moved between
 // states by rename, and damaged folders quarantined with their reason, never deleted.
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 

@@ -1,3 +1,4 @@
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

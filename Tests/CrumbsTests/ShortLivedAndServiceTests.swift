@@ -9,6 +9,7 @@
 //     as terminated by SIGTERM, not as clean and not as a crash.
 // Every wait is on an event (a line, a request, the process's exit), bounded with a wide margin.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Testing
 

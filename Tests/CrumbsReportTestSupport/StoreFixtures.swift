@@ -2,7 +2,8 @@
 // folders written directly (as an earlier version, another process or a tamperer would leave
 // them), without ReportStore.store and so without its limits.
 
-@testable import CrumbsRecorder
+import CrumbsRecorder
+
 @testable import CrumbsReports
 
 extension CrashReport {
@@ -47,14 +48,4 @@ extension ReportStore {
     try Syscall.writeFileAtomically(folder + "/report.json", try ReportStore.encode(report), durable: false)
     return folder
   }
-}
-
-/// The `crumbs.report.id` in an OTLP protobuf body (found by its key; the value follows).
-package func reportID(ofOTLP request: CapturedRequest) -> String? {
-  let key = Array("crumbs.report.id".utf8)
-  guard let range = request.body.firstRange(of: key) else { return nil }
-  // KeyValue.value (0x12, len) → AnyValue.string_value (0x0A, len) → 36 bytes.
-  let start = range.upperBound + 4
-  guard start + 36 <= request.body.count else { return nil }
-  return String(decoding: request.body[start..<(start + 36)], as: UTF8.self)
 }

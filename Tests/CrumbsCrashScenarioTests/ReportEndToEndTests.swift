@@ -1,9 +1,8 @@
+import Crumbs
 import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

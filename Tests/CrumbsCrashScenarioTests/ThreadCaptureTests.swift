@@ -8,10 +8,10 @@
 // and the handler must have finished well under 100 ms. Debug and release, Swift backtracer on
 // and off (chained after us, it must still see normal threads and finish).
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -5,11 +5,9 @@
 // one entry, and a directory without an entry fails the test so it cannot be forgotten.
 
 import CrumbsSignalPath
-import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
