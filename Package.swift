@@ -27,6 +27,10 @@
 //                                                           Crumbs → CrumbsTracing
 import PackageDescription
 
+// Test files import every module whose members they use (SE-0444): a test's imports say what it
+// exercises, and a move between modules shows in the files it touches.
+let testFileImports: [SwiftSetting] = [.enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
   name: "Crumbs",
   platforms: [.macOS(.v13)],
@@ -176,28 +180,31 @@ let package = Package(
       dependencies: [
         "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
         .product(name: "SystemPackage", package: "swift-system"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsReportsTests",
       dependencies: [
         "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsReportTestSupport",
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsDeliveryTests",
       dependencies: [
         "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
         "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsTests",
       dependencies: [
         "Crumbs", "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath",
-        "CrumbsTestSupport",
-        "CrumbsReportTestSupport", "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
-      ]
+        "CrumbsTestSupport", "CrumbsReportTestSupport", "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
+      ],
+      swiftSettings: testFileImports
     ),
     // Real children crash (debug and release, Swift backtracer on and off) and the next launch's
     // report is checked end to end: the record the recorder left, read by the reports (Crumbs
@@ -207,34 +214,39 @@ let package = Package(
       dependencies: [
         "Crumbs", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
         "CrumbsReportTestSupport",
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     // Every input a fuzzer ever crashed on (Fuzz/Regressions) and every seed (Fuzz/Corpus),
     // replayed through its parser.
     .testTarget(
       name: "CrumbsFuzzRegressionTests",
-      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"]
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath"],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsLoggingTests",
       dependencies: [
         "CrumbsLogging", "CrumbsRecorder", "CrumbsTestSupport",
         .product(name: "Logging", package: "swift-log"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsTracingTests",
       dependencies: [
         "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
         .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsCLITests",
       dependencies: [
         "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
         "CrumbsDeliveryTestSupport",
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
   ]
 )

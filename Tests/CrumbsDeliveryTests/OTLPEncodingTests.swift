@@ -5,6 +5,7 @@
 import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery

@@ -8,10 +8,10 @@
 import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 @Suite struct UntrustedServerTests {

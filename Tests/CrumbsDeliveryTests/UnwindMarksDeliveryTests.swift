@@ -9,7 +9,6 @@ import Foundation
 import Testing
 
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 #if canImport(Glibc)

@@ -4,6 +4,7 @@
 
 import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery

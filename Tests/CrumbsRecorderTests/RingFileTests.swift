@@ -1,6 +1,7 @@
 import CrumbsSignalPath
 import CrumbsTestSupport
 import CrumbsTestSupportC
+import SystemPackage
 import Testing
 
 @testable import CrumbsRecorder

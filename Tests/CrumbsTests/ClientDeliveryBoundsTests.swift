@@ -12,7 +12,6 @@ import Testing
 
 @testable import Crumbs
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 /// Signals each hook call it is told about.

@@ -13,7 +13,6 @@ import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -10,7 +10,6 @@ import Foundation
 import Testing
 
 @testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
