@@ -13,7 +13,7 @@ import Testing
 @testable import CrumbsReports
 
 @Suite struct FuzzRegressionTests {
-  /// The repository root, from this file's path (Tests/CrumbsReportsTests/FuzzRegressionTests.swift).
+  /// The repository root, from this file's path (Tests/CrumbsFuzzRegressionTests/FuzzRegressionTests.swift).
   static let repositoryRoot: String = {
     var url = URL(fileURLWithPath: #filePath)
     for _ in 0..<3 { url.deleteLastPathComponent() }
