@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps check-c werror build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps check-c check-arrows werror build bench fuzz fuzz-smoke format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -42,11 +42,17 @@ test-deps:
 	@python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check opentelemetry-proto \
 	  || python3 -m pip install -q --disable-pip-version-check --break-system-packages opentelemetry-proto
 
-test: deps test-deps check-c
+test: deps test-deps check-c check-arrows
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
+
+## The arrows test and fuzz targets keep: CrumbsRecorderTests and what it links never reach
+## Crumbs, CrumbsReports or CrumbsDelivery; each fuzz target links only the module it fuzzes
+## (Scripts/check-dependency-closure.py walks `swift package dump-package`: seconds, no build).
+check-arrows:
+	SWIFT=$(SWIFT) ./Scripts/check-dependency-closure.py
 
 ## The signal path compiled with -Wall -Wextra -Werror by gcc, clang and musl-gcc, and linked
 ## statically against musl and glibc into a program that runs it (Scripts/check-c-portability.sh).

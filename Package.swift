@@ -33,6 +33,10 @@
 //           by Reports, Delivery, Crumbs)                        Crumbs → CrumbsTracing
 import PackageDescription
 
+// Test files import every module whose members they use (SE-0444): a test's imports say what it
+// exercises, and a move between modules shows in the files it touches.
+let testFileImports: [SwiftSetting] = [.enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
   name: "Crumbs",
   platforms: [.macOS(.v13)],
@@ -126,94 +130,148 @@ let package = Package(
     .target(name: "FuzzSupport", dependencies: ["CFuzzDriver"], path: "Fuzz/Support"),
     .executableTarget(
       name: "FuzzRingReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/RingReader"
     ),
     .executableTarget(
       name: "FuzzCrashRecordReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsRecorder", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CrashRecordReader"
     ),
     .executableTarget(
       name: "FuzzStoredReport",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/StoredReport"
     ),
     .executableTarget(
       name: "FuzzELFReader",
-      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFReader"
     ),
     .executableTarget(
       name: "FuzzCFIReader",
-      dependencies: ["Crumbs", "CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CFIReader"
     ),
     .executableTarget(
       name: "FuzzHTTPHeaders",
-      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/HTTPHeaders"
     ),
     .executableTarget(
       name: "FuzzTrailEntries",
-      dependencies: ["Crumbs", "CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"
     ),
-    // Tests: one target per module, and what they share (spawning children, temporary
-    // directories, a loopback HTTP server, the process-wide-state lock).
+    // Tests: one target per module, plus the crash scenarios and the fuzz regressions, and what
+    // they share in three layers, each needing only the modules below what it tests
+    // (Scripts/check-dependency-closure.py, run by `make test`, keeps these arrows):
+    //   CrumbsTestSupport          recorder level: spawning children (the test child, the CLI, a
+    //                              consumer package), temporary directories, start gates, threads,
+    //                              core dumps, shared libraries, the crash-scenario runner, the
+    //                              process-wide-state lock. Needs only the recorder.
+    //   CrumbsReportTestSupport    report fixtures and the next launch after a crash scenario.
+    //   CrumbsDeliveryTestSupport  the other end of the wire: a loopback HTTP server, the
+    //                              official OTLP decoder.
     .target(
       name: "CrumbsTestSupport",
       dependencies: [
-        "CrumbsPlatform",
-        "Crumbs", "CrumbsDelivery", "CrumbsRecorder", "CrumbsReports",
-        .product(name: "SystemPackage", package: "swift-system"),
+        "CrumbsPlatform", "CrumbsRecorder", .product(name: "SystemPackage", package: "swift-system"),
       ],
       path: "Tests/CrumbsTestSupport"
     ),
+    .target(
+      name: "CrumbsReportTestSupport",
+      dependencies: ["CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport"],
+      path: "Tests/CrumbsReportTestSupport"
+    ),
+    .target(
+      name: "CrumbsDeliveryTestSupport",
+      dependencies: ["CrumbsPlatform", "CrumbsTestSupport"],
+      path: "Tests/CrumbsDeliveryTestSupport"
+    ),
+    // Never Crumbs, CrumbsReports or CrumbsDelivery here: these prove the recorder stands alone.
     .testTarget(
       name: "CrumbsRecorderTests",
       dependencies: [
         "CrumbsPlatform",
         "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
         .product(name: "SystemPackage", package: "swift-system"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsReportsTests",
       dependencies: [
-        "CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
-      ]
+        "CrumbsPlatform",
+        "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsReportTestSupport",
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsDeliveryTests",
       dependencies: [
         "CrumbsPlatform",
-        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsTestSupportC",
-      ]
+        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
+        "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsTests",
       dependencies: [
-        "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
-      ]
+        "CrumbsPlatform",
+        "Crumbs", "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath",
+        "CrumbsTestSupport", "CrumbsReportTestSupport", "CrumbsDeliveryTestSupport", "CrumbsTestSupportC",
+      ],
+      swiftSettings: testFileImports
+    ),
+    // Real children crash (debug and release, Swift backtracer on and off) and the next launch's
+    // report is checked end to end: the record the recorder left, read by the reports (Crumbs
+    // for the client's `CrashKind`, the ways the test child crashes on purpose).
+    .testTarget(
+      name: "CrumbsCrashScenarioTests",
+      dependencies: [
+        "CrumbsPlatform",
+        "Crumbs", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
+        "CrumbsReportTestSupport",
+      ],
+      swiftSettings: testFileImports
+    ),
+    // Every input a fuzzer ever crashed on (Fuzz/Regressions) and every seed (Fuzz/Corpus),
+    // replayed through its parser.
+    .testTarget(
+      name: "CrumbsFuzzRegressionTests",
+      dependencies: [
+        "CrumbsPlatform", "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath",
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsLoggingTests",
       dependencies: [
+        "CrumbsPlatform",
         "CrumbsLogging", "CrumbsRecorder", "CrumbsTestSupport",
         .product(name: "Logging", package: "swift-log"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsTracingTests",
       dependencies: [
         "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
         .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-      ]
+      ],
+      swiftSettings: testFileImports
     ),
     .testTarget(
       name: "CrumbsCLITests",
-      dependencies: ["CrumbsPlatform", "CrumbsRecorder", "CrumbsReports", "CrumbsTestSupport"]
+      dependencies: [
+        "CrumbsPlatform",
+        "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
+        "CrumbsDeliveryTestSupport",
+      ],
+      swiftSettings: testFileImports
     ),
   ]
 )

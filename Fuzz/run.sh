@@ -4,7 +4,7 @@
 #
 # On a crash: the input is copied into Fuzz/Regressions/<corpus>/ under a descriptive name
 # (what libFuzzer saw + where + a hash), printed, and the script exits non-zero. Commit that file:
-# Tests/CrumbsTests/FuzzRegressionTests.swift replays it on every `make test`.
+# Tests/CrumbsFuzzRegressionTests/FuzzRegressionTests.swift replays it on every `make test`.
 #
 # Environment: FUZZ_CONFIG=release|debug (default release), FUZZ_JOBS (parallel workers per
 # target, default 1), FUZZ_ARGS (extra libFuzzer flags), FUZZ_TARGETS (names to run, default all).

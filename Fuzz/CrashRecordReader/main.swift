@@ -16,7 +16,7 @@
 // and what it returns respects the C capacities. Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
+import CrumbsRecorder
 import CrumbsSignalPath
 import FuzzSupport
 

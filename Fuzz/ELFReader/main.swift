@@ -15,7 +15,7 @@
 // return). Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
+import CrumbsReports
 import FuzzSupport
 
 #if canImport(Glibc)

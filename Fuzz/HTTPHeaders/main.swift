@@ -16,7 +16,6 @@
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
 import CrumbsDelivery
 import FuzzSupport
 

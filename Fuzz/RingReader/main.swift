@@ -17,7 +17,7 @@
 // and what it returns is self-consistent. Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
+import CrumbsRecorder
 import CrumbsSignalPath
 import FuzzSupport
 

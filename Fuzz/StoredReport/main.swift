@@ -12,7 +12,7 @@
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
+import CrumbsReports
 import Foundation
 import FuzzSupport
 

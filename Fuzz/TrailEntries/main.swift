@@ -13,8 +13,8 @@
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
-import Crumbs
 import CrumbsDelivery
+import CrumbsReports
 import FuzzSupport
 
 #if canImport(Glibc)

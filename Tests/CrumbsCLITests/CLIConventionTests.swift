@@ -3,13 +3,13 @@
 // readers that create nothing, ambiguous id prefixes, report decode's words, secrets from files
 // and the environment, and `reports send --json`.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -7,8 +7,6 @@ import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

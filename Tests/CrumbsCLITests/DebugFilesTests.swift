@@ -2,12 +2,12 @@
 // (the test child binary, a stripped copy pointing at its .debug file, that .debug file), the
 // upload against a loopback server playing Backtrace's symbol endpoint.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports

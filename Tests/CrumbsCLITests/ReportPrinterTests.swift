@@ -3,6 +3,7 @@
 // and breadcrumbs other threads appended after the crash marked as such. Real crashing
 // children; the CLI run as a process.
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

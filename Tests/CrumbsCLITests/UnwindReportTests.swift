@@ -5,6 +5,7 @@
 // report. (The wire formats: CrumbsDeliveryTests' UnwindMarksDeliveryTests.)
 
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

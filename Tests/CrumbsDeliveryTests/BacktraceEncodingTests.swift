@@ -1,6 +1,7 @@
 // BacktraceEncodingTests.swift — a report as a Backtrace submission: multipart with the JSON
 // report, the breadcrumbs file and the other attachments, the token only on the wire.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

@@ -3,6 +3,7 @@
 // libcurl is missing (hidden from dlopen with CRUMBS_LIBCURL naming a file that is not there,
 // then a link to the real one put there).
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

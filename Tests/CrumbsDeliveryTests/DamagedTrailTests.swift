@@ -3,6 +3,7 @@
 // impossible block size. Neither destination sends it; both name it among the omitted
 // attachments with the same reason. The OTLP body is read with the official decoder.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

@@ -2,6 +2,7 @@
 // (ReportFixture), a clock moved by hand, a delegate that records every hook call, and readers
 // for what was sent (the report id in an OTLP body, the parts of a multipart body).
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

@@ -2,6 +2,7 @@
 // held by a child process the app happened to start (a forked or spawned child holds copies of
 // every descriptor until it execs, and with them any flock).
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import CrumbsTestSupportC

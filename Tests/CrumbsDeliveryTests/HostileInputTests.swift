@@ -4,6 +4,7 @@
 // reports send` or the test child as a child process, so a trap shows as a crash exit status
 // (128 + signal) instead of killing the test process.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

@@ -2,9 +2,11 @@
 // decoded with the official OTLP decoder (Tests/Tools/decode_otlp.py, PyPI opentelemetry-proto),
 // in both encodings.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery

@@ -4,6 +4,7 @@
 // answers are retried, Retry-After on 503, partial success reaching the delegate, the User-Agent,
 // gzip and the request size cap — each against a real loopback server.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Synchronization

@@ -4,6 +4,7 @@
 // Crumbs directory is read, sent, written or removed, and the entry is quarantined with its
 // reason.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

@@ -5,12 +5,13 @@
 // before the report was sent is not a delivery, and a server that never answers costs the
 // request timeout, not four times it.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 @Suite struct UntrustedServerTests {

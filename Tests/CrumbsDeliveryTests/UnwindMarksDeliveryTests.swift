@@ -2,12 +2,13 @@
 // marked on the wire: `guessed_frame` in a Backtrace submission's stack, `{guessed}` in OTLP's
 // `exception.stacktrace` and `found_by` in its frames.
 
+import CrumbsDeliveryTestSupport
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing
 
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 #if canImport(Glibc)

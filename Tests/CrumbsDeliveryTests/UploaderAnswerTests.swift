@@ -2,7 +2,9 @@
 // 4xx, 429 with Retry-After, 5xx, timeout, refused, a reset mid-upload), driven by real loopback
 // servers and a manual clock, so no assertion depends on elapsed time.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery

@@ -3,6 +3,7 @@
 // report back longer than the retry policy's longest wait once the clock is right. The clock is
 // the uploader's injectable one, moved by hand (backwards too).
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

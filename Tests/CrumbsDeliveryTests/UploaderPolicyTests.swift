@@ -2,6 +2,7 @@
 // background thread and several destinations: what survives, what is sent once, what is dropped
 // and why.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation

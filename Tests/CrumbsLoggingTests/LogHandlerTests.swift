@@ -1,5 +1,5 @@
-import Crumbs
 import CrumbsLogging
+import CrumbsRecorder
 import CrumbsTestSupport
 import Logging
 import Testing

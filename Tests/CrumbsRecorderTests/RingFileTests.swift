@@ -2,12 +2,10 @@ import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
 import CrumbsTestSupportC
+import SystemPackage
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc

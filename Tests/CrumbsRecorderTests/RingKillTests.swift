@@ -1,10 +1,7 @@
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc

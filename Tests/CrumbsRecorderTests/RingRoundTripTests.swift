@@ -2,10 +2,7 @@ import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 @Suite struct RingRoundTripTests {
   @Test func appendedBreadcrumbsReadBackInOrderWithAttributes() throws {

@@ -2,10 +2,7 @@ import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 /// White-box: every head position of a lane, every number of appends after it.
 @Suite struct RingWrapTests {

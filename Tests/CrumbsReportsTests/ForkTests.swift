@@ -2,7 +2,6 @@ import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

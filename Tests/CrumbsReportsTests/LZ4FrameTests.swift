@@ -2,8 +2,6 @@ import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -3,6 +3,7 @@
 // states by rename, and damaged folders quarantined with their reason, never deleted.
 
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 

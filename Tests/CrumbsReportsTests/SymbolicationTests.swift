@@ -6,8 +6,6 @@ import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
@@ -517,7 +515,6 @@ private var noEnhancer: Symbolicator.Options {
       0x99999
       ??
       ??:0:0
-
 
       """
     let parsed = LLVMSymbolizer.parse(Array(output.utf8), offsets: [0x1763, 0x99999])

@@ -1,13 +1,11 @@
 // CrashScenarioRunner.swift — running the test child through a crash scenario and collecting
 // what it printed, its exit status and its stderr; the debug/release × backtracer matrix.
+// What the next launch makes of it is CrumbsReportTestSupport's `crashReport(leftIn:)`.
 
 import CrumbsPlatform
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc
@@ -133,13 +131,4 @@ package func runCrashScenario(
   for helper in helpers { kill(helper, SIGKILL) }
   #expect(helpers.isEmpty, "orphaned swift-backtrace helper(s) \(helpers) for \(scenario)")
   return run
-}
-
-/// The next launch after a crash scenario: processes what the child left in `directory` (as a
-/// later session would) and returns the one stored report, or nil when none was made.
-package func crashReport(leftIn directory: TestDirectory) throws -> StoredReport? {
-  let outcome = PostMortemProcessor(
-    directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
-  ).run(reportingSession: SessionID())
-  return outcome.reports.first
 }

@@ -4,10 +4,7 @@
 import Foundation
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
-@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc

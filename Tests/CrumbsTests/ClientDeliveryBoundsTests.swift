@@ -4,6 +4,7 @@
 // is chosen there as in the CLI. Every wait is on an event (a request arriving, a hook called),
 // bounded with a wide margin.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Synchronization
@@ -11,7 +12,6 @@ import Testing
 
 @testable import Crumbs
 @testable import CrumbsDelivery
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 /// Signals each hook call it is told about.

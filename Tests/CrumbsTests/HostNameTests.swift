@@ -6,8 +6,6 @@ import CrumbsTestSupport
 import Testing
 
 @testable import Crumbs
-@testable import CrumbsRecorder
-@testable import CrumbsReports
 
 #if canImport(Glibc)
   import Glibc

@@ -2,6 +2,7 @@
 // process-wide variable is changed) delivers to the collector it names, in the way it names,
 // with the resource its session recorded; a non-fatal report made in a span carries it.
 
+import CrumbsDeliveryTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing

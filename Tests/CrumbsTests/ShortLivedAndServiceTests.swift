@@ -9,11 +9,11 @@
 //     as terminated by SIGTERM, not as clean and not as a crash.
 // Every wait is on an event (a line, a request, the process's exit), bounded with a wide margin.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

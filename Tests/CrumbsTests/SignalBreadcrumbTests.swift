@@ -3,7 +3,6 @@ import CrumbsTestSupport
 import Testing
 
 @testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

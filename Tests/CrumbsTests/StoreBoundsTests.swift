@@ -3,13 +3,14 @@
 // a crash loop leaves rings/ bounded and every session counted, queued summaries are bounded,
 // and what writers killed inside a write (or stopped by a full disk) left is cleaned up.
 
+import CrumbsDeliveryTestSupport
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing
 
 @testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -1,10 +1,9 @@
+import Crumbs
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

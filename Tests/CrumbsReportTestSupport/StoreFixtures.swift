@@ -3,8 +3,8 @@
 // them), without ReportStore.store and so without its limits.
 
 import CrumbsPlatform
+import CrumbsRecorder
 
-@testable import CrumbsRecorder
 @testable import CrumbsReports
 
 extension CrashReport {
@@ -49,14 +49,4 @@ extension ReportStore {
     try Syscall.writeFileAtomically(folder + "/report.json", try ReportStore.encode(report), durable: false)
     return folder
   }
-}
-
-/// The `crumbs.report.id` in an OTLP protobuf body (found by its key; the value follows).
-package func reportID(ofOTLP request: CapturedRequest) -> String? {
-  let key = Array("crumbs.report.id".utf8)
-  guard let range = request.body.firstRange(of: key) else { return nil }
-  // KeyValue.value (0x12, len) → AnyValue.string_value (0x0A, len) → 36 bytes.
-  let start = range.upperBound + 4
-  guard start + 36 <= request.body.count else { return nil }
-  return String(decoding: request.body[start..<(start + 36)], as: UTF8.self)
 }

@@ -1,23 +1,9 @@
-// ExternalDecoders.swift — what we send and store, decoded by tools we did not write: the
-// official OpenTelemetry protobuf decoder (Tests/Tools/decode_otlp.py) and the lz4 command.
+// OTLPDecoder.swift — what we send, decoded by a tool we did not write: the official
+// OpenTelemetry protobuf classes (Tests/Tools/decode_otlp.py).
 
+import CrumbsTestSupport
 import Foundation
 import Testing
-
-@testable import Crumbs
-@testable import CrumbsDelivery
-@testable import CrumbsRecorder
-@testable import CrumbsReports
-
-#if canImport(Glibc)
-  import Glibc
-#endif
-
-/// The path of a script in Tests/Tools.
-package func testTool(_ name: String) -> String {
-  URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Tools/" + name).path
-}
 
 /// Runs Tests/Tools/decode_otlp.py on a captured body; returns its JSON.
 package func decodeOTLP(_ body: [UInt8], json: Bool = false, gzip: Bool = false) throws -> [String: Any] {
@@ -47,11 +33,12 @@ package func otlpPartialSuccessBody(rejected: Int, message: String, json: Bool =
   return output
 }
 
-/// `lz4 -dc FILE` through the real CLI.
-package func runLZ4Decompress(_ path: String) throws -> String {
-  let child = try ChildProcess("/usr/bin/lz4", ["-dc", path])
-  let output = child.readRemaining()
-  child.wait()
-  #expect(child.exitCode == 0)
-  return output
+/// The `crumbs.report.id` in an OTLP protobuf body (found by its key; the value follows).
+package func reportID(ofOTLP request: CapturedRequest) -> String? {
+  let key = Array("crumbs.report.id".utf8)
+  guard let range = request.body.firstRange(of: key) else { return nil }
+  // KeyValue.value (0x12, len) → AnyValue.string_value (0x0A, len) → 36 bytes.
+  let start = range.upperBound + 4
+  guard start + 36 <= request.body.count else { return nil }
+  return String(decoding: request.body[start..<(start + 36)], as: UTF8.self)
 }

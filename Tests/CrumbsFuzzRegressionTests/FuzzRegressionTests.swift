@@ -5,17 +5,15 @@
 // one entry, and a directory without an entry fails the test so it cannot be forgotten.
 
 import CrumbsSignalPath
-import CrumbsTestSupport
 import Foundation
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
 @Suite struct FuzzRegressionTests {
-  /// The repository root, from this file's path (Tests/CrumbsReportsTests/FuzzRegressionTests.swift).
+  /// The repository root, from this file's path (Tests/CrumbsFuzzRegressionTests/FuzzRegressionTests.swift).
   static let repositoryRoot: String = {
     var url = URL(fileURLWithPath: #filePath)
     for _ in 0..<3 { url.deleteLastPathComponent() }

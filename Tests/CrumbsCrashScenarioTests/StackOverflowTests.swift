@@ -8,10 +8,10 @@
 // overflow" and name the recursing function among its frames. The main thread and a thread
 // that appended are checked too, and a null dereference must not be called an overflow.
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

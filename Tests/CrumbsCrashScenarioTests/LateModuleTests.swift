@@ -1,7 +1,7 @@
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -9,10 +9,10 @@
 // and off (chained after us, it must still see normal threads and finish).
 
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -7,10 +7,10 @@
 // keep only fatalError's message (the runtime is not called for the other traps there): those
 // keep the trap hint.
 
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
-@testable import Crumbs
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""check-dependency-closure.py — the arrows test and fuzz targets must keep (issue 22). Run by `make test`.
+
+`swift package show-dependencies` lists packages, not targets, so this reads
+`swift package dump-package` (the manifest as JSON: no build), follows every target's
+dependencies on this package's own targets (products of other packages are not ours, so they
+end the walk) and fails when a target's closure reaches a module it must not link: a
+recorder-level test that pulled in the reports would no longer prove the recorder stands alone.
+
+Usage: Scripts/check-dependency-closure.py [DUMP.json]   (default: runs `$SWIFT package dump-package`)
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+ABOVE_RECORDER = {"CrumbsReports", "CrumbsDelivery", "Crumbs"}
+ABOVE_REPORTS = {"CrumbsDelivery", "Crumbs"}
+ABOVE_DELIVERY = {"Crumbs"}
+
+# Target → modules that must not be in its dependency closure.
+FORBIDDEN = {
+    "CrumbsTestSupport": ABOVE_RECORDER,
+    "CrumbsRecorderTests": ABOVE_RECORDER,
+    "FuzzRingReader": ABOVE_RECORDER,
+    "FuzzCrashRecordReader": ABOVE_RECORDER,
+    "FuzzCFIReader": ABOVE_RECORDER,
+    "CrumbsLoggingTests": ABOVE_RECORDER,
+    "CrumbsReportTestSupport": ABOVE_REPORTS,
+    "CrumbsReportsTests": ABOVE_REPORTS,
+    "FuzzStoredReport": ABOVE_REPORTS,
+    "FuzzELFReader": ABOVE_REPORTS,
+    "CrumbsDeliveryTestSupport": ABOVE_DELIVERY,
+    "CrumbsDeliveryTests": ABOVE_DELIVERY,
+    "CrumbsFuzzRegressionTests": ABOVE_DELIVERY,
+    "FuzzHTTPHeaders": ABOVE_DELIVERY,
+    "FuzzTrailEntries": ABOVE_DELIVERY,
+}
+
+
+def dependencies(target, names):
+    """This package's targets that `target` names directly."""
+    found = []
+    for dependency in target["dependencies"]:
+        kind, value = next(iter(dependency.items()))
+        if kind in ("byName", "target") and value[0] in names:
+            found.append(value[0])
+    return found
+
+
+def paths_to_forbidden(start, graph, forbidden):
+    """Every forbidden module reachable from `start`, each with one path that reaches it."""
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        current = queue.pop(0)
+        for dependency in graph[current]:
+            if dependency not in paths:
+                paths[dependency] = paths[current] + [dependency]
+                queue.append(dependency)
+    return {name: paths[name] for name in forbidden if name in paths}
+
+
+def main():
+    if len(sys.argv) > 1:
+        with open(sys.argv[1]) as file:
+            manifest = json.load(file)
+    else:
+        manifest = json.loads(subprocess.run(
+            [os.environ.get("SWIFT", "swift"), "package", "dump-package"], check=True, capture_output=True, text=True).stdout)
+    targets = {target["name"]: target for target in manifest["targets"]}
+    graph = {name: dependencies(target, targets) for name, target in targets.items()}
+
+    failures = []
+    for name, forbidden in sorted(FORBIDDEN.items()):
+        if name not in graph:
+            failures.append(f"{name}: no such target (rename it here too)")
+            continue
+        for module, path in sorted(paths_to_forbidden(name, graph, forbidden).items()):
+            failures.append(f"{name} must not depend on {module}: " + " → ".join(path))
+    for failure in failures:
+        print("check-dependency-closure: " + failure, file=sys.stderr)
+    if failures:
+        return 1
+    print(f"check-dependency-closure: {len(FORBIDDEN)} targets keep their arrows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
