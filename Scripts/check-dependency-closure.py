@@ -7,6 +7,10 @@ dependencies on this package's own targets (products of other packages are not o
 end the walk) and fails when a target's closure reaches a module it must not link: a
 recorder-level test that pulled in the reports would no longer prove the recorder stands alone.
 
+It also keeps the layering of the sources: CrumbsPlatform depends on none of our targets and no
+product names it, and CrumbsRecorder is the only door to C: no other module under Sources/
+depends on CrumbsSignalPath or imports it.
+
 Usage: Scripts/check-dependency-closure.py [DUMP.json]   (default: runs `$SWIFT package dump-package`)
 """
 
@@ -21,6 +25,7 @@ ABOVE_DELIVERY = {"Crumbs"}
 
 # Target → modules that must not be in its dependency closure.
 FORBIDDEN = {
+    "CrumbsRecorder": ABOVE_RECORDER,
     "CrumbsTestSupport": ABOVE_RECORDER,
     "CrumbsRecorderTests": ABOVE_RECORDER,
     "FuzzRingReader": ABOVE_RECORDER,
@@ -62,6 +67,35 @@ def paths_to_forbidden(start, graph, forbidden):
     return {name: paths[name] for name in forbidden if name in paths}
 
 
+def layering_failures(manifest, graph):
+    """CrumbsPlatform at the bottom and internal; CrumbsSignalPath reached from Sources/ only
+    through CrumbsRecorder."""
+    failures = []
+    if graph.get("CrumbsPlatform", None) is None:
+        return ["CrumbsPlatform: no such target"]
+    if graph["CrumbsPlatform"]:
+        failures.append("CrumbsPlatform must depend on none of our targets: " + ", ".join(graph["CrumbsPlatform"]))
+    for product in manifest["products"]:
+        if "CrumbsPlatform" in product["targets"]:
+            failures.append(f"product {product['name']} names CrumbsPlatform, an internal target")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for target in manifest["targets"]:
+        name = target["name"]
+        if target["type"] != "regular" or target.get("path") or name == "CrumbsRecorder":
+            continue  # tests, fuzzers and C targets live elsewhere; the recorder is the door
+        if "CrumbsSignalPath" in graph[name]:
+            failures.append(f"{name} depends on CrumbsSignalPath: only CrumbsRecorder may")
+        folder = os.path.join(root, "Sources", name)
+        for directory, _, files in os.walk(folder):
+            for file in files:
+                if not file.endswith(".swift"):
+                    continue
+                with open(os.path.join(directory, file)) as source:
+                    if any(line.strip() == "import CrumbsSignalPath" for line in source):
+                        failures.append(f"Sources/{name}/{file} imports CrumbsSignalPath: only CrumbsRecorder may")
+    return failures
+
+
 def main():
     if len(sys.argv) > 1:
         with open(sys.argv[1]) as file:
@@ -79,11 +113,13 @@ def main():
             continue
         for module, path in sorted(paths_to_forbidden(name, graph, forbidden).items()):
             failures.append(f"{name} must not depend on {module}: " + " → ".join(path))
+    failures += layering_failures(manifest, graph)
     for failure in failures:
         print("check-dependency-closure: " + failure, file=sys.stderr)
     if failures:
         return 1
-    print(f"check-dependency-closure: {len(FORBIDDEN)} targets keep their arrows")
+    print(f"check-dependency-closure: {len(FORBIDDEN)} targets keep their arrows; CrumbsPlatform is internal"
+          " and at the bottom; only CrumbsRecorder reaches CrumbsSignalPath")
     return 0
 
 
