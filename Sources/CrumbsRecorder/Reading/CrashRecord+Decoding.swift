@@ -170,7 +170,8 @@ private struct RecordFields {
         case UInt32(CRUMBS_THREAD_ALSO_CRASHED.rawValue): .alsoCrashed
         default: .unknown
         }
-      let name = string(at: threadOffset(index, \.name), capacity: 16)
+      let name = string(
+        at: threadOffset(index, \.name), capacity: Self.capacity(of: \crumbs_crash_thread.name))
       if index == 0 && state == .crashing {
         var thread = crashing
         if thread.name.isEmpty { thread.name = name }
@@ -250,6 +251,8 @@ private struct RecordFields {
     let end = field.firstIndex(of: 0) ?? capacity
     return String(decoding: field[..<end], as: UTF8.self)
   }
+  /// The bytes a C array field holds (`char name[16]` → 16): capacities come from the header.
+  static func capacity<Root, Field>(of field: KeyPath<Root, Field>) -> Int { MemoryLayout<Field>.size }
   func bytes(at start: Int, count: Int) -> [UInt8] { Array(image[start..<start + count]) }
 
   /// `length` (clamped to `capacity`) bytes of UTF-8 at `start`; a text that was cut may end
@@ -327,9 +330,9 @@ private struct RecordFields {
     let signalNumber = i32(\C.signal_number)
     let signal = CrashRecord.Signal(
       number: signalNumber,
-      name: string(at: offset(\C.signal_name), capacity: 16),
+      name: string(at: offset(\C.signal_name), capacity: Self.capacity(of: \C.signal_name)),
       code: i32(\C.signal_code),
-      codeName: string(at: offset(\C.code_name), capacity: 32),
+      codeName: string(at: offset(\C.code_name), capacity: Self.capacity(of: \C.code_name)),
       errno: i32(\C.signal_errno),
       faultAddress: u64(\C.fault_address),
       senderPID: hasSender ? i32(\C.sender_pid) : nil,
@@ -387,7 +390,8 @@ private struct RecordFields {
     let said = messages()
     let frames = words(at: offset(\C.frames), count: Int(u32(\C.frame_count)))
     let crashing = CrashRecord.Thread(
-      id: u32(\C.thread_id), name: string(at: offset(\C.thread_name), capacity: 16), state: .crashing,
+      id: u32(\C.thread_id),
+      name: string(at: offset(\C.thread_name), capacity: Self.capacity(of: \C.thread_name)), state: .crashing,
       signal: signalNumber, registers: registers, frames: frames,
       frameMarks: bytes(at: offset(\C.frame_marks), count: frames.count), backtraceStop: stop,
       stackLow: u64(\C.stack_low), stackHigh: u64(\C.stack_high), stackSource: stackSource)
@@ -400,7 +404,7 @@ private struct RecordFields {
       installWallNanoseconds: u64(\C.install_wall_ns),
       signal: signal,
       threadID: u32(\C.thread_id),
-      threadName: string(at: offset(\C.thread_name), capacity: 16),
+      threadName: string(at: offset(\C.thread_name), capacity: Self.capacity(of: \C.thread_name)),
       threadsCrashed: u32(\C.threads_crashed),
       crashWallNanoseconds: u64(\C.crash_wall_ns),
       crashMonotonicNanoseconds: u64(\C.crash_monotonic_ns),

@@ -74,7 +74,10 @@ package enum RingHeaderValidation {
     let slotSize = Int(header.slot_size)
     guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE), slotSize <= Int(CRUMBS_SLOT_MAX_SIZE),
       slotSize.nonzeroBitCount == 1
-    else { throw corrupt("slot size \(slotSize) is not a power of two in 64...4096") }
+    else {
+      throw corrupt(
+        "slot size \(slotSize) is not a power of two in \(CRUMBS_SLOT_MIN_SIZE)...\(CRUMBS_SLOT_MAX_SIZE)")
+    }
     let laneCount = Int(header.lane_count)
     let generalLanes = Int(header.general_lane_count)
     guard laneCount >= 2, laneCount <= Int(CRUMBS_RING_MAX_LANES), generalLanes >= 1,
