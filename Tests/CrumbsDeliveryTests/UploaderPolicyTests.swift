@@ -128,8 +128,9 @@ import Testing
 
   @Test func evictionByCountAndSizeTakesTheOldestAndSaysWhy() throws {
     let fixture = try ReportFixture(count: 5, extraAttachmentBytes: 400_000)
-    let byCount = ReportUploader(
-      store: fixture.store, destinations: [], settings: settings { $0.maxRecordCount = 3 })
+    var byCountStore = fixture.store
+    byCountStore.limits.maxRecordCount = 3
+    let byCount = ReportUploader(store: byCountStore, destinations: [], settings: settings())
     let evicted = byCount.enforceLimits()
     #expect(evicted.map(\.reportID) == Array(fixture.ids.prefix(2)))
     let first = try fixture.store.load(id: fixture.ids[0])
@@ -139,8 +140,9 @@ import Testing
 
     // Three pending reports of ~400 kB are over 1 MB: the two dropped records go first (deleted),
     // then the oldest pending one (its attachments deleted, the record kept).
-    let bySize = ReportUploader(
-      store: fixture.store, destinations: [], settings: settings { $0.maxDatabaseSize = 1 })
+    var bySizeStore = fixture.store
+    bySizeStore.limits.maxDatabaseSize = 1
+    let bySize = ReportUploader(store: bySizeStore, destinations: [], settings: settings())
     let sizeEvictions = bySize.enforceLimits()
     #expect(sizeEvictions.map(\.reportID) == Array(fixture.ids.prefix(3)))
     #expect(sizeEvictions.map(\.state) == [.dropped, .dropped, .pending])

@@ -200,7 +200,7 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     do {
       // The store keeps itself within the configured limits, with or without a destination.
-      store = try ReportStore(directory: configuration.directory, limits: configuration.database.storeLimits)
+      store = try ReportStore(directory: configuration.directory, limits: configuration.storeLimits)
     } catch {
       throw .store(error)
     }
@@ -232,7 +232,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ? nil
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database,
-        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge)
+        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
     bridge.client = self
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
@@ -287,10 +287,8 @@ public final class CrumbsClient: @unchecked Sendable {
       processPreviousSessions()
       noteReplacedCrashSignals()
       previousSessionsDone.signal()
-      if isEnabled {
-        uploader?.start()
-        deliverSessionSummaries()
-      }
+      // Its first pass sends the session summaries just queued.
+      if isEnabled { uploader?.start() }
     }
     // Without a thread (the process is out of them), the work runs here rather than not at all.
     do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
@@ -419,21 +417,17 @@ public final class CrumbsClient: @unchecked Sendable {
     for waiter in waiters { waiter.resume(returning: outcome) }
   }
 
-  /// Sends the queued session summaries to the OTLP destinations (never without consent when a
-  /// consent handler is set). Runs on the background thread; returns how many were delivered.
-  @discardableResult
-  func deliverSessionSummaries() -> Int {
-    let otlp = uploader?.destinations.compactMap { $0 as? OTLPDestination } ?? []
-    guard let uploader, !otlp.isEmpty, isEnabled else { return 0 }
-    if state.withLock({ $0.consentHandler }) != nil && !hasStandingConsent { return 0 }
-    return SessionSummaryQueue.deliver(
-      directory: configuration.directory, destinations: otlp,
-      resource: ProcessAttributes.resource(
-        pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
-        appVersion: configuration.appVersion
-      ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured },
-      transport: uploader.transport)
+  /// The resource session summaries are sent with: this process's, with what the session file
+  /// recorded of the machine over it.
+  var summaryResource: [String: String] {
+    ProcessAttributes.resource(
+      pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
+      appVersion: configuration.appVersion
+    ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured }
   }
+
+  /// Whether a consent handler is set (session summaries then need standing consent).
+  var hasConsentHandler: Bool { state.withLock { $0.consentHandler } != nil }
 
   /// Waits (at most `timeout` seconds) for the previous sessions to be processed.
   @discardableResult
