@@ -7,6 +7,7 @@
 //   start()                 a background thread runs passes: now, after wake(), when the next
 //                           report is due; stop(timeout:) ends it (waits, at most the timeout,
 //                           for the request in flight; the thread may finish it later)
+//                           (ReportUploader+Thread.swift)
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests, CrumbsClient.flush);
 //                           the same code
 //   wake()                  a new report was stored: run a pass soon
@@ -93,18 +94,6 @@ public final class ReportUploader: Sendable {
     var eventBackoff: [String: (attempts: Int, next: UInt64)] = [:]
   }
 
-  /// One run of the background thread, with its own stop flag and end signal: a thread that a
-  /// `stop(timeout:)` gave up waiting for ends on its own later, and never takes the signals of
-  /// a run started after it.
-  final class Run: Sendable {
-    private let stopRequested = Mutex(false)
-    let finished = DispatchSemaphore(value: 0)
-    /// Signalled by wake() and stop(): ends the thread's wait between passes early.
-    let wakeUp = DispatchSemaphore(value: 0)
-    var isStopping: Bool { stopRequested.withLock { $0 } }
-    func requestStop() { stopRequested.withLock { $0 = true } }
-  }
-
   let state = Mutex(State())
   /// Serializes passes within this process (the flock serializes processes).
   private let passLock = Mutex(())
@@ -143,76 +132,6 @@ public final class ReportUploader: Sendable {
   /// see `DeliveryPass.missingTransport`); nil once it is there.
   public var missingTransport: String? { state.withLock { $0.missingTransport } }
 
-  // MARK: - Background thread
-
-  /// Starts the background thread (once; later calls do nothing). Returns at once.
-  public func start() {
-    let run = Run()
-    let alreadyRunning = state.withLock { state in
-      defer { if state.run == nil { state.run = run } }
-      return state.run != nil
-    }
-    guard !alreadyRunning else { return }
-    do {
-      try BackgroundThread.start(name: "crumbs.delivery") { [self] in runLoop(run) }
-    } catch {
-      state.withLock { $0.run = nil }  // stop() then has nothing to wait for
-    }
-  }
-
-  /// Asks the background thread for a pass soon (e.g. after a new report was stored).
-  public func wake() {
-    let run = state.withLock { state in
-      state.wakeRequested = true
-      return state.run
-    }
-    run?.wakeUp.signal()
-  }
-
-  /// Stops the background thread: it sends nothing new, and this waits for the request in
-  /// flight at most `timeout` seconds (default: until it ends, which the transport's timeout
-  /// bounds). Past that it returns false and the thread ends by itself once the request does;
-  /// the report stays pending until the answer is recorded (at least once, never lost). Reports
-  /// keep their state; a later uploader (or `start()`) continues.
-  @discardableResult
-  public func stop(timeout: Double = .infinity) -> Bool {
-    guard let run = state.withLock({ $0.run }) else { return true }
-    run.requestStop()
-    run.wakeUp.signal()
-    let ended: Bool
-    if !(timeout >= .infinity) {  // NaN included: no wait rather than forever
-      let nanoseconds = timeout > 0 ? Int(min(timeout, 1e6) * 1e9) : 0
-      ended = run.finished.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success
-    } else {
-      run.finished.wait()
-      ended = true
-    }
-    state.withLock { if $0.run === run { $0.run = nil } }
-    return ended
-  }
-
-  private func runLoop(_ run: Run) {
-    while !run.isStopping {
-      let pass = deliverPending(stopping: { run.isStopping })
-      // Sleep until the next report is due (at most a minute: new reports may arrive from
-      // another process), or until woken or stopped.
-      var wait: Double = 60
-      if let due = pass.nextDueUnixNano {
-        let now = clock()
-        wait = due > now ? min(60, Double(due - now) / 1e9) : 0
-      }
-      if pass.lockBusy { wait = max(wait, 1) }
-      // A wake-up left over from a request this pass already served ends one wait early; the
-      // loop then waits again.
-      let deadline = DispatchTime.now() + .nanoseconds(Int(wait * 1e9))
-      while !run.isStopping && !state.withLock({ $0.wakeRequested }) {
-        if run.wakeUp.wait(timeout: deadline) == .timedOut { break }
-      }
-      state.withLock { $0.wakeRequested = false }
-    }
-    run.finished.signal()
-  }
-
   // MARK: - One pass
 
   /// Runs one delivery pass on the caller's thread and returns what it did. Never call it on
@@ -228,7 +147,7 @@ public final class ReportUploader: Sendable {
   }
 
   /// One pass that ends early (between attempts) once `stopping` says so.
-  private func deliverPending(stopping: () -> Bool) -> DeliveryPass {
+  func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
       guard DeliveryLock.take(store: store.path) else {
