@@ -34,21 +34,22 @@
 //
 // When every destination is done, the report moves to sent/ (one delivered) or dropped/ (none).
 //
-// A missing transport is not an attempt: a pass with reports to send first asks the transport
+// A missing transport is not an attempt: a pass with something to send first asks the transport
 // (HTTPTransport.missingTransport: no libcurl on the machine); while it is missing, nothing is
 // attempted, counted or scheduled, the pass says why (`DeliveryPass.missingTransport`, also
 // `ReportUploader.missingTransport` and the client's `problems`), and the next pass (within a
 // minute) looks again, so reports are delivered once it is installed.
 //
 // Settings are the app's: any Double (infinity, NaN, 1e300) must do. Waits are clamped
-// (`maxWait`, a NaN wait is none) and every time is `now` plus a wait that saturates at the
-// end of time rather than overflowing.
+// (`RetryPolicy.maxWait`, a NaN wait is none) and every time is `now` plus a wait that
+// saturates at the end of time rather than overflowing.
 //
 // No schedule outlives a wrong clock: times read back from delivery.json (and 429 pauses kept
 // in memory) are clamped to now plus the longest wait the policy can give (`maxRetryInterval`;
 // a day after a 429), and a schedule made while the clock read later than now (beyond
-// `clockTolerance`) keeps its wait but starts it now. Either change is written back, so a
-// report attempted while the clock read +1 year is retried soon after the clock is right.
+// `RetryPolicy.clockTolerance`) keeps its wait but starts it now. Either change is written
+// back, so a report attempted while the clock read +1 year is retried soon after the clock is
+// right.
 // Not signal-safe.
 
 import CrumbsRecorder

@@ -21,7 +21,8 @@
 //
 // Entry points, in call order: RetryPolicy(…) (DeliverySettings.retryPolicy, or the symbol
 // upload's fields) → decision(on:attempts:now:random:) after each attempt → backoff(afterAttempt:
-// random:) for the wait it gives. Pure: the clock and the random draw are arguments, nothing
+// random:) for the wait it gives; rescheduled(next:last:now:cap:) when a schedule is read back
+// under a clock that may have been wrong (ReportUploader.swift). Pure: the clock and the random draw are arguments, nothing
 // here does I/O, and any input (settings are the app's, statuses, headers and attempt counts
 // come from the network or from delivery.json) gives an answer, never a trap. The Retry-After
 // parser is RetryAfter.swift. Not signal-safe (it allocates).
