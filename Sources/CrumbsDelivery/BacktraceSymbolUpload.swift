@@ -129,7 +129,9 @@ public struct BacktraceSymbolUpload: Sendable {
       }
       let now = SystemClock.wallNanoseconds()
       let until: UInt64
-      switch policy.decision(on: answer, attempts: result.attempts, now: now, random: 0) {
+      switch policy.decision(
+        on: answer, attempts: result.attempts, now: now, random: 0, redactor: request.redactor)
+      {
       case .delivered:
         result.failure = nil
         return result
@@ -143,10 +145,10 @@ public struct BacktraceSymbolUpload: Sendable {
         result.failure = "HTTP 429"
         until = pause
       case .retry(let reason, let next):
-        result.failure = request.redactor.redact(reason)
+        result.failure = reason
         until = next
       case let decision:
-        result.failure = decision.reason.map { request.redactor.redact($0) }
+        result.failure = decision.reason
         return result
       }
       wait(min(Double(until > now ? until - now : 0) / 1e9, maxRetryInterval))

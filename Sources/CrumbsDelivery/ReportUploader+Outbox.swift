@@ -133,13 +133,14 @@ extension ReportUploader {
       answer = .answered(response, verdict: destination.verdict(on: response, to: request))
     }
     let now = clock()
-    let decision = settings.retryPolicy.decision(on: answer, attempts: attempts, now: now, random: random())
+    let decision = settings.retryPolicy.decision(
+      on: answer, attempts: attempts, now: now, random: random(), redactor: request.redactor)
     var status: Int?
     if case .answered(let response, _) = answer { status = response.status }
     var result = DeliveryResult(
       reportID: event.id, destination: destination.name, outcome: .limitReached, attempts: attempts,
       status: status)
-    let reason = decision.reason.map { request.redactor.redact($0) } ?? ""
+    let reason = decision.reason ?? ""
     switch decision {
     case .delivered:
       state.withLock { $0.eventBackoff[destination.name] = nil }

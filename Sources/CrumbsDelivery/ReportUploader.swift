@@ -331,7 +331,7 @@ public final class ReportUploader: Sendable {
       reportID: id, destination: destination, outcome: .limitReached, attempts: history.attempts,
       status: status)
     let decision = settings.retryPolicy.decision(
-      on: answer, attempts: history.attempts, now: now, random: random())
+      on: answer, attempts: history.attempts, now: now, random: random(), redactor: redactor)
     switch decision {
     case .delivered(let partial):
       history.outcome = .delivered
@@ -350,21 +350,21 @@ public final class ReportUploader: Sendable {
       result.attempts = history.attempts
       result.outcome = .throttled(untilUnixNano: until)
     case .retry(let reason, var next):
-      history.lastError = redactor.redact(reason)
+      history.lastError = reason
       if settings.retryBehaviour == .none {
         state.withLock { _ = $0.deferredToNextLaunch.insert(id + "\u{0}" + destination) }
         next = 0
       }
       history.nextAttemptUnixNano = next
-      result.outcome = .willRetry(reason: redactor.redact(reason), nextAttemptUnixNano: next)
+      result.outcome = .willRetry(reason: reason, nextAttemptUnixNano: next)
     case .drop(let reason):
       history.outcome = .dropped
-      history.lastError = redactor.redact(reason)
-      result.outcome = .dropped(reason: redactor.redact(reason))
+      history.lastError = reason
+      result.outcome = .dropped(reason: reason)
     case .giveUp(let last, _):
       history.outcome = .dropped
-      history.lastError = redactor.redact(last)
-      result.outcome = .dropped(reason: redactor.redact(decision.reason ?? last))
+      history.lastError = last
+      result.outcome = .dropped(reason: decision.reason ?? last)
     }
     return result
   }

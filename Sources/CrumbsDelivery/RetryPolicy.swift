@@ -73,8 +73,8 @@ public struct RetryPolicy: Sendable, Equatable {
     case failed(TransportError)
   }
 
-  /// What to do next. Reasons are plain text, not yet redacted (the caller holds the request's
-  /// Redactor).
+  /// What to do next. Reasons are plain text; what in them came from the server (a body's
+  /// excerpt, a destination's reading of it) has passed through the request's Redactor.
   public enum Decision: Sendable, Equatable {
     case delivered(PartialSuccess?)
     /// Not before `until` (wall-clock ns); the answer was a 429.
@@ -97,8 +97,11 @@ public struct RetryPolicy: Sendable, Equatable {
   }
 
   /// The decision after an attempt that got `answer`, `attempts` being the counted attempts so
-  /// far (this one included), at wall-clock `now` (ns), `random` a draw in 0..<1 for the jitter.
-  public func decision(on answer: Answer, attempts: Int, now: UInt64, random: Double) -> Decision {
+  /// far (this one included), at wall-clock `now` (ns), `random` a draw in 0..<1 for the jitter;
+  /// `redactor` (the request's) clears secrets from what the server said.
+  public func decision(
+    on answer: Answer, attempts: Int, now: UInt64, random: Double, redactor: Redactor = Redactor(secrets: [])
+  ) -> Decision {
     switch answer {
     case .failed(.invalidURL):
       return .drop(reason: "\(TransportError.invalidURL)")
@@ -120,8 +123,8 @@ public struct RetryPolicy: Sendable, Equatable {
       }
       return .retry(reason: reason, at: max(at, Self.pausedUntil(response, now: now, default: 0)))
     case .answered(let response, .dropped(let given)):
-      return .drop(
-        reason: "HTTP \(response.status)" + (given.map { ": " + $0 } ?? Self.excerpt(response.body)))
+      let said = given.map { ": " + $0 } ?? Self.excerpt(response.body)
+      return .drop(reason: "HTTP \(response.status)" + redactor.redact(said))
     }
   }
 

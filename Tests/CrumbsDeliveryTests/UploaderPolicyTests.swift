@@ -206,4 +206,68 @@ import Testing
     #expect(good.requests.count == 1)
     #expect(flaky.requests.count == 2)
   }
+
+  /// Outbox events (the client's session summaries) leave through the uploader like reports:
+  /// its hooks, its retry policy (a 503 keeps the event and backs the destination off; a 200
+  /// removes it; a 400 refuses it for good, which removes it too) and its rate limit.
+  @Test func outboxEventsMeetTheHooksTheRetryPolicyAndTheRateLimit() throws {
+    let directory = TestDirectory()
+    let answers = Mutex([503, 200, 400])
+    let server = try LoopbackHTTPServer { _, _ in
+      .respond(answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() })
+    }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let delegate = RecordingDelegate()
+    let outbox = ListOutbox(["a", "b"])
+    let uploader = ReportUploader(
+      store: try ReportStore(directory: directory.path),
+      destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.reportsPerMinute = 2 }, delegate: delegate, outbox: outbox,
+      clock: { clock.now() },
+      random: { 0 })
+
+    // 503 on "a": kept; "b" waits for the destination's backoff too.
+    let first = uploader.deliverPendingNow()
+    #expect(
+      first.events.map(\.outcome) == [
+        .willRetry(reason: "HTTP 503", nextAttemptUnixNano: clock.now() + 10_000_000_000)
+      ])
+    #expect(first.results.isEmpty)
+    #expect(outbox.keys == ["a", "b"])
+    #expect(uploader.deliverPendingNow().events.isEmpty)
+    // Due: "a" is accepted and leaves; "b" meets the rate limit (two requests this minute).
+    clock.advance(seconds: 10)
+    #expect(uploader.deliverPendingNow().events.map(\.outcome) == [.delivered(status: 200), .limitReached])
+    #expect(outbox.keys == ["b"])
+    #expect(delegate.limits.withLock { $0.count } == 1)
+    // A minute later "b" is refused for good: it leaves too.
+    clock.advance(seconds: 60)
+    let last = try #require(uploader.deliverPendingNow().events.first)
+    if case .dropped = last.outcome {} else { Issue.record("not dropped: \(last)") }
+    #expect(outbox.keys.isEmpty)
+    // Every request went through willSendRequest, every answer to serverDidRespond.
+    #expect(delegate.requests.withLock { $0 } == ["a", "a", "b"])
+    #expect(delegate.responses.withLock { $0.count } == 3)
+    #expect(server.requests.count == 3)
+    #expect(server.requests.allSatisfy { $0.headers["x-signed"] == "by-delegate" })
+  }
+}
+
+/// An outbox of empty OTLP batches, by key.
+final class ListOutbox: DeliveryOutbox {
+  let events: Mutex<[OutboxEvent]>
+
+  init(_ keys: [String]) {
+    events = Mutex(
+      keys.map {
+        OutboxEvent(
+          id: $0, key: $0,
+          batch: OTLPLogBatch(resource: [], scopeName: "test", scopeVersion: "1", records: []))
+      })
+  }
+
+  var keys: [String] { events.withLock { $0.map(\.key) } }
+  func queuedEvents() -> [OutboxEvent] { events.withLock { $0 } }
+  func remove(_ event: OutboxEvent) { events.withLock { $0.removeAll { $0.key == event.key } } }
 }
