@@ -1,18 +1,20 @@
 // FuzzHTTPHeaders — libFuzzer target for what the uploader reads from a server's answer, inside
 // the user's app: the Retry-After header of a 429 (delay-seconds or an HTTP date, through
-// ReportUploader.pausedUntil → retryAfter → httpDate), the excerpt of a refusal's body that
+// RetryPolicy.pausedUntil → retryAfter → httpDate), the excerpt of a refusal's body that
 // goes into dropped.reason, and an OTLP collector's answer body (OTLPDestination.verdict: the
-// partial success of a 2xx, the google.rpc.Status of a refusal, protobuf and JSON); and the
-// answer's header lines as curl hands them over (ResponseHeaders, bounded). The input is the
-// header's value, the body and the header lines (split at each LF) at once.
+// partial success of a 2xx, the google.rpc.Status of a refusal, protobuf and JSON); the
+// answer's header lines as curl hands them over (ResponseHeaders, bounded); and the retry
+// policy's decision on it (RetryPolicy.fuzzViolation: the bytes also read as settings, attempt
+// count, status, clock). The input is the header's value, the body, the header lines (split at
+// each LF) and the policy's inputs at once.
 //
 // Entry points, in call order:
 //   main                  --make-seeds DIR writes seeds (seconds, IMF-fixdates, hostile dates);
 //                         in a -sanitize=fuzzer build crumbs_fuzz_run drives fuzzOneInput; in a
 //                         normal build, files given are replayed
 //   fuzzOneInput          the bytes through each parser; each must return, never trap, a
-//                         pause must stay within a day of now, and header lines within
-//                         their bound
+//                         pause must stay within a day of now, header lines within their
+//                         bound, and the retry policy's decision within its rules
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
@@ -32,13 +34,14 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let value = String(decoding: bytes, as: UTF8.self)
   let answer = HTTPResponse(status: 429, headers: ["Retry-After": value], body: bytes)
   for now in nows {
-    let until = ReportUploader.pausedUntil(answer, now: now, default: 60)
+    let until = RetryPolicy.pausedUntil(answer, now: now, default: 60)
     if until < now || (now <= .max - day && until - now > day) {
       fatalError("Retry-After \(value.debugDescription) at \(now): paused until \(until)")
     }
   }
-  if let date = ReportUploader.httpDate(value), !date.isFinite { fatalError("httpDate \(date)") }
-  _ = ReportUploader.excerpt(bytes)
+  if let date = RetryPolicy.httpDate(value), !date.isFinite { fatalError("httpDate \(date)") }
+  _ = RetryPolicy.excerpt(bytes)
+  if let violation = RetryPolicy.fuzzViolation(bytes) { fatalError("RetryPolicy: \(violation)") }
   checkOTLPAnswer(bytes)
   checkHeaderLines(bytes)
   return 0
@@ -119,6 +122,6 @@ FuzzMain.run(
   makeSeeds: { directory, _ in try makeSeeds(in: directory) },
   describe: { bytes in
     let value = String(decoding: bytes, as: UTF8.self)
-    let wait = ReportUploader.retryAfter(value, now: nows[1], default: 60)
+    let wait = RetryPolicy.retryAfter(value, now: nows[1], default: 60)
     return "Retry-After waits \(Double(wait) / 1e9) s"
   })

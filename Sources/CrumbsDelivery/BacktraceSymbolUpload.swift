@@ -7,12 +7,14 @@
 // name without a `.debug` suffix: the name of the module it describes, which the store files it
 // under.
 //
-// Retries follow the report uploader's classes (ReportUploader.swift): a 2xx is uploaded (unless
-// it came before the file was sent); 429 and 503 wait for Retry-After (capped at
-// `maxRetryInterval`), 408, other 5xx and no answer wait `retryInterval`·2^(n-1) (capped), each
-// while attempts < `retryLimit`; any other answer (401/403: a wrong token, 413: too large) fails
-// the file at once. Files over `maxFileBytes` are not sent. The token never appears in a result:
-// every reason passes through the request's Redactor.
+// Retries follow delivery's one RetryPolicy (RetryPolicy.swift) on the general verdict
+// (ReportDestination.generalVerdict): a 2xx is uploaded (unless it came before the file was
+// sent); 429 waits for Retry-After (`retryInterval` without one) and counts as an attempt; 408,
+// 5xx and no answer wait `retryInterval`·2^(n-1) (no jitter; never less than a 503's
+// Retry-After), each while attempts < `retryLimit`; any other answer (401/403: a wrong token,
+// 413: too large) and an invalid URL fail the file at once. No wait is longer than
+// `maxRetryInterval`. Files over `maxFileBytes` are not sent. The token never appears in a
+// result: every reason passes through the request's Redactor.
 //
 // Entry points: BacktraceSymbolUpload(endpoint:token:) → request(name:body:) →
 // upload(path:transport:). Not signal-safe.
@@ -114,48 +116,51 @@ public struct BacktraceSymbolUpload: Sendable {
       return result
     }
     let request = request(name: name, body: body)
+    let policy = retryPolicy
     while true {
       result.attempts += 1
-      let delay: Double
+      let answer: RetryPolicy.Answer
       switch transport.send(request) {
-      case .success(let answer):
-        result.status = answer.status
-        if (200..<300).contains(answer.status), answer.requestSent {
-          result.failure = nil
-          return result
-        }
-        let reason = "HTTP \(answer.status)" + ReportUploader.excerpt(answer.body)
-        result.failure = request.redactor.redact(reason)
-        switch answer.status {
-        case 200..<300:
-          result.failure = "answered \(answer.status) before the file was sent"
-          delay = backoff(afterAttempt: result.attempts)
-        case 429, 503:
-          let now = SystemClock.wallNanoseconds()
-          let asked = ReportUploader.retryAfter(
-            answer.headers["retry-after"], now: now, default: backoff(afterAttempt: result.attempts))
-          delay = min(Double(asked) / 1e9, maxRetryInterval)
-        case 408, 500..<600:
-          delay = backoff(afterAttempt: result.attempts)
-        default:
-          return result
-        }
+      case .success(let response):
+        result.status = response.status
+        answer = .answered(response, verdict: BacktraceDestination.generalVerdict(on: response))
       case .failure(let error):
         result.status = nil
-        result.failure = "\(error)"
-        guard error != .invalidURL else { return result }
-        delay = backoff(afterAttempt: result.attempts)
+        answer = .failed(error)
       }
-      guard result.attempts < retryLimit else {
-        result.failure = (result.failure ?? "") + " (gave up after \(result.attempts) attempts)"
+      let now = SystemClock.wallNanoseconds()
+      let until: UInt64
+      switch policy.decision(
+        on: answer, attempts: result.attempts, now: now, random: 0, redactor: request.redactor)
+      {
+      case .delivered:
+        result.failure = nil
+        return result
+      case .throttled(let pause):
+        // Counted here (see RetryPolicy.swift): a server that always answers 429 ends the loop.
+        guard result.attempts < retryLimit else {
+          result.failure =
+            RetryPolicy.Decision.giveUp(lastFailure: "HTTP 429", attempts: result.attempts).reason
+          return result
+        }
+        result.failure = "HTTP 429"
+        until = pause
+      case .retry(let reason, let next):
+        result.failure = reason
+        until = next
+      case let decision:
+        result.failure = decision.reason
         return result
       }
-      wait(delay)
+      wait(min(Double(until > now ? until - now : 0) / 1e9, maxRetryInterval))
     }
   }
 
-  /// retryInterval·2^(n-1), capped at maxRetryInterval.
-  func backoff(afterAttempt attempt: Int) -> Double {
-    min(maxRetryInterval, retryInterval * Double(1 << min(max(attempt - 1, 0), 30)))
+  /// The retry policy these fields make: no jitter (one file at a time, in a CLI); a 429
+  /// without Retry-After waits `retryInterval`.
+  var retryPolicy: RetryPolicy {
+    RetryPolicy(
+      retryLimit: retryLimit, retryInterval: retryInterval, maxRetryInterval: maxRetryInterval, jitter: 0,
+      defaultRetryAfter: retryInterval)
   }
 }

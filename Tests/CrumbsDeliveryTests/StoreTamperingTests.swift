@@ -91,9 +91,10 @@ import Testing
     // Delivery (the pass lists, evicts to 1 MB, then sends), then a plain eviction, each with
     // the link in place.
     try link(outside.directory.file("victim"), at: linkPath)
+    var limited = fixture.store
+    limited.limits.maxDatabaseSize = 1
     let uploader = ReportUploader(
-      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
-      settings: settings { $0.maxDatabaseSize = 1 })
+      store: limited, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings())
     let pass = uploader.deliverPendingNow()
     #expect(pass.quarantined.count == 1)
     if !Syscall.fileExists(linkPath) { try link(outside.directory.file("victim"), at: linkPath) }
@@ -132,9 +133,10 @@ import Testing
 
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
+    var limited = fixture.store
+    limited.limits.maxDatabaseSize = 1
     let uploader = ReportUploader(
-      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
-      settings: settings { $0.maxDatabaseSize = 1 })
+      store: limited, destinations: [OTLPDestination(endpoint: server.baseURL)], settings: settings())
     uploader.deliverPendingNow()
     uploader.enforceLimits()
 

@@ -244,7 +244,7 @@ import Testing
     #expect(
       result.outcome
         == .willRetry(
-          reason: "HTTP 200 answered before the report was sent",
+          reason: "HTTP 200 answered before the request was sent",
           nextAttemptUnixNano: clock.now() + 10_000_000_000))
     #expect(result.status == 200)
     #expect(early.requests.isEmpty, "the server read the whole report")

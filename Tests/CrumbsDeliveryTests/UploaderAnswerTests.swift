@@ -17,12 +17,12 @@ import Testing
 @Suite struct UploaderAnswerTests {
   @Test func retryAfterReadsSecondsAndHTTPDates() {
     let now: UInt64 = 1_700_000_000 * 1_000_000_000
-    #expect(ReportUploader.retryAfter("120", now: now, default: 60) == 120_000_000_000)
+    #expect(RetryPolicy.retryAfter("120", now: now, default: 60) == 120_000_000_000)
     // 2023-11-14T22:13:20Z is 1_700_000_000; 30 s later:
     #expect(
-      ReportUploader.retryAfter("Tue, 14 Nov 2023 22:13:50 GMT", now: now, default: 60) == 30_000_000_000)
-    #expect(ReportUploader.retryAfter("soon", now: now, default: 60) == 60_000_000_000)
-    #expect(ReportUploader.retryAfter(nil, now: now, default: 5) == 5_000_000_000)
+      RetryPolicy.retryAfter("Tue, 14 Nov 2023 22:13:50 GMT", now: now, default: 60) == 30_000_000_000)
+    #expect(RetryPolicy.retryAfter("soon", now: now, default: 60) == 60_000_000_000)
+    #expect(RetryPolicy.retryAfter(nil, now: now, default: 5) == 5_000_000_000)
   }
 
   @Test func retryAfterOutOfEveryRangeIsTheDefaultOrADayAndNeverTraps() throws {
@@ -34,18 +34,18 @@ import Testing
       "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
       "Sun, 06 Nov 1994 -1:00:00 GMT", "Sun, 06 Nov 1994 08::37 GMT", "-5", "-inf", "nan", "",
     ] {
-      #expect(ReportUploader.retryAfter(unusable, now: now, default: 60) == 60_000_000_000, "\(unusable)")
+      #expect(RetryPolicy.retryAfter(unusable, now: now, default: 60) == 60_000_000_000, "\(unusable)")
     }
     for tooLong in ["99999999999999999999999999999999", "1e309", "inf", "Fri, 31 Dec 9999 23:59:59 GMT"] {
-      #expect(ReportUploader.retryAfter(tooLong, now: now, default: 60) == day, "\(tooLong)")
+      #expect(RetryPolicy.retryAfter(tooLong, now: now, default: 60) == day, "\(tooLong)")
     }
     // A date in the past, the leap second, and no wait at all.
-    #expect(ReportUploader.retryAfter("Sat, 01 Jan 0001 00:00:00 GMT", now: now, default: 60) == 0)
-    #expect(ReportUploader.httpDate("Wed, 31 Dec 2008 23:59:60 GMT") == 1_230_768_000)
-    #expect(ReportUploader.retryAfter("-0", now: now, default: 60) == 0)
+    #expect(RetryPolicy.retryAfter("Sat, 01 Jan 0001 00:00:00 GMT", now: now, default: 60) == 0)
+    #expect(RetryPolicy.httpDate("Wed, 31 Dec 2008 23:59:60 GMT") == 1_230_768_000)
+    #expect(RetryPolicy.retryAfter("-0", now: now, default: 60) == 0)
     // A default that is no wait (negative, NaN) waits nothing rather than trapping.
-    #expect(ReportUploader.retryAfter(nil, now: now, default: -1) == 0)
-    #expect(ReportUploader.retryAfter("soon", now: now, default: .nan) == 0)
+    #expect(RetryPolicy.retryAfter(nil, now: now, default: -1) == 0)
+    #expect(RetryPolicy.retryAfter("soon", now: now, default: .nan) == 0)
     // Attempt counts come from delivery.json: any Int gives a wait within the settings.
     let directory = TestDirectory()
     let uploader = ReportUploader(
@@ -55,8 +55,81 @@ import Testing
     #expect(uploader.backoff(afterAttempt: .max) == 3_600_000_000_000)
     // A clock at its end pins the pause there.
     let answer = HTTPResponse(status: 429, headers: ["Retry-After": "120"])
-    #expect(ReportUploader.pausedUntil(answer, now: .max - 1, default: 60) == .max)
-    #expect(ReportUploader.pausedUntil(answer, now: now, default: 60) == now + 120_000_000_000)
+    #expect(RetryPolicy.pausedUntil(answer, now: .max - 1, default: 60) == .max)
+    #expect(RetryPolicy.pausedUntil(answer, now: now, default: 60) == now + 120_000_000_000)
+  }
+
+  /// The one retry policy (RetryPolicy.swift), as a pure function: each class of answer, the
+  /// limit, the Retry-After floor, and inputs no server or settings should be able to trap on.
+  @Test func retryPolicyDecidesEachClassOfAnswer() {
+    let policy = RetryPolicy(
+      retryLimit: 3, retryInterval: 10, maxRetryInterval: 100, jitter: 0.5, defaultRetryAfter: 30)
+    let now: UInt64 = 1_700_000_000_000_000_000
+    func decide(
+      _ status: Int, _ verdict: AnswerVerdict, headers: [String: String] = [:], sent: Bool = true,
+      attempts: Int = 1
+    )
+      -> RetryPolicy.Decision
+    {
+      policy.decision(
+        on: .answered(
+          HTTPResponse(status: status, headers: headers, body: Array("no".utf8), requestSent: sent),
+          verdict: verdict),
+        attempts: attempts, now: now, random: 0)
+    }
+    #expect(decide(200, .delivered(nil)) == .delivered(nil))
+    #expect(
+      decide(200, .delivered(nil), sent: false)
+        == .retry(reason: "HTTP 200 answered before the request was sent", at: now + 10_000_000_000))
+    #expect(decide(503, .retry, attempts: 2) == .retry(reason: "HTTP 503", at: now + 20_000_000_000))
+    // The backoff is capped, and jitter takes up to its fraction off.
+    #expect(policy.backoff(afterAttempt: 9, random: 0) == 100_000_000_000)
+    #expect(policy.backoff(afterAttempt: 1, random: 0.999_999) > 5_000_000_000)
+    #expect(policy.backoff(afterAttempt: 1, random: 1) == 5_000_000_000)
+    // Never sooner than the server's Retry-After.
+    #expect(
+      decide(503, .retry, headers: ["Retry-After": "45"])
+        == .retry(reason: "HTTP 503", at: now + 45_000_000_000))
+    #expect(decide(503, .retry, attempts: 3) == .giveUp(lastFailure: "HTTP 503", attempts: 3))
+    #expect(decide(503, .retry, attempts: 3).reason == "gave up after 3 attempts: HTTP 503")
+    #expect(decide(429, .throttled, attempts: 3) == .throttled(until: now + 30_000_000_000))
+    #expect(decide(429, .throttled, headers: ["Retry-After": "7"]) == .throttled(until: now + 7_000_000_000))
+    #expect(decide(413, .dropped(nil)) == .drop(reason: "HTTP 413: no"))
+    #expect(decide(400, .dropped("bad record")) == .drop(reason: "HTTP 400: bad record"))
+    #expect(
+      policy.decision(on: .failed(.timedOut), attempts: 1, now: now, random: 0)
+        == .retry(reason: "timed out", at: now + 10_000_000_000))
+    #expect(
+      policy.decision(on: .failed(.invalidURL), attempts: 1, now: now, random: 0)
+        == .drop(reason: "invalid URL"))
+    // Hostile inputs: any attempt count, random draw, clock and setting gives an answer.
+    let odd = RetryPolicy(
+      retryLimit: .min, retryInterval: .nan, maxRetryInterval: .infinity, jitter: .infinity,
+      defaultRetryAfter: -1)
+    for attempts in [Int.min, -1, 0, 1, 64, Int.max] {
+      for random in [-1, 0, 0.5, 1, 2, Double.nan, .infinity] {
+        #expect(policy.backoff(afterAttempt: attempts, random: random) <= 100_000_000_000)
+        #expect(odd.backoff(afterAttempt: attempts, random: random) == 0)
+        _ = policy.decision(on: .failed(.cannotConnect), attempts: attempts, now: .max, random: random)
+      }
+    }
+    #expect(
+      policy.decision(on: .failed(.connectionLost), attempts: 1, now: .max, random: 0)
+        == .retry(reason: "connection lost", at: .max))
+  }
+
+  /// A schedule made under a clock that read ahead starts its wait again now; none lies further
+  /// than the cap from now.
+  @Test func retryPolicyReschedulesUnderAWrongClock() {
+    let now: UInt64 = 1_700_000_000_000_000_000
+    let year: UInt64 = 365 * 86_400 * 1_000_000_000
+    let (last, next) = RetryPolicy.rescheduled(
+      next: now + year + 60_000_000_000, last: now + year, now: now, cap: 3600)
+    #expect(last == now)
+    #expect(next == now + 60_000_000_000)
+    let (_, capped) = RetryPolicy.rescheduled(next: now + year, last: now, now: now, cap: 3600)
+    #expect(capped == now + 3_600_000_000_000)
+    #expect(RetryPolicy.rescheduled(next: .max, last: .max, now: .max, cap: .nan) == (.max, .max))
   }
 
   @Test func serverErrorsAreRetriedWithBackoffUntilTheLimitThenDropped() throws {

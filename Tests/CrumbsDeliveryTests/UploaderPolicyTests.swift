@@ -130,8 +130,9 @@ import Testing
 
   @Test func evictionByCountAndSizeTakesTheOldestAndSaysWhy() throws {
     let fixture = try ReportFixture(count: 5, extraAttachmentBytes: 400_000)
-    let byCount = ReportUploader(
-      store: fixture.store, destinations: [], settings: settings { $0.maxRecordCount = 3 })
+    var byCountStore = fixture.store
+    byCountStore.limits.maxRecordCount = 3
+    let byCount = ReportUploader(store: byCountStore, destinations: [], settings: settings())
     let evicted = byCount.enforceLimits()
     #expect(evicted.map(\.reportID) == Array(fixture.ids.prefix(2)))
     let first = try fixture.store.load(id: fixture.ids[0])
@@ -141,8 +142,9 @@ import Testing
 
     // Three pending reports of ~400 kB are over 1 MB: the two dropped records go first (deleted),
     // then the oldest pending one (its attachments deleted, the record kept).
-    let bySize = ReportUploader(
-      store: fixture.store, destinations: [], settings: settings { $0.maxDatabaseSize = 1 })
+    var bySizeStore = fixture.store
+    bySizeStore.limits.maxDatabaseSize = 1
+    let bySize = ReportUploader(store: bySizeStore, destinations: [], settings: settings())
     let sizeEvictions = bySize.enforceLimits()
     #expect(sizeEvictions.map(\.reportID) == Array(fixture.ids.prefix(3)))
     #expect(sizeEvictions.map(\.state) == [.dropped, .dropped, .pending])
@@ -206,4 +208,68 @@ import Testing
     #expect(good.requests.count == 1)
     #expect(flaky.requests.count == 2)
   }
+
+  /// Outbox events (the client's session summaries) leave through the uploader like reports:
+  /// its hooks, its retry policy (a 503 keeps the event and backs the destination off; a 200
+  /// removes it; a 400 refuses it for good, which removes it too) and its rate limit.
+  @Test func outboxEventsMeetTheHooksTheRetryPolicyAndTheRateLimit() throws {
+    let directory = TestDirectory()
+    let answers = Mutex([503, 200, 400])
+    let server = try LoopbackHTTPServer { _, _ in
+      .respond(answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() })
+    }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let delegate = RecordingDelegate()
+    let outbox = ListOutbox(["a", "b"])
+    let uploader = ReportUploader(
+      store: try ReportStore(directory: directory.path),
+      destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { $0.reportsPerMinute = 2 }, delegate: delegate, outbox: outbox,
+      clock: { clock.now() },
+      random: { 0 })
+
+    // 503 on "a": kept; "b" waits for the destination's backoff too.
+    let first = uploader.deliverPendingNow()
+    #expect(
+      first.events.map(\.outcome) == [
+        .willRetry(reason: "HTTP 503", nextAttemptUnixNano: clock.now() + 10_000_000_000)
+      ])
+    #expect(first.results.isEmpty)
+    #expect(outbox.keys == ["a", "b"])
+    #expect(uploader.deliverPendingNow().events.isEmpty)
+    // Due: "a" is accepted and leaves; "b" meets the rate limit (two requests this minute).
+    clock.advance(seconds: 10)
+    #expect(uploader.deliverPendingNow().events.map(\.outcome) == [.delivered(status: 200), .limitReached])
+    #expect(outbox.keys == ["b"])
+    #expect(delegate.limits.withLock { $0.count } == 1)
+    // A minute later "b" is refused for good: it leaves too.
+    clock.advance(seconds: 60)
+    let last = try #require(uploader.deliverPendingNow().events.first)
+    if case .dropped = last.outcome {} else { Issue.record("not dropped: \(last)") }
+    #expect(outbox.keys.isEmpty)
+    // Every request went through willSendRequest, every answer to serverDidRespond.
+    #expect(delegate.requests.withLock { $0 } == ["a", "a", "b"])
+    #expect(delegate.responses.withLock { $0.count } == 3)
+    #expect(server.requests.count == 3)
+    #expect(server.requests.allSatisfy { $0.headers["x-signed"] == "by-delegate" })
+  }
+}
+
+/// An outbox of empty OTLP batches, by key.
+final class ListOutbox: DeliveryOutbox {
+  let events: Mutex<[OutboxEvent]>
+
+  init(_ keys: [String]) {
+    events = Mutex(
+      keys.map {
+        OutboxEvent(
+          id: $0, key: $0,
+          batch: OTLPLogBatch(resource: [], scopeName: "test", scopeVersion: "1", records: []))
+      })
+  }
+
+  var keys: [String] { events.withLock { $0.map(\.key) } }
+  func queuedEvents() -> [OutboxEvent] { events.withLock { $0 } }
+  func remove(_ event: OutboxEvent) { events.withLock { $0.removeAll { $0.key == event.key } } }
 }

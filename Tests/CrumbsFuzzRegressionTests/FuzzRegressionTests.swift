@@ -72,16 +72,18 @@ import Testing
     return .cfiRow(status: result.status, cfaRegister: result.cfa_register, cfaOffset: result.cfa_offset)
   }
 
-  /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now.
+  /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now; the retry
+  /// policy decides within its rules.
   static func replayHTTPHeaders(_ bytes: UnsafeRawBufferPointer) -> Outcome {
     let value = String(decoding: bytes, as: UTF8.self)
     let answer = HTTPResponse(status: 429, headers: ["Retry-After": value], body: Array(bytes))
     let day: UInt64 = 86_400_000_000_000
     for now: UInt64 in [0, 1_795_320_611_123_456_789, .max] {
-      let until = ReportUploader.pausedUntil(answer, now: now, default: 60)
+      let until = RetryPolicy.pausedUntil(answer, now: now, default: 60)
       #expect(until >= now && (now > .max - day || until - now <= day), "\(value.debugDescription)")
     }
-    _ = ReportUploader.excerpt(Array(bytes))
+    _ = RetryPolicy.excerpt(Array(bytes))
+    #expect(RetryPolicy.fuzzViolation(Array(bytes)) == nil, "\(value.debugDescription)")
     // The body as an OTLP collector's answer (partial success, google.rpc.Status): never traps.
     let otlp = OTLPDestination(endpoint: "http://127.0.0.1:9")
     let request = DeliveryRequest(
@@ -110,7 +112,7 @@ import Testing
     #expect(kept <= ResponseHeaders.maxBytes + 2 * ResponseHeaders.maxLines)
     #expect((reader.status ?? 200) >= 200)
     return .parsedRetryAfter(
-      nanoseconds: ReportUploader.retryAfter(value, now: 1_795_320_611_123_456_789, default: 60))
+      nanoseconds: RetryPolicy.retryAfter(value, now: 1_795_320_611_123_456_789, default: 60))
   }
 
   /// The checks of Fuzz/TrailEntries: a parsed time comes back from its own formatting.

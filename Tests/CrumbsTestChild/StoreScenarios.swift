@@ -81,8 +81,7 @@ let storeScenarios: [String: @Sendable ([String]) -> Int32] = [
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
     if arguments.count == 3, let records = Int(arguments[1]), let megabytes = Int(arguments[2]) {
-      configuration.database.maxRecordCount = records
-      configuration.database.maxDatabaseSize = megabytes
+      configuration.storeLimits = StoreLimits(maxRecordCount: records, maxDatabaseSize: megabytes)
     }
     let before = nanoseconds(CLOCK_MONOTONIC)
     let cpuBefore = nanoseconds(CLOCK_THREAD_CPUTIME_ID)

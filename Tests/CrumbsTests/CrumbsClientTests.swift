@@ -2,6 +2,7 @@ import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Crumbs
@@ -15,6 +16,18 @@ import Testing
 struct SampleError: Error, CustomStringConvertible {
   var code: Int
   var description: String { "sample failure \(code)" }
+}
+
+/// Adds a header to every request (as a signing delegate would) and notes their ids.
+final class SigningDelegate: CrumbsClientDelegate {
+  let requestIDs = Mutex<[String]>([])
+
+  func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest {
+    requestIDs.withLock { $0.append(request.reportID) }
+    var signed = request
+    signed.headers.append(HTTPHeader("X-Crumbs-Signed", "yes"))
+    return signed
+  }
 }
 
 /// Keeps `report(_:)` a real frame in every build.
@@ -248,6 +261,57 @@ enum ClientProbe {
       // Delivered summaries leave the queue.
       let queued = (try? Syscall.directoryEntries(directory.path + "/session-summaries")) ?? []
       #expect(queued.isEmpty)
+    }
+  }
+
+  /// Session summaries leave through the uploader like reports (issue 22): the consent a
+  /// handler gives or withholds holds for them, and `willSendRequest` sees and changes them.
+  @Test func sessionSummariesPassThroughConsentAndWillSendRequest() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let earlier = try RingDirectory(path: directory.path).createRing()
+      let earlierSession = earlier.sessionID.description
+      earlier.close(clean: true)
+      let server = try LoopbackHTTPServer(status: 200)
+      defer { server.stop() }
+      var configuration = configuration(directory)
+      configuration.destinations = [.otlp(endpoint: server.baseURL)]
+      // The background work (which queues the summary and starts delivery) waits until the
+      // consent handler and the delegate are in place.
+      let held = DispatchSemaphore(value: 0)
+      CrumbsClient.backgroundWorkWillStart.withLock { $0 = { held.wait() } }
+      defer { CrumbsClient.backgroundWorkWillStart.withLock { $0 = nil } }
+      let client = try CrumbsClient.start(configuration, shared: false)
+      defer { client.close() }
+      let delegate = SigningDelegate()
+      client.delegate = delegate
+      client.setConsentHandler { _ in .dontSend }
+      held.signal()
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
+      func summaries() throws -> [CapturedRequest] {
+        try server.requests.filter { request in
+          let records = try decodeOTLP(request.body)["records"] as? [[String: Any]] ?? []
+          return records.contains { ($0["event_name"] as? String) == "crumbs.session.summary" }
+        }
+      }
+      let queue = directory.path + "/session-summaries"
+
+      // No standing consent: the summary stays queued, whichever pass looks at it.
+      client.flush(timeout: 120)
+      #expect(try summaries().isEmpty)
+      #expect(delegate.requestIDs.withLock { $0 }.isEmpty)
+      #expect(try Syscall.directoryEntries(queue).count == 1)
+
+      // Consent given through the handler (`.always`, asked about a report) covers the summary,
+      // which goes out as willSendRequest made it.
+      client.setConsentHandler { _ in .always }
+      _ = try #require(ClientProbe.report(client))
+      client.flush(timeout: 120)
+      let sent = try summaries()
+      #expect(sent.count == 1)
+      #expect(sent.first?.headers["x-crumbs-signed"] == "yes")
+      #expect(delegate.requestIDs.withLock { $0 }.contains(earlierSession))
+      #expect(try Syscall.directoryEntries(queue).isEmpty)
     }
   }
 

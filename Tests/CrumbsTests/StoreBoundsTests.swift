@@ -26,8 +26,7 @@ struct OtherSampleError: Error {}
     var configuration = CrumbsConfiguration(directory: directory.path)
     configuration.appName = "bounds-test"
     configuration.automaticBreadcrumbs = nil
-    configuration.database.maxRecordCount = records
-    configuration.database.maxDatabaseSize = megabytes
+    configuration.storeLimits = StoreLimits(maxRecordCount: records, maxDatabaseSize: megabytes)
     return configuration
   }
 

@@ -9,8 +9,8 @@
 //      left becomes a pending report first);
 //   2. runs one delivery pass on its own thread ("crumbs.flush"): every pending report that is
 //      due is attempted once, with the usual rules (a failure keeps the report pending with its
-//      retry schedule; nothing is lost); no attempt starts once the deadline is reached; then
-//      the queued session summaries;
+//      retry schedule; nothing is lost); no attempt starts once the deadline is reached; then,
+//      in the same pass, the queued session summaries (the uploader's outbox);
 //   3. returns what it saw. When the time runs out first, the request in flight finishes on the
 //      flush thread if the process lives on; if it exits, the report stays pending for the next
 //      launch (at least once, never lost).
@@ -54,10 +54,9 @@ extension CrumbsClient {
     }
     let outcome = Mutex<DeliveryPass?>(nil)
     let done = DispatchSemaphore(value: 0)
-    let work: @Sendable () -> Void = { [self] in
+    let work: @Sendable () -> Void = {
       let pass = uploader.deliverPendingNow(startingNothingAfter: deadline)
       outcome.withLock { $0 = pass }
-      if SystemClock.monotonicNanoseconds() < deadline { deliverSessionSummaries() }
       done.signal()
     }
     do { try BackgroundThread.start(name: "crumbs.flush", work) } catch { work() }

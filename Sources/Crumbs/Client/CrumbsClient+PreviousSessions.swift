@@ -72,21 +72,17 @@ extension CrumbsClient {
     for waiter in waiters { waiter.resume(returning: outcome) }
   }
 
-  /// Sends the queued session summaries to the OTLP destinations (never without consent when a
-  /// consent handler is set). Runs on the background thread; returns how many were delivered.
-  @discardableResult
-  func deliverSessionSummaries() -> Int {
-    let otlp = uploader?.destinations.compactMap { $0 as? OTLPDestination } ?? []
-    guard let uploader, !otlp.isEmpty, isEnabled else { return 0 }
-    if state.withLock({ $0.consentHandler }) != nil && !hasStandingConsent { return 0 }
-    return SessionSummaryQueue.deliver(
-      directory: configuration.directory, destinations: otlp,
-      resource: ProcessAttributes.resource(
-        pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
-        appVersion: configuration.appVersion
-      ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured },
-      transport: uploader.transport)
+  /// The resource session summaries are sent with: this process's, with what the session file
+  /// recorded of the machine over it.
+  var summaryResource: [String: String] {
+    ProcessAttributes.resource(
+      pid: getpid(), executable: SystemFacts.executablePath, appName: configuration.appName ?? "",
+      appVersion: configuration.appVersion
+    ).merging(session.withLock { $0.metadata.resource } ?? measuredResource()) { _, measured in measured }
   }
+
+  /// Whether a consent handler is set (session summaries then need standing consent).
+  var hasConsentHandler: Bool { state.withLock { $0.consentHandler } != nil }
 
   /// Waits (at most `timeout` seconds) for the previous sessions to be processed.
   @discardableResult

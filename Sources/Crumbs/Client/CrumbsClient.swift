@@ -141,7 +141,7 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     do {
       // The store keeps itself within the configured limits, with or without a destination.
-      store = try ReportStore(directory: configuration.directory, limits: configuration.database.storeLimits)
+      store = try ReportStore(directory: configuration.directory, limits: configuration.storeLimits)
     } catch {
       throw .store(error)
     }
@@ -177,7 +177,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ? nil
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database,
-        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge)
+        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
     bridge.client = self
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
@@ -227,10 +227,8 @@ public final class CrumbsClient: @unchecked Sendable {
       processPreviousSessions()
       noteReplacedCrashSignals()
       previousSessionsDone.signal()
-      if isEnabled {
-        uploader?.start()
-        deliverSessionSummaries()
-      }
+      // Its first pass sends the session summaries just queued.
+      if isEnabled { uploader?.start() }
     }
     // Without a thread (the process is out of them), the work runs here rather than not at all.
     do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }

@@ -52,10 +52,13 @@ public struct CrumbsConfiguration: Sendable {
 
   /// Where reports go; empty keeps them in the local store only.
   public var destinations: [CrumbsDestination] = []
-  /// Database and retry settings: `maxRecordCount`, `maxDatabaseSize` (megabytes), `retryInterval`,
-  /// `retryLimit`, `retryBehaviour` (`.interval`/`.none`), `retryOrder` (`.queue`/`.stack`),
-  /// `reportsPerMinute` (client-side rate limit; `didReachLimit` is called when reached).
+  /// Delivery settings: `retryInterval`, `retryLimit`, `retryBehaviour` (`.interval`/`.none`),
+  /// `retryOrder` (`.queue`/`.stack`), `reportsPerMinute` (client-side rate limit;
+  /// `didReachLimit` is called when reached).
   public var database = DeliverySettings()
+  /// How large the report store may grow: `maxRecordCount` reports in each state,
+  /// `maxDatabaseSize` megabytes in all; kept by the store itself, with or without a destination.
+  public var storeLimits = StoreLimits()
   /// Seconds a server may stay silent before a request fails as timed out (and is retried); the
   /// whole exchange is bounded by four times this. At most a day (longer, infinity included, is
   /// a day); one that is not a positive number is 30, and named in the client's `problems`.

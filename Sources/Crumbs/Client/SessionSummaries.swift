@@ -6,12 +6,18 @@
 //                                    counts), written to `session-summaries/<time>-<session>.json`;
 //                                    at most `maxQueued` are kept, the oldest deleted first (with no
 //                                    OTLP destination nothing drains the queue)
-//   SessionSummaryQueue.deliver      each queued summary as one OTLP log record, event name
-//                                    `crumbs.session.summary`, to every OTLP destination; removed
-//                                    once one accepted it (2xx), kept for the next launch otherwise
+//   UploaderBridge.queuedEvents      the client's DeliveryOutbox: the client's ReportUploader,
+//                                    after each pass's reports, sends each queued summary as one
+//                                    OTLP log record, event name `crumbs.session.summary`, to
+//                                    every OTLP destination, with the reports' hooks
+//                                    (willSendRequest, serverDid…), rate limit, 429 pauses and
+//                                    retry policy (ReportUploader+Outbox.swift)
+//   UploaderBridge.remove            once one destination accepted it (2xx), or every one
+//                                    refused it for good; kept for later otherwise
 //
 // Summaries carry no crash data, but they still leave the machine: with a consent handler set
-// and no standing consent they stay queued. Not signal-safe.
+// and no standing consent they stay queued (UploaderBridge.shouldSend(event:), which asks the
+// app's delegate too). Not signal-safe.
 
 import CrumbsPlatform
 import FoundationEssentials
@@ -83,44 +89,29 @@ enum SessionSummaryQueue {
     }
   }
 
-  /// Sends the queued summaries; returns how many were delivered.
-  @discardableResult
-  static func deliver(
-    directory: String, destinations: [OTLPDestination], resource: [String: String],
-    transport: any HTTPTransport
-  ) -> Int {
-    guard !destinations.isEmpty else { return 0 }
+  /// The queued summaries as events, oldest first, each a batch with `resource`. Unreadable
+  /// ones are moved aside with the reason (deleted only by `trim`, as the oldest).
+  static func events(directory: String, resource: [String: String]) -> [OutboxEvent] {
     let names = ((try? Syscall.directoryEntries(folder(directory))) ?? []).filter { $0.hasSuffix(".json") }
-    var delivered = 0
-    for name in names {
+    var events: [OutboxEvent] = []
+    for name in names.sorted() {
       let path = folder(directory) + "/" + name
       guard let bytes = try? Syscall.readFile(path, limit: 1 << 16),
         let summary = try? JSONDecoder().decode(SessionSummary.self, from: Data(bytes))
       else {
-        // Unreadable: moved aside with the reason (deleted only by `trim`, as the oldest).
         try? Syscall.writeFileAtomically(path + ".reason", Array("unreadable session summary\n".utf8))
         try? Syscall.rename(path, to: path + ".unreadable")
         continue
       }
-      let batch = OTLPLogBatch(
-        resource: OTLPDestination.resourceAttributes(resource),
-        scopeName: "crumbs", scopeVersion: CrumbsVersion.string,
-        records: [record(summary)])
-      var accepted = false
-      for destination in destinations {
-        let request = destination.request(for: batch, id: summary.sessionID)
-        if case .success(let response) = transport.send(request), (200..<300).contains(response.status),
-          response.requestSent
-        {
-          accepted = true
-        }
-      }
-      if accepted {
-        _ = try? Syscall.unlink(path)
-        delivered += 1
-      }
+      // The file's name is the event's key: `remove` finds it again.
+      events.append(
+        OutboxEvent(
+          id: summary.sessionID, key: name,
+          batch: OTLPLogBatch(
+            resource: OTLPDestination.resourceAttributes(resource), scopeName: "crumbs",
+            scopeVersion: CrumbsVersion.string, records: [record(summary)])))
     }
-    return delivered
+    return events
   }
 
   static func record(_ summary: SessionSummary) -> OTLPLogRecord {
@@ -140,5 +131,27 @@ enum SessionSummaryQueue {
         OTLPAttribute("crumbs.sessions.crash_free_rate", .double(summary.crashFreeRate)),
       ],
       eventName: eventName)
+  }
+}
+
+/// The client's outbox: its queued session summaries, and the consent they need.
+extension UploaderBridge: DeliveryOutbox {
+  func queuedEvents() -> [OutboxEvent] {
+    guard let client else { return [] }
+    return SessionSummaryQueue.events(
+      directory: client.configuration.directory, resource: client.summaryResource)
+  }
+
+  func remove(_ event: OutboxEvent) {
+    guard let client, !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
+    _ = try? Syscall.unlink(SessionSummaryQueue.folder(client.configuration.directory) + "/" + event.key)
+  }
+
+  /// Summaries never go without consent when a consent handler is set: the handler is asked
+  /// about crash reports, and its standing answer (`.always`) covers the summaries too.
+  func shouldSend(event: OutboxEvent) -> Bool {
+    guard let client, client.isEnabled else { return false }
+    if client.hasConsentHandler && !client.hasStandingConsent { return false }
+    return client.delegate?.shouldSend(event: event) ?? true
   }
 }

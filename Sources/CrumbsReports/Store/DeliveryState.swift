@@ -1,5 +1,6 @@
 // DeliveryState.swift — what delivery remembers about a report, kept with the report so that it
-// survives restarts and moves with the folder:
+// survives restarts and moves with the folder. The store owns the format (as crashpad's report
+// database owns RecordUploadAttempt); the uploader (CrumbsDelivery) decides what goes in it:
 //
 //   reports/pending/<id>/delivery.json   per destination: attempts, next attempt time, last error
 //   reports/dropped/<id>/dropped.reason  why it was dropped (413, other 4xx, retry limit, eviction)
@@ -10,11 +11,13 @@
 // Why a file next to report.json and not crashpad's retry count in the folder name: the state
 // has several fields per destination (attempts, next time, last error, outcome), and a folder
 // name change would be a rename the reader of `pending/` must race with.
+//
+// Entry points: StoredReport.deliveryState() (read, before each attempt) →
+// writeDeliveryState(_:) (the attempt counted, then its outcome) → droppedReason() (CLI).
 // Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsRecorder
-import CrumbsReports
 import FoundationEssentials
 
 /// A report's delivery history (`delivery.json`).
@@ -74,8 +77,11 @@ extension StoredReport {
 
   /// Why the report was dropped, when it was.
   public func droppedReason() -> String? {
-    (try? readFile(DeliveryState.droppedReasonFileName, limit: 1 << 16))
-      .map { String(decoding: $0, as: UTF8.self).trimmed(of: "\n") }
+    (try? readFile(DeliveryState.droppedReasonFileName, limit: 1 << 16)).map { bytes in
+      let newline = UInt8(ascii: "\n")
+      let text = bytes.drop { $0 == newline }.reversed().drop { $0 == newline }.reversed()
+      return String(decoding: text, as: UTF8.self)
+    }
   }
 
   package func writeDeliveryState(_ state: DeliveryState) throws(SystemCallError) {
