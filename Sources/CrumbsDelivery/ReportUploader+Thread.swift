@@ -6,6 +6,7 @@
 // of the thread has its own stop flag and end signal (Run), so a thread that stop gave up
 // waiting for never takes the signals of a run started after it. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import Dispatch
 import Synchronization

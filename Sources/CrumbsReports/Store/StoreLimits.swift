@@ -12,6 +12,7 @@
 // uploader before each pass) → indexed(_:) (each report's index.txt, else its report.json) →
 // evictionOrder(_:). Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import FoundationEssentials
 

@@ -4,6 +4,7 @@
 // Entry points: ReportStore.list(_:) / load(id:) / store(_:attachments:) hand one out →
 // readFile(_:limit:) / writeFile(_:_:). Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsRecorder
 import FoundationEssentials
 
