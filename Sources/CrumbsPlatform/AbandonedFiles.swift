@@ -22,7 +22,7 @@ package enum AbandonedFiles {
   package static let margin: UInt64 = 3600 * 1_000_000_000
 
   /// The separator before the pid in a temporary file's name.
-  package static let temporarySeparator = ".tmp-"
+  static let temporarySeparator = ".tmp-"
 
   /// What a writer puts after the separator: `<pid>-<pid namespace inode>` (0 when the
   /// namespace cannot be read: then only the margin judges it).

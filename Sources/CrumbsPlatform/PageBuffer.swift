@@ -23,7 +23,7 @@
 package final class PageBuffer {
   /// glibc's default mmap threshold: below it malloc serves from its arenas and freeing moves
   /// no threshold, so an Array is as good and cheaper.
-  package static let smallestWorthIt = 128 << 10
+  static let smallestWorthIt = 128 << 10
 
   package static func isWorthIt(byteCount: Int) -> Bool { byteCount >= smallestWorthIt }
 

@@ -185,7 +185,7 @@ package final class Subprocess {
   /// Reads stdout and stderr together until both end or the time limit passes (reading one to
   /// its end first could deadlock on a child blocked writing the other). Returns whether both
   /// ended in time.
-  package func collectOutput(limit: Int, timeoutMilliseconds: Int?) -> (
+  func collectOutput(limit: Int, timeoutMilliseconds: Int?) -> (
     standardOutput: [UInt8], standardError: [UInt8], complete: Bool
   ) {
     let complete = collect([0, 1], limit: limit, deadline: Self.deadline(timeoutMilliseconds))

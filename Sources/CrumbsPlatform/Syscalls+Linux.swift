@@ -191,7 +191,7 @@ package enum Syscall {
   }
 
   /// `size` bytes of private, zeroed memory straight from the kernel (see PageBuffer).
-  package static func mapAnonymous(size: Int) throws(SystemCallError) -> UnsafeMutableRawPointer {
+  static func mapAnonymous(size: Int) throws(SystemCallError) -> UnsafeMutableRawPointer {
     guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
       base != MAP_FAILED
     else {
@@ -330,13 +330,13 @@ package enum Syscall {
 
   /// Whether a process with this pid exists in this pid namespace (any process: the pid may have
   /// been reused). A zombie exists until reaped.
-  package static func processExists(_ pid: Int32) -> Bool {
+  static func processExists(_ pid: Int32) -> Bool {
     guard pid > 0 else { return false }
     return kill(pid, 0) == 0 || Glibc.errno != ESRCH
   }
 
   /// The working directory, nil when it cannot be named (e.g. removed, or longer than 4 KiB).
-  package static func currentDirectory() -> String? {
+  static func currentDirectory() -> String? {
     var buffer = [CChar](repeating: 0, count: 4097)
     guard getcwd(&buffer, buffer.count) != nil else { return nil }
     let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
@@ -354,7 +354,7 @@ package enum Syscall {
   /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
   /// what pthread_setname_np does (that function is not visible to Swift without _GNU_SOURCE).
   /// Best effort: a thread without a name works the same.
-  package static func setCurrentThreadName(_ name: String) {
+  static func setCurrentThreadName(_ name: String) {
     guard let fd = try? open("/proc/thread-self/comm", O_WRONLY) else { return }
     defer { close(fd) }
     let bytes = Array(name.utf8.prefix(15))
