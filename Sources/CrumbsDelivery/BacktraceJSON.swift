@@ -216,15 +216,7 @@ package enum BacktraceJSON {
   }
 
   static func debugIdentifier(hex: String) -> String? {
-    guard hex.count % 2 == 0, !hex.isEmpty else { return nil }
-    var bytes: [UInt8] = []
-    var index = hex.startIndex
-    while index < hex.endIndex {
-      let next = hex.index(index, offsetBy: 2)
-      guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-      bytes.append(byte)
-      index = next
-    }
+    guard let bytes = [UInt8](hexDigits: hex) else { return nil }
     return debugIdentifier(buildID: bytes)
   }
 

@@ -123,15 +123,10 @@ struct MemoryPressureAssessor {
     }
     if let system = sample.system {
       let available = Double(system.availableBytes) / Double(system.totalBytes)
-      var level: BreadcrumbLevel?
-      if available <= thresholds.availableFatal {
-        level = .fatal
-      } else if available <= thresholds.availableError {
-        level = .error
-      } else if available <= thresholds.availableWarning {
-        level = .warning
-      }
-      if let level {
+      if let level = Self.level(
+        { available <= $0 }, fatal: thresholds.availableFatal, error: thresholds.availableError,
+        warning: thresholds.availableWarning)
+      {
         findings.append(
           .init(
             level: level, source: .meminfo,
@@ -186,15 +181,10 @@ struct MemoryPressureAssessor {
     }
     if let limit = cgroup.limitBytes, limit > 0 {
       let used = Double(cgroup.usageBytes) / Double(limit)
-      var level: BreadcrumbLevel?
-      if used >= thresholds.usageFatal {
-        level = .fatal
-      } else if used >= thresholds.usageError {
-        level = .error
-      } else if used >= thresholds.usageWarning {
-        level = .warning
-      }
-      if let level {
+      if let level = Self.level(
+        { used >= $0 }, fatal: thresholds.usageFatal, error: thresholds.usageError,
+        warning: thresholds.usageWarning)
+      {
         findings.append(
           .init(
             level: level, source: .cgroup,
@@ -263,6 +253,16 @@ struct MemoryPressureAssessor {
     guard let last = tokensUpdated, now > last else { return }
     let seconds = Double(now - last) / 1e9
     tokens = min(Double(max(1, limits.burst)), tokens + seconds / Double(max(1, limits.refillSeconds)))
+  }
+
+  /// The highest level whose threshold `reached` says a figure met, fatal first; nil for none.
+  private static func level(
+    _ reached: (Double) -> Bool, fatal: Double, error: Double, warning: Double
+  ) -> BreadcrumbLevel? {
+    if reached(fatal) { return .fatal }
+    if reached(error) { return .error }
+    if reached(warning) { return .warning }
+    return nil
   }
 
   private func share(_ total: UInt64, _ before: UInt64?, _ elapsedNanoseconds: UInt64) -> Double {

@@ -27,15 +27,7 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible, Codable {
   /// Parses the 36-character UUID form (hex digits and dashes; case-insensitive).
   public init?(_ text: some StringProtocol) {
     let digits = String(text.filter { $0 != "-" })
-    guard text.count == 36, digits.count == 32 else { return nil }
-    var bytes: [UInt8] = []
-    var index = digits.startIndex
-    while index < digits.endIndex {
-      let next = digits.index(index, offsetBy: 2)
-      guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
-      bytes.append(byte)
-      index = next
-    }
+    guard text.count == 36, digits.count == 32, let bytes = [UInt8](hexDigits: digits) else { return nil }
     self.bytes = bytes
   }
 
