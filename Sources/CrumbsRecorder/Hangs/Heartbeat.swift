@@ -1,0 +1,115 @@
+// Heartbeat.swift — a named sign of life that a loop gives (issue 23, hang detection, first
+// step), and the pure rule that turns what a watchdog sees of heartbeats into stalls.
+//
+// Entry points, in call order:
+//   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)
+//   heartbeat.beat()                on the hot path, as often as the loop turns: one relaxed
+//                                   load and one relaxed store of a counter; no lock, no
+//                                   allocation, no clock read, no system call
+//   heartbeat.end()                 the loop finished: from now on its silence is not a hang
+//   StallTracker.observe(_:now:)    the watchdog, every interval: compares each heartbeat's
+//                                   counter with the last it saw, and says when one stalled
+//                                   (silent for `threshold`) and when a stalled one resumed
+//
+// The beat reads no clock, so it costs what a store costs; the watchdog measures age itself:
+// a counter that has not moved since the watchdog last saw it move, `threshold` ago, is a
+// stall. A watchdog that itself ran late (every CPU busy) sees the counter moved as soon as it
+// runs again, so a loop that is merely slow to be scheduled is not reported for the time the
+// watchdog did not look. Beats from several threads may lose increments to each other; any
+// change still shows life, which is all the watchdog asks. Not signal-safe (nothing here runs
+// in a handler).
+
+import Synchronization
+
+/// A loop's sign of life: `beat()` each turn, `end()` when the loop finishes.
+public final class Heartbeat: Sendable {
+  /// Names the loop in reports ("event-loop-1").
+  public let name: String
+  /// Seconds without a beat after which the loop counts as stalled.
+  public let threshold: Double
+  @usableFromInline let beats = Atomic<UInt64>(0)
+  let ended = Atomic<Bool>(false)
+
+  public init(name: String, threshold: Double = 3) {
+    self.name = name
+    self.threshold = threshold.isFinite && threshold > 0 ? threshold : 3
+  }
+
+  /// The loop is alive. Costs a relaxed load and a relaxed store: no lock, no allocation, no
+  /// clock read.
+  @inlinable @inline(__always)
+  public func beat() {
+    beats.store(beats.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+  }
+
+  /// The loop finished: its silence from now on is not a hang. A later `beat()` does not undo it.
+  public func end() { ended.store(true, ordering: .releasing) }
+
+  /// Whether `end()` was called.
+  public var hasEnded: Bool { ended.load(ordering: .acquiring) }
+
+  /// Beats so far (what the watchdog compares).
+  public var beatCount: UInt64 { beats.load(ordering: .relaxed) }
+}
+
+/// What a watchdog concludes from the heartbeats it watches: the pure rule, given the times
+/// (monotonic nanoseconds), so that it is tested without threads or clocks.
+package struct StallTracker {
+  /// A change in one heartbeat's state.
+  package enum Event: Equatable, Sendable {
+    /// Silent since `since` (the last time its counter was seen to move), for `threshold` or more.
+    case stalled(name: String, since: UInt64)
+    /// Beating again after a stall that began at `since`, `duration` nanoseconds later.
+    case resumed(name: String, since: UInt64, duration: UInt64)
+  }
+
+  private struct Seen {
+    var beats: UInt64
+    var movedAt: UInt64
+    var stalled = false
+  }
+
+  private var seen: [ObjectIdentifier: Seen] = [:]
+
+  package init() {}
+
+  /// Looks at each heartbeat once, at `now`, and says what changed. A heartbeat seen for the
+  /// first time starts its clock now; an ended one is forgotten (and, if it was stalled, says
+  /// it resumed: the loop finished, which is not a hang going on).
+  package mutating func observe(_ heartbeats: [Heartbeat], now: UInt64) -> [Event] {
+    var events: [Event] = []
+    var present = Set<ObjectIdentifier>()
+    for heartbeat in heartbeats {
+      let key = ObjectIdentifier(heartbeat)
+      present.insert(key)
+      let beats = heartbeat.beatCount
+      guard var entry = seen[key] else {
+        if !heartbeat.hasEnded { seen[key] = Seen(beats: beats, movedAt: now) }
+        continue
+      }
+      if heartbeat.hasEnded || beats != entry.beats {
+        if entry.stalled {
+          events.append(
+            .resumed(name: heartbeat.name, since: entry.movedAt, duration: now &- entry.movedAt))
+        }
+        if heartbeat.hasEnded {
+          seen[key] = nil
+          continue
+        }
+        entry = Seen(beats: beats, movedAt: now)
+      } else if !entry.stalled, now &- entry.movedAt >= Self.nanoseconds(heartbeat.threshold) {
+        entry.stalled = true
+        events.append(.stalled(name: heartbeat.name, since: entry.movedAt))
+      }
+      seen[key] = entry
+    }
+    for key in seen.keys where !present.contains(key) { seen[key] = nil }
+    return events
+  }
+
+  /// `seconds` as nanoseconds, saturating (a threshold is finite and positive: Heartbeat.init).
+  static func nanoseconds(_ seconds: Double) -> UInt64 {
+    let value = seconds * 1e9
+    return value >= Double(UInt64.max) ? UInt64.max : UInt64(max(0, value))
+  }
+}
