@@ -70,6 +70,12 @@ public struct DeliveryPass: Sendable {
   public var quarantined: [String] = []
   /// When the earliest waiting report is due (nil: nothing waits in this process).
   public var nextDueUnixNano: UInt64?
+
+  /// Notes that something waits until `unixNano` (0: no time): the pass is due again at the
+  /// earliest of what waits.
+  mutating func due(at unixNano: UInt64) {
+    if unixNano != 0 { nextDueUnixNano = min(nextDueUnixNano ?? .max, unixNano) }
+  }
   /// Another process held the delivery lock: this pass did nothing.
   public var lockBusy = false
   /// The transport cannot send at all (libcurl is not installed), in one line that says what to

@@ -73,17 +73,14 @@ extension ReportUploader {
         let now = clock()
         let (due, attempts) = eventSchedule(destination.name, now: now)
         if due > now {
-          if due != .max { pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, due) }
+          if due != .max { pass.due(at: due) }
           continue
         }
-        if !admitUnderRateLimit(now) {
-          let result = DeliveryResult(
-            reportID: event.id, destination: destination.name, outcome: .limitReached, attempts: attempts)
-          pass.events.append(result)
-          delegate?.didReachLimit(result)
-          if let oldest = state.withLock({ $0.recentSends.first }) {
-            pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, Self.adding(oldest, 60_000_000_000))
-          }
+        if let limited = limitReached(
+          id: event.id, destination: destination.name, attempts: attempts, now: now, delegate: delegate,
+          pass: &pass)
+        {
+          pass.events.append(limited)
           return
         }
         guard let (result, refused) = send(event, to: destination, attempts: attempts + 1, delegate: delegate)
@@ -93,7 +90,7 @@ extension ReportUploader {
         switch result.outcome {
         case .delivered: accepted = true
         case .willRetry(_, let next), .throttled(let next):
-          if next != 0 { pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, next) }
+          pass.due(at: next)
         case .dropped, .limitReached: break
         }
       }

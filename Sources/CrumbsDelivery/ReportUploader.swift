@@ -209,7 +209,7 @@ public final class ReportUploader: Sendable {
       if deferred { continue }
       let due = settings.honoursSchedule ? max(history.nextAttemptUnixNano, paused) : paused
       if due > now {
-        pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, due)
+        pass.due(at: due)
         continue
       }
       // Attempts counted before a crash or kill in an earlier upload may already be at the limit.
@@ -227,15 +227,11 @@ public final class ReportUploader: Sendable {
         delegate?.didFailSending(stored.report, result: result)
         continue
       }
-      if !admitUnderRateLimit(now) {
-        let result = DeliveryResult(
-          reportID: stored.report.id, destination: destination.name, outcome: .limitReached,
-          attempts: history.attempts)
-        pass.results.append(result)
-        delegate?.didReachLimit(result)
-        if let oldest = state.withLock({ $0.recentSends.first }) {
-          pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, Self.adding(oldest, 60_000_000_000))
-        }
+      if let limited = limitReached(
+        id: stored.report.id, destination: destination.name, attempts: history.attempts, now: now,
+        delegate: delegate, pass: &pass)
+      {
+        pass.results.append(limited)
         finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
         return false
       }
@@ -249,10 +245,10 @@ public final class ReportUploader: Sendable {
       pass.results.append(result)
       switch result.outcome {
       case .willRetry(_, let next):
-        if next != 0 { pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, next) }
+        pass.due(at: next)
         delegate?.didFailSending(stored.report, result: result)
       case .throttled(let until):
-        pass.nextDueUnixNano = min(pass.nextDueUnixNano ?? .max, until)
+        pass.due(at: until)
       case .dropped:
         delegate?.didFailSending(stored.report, result: result)
       case .delivered, .limitReached: break
@@ -438,7 +434,24 @@ public final class ReportUploader: Sendable {
     return true
   }
 
-  func admitUnderRateLimit(_ now: UInt64) -> Bool {
+  /// Admits one more send under `reportsPerMinute`; once the limit is reached, the
+  /// `.limitReached` result instead (told to `didReachLimit`), with the pass due again when the
+  /// oldest send leaves the minute. Reports and outbox events share the one limit.
+  func limitReached(
+    id: String, destination: String, attempts: Int, now: UInt64, delegate: (any ReportUploaderDelegate)?,
+    pass: inout DeliveryPass
+  ) -> DeliveryResult? {
+    guard !admitUnderRateLimit(now) else { return nil }
+    let result = DeliveryResult(
+      reportID: id, destination: destination, outcome: .limitReached, attempts: attempts)
+    delegate?.didReachLimit(result)
+    if let oldest = state.withLock({ $0.recentSends.first }) {
+      pass.due(at: Self.adding(oldest, 60_000_000_000))
+    }
+    return result
+  }
+
+  private func admitUnderRateLimit(_ now: UInt64) -> Bool {
     guard settings.reportsPerMinute > 0 else { return true }
     return state.withLock { state in
       // Sends recorded while the clock read later than now count as sent now.
