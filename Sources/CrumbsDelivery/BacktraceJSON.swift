@@ -245,6 +245,7 @@ package enum BacktraceJSON {
     switch report.kind {
     case .nonFatal: "Exception"
     case .crash: "Crash"
+    case .hang: "Hang"
     case .abnormalTermination: report.exceptionType == "OutOfMemory" ? "Low Memory" : "Crash"
     }
   }

@@ -17,6 +17,9 @@ public struct CrashReport: Codable, Sendable, Equatable {
     case abnormalTermination = "abnormal_termination"
     /// Reported by the app while it kept running.
     case nonFatal = "non_fatal"
+    /// A watch stalled past its threshold while the process lived on (issue 23): every
+    /// thread's stack, taken without stopping the process.
+    case hang
   }
 
   /// The fatal signal, for crashes.

@@ -58,7 +58,8 @@ extern "C" {
 /// previous version would misread. Fields carved out of `reserved` (always zero in earlier
 /// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
 /// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id`,
-/// `app_version` and `environment_resource` were added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
+/// `app_version`, `environment_resource`, `thread_dump_signal` and the `hang_*` fields were
+/// added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
 #define CRUMBS_RING_VERSION 2u
 /// The oldest version readers still read.
 #define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
@@ -202,7 +203,25 @@ typedef struct crumbs_ring_header {
   /// file is still reported with its service name and attributes. NUL-terminated; never cut (the
   /// writer leaves out entries that do not fit); "" when none, and in files from before it.
   char environment_resource[2048];
-  uint8_t reserved[1176];
+  /// The real-time signal that asks this process for a dump of its threads (`crumbs threads
+  /// PID`), chosen at start among those nobody handles; 0: none (no client, or every candidate
+  /// taken, and in files from before it).
+  int32_t thread_dump_signal;
+  /// The hang going on (issue 23), written by the client's watchdog thread only, read by the next
+  /// launch when the process was killed during it. A seqlock: odd while the watchdog writes the
+  /// hang fields below, even when they are whole; a reader that sees it odd, or changed across
+  /// its copy, uses nothing (a writer that died halfway leaves it odd).
+  uint32_t hang_sequence;    // atomic
+  /// When the stalled watch last showed life (wall ns since the Unix epoch); 0: no hang going on.
+  uint64_t hang_since_wall_ns;
+  /// The watchdog's latest look with the hang still going on (wall ns): the hang lasted at
+  /// least `hang_seen_wall_ns - hang_since_wall_ns` when the process was killed.
+  uint64_t hang_seen_wall_ns;
+  char hang_watch[64];       // the stalled watch's name, NUL-terminated, truncated
+  /// The stalled thread's top frames, symbolicated by the watchdog ("f ← g ← h"), NUL-terminated,
+  /// truncated; "" when no thread could be named.
+  char hang_frames[512];
+  uint8_t reserved[576];
 } crumbs_ring_header;
 
 /// `crumbs_ring_header.session_flags` bits.
@@ -225,6 +244,11 @@ _Static_assert(offsetof(crumbs_ring_header, writer_pid_namespace) == 784, "persi
 _Static_assert(offsetof(crumbs_ring_header, app_version) == 808, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, parent_session_id) == 792, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, environment_resource) == 872, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, thread_dump_signal) == 2920, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, hang_sequence) == 2924, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, hang_since_wall_ns) == 2928, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, hang_watch) == 2944, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, hang_frames) == 3008, "persisted");
 
 /// The entry of `anchors` holding the latest complete anchor when `anchor_generation` is
 /// `generation`; a refresher writes the other one (`index ^ 1`). The one statement of the rule,
