@@ -80,6 +80,9 @@ public struct OTLPDestination: ReportDestination {
   /// The event names this mapping uses (`exception`: the name the exception conventions give).
   public static let crashEventName = "device.crash"
   public static let nonFatalEventName = "exception"
+  /// A hang the process lived through (an exception-style record: `exception.*` attributes,
+  /// every thread's stack), named apart so that backends count hangs apart from errors.
+  public static let hangEventName = "crumbs.hang"
   public static let breadcrumbEventName = "crumbs.breadcrumb"
   /// The bytes attribute holding the LZ4 trail.
   public static let trailAttributeKey = "crumbs.breadcrumbs.jsonl.lz4"
@@ -203,7 +206,12 @@ public struct OTLPDestination: ReportDestination {
   func crashRecord(_ report: CrashReport, stored: StoredReport, withoutAttachmentsOver limit: Int? = nil)
     -> OTLPLogRecord
   {
-    let eventName = report.kind == .nonFatal ? Self.nonFatalEventName : Self.crashEventName
+    let eventName =
+      switch report.kind {
+      case .nonFatal: Self.nonFatalEventName
+      case .hang: Self.hangEventName
+      case .crash, .abnormalTermination: Self.crashEventName
+      }
     var attributes: [OTLPAttribute] = [
       OTLPAttribute("exception.type", .string(report.exceptionType)),
       OTLPAttribute("exception.message", .string(report.exceptionMessage)),
@@ -239,7 +247,10 @@ public struct OTLPDestination: ReportDestination {
     if let threads = report.threads {
       attributes.append(
         OTLPAttribute("crumbs.thread_count", .int(Int64(threads.count + (report.threadsNotRecorded ?? 0)))))
-      let text = CrashReport.otherThreadsText(threads, framesPerThread: Self.framesPerOtherThread)
+      // A hang report's leading thread is `exception.stacktrace` already.
+      let text = CrashReport.otherThreadsText(
+        threads.filter { $0.id != report.threadID || report.kind != .hang },
+        framesPerThread: Self.framesPerOtherThread)
       if !text.isEmpty { attributes.append(OTLPAttribute("crumbs.threads", .string(text))) }
     }
     for key in Self.measuredAtCrash.sorted() {
@@ -326,7 +337,7 @@ public struct OTLPDestination: ReportDestination {
     }
     return OTLPLogRecord(
       timeUnixNano: report.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
-      severity: report.kind == .nonFatal ? .error : .fatal,
+      severity: report.kind == .nonFatal || report.kind == .hang ? .error : .fatal,
       body: .string(report.exceptionType + ": " + report.exceptionMessage),
       attributes: attributes, eventName: eventName, trace: report.trace)
   }

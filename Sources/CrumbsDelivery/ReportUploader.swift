@@ -102,6 +102,9 @@ public final class ReportUploader: Sendable {
 
   /// How soon a pass looks for a missing transport again.
   static let missingTransportRecheck: UInt64 = 60_000_000_000
+  /// A hold further ahead than this (DeliveryState.heldUntilUnixNano) is not honoured: the
+  /// clock went back, or the file was tampered with.
+  static let longestHold: UInt64 = 3_600_000_000_000
   /// An uploader for `store`. Nothing runs until `start()` or `deliverPendingNow()`.
   public init(
     store: ReportStore, destinations: [any ReportDestination],
@@ -185,6 +188,11 @@ public final class ReportUploader: Sendable {
     let delegate = self.delegate
     if let delegate, !delegate.shouldSend(stored.report) { return true }
     var deliveryState = stored.deliveryState()
+    // Held (a hang report waiting for its hang to end), unless the clock went back past the hold.
+    if let held = deliveryState.heldUntilUnixNano, held > clock(), held - clock() <= Self.longestHold {
+      pass.due(at: held)
+      return true
+    }
     var outgoing: CrashReport?
     var results: [DeliveryResult] = []
     for destination in destinations {

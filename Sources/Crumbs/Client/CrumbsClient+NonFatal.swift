@@ -34,25 +34,40 @@ extension CrumbsClient {
   ) -> StoredReport? {
     guard isEnabled else { return nil }
     let addresses = CurrentThread.returnAddresses(limit: 128)
+    let (builder, files) = liveReportBuilder(attributes: extra)
+    let (report, attached) = builder.build(
+      type: type, message: message, addresses: addresses, attachmentPaths: files + extraFiles)
+    return storeLiveReport(report, attachments: attached)
+  }
+
+  /// A builder of reports of this live process (non-fatal, hang): the session's attributes with
+  /// `extra` over them, its resource, the app's name and version; and the session's attachments.
+  func liveReportBuilder(attributes extra: [String: String]) -> (NonFatalReportBuilder, [String]) {
     let (globalAttributes, globalFiles, recorded) = session.withLock {
       ($0.metadata.attributes, $0.metadata.attachments, $0.metadata.resource)
     }
-    let delegate = state.withLock { $0.delegate }
     var builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
       attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
     builder.sessionResource = recorded ?? measuredResource()
     builder.omitsHostName = !configuration.reportsHostName
-    let (report, files) = builder.build(
-      type: type, message: message, addresses: addresses, attachmentPaths: globalFiles + extraFiles)
+    return (builder, globalFiles)
+  }
+
+  /// Stores a report of this live process, unless the delegate says no, and wakes delivery
+  /// (which honours `heldUntilUnixNano`). Nil when refused or not stored (then `problems` says).
+  func storeLiveReport(
+    _ report: CrashReport, attachments: [(name: String, bytes: [UInt8])], heldUntilUnixNano: UInt64? = nil
+  ) -> StoredReport? {
+    let delegate = state.withLock { $0.delegate }
     if let delegate, !delegate.shouldProcess(report) { return nil }
     do {
-      let stored = try store.store(report, attachments: files)
+      let stored = try store.store(report, attachments: attachments, heldUntilUnixNano: heldUntilUnixNano)
       uploader?.wake()
       return stored
     } catch {
-      state.withLock { $0.problems.append("cannot store a non-fatal report: \(error)") }
+      state.withLock { $0.problems.append("cannot store a \(report.kind.rawValue) report: \(error)") }
       return nil
     }
   }

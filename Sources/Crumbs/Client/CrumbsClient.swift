@@ -41,7 +41,7 @@
 // One idea a file: this one starts, records and closes; CrumbsError (why start failed),
 // +PreviousSessions (what earlier sessions left), +SessionFile (attributes, attachments,
 // replaced crash signals), +Hooks (delegate and consent), +Enabled (the persisted switch),
-// +NonFatal (reports of caught errors), +Flush (delivering now), SessionSummaries (each ended
+// +NonFatal (reports of caught errors), +Hangs (heartbeats, the watchdog), +Flush (delivering now), SessionSummaries (each ended
 // session's summary as an OTLP log).
 
 import CrumbsPlatform
@@ -88,6 +88,8 @@ public final class CrumbsClient: @unchecked Sendable {
   let liveSymbolicator: LiveSymbolicator
   /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
   let otel: OTLPEnvironment
+  /// Watches for hangs (`configuration.hangs`); its thread starts with the background work.
+  var watchdog: HangWatchdog?
 
   /// Tests only: called first on the background thread of `start` (a test holds it there to
   /// crash the process before any background work, the session file included, is done).
@@ -179,6 +181,7 @@ public final class CrumbsClient: @unchecked Sendable {
         store: store, destinations: destinations, settings: configuration.database,
         transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
     bridge.client = self
+    watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
     if !Self.persistedEnabled(configuration.directory) {
@@ -223,7 +226,10 @@ public final class CrumbsClient: @unchecked Sendable {
       ring.recordCgroup()
       CrashHandler.guardAlternateStacks()
       recordSessionResource()
-      if isEnabled { startAutomaticBreadcrumbs() }
+      if isEnabled {
+        startAutomaticBreadcrumbs()
+        startWatchdog()
+      }
       processPreviousSessions()
       noteReplacedCrashSignals()
       previousSessionsDone.signal()
@@ -340,6 +346,7 @@ public final class CrumbsClient: @unchecked Sendable {
     guard first else { return }
     noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
+    watchdog?.stop()
     uploader?.stop(timeout: configuration.closeTimeout)
     CrashHandler.uninstall()
     let request = SignalBreadcrumbs.lastTerminationRequest

@@ -89,6 +89,11 @@ public struct CrumbsConfiguration: Sendable {
   /// that marks the session clean on `exit()` (with its "process exiting" breadcrumb) decides
   /// how the session ends, so `start` arms it unless these options say `markCleanExit = false`.
   public var automaticBreadcrumbs: AutomaticBreadcrumbsOptions? = AutomaticBreadcrumbsOptions()
+  /// Hang detection (`HangDetection`): the client's watchdog thread watches the concurrency pool
+  /// (and the main queue, when asked) and the named heartbeats (`client.heartbeat(_:threshold:)`);
+  /// a watch silent past `threshold` gives a `hang` report with every thread's stack while the
+  /// process runs on. Default on, threshold 3 s; nil turns it off.
+  public var hangs: HangDetection? = HangDetection()
   /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
   /// adds file and line at 200–300 ms per report; `symbolDirectories` names folders where the
   /// symbols of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).

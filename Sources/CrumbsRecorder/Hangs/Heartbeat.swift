@@ -4,8 +4,9 @@
 // Entry points, in call order:
 //   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)
 //   heartbeat.beat()                on the hot path, as often as the loop turns: one relaxed
-//                                   load and one relaxed store of a counter; no lock, no
-//                                   allocation, no clock read, no system call
+//                                   load and one relaxed store of a counter, and one relaxed
+//                                   load of the beating thread's id (taken once, at the first
+//                                   beat: one gettid); no lock, no allocation, no clock read
 //   heartbeat.end()                 the loop finished: from now on its silence is not a hang
 //   StallTracker.observe(_:now:)    the watchdog, every interval: compares each heartbeat's
 //                                   counter with the last it saw, and says when one stalled
@@ -28,6 +29,10 @@ public final class Heartbeat: Sendable {
   /// Seconds without a beat after which the loop counts as stalled.
   public let threshold: Double
   @usableFromInline let beats = Atomic<UInt64>(0)
+  /// The kernel id of the thread that beat first (0: none yet): the thread a hang report of this
+  /// heartbeat shows first. A loop runs on one thread (an event loop, a worker); beats from
+  /// several threads name the first.
+  @usableFromInline let beatingThread = Atomic<UInt32>(0)
   let ended = Atomic<Bool>(false)
 
   public init(name: String, threshold: Double = 3) {
@@ -35,11 +40,21 @@ public final class Heartbeat: Sendable {
     self.threshold = threshold.isFinite && threshold > 0 ? threshold : 3
   }
 
-  /// The loop is alive. Costs a relaxed load and a relaxed store: no lock, no allocation, no
-  /// clock read.
+  /// The loop is alive. Costs two relaxed loads and a relaxed store (the first beat also reads
+  /// the thread's id): no lock, no allocation, no clock read.
   @inlinable @inline(__always)
   public func beat() {
     beats.store(beats.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    if _slowPath(beatingThread.load(ordering: .relaxed) == 0) { noteBeatingThread() }
+  }
+
+  @usableFromInline @inline(never)
+  func noteBeatingThread() { beatingThread.store(CurrentThread.id, ordering: .relaxed) }
+
+  /// The kernel id of the thread that beat first; nil before the first beat.
+  package var threadID: UInt32? {
+    let id = beatingThread.load(ordering: .relaxed)
+    return id == 0 ? nil : id
   }
 
   /// The loop finished: its silence from now on is not a hang. A later `beat()` does not undo it.
@@ -108,7 +123,7 @@ package struct StallTracker {
   }
 
   /// `seconds` as nanoseconds, saturating (a threshold is finite and positive: Heartbeat.init).
-  static func nanoseconds(_ seconds: Double) -> UInt64 {
+  package static func nanoseconds(_ seconds: Double) -> UInt64 {
     let value = seconds * 1e9
     return value >= Double(UInt64.max) ? UInt64.max : UInt64(max(0, value))
   }

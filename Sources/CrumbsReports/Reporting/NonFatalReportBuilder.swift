@@ -1,6 +1,7 @@
-// NonFatalReportBuilder.swift — an error the app survived becomes a report like a crash's:
-// the current thread's stack (symbolicated against the live process's modules), attributes,
-// attachments within the size limit, and a snapshot of the breadcrumb trail. Not signal-safe.
+// NonFatalReportBuilder.swift — reports of the live process: an error the app survived, or a
+// hang its watchdog saw (every thread), become reports like a crash's: the stack (symbolicated
+// against the live process's modules), attributes, attachments within the size limit, and a
+// snapshot of the breadcrumb trail. Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsRecorder
@@ -61,12 +62,25 @@ package struct NonFatalReportBuilder {
     self.symbolicator = symbolicator
   }
 
-  /// The report and the files to store with it.
+  /// The report of an error the calling thread survived, and the files to store with it: the
+  /// calling thread's `addresses`, symbolicated here.
   package func build(type: String, message: String, addresses: [UInt64], attachmentPaths: [String])
     -> (CrashReport, [(name: String, bytes: [UInt8])])
   {
     let (symbolicated, modules) = symbolicator.symbolicate(addresses)
-    let frames = CrashReportBuilder.frames(symbolicated)
+    return build(
+      kind: .nonFatal, type: type, message: message, frames: CrashReportBuilder.frames(symbolicated),
+      modules: modules, thread: (Int(CurrentThread.id), Self.currentThreadName()),
+      attachmentPaths: attachmentPaths)
+  }
+
+  /// A report of the live process (`kind` `.nonFatal` or `.hang`): `frames` are the stack the
+  /// report leads with (the exception's), of `thread`; `threads`, when given, every thread.
+  package func build(
+    kind: CrashReport.Kind, type: String, message: String, frames: [CrashReport.Frame],
+    modules: [LoadedModule], thread: (id: Int, name: String?), threads: [CrashReport.Thread]? = nil,
+    attachmentPaths: [String]
+  ) -> (CrashReport, [(name: String, bytes: [UInt8])]) {
     let contents = ring.snapshot()
     var files: [(name: String, bytes: [UInt8])] = []
     var trailSize: Int?
@@ -76,9 +90,9 @@ package struct NonFatalReportBuilder {
     }
     let now = SystemClock.wallNanoseconds()
     var report = CrashReport(
-      id: SessionID().description, kind: .nonFatal, exceptionType: type, exceptionMessage: message,
-      exceptionStacktrace: CrashReport.stacktrace(frames), threadID: Int(CurrentThread.id),
-      threadName: Self.currentThreadName(), sessionID: ring.sessionID.description, reportingSessionID: nil,
+      id: SessionID().description, kind: kind, exceptionType: type, exceptionMessage: message,
+      exceptionStacktrace: CrashReport.stacktrace(frames), threadID: thread.id,
+      threadName: thread.name, sessionID: ring.sessionID.description, reportingSessionID: nil,
       timeUnixNano: now, time: ISO8601.string(nanoseconds: now), observedTimeUnixNano: now,
       observedTime: ISO8601.string(nanoseconds: now), signal: nil, registers: [], frames: frames,
       modules: modules,
@@ -89,6 +103,7 @@ package struct NonFatalReportBuilder {
       attributes: attributes.filter { !TraceContext.isReserved($0.key) },
       breadcrumbs: TrailAttachment.summary(contents, attachmentSize: trailSize),
       attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
+    report.threads = threads
     // The span current when it was made, given as the reserved attributes (CrumbsTracing).
     report.trace = TraceContext(attributes: attributes)
     if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }

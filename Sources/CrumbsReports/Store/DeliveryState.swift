@@ -58,6 +58,14 @@ public struct DeliveryState: Codable, Sendable, Equatable {
 
   /// By destination name.
   public var destinations: [String: Destination] = [:]
+  /// Sent to no destination before this time (ns since the epoch); nil: no hold. A hang report
+  /// waits so for its hang to end (HangDetection.deliveryHold), to go out with its duration.
+  public var heldUntilUnixNano: UInt64?
+
+  enum CodingKeys: String, CodingKey {
+    case destinations
+    case heldUntilUnixNano = "held_until_unix_nano"
+  }
 
   public init() {}
 
@@ -85,9 +93,30 @@ extension StoredReport {
   }
 
   package func writeDeliveryState(_ state: DeliveryState) throws(SystemCallError) {
+    try writeFile(DeliveryState.fileName, state.encoded)
+  }
+
+  /// Replaces the report of a folder still pending (a hang report when its hang ended) and
+  /// releases its hold: delivery then sends the new one. Atomic per file; a folder that
+  /// delivery has moved on meanwhile is left as it is (`notFound`).
+  package func replaceReport(_ report: CrashReport) throws(ReportStoreError) {
+    guard state == .pending, report.id == self.report.id else { throw .notFound(report.id) }
+    do throws(SystemCallError) {
+      try writeFile("report.json", try ReportStore.encode(report))
+      var delivery = deliveryState()
+      delivery.heldUntilUnixNano = nil
+      try writeDeliveryState(delivery)
+    } catch {
+      throw error.errno == .noSuchFileOrDirectory ? .notFound(report.id) : .system(error)
+    }
+  }
+}
+
+extension DeliveryState {
+  /// delivery.json's bytes.
+  var encoded: [UInt8] {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    let bytes = (try? encoder.encode(state)).map(Array.init) ?? []
-    try writeFile(DeliveryState.fileName, bytes)
+    return (try? encoder.encode(self)).map(Array.init) ?? []
   }
 }

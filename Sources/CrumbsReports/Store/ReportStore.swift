@@ -133,10 +133,13 @@ public struct ReportStore: Sendable {
   /// says `dropped`). If a report with the same id is already stored (in any state) nothing is
   /// written and the stored one is returned: a crash processed twice becomes one report. A
   /// failed store leaves nothing behind.
+  /// `heldUntilUnixNano` stores the report held from delivery until then
+  /// (`DeliveryState.heldUntilUnixNano`), in the same atomic rename.
   @discardableResult
-  public func store(_ report: CrashReport, attachments: [(name: String, bytes: [UInt8])] = [])
-    throws(ReportStoreError) -> StoredReport
-  {
+  public func store(
+    _ report: CrashReport, attachments: [(name: String, bytes: [UInt8])] = [],
+    heldUntilUnixNano: UInt64? = nil
+  ) throws(ReportStoreError) -> StoredReport {
     for state in ReportState.allCases where Syscall.fileExists(folder(state) + "/" + report.id) {
       return StoredReport(report: report, state: state, path: folder(state) + "/" + report.id)
     }
@@ -156,6 +159,13 @@ public struct ReportStore: Sendable {
       for attachment in attachments {
         try Syscall.writeFileAtomically(
           named: attachment.name, in: folder, attachment.bytes, path: incomingPath + "/" + attachment.name)
+      }
+      if let heldUntilUnixNano {
+        var held = DeliveryState()
+        held.heldUntilUnixNano = heldUntilUnixNano
+        try Syscall.writeFileAtomically(
+          named: Self.deliveryStateFileName, in: folder, held.encoded,
+          path: incomingPath + "/" + Self.deliveryStateFileName)
       }
       try Syscall.writeFileAtomically(
         named: Self.indexFileName, in: folder, IndexEntry(report).encoded, durable: false,

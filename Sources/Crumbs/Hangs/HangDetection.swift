@@ -1,0 +1,41 @@
+// HangDetection.swift — how the client's watchdog looks for hangs (`CrumbsConfiguration.hangs`):
+// what it watches, after how long silence counts as a hang, and how often a hang is reported.
+// The watchdog itself is HangWatchdog.swift.
+
+/// What the client's watchdog watches, and when silence is a hang. `nil` in
+/// `CrumbsConfiguration.hangs` turns hang detection off (named heartbeats are then not watched).
+public struct HangDetection: Sendable, Equatable {
+  /// Seconds a watch may stay silent before it counts as hung (default 3). Named heartbeats may
+  /// set their own (`client.heartbeat(_:threshold:)`).
+  ///
+  /// Silence is measured by the watchdog, not by the clock alone: a probe that runs late but
+  /// runs is not a hang, and a watchdog that itself was not scheduled (every CPU busy) sees
+  /// the watch move as soon as it runs again. So a process whose CPUs are saturated is reported
+  /// only when a watch stays silent for `threshold` of the watchdog's own running time —
+  /// something a thread that is merely slow to be scheduled does not do.
+  public var threshold: Double = 3
+  /// Whether a probe job is enqueued on Swift concurrency's global executor every check: when
+  /// it has not run after `threshold`, the cooperative pool is starved (tasks blocking in
+  /// synchronous calls). Default true.
+  public var watchesConcurrencyPool = true
+  /// Whether a probe is enqueued on the main dispatch queue. Default false: a program whose
+  /// `main` blocks (a CLI, most servers) never services the main queue, which is not a hang.
+  public var watchesMainQueue = false
+  /// At most one report per watch in this many seconds (default 600): a watch that keeps
+  /// hanging gives a report, then breadcrumbs, not a report every few seconds.
+  public var minimumReportInterval: Double = 600
+  /// How long a hang report waits, stored, for its hang to end before it is delivered anyway
+  /// (default 60 s): delivered after the end, it carries the hang's whole duration.
+  public var deliveryHold: Double = 60
+
+  public init(
+    threshold: Double = 3, watchesConcurrencyPool: Bool = true, watchesMainQueue: Bool = false
+  ) {
+    self.threshold = threshold
+    self.watchesConcurrencyPool = watchesConcurrencyPool
+    self.watchesMainQueue = watchesMainQueue
+  }
+
+  /// `threshold` when it is a usable number of seconds, else the default.
+  var usableThreshold: Double { threshold.isFinite && threshold > 0 ? threshold : 3 }
+}

@@ -1,0 +1,145 @@
+// HangWatchdog+Reports.swift — what the watchdog does when a watch stalls and when it resumes:
+//
+//   hangBegan      a breadcrumb ("hang: <watch> silent for 3.1 s"); unless the watch was
+//                  reported within `minimumReportInterval`: every thread captured without
+//                  stopping the process (LiveThreadCapture), the stalled thread chosen, the ring
+//                  header's hang recorded (so the next launch explains a kill during it), and a
+//                  `hang` report stored, held from delivery until the hang ends (at most
+//                  `deliveryHold`)
+//   refreshOngoing each check while it goes on: the ring header's "still hung at" time
+//   hangEnded      "hang ended after 7.3 s" (a breadcrumb), the stored report updated with the
+//                  whole duration and released to delivery, the ring header's hang cleared
+//
+// All on the watchdog thread. Not signal-safe.
+
+import CrumbsPlatform
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+extension HangWatchdog {
+  func hangBegan(name: String, kind: Kind, heartbeat: Heartbeat?, since: UInt64, now: UInt64) {
+    guard let client, client.isEnabled else { return }
+    let silent = now &- since
+    let wallNow = SystemClock.wallNanoseconds()
+    let sinceWall = wallNow &- min(silent, wallNow)
+    let threshold = heartbeat?.threshold ?? detection.usableThreshold
+    client.ring.append(
+      "hang: \(name) silent for \(HangFacts.seconds(silent)) s", level: .error, type: .system,
+      attributes: [HangFacts.watchKey: name])
+    let due = hangs.withLock { hangs -> Bool in
+      let last = hangs.lastReported[name]
+      let interval = UInt64(max(0, min(detection.minimumReportInterval, 1e9)) * 1e9)
+      guard last == nil || now &- last! >= interval else { return false }
+      hangs.lastReported[name] = now
+      return true
+    }
+    var ongoing = OngoingHang(kind: kind, sinceMonotonic: since, sinceWall: sinceWall, report: nil)
+    guard due else {
+      client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: "")
+      hangs.withLock { $0.ongoing[name] = ongoing }
+      CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: nil))
+      return
+    }
+    let capture = captureThreads(client)
+    let lead = Self.leadThread(capture.threads, kind: kind, heartbeat: heartbeat)
+    client.ring.recordHang(
+      watch: name, sinceWallNanoseconds: sinceWall, frames: HangFacts.topFrames(lead?.frames ?? []))
+    let attributes = [
+      HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.seconds(silent),
+      HangFacts.thresholdKey: HangFacts.seconds(Self.nanoseconds(threshold)), HangFacts.ongoingKey: "true",
+    ]
+    let (builder, files) = client.liveReportBuilder(attributes: attributes)
+    var (report, attached) = builder.build(
+      kind: .hang, type: HangFacts.exceptionType,
+      message: Self.message(name: name, kind: kind, silent: silent, threshold: threshold),
+      frames: lead?.frames ?? [], modules: capture.modules,
+      thread: (lead?.id ?? Int(CurrentThread.id), lead?.name), threads: capture.threads,
+      attachmentPaths: files)
+    report.damage += capture.damage
+    let hold = UInt64(max(0, min(detection.deliveryHold, 3600)) * 1e9)
+    ongoing.report = client.storeLiveReport(report, attachments: attached, heldUntilUnixNano: wallNow &+ hold)
+    hangs.withLock { $0.ongoing[name] = ongoing }
+    CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: ongoing.report))
+  }
+
+  func hangEnded(name: String, duration: UInt64) {
+    guard let ongoing = hangs.withLock({ $0.ongoing.removeValue(forKey: name) }), let client else { return }
+    client.ring.append(
+      "hang ended after \(HangFacts.seconds(duration)) s", level: .info, type: .system,
+      attributes: [HangFacts.watchKey: name])
+    if hangs.withLock({ $0.ongoing.isEmpty }) { client.ring.clearHang() }
+    defer { CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.ended(watch: name, nanoseconds: duration)) }
+    guard let stored = ongoing.report else { return }
+    var report = stored.report
+    report.attributes[HangFacts.durationKey] = HangFacts.seconds(duration)
+    report.attributes[HangFacts.ongoingKey] = "false"
+    report.exceptionMessage += "; the hang ended after \(HangFacts.seconds(duration)) s"
+    do {
+      try stored.replaceReport(report)
+      client.uploader?.wake()
+    } catch {
+      // Delivery took it already (its hold ran out): it went out with the duration so far.
+    }
+  }
+
+  /// While a hang goes on: the ring header says it was still going on now.
+  func refreshOngoing() {
+    guard let client, hangs.withLock({ !$0.ongoing.isEmpty }) else { return }
+    client.ring.refreshHang(seenWallNanoseconds: SystemClock.wallNanoseconds())
+  }
+
+  /// Every thread, symbolicated; on failure none, and why, as the report's damage.
+  private func captureThreads(_ client: CrumbsClient)
+    -> (threads: [CrashReport.Thread], modules: [LoadedModule], damage: [String])
+  {
+    do {
+      let snapshot = try LiveThreadCapture.capture()
+      return (
+        LiveThreads.reportThreads(snapshot, symbolicator: client.liveSymbolicator), snapshot.modules, []
+      )
+    } catch {
+      return ([], CurrentProcessModules.list(), ["threads not captured: \(error)"])
+    }
+  }
+
+  /// The thread the report leads with: the heartbeat's (the thread that beat it), the main
+  /// thread for the main queue, and for the pool the first thread running a job (a frame of
+  /// the concurrency runtime's job loop under it: idle pool threads wait outside any job).
+  static func leadThread(_ threads: [CrashReport.Thread], kind: Kind, heartbeat: Heartbeat?)
+    -> CrashReport.Thread?
+  {
+    switch kind {
+    case .heartbeat:
+      guard let id = heartbeat?.threadID else { return nil }
+      return threads.first { $0.id == Int(id) }
+    case .mainQueue:
+      return threads.first { $0.id == Int(getpid()) }
+    case .concurrencyPool:
+      return threads.first { thread in
+        thread.frames.contains { frame in
+          frame.module?.contains("libswift_Concurrency") == true
+            || frame.function?.contains("swift_job_run") == true
+        }
+      }
+    }
+  }
+
+  static func message(name: String, kind: Kind, silent: UInt64, threshold: Double) -> String {
+    let seconds = HangFacts.seconds(silent)
+    return switch kind {
+    case .concurrencyPool:
+      "the concurrency pool ran no job for \(seconds) s (threshold \(threshold) s): a probe job "
+        + "enqueued on the global executor did not run; tasks blocking in synchronous calls starve it"
+    case .mainQueue:
+      "the main queue ran nothing for \(seconds) s (threshold \(threshold) s)"
+    case .heartbeat:
+      "heartbeat \"\(name)\" silent for \(seconds) s (threshold \(threshold) s)"
+    }
+  }
+
+  static func nanoseconds(_ seconds: Double) -> UInt64 {
+    StallTracker.nanoseconds(seconds)
+  }
+}

@@ -1,0 +1,129 @@
+import CrumbsPlatform
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+// Hang detection with real children: a stalled heartbeat, a starved concurrency pool, and a
+// saturated but healthy process. The child prints the watchdog's events; SIGUSR1 tells it to go
+// on. No waiting on time: every wait is for a line, with a bounded margin.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A hang child's start: its ring, then the first hang's watch and stored report.
+private struct HangChild {
+  let child: ChildProcess
+  let ringPath: String
+  let store: ReportStore
+
+  init(_ scenario: String, _ directory: TestDirectory) throws {
+    child = try ChildProcess(ChildProcess.testChild, [scenario, directory.path])
+    ringPath = try #require(child.value(after: "ring "))
+    store = try ReportStore(directory: directory.path)
+  }
+
+  /// The watch and report id of the next "hang-began" line.
+  func began() throws -> (watch: String, report: StoredReport) {
+    let line = try #require(child.value(after: "hang-began ", seconds: 60))
+    let fields = line.split(separator: " ").map(String.init)
+    try #require(fields.count == 2 && fields[1] != "-", "no report stored: \(line)")
+    return (fields[0], try store.load(id: fields[1]))
+  }
+
+  /// Seconds of the next "hang-ended" line of `watch`.
+  func ended(_ watch: String) throws -> Double {
+    let line = try #require(child.value(after: "hang-ended \(watch) ", seconds: 60))
+    return try #require(Double(line))
+  }
+}
+
+@Suite struct HangTests {
+  @Test func aStalledHeartbeatGivesOneReportNamingItWithItsDurationAndTheProcessExitsZero() throws {
+    let directory = TestDirectory()
+    let hang = try HangChild("hang-heartbeat", directory)
+    let (watch, stored) = try hang.began()
+    #expect(watch == "stall-loop")
+    // Stored while the child still runs, and held from delivery while the hang goes on.
+    #expect(stored.state == .pending)
+    #expect(stored.report.kind == .hang)
+    #expect(stored.report.attributes[HangFacts.watchKey] == "stall-loop")
+    #expect(stored.report.attributes[HangFacts.ongoingKey] == "true")
+    #expect(stored.deliveryState().heldUntilUnixNano != nil)
+    #expect(stored.report.exceptionMessage.contains("heartbeat \"stall-loop\" silent for"))
+
+    hang.child.signal(SIGUSR1)
+    let seconds = try hang.ended("stall-loop")
+    #expect(seconds >= 1.0)
+    #expect(hang.child.readLine() == "done")
+    hang.child.wait()
+    #expect(hang.child.exitCode == 0)
+
+    // One report, updated with the whole duration and released to delivery.
+    let hangs = hang.store.list(.pending).reports.filter { $0.report.kind == .hang }
+    #expect(hangs.count == 1)
+    let final = try hang.store.load(id: stored.report.id)
+    #expect(final.report.attributes[HangFacts.ongoingKey] == "false")
+    let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap(Double.init))
+    #expect(duration >= 1.0)
+    #expect(
+      final.report.exceptionMessage.contains(
+        "the hang ended after \(HangFacts.seconds(UInt64(seconds * 1e9))) s"))
+    #expect(final.deliveryState().heldUntilUnixNano == nil)
+    // The trail says when it began and when it ended.
+    let messages = try RingReader.read(file: hang.ringPath).breadcrumbs.map(\.message)
+    #expect(messages.contains { $0.hasPrefix("hang: stall-loop silent for") })
+    #expect(messages.contains { $0.hasPrefix("hang ended after") })
+  }
+
+  @Test func tasksBlockingTheCooperativePoolGiveAHangReportWhileTheChildRuns() throws {
+    let directory = TestDirectory()
+    let hang = try HangChild("hang-pool", directory)
+    let (watch, stored) = try hang.began()
+    #expect(watch == HangWatchdog.poolWatchName)
+    #expect(stored.report.kind == .hang)
+    #expect(stored.report.exceptionMessage.contains("the concurrency pool ran no job"))
+    hang.child.signal(SIGUSR1)
+    #expect(try hang.ended(HangWatchdog.poolWatchName) >= 1.0)
+    #expect(hang.child.readLine() == "done")
+    hang.child.wait()
+    #expect(hang.child.exitCode == 0)
+  }
+
+  @Test func aSaturatedHealthyProcessGivesNoHangReport() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(ChildProcess.testChild, ["hang-saturated", directory.path])
+    _ = try #require(child.value(after: "ring "))
+    // Twelve checks of the watchdog (threshold 1 s, a check every 0.5 s) with both CPUs busy.
+    #expect(child.value(after: "checks ", seconds: 120).flatMap(Int.init).map { $0 >= 12 } == true)
+    #expect(child.value(after: "hangs ") == "0")
+    child.wait()
+    #expect(child.exitCode == 0)
+  }
+
+  @Test func theCheckIntervalIsHalfTheSmallestThreshold() {
+    #expect(HangWatchdog.interval(thresholds: [3, 2]) == 1)
+    #expect(HangWatchdog.interval(thresholds: []) == 1.5)
+    #expect(HangWatchdog.interval(thresholds: [0.01]) == 0.05)
+  }
+
+  @Test func hangFactsTellDurationsAndTopFrames() {
+    #expect(HangFacts.seconds(7_349_999_999) == "7.3")
+    #expect(HangFacts.seconds(7_350_000_000) == "7.4")
+    #expect(HangFacts.seconds(0) == "0.0")
+    func frame(_ function: String, _ module: String) -> CrashReport.Frame {
+      CrashReport.Frame(
+        index: 0, address: "0x1", module: module, moduleOffset: nil, buildID: nil, function: function,
+        symbol: nil, symbolOffset: nil, file: nil, line: nil, note: nil)
+    }
+    let frames = [
+      frame("__futex_abstimed_wait_common", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+      frame("sem_wait", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+      frame("blockingWork()", "/app/Server"), frame("handle(_:)", "/app/Server"),
+    ]
+    #expect(HangFacts.topFrames(frames) == "blockingWork() ← handle(_:)")
+    #expect(HangFacts.topFrames(Array(frames.prefix(2))) == "__futex_abstimed_wait_common ← sem_wait")
+  }
+}
