@@ -21,6 +21,9 @@
 //                          ProcessChildSupport is what they share
 //   ReportFigures          crash handler, install, next-launch processing, LZ4 and non-fatal
 //                          reports, from real crashing children
+//   HangFigures            what hang detection costs: heartbeat.beat() against a relaxed store
+//                          (C floor, same run), mallocs, and the watchdog's idle CPU and
+//                          wake-ups against a client without it
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
 //                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
 //   BenchSummary           the figures each part adds to `make bench`'s closing table
@@ -91,6 +94,13 @@ let package = Package(
     .executableTarget(
       name: "ReportFigures",
       dependencies: ["BenchSummary", .product(name: "Crumbs", package: "Crumbs")]
+    ),
+    .executableTarget(
+      name: "HangFigures",
+      dependencies: [
+        "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
+        .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+      ]
     ),
     .executableTarget(
       name: "LogHandler",

@@ -35,6 +35,11 @@ struct ReportPrinter {
     if let thread = report.threadID {
       row("thread", "\(thread)" + (report.threadName.map { " \"\($0)\"" } ?? ""))
     }
+    if report.kind == .hang, let watch = report.attributes[HangFacts.watchKey] {
+      let duration = report.attributes[HangFacts.durationKey].map { " for \($0) s" } ?? ""
+      let ongoing = report.attributes[HangFacts.ongoingKey] == "true" ? " (going on when stored)" : ""
+      row("hang", "\(watch) silent\(duration)" + ongoing)
+    }
     if let signal = report.signal, let sender = signal.senderPID {
       row("sender", "pid \(sender)" + (signal.senderUID.map { ", uid \($0)" } ?? ""))
     }

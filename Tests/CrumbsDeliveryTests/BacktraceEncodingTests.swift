@@ -222,6 +222,20 @@ import Testing
     #expect(json["annotations"] is [String: Any])
   }
 
+  @Test func aHangIsAHangWithItsClassifier() throws {
+    let (fixture, report) = try Self.crashFixture { report in
+      report.kind = .hang
+      report.exceptionType = HangFacts.exceptionType
+      report.signal = nil
+      report.registers = []
+    }
+    let json = try Self.sentBody(fixture)
+    let attributes = try #require(json["attributes"] as? [String: Any])
+    #expect(attributes["error.type"] as? String == "Hang")
+    #expect(attributes["error.message"] as? String == report.exceptionMessage)
+    #expect(json["classifiers"] as? [String] == ["Hang"])
+  }
+
   @Test func aLikelyOutOfMemoryEndIsLowMemoryAndUnguessedWithoutScanning() throws {
     let (fixture, report) = try Self.crashFixture { report in
       report.kind = .abnormalTermination

@@ -96,6 +96,36 @@ import Testing
     #expect(attributes["trace_id"] == nil)
   }
 
+  @Test(arguments: [OTLPDestination.Encoding.protobuf, .json])
+  func hangReportsAreExceptionStyleRecordsWithTheirOwnEventName(encoding: OTLPDestination.Encoding) throws {
+    let fixture = try ReportFixture()
+    var report = fixture.reports[0].report
+    report.kind = .hang
+    report.exceptionType = HangFacts.exceptionType
+    report.exceptionMessage = "heartbeat \"event-loop-1\" silent for 3.1 s (threshold 2.0 s)"
+    report.attributes[HangFacts.watchKey] = "event-loop-1"
+    report.threadID = 4242
+    report.threads = [
+      CrashReport.Thread(id: 4242, name: "event-loop-1", state: .captured, crashed: false, frames: []),
+      CrashReport.Thread(id: 4243, name: "worker", state: .captured, crashed: false, frames: []),
+    ]
+    let destination = OTLPDestination(endpoint: "http://127.0.0.1:1", encoding: encoding)
+    let decoded = try decodeOTLP(
+      try destination.request(for: report, stored: fixture.reports[0]).body, json: encoding == .json)
+    let record = try #require((decoded["records"] as? [[String: Any]])?.first)
+    let attributes = try #require(record["attributes"] as? [String: Any])
+    #expect(record["event_name"] as? String == OTLPDestination.hangEventName)
+    #expect(record["severity_number"] as? Int == 17)
+    #expect(attributes["exception.type"] as? String == "Hang")
+    #expect(attributes["exception.message"] as? String == report.exceptionMessage)
+    #expect(attributes["crumbs.report.kind"] as? String == "hang")
+    #expect(attributes[HangFacts.watchKey] as? String == "event-loop-1")
+    // The leading thread is the exception's stack; only the others are listed again.
+    let others = try #require(attributes["crumbs.threads"] as? String)
+    #expect(others.contains("Thread 4243 \"worker\""))
+    #expect(!others.contains("Thread 4242"))
+  }
+
   @Test func breadcrumbRecordsCarryTheSpanTheyWereMadeIn() throws {
     let directory = TestDirectory()
     let rings = try RingDirectory(path: directory.path)

@@ -50,6 +50,37 @@ import Testing
     #expect(try fixture.store.load(id: fixture.ids[0]).state == .sent)
   }
 
+  @Test func aHeldReportWaitsForItsHoldOrItsReleaseThenGoesOutAsReplaced() throws {
+    let fixture = try ReportFixture()
+    let server = try LoopbackHTTPServer { _, _ in .respond(204) }
+    defer { server.stop() }
+    let clock = ManualClock()
+    let uploader = ReportUploader(
+      store: fixture.store, destinations: [OTLPDestination(endpoint: server.baseURL)],
+      settings: settings { _ in },
+      clock: { clock.now() })
+    // A hang report stored held for a minute (what the watchdog does while the hang goes on).
+    var hang = fixture.reports[0].report
+    hang.id = SessionID().description
+    hang.kind = .hang
+    hang.exceptionMessage = "silent for 3.0 s"
+    let held = try fixture.store.store(hang, heldUntilUnixNano: clock.now() + 60_000_000_000)
+    let first = uploader.deliverPendingNow()
+    #expect(!first.results.contains { $0.reportID == hang.id })
+    #expect(first.nextDueUnixNano == clock.now() + 60_000_000_000)
+    // The hang ended: the report is replaced and released, and the replaced one goes out.
+    hang.exceptionMessage = "silent for 3.0 s; the hang ended after 7.3 s"
+    try held.replaceReport(hang)
+    let second = uploader.deliverPendingNow()
+    #expect(second.results.filter { $0.reportID == hang.id }.map(\.outcome) == [.delivered(status: 204)])
+    let sent = try #require(server.requests.last)
+    #expect(String(decoding: sent.body, as: UTF8.self).contains("the hang ended after 7.3 s"))
+    // A report delivery moved on cannot be replaced any more.
+    let moved = try fixture.store.load(id: hang.id)
+    #expect(moved.state == .sent)
+    #expect(throws: ReportStoreError.self) { try held.replaceReport(hang) }
+  }
+
   @Test func flakyServerLosesNothingAndDuplicatesNothing() throws {
     let fixture = try ReportFixture(count: 6)
     // Every other request fails; the accepted ids are recorded.

@@ -8,10 +8,13 @@ import Testing
 @Suite struct HeartbeatTests {
   private let second: UInt64 = 1_000_000_000
 
-  @Test func beatsCountAndEndIsFinal() {
+  @Test func aBeatIsTakenOnceAndEndIsFinal() {
     let heartbeat = Heartbeat(name: "loop", threshold: 2)
+    #expect(!heartbeat.takeBeat())
     for _ in 0..<5 { heartbeat.beat() }
-    #expect(heartbeat.beatCount == 5)
+    #expect(heartbeat.takeBeat())
+    #expect(!heartbeat.takeBeat())
+    #expect(heartbeat.threadID == CurrentThread.id)
     #expect(!heartbeat.hasEnded)
     heartbeat.end()
     heartbeat.beat()

@@ -76,12 +76,14 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 
-  // hang-saturated DIR: both CPUs busy (two spinning threads beating the heartbeat
-  // "busy-loop", threshold 1 s, and a stream of short pool tasks) until the watchdog made 12
-  // checks; prints "checks N" and "hangs N" (reports of kind hang in the store), then exits 0.
+  // hang-saturated DIR [CHECKS]: both CPUs busy (two spinning threads beating the heartbeat
+  // "busy-loop", threshold 1 s, and a stream of short pool tasks) until the watchdog made
+  // CHECKS checks (default 12; Benchmarks/hang-soak.sh runs 1200, ten minutes); prints
+  // "checks N" and "hangs N" (reports of kind hang in the store), then exits 0.
   "hang-saturated": { arguments in
     guard let directory = arguments.first else { return 64 }
-    let events = HangEventPrinter(checksWanted: 12)
+    let wanted = arguments.dropFirst().first.flatMap(UInt64.init) ?? 12
+    let events = HangEventPrinter(checksWanted: wanted)
     guard let client = startHangClient(directory, threshold: 1, pool: true) else { return 1 }
     let heartbeat = client.heartbeat("busy-loop", threshold: 1)
     let stop = StopFlag()

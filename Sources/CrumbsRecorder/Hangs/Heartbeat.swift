@@ -4,21 +4,23 @@
 // Entry points, in call order:
 //   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)
 //   heartbeat.beat()                on the hot path, as often as the loop turns: one relaxed
-//                                   load and one relaxed store of a counter, and one relaxed
-//                                   load of the beating thread's id (taken once, at the first
-//                                   beat: one gettid); no lock, no allocation, no clock read
+//                                   store of a flag ("alive since the watchdog last looked"),
+//                                   and one relaxed load of the beating thread's id (taken
+//                                   once, at the first beat: one gettid); no read-modify-write,
+//                                   no lock, no allocation, no clock read
 //   heartbeat.end()                 the loop finished: from now on its silence is not a hang
-//   StallTracker.observe(_:now:)    the watchdog, every interval: compares each heartbeat's
-//                                   counter with the last it saw, and says when one stalled
-//                                   (silent for `threshold`) and when a stalled one resumed
+//   StallTracker.observe(_:now:)    the watchdog, every interval: takes each heartbeat's flag
+//                                   (an exchange with false: did it beat since the last look?),
+//                                   and says when one stalled (silent for `threshold`) and when
+//                                   a stalled one resumed
 //
-// The beat reads no clock, so it costs what a store costs; the watchdog measures age itself:
-// a counter that has not moved since the watchdog last saw it move, `threshold` ago, is a
-// stall. A watchdog that itself ran late (every CPU busy) sees the counter moved as soon as it
-// runs again, so a loop that is merely slow to be scheduled is not reported for the time the
-// watchdog did not look. Beats from several threads may lose increments to each other; any
-// change still shows life, which is all the watchdog asks. Not signal-safe (nothing here runs
-// in a handler).
+// The beat reads no clock and no counter (a counter's load-add-store makes each beat wait for
+// the last), so it costs what a store costs; the watchdog measures age itself: a heartbeat that
+// has not beaten since the watchdog last saw it beat, `threshold` ago, is a stall. A watchdog
+// that itself ran late (every CPU busy) finds the flag set as soon as it runs again, so a loop
+// that is merely slow to be scheduled is not reported for the time the watchdog did not look.
+// A beat racing the watchdog's exchange is seen now or at the next look. Not signal-safe
+// (nothing here runs in a handler).
 
 import Synchronization
 
@@ -28,7 +30,8 @@ public final class Heartbeat: Sendable {
   public let name: String
   /// Seconds without a beat after which the loop counts as stalled.
   public let threshold: Double
-  @usableFromInline let beats = Atomic<UInt64>(0)
+  /// Set by each beat, taken (exchanged with false) by the watchdog.
+  @usableFromInline let alive = Atomic<Bool>(false)
   /// The kernel id of the thread that beat first (0: none yet): the thread a hang report of this
   /// heartbeat shows first. A loop runs on one thread (an event loop, a worker); beats from
   /// several threads name the first.
@@ -40,11 +43,11 @@ public final class Heartbeat: Sendable {
     self.threshold = threshold.isFinite && threshold > 0 ? threshold : 3
   }
 
-  /// The loop is alive. Costs two relaxed loads and a relaxed store (the first beat also reads
-  /// the thread's id): no lock, no allocation, no clock read.
+  /// The loop is alive. Costs a relaxed store and a relaxed load (the first beat also reads the
+  /// thread's id): no read-modify-write, no lock, no allocation, no clock read.
   @inlinable @inline(__always)
   public func beat() {
-    beats.store(beats.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    alive.store(true, ordering: .relaxed)
     if _slowPath(beatingThread.load(ordering: .relaxed) == 0) { noteBeatingThread() }
   }
 
@@ -63,8 +66,8 @@ public final class Heartbeat: Sendable {
   /// Whether `end()` was called.
   public var hasEnded: Bool { ended.load(ordering: .acquiring) }
 
-  /// Beats so far (what the watchdog compares).
-  public var beatCount: UInt64 { beats.load(ordering: .relaxed) }
+  /// Whether it beat since the last call (the watchdog's look: takes the beat).
+  package func takeBeat() -> Bool { alive.exchange(false, ordering: .relaxed) }
 }
 
 /// What a watchdog concludes from the heartbeats it watches: the pure rule, given the times
@@ -79,7 +82,6 @@ package struct StallTracker {
   }
 
   private struct Seen {
-    var beats: UInt64
     var movedAt: UInt64
     var stalled = false
   }
@@ -88,7 +90,7 @@ package struct StallTracker {
 
   package init() {}
 
-  /// Looks at each heartbeat once, at `now`, and says what changed. A heartbeat seen for the
+  /// Looks at each heartbeat once, at `now` (taking its beat), and says what changed. A heartbeat seen for the
   /// first time starts its clock now; an ended one is forgotten (and, if it was stalled, says
   /// it resumed: the loop finished, which is not a hang going on).
   package mutating func observe(_ heartbeats: [Heartbeat], now: UInt64) -> [Event] {
@@ -97,12 +99,12 @@ package struct StallTracker {
     for heartbeat in heartbeats {
       let key = ObjectIdentifier(heartbeat)
       present.insert(key)
-      let beats = heartbeat.beatCount
+      let beat = heartbeat.takeBeat()
       guard var entry = seen[key] else {
-        if !heartbeat.hasEnded { seen[key] = Seen(beats: beats, movedAt: now) }
+        if !heartbeat.hasEnded { seen[key] = Seen(movedAt: now) }
         continue
       }
-      if heartbeat.hasEnded || beats != entry.beats {
+      if heartbeat.hasEnded || beat {
         if entry.stalled {
           events.append(
             .resumed(name: heartbeat.name, since: entry.movedAt, duration: now &- entry.movedAt))
@@ -111,7 +113,7 @@ package struct StallTracker {
           seen[key] = nil
           continue
         }
-        entry = Seen(beats: beats, movedAt: now)
+        entry = Seen(movedAt: now)
       } else if !entry.stalled, now &- entry.movedAt >= Self.nanoseconds(heartbeat.threshold) {
         entry.stalled = true
         events.append(.stalled(name: heartbeat.name, since: entry.movedAt))

@@ -1,0 +1,181 @@
+// HangFigures — what hang detection costs (issue 23), as same-run figures for `make bench`:
+//
+//   1. `heartbeat.beat()` against a relaxed atomic store, in C (the floor) and in Swift
+//      (`Atomic<Bool>.store`), each the best of several rounds of 200 million calls in the same
+//      shape of loop; the goal is ≤ 2× the C floor. Mallocs over a million beats (goal 0).
+//   2. The watchdog idle: a client with hang detection on (the default: the pool watched,
+//      threshold 3 s) and nothing else running (no automatic breadcrumbs, no destination),
+//      watched for WATCH_SECONDS (default 30): the process's CPU time per second (the watchdog
+//      thread and its probe jobs; goal ≤ 0.05 ms/s), the watchdog thread's wake-ups per second
+//      (goal: no more than two per threshold), against the same window with `hangs = nil`.
+//
+// The dump pause (threads parked by a capture) is ThreadCaptureFigures'. Not a timed test.
+
+import BenchSummary
+import CBaselineAppend
+import Crumbs
+import MallocInterposerSwift
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+func processCPUNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Nanoseconds per call of `body(count)`, the best of `rounds`.
+func best(rounds: Int = 7, count: UInt64, _ body: (UInt64) -> Void) -> Double {
+  var fastest = Double.infinity
+  for _ in 0..<rounds {
+    let start = monotonicNanoseconds()
+    body(count)
+    fastest = min(fastest, Double(monotonicNanoseconds() - start) / Double(count))
+  }
+  return fastest
+}
+
+@inline(never) func beats(_ heartbeat: Heartbeat, _ count: UInt64) {
+  for _ in 0..<count { heartbeat.beat() }
+}
+
+final class Flag: Sendable { let value = Atomic<Bool>(false) }
+
+@inline(never) func swiftStores(_ flag: Flag, _ count: UInt64) {
+  for _ in 0..<count { flag.value.store(true, ordering: .relaxed) }
+}
+
+func format(_ value: Double, _ decimals: Int = 2) -> String {
+  var scale = 1.0
+  for _ in 0..<decimals { scale *= 10 }
+  let rounded = (value * scale).rounded() / scale
+  return "\(rounded)"
+}
+
+// MARK: 1. The beat
+
+let count: UInt64 = 200_000_000
+let heartbeat = Heartbeat(name: "bench", threshold: 3)
+let flag = Flag()
+var cFlag: UInt8 = 0
+heartbeat.beat()  // the first beat reads the thread's id: not what a loop pays each turn
+var cFloor = Double.infinity, swiftStore = Double.infinity, beat = Double.infinity
+for _ in 0..<3 {  // interleaved, so a busy moment hits each alike
+  cFloor = min(cFloor, best(count: count) { crumbs_bench_relaxed_stores(&cFlag, $0) })
+  swiftStore = min(swiftStore, best(count: count) { swiftStores(flag, $0) })
+  beat = min(beat, best(count: count) { beats(heartbeat, $0) })
+}
+MallocInterposerSwift.initialize()
+MallocInterposerSwift.hook()
+beats(heartbeat, 1_000_000)
+MallocInterposerSwift.unhook()
+let beatMallocs = MallocInterposerSwift.getStatistics().mallocCount
+let beatRatio = beat / cFloor
+print("== Heartbeat (issue 23) ==")
+print("  relaxed store, C (floor)      \(format(cFloor, 3)) ns")
+print("  relaxed store, Swift Atomic   \(format(swiftStore, 3)) ns")
+print(
+  "  heartbeat.beat()              \(format(beat, 3)) ns  = \(format(beatRatio))× the floor, \(beatMallocs) mallocs per 1,000,000 beats"
+)
+BenchSummary.record(
+  "heartbeat.beat() / relaxed store (C)", "\(format(beatRatio))× (\(format(beat, 3)) ns)", goal: "≤ 2×",
+  met: beatRatio <= 2)
+BenchSummary.record(
+  "heartbeat.beat() mallocs", "\(beatMallocs) per 1,000,000", goal: "0", met: beatMallocs == 0)
+
+// MARK: 2. The watchdog idle
+
+let watchSeconds = getenv("WATCH_SECONDS").flatMap { Double(String(cString: $0)) } ?? 30
+
+/// The named thread's voluntary context switches (its wake-ups from a wait), or nil.
+func wakeUps(ofThreadNamed name: String) -> Int? {
+  guard let directory = opendir("/proc/self/task") else { return nil }
+  defer { closedir(directory) }
+  while let entry = readdir(directory) {
+    let tid = withUnsafeBytes(of: entry.pointee.d_name) {
+      String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+    }
+    guard tid.first?.isNumber == true else { continue }
+    let comm = read("/proc/self/task/\(tid)/comm").trimmingSuffix()
+    guard comm == name else { continue }
+    for line in read("/proc/self/task/\(tid)/status").split(separator: "\n")
+    where line.hasPrefix("voluntary_ctxt_switches:") {
+      return Int(line.split(separator: "\t").last.map(String.init) ?? "")
+    }
+  }
+  return nil
+}
+
+func read(_ path: String) -> String {
+  guard let file = fopen(path, "r") else { return "" }
+  defer { fclose(file) }
+  var bytes: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 4096)
+  while true {
+    let got = fread(&buffer, 1, buffer.count, file)
+    if got <= 0 { break }
+    bytes += buffer[0..<got]
+  }
+  return String(decoding: bytes, as: UTF8.self)
+}
+
+extension String {
+  func trimmingSuffix() -> String {
+    var copy = self
+    while copy.last == "\n" { copy.removeLast() }
+    return copy
+  }
+}
+
+/// CPU ms per second of the whole process over `seconds` of idling, with a client started
+/// with `hangs`; and the watchdog's wake-ups per second.
+func idle(hangs: HangDetection?, seconds: Double) -> (cpu: Double, wakeUps: Double?) {
+  let directory = "/tmp/crumbs-hang-figures-\(getpid())"
+  var configuration = CrumbsConfiguration(directory: directory)
+  configuration.automaticBreadcrumbs = nil
+  configuration.hangs = hangs
+  guard let client = try? CrumbsClient.start(configuration) else {
+    print("cannot start a client in \(directory)")
+    exit(1)
+  }
+  // Let start-up work (the background thread, the first probe) settle.
+  usleep(2_000_000)
+  let wakeStart = wakeUps(ofThreadNamed: "crumbs.watchdog")
+  let cpuStart = processCPUNanoseconds()
+  usleep(UInt32(seconds * 1e6))
+  let cpu = Double(processCPUNanoseconds() - cpuStart) / 1e6 / seconds
+  let wakeEnd = wakeUps(ofThreadNamed: "crumbs.watchdog")
+  client.close()
+  let wakes = wakeStart.flatMap { start in wakeEnd.map { Double($0 - start) / seconds } }
+  return (cpu, wakes)
+}
+
+let off = idle(hangs: nil, seconds: watchSeconds)
+let on = idle(hangs: HangDetection(), seconds: watchSeconds)
+let watchdogCPU = max(0, on.cpu - off.cpu)
+let allowedWakeUps = 2 / HangDetection().threshold
+print("== Watchdog idle (issue 23), \(Int(watchSeconds)) s each ==")
+print("  process CPU, hangs off        \(format(off.cpu, 4)) ms/s")
+print(
+  "  process CPU, hangs on         \(format(on.cpu, 4)) ms/s  (the watchdog's share: \(format(watchdogCPU, 4)) ms/s)"
+)
+print(
+  "  watchdog wake-ups             \(on.wakeUps.map { format($0) } ?? "?") /s (threshold 3 s: at most \(format(allowedWakeUps)) /s)"
+)
+BenchSummary.record(
+  "watchdog idle CPU (hangs on − off)", "\(format(watchdogCPU, 4)) ms/s", goal: "≤ 0.05 ms/s",
+  met: watchdogCPU <= 0.05)
+if let wakes = on.wakeUps {
+  BenchSummary.record(
+    "watchdog wake-ups (threshold 3 s)", "\(format(wakes)) /s", goal: "≤ \(format(allowedWakeUps)) /s",
+    met: wakes <= allowedWakeUps + 0.01)
+}
