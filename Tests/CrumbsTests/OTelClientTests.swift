@@ -23,6 +23,9 @@ import Testing
       let server = try LoopbackHTTPServer(status: 200)
       defer { server.stop() }
       var configuration = CrumbsConfiguration(directory: directory.path)
+      // The test runner's own concurrency pool is blocked by synchronous tests: a hang report
+      // would be true, and one more report than these tests count (HangTests watch children).
+      configuration.hangs = nil
       configuration.appVersion = "2.0.0"
       configuration.automaticBreadcrumbs = nil
       configuration.environment = [
@@ -83,6 +86,9 @@ import Testing
     try ProcessWideState.exclusive {
       let directory = TestDirectory()
       var configuration = CrumbsConfiguration(directory: directory.path)
+      // The test runner's own concurrency pool is blocked by synchronous tests: a hang report
+      // would be true, and one more report than these tests count (HangTests watch children).
+      configuration.hangs = nil
       configuration.automaticBreadcrumbs = nil
       configuration.environment = ["OTEL_RESOURCE_ATTRIBUTES": "team=core"]
       let client = try CrumbsClient.start(configuration, shared: false)

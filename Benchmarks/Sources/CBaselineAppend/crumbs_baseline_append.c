@@ -40,3 +40,7 @@ void crumbs_baseline_close(crumbs_baseline_ring *ring) {
   close(ring->descriptor);
   ring->base = NULL;
 }
+
+void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count) {
+  for (uint64_t index = 0; index < count; index++) __atomic_store_n(flag, 1, __ATOMIC_RELAXED);
+}

@@ -5,13 +5,6 @@ extension BreadcrumbRing {
   func clearHang() {}
 }
 struct ThreadSnapshotShim { var modules: [LoadedModule] = [] }
-enum LiveThreadCapture {
-  static func capture() throws -> ThreadSnapshotShim {
-    throw CrumbsError.alreadyStarted(CrumbsClient.shared!)
-  }
-}
-enum LiveThreads {
-  static func reportThreads(_ s: ThreadSnapshotShim, symbolicator: LiveSymbolicator) -> [CrashReport.Thread] {
-    []
-  }
-}
+struct ShimError: Error {}
+enum LiveThreadCapture { static func capture() throws -> ThreadSnapshotShim { throw ShimError() } }
+enum LiveThreads { static func reportThreads(_ s: ThreadSnapshotShim, symbolicator: LiveSymbolicator) -> [CrashReport.Thread] { [] } }

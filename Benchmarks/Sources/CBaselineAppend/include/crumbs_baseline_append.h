@@ -56,6 +56,10 @@ static inline void crumbs_baseline_append(const crumbs_baseline_ring *ring, cons
   __atomic_store_n((uint64_t *)slot, position + 1, __ATOMIC_RELEASE);
 }
 
+/// The heartbeat's floor (HangFigures): `count` relaxed stores of 1 into `*flag`, the same loop
+/// shape as the Swift beat it is compared with.
+void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count);
+
 #ifdef __cplusplus
 }
 #endif
