@@ -14,7 +14,9 @@
 //                           instead of dying at the checksum
 //
 // The property checked: read(image:) returns contents or throws PersistedFileError, never traps,
-// and what it returns is self-consistent. Not signal-safe (an ordinary program).
+// and what it returns is self-consistent: among it the header's hang going on (OngoingHang), which
+// is a hang that started, was seen at or after its start and reads whole, or damage named, never
+// both. Not signal-safe (an ordinary program).
 
 import CFuzzDriver
 import CrumbsRecorder
@@ -44,6 +46,12 @@ func check(_ image: UnsafeRawBufferPointer) {
     precondition(counts.valid + counts.torn + counts.empty == contents.header.slotCount, "slots lost")
     for breadcrumb in contents.breadcrumbs {
       precondition(breadcrumb.attributes.count <= Int(CRUMBS_MAX_ATTRIBUTES) * 16, "absurd attributes")
+    }
+    if let hang = contents.header.ongoingHang {
+      precondition(hang.sinceWallNanoseconds != 0, "a hang that never started")
+      precondition(hang.seenWallNanoseconds >= hang.sinceWallNanoseconds, "a hang seen before it began")
+      precondition(contents.header.hangDamage == nil, "a hang and its damage at once")
+      precondition(!hang.summary.isEmpty, "a hang the next launch cannot name")
     }
   } catch {
     precondition(!error.reason.isEmpty, "an error without a reason")
@@ -129,6 +137,34 @@ func makeSeeds(in directory: String) throws -> Int {
     }
   }
 
+  // A hang going on (issue 23): the watchdog's record in the header, which the next launch reads.
+  let hung = try ring("hang-64x64") { ring in
+    ring.append("GET /slow", level: .info, type: .http)
+    ring.recordHang(
+      watch: "event-loop-1", sinceWallNanoseconds: 1_700_000_000_000_000_000,
+      frames: "EventLoop.run() ← Thread.main")
+    ring.refreshHang(seenWallNanoseconds: 1_700_000_031_000_000_000)
+  }
+  func damagedHang(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
+    var bytes = hung
+    change(&bytes)
+    try FuzzMain.writeFile(directory + "/" + name, bytes)
+    written += 1
+  }
+  let field = { (path: PartialKeyPath<crumbs_ring_header>) in
+    MemoryLayout<crumbs_ring_header>.offset(of: path)!
+  }
+  try damagedHang("damaged-hang-torn") { $0[field(\.hang_sequence)] |= 1 }
+  try damagedHang("damaged-hang-watch-no-nul") { bytes in
+    for index in 0..<64 { bytes[field(\.hang_watch) + index] = UInt8(ascii: "w") }
+  }
+  try damagedHang("damaged-hang-watch-not-utf8") { $0[field(\.hang_watch)] = 0xFF }
+  try damagedHang("damaged-hang-seen-before-since") { bytes in
+    bytes.withUnsafeMutableBytes {
+      $0.storeBytes(of: 1_699_999_999_000_000_000, toByteOffset: field(\.hang_seen_wall_ns), as: UInt64.self)
+    }
+  }
+
   // Damaged copies of `few`: the reader must count or reject these, never trap.
   let slotsOffset = Int(few.withUnsafeBytes { $0.loadUnaligned(as: crumbs_ring_header.self).slots_offset })
   func damaged(_ name: String, _ change: (inout [UInt8]) -> Void) throws {
@@ -159,8 +195,12 @@ FuzzMain.run(
     switch result {
     case .success(let contents):
       let counts = contents.counts
+      let hang =
+        contents.header.ongoingHang.map { "; during \($0.summary)" }
+        ?? contents.header.hangDamage.map { "; hang damaged: \($0)" } ?? ""
       return
         "ring: \(counts.valid) valid, \(counts.torn) torn, \(counts.overwritten) overwritten, \(counts.empty) empty"
+        + hang
     case .failure(let error):
       return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }

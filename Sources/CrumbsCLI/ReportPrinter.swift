@@ -36,7 +36,10 @@ struct ReportPrinter {
       row("thread", "\(thread)" + (report.threadName.map { " \"\($0)\"" } ?? ""))
     }
     if report.kind == .hang, let watch = report.attributes[HangFacts.watchKey] {
-      let duration = report.attributes[HangFacts.durationKey].map { " for \($0) s" } ?? ""
+      let duration =
+        report.attributes[HangFacts.durationKey].flatMap(UInt64.init).map {
+          " for " + HangFacts.text($0 &* 1_000_000)
+        } ?? ""
       let ongoing = report.attributes[HangFacts.ongoingKey] == "true" ? " (going on when stored)" : ""
       row("hang", "\(watch) silent\(duration)" + ongoing)
     }

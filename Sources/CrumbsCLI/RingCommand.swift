@@ -93,6 +93,12 @@ enum RingSummary {
     if !header.appName.isEmpty { line += ", app \(header.appName)" }
     line += "; \(header.slotCount) slots of \(header.slotSize) bytes in \(header.laneCount) lanes"
     if !contents.timesAreCalibrated { line += "; times approximate (clock not calibrated)" }
+    if let hang = header.ongoingHang {
+      line +=
+        "; during \(hang.summary) (silent since \(ISO8601.string(nanoseconds: hang.sinceWallNanoseconds)), "
+        + "still stalled at \(ISO8601.string(nanoseconds: hang.seenWallNanoseconds)))"
+    }
+    if let damage = header.hangDamage { line += "; hang record damaged: \(damage)" }
     return line
   }
 }

@@ -155,6 +155,12 @@ import Testing
       #expect(counts.valid == contents.breadcrumbs.count)
       #expect(counts.valid + counts.torn + counts.empty == contents.header.slotCount)
       #expect(counts.overwritten >= 0)
+      if let hang = contents.header.ongoingHang {
+        #expect(hang.sinceWallNanoseconds != 0)
+        #expect(hang.seenWallNanoseconds >= hang.sinceWallNanoseconds)
+        #expect(contents.header.hangDamage == nil)
+        #expect(!hang.summary.isEmpty)
+      }
       return .parsed(valid: counts.valid, torn: counts.torn)
     } catch {
       #expect(!error.reason.isEmpty)
@@ -249,6 +255,39 @@ import Testing
     #expect(outcomes["trail-entries/far-future"] == .parsedTrailEntries(count: 2, timed: 0))
     #expect(outcomes["trail-entries/last-nanosecond"] == .parsedTrailEntries(count: 1, timed: 1))
     #expect(outcomes["trail-entries/damaged-line"] == .parsedTrailEntries(count: 1, timed: 1))
+  }
+
+  /// The hang seeds: the watchdog's record of a hang going on reads back whole; caught mid-write
+  /// it reads as none; damaged, it reads as none and the damage is named.
+  @Test func hangSeedsReadAsTheirNamesSay() throws {
+    let directory = Self.repositoryRoot + "/Fuzz/Corpus/ring-reader"
+    func header(_ name: String) throws -> RingHeaderInfo {
+      let data = try #require(FileManager.default.contents(atPath: directory + "/" + name), "\(name)")
+      return try data.withUnsafeBytes { image throws(PersistedFileError) in
+        try RingReader.read(image: image).header
+      }
+    }
+    let hung = try header("hang-64x64")
+    #expect(
+      hung.ongoingHang
+        == OngoingHang(
+          watch: "event-loop-1", sinceWallNanoseconds: 1_700_000_000_000_000_000,
+          seenWallNanoseconds: 1_700_000_031_000_000_000, frames: "EventLoop.run() ← Thread.main"))
+    #expect(hung.hangDamage == nil)
+    let torn = try header("damaged-hang-torn")
+    #expect(torn.ongoingHang == nil && torn.hangDamage == nil)
+    for (name, damage) in [
+      ("damaged-hang-watch-no-nul", "its watch name has no terminating NUL in 64 bytes"),
+      ("damaged-hang-watch-not-utf8", "its watch name is not valid UTF-8"),
+      (
+        "damaged-hang-seen-before-since",
+        "its last look (1699999999000000000 ns) is before its start (1700000000000000000 ns)"
+      ),
+    ] {
+      let damaged = try header(name)
+      #expect(damaged.ongoingHang == nil, "\(name)")
+      #expect(damaged.hangDamage == damage, "\(name)")
+    }
   }
 
   @Test func seedsParseAsTheirNamesSay() throws {

@@ -26,7 +26,7 @@ extension HangWatchdog {
     let sinceWall = wallNow &- min(silent, wallNow)
     let threshold = heartbeat?.threshold ?? detection.usableThreshold
     client.ring.append(
-      "hang: \(name) silent for \(HangFacts.seconds(silent)) s", level: .error, type: .system,
+      "hang: \(name) silent for \(HangFacts.text(silent))", level: .error, type: .system,
       attributes: [HangFacts.watchKey: name])
     let due = hangs.withLock { hangs -> Bool in
       let last = hangs.lastReported[name]
@@ -44,12 +44,14 @@ extension HangWatchdog {
     }
     let capture = captureThreads(client)
     let lead = Self.leadThread(capture.threads, kind: kind, heartbeat: heartbeat)
-    client.ring.recordHang(
-      watch: name, sinceWallNanoseconds: sinceWall, frames: HangFacts.topFrames(lead?.frames ?? []))
-    let attributes = [
-      HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.seconds(silent),
-      HangFacts.thresholdKey: HangFacts.seconds(Self.nanoseconds(threshold)), HangFacts.ongoingKey: "true",
+    let frames = HangFacts.topFrames(lead?.frames ?? [])
+    client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: frames)
+    var attributes = [
+      HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.milliseconds(silent),
+      HangFacts.thresholdKey: HangFacts.milliseconds(Self.nanoseconds(threshold)), HangFacts.ongoingKey: "true",
+      HangFacts.sinceKey: ISO8601.string(nanoseconds: sinceWall),
     ]
+    if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(
       kind: .hang, type: HangFacts.exceptionType,
@@ -67,15 +69,15 @@ extension HangWatchdog {
   func hangEnded(name: String, duration: UInt64) {
     guard let ongoing = hangs.withLock({ $0.ongoing.removeValue(forKey: name) }), let client else { return }
     client.ring.append(
-      "hang ended after \(HangFacts.seconds(duration)) s", level: .info, type: .system,
+      "hang ended after \(HangFacts.text(duration))", level: .info, type: .system,
       attributes: [HangFacts.watchKey: name])
     if hangs.withLock({ $0.ongoing.isEmpty }) { client.ring.clearHang() }
     defer { CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.ended(watch: name, nanoseconds: duration)) }
     guard let stored = ongoing.report else { return }
     var report = stored.report
-    report.attributes[HangFacts.durationKey] = HangFacts.seconds(duration)
+    report.attributes[HangFacts.durationKey] = HangFacts.milliseconds(duration)
     report.attributes[HangFacts.ongoingKey] = "false"
-    report.exceptionMessage += "; the hang ended after \(HangFacts.seconds(duration)) s"
+    report.exceptionMessage += "; the hang ended after \(HangFacts.text(duration))"
     do {
       try stored.replaceReport(report)
       client.uploader?.wake()
@@ -127,15 +129,16 @@ extension HangWatchdog {
   }
 
   static func message(name: String, kind: Kind, silent: UInt64, threshold: Double) -> String {
-    let seconds = HangFacts.seconds(silent)
+    let silence = HangFacts.text(silent)
+    let limit = HangFacts.text(nanoseconds(threshold))
     return switch kind {
     case .concurrencyPool:
-      "the concurrency pool ran no job for \(seconds) s (threshold \(threshold) s): a probe job "
-        + "enqueued on the global executor did not run; tasks blocking in synchronous calls starve it"
+      "the concurrency pool ran no job for \(silence) (threshold \(limit)): a probe job enqueued "
+        + "on the global executor did not run; tasks blocking in synchronous calls starve it"
     case .mainQueue:
-      "the main queue ran nothing for \(seconds) s (threshold \(threshold) s)"
+      "the main queue ran nothing for \(silence) (threshold \(limit))"
     case .heartbeat:
-      "heartbeat \"\(name)\" silent for \(seconds) s (threshold \(threshold) s)"
+      "heartbeat \"\(name)\" silent for \(silence) (threshold \(limit))"
     }
   }
 

@@ -2,7 +2,9 @@
 //
 // Entry point: RingHeaderValidation.validate(image) → RingLayout, or a PersistedFileError that
 // says in one line what is wrong. Every field a slot decoder depends on is checked against the
-// layout rules of crumbs_ring_layout.h before a single slot is read. Not signal-safe.
+// layout rules of crumbs_ring_layout.h before a single slot is read. The hang going on
+// (OngoingHang) is checked too, but damage there is named in the info, not thrown: the rest of
+// the header still tells how the session ended. Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsSignalPath
@@ -130,7 +132,7 @@ package enum RingHeaderValidation {
       throw corrupt("lanes hold \(nextSlot) slots, header says \(slotCount)")
     }
 
-    let info = RingHeaderInfo(
+    var info = RingHeaderInfo(
       version: header.version,
       pid: Int32(bitPattern: header.pid),
       sessionID: SessionID(bytes: bytes(of: header.session_id))!,
@@ -156,6 +158,7 @@ package enum RingHeaderValidation {
       writerPIDNamespace: header.writer_pid_namespace,
       appVersion: string(of: header.app_version),
       environmentResource: string(of: header.environment_resource))
+    (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
     let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
     return RingLayout(
       slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,

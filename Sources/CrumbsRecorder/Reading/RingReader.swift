@@ -68,6 +68,13 @@ public struct RingHeaderInfo: Sendable, Equatable {
   /// The resource the writer's environment gave it, as a JSON object of strings ("" when none,
   /// as in older files): see crumbs_ring_header.environment_resource.
   public var environmentResource: String = ""
+  /// The hang going on when the header was last written (the client's watchdog records it):
+  /// nil when none was (and in files from before the fields), or when the fields were caught
+  /// mid-write or are damaged (see OngoingHang.read).
+  public var ongoingHang: OngoingHang? = nil
+  /// Why the header's hang fields could not be used, when they are damaged (a name without its
+  /// NUL or not valid UTF-8, a last look before the start); nil when they are whole or unused.
+  public var hangDamage: String? = nil
 }
 
 extension RingHeaderInfo {
@@ -156,11 +163,14 @@ public enum RingReader {
     let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
     // Our own ring, formatted by this process: validation cannot fail unless memory was
     // overwritten, and then an empty result is the honest answer.
-    guard let layout = try? RingHeaderValidation.validate(tables, availableBytes: fileSize) else {
+    guard var layout = try? RingHeaderValidation.validate(tables, availableBytes: fileSize) else {
       return RingContents(
         header: RingHeaderInfo.unknown, breadcrumbs: [], counts: SlotCounts(),
         timesAreCalibrated: false)
     }
+    // Validation read the hang fields from a plain copy of the header, which the watchdog may
+    // have been writing: read them again with the seqlock, from the mapping.
+    (layout.info.ongoingHang, layout.info.hangDamage) = OngoingHang.read(UnsafePointer(header))
     return decodeSlots(layout: layout) { slotIndex, destination in
       crumbs_ring_read_slot(ring, UInt32(slotIndex), destination.baseAddress)
     }

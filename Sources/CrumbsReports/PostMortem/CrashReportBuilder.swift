@@ -6,7 +6,11 @@
 //     → symbolicate(record.frames)                  names, offsets, build IDs, notes
 //     → threads(record.threads)                     every other thread's frames, named in one
 //                                                   batch with the crashing thread's
-//   CrashReportBuilder.abnormalTermination(ring:…)  a ring left running with no record
+//   CrashReportBuilder.abnormalTermination(ring:…)  a ring left running with no record, or
+//                                                   stopped by a signal during a hang
+//     → hangSentence, hangEvidence, addHangFacts     a hang going on at the end, as the watchdog
+//                                                   recorded it (CrashReportBuilder+Hang.swift;
+//                                                   crashes get the evidence and facts too)
 //
 // Not signal-safe; never traps on a damaged record (the reader validated it).
 
@@ -163,6 +167,10 @@ package struct CrashReportBuilder {
     if record.concurrentCrash {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
+    if let header = ring?.header {
+      if let hang = Self.hangEvidence(header, ended: "crashed") { report.evidence.append(hang) }
+      Self.addHangFacts(header, to: &report)
+    }
     return report
   }
 
@@ -207,7 +215,8 @@ package struct CrashReportBuilder {
     return result
   }
 
-  /// A report for a session that vanished without a crash record.
+  /// A report for a session that vanished without a crash record, or that a terminating signal
+  /// ended during a hang (the ring's `endSignal`).
   package func abnormalTermination(ring: RingContents, trailSize: Int?, cgroupRoot: String = "/sys/fs/cgroup")
     -> CrashReport
   {
@@ -222,10 +231,17 @@ package struct CrashReportBuilder {
     // A crash on a signal whose handler another handler had taken leaves no record either: the
     // report names those signals whatever else it infers.
     let replaced = replacedCrashSignals.joined(separator: ", ")
-    if evidence.isEmpty {
+    // A hang going on at the end (issue 23) is the likeliest reason for the kill: said first.
+    let hang = header.ongoingHang.map { Self.hangSentence($0, endSignal: header.endSignal) }
+    let stoppedBy = hang == nil ? nil : header.endSignal
+    if let hang, stoppedBy != nil {
+      report.exceptionType = "AbnormalTermination"
+      report.exceptionMessage = hang
+    } else if evidence.isEmpty {
       report.exceptionType = "AbnormalTermination"
       report.exceptionMessage =
-        "the process ended without a crash record and without a clean exit"
+        (hang.map { $0 + ": " } ?? "")
+        + "the process ended without a crash record and without a clean exit"
         + (replacedCrashSignals.isEmpty
           ? " (SIGKILL, the OOM killer, or power loss)"
           : ": another handler had replaced the crash handler for \(replaced), so this may be a crash on "
@@ -233,11 +249,13 @@ package struct CrashReportBuilder {
     } else {
       report.exceptionType = "OutOfMemory"
       report.exceptionMessage =
-        "likely out of memory: " + evidence.joined(separator: "; ")
+        "likely out of memory: " + evidence.joined(separator: "; ") + (hang.map { "; " + $0 } ?? "")
         + (replacedCrashSignals.isEmpty
           ? "" : "; or a crash on \(replaced), whose crash handler another handler had replaced")
     }
-    if replacedCrashSignals.isEmpty {
+    if let stoppedBy {
+      report.exceptionStacktrace = "(no stack: the process was stopped by \(SignalNames.name(stoppedBy)))"
+    } else if replacedCrashSignals.isEmpty {
       report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
     } else {
       report.evidence.append(
@@ -245,6 +263,9 @@ package struct CrashReportBuilder {
           + "a crash on those signals leaves no crash record")
       report.exceptionStacktrace = "(no stack: the crash handler did not run)"
     }
+    let ended = header.endSignal.map { "killed by \(SignalNames.name($0))" } ?? "killed"
+    if let hang = Self.hangEvidence(header, ended: ended) { report.evidence.append(hang) }
+    Self.addHangFacts(header, to: &report)
     return report
   }
 
@@ -255,7 +276,7 @@ package struct CrashReportBuilder {
     report.exceptionType = "Crash"
     report.exceptionMessage = "the crash handler ran but its record is missing or damaged"
     report.exceptionStacktrace = "(no stack: the crash record is missing or damaged)"
-    report.evidence = []
+    report.evidence = Self.hangEvidence(ring.header, ended: "crashed").map { [$0] } ?? []
     report.damage += damage
     return report
   }

@@ -21,11 +21,14 @@
 //                                   crash handlers), decide how the session ended:
 //                                     clean    → nothing to report, files removed
 //                                     terminated by an unhandled SIGTERM/SIGINT... → no report,
-//                                       the session ends `.terminatedBySignal(n)`, files removed
+//                                       the session ends `.terminatedBySignal(n)`, files removed;
+//                                       during a hang the watchdog recorded (a liveness probe's
+//                                       SIGTERM) → an abnormal-termination report that says so
 //                                     crash record (any ring state) → crash report
 //                                     crashed, no record → crash report naming the damage
-//                                     running  → abnormal-termination report, with OOM evidence,
-//                                       except for a forked child's session (below)
+//                                     running  → abnormal-termination report, with OOM evidence
+//                                       and the hang going on when it was killed, except for a
+//                                       forked child's session (below)
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
 //                                   attachments, idempotent per session
@@ -67,7 +70,8 @@ public struct PreviousSession: Sendable {
   public var receivedMemoryWarning: Bool
   /// When the session's ring was created (ns since the epoch).
   public var startedWallNanoseconds: UInt64
-  /// With `end == .terminatedBySignal`: the signal number.
+  /// With `end == .terminatedBySignal`: the signal number; with `.abnormalTermination`, the
+  /// terminating signal that stopped the session during a hang (the report says so), if one did.
   public var endSignal: Int32? = nil
   /// Crash signals whose handler another handler had replaced when the session last checked
   /// (names, e.g. `SIGSEGV`): a crash on one of them left no crash record.
@@ -284,9 +288,12 @@ public struct PostMortemProcessor: Sendable {
       return end(session)
     }
     if record == nil, let header = ring?.header, header.state == .terminatedBySignal {
-      session.end = .terminatedBySignal
       session.endSignal = header.endSignal
-      return end(session)
+      // Stopped during a hang (a liveness probe's SIGTERM): not an orderly stop, reported below.
+      if header.ongoingHang == nil {
+        session.end = .terminatedBySignal
+        return end(session)
+      }
     }
     if record == nil, session.parentSessionID != nil, ring?.header.state != .crashed {
       // A forked child gone without a crash record: not reported (see the design comment).

@@ -1,24 +1,33 @@
 // HangFacts.swift — how a hang is told, the one statement for the reports made while it lives
-// (the client's watchdog) and those made after a kill during it (the next launch): attribute
-// keys, the duration in words, and the stalled thread's top frames. Not signal-safe.
+// (the client's watchdog: `hang` reports) and those made after the process ended during it (the
+// next launch: CrashReportBuilder+Hang.swift): attribute keys and the stalled thread's top
+// frames. Durations in words are OngoingHang.durationText's ("7.3 s", "31 s", "12 min 5 s").
+// Not signal-safe.
+
+import CrumbsRecorder
 
 package enum HangFacts {
   /// The stalled watch's name (`concurrency-pool`, `main-queue`, a heartbeat's name).
   package static let watchKey = "crumbs.hang.watch"
-  /// Seconds the watch was silent: so far while it goes on, all of it once it ended.
-  package static let durationKey = "crumbs.hang.duration_s"
-  /// The threshold it was silent past, in seconds.
-  package static let thresholdKey = "crumbs.hang.threshold_s"
-  /// "true" while the hang goes on (a report stored during it), "false" once it ended.
+  /// How long the watch was silent, integer milliseconds (as `crumbs.process.uptime_ms`): so far
+  /// while it goes on, all of it once it ended; at least this long when the process ended.
+  package static let durationKey = "crumbs.hang.duration_ms"
+  /// When the watch last showed life (ISO 8601).
+  package static let sinceKey = "crumbs.hang.since"
+  /// The stalled thread's top frames ("f ← g ← h"), when known.
+  package static let framesKey = "crumbs.hang.frames"
+  /// The threshold it was silent past, integer milliseconds (`hang` reports).
+  package static let thresholdKey = "crumbs.hang.threshold_ms"
+  /// "true" while the hang goes on (a `hang` report stored during it), "false" once it ended.
   package static let ongoingKey = "crumbs.hang.ongoing"
-  /// The report's exception type.
+  /// A `hang` report's exception type.
   package static let exceptionType = "Hang"
 
-  /// `nanoseconds` as seconds with one decimal ("7.3"), rounded to the nearest tenth.
-  package static func seconds(_ nanoseconds: UInt64) -> String {
-    let tenths = nanoseconds / 100_000_000 + (nanoseconds % 100_000_000 >= 50_000_000 ? 1 : 0)
-    return "\(tenths / 10).\(tenths % 10)"
-  }
+  /// `nanoseconds` as the attributes' integer milliseconds.
+  package static func milliseconds(_ nanoseconds: UInt64) -> String { String(nanoseconds / 1_000_000) }
+
+  /// `nanoseconds` in words ("7.3 s").
+  package static func text(_ nanoseconds: UInt64) -> String { OngoingHang.durationText(nanoseconds) }
 
   /// The functions a stalled thread was in, innermost first, joined by " ← ": at most `limit`,
   /// after the C library's own frames (the blocking call's wrappers) that lead the stack.
