@@ -66,11 +66,9 @@ private struct HangChild {
     #expect(hangs.count == 1)
     let final = try hang.store.load(id: stored.report.id)
     #expect(final.report.attributes[HangFacts.ongoingKey] == "false")
-    let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap(Double.init))
-    #expect(duration >= 1.0)
-    #expect(
-      final.report.exceptionMessage.contains(
-        "the hang ended after \(HangFacts.seconds(UInt64(seconds * 1e9))) s"))
+    let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
+    #expect(duration >= 1000)
+    #expect(final.report.exceptionMessage.contains("the hang ended after \(HangFacts.text(UInt64(seconds * 1e9)))"))
     #expect(final.deliveryState().heldUntilUnixNano == nil)
     // The trail says when it began and when it ended.
     let messages = try RingReader.read(file: hang.ringPath).breadcrumbs.map(\.message)
@@ -92,6 +90,35 @@ private struct HangChild {
     #expect(hang.child.exitCode == 0)
   }
 
+  @Test func aStallThenSIGKILLIsReportedByTheNextLaunchAsKilledDuringAHangOfTheWatch() throws {
+    let directory = TestDirectory()
+    let hang = try HangChild("hang-heartbeat-kill", directory)
+    let (watch, stored) = try hang.began()
+    #expect(watch == "stall-loop")
+    #expect(stored.report.attributes[HangFacts.ongoingKey] == "true")
+    hang.child.signal(SIGKILL)
+    hang.child.wait()
+
+    // The next launch: the session ended without a clean exit while the hang was recorded.
+    let rings = try RingDirectory(path: directory.path)
+    var outcome = PostMortemProcessor(directory: rings, store: hang.store).run()
+    let deadline = ChildProcess.now() + 10
+    while outcome.reports.isEmpty, ChildProcess.now() < deadline {
+      // A child spawned by a parallel test holds a copy of the ring's flock until its exec.
+      usleep(10_000)
+      outcome = PostMortemProcessor(directory: rings, store: hang.store).run()
+    }
+    let report = try #require(outcome.reports.first?.report)
+    #expect(report.kind == .abnormalTermination)
+    #expect(report.exceptionMessage.hasPrefix("killed during a hang of "))
+    #expect(report.exceptionMessage.contains(" of stall-loop"))
+    #expect(report.attributes[HangFacts.watchKey] == "stall-loop")
+    let lasted = try #require(report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
+    #expect(lasted >= 1000)
+    // The hang report stored while it lived is still there, for delivery.
+    #expect(hang.store.list(.pending).reports.contains { $0.report.id == stored.report.id })
+  }
+
   @Test func aSaturatedHealthyProcessGivesNoHangReport() throws {
     let directory = TestDirectory()
     let child = try ChildProcess(ChildProcess.testChild, ["hang-saturated", directory.path])
@@ -110,9 +137,8 @@ private struct HangChild {
   }
 
   @Test func hangFactsTellDurationsAndTopFrames() {
-    #expect(HangFacts.seconds(7_349_999_999) == "7.3")
-    #expect(HangFacts.seconds(7_350_000_000) == "7.4")
-    #expect(HangFacts.seconds(0) == "0.0")
+    #expect(HangFacts.text(7_349_999_999) == "7.3 s")
+    #expect(HangFacts.milliseconds(7_349_999_999) == "7349")
     func frame(_ function: String, _ module: String) -> CrashReport.Frame {
       CrashReport.Frame(
         index: 0, address: "0x1", module: module, moduleOffset: nil, buildID: nil, function: function,
