@@ -14,7 +14,7 @@ import Testing
     for _ in 0..<5 { heartbeat.beat() }
     #expect(heartbeat.takeBeat())
     #expect(!heartbeat.takeBeat())
-    #expect(heartbeat.threadID == CurrentThread.id)
+    #expect(heartbeat.threadID == CurrentThread.id)  // the thread that made it
     #expect(!heartbeat.hasEnded)
     heartbeat.end()
     heartbeat.beat()

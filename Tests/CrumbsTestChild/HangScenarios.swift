@@ -21,14 +21,17 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
     blockGoOnSignal()
     let events = HangEventPrinter()
     guard let client = startHangClient(directory, threshold: 1, pool: false) else { return 1 }
-    let heartbeat = client.heartbeat("stall-loop", threshold: 1)
+    // Made on the loop's own thread, so that the report leads with it.
+    let made = HeartbeatBox()
     let thread = try? BackgroundThread.startJoinable(name: "stall-loop") {
+      let heartbeat = client.heartbeat("stall-loop", threshold: 1)
+      made.set(heartbeat)
       heartbeat.beat()
       stallLoopBlockedOnParent()
       heartbeat.beat()
     }
     events.waitForEnd()
-    heartbeat.end()
+    made.heartbeat?.end()
     thread?.join()
     client.close()
     print("done")
@@ -42,10 +45,11 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
     blockGoOnSignal()
     _ = HangEventPrinter()
     guard let client = startHangClient(directory, threshold: 1, pool: false) else { return 1 }
-    let heartbeat = client.heartbeat("stall-loop", threshold: 1)
     let thread = try? BackgroundThread.startJoinable(name: "stall-loop") {
+      let heartbeat = client.heartbeat("stall-loop", threshold: 1)
       heartbeat.beat()
       stallLoopBlockedOnParent()
+      heartbeat.end()
     }
     thread?.join()
     return 0
@@ -121,6 +125,13 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 ]
+
+/// The heartbeat a thread made, for the main thread to end.
+final class HeartbeatBox: Sendable {
+  private let value = Mutex<Heartbeat?>(nil)
+  var heartbeat: Heartbeat? { value.withLock { $0 } }
+  func set(_ heartbeat: Heartbeat) { value.withLock { $0 = heartbeat } }
+}
 
 final class StopFlag: Sendable {
   private let value = Atomic<Bool>(false)

@@ -68,7 +68,8 @@ private struct HangChild {
     #expect(final.report.attributes[HangFacts.ongoingKey] == "false")
     let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
     #expect(duration >= 1000)
-    #expect(final.report.exceptionMessage.contains("the hang ended after \(HangFacts.text(UInt64(seconds * 1e9)))"))
+    #expect(
+      final.report.exceptionMessage.contains("the hang ended after \(HangFacts.text(UInt64(seconds * 1e9)))"))
     #expect(final.deliveryState().heldUntilUnixNano == nil)
     // The trail says when it began and when it ended.
     let messages = try RingReader.read(file: hang.ringPath).breadcrumbs.map(\.message)

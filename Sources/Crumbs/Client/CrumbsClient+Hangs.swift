@@ -20,8 +20,8 @@ extension CrumbsClient {
   /// A named sign of life for a loop the watchdog should watch (an event loop, a worker, a
   /// request loop): call `beat()` each turn (a few nanoseconds: no lock, no allocation) and
   /// `end()` when the loop finishes. Silent for `threshold` seconds (default: the configured
-  /// `hangs.threshold`), it is a hang: a `hang` report names it, led by the thread that beats
-  /// it. Held weakly: a heartbeat the app dropped is no longer watched. With hang detection
+  /// `hangs.threshold`), it is a hang: a `hang` report names it, led by the thread that made
+  /// it (make it on the loop's own thread). Held weakly: a heartbeat the app dropped is no longer watched. With hang detection
   /// off (`configuration.hangs` nil) the heartbeat is returned but nobody watches it.
   public func heartbeat(_ name: String, threshold: Double? = nil) -> Heartbeat {
     let heartbeat = Heartbeat(

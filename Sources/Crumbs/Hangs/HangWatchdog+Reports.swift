@@ -48,7 +48,8 @@ extension HangWatchdog {
     client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: frames)
     var attributes = [
       HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.milliseconds(silent),
-      HangFacts.thresholdKey: HangFacts.milliseconds(Self.nanoseconds(threshold)), HangFacts.ongoingKey: "true",
+      HangFacts.thresholdKey: HangFacts.milliseconds(Self.nanoseconds(threshold)),
+      HangFacts.ongoingKey: "true",
       HangFacts.sinceKey: ISO8601.string(nanoseconds: sinceWall),
     ]
     if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
@@ -106,7 +107,7 @@ extension HangWatchdog {
     }
   }
 
-  /// The thread the report leads with: the heartbeat's (the thread that beat it), the main
+  /// The thread the report leads with: the heartbeat's (the thread that made it), the main
   /// thread for the main queue, and for the pool the first thread running a job (a frame of
   /// the concurrency runtime's job loop under it: idle pool threads wait outside any job).
   static func leadThread(_ threads: [CrashReport.Thread], kind: Kind, heartbeat: Heartbeat?)

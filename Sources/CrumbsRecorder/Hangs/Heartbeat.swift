@@ -4,10 +4,9 @@
 // Entry points, in call order:
 //   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)
 //   heartbeat.beat()                on the hot path, as often as the loop turns: one relaxed
-//                                   store of a flag ("alive since the watchdog last looked"),
-//                                   and one relaxed load of the beating thread's id (taken
-//                                   once, at the first beat: one gettid); no read-modify-write,
-//                                   no lock, no allocation, no clock read
+//                                   store of a flag ("alive since the watchdog last looked");
+//                                   no load, no read-modify-write, no lock, no allocation, no
+//                                   clock read
 //   heartbeat.end()                 the loop finished: from now on its silence is not a hang
 //   StallTracker.observe(_:now:)    the watchdog, every interval: takes each heartbeat's flag
 //                                   (an exchange with false: did it beat since the last look?),
@@ -32,33 +31,21 @@ public final class Heartbeat: Sendable {
   public let threshold: Double
   /// Set by each beat, taken (exchanged with false) by the watchdog.
   @usableFromInline let alive = Atomic<Bool>(false)
-  /// The kernel id of the thread that beat first (0: none yet): the thread a hang report of this
-  /// heartbeat shows first. A loop runs on one thread (an event loop, a worker); beats from
-  /// several threads name the first.
-  @usableFromInline let beatingThread = Atomic<UInt32>(0)
+  /// The kernel id of the thread that made it: the thread a hang report of this heartbeat leads
+  /// with. Made on the loop's own thread (an event loop, a worker), it names the loop's thread.
+  package let threadID: UInt32
   let ended = Atomic<Bool>(false)
 
   public init(name: String, threshold: Double = 3) {
     self.name = name
     self.threshold = threshold.isFinite && threshold > 0 ? threshold : 3
+    threadID = CurrentThread.id
   }
 
-  /// The loop is alive. Costs a relaxed store and a relaxed load (the first beat also reads the
-  /// thread's id): no read-modify-write, no lock, no allocation, no clock read.
+  /// The loop is alive. Costs one relaxed store: no load, no read-modify-write, no lock, no
+  /// allocation, no clock read.
   @inlinable @inline(__always)
-  public func beat() {
-    alive.store(true, ordering: .relaxed)
-    if _slowPath(beatingThread.load(ordering: .relaxed) == 0) { noteBeatingThread() }
-  }
-
-  @usableFromInline @inline(never)
-  func noteBeatingThread() { beatingThread.store(CurrentThread.id, ordering: .relaxed) }
-
-  /// The kernel id of the thread that beat first; nil before the first beat.
-  package var threadID: UInt32? {
-    let id = beatingThread.load(ordering: .relaxed)
-    return id == 0 ? nil : id
-  }
+  public func beat() { alive.store(true, ordering: .relaxed) }
 
   /// The loop finished: its silence from now on is not a hang. A later `beat()` does not undo it.
   public func end() { ended.store(true, ordering: .releasing) }
