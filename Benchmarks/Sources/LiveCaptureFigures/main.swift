@@ -85,7 +85,7 @@ func startBlockedThreads(_ count: Int) {
 
 // MARK: - Captures
 
-let table = UnsafeMutablePointer<crumbs_crash_thread_table>.allocate(capacity: 1)
+nonisolated(unsafe) let table = UnsafeMutablePointer<crumbs_crash_thread_table>.allocate(capacity: 1)
 
 /// One capture with `window` threads asked at a time (0: the default); its stats.
 func capture(window: UInt32) -> crumbs_live_capture_stats {
