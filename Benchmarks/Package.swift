@@ -24,6 +24,8 @@
 //   HangFigures            what hang detection costs: heartbeat.beat() against a relaxed store
 //                          (C floor, same run), mallocs, and the watchdog's idle CPU and
 //                          wake-ups against a client without it
+//   LiveCaptureFigures     a live thread capture of 100 blocked threads: each thread's pause, the
+//                          whole capture, and a request loop's latency while captures run
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
 //                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
 //   BenchSummary           the figures each part adds to `make bench`'s closing table
@@ -101,6 +103,10 @@ let package = Package(
         "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
         .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
       ]
+    ),
+    .executableTarget(
+      name: "LiveCaptureFigures",
+      dependencies: ["BenchSummary", .product(name: "CrumbsRecorder", package: "Crumbs")]
     ),
     .executableTarget(
       name: "LogHandler",

@@ -53,6 +53,14 @@ private struct HangChild {
     #expect(stored.report.attributes[HangFacts.ongoingKey] == "true")
     #expect(stored.deliveryState().heldUntilUnixNano != nil)
     #expect(stored.report.exceptionMessage.contains("heartbeat \"stall-loop\" silent for"))
+    // Every thread, captured while the child ran on; the report leads with the stalled loop's
+    // thread, in the function it is blocked in.
+    #expect(stored.report.threadName == "stall-loop")
+    #expect(stored.report.frames.contains { $0.function?.contains("stallLoopBlockedOnParent") == true })
+    let threads = try #require(stored.report.threads)
+    #expect(threads.contains { $0.name == "crumbs.watchdog" && $0.state == .requesting })
+    #expect(threads.contains { $0.name == "stall-loop" && $0.state == .captured })
+    #expect(stored.report.attributes[HangFacts.framesKey]?.contains("stallLoopBlockedOnParent()") == true)
 
     hang.child.signal(SIGUSR1)
     let seconds = try hang.ended("stall-loop")
@@ -84,6 +92,13 @@ private struct HangChild {
     #expect(watch == HangWatchdog.poolWatchName)
     #expect(stored.report.kind == .hang)
     #expect(stored.report.exceptionMessage.contains("the concurrency pool ran no job"))
+    // The blocking function is in a pool thread's stack, and the report leads with such a thread.
+    let threads = try #require(stored.report.threads)
+    #expect(
+      threads.contains { thread in
+        thread.frames.contains { $0.function?.contains("poolBlockedOnParent") == true }
+      })
+    #expect(stored.report.frames.contains { $0.function?.contains("poolBlockedOnParent") == true })
     hang.child.signal(SIGUSR1)
     #expect(try hang.ended(HangWatchdog.poolWatchName) >= 1.0)
     #expect(hang.child.readLine() == "done")
@@ -112,7 +127,7 @@ private struct HangChild {
     let report = try #require(outcome.reports.first?.report)
     #expect(report.kind == .abnormalTermination)
     #expect(report.exceptionMessage.hasPrefix("killed during a hang of "))
-    #expect(report.exceptionMessage.contains(" of stall-loop"))
+    #expect(report.exceptionMessage.contains(" of stall-loop in waitForGoOn() ← stallLoopBlockedOnParent()"))
     #expect(report.attributes[HangFacts.watchKey] == "stall-loop")
     let lasted = try #require(report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
     #expect(lasted >= 1000)

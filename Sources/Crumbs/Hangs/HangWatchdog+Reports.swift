@@ -100,7 +100,7 @@ extension HangWatchdog {
     do {
       let snapshot = try LiveThreadCapture.capture()
       return (
-        LiveThreads.reportThreads(snapshot, symbolicator: client.liveSymbolicator), snapshot.modules, []
+        CrashReportBuilder.threads(of: snapshot, symbolicator: client.liveSymbolicator), snapshot.modules, []
       )
     } catch {
       return ([], CurrentProcessModules.list(), ["threads not captured: \(error)"])
