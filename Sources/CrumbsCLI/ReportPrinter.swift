@@ -64,7 +64,8 @@ struct ReportPrinter {
       lines.append("")
       lines.append(
         style.bold("Threads")
-          + style.dim("  (\(threadSummary(threads, notRecorded: report.threadsNotRecorded)))"))
+          + style.dim(
+            "  (\(threadSummary(threads, notRecorded: report.threadsNotRecorded, kind: report.kind)))"))
       for thread in threads {
         var heading = "  Thread \(thread.id)" + (thread.name.map { " \"\($0)\"" } ?? "")
         heading +=
@@ -110,14 +111,17 @@ struct ReportPrinter {
     return lines.joined(separator: "\n")
   }
 
-  /// "102 at crash time: 101 captured, 1 did not answer".
-  func threadSummary(_ threads: [CrashReport.Thread], notRecorded: Int?) -> String {
-    let order: [CrashReport.Thread.State] = [.captured, .alsoCrashed, .noAnswer, .notAsked, .unknown]
+  /// "102 at crash time: 101 captured, 1 did not answer" ("… when the hang was seen" for a hang).
+  func threadSummary(_ threads: [CrashReport.Thread], notRecorded: Int?, kind: CrashReport.Kind) -> String {
+    let order: [CrashReport.Thread.State] = [
+      .captured, .alsoCrashed, .noAnswer, .notAsked, .requesting, .unknown,
+    ]
     let counts = order.compactMap { state -> (String, Int)? in
-      let count = threads.dropFirst().filter { $0.state == state }.count
+      let count = threads.filter { !$0.crashed && $0.state == state }.count
       return count > 0 ? (state.description, count) : nil
     }
-    var text = "\(threads.count + (notRecorded ?? 0)) at crash time"
+    let when = kind == .hang ? "when the hang was seen" : "at crash time"
+    var text = "\(threads.count + (notRecorded ?? 0)) \(when)"
     if !counts.isEmpty { text += ": " + counts.map { "\($0.1) \($0.0)" }.joined(separator: ", ") }
     if let notRecorded, notRecorded > 0 { text += ", \(notRecorded) not recorded (the record was full)" }
     return text

@@ -17,23 +17,28 @@ extension CrashReport {
   public func symbolicated(with options: Symbolicator.Options) -> CrashReport {
     let symbolicator = Symbolicator(modules: modules, options: options)
     var report = self
-    // A crash's first frame is the faulting instruction itself, and async resume points are
-    // functions' first instructions; every other one is a return address (looked up one byte
-    // back).
+    // A crash's first frame is the faulting instruction itself (a hang's, where its stalled
+    // thread was stopped), and async resume points are functions' first instructions; every
+    // other one is a return address (looked up one byte back).
+    let stopped = kind == .crash || kind == .hang
     report.frames = Self.renamed(frames) { addresses, firstParsed, exact in
-      symbolicator.symbolicate(addresses, firstIsExactPC: kind == .crash && firstParsed, exact: exact)
+      symbolicator.symbolicate(addresses, firstIsExactPC: stopped && firstParsed, exact: exact)
     }
     if !frames.isEmpty { report.exceptionStacktrace = CrashReport.stacktrace(report.frames) }
-    // The other threads' frames in one batch (each first frame is where that thread stopped).
-    if let threads, kind == .crash {
+    // The other threads' frames in one batch (each first frame is where that thread stopped,
+    // but the requesting thread's of a hang: it walked its own stack, all return addresses).
+    if let threads, stopped {
       var batch: [[UInt64]] = []
       var exact: [Set<Int>] = []
+      var firstIsExactPC: [Bool] = []
       for thread in threads where !thread.crashed {
         let parsed = thread.frames.filter { Self.address($0) != nil }
         batch.append(parsed.compactMap(Self.address))
         exact.append(Self.asyncIndices(parsed))
+        firstIsExactPC.append(thread.state != .requesting)
       }
-      var named = symbolicator.symbolicate(backtraces: batch, exact: exact).makeIterator()
+      var named = symbolicator.symbolicate(backtraces: batch, exact: exact, firstIsExactPC: firstIsExactPC)
+        .makeIterator()
       report.threads = threads.map { thread in
         var thread = thread
         if thread.crashed {
