@@ -79,7 +79,8 @@ werror: deps
 ## append (callgrind), the append figures (C floor, literals and run-time values, 1 and 2 threads,
 ## mallocs), machine code per call site, the process figures (start, RSS, fault → death and exit
 ## against a recorder-only process), the crash path, a live thread capture of 100 threads (issue
-## 23: each thread's pause, a request loop's latency during captures); then one summary table of
+## 23: each thread's pause, a request loop's latency during captures), hang detection's costs
+## (heartbeat.beat() against a relaxed store, the watchdog idle); then one summary table of
 ## every figure and goal. valgrind is installed when missing. About 6 minutes on 2 CPUs once built.
 BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
 bench: deps
@@ -94,6 +95,8 @@ bench: deps
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ProcessFigures
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ReportFigures
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/LiveCaptureFigures
+	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
+	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/HangFigures
 	@BENCH_SUMMARY=$(BENCH_SUMMARY) Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).

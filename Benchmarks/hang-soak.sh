@@ -1,12 +1,12 @@
 #!/bin/sh
 # hang-soak.sh — no false hang in a saturated, healthy process (issue 23): the test child's
 # hang-saturated scenario (two threads spinning and beating a heartbeat, a stream of short pool
-# tasks: both CPUs busy; threshold 1 s, a check every 0.5 s) for CHECKS watchdog checks
-# (default 1200: ten minutes), then the hang reports it stored (the goal: 0). Not a timed test:
+# tasks: both CPUs busy; threshold 1 s, a check every second) for CHECKS watchdog checks
+# (default 600: ten minutes), then the hang reports it stored (the goal: 0). Not a timed test:
 # a figure for the note and docs/figures.md. Usage, from the repository root:
 #   sh Benchmarks/hang-soak.sh [CHECKS] [CHILD]
 set -eu
-CHECKS=${1:-1200}
+CHECKS=${1:-600}
 CHILD=${2:-}
 if [ -z "$CHILD" ]; then
   CHILD=.build-release-child/release/CrumbsTestChild

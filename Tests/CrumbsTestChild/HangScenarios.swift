@@ -82,7 +82,7 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
 
   // hang-saturated DIR [CHECKS]: both CPUs busy (two spinning threads beating the heartbeat
   // "busy-loop", threshold 1 s, and a stream of short pool tasks) until the watchdog made
-  // CHECKS checks (default 12; Benchmarks/hang-soak.sh runs 1200, ten minutes); prints
+  // CHECKS checks (default 12; Benchmarks/hang-soak.sh runs 600, ten minutes); prints
   // "checks N" and "hangs N" (reports of kind hang in the store), then exits 0.
   "hang-saturated": { arguments in
     guard let directory = arguments.first else { return 64 }
