@@ -68,6 +68,9 @@ public struct RingHeaderInfo: Sendable, Equatable {
   /// The resource the writer's environment gave it, as a JSON object of strings ("" when none,
   /// as in older files): see crumbs_ring_header.environment_resource.
   public var environmentResource: String = ""
+  /// The real-time signal that asks the writer for a dump of its threads (`crumbs threads PID`),
+  /// while its client runs; 0: none (no client, closed, or a file from before the field).
+  public var threadDumpSignal: Int32 = 0
 }
 
 extension RingHeaderInfo {

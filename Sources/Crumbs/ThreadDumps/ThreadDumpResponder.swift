@@ -1,0 +1,136 @@
+// ThreadDumpResponder.swift — the client's answer to `crumbs threads PID`: a thread that sleeps
+// in poll until a request comes, takes the live capture, and writes it next to the ring.
+//
+// Entry points, in call order:
+//   ThreadDumpResponder.start(ring:)   the request signal installed (ThreadDumpRequests: the ring
+//                                      header names it) and the thread "crumbs.threads" started
+//   [thread] run                       poll on the request pipe and a stop pipe, nothing else: no
+//                                      wake-up while no one asks; per wake-up, answer(cookies)
+//   answer(_:)                         one capture for every request waiting (they coalesce),
+//                                      written as `<session>.threads-<cookie>.json`, 0600, by
+//                                      temporary file and rename (the asker sees a whole file
+//                                      or none)
+//   stop()                             the header back to 0, the thread joined, the answers no
+//                                      one took deleted
+//
+// Bounds: one capture at a time (one thread); at most `maxAnswers` answers present at once (a
+// request beyond that gets none and its asker times out), at most `maxAnswers` cookies taken per
+// wake-up, and the request pipe drops what passes its size. A flood of signals costs reads of
+// the pipe, never unbounded files or captures back to back without a reader.
+//
+// A separate small type with one entry point (`start`) and one exit (`stop`), so a watchdog
+// thread could take over its loop. Not signal-safe.
+
+import CrumbsPlatform
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+final class ThreadDumpResponder: Sendable {
+  /// How many answers may wait in the ring's folder at once.
+  static let maxAnswers = 4
+
+  private let requests: ThreadDumpRequests
+  private let ringPath: String
+  private let sessionID: SessionID
+  private let stopPipe: (read: Int32, write: Int32)
+  private let thread = Mutex<BackgroundThread?>(nil)
+
+  /// The request signal (also in the ring header).
+  var signal: Int32 { requests.signal }
+
+  private init(requests: ThreadDumpRequests, ring: BreadcrumbRing, stopPipe: (read: Int32, write: Int32)) {
+    self.requests = requests
+    self.ringPath = ring.path
+    self.sessionID = ring.sessionID
+    self.stopPipe = stopPipe
+  }
+
+  /// Installs the request signal for `ring` and starts answering. Throws when no signal is free
+  /// or a thread cannot be made (then nothing stays installed).
+  static func start(ring: BreadcrumbRing) throws(ThreadDumpRequestError) -> ThreadDumpResponder {
+    let requests = try ThreadDumpRequests.install(ring: ring)
+    let responder: ThreadDumpResponder
+    do {
+      responder = ThreadDumpResponder(requests: requests, ring: ring, stopPipe: try Syscall.wakePipe())
+      let thread = try BackgroundThread.startJoinable(name: "crumbs.threads") { responder.run() }
+      responder.thread.withLock { $0 = thread }
+    } catch {
+      requests.uninstall()
+      throw .system(error)
+    }
+    return responder
+  }
+
+  /// Stops answering: the header names no signal from now on, the thread ends, and answers no
+  /// one read are deleted. Idempotent.
+  func stop() {
+    guard let thread = thread.withLock({ $0.take() }) else { return }
+    Syscall.signalWakePipe(stopPipe.write)
+    thread.join()
+    requests.uninstall()
+    Syscall.close(stopPipe.read)
+    Syscall.close(stopPipe.write)
+    for path in answersPresent() { _ = try? Syscall.unlink(path) }
+  }
+
+  private func run() {
+    // Whatever the app's threads block, a request always finds this one to run its handler on.
+    Syscall.unblockSignalOnThisThread(requests.signal)
+    while true {
+      var descriptors = [
+        pollfd(fd: requests.descriptor, events: Int16(POLLIN), revents: 0),
+        pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
+      ]
+      do {
+        try Syscall.poll(&descriptors, timeoutMilliseconds: -1)
+      } catch {
+        return  // poll itself failed (EBADF, ENOMEM): no dumps rather than a spinning thread
+      }
+      if descriptors[1].revents != 0 { return }
+      if descriptors[0].revents != 0 { answer(requests.take(limit: Self.maxAnswers)) }
+    }
+  }
+
+  /// Answers `cookies` with one capture, within the bound on answers present.
+  func answer(_ cookies: [UInt32]) {
+    let present = answersPresent().map(Syscall.baseName(of:))
+    var room = Self.maxAnswers - present.count
+    let taken = cookies.filter { cookie in
+      // An answer already there for this cookie is replaced, not added.
+      if present.contains(Syscall.baseName(of: path(for: cookie))) { return true }
+      guard room > 0 else { return false }
+      room -= 1
+      return true
+    }
+    guard !taken.isEmpty else { return }
+    var snapshot: ThreadSnapshot?
+    var failure: String?
+    do {
+      snapshot = try LiveThreadCapture.capture()
+    } catch {
+      failure = "\(error)"
+    }
+    for cookie in taken {
+      let answer = ThreadDumpAnswer(
+        pid: getpid(), sessionID: sessionID.description, cookie: cookie, snapshot: snapshot, error: failure)
+      // Not durable: an answer is read within seconds or never (no fsync on the app's disk).
+      guard let bytes = try? answer.encoded() else { continue }
+      _ = try? Syscall.writeFileAtomically(path(for: cookie), bytes, durable: false)
+    }
+  }
+
+  private func path(for cookie: UInt32) -> String {
+    RingDirectory.threadDumpPath(forRing: ringPath, cookie: cookie)
+  }
+
+  /// The answers of this session in the ring's folder now (their temporary files not counted).
+  private func answersPresent() -> [String] {
+    let folder = Syscall.directoryName(of: ringPath)
+    let prefix = Syscall.baseName(of: RingDirectory.threadDumpPrefix(forRing: ringPath))
+    let names = (try? Syscall.directoryEntries(folder)) ?? []
+    return names.filter { $0.hasPrefix(prefix) && $0.hasSuffix(".json") }.map { folder + "/" + $0 }
+  }
+}
