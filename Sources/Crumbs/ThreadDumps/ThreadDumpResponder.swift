@@ -7,15 +7,15 @@
 //   [thread] run                       poll on the request pipe and a stop pipe, nothing else: no
 //                                      wake-up while no one asks; per wake-up, answer(cookies)
 //   answer(_:)                         one capture for every request waiting (they coalesce),
-//                                      written as `<session>.threads-<cookie>.json`, 0600, by
-//                                      temporary file and rename (the asker sees a whole file
-//                                      or none)
+//                                      written by ThreadDumpAnswers as
+//                                      `<session>.threads-<cookie>.json`, 0600, by temporary
+//                                      file and rename (the asker sees a whole file or none)
 //   stop()                             the header back to 0, the thread joined, the answers no
 //                                      one took deleted
 //
-// Bounds: one capture at a time (one thread); at most `maxAnswers` answers present at once (a
-// request beyond that gets none and its asker times out), at most `maxAnswers` cookies taken per
-// wake-up, and the request pipe drops what passes its size. A flood of signals costs reads of
+// Bounds: one capture at a time (one thread); at most `ThreadDumpAnswers.maxPresent` answers
+// present at once (a request beyond that gets none and its asker times out), as many cookies
+// taken per wake-up, and the request pipe drops what passes its size. A flood of signals costs reads of
 // the pipe, never unbounded files or captures back to back without a reader.
 //
 // A separate small type with one entry point (`start`) and one exit (`stop`), so a watchdog
@@ -29,12 +29,8 @@ import Synchronization
 #endif
 
 final class ThreadDumpResponder: Sendable {
-  /// How many answers may wait in the ring's folder at once.
-  static let maxAnswers = 4
-
   private let requests: ThreadDumpRequests
-  private let ringPath: String
-  private let sessionID: SessionID
+  private let answers: ThreadDumpAnswers
   private let stopPipe: (read: Int32, write: Int32)
   private let thread = Mutex<BackgroundThread?>(nil)
 
@@ -43,8 +39,7 @@ final class ThreadDumpResponder: Sendable {
 
   private init(requests: ThreadDumpRequests, ring: BreadcrumbRing, stopPipe: (read: Int32, write: Int32)) {
     self.requests = requests
-    self.ringPath = ring.path
-    self.sessionID = ring.sessionID
+    self.answers = ThreadDumpAnswers(ringPath: ring.path, sessionID: ring.sessionID)
     self.stopPipe = stopPipe
   }
 
@@ -73,7 +68,7 @@ final class ThreadDumpResponder: Sendable {
     requests.uninstall()
     Syscall.close(stopPipe.read)
     Syscall.close(stopPipe.write)
-    for path in answersPresent() { _ = try? Syscall.unlink(path) }
+    answers.removeAll()
   }
 
   private func run() {
@@ -90,47 +85,12 @@ final class ThreadDumpResponder: Sendable {
         return  // poll itself failed (EBADF, ENOMEM): no dumps rather than a spinning thread
       }
       if descriptors[1].revents != 0 { return }
-      if descriptors[0].revents != 0 { answer(requests.take(limit: Self.maxAnswers)) }
+      if descriptors[0].revents != 0 { answer(requests.take(limit: ThreadDumpAnswers.maxPresent)) }
     }
   }
 
   /// Answers `cookies` with one capture, within the bound on answers present.
   func answer(_ cookies: [UInt32]) {
-    let present = answersPresent().map(Syscall.baseName(of:))
-    var room = Self.maxAnswers - present.count
-    let taken = cookies.filter { cookie in
-      // An answer already there for this cookie is replaced, not added.
-      if present.contains(Syscall.baseName(of: path(for: cookie))) { return true }
-      guard room > 0 else { return false }
-      room -= 1
-      return true
-    }
-    guard !taken.isEmpty else { return }
-    var snapshot: ThreadSnapshot?
-    var failure: String?
-    do {
-      snapshot = try LiveThreadCapture.capture()
-    } catch {
-      failure = "\(error)"
-    }
-    for cookie in taken {
-      let answer = ThreadDumpAnswer(
-        pid: getpid(), sessionID: sessionID.description, cookie: cookie, snapshot: snapshot, error: failure)
-      // Not durable: an answer is read within seconds or never (no fsync on the app's disk).
-      guard let bytes = try? answer.encoded() else { continue }
-      _ = try? Syscall.writeFileAtomically(path(for: cookie), bytes, durable: false)
-    }
-  }
-
-  private func path(for cookie: UInt32) -> String {
-    RingDirectory.threadDumpPath(forRing: ringPath, cookie: cookie)
-  }
-
-  /// The answers of this session in the ring's folder now (their temporary files not counted).
-  private func answersPresent() -> [String] {
-    let folder = Syscall.directoryName(of: ringPath)
-    let prefix = Syscall.baseName(of: RingDirectory.threadDumpPrefix(forRing: ringPath))
-    let names = (try? Syscall.directoryEntries(folder)) ?? []
-    return names.filter { $0.hasPrefix(prefix) && $0.hasSuffix(".json") }.map { folder + "/" + $0 }
+    answers.write(cookies) { () throws(LiveThreadCaptureError) in try LiveThreadCapture.capture() }
   }
 }
