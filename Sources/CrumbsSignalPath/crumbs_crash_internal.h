@@ -13,8 +13,10 @@
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe); its pieces
 //                            crumbs_unwind_memory.c, crumbs_unwind_async.c, crumbs_unwind_scan.c
 //                            (crumbs_unwind.h)
-//   crumbs_thread_capture.c  every other thread's registers and stack at crash time (capture
-//                            signal, parked threads; async-signal-safe but for install)
+//   crumbs_thread_capture.c  every other thread's registers and stack (capture signal, parked
+//                            threads; async-signal-safe but for install), shared by the crash
+//                            (crumbs_thread_capture_crash.c) and the live capture
+//                            (crumbs_thread_capture_live.c); crumbs_thread_capture.h
 //   crumbs_context.c         every read of a signal context (ucontext_t) and of a clock
 //                            (crumbs_context.h)
 //   crumbs_maps.c            /proc/self/maps, read in the handler (async-signal-safe)
@@ -99,6 +101,10 @@ typedef struct crumbs__crash_thread {
   uint64_t chain_started_ns;
   uint32_t chain_tid; // the kernel thread calling it: a raw clone() shares this TLS (the Swift
                       // backtracer's memory server does), and is not that thread
+  /// The signal context of the thread capture handler running on this thread (NULL when none):
+  /// asked again while still in it (SIGPROF, since the capture signal is blocked there), the
+  /// thread answers with where the first one found it, not with the handler's own frames.
+  const void *volatile capture_context;
 } crumbs__crash_thread;
 
 /// `crumbs__crash_thread.chain_stage`.
@@ -160,8 +166,15 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
 void crumbs__thread_capture_collect(crumbs_crash_record *record);
 /// Lets parked threads go (idempotent). Safe to call from a signal handler.
 void crumbs__thread_capture_release(crumbs_crash_record *record);
+/// A forked child's capture state: no live capture of the parent's other threads holds it.
+/// Safe to call from a signal handler (atomic stores; the fork handler calls it).
+void crumbs__thread_capture_forked(void);
 /// Tests only: the capture's deadline (0: the product's) (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
+/// Tests only: the next live capture faults while a thread is parked (`fault` 1; 0 off; -1
+/// unchanged), or meets a crash on another thread through `meet_fd` (-1 off; -2 unchanged)
+/// (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_live(int fault, int meet_fd);
 /// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_skip_mask_check(bool skip);
 
@@ -237,10 +250,11 @@ bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_
 /// returns false. Returns false when the directory cannot be read. Safe to call from a signal
 /// handler (a static buffer: one caller at a time).
 bool crumbs__proc_each_thread(bool (*thread)(uint32_t tid, void *context), void *context);
-/// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
-/// /proc/self/task/<tid>/status read line by line. False when it cannot be read (the thread
-/// exited) or holds neither line. Safe to call from a signal handler (crumbs__crash_each_line).
-bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked);
+/// A thread's scheduling state letter, blocked-signal mask and (when `pending` is not NULL) its
+/// own pending signals (bit n - 1 for signal n), from /proc/self/task/<tid>/status read line by
+/// line. False when it cannot be read (the thread exited) or holds neither line. Safe to call
+/// from a signal handler (crumbs__crash_each_line).
+bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked, uint64_t *pending);
 /// Reads /proc/self/task/<tid>/comm into `name` (16 bytes, NUL-terminated, newline dropped; ""
 /// when unreadable). Safe to call from a signal handler (open, read, close).
 void crumbs__proc_thread_name(uint32_t tid, char name[16]);
@@ -275,6 +289,12 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
 /// another build ID mapped there), so the handler never reads an unloaded library's text or
 /// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
 void crumbs__crash_check_modules(crumbs_crash_record *record);
+/// crumbs__crash_check_modules for a live capture: rows are checked the same way, but a row
+/// found unloaded is only skipped, not flagged in the record (which it never writes), until
+/// crumbs__crash_check_modules_stop. Safe to call from a signal handler (memset).
+void crumbs__crash_check_modules_read_only(const crumbs_crash_record *record);
+/// Ends crumbs__crash_check_modules_read_only: lookups trust every row again.
+void crumbs__crash_check_modules_stop(void);
 /// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
 /// module has none. Safe to call from a signal handler (crumbs__crash_module_for_text).
 bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,

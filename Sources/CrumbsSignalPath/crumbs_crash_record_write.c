@@ -259,6 +259,9 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   record->thread_id = thread_id;
   crumbs__record_signal(record, signal_number, info);
   __atomic_store_n(&record->state, CRUMBS_CRASH_WRITING, __ATOMIC_RELEASE);
+  // Where the thread capture handler finds this thread's fault: a live capture that asks it
+  // while the request waits for that capture to finish shows the fault, not the wait.
+  crumbs__crash_this_thread.crash_context = context;
   // Ask the other threads first: they stop while this thread records its own crash.
   crumbs__thread_capture_request(record, thread_id, process_ends);
 

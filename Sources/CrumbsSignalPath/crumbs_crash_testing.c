@@ -1,5 +1,6 @@
 // crumbs_crash_testing.c — test-only entry points (crumbs_crash_testing.h). Not signal-safe:
-// called by tests from ordinary threads; libc calls: none.
+// called by tests from ordinary threads; libc calls: none (the live capture's meeting with a
+// crash: write, nanosleep, in crumbs_thread_capture_live.c).
 #include "crumbs_crash_testing.h"
 #include "crumbs_cfi.h"
 #include "crumbs_crash_internal.h"
@@ -15,6 +16,12 @@ void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
 void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds) {
   crumbs__thread_capture_testing_deadline_ns((uint64_t)milliseconds * 1000000u);
 }
+
+void crumbs_crash_testing_fault_inside_live_capture(bool enabled) {
+  crumbs__thread_capture_testing_live(enabled ? 1 : 0, -2);
+}
+
+void crumbs_crash_testing_live_capture_meets_crash(int fd) { crumbs__thread_capture_testing_live(-1, fd); }
 
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result) {

@@ -263,6 +263,7 @@ static bool crumbs__fork_follow_record(crumbs_crash_record *inherited,
 
 static void crumbs__fork_child(void) {
   int saved_errno = errno;
+  crumbs__thread_capture_forked();
   uint32_t pid = (uint32_t)getpid();
   uint64_t start_ticks = 0;
   char process_state = 0;

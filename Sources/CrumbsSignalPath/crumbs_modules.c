@@ -33,7 +33,9 @@
 // CRUMBS_CRASH_MODULE_UNLOADED, kept for the reader (it names the stale code) but skipped by
 // every lookup, so nothing of it (text, .eh_frame) is ever read, and a library loaded since at
 // the same address is found at crash time under its own name. Only the rows a lookup lands in
-// are checked (a few syscalls each), not the whole table.
+// are checked (a few syscalls each), not the whole table. A live capture (the process running
+// on, crumbs_thread_capture_live.c) checks rows the same way but only skips a gone one: it
+// never writes the record (crumbs__crash_check_modules_read_only).
 //
 // SIGNAL SAFETY: crumbs__crash_module_for_text (loads; at crash time process_vm_readv through
 // crumbs__crash_read_memory, memcmp, memcpy), crumbs__crash_check_modules (memset) and
@@ -209,8 +211,12 @@ uint64_t crumbs__crash_module_changes(void) {
 
 /// Per row, during a crash: 0 not checked yet, 1 present, 2 unloaded.
 static uint8_t crumbs__row_state[CRUMBS_CRASH_MAX_MODULES];
-/// The record whose rows are being checked (crumbs__crash_check_modules), NULL outside a crash.
+/// The record whose rows are being checked (crumbs__crash_check_modules), NULL outside a crash
+/// or a live capture.
 static crumbs_crash_record *crumbs__checked_record;
+/// Whether a row found unloaded is flagged in the record (a crash) or only skipped (a live
+/// capture, which never writes the record).
+static bool crumbs__checked_flags_rows;
 
 /// Whether the object mapped at `module->start` now carries another build ID than the row's (a
 /// library loaded where a dlclose'd one was). Read through the kernel (crumbs__crash_read_memory),
@@ -261,7 +267,7 @@ static bool crumbs__row_present(uint32_t index) {
   bool present = (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
                  (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
   crumbs__row_state[index] = present ? 1 : 2;
-  if (!present) module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
+  if (!present && crumbs__checked_flags_rows) module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
   return present;
 }
 
@@ -282,8 +288,18 @@ int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t ad
 
 void crumbs__crash_check_modules(crumbs_crash_record *record) {
   memset(crumbs__row_state, 0, sizeof crumbs__row_state);
+  crumbs__checked_flags_rows = true;
   crumbs__checked_record = record;
 }
+
+void crumbs__crash_check_modules_read_only(const crumbs_crash_record *record) {
+  memset(crumbs__row_state, 0, sizeof crumbs__row_state);
+  crumbs__checked_flags_rows = false;
+  // Never written through: crumbs__row_present writes a row's flags only when they are kept.
+  crumbs__checked_record = (crumbs_crash_record *)(uintptr_t)record;
+}
+
+void crumbs__crash_check_modules_stop(void) { crumbs__checked_record = NULL; }
 
 // MARK: - Modules found at crash time (async-signal-safe)
 

@@ -1,6 +1,6 @@
 // crumbs_proc_threads.c — this process's threads as /proc shows them, read inside the crash
-// handler for the thread capture (crumbs_thread_capture.c): the task list, each thread's state
-// and blocked signals, its name, and whether anyone watches the process die (a core dump, a
+// handler for the thread capture (crumbs_thread_capture.c; the live capture reads the same): the
+// task list, each thread's state, blocked and pending signals, its name, and whether anyone watches the process die (a core dump, a
 // tracer). /proc/self/maps has its own file (crumbs_maps.c), whose line reader this one uses;
 // a process's stat line, crumbs_process.c.
 //
@@ -9,8 +9,8 @@
 // buffer, the status files line by line through crumbs__crash_each_line.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file but crumbs__proc_threads_resolve (install). No
-// malloc, no locks, no stdio; static buffers, used only by the crashing thread (first crash
-// wins). libc calls: open, read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit,
+// malloc, no locks, no stdio; static buffers, used only by the thread holding the capture
+// (crumbs_thread_capture.c, "Who captures"). libc calls: open, read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit,
 // prctl(PR_GET_DUMPABLE). Each is bound at install (crumbs__proc_threads_resolve).
 
 #define _GNU_SOURCE
@@ -74,44 +74,53 @@ void crumbs__proc_threads_resolve(void) {
 typedef struct crumbs__status_lines {
   char state;
   uint64_t blocked;
-  uint32_t found; // 1: State seen, 2: SigBlk seen
+  uint64_t pending;
+  uint32_t found; // 1: State seen, 2: SigBlk seen (SigPnd comes before it)
 } crumbs__status_lines;
 
-/// One line of a status file: "State:\tS (sleeping)" or "SigBlk:\t0000000000000000". Stops the
-/// read once both are seen.
+/// The hex mask after a status line's "Name:\t" (`skip` bytes).
+static uint64_t crumbs__status_mask(const char *line, size_t length, size_t skip) {
+  uint64_t mask = 0;
+  for (size_t digit = skip; digit < length; digit++) {
+    char c = line[digit];
+    uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+    if (value == 16) break;
+    mask = mask << 4 | value;
+  }
+  return mask;
+}
+
+/// One line of a status file: "State:\tS (sleeping)", "SigPnd:\t…" or "SigBlk:\t…". Stops the
+/// read once State and SigBlk are seen (SigPnd, the thread's own pending signals, comes first).
 static bool crumbs__status_line(const char *line, size_t length, void *context) {
   crumbs__status_lines *status = (crumbs__status_lines *)context;
   if (length > 7 && memcmp(line, "State:\t", 7) == 0) {
     status->state = line[7];
     status->found |= 1u;
+  } else if (length > 8 && memcmp(line, "SigPnd:\t", 8) == 0) {
+    status->pending = crumbs__status_mask(line, length, 8);
   } else if (length > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
-    uint64_t mask = 0;
-    for (size_t digit = 8; digit < length; digit++) {
-      char c = line[digit];
-      uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
-      if (value == 16) break;
-      mask = mask << 4 | value;
-    }
-    status->blocked = mask;
+    status->blocked = crumbs__status_mask(line, length, 8);
     status->found |= 2u;
   }
   return status->found != 3u;
 }
 
-/// A thread's scheduling state letter and blocked-signal mask (bit n - 1 for signal n), from
-/// /proc/self/task/<tid>/status, read line by line to its end if need be: the lines before
+/// A thread's scheduling state letter, blocked-signal mask and own pending signals (bit n - 1
+/// for signal n), from /proc/self/task/<tid>/status, read line by line to its end if need be: the lines before
 /// SigBlk have no bound (a process in many supplementary groups has a `Groups:` line of
 /// kilobytes), and a mask not found would ask a thread with a signal it blocks, then wait the
 /// whole deadline for it. False when it cannot be read (the thread exited) or holds neither line.
-bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked) {
+bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked, uint64_t *pending) {
   static char path[48];
   size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
   length = crumbs__format_append_decimal(path, sizeof path, length, tid);
   crumbs__format_append(path, sizeof path, length, "/status");
-  crumbs__status_lines status = {'?', 0, 0};
+  crumbs__status_lines status = {'?', 0, 0, 0};
   if (!crumbs__crash_each_line(path, crumbs__status_line, &status) || status.found == 0) return false;
   *state = status.state;
   *blocked = status.blocked;
+  if (pending != NULL) *pending = status.pending;
   return true;
 }
 

@@ -42,6 +42,7 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   // "groups-set 0" or "groups-set -1"); CRUMBS_TEST_CORE=1 turns core dumps on, written to DIR
   // when core_pattern is relative (prints "core-dumps 0" or "core-dumps -1"); CRUMBS_TEST_TRACER=1
   // attaches a tracer to the main thread (crumbs_test_attach_tracer; prints "tracer 0").
+  // CRUMBS_TEST_LIVE_FIRST=1 takes a live capture first (LiveCaptureScenarios.swift).
   "all-threads": crashing { arguments in
     if let groups = getenv("CRUMBS_TEST_GROUPS").flatMap({ Int32(String(cString: $0)) }) {
       print("groups-set \(crumbs_test_set_many_groups(groups))")
@@ -55,6 +56,7 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
     printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
     if getenv("CRUMBS_TEST_HANDLER_IN_FRONT") != nil { crumbs_test_install_chaining_handler_in_front() }
     if getenv("CRUMBS_TEST_TRACER") != nil { print("tracer \(crumbs_test_attach_tracer())") }
+    takeLiveCaptureFirst()
     armAndFlush()
     crumbs_test_null_deref()
   },

@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include "crumbs_test_child.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,4 +148,138 @@ void crumbs_test_install_chaining_handler_in_front(void) {
   action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&action.sa_mask);
   sigaction(SIGSEGV, &action, &crumbs__replaced_segv);
+}
+
+// MARK: - Threads parked for a live capture (the live-capture scenarios)
+
+static int crumbs__parked_ready[2] = {-1, -1}; // each parked thread writes one byte here
+static int crumbs__parked_never[2] = {-1, -1}; // nobody writes here
+static pthread_once_t crumbs__parked_once = PTHREAD_ONCE_INIT;
+
+static void crumbs__parked_pipes(void) {
+  if (pipe(crumbs__parked_ready) != 0 || pipe(crumbs__parked_never) != 0) abort();
+}
+
+__attribute__((noinline)) void crumbs_test_park_in_read(const char *name) {
+  pthread_once(&crumbs__parked_once, crumbs__parked_pipes);
+  if (name != NULL) pthread_setname_np(pthread_self(), name);
+  char byte = 1;
+  (void)!write(crumbs__parked_ready[1], &byte, 1);
+  while (read(crumbs__parked_never[0], &byte, 1) != 0) {
+  }
+  __asm__ volatile("" ::: "memory"); // no tail call: the caller's frame stays its caller's
+}
+
+int crumbs_test_wait_for_parked(int count) {
+  pthread_once(&crumbs__parked_once, crumbs__parked_pipes);
+  for (int arrived = 0; arrived < count;) {
+    char bytes[64];
+    ssize_t got = read(crumbs__parked_ready[0], bytes, sizeof bytes < (size_t)(count - arrived) ? sizeof bytes : (size_t)(count - arrived));
+    if (got <= 0) return -1;
+    arrived += (int)got;
+  }
+  return 0;
+}
+
+static pthread_mutex_t crumbs__waiter_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t crumbs__waiter_condition = PTHREAD_COND_INITIALIZER;
+static int crumbs__waiter_ready;
+
+/// Waits on a condition nobody signals, for good (pthread_cond_wait: deep in glibc, whose code
+/// keeps no frame pointer).
+__attribute__((noinline)) int crumbs_test_waiting_on_condition(void) {
+  pthread_mutex_lock(&crumbs__waiter_mutex);
+  crumbs__waiter_ready = 1;
+  while (1) pthread_cond_wait(&crumbs__waiter_condition, &crumbs__waiter_mutex);
+  return 0;
+}
+
+static void *crumbs__waiter_main(void *argument) {
+  (void)argument;
+  pthread_setname_np(pthread_self(), "cond-waiter");
+  crumbs_test_waiting_on_condition();
+  return NULL;
+}
+
+int crumbs_test_start_condition_waiter(void) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, crumbs__waiter_main, NULL) != 0) return -1;
+  pthread_detach(thread);
+  // The mutex is free again only once the waiter is inside pthread_cond_wait (which releases
+  // it): an event, not a sleep.
+  while (1) {
+    pthread_mutex_lock(&crumbs__waiter_mutex);
+    int ready = crumbs__waiter_ready;
+    pthread_mutex_unlock(&crumbs__waiter_mutex);
+    if (ready) return 0;
+    sched_yield();
+  }
+}
+
+static int crumbs__echo_request[2] = {-1, -1};
+static int crumbs__echo_reply[2] = {-1, -1};
+
+/// Answers every byte on the request pipe with one on the reply pipe, blocked in read between.
+__attribute__((noinline)) int crumbs_test_echo_loop(void) {
+  char byte;
+  while (read(crumbs__echo_request[0], &byte, 1) == 1) {
+    if (write(crumbs__echo_reply[1], &byte, 1) != 1) break;
+  }
+  return byte;
+}
+
+static void *crumbs__echo_main(void *argument) {
+  (void)argument;
+  pthread_setname_np(pthread_self(), "echo");
+  crumbs_test_echo_loop();
+  return NULL;
+}
+
+int crumbs_test_start_echo(void) {
+  if (pipe(crumbs__echo_request) != 0 || pipe(crumbs__echo_reply) != 0) return -1;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, crumbs__echo_main, NULL) != 0) return -1;
+  pthread_detach(thread);
+  return 0;
+}
+
+int crumbs_test_echo(int timeout_ms) {
+  char byte = 7;
+  if (write(crumbs__echo_request[1], &byte, 1) != 1) return -1;
+  struct pollfd reply = {.fd = crumbs__echo_reply[0], .events = POLLIN};
+  if (poll(&reply, 1, timeout_ms) != 1) return -1;
+  return read(crumbs__echo_reply[0], &byte, 1) == 1 ? 0 : -1;
+}
+
+static int crumbs__crasher_fd = -1;
+
+/// Waits for a byte on the crasher's descriptor, then stores through a null pointer.
+__attribute__((noinline)) int crumbs_test_crash_when_told(void) {
+  char byte;
+  if (read(crumbs__crasher_fd, &byte, 1) != 1) return -1;
+  volatile int *null = (volatile int *)(uintptr_t)(crumbs__crasher_fd < -1 ? 1 : 0);
+  *null = 1;
+  return 0;
+}
+
+static void *crumbs__crasher_main(void *argument) {
+  (void)argument;
+  // Neither capture signal reaches it (every real-time signal and SIGPROF blocked): a live
+  // capture lists it as not answering at once, without waiting for it.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int signal_number = SIGRTMIN; signal_number <= SIGRTMAX; signal_number++) sigaddset(&mask, signal_number);
+  sigaddset(&mask, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &mask, NULL);
+  pthread_setname_np(pthread_self(), "crasher");
+  crumbs_test_crash_when_told();
+  return NULL;
+}
+
+int crumbs_test_start_crasher(int fd) {
+  crumbs__crasher_fd = fd;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, crumbs__crasher_main, NULL) != 0) return -1;
+  pthread_detach(thread);
+  return 0;
 }

@@ -35,9 +35,8 @@ extension CrumbsClient {
     } catch {
       throw ThreadCaptureError(reason: "\(error)")
     }
-    let symbolicator = Symbolicator(modules: snapshot.modules, options: liveSymbolicator.options)
     return ThreadDump(
-      threads: LiveThreads.reportThreads(snapshot, symbolicator: symbolicator),
+      threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
       timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds)
   }
 

@@ -8,6 +8,8 @@
 //                                        (threads created after install get both at start)
 //   CrashHandler.refreshModules()        after dlopen/dlclose (one cheap check when unchanged)
 //   CrashHandler.replacedSignals()       signals another library took from us since install
+//   CrashHandler.whileInstalled(_:)      a live thread capture, serialized with the others
+//                                        (LiveThreadCapture)
 //   [crash]                              C only: Sources/CrumbsSignalPath/crumbs_crash_handler.c
 //   CrashHandler.uninstall()             previous actions back, record file removed
 //
@@ -231,6 +233,13 @@ public enum CrashHandler {
   @discardableResult
   public static func refreshModules(force: Bool = false) -> Int {
     installation.withLock { $0 == nil ? 0 : Int(crumbs_crash_refresh_modules(force)) }
+  }
+
+  /// Runs `body` while the handler is installed, holding the lock install, refresh and
+  /// uninstall take (a live thread capture runs under it: crumbs_live_capture.h); nil when it
+  /// is not installed.
+  package static func whileInstalled<T: Sendable>(_ body: () -> T) -> T? {
+    installation.withLock { $0 == nil ? nil : body() }
   }
 
   /// Restores every signal's previous action (unless another library replaced ours since: its

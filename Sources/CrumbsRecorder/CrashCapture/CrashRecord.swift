@@ -80,6 +80,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
       case notAsked
       /// Crashed too, while the first crashing thread was recording: its own fault's frames.
       case alsoCrashed
+      /// The thread that took a live capture (`ThreadSnapshot`; never in a crash record): its
+      /// frames are its own walk from where it asked, every one a return address.
+      case requesting
       case unknown
     }
     public var id: UInt32
@@ -99,6 +102,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var stackLow: UInt64
     public var stackHigh: UInt64
     public var stackSource: StackSource
+    /// A live capture's: how long it stayed parked, from entering the capture handler to its
+    /// release; nil in crash records.
+    public var pausedNanoseconds: UInt64? = nil
   }
 
   /// Every thread at crash time, as the handler captured it (version 3 records).
@@ -130,6 +136,14 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     /// A core dump was to be written or a tracer was attached: the threads that answered stayed
     /// parked until the fatal signal took the process, so the core shows them all.
     public var threadsKeptForDump: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_DUMP) != 0 }
+    /// A live capture was running when the crash came: the handler waited for it to finish.
+    public var waitedForLiveCapture: Bool { flags & UInt32(CRUMBS_THREADS_WAITED_FOR_LIVE) != 0 }
+    /// The crashing thread crashed inside its own live capture: the handler released that
+    /// capture's threads and asked them all again.
+    public var tookOverLiveCapture: Bool { flags & UInt32(CRUMBS_THREADS_TOOK_OVER_LIVE) != 0 }
+    /// A live capture held the threads longer than the handler waits: only the crashing thread
+    /// is listed.
+    public var liveCaptureBusy: Bool { flags & UInt32(CRUMBS_THREADS_BUSY) != 0 }
   }
 
   public var status: Status

@@ -61,6 +61,32 @@ public struct LoadedModule: Sendable, Equatable {
   /// Whether `address` lies anywhere in its mapping.
   public func contains(_ address: UInt64) -> Bool { start <= address && address < end }
 
+  /// The NT_GNU_BUILD_ID descriptor in a run of little-endian ELF notes (a PT_NOTE segment or a
+  /// note section, `alignment` 4 or 8), or nil. Never reads past `bytes`.
+  package static func buildID(inNotes bytes: [UInt8], alignment: UInt64) -> [UInt8]? {
+    let align = alignment == 8 ? 8 : 4
+    func u32(_ at: Int) -> Int {
+      Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
+    }
+    var offset = 0
+    while bytes.count - offset >= 12 {
+      let nameSize = u32(offset)
+      let descriptorSize = u32(offset + 4)
+      let type = u32(offset + 8)
+      let nameStart = offset + 12
+      guard nameSize <= bytes.count - nameStart else { return nil }
+      let descriptorStart = (nameStart + nameSize + align - 1) / align * align
+      guard descriptorStart <= bytes.count, descriptorSize <= bytes.count - descriptorStart else {
+        return nil
+      }
+      if type == 3, nameSize == 4, bytes[nameStart..<nameStart + 4].elementsEqual([0x47, 0x4E, 0x55, 0]) {
+        return Array(bytes[descriptorStart..<descriptorStart + descriptorSize])
+      }
+      offset = (descriptorStart + descriptorSize + align - 1) / align * align
+    }
+    return nil
+  }
+
   /// Lowercase hex of `bytes`.
   package static func hex(_ bytes: [UInt8]) -> String {
     let digits = Array("0123456789abcdef".utf8)

@@ -52,7 +52,7 @@ extension CrashRecord {
 }
 
 /// Byte access to an image through the C struct's offsets, after validation.
-private struct RecordFields {
+private struct RecordFields: PersistedImage {
   typealias C = crumbs_crash_record
   let image: UnsafeRawBufferPointer
   /// Version 2 and later: `message` is there.
@@ -109,126 +109,15 @@ private struct RecordFields {
     guard u32(\C.module_count) <= CRUMBS_CRASH_MAX_MODULES else {
       throw failure(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
     }
-    if hasThreads { try validateThreads() }
+    if hasThreads, let problem = threadTable.problem() { throw failure(.corrupt, problem) }
     let marker = u64(\C.complete_marker)
     guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
       throw failure(.corrupt, "complete marker is neither 0 nor the marker")
     }
   }
 
-  /// The thread table's counts, and each written entry's, within their capacities.
-  func validateThreads() throws(PersistedFileError) {
-    let count = tableWord(\.thread_count)
-    guard count <= CRUMBS_CRASH_MAX_THREADS else {
-      throw failure(.corrupt, "thread count \(count) > \(CRUMBS_CRASH_MAX_THREADS)")
-    }
-    for index in 0..<Int(count) {
-      let registers = threadWord(index, \.register_count)
-      let frames = threadWord(index, \.frame_count)
-      guard registers <= CRUMBS_CRASH_THREAD_MAX_REGISTERS, frames <= CRUMBS_CRASH_THREAD_MAX_FRAMES else {
-        throw failure(
-          .corrupt,
-          "thread \(index): \(registers) registers, \(frames) frames (at most "
-            + "\(CRUMBS_CRASH_THREAD_MAX_REGISTERS), \(CRUMBS_CRASH_THREAD_MAX_FRAMES))")
-      }
-    }
-  }
-
-  func tableOffset<T>(_ path: KeyPath<crumbs_crash_thread_table, T>) -> Int {
-    offset(\C.threads) + MemoryLayout<crumbs_crash_thread_table>.offset(of: path)!
-  }
-  func tableWord(_ path: KeyPath<crumbs_crash_thread_table, UInt32>) -> UInt32 {
-    image.loadUnaligned(fromByteOffset: tableOffset(path), as: UInt32.self)
-  }
-  func threadOffset<T>(_ index: Int, _ path: KeyPath<crumbs_crash_thread, T>) -> Int {
-    tableOffset(\.threads) + index * MemoryLayout<crumbs_crash_thread>.stride
-      + MemoryLayout<crumbs_crash_thread>.offset(of: path)!
-  }
-  func threadWord(_ index: Int, _ path: KeyPath<crumbs_crash_thread, UInt32>) -> UInt32 {
-    image.loadUnaligned(fromByteOffset: threadOffset(index, path), as: UInt32.self)
-  }
-  func threadWord(_ index: Int, _ path: KeyPath<crumbs_crash_thread, UInt64>) -> UInt64 {
-    image.loadUnaligned(fromByteOffset: threadOffset(index, path), as: UInt64.self)
-  }
-
-  /// The thread table (version 3 and later); `crashing` is the record's own thread, which entry
-  /// 0 names without repeating its registers and frames.
-  func threadTable(crashing: CrashRecord.Thread, names: [String]) -> CrashRecord.ThreadTable? {
-    guard hasThreads else { return nil }
-    let count = Int(tableWord(\.thread_count))
-    guard count > 0 else { return nil }
-    var threads: [CrashRecord.Thread] = []
-    threads.reserveCapacity(count)
-    for index in 0..<count {
-      let rawState = threadWord(index, \.state)
-      let state: CrashRecord.Thread.State =
-        switch rawState {
-        case UInt32(CRUMBS_THREAD_CRASHING.rawValue): .crashing
-        case UInt32(CRUMBS_THREAD_CAPTURED.rawValue): .captured
-        case UInt32(CRUMBS_THREAD_NO_ANSWER.rawValue): .noAnswer
-        case UInt32(CRUMBS_THREAD_NOT_ASKED.rawValue): .notAsked
-        case UInt32(CRUMBS_THREAD_ALSO_CRASHED.rawValue): .alsoCrashed
-        default: .unknown
-        }
-      let name = string(
-        at: threadOffset(index, \.name), capacity: Self.capacity(of: \crumbs_crash_thread.name))
-      if index == 0 && state == .crashing {
-        var thread = crashing
-        if thread.name.isEmpty { thread.name = name }
-        threads.append(thread)
-        continue
-      }
-      let frameCount = Int(threadWord(index, \.frame_count))
-      let values = words(
-        at: threadOffset(index, \.registers), count: Int(threadWord(index, \.register_count)))
-      let signal = image.loadUnaligned(fromByteOffset: threadOffset(index, \.signal_number), as: Int32.self)
-      let asked = image.loadUnaligned(fromByteOffset: threadOffset(index, \.asked_with), as: Int32.self)
-      threads.append(
-        CrashRecord.Thread(
-          id: threadWord(index, \.tid), name: name, state: state,
-          signal: state == .alsoCrashed ? signal : nil, askedWith: asked != 0 ? asked : nil,
-          registers: Self.named(values, names),
-          frames: words(at: threadOffset(index, \.frames), count: frameCount),
-          frameMarks: bytes(at: threadOffset(index, \.frame_marks), count: frameCount),
-          backtraceStop: Self.stop(threadWord(index, \.backtrace_stop)),
-          stackLow: threadWord(index, \.stack_low), stackHigh: threadWord(index, \.stack_high),
-          stackSource: Self.source(threadWord(index, \.stack_source))))
-    }
-    return CrashRecord.ThreadTable(
-      threads: threads, seen: tableWord(\.threads_seen), captured: tableWord(\.captured),
-      noAnswer: tableWord(\.no_answer),
-      captureSignal: image.loadUnaligned(fromByteOffset: tableOffset(\.capture_signal), as: Int32.self),
-      captureNanoseconds: image.loadUnaligned(
-        fromByteOffset: tableOffset(\.capture_duration_ns), as: UInt64.self),
-      deadlineNanoseconds: image.loadUnaligned(fromByteOffset: tableOffset(\.deadline_ns), as: UInt64.self),
-      flags: tableWord(\.flags))
-  }
-
-  static func named(_ values: [UInt64], _ names: [String]) -> [CrashRecord.Register] {
-    values.enumerated().map { index, value in
-      CrashRecord.Register(name: index < names.count ? names[index] : "r\(index)", value: value)
-    }
-  }
-
-  static func stop(_ raw: UInt32) -> CrashRecord.BacktraceStop {
-    switch raw {
-    case UInt32(CRUMBS_BACKTRACE_END_OF_CHAIN.rawValue): .endOfChain
-    case UInt32(CRUMBS_BACKTRACE_OUT_OF_BOUNDS.rawValue): .outOfBounds
-    case UInt32(CRUMBS_BACKTRACE_NOT_ASCENDING.rawValue): .notAscending
-    case UInt32(CRUMBS_BACKTRACE_MISALIGNED.rawValue): .misaligned
-    case UInt32(CRUMBS_BACKTRACE_FULL.rawValue): .full
-    case UInt32(CRUMBS_BACKTRACE_NO_STACK_BOUNDS.rawValue): .noStackBounds
-    default: .unknown
-    }
-  }
-
-  static func source(_ raw: UInt32) -> CrashRecord.StackSource {
-    switch raw {
-    case UInt32(CRUMBS_STACK_REGISTERED.rawValue): .registered
-    case UInt32(CRUMBS_STACK_PROC_MAPS.rawValue): .procMaps
-    default: .unknown
-    }
-  }
+  /// The thread table (version 3 and later).
+  var threadTable: ThreadTableImage { ThreadTableImage(image: image, base: offset(\C.threads)) }
 
   func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
     PersistedFileError(kind, reason, format: .crashRecord)
@@ -244,16 +133,6 @@ private struct RecordFields {
   func i32(_ path: KeyPath<C, Int32>) -> Int32 {
     image.loadUnaligned(fromByteOffset: offset(path), as: Int32.self)
   }
-
-  /// A NUL-terminated (or field-long) UTF-8 string of `capacity` bytes at `start`.
-  func string(at start: Int, capacity: Int) -> String {
-    let field = UnsafeRawBufferPointer(rebasing: image[start..<start + capacity])
-    let end = field.firstIndex(of: 0) ?? capacity
-    return String(decoding: field[..<end], as: UTF8.self)
-  }
-  /// The bytes a C array field holds (`char name[16]` → 16): capacities come from the header.
-  static func capacity<Root, Field>(of field: KeyPath<Root, Field>) -> Int { MemoryLayout<Field>.size }
-  func bytes(at start: Int, count: Int) -> [UInt8] { Array(image[start..<start + count]) }
 
   /// `length` (clamped to `capacity`) bytes of UTF-8 at `start`; a text that was cut may end
   /// inside a character, whose leftover bytes are dropped rather than shown as U+FFFD.
@@ -310,10 +189,6 @@ private struct RecordFields {
     }
     return (swift, swiftCut, exception)
   }
-  func words(at start: Int, count: Int) -> [UInt64] {
-    (0..<count).map { image.loadUnaligned(fromByteOffset: start + $0 * 8, as: UInt64.self) }
-  }
-
   func decode() -> CrashRecord {
     let flags = u32(\C.flags)
     let marker = u64(\C.complete_marker)
@@ -338,24 +213,8 @@ private struct RecordFields {
       senderPID: hasSender ? i32(\C.sender_pid) : nil,
       senderUID: hasSender ? u32(\C.sender_uid) : nil)
 
-    let arch = u32(\C.arch)
     let registerValues = words(at: offset(\C.registers), count: Int(u32(\C.register_count)))
-    let names: [String]
-    let architecture: String
-    switch arch {
-    case UInt32(CRUMBS_CRASH_ARCH_X86_64.rawValue):
-      architecture = "x86_64"
-      names = [
-        "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx", "rdx",
-        "rax", "rcx", "rsp", "rip", "eflags", "csgsfs", "err", "trapno", "oldmask", "cr2",
-      ]
-    case UInt32(CRUMBS_CRASH_ARCH_AARCH64.rawValue):
-      architecture = "aarch64"
-      names = (0...30).map { "x\($0)" } + ["sp", "pc", "pstate", "fault_address"]
-    default:
-      architecture = "unknown"
-      names = []
-    }
+    let (architecture, names) = CrashRecord.architecture(u32(\C.arch))
     let registers = Self.named(registerValues, names)
     let stop = Self.stop(u32(\C.backtrace_stop))
     let stackSource = Self.source(u32(\C.stack_source))
@@ -428,7 +287,7 @@ private struct RecordFields {
       swiftFatalMessage: said.swift,
       swiftFatalMessageTruncated: said.swiftCut,
       uncaughtException: said.exception,
-      threads: threadTable(crashing: crashing, names: names),
+      threads: hasThreads ? threadTable.decode(crashing: crashing, registerNames: names) : nil,
       flags: flags,
       replacedSignals: SignalNames.signals(inMask: u64(\C.replaced_signals)))
   }

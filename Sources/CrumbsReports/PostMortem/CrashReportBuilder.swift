@@ -91,6 +91,11 @@ package struct CrashReportBuilder {
           "another library had taken the thread capture signal: other threads are listed without frames")
       }
       if table.listingFailed { report.damage.append("the crash handler could not list the threads") }
+      if table.liveCaptureBusy {
+        report.damage.append(
+          "a live thread capture held the threads past the crash handler's wait: only the crashing thread is listed"
+        )
+      }
       if table.interrupted {
         report.damage.append(
           "the crash handler faulted while walking the other threads' stacks: the thread list ends early")
@@ -182,29 +187,36 @@ package struct CrashReportBuilder {
             signal: record.signal.name.isEmpty ? nil : record.signal.name, frames: frames))
         continue
       }
-      let state: CrashReport.Thread.State =
-        switch thread.state {
-        case .captured: .captured
-        case .noAnswer: .noAnswer
-        case .notAsked: .notAsked
-        case .alsoCrashed: .alsoCrashed
-        case .crashing, .unknown: .unknown
-        }
-      let threadFrames = Self.frames(
-        named.next() ?? [], marks: thread.frameMarks.map(FrameMarks.init(rawValue:)))
-      result.append(
-        CrashReport.Thread(
-          id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: state, crashed: false,
-          signal: thread.signal.map { SignalNames.name($0) },
-          registers: thread.registers.isEmpty
-            ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
-          frames: threadFrames))
+      result.append(Self.thread(thread, frames: named.next() ?? []))
     }
     // The crashing thread stays first whatever the table's order.
     if let index = result.firstIndex(where: \.crashed), index != 0 {
       result.insert(result.remove(at: index), at: 0)
     }
     return result
+  }
+
+  /// A thread other than the crashing one, with its frames named (`symbolicated`, in its own
+  /// order) and marked how the capture found each: the one conversion crash reports and live
+  /// captures (ThreadSnapshot) share.
+  package static func thread(_ thread: CrashRecord.Thread, frames symbolicated: [SymbolicatedFrame])
+    -> CrashReport.Thread
+  {
+    let state: CrashReport.Thread.State =
+      switch thread.state {
+      case .captured: .captured
+      case .noAnswer: .noAnswer
+      case .notAsked: .notAsked
+      case .alsoCrashed: .alsoCrashed
+      case .requesting: .requesting
+      case .crashing, .unknown: .unknown
+      }
+    return CrashReport.Thread(
+      id: Int(thread.id), name: thread.name.isEmpty ? nil : thread.name, state: state, crashed: false,
+      signal: thread.signal.map { SignalNames.name($0) },
+      registers: thread.registers.isEmpty
+        ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
+      frames: Self.frames(symbolicated, marks: thread.frameMarks.map(FrameMarks.init(rawValue:))))
   }
 
   /// A report for a session that vanished without a crash record.

@@ -103,7 +103,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
 
   /// One thread of the crashed process (reports of version 3 crash records).
   public struct Thread: Codable, Sendable, Equatable {
-    /// What became of a thread at crash time.
+    /// What became of a thread at crash time (or in a live capture).
     public enum State: String, Codable, Sendable {
       /// The thread that crashed: always first, with `crashed` true.
       case crashed
@@ -115,6 +115,9 @@ public struct CrashReport: Codable, Sendable, Equatable {
       case notAsked = "not_asked"
       /// Crashed as well, while the first crash was recorded: frames of its own fault.
       case alsoCrashed = "crashed_too"
+      /// The thread that took a live capture (a hang report, a thread dump): its own frames
+      /// from where it asked, all return addresses.
+      case requesting
       case unknown
     }
     /// Kernel thread id.

@@ -25,13 +25,19 @@ package final class LiveSymbolicator: Sendable {
 
   package func symbolicate(_ addresses: [UInt64]) -> (frames: [SymbolicatedFrame], modules: [LoadedModule]) {
     let current = CurrentProcessModules.list()
-    return cache.withLock { cache in
-      if cache.symbolicator == nil || current != cache.modules {
-        cache.modules = current
-        cache.symbolicator = Symbolicator(modules: current, options: options)
+    // Every address is a return address (the capture starts at its caller's call site).
+    return (with(modules: current) { $0.symbolicate(addresses, firstIsExactPC: false) }, current)
+  }
+
+  /// Runs `body` with the symbolicator for `modules` (this process's, as listed now or when a
+  /// ThreadSnapshot was taken): the cached one when the list is unchanged.
+  package func with<T: Sendable>(modules: [LoadedModule], _ body: (Symbolicator) -> T) -> T {
+    cache.withLock { cache in
+      if cache.symbolicator == nil || modules != cache.modules {
+        cache.modules = modules
+        cache.symbolicator = Symbolicator(modules: modules, options: options)
       }
-      // Every address is a return address (the capture starts at its caller's call site).
-      return (cache.symbolicator!.symbolicate(addresses, firstIsExactPC: false), cache.modules)
+      return body(cache.symbolicator!)
     }
   }
 }

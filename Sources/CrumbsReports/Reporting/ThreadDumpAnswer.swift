@@ -151,6 +151,6 @@ package struct ThreadDumpAnswer: Codable, Sendable, Equatable {
   package func threads(options: Symbolicator.Options) -> [CrashReport.Thread] {
     guard let snapshot else { return [] }
     let symbolicator = Symbolicator(modules: snapshot.modules, options: options)
-    return LiveThreads.reportThreads(snapshot, symbolicator: symbolicator)
+    return CrashReportBuilder.threads(of: snapshot, symbolicator: symbolicator)
   }
 }

@@ -206,7 +206,7 @@ public struct ELFImage: Sendable {
         image.problems.append("note segment at \(note.offset) (\(note.size) bytes) outside the file")
         continue
       }
-      image.buildID = ELFImage.buildID(inNotes: bytes, alignment: note.align) ?? []
+      image.buildID = LoadedModule.buildID(inNotes: bytes, alignment: note.align) ?? []
     }
 
     // Section headers: the build-ID section when no segment had one, and the symbol tables.
@@ -245,7 +245,7 @@ public struct ELFImage: Sendable {
         if section.size <= 1 << 20,
           let bytes = try? source.read(section.offset, section.size, "build-id note")
         {
-          image.buildID = ELFImage.buildID(inNotes: bytes, alignment: section.alignment) ?? []
+          image.buildID = LoadedModule.buildID(inNotes: bytes, alignment: section.alignment) ?? []
         }
       }
     }
@@ -283,29 +283,6 @@ public struct ELFImage: Sendable {
       }
     }
     return image
-  }
-
-  /// The NT_GNU_BUILD_ID descriptor in a run of ELF notes, or nil.
-  static func buildID(inNotes bytes: [UInt8], alignment: UInt64) -> [UInt8]? {
-    let align = alignment == 8 ? 8 : 4
-    var offset = 0
-    while bytes.count - offset >= 12 {
-      let fields = LittleEndianBytes(bytes, base: offset)
-      let nameSize = Int(fields.u32(0))
-      let descriptorSize = Int(fields.u32(4))
-      let type = fields.u32(8)
-      let nameStart = offset + 12
-      guard nameSize <= bytes.count - nameStart else { return nil }
-      let descriptorStart = (nameStart + nameSize + align - 1) / align * align
-      guard descriptorStart <= bytes.count, descriptorSize <= bytes.count - descriptorStart else {
-        return nil
-      }
-      if type == 3, nameSize == 4, bytes[nameStart..<nameStart + 4].elementsEqual([0x47, 0x4E, 0x55, 0]) {
-        return Array(bytes[descriptorStart..<descriptorStart + descriptorSize])
-      }
-      offset = (descriptorStart + descriptorSize + align - 1) / align * align
-    }
-    return nil
   }
 }
 

@@ -178,13 +178,17 @@ public final class Symbolicator {
   }
 
   /// Names several backtraces at once (every thread of a crash), each one's first address taken
-  /// as an exact PC, and those at the indices in `exact[i]` of backtrace i: one optional
-  /// line-info pass per module for all of them.
-  public func symbolicate(backtraces: [[UInt64]], exact: [Set<Int>] = []) -> [[SymbolicatedFrame]] {
+  /// as an exact PC (unless `firstIsExactPC[i]` is false: a thread that walked its own stack
+  /// has only return addresses), and those at the indices in `exact[i]` of backtrace i: one
+  /// optional line-info pass per module for all of them.
+  public func symbolicate(backtraces: [[UInt64]], exact: [Set<Int>] = [], firstIsExactPC: [Bool] = [])
+    -> [[SymbolicatedFrame]]
+  {
     var exactIndices = Set<Int>()
     var all: [UInt64] = []
     for (position, backtrace) in backtraces.enumerated() {
-      if !backtrace.isEmpty { exactIndices.insert(all.count) }
+      let firstExact = position < firstIsExactPC.count ? firstIsExactPC[position] : true
+      if !backtrace.isEmpty && firstExact { exactIndices.insert(all.count) }
       if position < exact.count {
         for index in exact[position] where index < backtrace.count { exactIndices.insert(all.count + index) }
       }

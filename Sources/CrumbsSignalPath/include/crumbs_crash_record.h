@@ -216,6 +216,10 @@ typedef enum crumbs_crash_thread_state {
   /// for this one to end the process): registers and frames of its own fault;
   /// `signal_number` is its signal.
   CRUMBS_THREAD_ALSO_CRASHED = 5,
+  /// The thread that took a live capture (entry 0 of a table crumbs_capture_threads_live fills;
+  /// never in a crash record): its frames are its own walk from where it called the capture,
+  /// every one a return address (frames[0] too); no registers.
+  CRUMBS_THREAD_REQUESTING = 6,
 } crumbs_crash_thread_state;
 
 /// `crumbs_crash_thread_table.flags`.
@@ -239,6 +243,15 @@ enum {
   /// core_pattern) or a tracer was attached: the threads that answered stayed parked until the
   /// fatal signal took the process, so the core (or the debugger) sees every one of them.
   CRUMBS_THREADS_KEPT_FOR_DUMP = 1u << 6,
+  /// A live capture (crumbs_live_capture.h) was running when the crash came: the crash handler
+  /// waited for it to finish before asking the threads itself.
+  CRUMBS_THREADS_WAITED_FOR_LIVE = 1u << 7,
+  /// The crashing thread was taking a live capture (it crashed inside it): the threads it had
+  /// parked were released first, then every thread was asked for the crash.
+  CRUMBS_THREADS_TOOK_OVER_LIVE = 1u << 8,
+  /// A live capture held the threads longer than the crash handler waits for it (its limit
+  /// plus a margin): only the crashing thread is listed.
+  CRUMBS_THREADS_BUSY = 1u << 9,
 };
 
 /// One thread of the crashed process (version 3).
@@ -257,12 +270,17 @@ typedef struct crumbs_crash_thread {
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS]; // named as crumbs_crash_arch says
   uint64_t frames[CRUMBS_CRASH_THREAD_MAX_FRAMES];
   uint8_t frame_marks[CRUMBS_CRASH_THREAD_MAX_FRAMES]; // CRUMBS_FRAME_* per frame
-  uint8_t reserved[64];
+  /// A live capture's: how long the thread stayed in the capture handler, from its start to
+  /// the release (the wake-up after it not included). 0 in crash records (carved out of
+  /// `reserved`, always 0 before).
+  uint64_t paused_ns;
+  uint8_t reserved[56];
 } crumbs_crash_thread;
 _Static_assert(sizeof(crumbs_crash_thread) == 1024, "persisted: crumbs_crash_thread");
 _Static_assert(offsetof(crumbs_crash_thread, registers) == 64, "persisted");
 _Static_assert(offsetof(crumbs_crash_thread, frames) == 384, "persisted");
 _Static_assert(offsetof(crumbs_crash_thread, frame_marks) == 896, "persisted");
+_Static_assert(offsetof(crumbs_crash_thread, paused_ns) == 960, "persisted");
 
 /// Every thread at crash time (version 3). The handler lists /proc/self/task once, asks every
 /// other thread for its registers with the capture signal, waits a bounded time, walks the

@@ -26,6 +26,17 @@ void crumbs_crash_testing_ask_blocked_threads(bool enabled);
 /// them, so only a thread that cannot answer costs the wait. Call before the crash.
 void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds);
 
+/// Tests only: the next live capture (crumbs_live_capture.h) faults (SIGSEGV) while the first
+/// thread it parked is still parked, before it releases it: the crash handler, on the capturing
+/// thread, then takes the capture over. Call before the capture, from an ordinary thread.
+void crumbs_crash_testing_fault_inside_live_capture(bool enabled);
+
+/// Tests only: the next live capture, once the first thread it asked is parked, writes one byte
+/// to `fd` and waits (at most 10 s) until a crash has started (the installed record is no longer
+/// ARMED), then goes on: a crash on another thread meets the capture while it holds the threads.
+/// -1 turns it off. Call before the capture, from an ordinary thread.
+void crumbs_crash_testing_live_capture_meets_crash(int fd);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);

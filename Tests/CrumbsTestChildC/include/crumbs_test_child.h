@@ -71,6 +71,27 @@ int crumbs_test_pin_to_one_cpu(void);
 /// block (all but the synchronous signals, SIGPIPE and SIGPROF). Returns once every one is in
 /// its blocking function: how many were started, or -1.
 int crumbs_test_start_blocked_threads(int count, int with_masked);
+/// Names the calling thread `name` (NULL: keeps its name), counts it for
+/// crumbs_test_wait_for_parked, then blocks for good in read() on a pipe nobody writes. For
+/// threads a test parks from Swift (a Dispatch worker, a task): the caller's function is then
+/// the one to find in the thread's stack.
+void crumbs_test_park_in_read(const char *name);
+/// Waits (an event, not a sleep) until `count` threads called crumbs_test_park_in_read.
+/// Returns 0, or -1.
+int crumbs_test_wait_for_parked(int count);
+/// Starts a thread "cond-waiter" blocked for good in crumbs_test_waiting_on_condition
+/// (pthread_cond_wait), and returns 0 once it waits there (or -1).
+int crumbs_test_start_condition_waiter(void);
+/// Starts a thread "echo", blocked in crumbs_test_echo_loop's read() between requests, that
+/// answers each crumbs_test_echo. Returns 0 or -1.
+int crumbs_test_start_echo(void);
+/// Sends the echo thread one byte and waits at most `timeout_ms` for its answer: 0 when it came
+/// (the thread runs), -1 otherwise.
+int crumbs_test_echo(int timeout_ms);
+/// Starts a thread "crasher" that blocks every real-time signal and SIGPROF (no thread capture
+/// can ask it), waits in crumbs_test_crash_when_told for a byte on `fd`, then stores through a
+/// null pointer. Returns 0 or -1.
+int crumbs_test_start_crasher(int fd);
 /// Takes SIGSEGV over from the crash handler, as a library installed after Crumbs that chains
 /// would: its handler calls the one it replaced, then returns.
 void crumbs_test_install_chaining_handler_in_front(void);

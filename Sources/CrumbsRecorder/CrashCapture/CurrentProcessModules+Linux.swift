@@ -5,12 +5,13 @@
 // PT_NOTE segments in memory (already mapped, so no file is opened). The main executable, which
 // the dynamic linker names "", is given the path /proc/self/exe resolves to.
 //
-// For non-fatal reports (symbolicate the current backtrace) and for tests. The crash handler
-// keeps its own copy of this map in the crash record (crumbs_modules.c), made the same way.
+// For non-fatal reports (symbolicate the current backtrace), live thread captures (what their
+// frames are relative to: LiveThreadCapture) and tests. In the recorder, beside CurrentThread,
+// so a capture carries it without the reports. The crash handler keeps its own copy of this map
+// in the crash record (crumbs_modules.c), made the same way.
 // Not signal-safe (dl_iterate_phdr takes the loader lock; allocates).
 
 import CrumbsPlatform
-import CrumbsRecorder
 
 #if canImport(Glibc)
   import Glibc
@@ -79,7 +80,7 @@ public enum CurrentProcessModules {
         let notes = UnsafeRawPointer(bitPattern: UInt(start))
       {
         let bytes = Array(UnsafeRawBufferPointer(start: notes, count: Int(header.p_memsz)))
-        buildID = ELFImage.buildID(inNotes: bytes, alignment: UInt64(header.p_align)) ?? []
+        buildID = LoadedModule.buildID(inNotes: bytes, alignment: UInt64(header.p_align)) ?? []
       }
     }
     guard high > 0 else { return nil }

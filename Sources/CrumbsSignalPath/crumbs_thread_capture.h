@@ -1,0 +1,143 @@
+// crumbs_thread_capture.h — what the two thread captures share: the crash handler's
+// (crumbs_thread_capture.c: every thread at once, at crash time) and the live one
+// (crumbs_thread_capture_live.c: a few threads at a time, the process running on). One set of
+// slots, one capture signal handler, one listing, one way to ask a thread, walk its stack and
+// release it; crumbs_thread_capture.c's design comment says who may use them when. Internal to
+// CrumbsSignalPath.
+//
+// ASYNC-SIGNAL-SAFE: every function declared here (their libc calls are listed in
+// crumbs_thread_capture.c and crumbs_thread_capture_live.c).
+
+#ifndef CRUMBS_THREAD_CAPTURE_H
+#define CRUMBS_THREAD_CAPTURE_H
+
+#include "crumbs_crash_internal.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/// How long the asked threads have to answer by default, from their request: long enough for
+/// 100 threads on a busy 2-core machine (they answer within a few ms), short enough that a
+/// thread that is asked but not scheduled in time costs at most this. (A thread that cannot
+/// answer, blocking both signals or stopped, is known from its status and not waited for.)
+#define CRUMBS__CAPTURE_DEADLINE_NS (50u * 1000000u)
+/// How long a parked thread waits to be released before it goes back on its own (the capturing
+/// thread hung or was stopped): it only keeps "never a hang" true.
+#define CRUMBS__CAPTURE_PARK_LIMIT_NS (10ull * 1000000000u)
+#define CRUMBS__CAPTURE_SLOTS CRUMBS_CRASH_MAX_THREADS
+/// `crumbs__capture_state.stack_source[i]` before slot i's stack was looked for.
+#define CRUMBS__STACK_NOT_LOOKED 0xFFFFFFFFu
+
+/// A slot's state: the low 3 bits of `crumbs__capture_slot.state`; the bits above are the
+/// generation of the capture that wrote it, so an answer (or a wait) left over from an earlier
+/// capture never counts for the next one.
+enum {
+  CRUMBS__SLOT_ASKED = 1,     // the signal is (about to be) sent
+  CRUMBS__SLOT_ANSWERED = 2,  // the thread filled the slot and is parked
+  CRUMBS__SLOT_LATE = 3,      // no answer: it cannot (blocked, stopped), or its deadline passed
+                              // first (then it returns at once if it comes)
+  CRUMBS__SLOT_GONE = 4,      // exited since the listing (no status, or tgkill ESRCH): not listed
+  CRUMBS__SLOT_NOT_ASKED = 5, // no signal could ask it (both someone else's), or tgkill failed
+  CRUMBS__SLOT_RELEASED = 6,  // answered, walked, and let go: it leaves its handler
+};
+#define CRUMBS__SLOT_WORD(generation, state) (((generation) << 3) | (uint32_t)(state))
+#define CRUMBS__SLOT_STATE(word) ((word) & 7u)
+
+/// One other thread, while captured. Entry `index` of a table is slot `index` (slot 0, the
+/// capturing thread, is never asked). Written by the capturing thread (tid, state at listing)
+/// and by the thread it names (the rest, before it answers).
+typedef struct crumbs__capture_slot {
+  uint32_t tid;
+  uint32_t state;         // atomic: CRUMBS__SLOT_WORD; the parked thread's futex word
+  int32_t asked_with;     // the signal sent (0: none)
+  int32_t also_crashed;   // the signal of a thread that crashed too, else 0
+  uint32_t register_count;
+  uint32_t reserved;
+  uint64_t asked_ns;      // CLOCK_MONOTONIC: when the signal was sent
+  uint64_t entered_ns;    // CLOCK_MONOTONIC: when its handler started (the pause's start)
+  crumbs__context_registers context;
+  crumbs__unwind_registers unwind; // every register the CFI unwinder may start from
+  uint64_t stack_low, stack_high; // registered bounds (crumbs__crash_this_thread), or 0
+  uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS];
+  char name[16];
+} crumbs__capture_slot;
+
+/// The one capture in progress (crash or live), and who holds it.
+typedef struct crumbs__capture_state {
+  crumbs__capture_slot slots[CRUMBS__CAPTURE_SLOTS];
+  uint32_t slot_count;  // slots in use (written before any signal is sent)
+  uint32_t answered;    // futex word: threads that answered
+  /// Futex word: threads between their answer and leaving the handler (parked, or released and
+  /// not yet out). The next capture waits for it to drop to 0 before it asks anyone: a thread
+  /// still inside blocks the signal it was asked with, and could not answer again.
+  uint32_t inside;
+  uint32_t generation;  // atomic: bumped by every capture's listing
+  uint32_t capturing;   // atomic: 1 from the first request to the release
+  uint32_t ending;      // atomic, crash only: answering threads end instead of parking
+  uint32_t holding;     // atomic, crash only: parked threads stay parked (a core, a tracer)
+  /// Futex word: the tid of the thread holding the capture (a live capture's caller, or the
+  /// crashing thread), 0 when free. See "Who captures" in crumbs_thread_capture.c.
+  uint32_t owner;
+  uint32_t live;        // atomic: 1 while the owner is a live capture
+  int capture_signal;   // 0: none installed
+  int sigprof_state;    // this capture: 0 not looked at, 1 usable (ours), -1 someone's
+  uint64_t requested_ns; // CLOCK_MONOTONIC: the capture's start
+  uint64_t limit_ns;     // a live capture's bound on its whole run (the crash waits that long)
+  uint64_t deadline_ns;  // how long an asked thread has to answer
+  uint32_t skip_mask_check; // tests only: ask threads whatever they block
+  /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
+  /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
+  struct sigaction sigprof_previous;
+  uint32_t sigprof_taken;
+  /// The stack each answered slot is walked in (registered bounds, or /proc/thread-self/maps).
+  uint64_t stack_low[CRUMBS__CAPTURE_SLOTS], stack_high[CRUMBS__CAPTURE_SLOTS];
+  uint32_t stack_source[CRUMBS__CAPTURE_SLOTS];
+} crumbs__capture_state;
+extern crumbs__capture_state crumbs__capture;
+
+/// syscall(SYS_futex) on `word`; `timeout_ns` 0: none.
+long crumbs__capture_futex(uint32_t *word, int operation, uint32_t value, uint64_t timeout_ns);
+/// Whether `signal_number`'s action is the capture handler.
+bool crumbs__capture_handles(int signal_number);
+/// Lists /proc/self/task into the slots under a new generation, slot 0 being `own_tid`
+/// (threads_seen counted into `table`). False when the directory cannot be read.
+bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid);
+/// Asks slot `index`'s thread (status read, signal chosen, tgkill): true when an answer is to
+/// be waited for (a signal was sent) or is there already (a signal an earlier capture sent got
+/// there first); otherwise the slot says why not (GONE, LATE, NOT_ASKED). `capture_usable`: the
+/// capture signal is ours. Sets `table`'s USED_SIGPROF flag when SIGPROF asked it.
+bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_thread_table *table);
+/// Waits (at most `timeout_ns`) until no thread but the caller (when it is inside the capture
+/// handler itself: it crashed there) is left inside it from an earlier capture (`inside`).
+void crumbs__capture_wait_for_leavers(uint64_t timeout_ns);
+/// Whether some slot still waits for its answer (ASKED in this generation).
+bool crumbs__capture_waiting(void);
+/// Wakes whatever waits on any slot's word: a thread that parked for an earlier generation just
+/// before a listing rewrote its slot (a crash taking over a live capture) goes back.
+void crumbs__capture_wake_all(void);
+/// Slot `index` still waiting for its answer becomes LATE (compare-exchange: exactly one side
+/// wins against the answer). True when it did.
+bool crumbs__capture_close(uint32_t index);
+/// The stacks of the parked slots not looked for yet: registered bounds that hold the SP (or
+/// the FP), else one read of /proc/thread-self/maps for all of them.
+void crumbs__capture_find_stacks(void);
+/// Writes slot `index` into `entry`: an answered thread's registers and the walk of its stack
+/// (crumbs__crash_unwind over `record`'s modules, read only), or tid and name of one that did
+/// not answer. Counts it into `table`. False for a GONE slot (nothing written).
+bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
+                                 crumbs_crash_thread *entry, crumbs_crash_thread_table *table);
+/// Lets slot `index`'s parked thread go (compare-exchange ANSWERED → RELEASED, then a futex
+/// wake). True when it was parked there.
+bool crumbs__capture_release_slot(uint32_t index);
+/// Whether SIGPROF can ask threads in this capture: ours already, or taken now when nobody
+/// handles it (then `sigprof_previous` keeps the action it replaced).
+bool crumbs__capture_sigprof_usable(void);
+/// Gives SIGPROF back its action from before a capture took it, unless another library set
+/// its own since. Not for a signal still pending for some thread (SIG_DFL would kill it).
+void crumbs__capture_sigprof_give_back(void);
+/// Whether a thread a live capture asked with `signal_number` and that never ran its handler
+/// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
+bool crumbs__capture_pending_somewhere(int signal_number);
+
+#endif // CRUMBS_THREAD_CAPTURE_H

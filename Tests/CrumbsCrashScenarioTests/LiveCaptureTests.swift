@@ -1,0 +1,182 @@
+// LiveCaptureTests.swift — every thread's stack while the process lives on (issue 23): the crash
+// handler's thread capture taken from an ordinary thread (LiveThreadCapture).
+//
+// A real child parks named threads in known functions (read on a pipe, pthread_cond_wait, a
+// Dispatch worker, a task's thread), captures itself twice in a row and writes what it got; each
+// thread must be listed with its name and its own function (symbolicated by the child, as a hang
+// report is), and the child must run on (a captured thread still answers) and exit 0. Without the
+// crash handler the capture is a typed error. And the crash path still captures every thread
+// right after a live capture, when the capture itself faults (the crash takes it over), and when
+// another thread crashes while the capture holds the threads (the crash waits for it).
+
+import CrumbsPlatform
+import CrumbsReportTestSupport
+import CrumbsTestSupport
+import Foundation
+import Testing
+
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite("Live thread capture", .serialized)
+struct LiveCaptureTests {
+  @Test(
+    "a child captures its own threads twice: each named, each in its own function, and it runs on",
+    arguments: [false, true])
+  func childCapturesItself(release: Bool) throws {
+    let variant = ChildVariant(release: release, backtracer: false)
+    guard let executable = variant.executable else {
+      print("skipped live-capture [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
+      return
+    }
+    let directory = TestDirectory()
+    let child = try Subprocess(
+      executable, ["live-capture", directory.path],
+      environment: variant.environment.merging(roomToAnswer) { $1 },
+      standardError: .file(directory.file("stderr.txt")))
+    let lines = child.readLines(until: "done", seconds: 120)
+    child.wait(seconds: 60)
+    let context = "live-capture [\(variant)]: \(lines.joined(separator: " | "))"
+    #expect(child.exitCode == 0, "\(context)")
+    #expect(lines.contains("echo ok"), "a captured thread runs on: \(context)")
+    #expect(lines.filter { $0.hasPrefix("captured ") }.count == 2, "\(context)")
+    let callerID = try #require(lines.first { $0.hasPrefix("thread ") }.map { String($0.dropFirst(7)) })
+
+    for round in 1...2 {
+      let snapshot = try JSONDecoder().decode(
+        ThreadSnapshot.self,
+        from: Data(contentsOf: URL(fileURLWithPath: directory.file("snapshot-\(round).json"))))
+      let threads = try JSONDecoder().decode(
+        [CrashReport.Thread].self,
+        from: Data(contentsOf: URL(fileURLWithPath: directory.file("threads-\(round).json"))))
+      let table = snapshot.table
+      let where_ = "round \(round), \(context)"
+      #expect(String(snapshot.callerID) == callerID, "\(where_)")
+      #expect(table.threads.first?.state == .requesting && table.threads.first?.id == snapshot.callerID)
+      #expect(table.threads.dropFirst().allSatisfy { $0.state != .requesting })
+      // 8 blockers, masked, like-dispatch, cond-waiter, echo, the Dispatch worker, the task's
+      // thread and the caller (and whatever threads the runtimes keep).
+      #expect(table.threads.count >= 15, "\(table.threads.map(\.name)): \(where_)")
+      #expect(table.seen == UInt32(table.threads.count))
+      // Every thread that could answer did, in time: only "masked" (every signal blocked) not.
+      #expect(!table.deadlinePassed, "\(where_)")
+      #expect(table.threads.filter { $0.state == .noAnswer }.map(\.name) == ["masked"], "\(where_)")
+      #expect(table.usedSIGPROF)
+      // The process runs on: nobody ended, nobody held for a core.
+      #expect(!table.threadsEnded && !table.threadsKeptForDump)
+      // Each captured thread was parked, and the longest of those pauses is the snapshot's.
+      let captured = table.threads.filter { $0.state == .captured }
+      #expect(captured.allSatisfy { ($0.pausedNanoseconds ?? 0) > 0 }, "\(where_)")
+      #expect(captured.compactMap(\.pausedNanoseconds).max() == snapshot.longestPauseNanoseconds)
+      #expect(snapshot.longestPauseNanoseconds <= table.captureNanoseconds)
+      #expect(
+        snapshot.modules.first?.path.hasSuffix("CrumbsTestChild") == true,
+        "\(snapshot.modules.first?.path ?? "")")
+
+      // The report's threads, as the child's own symbolicator named them.
+      #expect(threads.count == table.threads.count)
+      #expect(threads.first?.state == .requesting && threads.first?.crashed == false)
+      #expect(threads.allSatisfy { !$0.crashed })
+      func functions(_ name: String, top: Int = 10) -> [String] {
+        threads.first { $0.name == name }?.frames.prefix(top).compactMap(\.function) ?? []
+      }
+      let requesting = threads.first?.frames.prefix(12).compactMap(\.function) ?? []
+      #expect(requesting.contains { $0.contains("captureTwice") }, "\(requesting)")
+      for index in 0..<8 {
+        let name = "blocker-0\(index)"
+        let thread = threads.first { $0.name == name }
+        #expect(thread?.state == .captured, "\(name): \(where_)")
+        let top = functions(name, top: 5).first { $0.hasPrefix("crumbs_test_blocked_") }
+        #expect(top == "crumbs_test_blocked_0\(index)", "\(name): \(functions(name))")
+      }
+      #expect(threads.first { $0.name == "masked" }?.state == .noAnswer)
+      let dispatchLike = table.threads.first { $0.name == "like-dispatch" }
+      #expect(dispatchLike?.state == .captured && dispatchLike?.askedWith == SIGPROF)
+      #expect(functions("like-dispatch", top: 5).contains("crumbs_test_blocked_like_dispatch"))
+      // Deep in glibc without frame pointers: CFI finds the caller.
+      #expect(
+        functions("cond-waiter").contains("crumbs_test_waiting_on_condition"), "\(functions("cond-waiter"))")
+      #expect(functions("echo").contains("crumbs_test_echo_loop"), "\(functions("echo"))")
+      // Dispatch's workers block the capture signal: SIGPROF asks them.
+      for (name, function) in [
+        ("dispatch-parked", "parkedOnDispatchQueue"), ("task-parked", "parkedInTask"),
+      ] {
+        let thread = table.threads.first { $0.name == name }
+        #expect(thread?.state == .captured && thread?.askedWith == SIGPROF, "\(name): \(where_)")
+        #expect(functions(name).contains { $0.contains(function) }, "\(name): \(functions(name))")
+      }
+    }
+  }
+
+  @Test("without the crash handler a capture is a typed error, not a trap")
+  func notInstalled() throws {
+    let child = try Subprocess(ChildProcess.testChild, ["live-capture-uninstalled"])
+    let lines = child.readLines(until: "\u{0}never", seconds: 60)
+    child.wait(seconds: 60)
+    #expect(child.exitCode == 0, "\(lines)")
+    #expect(lines.first == "error not-installed", "\(lines)")
+    #expect(lines.contains("message cannot capture threads: the crash handler is not installed"), "\(lines)")
+  }
+}
+
+// With the crash scenarios of 100 threads (serialized with them: each wakes 100 threads).
+extension ThreadCaptureTests {
+  static let withoutBacktracer = [
+    ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+  ]
+
+  @Test("a crash right after a live capture still captures every thread", arguments: withoutBacktracer)
+  func crashAfterLiveCapture(variant: ChildVariant) throws {
+    guard
+      let (run, table) = try checkEveryThread(
+        variant: variant, block: "read", environment: ["CRUMBS_TEST_LIVE_FIRST": "1"])
+    else { return }
+    // The caller, 100 blockers, masked, like-dispatch; all but masked captured.
+    let live = run.facts["live-captured"]?.split(separator: " ").compactMap { Int($0) } ?? []
+    #expect(live.count == 2 && live[0] >= 103 && live[1] >= 101, "\(run.lines)")
+    #expect(!table.waitedForLiveCapture && !table.tookOverLiveCapture && !table.liveCaptureBusy)
+  }
+
+  @Test(
+    "a crash inside a live capture, a thread parked: the crash releases it, takes over, captures every thread",
+    arguments: withoutBacktracer)
+  func crashInsideLiveCapture(variant: ChildVariant) throws {
+    guard
+      let (run, table) = try checkEveryThread(
+        variant: variant, block: "read",
+        environment: ["CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1"])
+    else { return }
+    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+    #expect(!run.lines.contains { $0.hasPrefix("live-captured") }, "the capture faulted: \(run.lines)")
+  }
+
+  @Test(
+    "a crash on another thread while a live capture holds the threads waits for it, then captures every thread"
+  )
+  func crashMeetsLiveCapture() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "live-capture-meets-crash", variant: ChildVariant(release: false, backtracer: false),
+      directory: directory,
+      environment: roomToAnswer)
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "\(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    #expect(
+      table.waitedForLiveCapture && !table.liveCaptureBusy && !table.tookOverLiveCapture,
+      "flags \(table.flags)")
+    #expect(table.threads.first?.state == .crashing && table.threads.first?.name == "crasher")
+    #expect(!table.deadlinePassed && table.noAnswer == 0, "\(table.threads.map { "\($0.name) \($0.state)" })")
+    for index in 0..<10 {
+      #expect(table.threads.first { $0.name == "blocker-0\(index)" }?.state == .captured, "blocker-0\(index)")
+    }
+    // The thread that took the live capture, parked afterwards, answers the crash's.
+    #expect(table.threads.first { String($0.id) == run.facts["thread"] }?.state == .captured)
+  }
+}
