@@ -160,7 +160,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "FuzzThreadDump",
-      dependencies: ["CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ThreadDump"
     ),
     .executableTarget(

@@ -13,6 +13,7 @@
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
+import CrumbsPlatform
 import CrumbsRecorder
 import CrumbsReports
 import FuzzSupport
@@ -42,11 +43,22 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 func makeSeeds(in directory: String) throws -> Int {
   mkdir(directory, 0o755)
   var seeds: [(String, [UInt8])] = []
-  if let snapshot = try? LiveThreadCapture.capture() {
-    let answer = ThreadDumpAnswer(pid: getpid(), sessionID: "seed", cookie: 1, snapshot: snapshot, error: nil)
-    let bytes = try answer.encoded()
-    seeds.append(("live.json", bytes))
-    seeds.append(("live-cut.json", Array(bytes.prefix(bytes.count / 2))))
+  // A real capture of this process: the capture needs the crash handler (and so a ring).
+  let scratch = directory + "/.seed-ring"
+  if let ring = try? RingDirectory(path: scratch).createRing(), (try? CrashHandler.install(ring: ring)) != nil
+  {
+    defer {
+      CrashHandler.uninstall()
+      ring.close()
+      Syscall.removeTree(scratch)
+    }
+    if let snapshot = try? LiveThreadCapture.capture() {
+      let answer = ThreadDumpAnswer(
+        pid: getpid(), sessionID: "seed", cookie: 1, snapshot: snapshot, error: nil)
+      let bytes = try answer.encoded()
+      seeds.append(("live.json", bytes))
+      seeds.append(("live-cut.json", Array(bytes.prefix(bytes.count / 2))))
+    }
   }
   let failed = ThreadDumpAnswer(pid: 7, sessionID: "seed", cookie: 2, snapshot: nil, error: "no capture")
   seeds.append(("error.json", try failed.encoded()))
