@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import CrumbsTestChildC
 
 // Thread-dump scenarios: a running process with threads parked in known functions
@@ -78,6 +79,36 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("pause \(dump.longestPauseNanoseconds)")
       print("done")
       client.close()
+      return 0
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+  },
+
+  // dump-flood DIR: installs the request signal on a ring (no responder), then on the main
+  // thread (where a signal it sends itself is handled before sigqueue returns) sends it 20000
+  // requests with cookies 1…20000, and one tgkill; prints "queued N" (sigqueue calls that
+  // succeeded), "taken N first F" (the first take), "left N" (a second take) and "tkill N" (a take
+  // after the tgkill).
+  "dump-flood": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    do {
+      let ring = try RingDirectory(path: directory).createRing()
+      let requests = try ThreadDumpRequests.install(ring: ring)
+      var queued = 0
+      for cookie in Int32(1)...20_000
+      where (try? Syscall.queueSignal(requests.signal, value: cookie, to: getpid())) != nil {
+        queued += 1
+      }
+      print("queued \(queued)")
+      let taken = requests.take(limit: 16)
+      print("taken \(taken.count) first \(taken.first ?? 0)")
+      print("left \(requests.take().count)")
+      pthread_kill(pthread_self(), requests.signal)
+      print("tkill \(requests.take().count)")
+      requests.uninstall()
+      ring.close()
       return 0
     } catch {
       print("error \(error)")

@@ -1,6 +1,7 @@
 // ThreadDumpAnswersTests.swift — the answers a client keeps beside its ring stay bounded,
 // whatever a flood of requests asks: at most `maxPresent` at once, one capture per batch of
-// requests, an answer already there replaced rather than added, and every one removed at close.
+// requests, an answer already there replaced rather than added, abandoned ones removed once
+// older than any asker waits, and every one removed at close.
 
 import CrumbsPlatform
 import CrumbsReportTestSupport
@@ -44,6 +45,10 @@ import Testing
     #expect(captures == 2)
     #expect(answers.present().count == ThreadDumpAnswers.maxPresent)
     #expect(!Syscall.fileExists(answers.path(for: 12)))
+    // Answers nobody took for longer than an asker ever needs are removed, and make room.
+    let later = SystemClock.wallNanoseconds() + ThreadDumpAnswers.abandonedAfterNanoseconds + 1_000_000_000
+    #expect(answers.write([13], now: later, capture: capture) == 1)
+    #expect(answers.present() == [answers.path(for: 13)])
 
     // A failed capture is answered too, with why.
     answers.removeAll()

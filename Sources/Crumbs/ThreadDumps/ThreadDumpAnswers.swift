@@ -13,6 +13,10 @@ struct ThreadDumpAnswers: Sendable {
   /// How many answers may wait in the ring's folder at once: the asker deletes its own once
   /// read, so more means askers that went away (or a flood of requests).
   static let maxPresent = 4
+  /// An answer older than this is abandoned (its asker notices the rename within milliseconds,
+  /// reads and deletes it) and is removed before room is counted, so answers nobody took do not
+  /// block later requests for longer.
+  static let abandonedAfterNanoseconds: UInt64 = 30_000_000_000
 
   var ringPath: String
   var sessionID: SessionID
@@ -30,10 +34,18 @@ struct ThreadDumpAnswers: Sendable {
     return names.filter { $0.hasPrefix(prefix) && $0.hasSuffix(".json") }.map { folder + "/" + $0 }
   }
 
-  /// The cookies of `cookies` that may be answered now: each whose answer is already present
-  /// (replaced, not added), and new ones while fewer than `maxPresent` answers would be present.
-  func withRoom(_ cookies: [UInt32]) -> [UInt32] {
-    let present = Set(present())
+  /// The cookies of `cookies` that may be answered now (`now`: wall ns): each whose answer is
+  /// already present (replaced, not added), and new ones while fewer than `maxPresent` answers
+  /// would be present, once the abandoned ones are removed.
+  func withRoom(_ cookies: [UInt32], now: UInt64 = SystemClock.wallNanoseconds()) -> [UInt32] {
+    var present = Set(present())
+    for path in present {
+      guard let modified = Syscall.status(ofPath: path)?.modifiedNanoseconds,
+        now > modified, now - modified > Self.abandonedAfterNanoseconds
+      else { continue }
+      _ = try? Syscall.unlink(path)
+      present.remove(path)
+    }
     var room = Self.maxPresent - present.count
     return cookies.filter { cookie in
       if present.contains(path(for: cookie)) { return true }
@@ -46,8 +58,11 @@ struct ThreadDumpAnswers: Sendable {
   /// Answers the cookies there is room for with one capture (none taken when there is no room),
   /// each in its own file, atomically. Returns how many answers were written.
   @discardableResult
-  func write<Failure: Error>(_ cookies: [UInt32], capture: () throws(Failure) -> ThreadSnapshot) -> Int {
-    let taken = withRoom(cookies)
+  func write<Failure: Error>(
+    _ cookies: [UInt32], now: UInt64 = SystemClock.wallNanoseconds(),
+    capture: () throws(Failure) -> ThreadSnapshot
+  ) -> Int {
+    let taken = withRoom(cookies, now: now)
     guard !taken.isEmpty else { return 0 }
     var snapshot: ThreadSnapshot?
     var failure: String?

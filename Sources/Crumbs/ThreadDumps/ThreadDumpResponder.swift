@@ -14,9 +14,10 @@
 //                                      one took deleted
 //
 // Bounds: one capture at a time (one thread); at most `ThreadDumpAnswers.maxPresent` answers
-// present at once (a request beyond that gets none and its asker times out), as many cookies
-// taken per wake-up, and the request pipe drops what passes its size. A flood of signals costs reads of
-// the pipe, never unbounded files or captures back to back without a reader.
+// present at once (a request beyond that gets none and its asker times out; answers nobody
+// took are removed after 30 s), as many cookies taken per wake-up, and the request pipe drops
+// what passes its size. A flood of signals costs reads of the pipe, never unbounded files, and
+// no more captures than answers some asker can take away.
 //
 // A separate small type with one entry point (`start`) and one exit (`stop`), so a watchdog
 // thread could take over its loop. Not signal-safe.
