@@ -78,8 +78,9 @@ werror: deps
 ## Benchmarks/README.md), in one run: the ordo-one suite (ns per append, mallocs), instructions per
 ## append (callgrind), the append figures (C floor, literals and run-time values, 1 and 2 threads,
 ## mallocs), machine code per call site, the process figures (start, RSS, fault → death and exit
-## against a recorder-only process), the crash path; then one summary table of every figure and
-## goal. valgrind is installed when missing. About 6 minutes on 2 CPUs once built.
+## against a recorder-only process), the crash path, a live thread capture of 100 threads (issue
+## 23: each thread's pause, a request loop's latency during captures); then one summary table of
+## every figure and goal. valgrind is installed when missing. About 6 minutes on 2 CPUs once built.
 BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
 bench: deps
 	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
@@ -92,6 +93,7 @@ bench: deps
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) ./callsites.sh
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ProcessFigures
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/ReportFigures
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/LiveCaptureFigures
 	@BENCH_SUMMARY=$(BENCH_SUMMARY) Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).

@@ -21,6 +21,8 @@
 //                          ProcessChildSupport is what they share
 //   ReportFigures          crash handler, install, next-launch processing, LZ4 and non-fatal
 //                          reports, from real crashing children
+//   LiveCaptureFigures     a live thread capture of 100 blocked threads: each thread's pause, the
+//                          whole capture, and a request loop's latency while captures run
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
 //                          to /dev/null, same run (ordo-one suite at Benchmarks/LogHandler)
 //   BenchSummary           the figures each part adds to `make bench`'s closing table
@@ -91,6 +93,10 @@ let package = Package(
     .executableTarget(
       name: "ReportFigures",
       dependencies: ["BenchSummary", .product(name: "Crumbs", package: "Crumbs")]
+    ),
+    .executableTarget(
+      name: "LiveCaptureFigures",
+      dependencies: ["BenchSummary", .product(name: "CrumbsRecorder", package: "Crumbs")]
     ),
     .executableTarget(
       name: "LogHandler",

@@ -7,7 +7,9 @@
 // /proc/self/stat (crumbs_process.c); crumbs_file_publish (crumbs_file.c: renameat2, link,
 // unlink); crumbs_ring_format and crumbs_ring_retire (crumbs_ring.c)
 // and crumbs_crash_record_format (crumbs_crash_install.c), which make only those calls. The
-// errno of the forking code is kept.
+// errno of the forking code is kept. The thread capture's state is reset first (atomic stores,
+// crumbs__thread_capture_forked): a live capture another thread of the parent was running is
+// not in the child.
 // Not signal-safe (set-up): crumbs_fork_track (pthread_atfork, sysconf, once), and
 // crumbs_fork_untrack, crumbs_ring_file_init (lock-free, but meant for ordinary threads).
 

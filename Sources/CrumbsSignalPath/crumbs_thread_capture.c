@@ -76,7 +76,9 @@
 // "busy"; callers are serialized anyway (the Swift wrapper holds the crash handler's lock), so
 // busy means a crash holds it, for good. A crash:
 //   - on a thread that holds it for a live capture (the capture itself faulted): releases that
-//     capture's parked threads first, then captures every thread anew (TOOK_OVER_LIVE);
+//     capture's parked threads first, then captures every thread anew (TOOK_OVER_LIVE), and
+//     wakes every slot's word once it has listed them: a thread that parked for the old
+//     generation just before its slot was rewritten goes back instead of waiting its limit;
 //   - on any other thread: waits for the live capture to finish, at most its own limit plus
 //     CRUMBS__LIVE_WAIT_MARGIN_NS (WAITED_FOR_LIVE); a live capture parks a thread only while it
 //     walks it, so the wait is short. Past the bound it lists only itself (CRUMBS_THREADS_BUSY)
@@ -88,10 +90,19 @@
 //   - a thread parked by the live capture when the crash starts is released by that capture
 //     (or by the take-over); the crash's own signal then reaches it once it has left the
 //     handler (the capture signal is blocked inside its own handler, so it stays pending).
+//   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
+//     until the threads an earlier capture released have left the handler (`inside`): a thread
+//     still in it blocks the signal it was asked with (and a Dispatch worker, every other), so
+//     it could not answer, and would be listed as not answering. A thread asked again while
+//     still inside (SIGPROF reaches a thread in the capture signal's handler) answers with where
+//     the first request found it (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
-// for, nor waits on, the next capture, whose own signal reaches that thread afterwards.
+// for, nor waits on, the next capture. A leftover signal that arrives once the next capture
+// has listed its thread answers that capture (with where the thread is now, which is what it
+// would have said): crumbs__capture_ask then takes the answer instead of asking again, and
+// every state change that is not an answer is a compare-exchange, so such an answer stands.
 //
 // ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
@@ -534,6 +545,7 @@ void crumbs__thread_capture_forked(void) {
   __atomic_store_n(&capture->capturing, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->inside, 0u, __ATOMIC_RELEASE);
 }
 
 void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {

@@ -36,8 +36,9 @@
 // While threads are parked it calls only what the crash handler calls: syscall(SYS_gettid,
 // SYS_futex, SYS_tgkill), getpid, prctl(PR_GET_NAME), sigaction, clock_gettime
 // (crumbs_context.c), open/read/close and getdents64 (crumbs_proc_threads.c, crumbs_maps.c),
-// memset, memmove, and the unwinder's (crumbs_unwind.c). crumbs__capture_pending_somewhere is
-// async-signal-safe (open/read/close of /proc status files).
+// memset, memmove, and the unwinder's (crumbs_unwind.c); tests only (crumbs_crash_testing.h):
+// write, nanosleep. crumbs__capture_pending_somewhere is async-signal-safe (open/read/close of
+// /proc status files).
 
 #define _GNU_SOURCE
 #include "crumbs_live_capture.h"

@@ -132,9 +132,10 @@ extension ThreadCaptureTests {
   @Test("a crash right after a live capture still captures every thread", arguments: withoutBacktracer)
   func crashAfterLiveCapture(variant: ChildVariant) throws {
     guard
-      let (run, table) = try checkEveryThread(
+      let (run, record) = try checkEveryThread(
         variant: variant, block: "read", environment: ["CRUMBS_TEST_LIVE_FIRST": "1"])
     else { return }
+    let table = try #require(record.threads)
     // The caller, 100 blockers, masked, like-dispatch; all but masked captured.
     let live = run.facts["live-captured"]?.split(separator: " ").compactMap { Int($0) } ?? []
     #expect(live.count == 2 && live[0] >= 103 && live[1] >= 101, "\(run.lines)")
@@ -146,11 +147,15 @@ extension ThreadCaptureTests {
     arguments: withoutBacktracer)
   func crashInsideLiveCapture(variant: ChildVariant) throws {
     guard
-      let (run, table) = try checkEveryThread(
+      let (run, record) = try checkEveryThread(
         variant: variant, block: "read",
         environment: ["CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1"])
     else { return }
+    let table = try #require(record.threads)
     #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+    // The threads the capture had parked were let go at once: parked, they could answer only
+    // when their park limit passed, and the handler would wait its deadline (10 s here) for them.
+    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
     #expect(!run.lines.contains { $0.hasPrefix("live-captured") }, "the capture faulted: \(run.lines)")
   }
 

@@ -49,10 +49,10 @@ struct ThreadCaptureTests {
   }
 
   /// Crashes the all-threads child (with `environment` added) and checks every thread is in the
-  /// record and the report; returns the run and the table for more checks (nil: skipped).
+  /// record and the report; returns the run and the record for more checks (nil: skipped).
   @discardableResult
   func checkEveryThread(variant: ChildVariant, block: String, environment: [String: String] = [:]) throws
-    -> (run: CrashRun, table: CrashRecord.ThreadTable)?
+    -> (run: CrashRun, record: CrashRecord)?
   {
     guard variant.executable != nil else {
       print("skipped all-threads [\(variant)]: set CRUMBS_RELEASE_CHILD (make test does)")
@@ -132,7 +132,7 @@ struct ThreadCaptureTests {
         top?.function == "crumbs_test_blocked_\(suffix)",
         "\(name): \(thread.frames.prefix(5).map { $0.function ?? $0.address })")
     }
-    return (run, table)
+    return (run, record)
   }
 
   /// A library installed after Crumbs took SIGSEGV and calls Crumbs' handler from its own: it

@@ -284,7 +284,9 @@ _Static_assert(offsetof(crumbs_crash_thread, paused_ns) == 960, "persisted");
 
 /// Every thread at crash time (version 3). The handler lists /proc/self/task once, asks every
 /// other thread for its registers with the capture signal, waits a bounded time, walks the
-/// stacks of those that answered, then lets them go (crumbs_thread_capture.c).
+/// stacks of those that answered, then lets them go (crumbs_thread_capture.c). A live capture
+/// (crumbs_live_capture.h) fills the same struct in its caller's memory, entry 0 the thread that
+/// asked (CRUMBS_THREAD_REQUESTING).
 typedef struct crumbs_crash_thread_table {
   uint32_t threads_seen;   // tids listed (the crashing one included): may exceed thread_count
   uint32_t thread_count;   // entries written (≤ CRUMBS_CRASH_MAX_THREADS)
