@@ -1,7 +1,8 @@
 // ThreadsCommandTests.swift — `crumbs threads PID` on real running children (issue 23, test d):
 // a child running a Crumbs client with threads parked in known functions ("parked-reader" in a
-// read on a pipe, "parked-waiter" in a condition wait) is dumped from outside; every thread is
-// printed with its name and its function, and the child runs on and exits 0 when its gate
+// read on a pipe, "parked-waiter" in a condition wait, "parked-task" a pool thread blocked by a
+// task under an async caller) is dumped from outside; every thread is printed with its name and
+// its function (the async caller marked), and the child runs on and exits 0 when its gate
 // opens. Also: --json parses into report threads, a process without a client is a clear error,
 // and a request that comes after the client closed neither kills the process nor is answered.
 // Every wait is on a pipe, a gate or an exit, with generous bounds.
@@ -68,6 +69,13 @@ struct ThreadsCommandTests {
         block?.dropFirst().contains { $0.hasPrefix("    at \(function)") } == true,
         "\(name) is not in \(function):\n\(result.stdout)")
     }
+    // A pool thread held by a task: its function, and its async caller marked as reports mark it.
+    let task = blocks.first { $0.first?.hasPrefix("\"parked-task\" tid=") == true } ?? []
+    #expect(
+      task.contains { $0.hasPrefix("    at DumpWorkload.parkedAfterSuspending()") }, "\(result.stdout)")
+    #expect(
+      task.contains { $0.hasPrefix("    at DumpWorkload.awaitingCaller()") && $0.hasSuffix("{async}") },
+      "\(result.stdout)")
     // The answer was read and removed: nothing is left beside the ring.
     let rings = directory.file("crumbs/rings")
     #expect(try Syscall.directoryEntries(rings).filter { $0.contains(".threads-") } == [])

@@ -13,7 +13,8 @@ import CrumbsTestChildC
 let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
   // dump-target DIR GATE [GATE2] [client|recorder|none]: starts a CrumbsClient in DIR (client,
   // the default), only a recorder's ring (recorder: no thread dumps), or nothing (none); starts
-  // the parked threads; prints "dump-signal N" (the signal the ring header names, 0 without a
+  // the parked threads, and a task whose thread ("parked-task") blocks in a read inside
+  // DumpWorkload.parkedAfterSuspending, awaited by DumpWorkload.awaitingCaller; prints "dump-signal N" (the signal the ring header names, 0 without a
   // client) and waits at GATE (prints "ready"). Released, it prints "alive", closes the client
   // and prints "closed"; with GATE2 it then waits there too (a request sent after the close must
   // not kill it). Returns 0.
@@ -38,7 +39,9 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("error \(error)")
       return 1
     }
-    guard crumbs_test_start_parked_threads() == 0 else {
+    // Two threads parked in C, and a task parked in a blocking read under an async caller.
+    Task.detached { await DumpWorkload.awaitingCaller() }
+    guard crumbs_test_start_parked_threads() == 0, crumbs_test_wait_for_parked(1) == 0 else {
       print("error parked threads")
       return 1
     }
@@ -116,3 +119,18 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
   },
 ]
+
+/// An async caller, then a function that suspends once (so its caller is only in the task's
+/// async context chain) and then blocks its thread in a read: a pool thread held by a task.
+enum DumpWorkload {
+  @inline(never) static func awaitingCaller() async {
+    let value = await parkedAfterSuspending()
+    print("unreachable: awaitingCaller \(value)")
+  }
+
+  @inline(never) static func parkedAfterSuspending() async -> Int {
+    await Task.yield()
+    crumbs_test_park_in_read("parked-task")
+    return 1
+  }
+}
