@@ -49,16 +49,21 @@ struct ThreadsCommand: ParsableCommand {
   func run() throws {
     let answer: ThreadDumpAnswer
     let asker: ThreadDumpAsker
+    // Names this request's answer: 0 is what a plain `kill` asks with.
+    let cookie = UInt32.random(in: 1...UInt32.max)
     do throws(ThreadDumpFailure) {
       asker = try ThreadDumpAsker.findRing(pid: pid)
-      let path = try asker.ask(cookie: UInt32.random(in: 1...UInt32.max), timeout: timeout)
+      let path = try asker.ask(cookie: cookie, timeout: timeout)
       answer = try Self.read(path)
-      guard answer.pid == asker.header.pid, answer.sessionID == asker.header.sessionID.description else {
+      guard answer.pid == asker.header.pid, answer.sessionID == asker.header.sessionID.description,
+        answer.cookie == cookie
+      else {
         throw ThreadDumpFailure(
-          "the answer names process \(answer.pid), session \(answer.sessionID): not the one asked")
+          "the answer names process \(answer.pid), session \(answer.sessionID), request \(answer.cookie): not the one asked"
+        )
       }
       if let error = answer.error, answer.snapshot == nil {
-        throw ThreadDumpFailure("process \(pid) could not capture its threads: \(error)")
+        throw ThreadDumpFailure("process \(pid) answered without a dump: \(error)")
       }
     } catch {
       throw fail("threads", error.description)

@@ -29,13 +29,15 @@ struct ThreadsCommandTests {
     var lines: [String]
   }
 
-  func startTarget(_ directory: TestDirectory, mode: String = "client", secondGate: StartGate? = nil) throws
-    -> Target
-  {
+  func startTarget(
+    _ directory: TestDirectory, mode: String = "client", secondGate: StartGate? = nil,
+    environment: [String: String] = [:]
+  ) throws -> Target {
     let gate = try StartGate(in: directory)
     let child = try ChildProcess(
       ChildProcess.testChild,
-      ["dump-target", directory.file("crumbs"), gate.path] + (secondGate.map { [$0.path] } ?? []) + [mode])
+      ["dump-target", directory.file("crumbs"), gate.path] + (secondGate.map { [$0.path] } ?? []) + [mode],
+      environment: environment)
     let lines = child.readLines(until: "ready", seconds: 120)
     let signal = lines.first { $0.hasPrefix("dump-signal ") }.flatMap { Int32($0.dropFirst(12)) } ?? -1
     return Target(child: child, gate: gate, signal: signal, lines: lines)
@@ -123,6 +125,27 @@ struct ThreadsCommandTests {
       ? "crumbs threads: process \(target.child.pid) did not enable thread dumps (no Crumbs client running?)"
       : "crumbs threads: process \(target.child.pid) maps no Crumbs ring: no Crumbs client running?"
     #expect(result.stderrLines == [expected], "\(result.stderr)")
+
+    target.gate.open()
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
+  @Test("a client without its crash handler answers without a dump, and the CLI says why")
+  func answersWithoutADumpWithoutTheCrashHandler() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory, environment: ["CRUMBS_TEST_NO_CRASH_HANDLER": "1"])
+    try #require(target.lines.last == "ready" && target.signal > 0, "\(target.lines)")
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    #expect(result.status == 1)
+    #expect(
+      result.stderrLines == [
+        "crumbs threads: process \(target.child.pid) answered without a dump: "
+          + "cannot capture threads: the crash handler is not installed"
+      ], "\(result.stderr)")
+    #expect(
+      try Syscall.directoryEntries(directory.file("crumbs/rings")).filter { $0.contains(".threads-") } == [])
 
     target.gate.open()
     target.child.wait(seconds: 120)

@@ -14,7 +14,8 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
   // dump-target DIR GATE [GATE2] [client|recorder|none]: starts a CrumbsClient in DIR (client,
   // the default), only a recorder's ring (recorder: no thread dumps), or nothing (none); starts
   // the parked threads, and a task whose thread ("parked-task") blocks in a read inside
-  // DumpWorkload.parkedAfterSuspending, awaited by DumpWorkload.awaitingCaller; prints "dump-signal N" (the signal the ring header names, 0 without a
+  // DumpWorkload.parkedAfterSuspending, awaited by DumpWorkload.awaitingCaller (the client
+  // without its crash handler when CRUMBS_TEST_NO_CRASH_HANDLER is set); prints "dump-signal N" (the signal the ring header names, 0 without a
   // client) and waits at GATE (prints "ready"). Released, it prints "alive", closes the client
   // and prints "closed"; with GATE2 it then waits there too (a request sent after the close must
   // not kill it). Returns 0.
@@ -29,6 +30,7 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       case "client":
         var configuration = CrumbsConfiguration(directory: arguments[0])
         configuration.automaticBreadcrumbs = nil
+        configuration.installsCrashHandler = getenv("CRUMBS_TEST_NO_CRASH_HANDLER") == nil
         client = try CrumbsClient.start(configuration, shared: false)
       case "recorder":
         ring = try RingDirectory(path: arguments[0]).createRing()

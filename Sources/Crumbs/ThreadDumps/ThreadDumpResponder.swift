@@ -48,13 +48,21 @@ final class ThreadDumpResponder: Sendable {
   /// or a thread cannot be made (then nothing stays installed).
   static func start(ring: BreadcrumbRing) throws(ThreadDumpRequestError) -> ThreadDumpResponder {
     let requests = try ThreadDumpRequests.install(ring: ring)
-    let responder: ThreadDumpResponder
-    do {
-      responder = ThreadDumpResponder(requests: requests, ring: ring, stopPipe: try Syscall.wakePipe())
+    let stopPipe: (read: Int32, write: Int32)
+    do throws(SystemCallError) {
+      stopPipe = try Syscall.wakePipe()
+    } catch {
+      requests.uninstall()
+      throw .system(error)
+    }
+    let responder = ThreadDumpResponder(requests: requests, ring: ring, stopPipe: stopPipe)
+    do throws(SystemCallError) {
       let thread = try BackgroundThread.startJoinable(name: "crumbs.threads") { responder.run() }
       responder.thread.withLock { $0 = thread }
     } catch {
       requests.uninstall()
+      Syscall.close(stopPipe.read)
+      Syscall.close(stopPipe.write)
       throw .system(error)
     }
     return responder
