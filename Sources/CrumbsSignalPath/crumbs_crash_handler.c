@@ -41,7 +41,9 @@
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
 //   4. Record: state WRITING, signal/code/address/sender; ask every other thread for its
-//      registers (crumbs_thread_capture.c: capture signal, bounded wait); thread id and name,
+//      registers (crumbs_thread_capture.c: capture signal, bounded wait; a live capture another
+//      thread is taking is waited for first, bounded, and one this thread was taking is taken
+//      over); thread id and name,
 //      registers, backtrace; the other threads' stacks, walked while they are parked, then
 //      released (before any chaining) — or, when nothing is chained after us (step 5 calls
 //      nothing) and the kernel called us (no library that replaced our handler called us from
