@@ -159,6 +159,11 @@ let package = Package(
       path: "Fuzz/HTTPHeaders"
     ),
     .executableTarget(
+      name: "FuzzThreadDump",
+      dependencies: ["CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/ThreadDump"
+    ),
+    .executableTarget(
       name: "FuzzTrailEntries",
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"

@@ -25,6 +25,7 @@ TARGETS=(
   "FuzzStoredReport stored-report"
   "FuzzHTTPHeaders http-headers"
   "FuzzTrailEntries trail-entries"
+  "FuzzThreadDump thread-dump"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)

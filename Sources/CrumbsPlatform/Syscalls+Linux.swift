@@ -6,6 +6,8 @@
 //   Syscalls+Positioned       reads and writes at an offset, links and inodes (files read in parts)
 //   Syscalls+BeneathDirectory calls relative to an open directory that never follow a link
 //   Syscalls+Polling          wake-up pipes, poll, and small kernel files read again and again
+//   Syscalls+Signals          a signal with a value to another process, waiting for its answer
+//                             (pidfd, inotify), a thread that takes a signal
 //   SystemCallError           the one error they all throw
 // The rest of CrumbsPlatform is beside them, one idea a file: Subprocess+Linux (starting
 // programs), Clock+Linux (reading clocks), BackgroundThread+Linux (starting threads), Quarantine
@@ -330,7 +332,7 @@ package enum Syscall {
 
   /// Whether a process with this pid exists in this pid namespace (any process: the pid may have
   /// been reused). A zombie exists until reaped.
-  static func processExists(_ pid: Int32) -> Bool {
+  package static func processExists(_ pid: Int32) -> Bool {
     guard pid > 0 else { return false }
     return kill(pid, 0) == 0 || Glibc.errno != ESRCH
   }

@@ -28,6 +28,17 @@ extension Syscall {
     while Glibc.write(fd, &byte, 1) < 0 && Glibc.errno == EINTR {}
   }
 
+  /// What a non-blocking descriptor holds now, at most `limit` bytes in one read; empty when it
+  /// holds nothing (EAGAIN), at end of file, or on an error.
+  package static func readAvailable(_ fd: Int32, limit: Int) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: max(limit, 1))
+    var count = -1
+    repeat {
+      count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+    } while count < 0 && Glibc.errno == EINTR
+    return count > 0 ? Array(bytes[0..<count]) : []
+  }
+
   /// Waits for `descriptors`' events for at most `timeoutMilliseconds` (-1: no limit) and
   /// fills in their `revents`. EINTR counts as a timeout (the caller loops anyway).
   package static func poll(_ descriptors: inout [pollfd], timeoutMilliseconds: Int32) throws(SystemCallError)

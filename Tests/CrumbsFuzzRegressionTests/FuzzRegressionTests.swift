@@ -42,6 +42,9 @@ import Testing
     /// The crash handler's CFI parser at an input's pc: its status (0 a row, 1 no FDE, 2
     /// malformed, 3 unsupported) and, for a row, CFA = register + offset.
     case cfiRow(status: Int32, cfaRegister: UInt32, cfaOffset: Int64)
+    /// A thread-dump answer: how many threads its capture held (-1: an error answer).
+    case parsedThreadDump(threads: Int)
+    case rejectedThreadDump
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
@@ -53,7 +56,22 @@ import Testing
     "http-headers": replayHTTPHeaders,
     "trail-entries": replayTrailEntries,
     "cfi-reader": replayCFIReader,
+    "thread-dump": replayThreadDump,
   ]
+
+  /// The checks of Fuzz/ThreadDump: an answer within its bounds, or a typed error; its threads
+  /// named without reading a file the input names, one report thread per captured one.
+  static func replayThreadDump(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    guard let answer = try? ThreadDumpAnswer.decode(Array(bytes)) else { return .rejectedThreadDump }
+    var offline = Symbolicator.Options()
+    offline.useLLVMSymbolizer = false
+    offline.readsModuleFiles = false
+    let threads = answer.threads(options: offline)
+    guard let snapshot = answer.snapshot else { return .parsedThreadDump(threads: -1) }
+    #expect(snapshot.table.threads.count <= ThreadDumpAnswer.maxThreads)
+    #expect(threads.count == snapshot.table.threads.count)
+    return .parsedThreadDump(threads: threads.count)
+  }
 
   /// The checks of Fuzz/CFIReader: three u64 (load address, .eh_frame_hdr address, pc), then
   /// the segment's bytes; a row returned covers the pc it was asked for.
@@ -288,6 +306,19 @@ import Testing
       #expect(damaged.ongoingHang == nil, "\(name)")
       #expect(damaged.hangDamage == damage, "\(name)")
     }
+  @Test func threadDumpSeedsReplayAsTheirNamesSay() throws {
+    var outcomes: [String: Outcome] = [:]
+    for path in Self.inputs(in: Self.repositoryRoot + "/Fuzz/Corpus/thread-dump") {
+      outcomes[URL(fileURLWithPath: path).lastPathComponent] = try Self.replay(path, corpus: "thread-dump")
+    }
+    guard case .parsedThreadDump(let threads)? = outcomes["live.json"] else {
+      Issue.record("live.json: \(String(describing: outcomes["live.json"]))")
+      return
+    }
+    #expect(threads >= 1)
+    #expect(outcomes["live-cut.json"] == .rejectedThreadDump)
+    #expect(outcomes["error.json"] == .parsedThreadDump(threads: -1))
+    #expect(outcomes["version-2.json"] == .rejectedThreadDump)
   }
 
   @Test func seedsParseAsTheirNamesSay() throws {

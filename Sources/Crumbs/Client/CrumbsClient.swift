@@ -7,7 +7,8 @@
 //                                   (installed; its header carries the app's name and version
 //                                   and the OTEL_* environment's resource, for a crash before
 //                                   the session file exists),
-//                                   the crash handler, the session counted, the clean-exit hook,
+//                                   the crash handler, the thread-dump responder (its signal
+//                                   in the ring header), the session counted, the clean-exit hook,
 //                                   and — only when more than a few
 //                                   earlier sessions wait (a crash loop) — the oldest of them
 //                                   processed briefly (PostMortemProcessor.processBacklog), so
@@ -23,6 +24,8 @@
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
 //   await previousSessions          the same, suspending instead of blocking
 //   flush(timeout:)                 delivers what is pending now and returns (short-lived CLIs)
+//   captureThreads()                every thread's stack now (+Threads; `crumbs threads PID`
+//                                   asks the same from outside, through ThreadDumpResponder)
 //   close()                         a clean end: marks the ring clean, stops delivery (waiting
 //                                   at most closeTimeout for an upload in flight);
 //                                   close(endingAs: .lastTerminationRequest) ends it as stopped
@@ -90,6 +93,8 @@ public final class CrumbsClient: @unchecked Sendable {
   let otel: OTLPEnvironment
   /// Watches for hangs (`configuration.hangs`); its thread starts with the background work.
   var watchdog: HangWatchdog?
+  /// Answers `crumbs threads PID`; nil when off or when no signal was free. Set once, in init.
+  private(set) var threadDumps: ThreadDumpResponder? = nil
 
   /// Tests only: called first on the background thread of `start` (a test holds it there to
   /// crash the process before any background work, the session file included, is done).
@@ -197,6 +202,10 @@ public final class CrumbsClient: @unchecked Sendable {
         throw .crashHandler(error)
       }
     }
+    // After the crash handler: the request signal is chosen below its capture signal.
+    let dumps = Self.startThreadDumps(configuration, ring: ring)
+    threadDumps = dumps.responder
+    if let problem = dumps.problem { state.withLock { $0.problems.append(problem) } }
     do {
       try SessionMetricsFile.countStart(directory: configuration.directory)
     } catch {
@@ -347,6 +356,7 @@ public final class CrumbsClient: @unchecked Sendable {
     noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
     watchdog?.stop()
+    threadDumps?.stop()
     uploader?.stop(timeout: configuration.closeTimeout)
     CrashHandler.uninstall()
     let request = SignalBreadcrumbs.lastTerminationRequest

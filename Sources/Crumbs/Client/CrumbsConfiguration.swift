@@ -81,6 +81,10 @@ public struct CrumbsConfiguration: Sendable {
   /// `hostname` made from it). False keeps the host name out of everything Crumbs stores and
   /// sends, crash reports made by the next launch included.
   public var reportsHostName = true
+  /// Whether `crumbs threads PID` may ask this process for a dump of its threads: a real-time
+  /// signal nobody handles is taken at start and named in the ring's header, and a thread
+  /// sleeping in poll answers (docs/client.md#thread-dumps). False takes no signal.
+  public var answersThreadDumps = true
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()

@@ -123,14 +123,17 @@ extension RingDirectory {
     /// report, or the session ended cleanly), and any temporary copy of the session file its
     /// writer was making when it died (`<session>.session.json.tmp-<writer>`: a client writes the
     /// file on its background thread just after `start`, which a crash at once can interrupt),
-    /// then releases the lock.
+    /// and thread dumps no asker took (`<session>.threads-…`, their temporary copies too), then
+    /// releases the lock.
     public func finish() {
       _ = try? Syscall.unlink(path)
       _ = try? Syscall.unlink(crashRecordPath)
       _ = try? Syscall.unlink(sessionFilePath)
       let folder = Syscall.directoryName(of: sessionFilePath)
       let temporaryPrefix = Syscall.baseName(of: sessionFilePath) + ".tmp-"
-      for name in (try? Syscall.directoryEntries(folder)) ?? [] where name.hasPrefix(temporaryPrefix) {
+      let dumpPrefix = Syscall.baseName(of: RingDirectory.threadDumpPrefix(forRing: stem + ".ring"))
+      for name in (try? Syscall.directoryEntries(folder)) ?? []
+      where name.hasPrefix(temporaryPrefix) || name.hasPrefix(dumpPrefix) {
         _ = try? Syscall.unlink(folder + "/" + name)
       }
       release()

@@ -157,7 +157,8 @@ package enum RingHeaderValidation {
       writerStartTicks: header.writer_start_ticks,
       writerPIDNamespace: header.writer_pid_namespace,
       appVersion: string(of: header.app_version),
-      environmentResource: string(of: header.environment_resource))
+      environmentResource: string(of: header.environment_resource),
+      threadDumpSignal: realTimeSignal(header.thread_dump_signal))
     (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
     let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
     return RingLayout(
@@ -171,6 +172,12 @@ package enum RingHeaderValidation {
 
   private static func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
     PersistedFileError(kind, reason, format: .ring)
+  }
+
+  /// A real-time signal number (the kernel's 32...64), else 0: a damaged field never names a
+  /// signal that would do something else (SIGKILL) to the process it is sent to.
+  private static func realTimeSignal(_ value: Int32) -> Int32 {
+    (32...64).contains(value) ? value : 0
   }
 
   private static func hex(_ value: UInt64) -> String {

@@ -75,6 +75,9 @@ public struct RingHeaderInfo: Sendable, Equatable {
   /// Why the header's hang fields could not be used, when they are damaged (a name without its
   /// NUL or not valid UTF-8, a last look before the start); nil when they are whole or unused.
   public var hangDamage: String? = nil
+  /// The real-time signal that asks the writer for a dump of its threads (`crumbs threads PID`),
+  /// while its client runs; 0: none (no client, closed, or a file from before the field).
+  public var threadDumpSignal: Int32 = 0
 }
 
 extension RingHeaderInfo {

@@ -6,6 +6,9 @@
 //                                 claimed; removed once abandoned (lock free, a minute old)
 //   rings/<session-id>.crash      its crash record (CrashHandler)
 //   rings/<session-id>.session.json   what the session said about itself (CrumbsClient)
+//   rings/<session-id>.threads-<cookie>.json   a dump of its threads, answering the request
+//                                 `cookie` of `crumbs threads PID` (0600; the asker deletes it
+//                                 once read, the client at close, the next launch with the ring)
 //   quarantine/<name>             files that could not be read as rings, moved aside (the newest
 //                                 kept: Quarantine.maxItems)
 //   quarantine/<name>.reason      one line: why
@@ -57,6 +60,18 @@ public struct RingDirectory: Sendable {
     return try BreadcrumbRing.create(
       at: ringsPath + "/\(sessionID).ring", options: options, sessionID: sessionID,
       cgroupLater: cgroupLater)
+  }
+
+  /// The answer to the thread-dump request `cookie` for a ring file: `x.ring` →
+  /// `x.threads-<cookie, 8 hex digits>.json`.
+  public static func threadDumpPath(forRing ringPath: String, cookie: UInt32) -> String {
+    let hex = String(cookie, radix: 16)
+    return threadDumpPrefix(forRing: ringPath) + String(repeating: "0", count: 8 - hex.count) + hex + ".json"
+  }
+
+  /// What every thread-dump answer of a ring file starts with: `x.ring` → `x.threads-`.
+  public static func threadDumpPrefix(forRing ringPath: String) -> String {
+    (ringPath.hasSuffix(".ring") ? String(ringPath.dropLast(5)) : ringPath) + ".threads-"
   }
 
   /// The session file that belongs to a ring file: `x.ring` → `x.session.json`.

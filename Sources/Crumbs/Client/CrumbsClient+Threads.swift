@@ -1,0 +1,57 @@
+// CrumbsClient+Threads.swift — every thread of this process, now: `captureThreads()`, the same
+// snapshot `crumbs threads PID` asks for from outside (through ThreadDumpResponder), named here
+// with this process's symbol tables. Not signal-safe.
+
+import CrumbsPlatform
+
+/// Every thread of the process at one moment, as `captureThreads()` took it.
+public struct ThreadDump: Sendable, Equatable {
+  /// The calling thread first, then every other thread, each with its name, how the capture
+  /// found it and its symbolicated frames (async callers marked `foundBy: .async`), as a crash
+  /// report holds them.
+  public var threads: [CrashReport.Thread]
+  /// When it was taken, nanoseconds since the Unix epoch.
+  public var timeUnixNano: UInt64
+  /// The longest any thread stayed paused by the capture.
+  public var longestPauseNanoseconds: UInt64
+}
+
+/// Why `captureThreads()` has no dump.
+public struct ThreadCaptureError: Error, Equatable, CustomStringConvertible {
+  /// The capture's own words.
+  public var reason: String
+  public var description: String { "crumbs: cannot capture the threads: \(reason)" }
+}
+
+extension CrumbsClient {
+  /// Every thread's stack now, the way `crumbs threads PID` prints it: each thread is paused
+  /// only while its registers and stack are copied, then runs on. Symbolicated in this process
+  /// (the client's symbolication options; symbol tables kept between calls). At most one
+  /// capture runs at a time in the process: a call during another waits for it.
+  public func captureThreads() throws(ThreadCaptureError) -> ThreadDump {
+    let snapshot: ThreadSnapshot
+    do {
+      snapshot = try LiveThreadCapture.capture()
+    } catch {
+      throw ThreadCaptureError(reason: "\(error)")
+    }
+    return ThreadDump(
+      threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
+      timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds)
+  }
+
+  /// The responder to `crumbs threads`, when the configuration wants one and the client records,
+  /// or why it could not start (no free signal): one of the client's `problems`.
+  static func startThreadDumps(_ configuration: CrumbsConfiguration, ring: BreadcrumbRing)
+    -> (responder: ThreadDumpResponder?, problem: String?)
+  {
+    guard configuration.answersThreadDumps, persistedEnabled(configuration.directory) else {
+      return (nil, nil)
+    }
+    do {
+      return (try ThreadDumpResponder.start(ring: ring), nil)
+    } catch {
+      return (nil, "\(error)")
+    }
+  }
+}

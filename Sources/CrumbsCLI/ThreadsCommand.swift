@@ -1,0 +1,156 @@
+// ThreadsCommand.swift — `crumbs threads PID [--json] [--timeout S]`: every thread of a running
+// Crumbs process, named and symbolicated, the way `jstack` prints a JVM's; the process runs on.
+//
+// Entry points, in call order:
+//   ThreadDumpAsker.findRing → ask   the request (a real-time signal) and the answer file
+//   ThreadDumpAnswer.decode          the answer, read as untrusted bytes, then deleted
+//   answer.threads(options:)         symbolicated here, with the modules the answer lists (the
+//                                    one symbolication path: Symbolicator, llvm-symbolizer for
+//                                    file and line when on PATH)
+//   ThreadDumpPrinter                "name" tid=… state, then `at function (file:line)` per
+//                                    frame; --json: one object through the JSON writer
+// Not signal-safe (an ordinary command-line program).
+
+import ArgumentParser
+import Crumbs
+import CrumbsPlatform
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+struct ThreadsCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "threads",
+    abstract: "Print every thread of a running Crumbs process, with symbolicated stacks (like jstack).",
+    discussion: """
+      The process must run a Crumbs client (it names its thread-dump signal in its ring's \
+      header). Only a user who may signal the process (its own user, or root) can dump it. The \
+      process pauses each thread for a moment and runs on.
+      """)
+
+  @Argument(help: "The process id.")
+  var pid: Int32
+
+  @Flag(help: "One JSON object: the process, the capture's figures, and its threads as reports hold them.")
+  var json = false
+
+  @Option(help: "Seconds to wait for the answer.")
+  var timeout: Double = 10
+
+  @Option(help: "Where llvm-symbolizer is (default: the first on PATH); file and line need it.")
+  var llvmSymbolizer: String?
+
+  func validate() throws {
+    guard pid > 0 else { throw ValidationError("PID is a process id above 0 (got \(pid))") }
+    try validateTimeout(timeout)
+  }
+
+  func run() throws {
+    let answer: ThreadDumpAnswer
+    let asker: ThreadDumpAsker
+    // Names this request's answer: 0 is what a plain `kill` asks with.
+    let cookie = UInt32.random(in: 1...UInt32.max)
+    do throws(ThreadDumpFailure) {
+      asker = try ThreadDumpAsker.findRing(pid: pid)
+      let path = try asker.ask(cookie: cookie, timeout: timeout)
+      answer = try Self.read(path)
+      guard answer.pid == asker.header.pid, answer.sessionID == asker.header.sessionID.description,
+        answer.cookie == cookie
+      else {
+        throw ThreadDumpFailure(
+          "the answer names process \(answer.pid), session \(answer.sessionID), request \(answer.cookie): not the one asked"
+        )
+      }
+      if let error = answer.error, answer.snapshot == nil {
+        throw ThreadDumpFailure("process \(pid) answered without a dump: \(error)")
+      }
+    } catch {
+      throw fail("threads", error.description)
+    }
+    var options = PostMortemProcessor.defaultSymbolication
+    options.useLLVMSymbolizer = true
+    options.llvmSymbolizerPath = llvmSymbolizer
+    let threads = answer.threads(options: options)
+    let printer = ThreadDumpPrinter(pid: pid, header: asker.header, answer: answer, threads: threads)
+    print(json ? printer.json() : printer.text())
+  }
+
+  /// Reads the answer at `path` and deletes it (it is ours: no one else asked with its cookie).
+  static func read(_ path: String) throws(ThreadDumpFailure) -> ThreadDumpAnswer {
+    defer { _ = try? Syscall.unlink(path) }
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(path, limit: ThreadDumpAsker.answerLimit)
+    } catch {
+      throw ThreadDumpFailure("cannot read the answer \(path): \(error)")
+    }
+    do {
+      return try ThreadDumpAnswer.decode(bytes)
+    } catch {
+      throw ThreadDumpFailure("the answer \(path) is not a thread dump: \(error)")
+    }
+  }
+}
+
+/// A dump as text or JSON.
+struct ThreadDumpPrinter {
+  var pid: Int32
+  var header: RingHeaderInfo
+  var answer: ThreadDumpAnswer
+  var threads: [CrashReport.Thread]
+
+  /// jstack's shape: a heading, then per thread `"name" tid=… state` and its frames.
+  func text() -> String {
+    var lines: [String] = []
+    let app = header.appName.isEmpty ? Syscall.baseName(of: header.executable) : header.appName
+    lines.append(
+      "Thread dump of pid \(pid) (\(app)), session \(header.sessionID), "
+        + "\(ISO8601.string(nanoseconds: answer.wallNanoseconds)): \(threads.count) threads, "
+        + "each paused at most \(Self.milliseconds(answer.longestPauseNanoseconds))")
+    for thread in threads {
+      lines.append("")
+      lines.append("\(jsonQuoted(thread.name ?? "")) tid=\(thread.id) \(thread.state.description)")
+      if thread.frames.isEmpty { lines.append("    (no frames)") }
+      for frame in thread.frames { lines.append("    at " + Self.line(frame)) }
+    }
+    return lines.joined(separator: "\n")
+  }
+
+  /// `function (file:line)`, or what is known of an unnamed frame; how it was found when not
+  /// from a frame record, marked as report stack texts mark it (`{async}` for an async caller).
+  static func line(_ frame: CrashReport.Frame) -> String {
+    var text = frame.function ?? frame.address
+    if let file = frame.file {
+      text += " (\(file)" + (frame.line.map { ":\($0)" } ?? "") + ")"
+    } else if let module = frame.module {
+      text += " (\(Syscall.baseName(of: module))" + (frame.moduleOffset.map { "+\($0)" } ?? "") + ")"
+    }
+    if let note = frame.note { text += " [\(note)]" }
+    if let origin = frame.foundBy { text += " {\(origin.rawValue)}" }
+    return text
+  }
+
+  static func milliseconds(_ nanoseconds: UInt64) -> String {
+    let tenths = (nanoseconds + 5_000) / 10_000
+    return "\(tenths / 100).\(tenths % 100 < 10 ? "0" : "")\(tenths % 100) ms"
+  }
+
+  /// One object: the process and the capture's figures, then `threads`, each as a report's
+  /// `threads` entry holds it (the same keys: `CrashReport.Thread`'s coding keys).
+  func json() -> String {
+    var json = JSONWriter()
+    json.object { object in
+      object.field("pid", pid)
+      object.field("session.id", header.sessionID.description)
+      object.field("service.name", header.appName)
+      object.field("process.executable.path", header.executable)
+      object.field("time_unix_nano", answer.wallNanoseconds)
+      object.field("crumbs.longest_pause_ns", answer.longestPauseNanoseconds)
+      object.array("threads") { array in
+        for thread in threads { array.object { ThreadJSON.write(thread, into: &$0) } }
+      }
+    }
+    return String(decoding: json.bytes, as: UTF8.self)
+  }
+}

@@ -1,0 +1,46 @@
+// ThreadJSON.swift — a report's thread (`CrashReport.Thread`) written through the one JSON
+// writer, with the keys its Codable conformance uses in report.json, so a reader decodes either
+// with the same type (`crumbs threads --json`). Absent optionals are left out, as the encoder
+// leaves them out. Not signal-safe.
+
+import CrumbsRecorder
+
+package enum ThreadJSON {
+  /// Writes `thread`'s fields into `object`.
+  package static func write(_ thread: CrashReport.Thread, into object: inout JSONObject) {
+    object.field("id", thread.id)
+    if let name = thread.name { object.field("name", name) }
+    object.field("state", thread.state.rawValue)
+    object.field("crashed", thread.crashed)
+    if let signal = thread.signal { object.field("signal", signal) }
+    if let registers = thread.registers {
+      object.array("registers") { array in
+        for register in registers {
+          array.object { entry in
+            entry.field("name", register.name)
+            entry.field("value", register.value)
+          }
+        }
+      }
+    }
+    object.array("frames") { array in
+      for frame in thread.frames { array.object { write(frame, into: &$0) } }
+    }
+  }
+
+  /// Writes `frame`'s fields into `object`.
+  package static func write(_ frame: CrashReport.Frame, into object: inout JSONObject) {
+    object.field("index", frame.index)
+    object.field("address", frame.address)
+    if let module = frame.module { object.field("module", module) }
+    if let offset = frame.moduleOffset { object.field("moduleOffset", offset) }
+    if let buildID = frame.buildID { object.field("buildID", buildID) }
+    if let function = frame.function { object.field("function", function) }
+    if let symbol = frame.symbol { object.field("symbol", symbol) }
+    if let offset = frame.symbolOffset { object.field("symbolOffset", offset) }
+    if let file = frame.file { object.field("file", file) }
+    if let line = frame.line { object.field("line", line) }
+    if let note = frame.note { object.field("note", note) }
+    if let origin = frame.foundBy { object.field("foundBy", origin.rawValue) }
+  }
+}

@@ -1,0 +1,190 @@
+// ThreadsCommandTests.swift — `crumbs threads PID` on real running children (issue 23, test d):
+// a child running a Crumbs client with threads parked in known functions ("parked-reader" in a
+// read on a pipe, "parked-waiter" in a condition wait, "parked-task" a pool thread blocked by a
+// task under an async caller) is dumped from outside; every thread is printed with its name and
+// its function (the async caller marked), and the child runs on and exits 0 when its gate
+// opens. Also: --json parses into report threads, a process without a client is a clear error,
+// and a request that comes after the client closed neither kills the process nor is answered.
+// Every wait is on a pipe, a gate or an exit, with generous bounds.
+
+import CrumbsPlatform
+import CrumbsTestSupport
+import Foundation
+import Testing
+
+@testable import CrumbsRecorder
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite("crumbs threads PID", .serialized)
+struct ThreadsCommandTests {
+  /// A child waiting at its gate with its parked threads, and what it said before waiting.
+  struct Target {
+    var child: ChildProcess
+    var gate: StartGate
+    var signal: Int32
+    var lines: [String]
+  }
+
+  func startTarget(
+    _ directory: TestDirectory, mode: String = "client", secondGate: StartGate? = nil,
+    environment: [String: String] = [:]
+  ) throws -> Target {
+    let gate = try StartGate(in: directory)
+    let child = try ChildProcess(
+      ChildProcess.testChild,
+      ["dump-target", directory.file("crumbs"), gate.path] + (secondGate.map { [$0.path] } ?? []) + [mode],
+      environment: environment)
+    let lines = child.readLines(until: "ready", seconds: 120)
+    let signal = lines.first { $0.hasPrefix("dump-signal ") }.flatMap { Int32($0.dropFirst(12)) } ?? -1
+    return Target(child: child, gate: gate, signal: signal, lines: lines)
+  }
+
+  /// The blocks of a text dump, one per thread: its heading line, then its frames.
+  func threadBlocks(_ output: String) -> [[String]] {
+    output.components(separatedBy: "\n\n").dropFirst().map { $0.split(separator: "\n").map(String.init) }
+  }
+
+  @Test("every parked thread with its name and function; the process runs on and exits 0")
+  func dumpsParkedThreads() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory)
+    let context = target.lines.joined(separator: " | ")
+    try #require(target.lines.last == "ready", "\(context)")
+    #expect(target.signal >= 34 && target.signal < 64, "a real-time signal below SIGRTMAX: \(context)")
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(
+      result.stdoutLines.first?.hasPrefix("Thread dump of pid \(target.child.pid)") == true,
+      "\(result.stdout)")
+    let blocks = threadBlocks(result.stdout)
+    for (name, function) in [
+      ("parked-reader", "crumbs_test_parked_reader"), ("parked-waiter", "crumbs_test_parked_waiter"),
+    ] {
+      let block = blocks.first { $0.first?.hasPrefix("\"\(name)\" tid=") == true }
+      #expect(block != nil, "no thread \(name) in:\n\(result.stdout)")
+      #expect(
+        block?.dropFirst().contains { $0.hasPrefix("    at \(function)") } == true,
+        "\(name) is not in \(function):\n\(result.stdout)")
+    }
+    // A pool thread held by a task: its function, and its async caller marked as reports mark it.
+    let task = blocks.first { $0.first?.hasPrefix("\"parked-task\" tid=") == true } ?? []
+    #expect(
+      task.contains { $0.hasPrefix("    at DumpWorkload.parkedAfterSuspending()") }, "\(result.stdout)")
+    #expect(
+      task.contains { $0.hasPrefix("    at DumpWorkload.awaitingCaller()") && $0.hasSuffix("{async}") },
+      "\(result.stdout)")
+    // The answer was read and removed: nothing is left beside the ring.
+    let rings = directory.file("crumbs/rings")
+    #expect(try Syscall.directoryEntries(rings).filter { $0.contains(".threads-") } == [])
+
+    target.gate.open()
+    #expect(target.child.readLines(until: "closed", seconds: 120).contains("alive"))
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
+  @Test("--json: one object whose threads decode as report threads")
+  func dumpsAsJSON() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory)
+    try #require(target.lines.last == "ready", "\(target.lines)")
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--json", "--timeout", "60"])
+    #expect(result.status == 0, "\(result.stderr)")
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+    #expect(object["pid"] as? Int == Int(target.child.pid))
+    let threadsJSON = try JSONSerialization.data(withJSONObject: try #require(object["threads"]))
+    let threads = try JSONDecoder().decode([CrashReport.Thread].self, from: threadsJSON)
+    let reader = try #require(threads.first { $0.name == "parked-reader" }, "\(result.stdout)")
+    #expect(reader.frames.contains { $0.function == "crumbs_test_parked_reader" }, "\(reader.frames)")
+    #expect(threads.contains { $0.id == Int(target.child.pid) }, "the main thread is listed")
+
+    target.gate.open()
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
+  @Test("a process without a client: a clear error, exit 1, and it runs on", arguments: ["recorder", "none"])
+  func refusesAProcessWithoutAClient(mode: String) throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory, mode: mode)
+    try #require(target.lines.last == "ready", "\(target.lines)")
+    #expect(target.signal == 0)
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)"])
+    #expect(result.status == 1)
+    #expect(result.stdout.isEmpty)
+    let expected =
+      mode == "recorder"
+      ? "crumbs threads: process \(target.child.pid) did not enable thread dumps (no Crumbs client running?)"
+      : "crumbs threads: process \(target.child.pid) maps no Crumbs ring: no Crumbs client running?"
+    #expect(result.stderrLines == [expected], "\(result.stderr)")
+
+    target.gate.open()
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
+  @Test("a client without its crash handler answers without a dump, and the CLI says why")
+  func answersWithoutADumpWithoutTheCrashHandler() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory, environment: ["CRUMBS_TEST_NO_CRASH_HANDLER": "1"])
+    try #require(target.lines.last == "ready" && target.signal > 0, "\(target.lines)")
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    #expect(result.status == 1)
+    #expect(
+      result.stderrLines == [
+        "crumbs threads: process \(target.child.pid) answered without a dump: "
+          + "cannot capture threads: the crash handler is not installed"
+      ], "\(result.stderr)")
+    #expect(
+      try Syscall.directoryEntries(directory.file("crumbs/rings")).filter { $0.contains(".threads-") } == [])
+
+    target.gate.open()
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
+  @Test("no such process, and a PID that is not one: clear errors")
+  func refusesBadPIDs() throws {
+    // pid_max is at most 2^22: this pid names no process.
+    let missing = try CLIProcess.run(["threads", "4194305"])
+    #expect(missing.status == 1)
+    #expect(missing.stderrLines == ["crumbs threads: no process 4194305"], "\(missing.stderr)")
+    let zero = try CLIProcess.run(["threads", "0"])
+    #expect(zero.status == 64)
+    let timeout = try CLIProcess.run(["threads", "1", "--timeout", "0"])
+    #expect(timeout.status == 64)
+  }
+
+  @Test("after close: the header names no signal, and a late request neither kills nor is answered")
+  func lateRequestAfterClose() throws {
+    let directory = TestDirectory()
+    let secondGate = try StartGate(in: directory, name: "second-gate")
+    let target = try startTarget(directory, secondGate: secondGate)
+    try #require(target.lines.last == "ready" && target.signal > 0, "\(target.lines)")
+    let rings = directory.file("crumbs/rings")
+    let ring = try #require(try Syscall.directoryEntries(rings).first { $0.hasSuffix(".ring") })
+    #expect(try RingReader.readHeader(file: rings + "/" + ring).header.threadDumpSignal == target.signal)
+
+    target.gate.open()
+    let closing = target.child.readLines(until: "ready", seconds: 120)
+    try #require(closing.contains("closed"), "\(closing)")
+    #expect(try RingReader.readHeader(file: rings + "/" + ring).header.threadDumpSignal == 0)
+    // What a `crumbs threads` that read the header just before the close would send.
+    try Syscall.queueSignal(target.signal, value: 77, to: target.child.pid)
+    try Syscall.queueSignal(target.signal, value: 78, to: target.child.pid)
+    secondGate.open()
+    #expect(target.child.readLine(seconds: 120) == "still alive")
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+    #expect(try Syscall.directoryEntries(rings).filter { $0.contains(".threads-") } == [])
+  }
+}
