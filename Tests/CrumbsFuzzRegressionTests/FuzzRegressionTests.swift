@@ -306,6 +306,8 @@ import Testing
       #expect(damaged.ongoingHang == nil, "\(name)")
       #expect(damaged.hangDamage == damage, "\(name)")
     }
+  }
+
   @Test func threadDumpSeedsReplayAsTheirNamesSay() throws {
     var outcomes: [String: Outcome] = [:]
     for path in Self.inputs(in: Self.repositoryRoot + "/Fuzz/Corpus/thread-dump") {
