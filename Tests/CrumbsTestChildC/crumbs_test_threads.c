@@ -240,7 +240,9 @@ int crumbs_test_start_echo(void) {
   pthread_t thread;
   if (pthread_create(&thread, NULL, crumbs__echo_main, NULL) != 0) return -1;
   pthread_detach(thread);
-  return 0;
+  // One round trip before returning: the thread has named itself and is in its loop (a busy
+  // machine may not have run it yet when the caller captures the threads).
+  return crumbs_test_echo(30000);
 }
 
 int crumbs_test_echo(int timeout_ms) {

@@ -83,7 +83,8 @@ int crumbs_test_wait_for_parked(int count);
 /// (pthread_cond_wait), and returns 0 once it waits there (or -1).
 int crumbs_test_start_condition_waiter(void);
 /// Starts a thread "echo", blocked in crumbs_test_echo_loop's read() between requests, that
-/// answers each crumbs_test_echo. Returns 0 or -1.
+/// answers each crumbs_test_echo; returns once it answered one (it is named and in its loop).
+/// Returns 0 or -1.
 int crumbs_test_start_echo(void);
 /// Sends the echo thread one byte and waits at most `timeout_ms` for its answer: 0 when it came
 /// (the thread runs), -1 otherwise.
