@@ -118,13 +118,6 @@
 #include "crumbs_format.h"
 
 #include <errno.h>
-#if __has_include(<linux/futex.h>)
-#include <linux/futex.h>
-#else
-// musl-gcc's include path has no kernel headers: the futex ABI's values (linux/futex.h).
-#define FUTEX_WAIT_PRIVATE (0 | 128)
-#define FUTEX_WAKE_PRIVATE (1 | 128)
-#endif
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>

@@ -16,6 +16,13 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#if __has_include(<linux/futex.h>)
+#include <linux/futex.h>
+#else
+// musl-gcc's include path has no kernel headers: the futex ABI's values (linux/futex.h).
+#define FUTEX_WAIT_PRIVATE (0 | 128)
+#define FUTEX_WAKE_PRIVATE (1 | 128)
+#endif
 
 /// How long the asked threads have to answer by default, from their request: long enough for
 /// 100 threads on a busy 2-core machine (they answer within a few ms), short enough that a

@@ -13,13 +13,6 @@
 #include "crumbs_thread_capture.h"
 #include "crumbs_format.h"
 
-#if __has_include(<linux/futex.h>)
-#include <linux/futex.h>
-#else
-// musl-gcc's include path has no kernel headers: the futex ABI's value (linux/futex.h).
-#define FUTEX_WAIT_PRIVATE (0 | 128)
-#endif
-
 /// How much longer than a live capture's own limit a crash waits for it to finish.
 #define CRUMBS__LIVE_WAIT_MARGIN_NS (100u * 1000000u)
 

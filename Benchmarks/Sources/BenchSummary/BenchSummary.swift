@@ -1,9 +1,10 @@
 // BenchSummary.swift — the figures `make bench` ends with, gathered from every part of the run.
 //
-// Each figures program calls `BenchSummary.record` for its headline figures; when the
-// environment names a file in BENCH_SUMMARY (`make bench` does), the line is appended there, and
-// `summary.sh` prints them as one table after the last part. Without BENCH_SUMMARY nothing is
-// written (the programs still print their own blocks). Lines are `figure|value|goal|verdict`.
+// Each figures program calls `BenchSummary.record` for its headline figures (and times with the
+// clocks below); when the environment names a file in BENCH_SUMMARY (`make bench` does), the
+// line is appended there, and `summary.sh` prints them as one table after the last part. Without
+// BENCH_SUMMARY nothing is written (the programs still print their own blocks). Lines are
+// `figure|value|goal|verdict`.
 
 #if canImport(Glibc)
   import Glibc
@@ -20,4 +21,19 @@ public enum BenchSummary {
     let verdict = met.map { $0 ? "met" : "MISSED" } ?? ""
     fputs("\(figure)|\(value)|\(goal)|\(verdict)\n", file)
   }
+}
+
+/// Monotonic nanoseconds: the one clock the figures programs time with.
+public func monotonicNanoseconds() -> UInt64 { clockNanoseconds(CLOCK_MONOTONIC) }
+
+/// CPU time of the calling thread: what the work cost, whatever else the machine was doing.
+public func threadCPUNanoseconds() -> UInt64 { clockNanoseconds(CLOCK_THREAD_CPUTIME_ID) }
+
+/// CPU time of the whole process, every thread.
+public func processCPUNanoseconds() -> UInt64 { clockNanoseconds(CLOCK_PROCESS_CPUTIME_ID) }
+
+private func clockNanoseconds(_ clock: clockid_t) -> UInt64 {
+  var now = timespec()
+  clock_gettime(clock, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }

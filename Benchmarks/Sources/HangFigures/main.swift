@@ -21,18 +21,6 @@ import Synchronization
   import Glibc
 #endif
 
-func monotonicNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
-func processCPUNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
 /// Nanoseconds per call of `body(count)`, the best of `rounds`.
 func best(rounds: Int = 7, count: UInt64, _ body: (UInt64) -> Void) -> Double {
   var fastest = Double.infinity

@@ -24,12 +24,6 @@ import Synchronization
   import Glibc
 #endif
 
-func monotonicNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
 func loadAverage() -> String {
   guard let file = fopen("/proc/loadavg", "r") else { return "?" }
   defer { fclose(file) }

@@ -35,12 +35,6 @@ import Foundation
   import Glibc
 #endif
 
-func monotonicNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &now)
-  return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}
-
 func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
   guard !sorted.isEmpty else { return .nan }

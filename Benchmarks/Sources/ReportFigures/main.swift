@@ -20,19 +20,6 @@ import Foundation
   import Glibc
 #endif
 
-func monotonicNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
-/// CPU time of the calling thread: what the work cost, whatever else the machine was doing.
-func threadCPUNanoseconds() -> UInt64 {
-  var now = timespec()
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
-  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
 func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
   return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
