@@ -84,24 +84,8 @@ BenchSummary.record(
 
 let watchSeconds = getenv("WATCH_SECONDS").flatMap { Double(String(cString: $0)) } ?? 30
 
-/// The named thread's on-CPU nanoseconds (schedstat's first field), or nil.
-func cpuNanoseconds(ofThreadNamed name: String) -> UInt64? {
-  guard let directory = opendir("/proc/self/task") else { return nil }
-  defer { closedir(directory) }
-  while let entry = readdir(directory) {
-    let tid = withUnsafeBytes(of: entry.pointee.d_name) {
-      String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
-    }
-    guard tid.first?.isNumber == true, read("/proc/self/task/\(tid)/comm").trimmingSuffix() == name else {
-      continue
-    }
-    return read("/proc/self/task/\(tid)/schedstat").split(separator: " ").first.flatMap { UInt64($0) }
-  }
-  return nil
-}
-
-/// The named thread's voluntary context switches (its wake-ups from a wait), or nil.
-func wakeUps(ofThreadNamed name: String) -> Int? {
+/// `/proc/self/task/<tid>` of the thread named `name`, or nil.
+func taskDirectory(ofThreadNamed name: String) -> String? {
   guard let directory = opendir("/proc/self/task") else { return nil }
   defer { closedir(directory) }
   while let entry = readdir(directory) {
@@ -109,14 +93,23 @@ func wakeUps(ofThreadNamed name: String) -> Int? {
       String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
     }
     guard tid.first?.isNumber == true else { continue }
-    let comm = read("/proc/self/task/\(tid)/comm").trimmingSuffix()
-    guard comm == name else { continue }
-    for line in read("/proc/self/task/\(tid)/status").split(separator: "\n")
-    where line.hasPrefix("voluntary_ctxt_switches:") {
-      return Int(line.split(separator: "\t").last.map(String.init) ?? "")
-    }
+    if read("/proc/self/task/\(tid)/comm").trimmingSuffix() == name { return "/proc/self/task/\(tid)" }
   }
   return nil
+}
+
+/// The named thread's on-CPU nanoseconds (schedstat's first field), or nil.
+func cpuNanoseconds(ofThreadNamed name: String) -> UInt64? {
+  taskDirectory(ofThreadNamed: name).flatMap { task in
+    read(task + "/schedstat").split(separator: " ").first.flatMap { UInt64($0) }
+  }
+}
+
+/// The named thread's voluntary context switches (its wake-ups from a wait), or nil.
+func wakeUps(ofThreadNamed name: String) -> Int? {
+  guard let task = taskDirectory(ofThreadNamed: name) else { return nil }
+  let line = read(task + "/status").split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+  return line.flatMap { $0.split(separator: "\t").last.flatMap { Int($0) } }
 }
 
 func read(_ path: String) -> String {

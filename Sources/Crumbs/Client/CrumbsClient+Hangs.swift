@@ -30,9 +30,6 @@ extension CrumbsClient {
     return heartbeat
   }
 
-  /// Checks the watchdog has made so far (tests wait on it: the watchdog has looked).
-  package var hangChecks: UInt64 { watchdog?.checks ?? 0 }
-
   /// Starts the watchdog's thread (the background work of `start`).
   func startWatchdog() {
     guard let watchdog else { return }

@@ -35,7 +35,7 @@ extension HangWatchdog {
       hangs.lastReported[name] = now
       return true
     }
-    var ongoing = OngoingHang(kind: kind, sinceMonotonic: since, sinceWall: sinceWall, report: nil)
+    var ongoing = OngoingHang(report: nil)
     guard due else {
       client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: "")
       hangs.withLock { $0.ongoing[name] = ongoing }
@@ -48,7 +48,7 @@ extension HangWatchdog {
     client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: frames)
     var attributes = [
       HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.milliseconds(silent),
-      HangFacts.thresholdKey: HangFacts.milliseconds(Self.nanoseconds(threshold)),
+      HangFacts.thresholdKey: HangFacts.milliseconds(StallTracker.nanoseconds(threshold)),
       HangFacts.ongoingKey: "true",
       HangFacts.sinceKey: ISO8601.string(nanoseconds: sinceWall),
     ]
@@ -131,7 +131,7 @@ extension HangWatchdog {
 
   static func message(name: String, kind: Kind, silent: UInt64, threshold: Double) -> String {
     let silence = HangFacts.text(silent)
-    let limit = HangFacts.text(nanoseconds(threshold))
+    let limit = HangFacts.text(StallTracker.nanoseconds(threshold))
     return switch kind {
     case .concurrencyPool:
       "the concurrency pool ran no job for \(silence) (threshold \(limit)): a probe job enqueued "
@@ -141,9 +141,5 @@ extension HangWatchdog {
     case .heartbeat:
       "heartbeat \"\(name)\" silent for \(silence) (threshold \(limit))"
     }
-  }
-
-  static func nanoseconds(_ seconds: Double) -> UInt64 {
-    StallTracker.nanoseconds(seconds)
   }
 }

@@ -95,11 +95,8 @@ final class HangWatchdog: Sendable {
     var lastReported: [String: UInt64] = [:]
   }
 
-  /// A hang being lived through.
+  /// A hang being lived through: its report, when one was stored (not when rate-limited).
   struct OngoingHang {
-    var kind: Kind
-    var sinceMonotonic: UInt64
-    var sinceWall: UInt64
     var report: StoredReport?
   }
 
@@ -165,9 +162,6 @@ final class HangWatchdog: Sendable {
     wakeUp.signal()
     finished.wait()
   }
-
-  /// Checks done so far.
-  var checks: UInt64 { state.withLock { $0.checks } }
 
   /// Seconds between checks: the smallest threshold watched, at least 50 ms. A watch silent
   /// since just after a check is seen silent `threshold` later, at the check after next: a hang
