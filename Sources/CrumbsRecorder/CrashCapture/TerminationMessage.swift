@@ -35,8 +35,10 @@ public enum TerminationMessage {
   /// app itself) may have written the file already, and its text stays whole; each line lands
   /// whole after whatever is there, also when a forked child (which inherits the descriptor)
   /// crashes too. Created (0644, readable by a node agent) when missing; its folder must exist.
+  /// O_NONBLOCK: a FIFO or a full pipe named here never blocks the crash handler (a FIFO without
+  /// a reader fails now, ENXIO, a problem at start); on a regular file it changes nothing.
   public static func open(path: String) throws(SystemCallError) {
-    let descriptor = try Syscall.open(path, O_WRONLY | O_APPEND | O_CREAT, mode: 0o644)
+    let descriptor = try Syscall.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK, mode: 0o644)
     let previous = crumbs_termination_message_set_fd(descriptor)
     if previous >= 0 && previous != descriptor { Syscall.close(previous) }
   }

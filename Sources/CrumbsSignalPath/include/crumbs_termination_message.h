@@ -33,8 +33,9 @@ extern "C" {
 #define CRUMBS_TERMINATION_MESSAGE_MAX 512
 
 /// Gives the crash handler the descriptor its line is written to (-1: no line). The handler
-/// only writes it; the caller opened it (O_WRONLY | O_APPEND | O_CLOEXEC) and owns it. Returns
-/// the descriptor held before (-1 when none), for the caller to close. Not signal-safe.
+/// only writes it; the caller opened it (O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC) and owns
+/// it. Returns the descriptor held before (-1 when none), for the caller to close. Not
+/// signal-safe.
 int crumbs_termination_message_set_fd(int fd);
 
 // MARK: - Tests and fuzzing only
