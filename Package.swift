@@ -154,6 +154,11 @@ let package = Package(
       path: "Fuzz/CFIReader"
     ),
     .executableTarget(
+      name: "FuzzELFSymbol",
+      dependencies: ["CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/ELFSymbol"
+    ),
+    .executableTarget(
       name: "FuzzHTTPHeaders",
       dependencies: ["CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/HTTPHeaders"

@@ -22,6 +22,7 @@ TARGETS=(
   "FuzzCrashRecordReader crashrecord-reader"
   "FuzzELFReader elf-reader"
   "FuzzCFIReader cfi-reader"
+  "FuzzELFSymbol elf-symbol"
   "FuzzStoredReport stored-report"
   "FuzzHTTPHeaders http-headers"
   "FuzzTrailEntries trail-entries"
@@ -41,10 +42,10 @@ for entry in "${TARGETS[@]}"; do
   echo "== $product: building ($CONFIG, -sanitize=fuzzer,address)"
   build=(swift build --scratch-path "$SCRATCH" -c "$CONFIG" --product "$product"
     -Xswiftc -sanitize=fuzzer,address)
-  # A parser written in C (the crash handler's CFI reader) needs the C code instrumented too:
-  # coverage for libFuzzer and AddressSanitizer's checks on its reads. Its own scratch path, so
-  # the other targets keep their build.
-  if [ "$product" = FuzzCFIReader ]; then
+  # A parser written in C (the crash handler's CFI reader and symbol lookup) needs the C code
+  # instrumented too: coverage for libFuzzer and AddressSanitizer's checks on its reads. Its own
+  # scratch path, so the other targets keep their build.
+  if [ "$product" = FuzzCFIReader ] || [ "$product" = FuzzELFSymbol ]; then
     build=(swift build --scratch-path "$SCRATCH-c" -c "$CONFIG" --product "$product"
       -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address
       -Xcxx -fsanitize=fuzzer-no-link,address)

@@ -15,7 +15,8 @@
 //   getrlimit, prctl(PR_GET_DUMPABLE) (crumbs_proc_threads.c); open/read/close (crumbs_maps.c,
 //   /proc/thread-self/maps); syscall(SYS_process_vm_readv) (crumbs_unwind_memory.c: stack words,
 //   never plain loads); memset, memcmp, memcpy
-//   (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring append).
+//   (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring append); open, fstat,
+//   pread, write, close (crumbs_termination_message.c, after the record).
 // Each is resolved at install (crumbs_crash_install.c calls them once), so no lazy PLT binding
 // (loader lock) can happen in the handler; nothing here can load a library the way glibc's
 // backtrace() loads libgcc_s. The Swift test `CrashCaptureTests` proves "no allocation" with an
@@ -57,7 +58,8 @@
 //      state CRASHED; handler duration; complete marker last (release store). Only a record and a
 //      ring whose header names this process are written (a child forked without our fork
 //      handler still maps its parent's: crumbs_fork.h); otherwise the handler only chains and
-//      dies.
+//      dies. Then, when the app named a file, the termination message line
+//      (crumbs_termination_message.c).
 //   5. Chain to the entries not called yet: the replacing handler a re-install kept, then the
 //      previous action; SA_SIGINFO and plain handlers are called; SIG_IGN and SIG_DFL are not
 //      (a fault cannot be ignored).
@@ -233,6 +235,8 @@ static void crumbs__record_crash(int signal_number, siginfo_t *info, void *conte
     // fewer on the way to the death).
     bool process_ends = !crumbs__chains(signal_number) && crumbs__called_by_the_kernel(signal_number);
     crumbs__crash_write_record(record, signal_number, info, context, thread_id, started_ns, process_ends);
+    // After the record is complete: the orchestrator's line never delays or endangers it.
+    crumbs__termination_message_write(record);
   }
 }
 

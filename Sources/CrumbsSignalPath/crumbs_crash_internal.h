@@ -25,6 +25,8 @@
 //   crumbs_modules.c         the module table (scan at set-up; lookups and crash-time additions
 //                            in the handler)
 //   crumbs_stack_capture.c   the calling thread's backtrace, for non-fatal reports
+//   crumbs_termination_message.c  the one line for the orchestrator after the record, named
+//                            from the executable's symbols (crumbs_elf_symbol.c)
 //   crumbs_terminate.cpp     the std::terminate handler: an uncaught C++ exception's type and
 //                            what(), kept for the handler (crumbs_terminate.h)
 
@@ -143,6 +145,11 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
 /// The handler's duration, state COMPLETE and the complete marker, last (release). Safe to
 /// call from a signal handler.
 void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_ns);
+
+/// Writes the termination message line for the complete `record` when a file was given
+/// (crumbs_termination_message.h); nothing otherwise. Safe to call from a signal handler
+/// (crumbs_termination_message.c lists its calls).
+void crumbs__termination_message_write(const crumbs_crash_record *record);
 
 // MARK: - Every thread (crumbs_thread_capture.c)
 

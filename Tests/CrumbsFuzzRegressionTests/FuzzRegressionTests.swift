@@ -42,6 +42,9 @@ import Testing
     /// The crash handler's CFI parser at an input's pc: its status (0 a row, 1 no FDE, 2
     /// malformed, 3 unsupported) and, for a row, CFA = register + offset.
     case cfiRow(status: Int32, cfaRegister: UInt32, cfaOffset: Int64)
+    /// The crash handler's symbol lookup at an input's address: its status (1 found, 0 not
+    /// found, -1 no symbol table) and the symbol's start.
+    case elfSymbol(status: Int32, start: UInt64)
     /// A thread-dump answer: how many threads its capture held (-1: an error answer).
     case parsedThreadDump(threads: Int)
     case rejectedThreadDump
@@ -56,6 +59,7 @@ import Testing
     "http-headers": replayHTTPHeaders,
     "trail-entries": replayTrailEntries,
     "cfi-reader": replayCFIReader,
+    "elf-symbol": replayELFSymbol,
     "thread-dump": replayThreadDump,
   ]
 
@@ -88,6 +92,24 @@ import Testing
       if result.status == 0 { #expect(result.function_start <= probe && probe < result.function_end) }
     }
     return .cfiRow(status: result.status, cfaRegister: result.cfa_register, cfaOffset: result.cfa_offset)
+  }
+
+  /// The checks of Fuzz/ELFSymbol: a status, a symbol at or below the address, a terminated name.
+  static func replayELFSymbol(_ input: UnsafeRawBufferPointer) -> Outcome {
+    guard input.count >= 8 else { return .elfSymbol(status: -1, start: 0) }
+    let address = input.loadUnaligned(as: UInt64.self)
+    let file = Array(input[8...])
+    var name = [CChar](repeating: 0, count: 64)
+    var start: UInt64 = 0
+    let status = file.withUnsafeBufferPointer {
+      crumbs_elf_symbol_testing_lookup($0.baseAddress, $0.count, address, &name, name.count, &start)
+    }
+    #expect((-1...1).contains(status))
+    if status == 1 {
+      #expect(start <= address)
+      #expect(name.contains(0))
+    }
+    return .elfSymbol(status: status, start: start)
   }
 
   /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now; the retry

@@ -202,6 +202,9 @@ public final class CrumbsClient: @unchecked Sendable {
         throw .crashHandler(error)
       }
     }
+    if let problem = Self.openTerminationMessage(configuration) {
+      state.withLock { $0.problems.append(problem) }
+    }
     // After the crash handler: the request signal is chosen below its capture signal.
     let dumps = Self.startThreadDumps(configuration, ring: ring)
     threadDumps = dumps.responder
@@ -359,6 +362,7 @@ public final class CrumbsClient: @unchecked Sendable {
     threadDumps?.stop()
     uploader?.stop(timeout: configuration.closeTimeout)
     CrashHandler.uninstall()
+    TerminationMessage.stop()
     let request = SignalBreadcrumbs.lastTerminationRequest
     if case .lastTerminationRequest = end, request > 0 {
       ring.close(terminatedBy: request)

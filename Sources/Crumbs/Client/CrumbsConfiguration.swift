@@ -88,6 +88,15 @@ public struct CrumbsConfiguration: Sendable {
   /// Whether to install the crash handler at all, and how.
   public var installsCrashHandler = true
   public var crashHandler = CrashHandlerOptions()
+  /// Where the crash handler writes one line when the process crashes, for an orchestrator to
+  /// show why it died: `Crumbs: SIGSEGV in MyApp.Parser.parse (MyApp+0x1f2c4); report <id>;
+  /// Fatal error: …` (signal, top frame in the app's code, the crash report's id, the Swift
+  /// fatal message; at most 512 bytes, one `write`, after the crash record). Kubernetes reads
+  /// `/dev/termination-log` when a container ends (`kubectl describe pod` shows it). Default:
+  /// that path when it exists and this process may write it, else nil; nil writes nothing.
+  /// Opened at `start` for appending (never truncated; created when missing); a file that
+  /// cannot be opened is named in the client's `problems`.
+  public var terminationMessagePath: String? = TerminationMessage.defaultPath
   /// Breadcrumbs the client records by itself — memory pressure, non-fatal signals, process
   /// start and exit — started in the background; nil turns them all off but one: the exit hook
   /// that marks the session clean on `exit()` (with its "process exiting" breadcrumb) decides

@@ -14,7 +14,9 @@
 //   crumbs_crash_covers_new_threads   whether that start hook reaches every module's threads
 //   crumbs_crash_refresh_modules      re-scan modules after dlopen/dlclose (cheap when unchanged)
 //   crumbs_crash_replaced_signals     which of our signals another library has taken since
-//   [crash] crumbs__crash_signal_handler  records, appends the fatal breadcrumb, chains, dies
+//   [crash] crumbs__crash_signal_handler  records, appends the fatal breadcrumb, writes the
+//                                     termination message line when given a file
+//                                     (crumbs_termination_message.h), chains, dies
 //   crumbs_crash_uninstall            give every signal back its previous action
 // Where they live: crumbs_crash_install.c (every function declared here), crumbs_crash_handler.c
 // (the handler), crumbs_altstack.c (the alternate stacks), crumbs_unwind.c and crumbs_modules.c

@@ -1,0 +1,66 @@
+// crumbs_termination_message.h — the one line the crash handler writes for the orchestrator
+// (Kubernetes reads /dev/termination-log when a container ends and shows it in `kubectl
+// describe pod`), after the crash record is complete:
+//
+//   Crumbs: SIGSEGV in MyApp.Parser.parse (MyApp+0x1f2c4); report 3f2a…; Fatal error: …
+//
+// the signal, the top frame in the app's own code (named from the executable's symbol table
+// when it has one; always module + offset, the offset as the file sees it, for addr2line), the
+// session id (the crash report's id), and the Swift runtime's fatal-error message when it left
+// one. One write of at most CRUMBS_TERMINATION_MESSAGE_MAX bytes, ending in "\n".
+//
+// Entry points, in call order:
+//   crumbs_termination_message_set_fd   (set-up) the file the line goes to, opened by the caller
+//   [crash] the handler writes the line (crumbs_termination_message.c)
+// Tests and fuzzing reach the pieces through the crumbs_*_testing_* functions below.
+//
+// SIGNAL SAFETY: crumbs_termination_message_set_fd is set-up code (not signal-safe: the Swift
+// wrapper serializes it); the testing functions are pure or read a file. What runs in the
+// handler is listed in crumbs_termination_message.c.
+
+#ifndef CRUMBS_TERMINATION_MESSAGE_H
+#define CRUMBS_TERMINATION_MESSAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The longest line written, its "\n" included (Kubernetes keeps at most 4096 bytes).
+#define CRUMBS_TERMINATION_MESSAGE_MAX 512
+
+/// Gives the crash handler the descriptor its line is written to (-1: no line). The handler
+/// only writes it; the caller opened it (O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC) and owns
+/// it. Returns the descriptor held before (-1 when none), for the caller to close. Not
+/// signal-safe.
+int crumbs_termination_message_set_fd(int fd);
+
+// MARK: - Tests and fuzzing only
+
+/// The crash handler's symbol lookup (crumbs_elf_symbol.c) over `size` bytes of an ELF file in
+/// memory: the name of the function symbol holding file address `address` into `name`
+/// (`capacity` bytes, NUL-terminated), its start into `*start`. Returns 1 found, 0 not found,
+/// -1 when the bytes hold no usable symbol table. Never reads outside `bytes`. Pure.
+int32_t crumbs_elf_symbol_testing_lookup(const uint8_t *bytes, size_t size, uint64_t address, char *name,
+                                         size_t capacity, uint64_t *start);
+
+/// The same lookup in the file at `path`, read with pread as the handler reads the executable.
+/// Returns as crumbs_elf_symbol_testing_lookup, -2 when the file cannot be opened.
+int32_t crumbs_elf_symbol_testing_lookup_file(const char *path, uint64_t address, char *name, size_t capacity,
+                                              uint64_t *start);
+
+/// The readable name of a Swift mangled name ("$s5MyApp6ParserC5parseyyF" → "MyApp.Parser.parse")
+/// into `buffer`; returns its length, 0 when the name is not one it reads. Pure.
+size_t crumbs_swift_name_testing_simplify(const char *mangled, char *buffer, size_t capacity);
+
+/// Whether the handler skips `name` as Crumbs' own code. Pure.
+bool crumbs_symbol_testing_is_crumbs(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CRUMBS_TERMINATION_MESSAGE_H
