@@ -16,6 +16,8 @@ let crashLoopScenarios: [String: @Sendable ([String]) -> Int32] = [
   //   segv | fpe    holds the background work (the previous sessions stay unprocessed, as in a
   //                 launch that dies at once), then dereferences null / divides by zero
   //   clean         holds the background work, returns 0
+  //   wait-term     with automatic breadcrumbs (their signal hooks mark a SIGTERM end), waits
+  //                 likewise, prints "processed N", then raises SIGTERM (the app has no handler)
   //   wait-clean    waits for the previous sessions to be processed, sends a non-fatal message
   //                 ("after a loop"), prints "processed N" (sessions processed) and returns 0
   //   wait-segv     waits likewise, prints "processed N", then dereferences null
@@ -34,7 +36,7 @@ let crashLoopScenarios: [String: @Sendable ([String]) -> Int32] = [
       }
     }
     var configuration = CrumbsConfiguration(directory: arguments[0])
-    configuration.automaticBreadcrumbs = nil
+    if mode != "wait-term" { configuration.automaticBreadcrumbs = nil }
     let client: CrumbsClient
     let before = nanoseconds(CLOCK_MONOTONIC)
     do {
@@ -65,6 +67,7 @@ let crashLoopScenarios: [String: @Sendable ([String]) -> Int32] = [
     switch mode {
     case "segv", "wait-segv": crumbs_test_null_deref()
     case "fpe": print("quotient \(crumbs_test_int_divide(1, 0))")
+    case "wait-term": raise(SIGTERM)
     case "clean", "wait-clean": return 0
     case "time":
       guard let directory = try? RingDirectory(path: client.configuration.directory) else { return 1 }

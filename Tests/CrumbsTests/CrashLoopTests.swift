@@ -56,6 +56,7 @@ import Testing
     switch mode {
     case "segv", "wait-segv": #expect(launch.signal == SIGSEGV, "\(mode): \(output)")
     case "fpe": #expect(launch.signal == SIGFPE, "\(mode): \(output)")
+    case "wait-term": #expect(launch.signal == SIGTERM, "\(mode): \(output)")
     default: #expect(launch.exitCode == 0, "\(mode): \(output)")
     }
     return launch
@@ -184,6 +185,20 @@ import Testing
     let four = try launch(directory, "clean")
     #expect(four.count == 3, "\(four.lines)")
     #expect(four.signature == "", "\(four.lines)")
+  }
+
+  @Test func aSessionStoppedBySIGTERMNeitherCountsNorEndsTheLoop() throws {
+    // An orchestrator stopping a crash-looping app (a rolling restart, a scale-down) says
+    // nothing about whether the app can start: the loop goes on through it.
+    let directory = TestDirectory()
+    let first = try launch(directory, "segv")
+    let stopped = try launch(directory, "wait-term")
+    #expect(stopped.count == 1, "\(stopped.lines)")
+    let second = try launch(directory, "segv")
+    #expect(second.count == 1, "\(second.lines)")
+    let next = try launch(directory, "wait-clean")
+    #expect(next.count == 2, "\(next.lines)")
+    #expect(next.signature == second.signature && first.loop == nil, "\(next.lines)")
   }
 
   @Test func aDamagedTallyIsReportedAndTakenAsEmpty() throws {
