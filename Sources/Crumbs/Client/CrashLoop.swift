@@ -58,6 +58,10 @@ public struct CrashLoop: Sendable, Equatable {
 }
 
 extension CrashLoop {
+  /// The count from which reports carry `crumbs.crash_loop.count`: one crash before a start is
+  /// not yet a loop, and its report (like every report until then) stays as it was.
+  package static let reportedFrom = 2
+
   /// What a start finds: the loop (nil when the last ended session was clean, or none ended),
   /// the place in it of each waiting session of the loop (its report's `crumbs.crash_loop.count`),
   /// and a problem to report (a damaged tally).
@@ -115,7 +119,8 @@ extension CrashLoop {
     steps.sort { left, right in
       if left.started != right.started { return left.started > right.started }
       if case .resets = left.kind { return false }
-      return true
+      if case .resets = right.kind { return true }
+      return false
     }
     var total = 0
     var signature: String?
@@ -140,11 +145,12 @@ extension CrashLoop {
       loop: CrashLoop(
         count: total, signature: mixed ? nil : signature, firstStartedWallNanoseconds: first,
         lastStartedWallNanoseconds: last))
-    // The place of each waiting member: the count of the loop up to and including it.
+    // The place of each waiting member: the count of the loop up to and including it (from the
+    // second on: a lone crash is not a loop).
     var below = total
     for step in steps {
       guard case .counts(_, let sessions, _, let waitingID) = step.kind else { break }
-      if let waitingID { found.counts[waitingID] = below }
+      if let waitingID, below >= reportedFrom { found.counts[waitingID] = below }
       below = max(0, below - max(0, sessions))
     }
     return found

@@ -46,9 +46,11 @@ extension CrumbsClient {
     let (sessionAttributes, globalFiles, recorded) = session.withLock {
       ($0.metadata.attributes, $0.metadata.attachments, $0.metadata.resource)
     }
-    // A launch after a crash loop says so in every report it makes (see CrumbsClient.crashLoop).
+    // A launch after a crash loop (two crashes or more) says so in every report it makes.
     var globalAttributes = sessionAttributes
-    if let crashLoop { globalAttributes[CrashLoopStep.attributeKey] = String(crashLoop.count) }
+    if let crashLoop, crashLoop.count >= CrashLoop.reportedFrom {
+      globalAttributes[CrashLoopStep.attributeKey] = String(crashLoop.count)
+    }
     var builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,

@@ -70,8 +70,8 @@ public final class CrumbsClient: @unchecked Sendable {
   /// nil when the last one that ended was clean (or none did): known when `start` returns, from
   /// what the previous sessions left (CrashLoop.swift), e.g. to start in a safe mode.
   public let crashLoop: CrashLoop?
-  /// The place in `crashLoop` of each of its sessions this launch will process (their reports'
-  /// `crumbs.crash_loop.count`).
+  /// The place in `crashLoop` of each of its sessions this launch will process, from the second
+  /// on (their reports' `crumbs.crash_loop.count`).
   let crashLoopCounts: [SessionID: Int]
   public let store: ReportStore
   let directory: RingDirectory
