@@ -204,6 +204,20 @@ import Testing
     #expect(next.signature == second.signature && first.loop == nil, "\(next.lines)")
   }
 
+  @Test func aMachineRestartAForkedChildAndAStopSayNothingAboutTheApp() {
+    let otherBoot = SystemFacts.bootID.map { $0 ^ 0xFF }
+    #expect(
+      CrashLoopStep(end: .abnormalTermination, record: nil, bootID: otherBoot, parentSessionID: nil)
+        == .passes)
+    #expect(
+      CrashLoopStep(end: .abnormalTermination, record: nil, bootID: SystemFacts.bootID, parentSessionID: nil)
+        == .counts(signature: CrashLoopStep.abnormalSignature))
+    #expect(CrashLoopStep(end: .crash, record: nil, bootID: nil, parentSessionID: SessionID()) == .passes)
+    #expect(
+      CrashLoopStep(end: .terminatedBySignal, record: nil, bootID: nil, parentSessionID: nil) == .passes)
+    #expect(CrashLoopStep(end: .clean, record: nil, bootID: nil, parentSessionID: nil) == .resets)
+  }
+
   @Test func aDamagedTallyIsReportedAndTakenAsEmpty() throws {
     let directory = TestDirectory()
     try Syscall.writeFileAtomically(
