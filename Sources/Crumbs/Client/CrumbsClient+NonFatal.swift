@@ -43,8 +43,13 @@ extension CrumbsClient {
   /// A builder of reports of this live process (non-fatal, hang): the session's attributes with
   /// `extra` over them, its resource, the app's name and version; and the session's attachments.
   func liveReportBuilder(attributes extra: [String: String]) -> (NonFatalReportBuilder, [String]) {
-    let (globalAttributes, globalFiles, recorded) = session.withLock {
+    let (sessionAttributes, globalFiles, recorded) = session.withLock {
       ($0.metadata.attributes, $0.metadata.attachments, $0.metadata.resource)
+    }
+    // A launch after a crash loop (two crashes or more) says so in every report it makes.
+    var globalAttributes = sessionAttributes
+    if let crashLoop, crashLoop.count >= CrashLoop.reportedFrom {
+      globalAttributes[CrashLoopStep.attributeKey] = String(crashLoop.count)
     }
     var builder = NonFatalReportBuilder(
       ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },

@@ -20,13 +20,15 @@ extension CrumbsClient {
     }
   }
 
-  /// The post-mortem processor as configured, counting each ended session.
+  /// The post-mortem processor as configured, counting each ended session (session metrics and
+  /// the crash-loop tally) and marking the reports of the crash loop seen at start.
   func makeProcessor() -> PostMortemProcessor {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.symbolicatorOptions = configuration.symbolication
     processor.reportsAbnormalTerminations = configuration.detectOOM
     processor.reportsHostName = configuration.reportsHostName
     processor.attachmentSizeLimit = configuration.attachmentSizeLimit
+    processor.crashLoopCounts = crashLoopCounts
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)
@@ -38,6 +40,13 @@ extension CrumbsClient {
         SessionSummaryQueue.enqueue([session], metrics: metrics, directory: directory)
       } catch {
         self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
+      }
+      do {
+        if let problem = try CrashLoopTally.record(session, directory: directory) {
+          self?.state.withLock { $0.problems.append(problem) }
+        }
+      } catch {
+        self?.state.withLock { $0.problems.append("cannot tally session \(session.sessionID): \(error)") }
       }
     }
     return processor

@@ -8,7 +8,10 @@
 //                                   and the OTEL_* environment's resource, for a crash before
 //                                   the session file exists),
 //                                   the crash handler, the thread-dump responder (its signal
-//                                   in the ring header), the session counted, the clean-exit hook,
+//                                   in the ring header), the crash loop the previous sessions
+//                                   left (`crashLoop`: CrashLoop.swift, their ring headers and
+//                                   crash records and a small tally), the session counted, the
+//                                   clean-exit hook,
 //                                   and — only when more than a few
 //                                   earlier sessions wait (a crash loop) — the oldest of them
 //                                   processed briefly (PostMortemProcessor.processBacklog), so
@@ -63,6 +66,13 @@ public final class CrumbsClient: @unchecked Sendable {
   public let ring: BreadcrumbRing
   /// This session.
   public var sessionID: SessionID { ring.sessionID }
+  /// The sessions of this app that crashed or ended abnormally in a row right before this start,
+  /// nil when the last one that ended was clean (or none did): known when `start` returns, from
+  /// what the previous sessions left (CrashLoop.swift), e.g. to start in a safe mode.
+  public let crashLoop: CrashLoop?
+  /// The place in `crashLoop` of each of its sessions this launch will process, from the second
+  /// on (their reports' `crumbs.crash_loop.count`).
+  let crashLoopCounts: [SessionID: Int]
   public let store: ReportStore
   let directory: RingDirectory
   let uploader: ReportUploader?
@@ -167,6 +177,9 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       throw .ring(error)
     }
+    let loop = CrashLoop.find(directory: directory, excluding: ring.sessionID)
+    crashLoop = loop.loop
+    crashLoopCounts = loop.counts
     // A clean exit() is clean from the first moment, not once the background work has run. It
     // decides how the session ends, so it is armed even without automatic breadcrumbs: by the
     // recorder's own install, the code a recorder-only program runs too.
@@ -214,6 +227,7 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       state.withLock { $0.problems.append("cannot count this session: \(error)") }
     }
+    if let problem = loop.problem { state.withLock { $0.problems.append(problem) } }
     if armsExitHook && !armedExitHook {
       state.withLock { $0.problems.append("cannot register the exit hook (on_exit failed)") }
     }

@@ -32,7 +32,9 @@
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
 //                                   attachments, idempotent per session
-//     → sessionEnded(session)       the caller counts it (before the files go: see sessionEnded)
+//     → sessionEnded(session)       the caller counts it (before the files go: see sessionEnded),
+//                                   with its crash-loop step (CrashLoopEvidence.swift); reports
+//                                   of sessions in `crashLoopCounts` carry crumbs.crash_loop.count
 //     → ClaimedRing.finish          consumed files removed only after the report is stored
 //
 // Damaged inputs never stop the run: an unreadable ring is quarantined with its reason and, if a
@@ -78,6 +80,8 @@ public struct PreviousSession: Sendable {
   public var replacedCrashSignals: [String] = []
   /// A forked child's session: the session it was forked from.
   public var parentSessionID: SessionID? = nil
+  /// How it bears on a crash loop (CrashLoopEvidence.swift), set before `sessionEnded`.
+  public var crashLoopStep: CrashLoopStep = .passes
 }
 
 /// The outcome of one run.
@@ -145,6 +149,9 @@ public struct PostMortemProcessor: Sendable {
   /// Sessions left to wait for a full (background) run; beyond it `processBacklog` processes the
   /// oldest briefly. Each waiting session holds its ring (1 MiB by default) and crash record.
   public var maxWaitingSessions = 4
+  /// Reports of these sessions carry `crumbs.crash_loop.count` (CrashLoopStep.attributeKey) with
+  /// the given count: the place of the session in the crash loop its client saw at start.
+  public var crashLoopCounts: [SessionID: Int] = [:]
   /// Most sessions one `processBacklog` call processes (it runs on the app's thread at start).
   /// Two: a crash loop adds one session per launch, so the backlog shrinks.
   public var maxBriefPerCall = 2
@@ -273,6 +280,10 @@ public struct PostMortemProcessor: Sendable {
       session.replacedCrashSignals.append(name)
     }
     func end(_ session: PreviousSession) -> PreviousSession {
+      var session = session
+      session.crashLoopStep = CrashLoopStep(
+        end: session.end, record: record, bootID: ring?.header.bootID ?? record?.bootID,
+        parentSessionID: session.parentSessionID)
       if !session.replacedCrashSignals.isEmpty {
         outcome.problems.append(
           "session \(session.sessionID): another handler had replaced the crash handler for "
@@ -327,6 +338,9 @@ public struct PostMortemProcessor: Sendable {
         report.damage += damage
       }
       if let brief { report.damage.append(brief) }
+      if let count = crashLoopCounts[sessionID] {
+        report.attributes[CrashLoopStep.attributeKey] = String(count)
+      }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if report.kind == .abnormalTermination && !reportsAbnormalTerminations {
         return end(session)
