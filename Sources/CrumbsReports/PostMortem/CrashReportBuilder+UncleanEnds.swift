@@ -21,7 +21,8 @@
 //      memory evidence is the more specific cause; a stop request or limit signal noted before
 //      it is added to the message, never put in its place.
 //   4. ResourceLimit, a SIGXCPU the process outlived, then gone without a clean exit: the CPU
-//      hard limit's SIGKILL (the kernel sends SIGXCPU at the soft limit, SIGKILL at the hard).
+//      hard limit's SIGKILL (the kernel sends SIGXCPU at the soft limit, SIGKILL at the hard) —
+//      unless the limits at start say no hard limit was set (RLIMIT_CPU and RLIMIT_RTTIME).
 //      Before a stop request: the limit is the kernel's, the request only began a shutdown.
 //      (A SIGXFSZ outlived only makes writes fail with EFBIG: evidence, not a cause.)
 //   5. ShutdownTimeout, a stop request (SIGTERM, SIGINT, SIGHUP) the app took over, then gone
@@ -78,9 +79,11 @@ extension CrashReportBuilder {
     // What came before the end, whatever the cause named.
     for seen in [signs.stopRequest, signs.limitSignal].compactMap({ $0 }) {
       report.evidence.append(
-        "\(SignalNames.name(seen.signal)) received at \(ISO8601.string(nanoseconds: seen.wallNanoseconds)), "
-          + Self.elapsedText(from: seen.wallNanoseconds, to: lastSignOfLife)
-          + " before the last sign of life (noted in the ring header by the signal handler)")
+        "\(SignalNames.name(seen.signal)) received at \(ISO8601.string(nanoseconds: seen.wallNanoseconds))"
+          + (lastSignOfLife.map {
+            ", " + Self.elapsedText(from: seen.wallNanoseconds, to: $0) + " before the last sign of life"
+          } ?? "")
+          + " (noted in the ring header by the signal handler)")
     }
 
     if header.state == .terminatedBySignal, let signal = header.endSignal,
@@ -110,41 +113,45 @@ extension CrashReportBuilder {
     if !oomEvidence.isEmpty {
       if let before = signs.limitSignal ?? signs.stopRequest {
         report.exceptionMessage +=
-          "; it had received \(SignalNames.name(before.signal)) "
-          + Self.elapsedText(from: before.wallNanoseconds, to: lastSignOfLife)
-          + " before its last sign of life"
+          "; it had received \(SignalNames.name(before.signal))"
+          + (lastSignOfLife.map {
+            " " + Self.elapsedText(from: before.wallNanoseconds, to: $0) + " before its last sign of life"
+          } ?? "")
       }
       return
     }
-    if let limit = signs.limitSignal, limit.signal == SIGXCPU {
-      let hard = signs.limits?.cpuSeconds.hard.map { " of \(Self.seconds($0))" } ?? ""
+    if let limit = signs.limitSignal, limit.signal == SIGXCPU, let hard = Self.cpuHardLimitText(signs.limits)
+    {
       report.exceptionType = "ResourceLimit"
       report.exceptionMessage =
         Self.limitText(SIGXCPU, limits: signs.limits)
         + ": SIGXCPU at the soft limit, then the process was killed without a clean exit "
         + "(SIGKILL at the hard limit\(hard))" + hang
-      report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
       return
     }
     if let stop = signs.stopRequest {
       let name = SignalNames.name(stop.signal)
-      let last = ring.breadcrumbs.last.map { "\"\($0.message)\"" } ?? "none"
+      // Without the trail (a brief report reads the header only) no duration can be proved.
+      let within =
+        lastSignOfLife.map {
+          " within " + Self.elapsedText(from: stop.wallNanoseconds, to: $0)
+            + " after \(name) (at least: its last sign of life came that late)"
+        } ?? " after \(name) (received at \(ISO8601.string(nanoseconds: stop.wallNanoseconds)))"
       report.exceptionType = "ShutdownTimeout"
       report.exceptionMessage =
-        "shutdown did not finish within "
-        + Self.elapsedText(from: stop.wallNanoseconds, to: lastSignOfLife)
-        + " after \(name) (at least: its last sign of life came then); the process was then killed without a "
-        + "clean exit (SIGKILL after a grace period?)" + hang + "; last breadcrumb: " + last
-      report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
+        "shutdown did not finish" + within
+        + "; the process was killed without a clean exit (SIGKILL after a grace period?)" + hang
+        + (ring.breadcrumbs.last.map { "; last breadcrumb: \"\($0.message)\"" } ?? "")
     }
   }
 
   /// The latest time the ring shows the process alive: its newest breadcrumb, or the watchdog's
-  /// last look at a hang going on, or its creation.
-  static func lastSignOfLife(_ ring: RingContents) -> UInt64 {
-    max(
-      ring.breadcrumbs.lazy.map(\.wallTimeNanoseconds).max() ?? ring.header.createdWallNanoseconds,
-      ring.header.ongoingHang?.seenWallNanoseconds ?? 0)
+  /// last look at a hang going on; nil when it shows neither (no trail read).
+  static func lastSignOfLife(_ ring: RingContents) -> UInt64? {
+    let times =
+      ring.breadcrumbs.map(\.wallTimeNanoseconds)
+      + [ring.header.ongoingHang?.seenWallNanoseconds].compactMap { $0 }
+    return times.max()
   }
 
   /// "1.2 s" from `start` to `end` (0 s when the clocks disagree the other way).
@@ -173,6 +180,15 @@ extension CrashReportBuilder {
       return "real-time CPU limit of \(realTime) µs exceeded (RLIMIT_RTTIME)"
     }
     return "CPU time limit exceeded (RLIMIT_CPU or RLIMIT_RTTIME)"
+  }
+
+  /// " of 2 s" (RLIMIT_CPU) or " of 950000 µs" (RLIMIT_RTTIME): the hard limit whose SIGKILL
+  /// follows a SIGXCPU; "" when the limits are unknown; nil when both are unlimited, so no limit
+  /// sent a SIGKILL.
+  static func cpuHardLimitText(_ limits: ResourceLimits?) -> String? {
+    guard let limits else { return "" }
+    if let cpu = limits.cpuSeconds.hard { return " of \(seconds(cpu))" }
+    return limits.realTimeMicroseconds.hard.map { " of \($0) µs" }
   }
 
   private static func seconds(_ value: UInt64) -> String { "\(value) s" }
