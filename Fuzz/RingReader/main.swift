@@ -16,7 +16,8 @@
 // The property checked: read(image:) returns contents or throws PersistedFileError, never traps,
 // and what it returns is self-consistent: among it the header's hang going on (OngoingHang), which
 // is a hang that started, was seen at or after its start and reads whole, or damage named, never
-// both. Not signal-safe (an ordinary program).
+// both; and a stop request or limit signal only ever one such signal. Not signal-safe (an
+// ordinary program).
 
 import CFuzzDriver
 import CrumbsRecorder
@@ -52,6 +53,13 @@ func check(_ image: UnsafeRawBufferPointer) {
       precondition(hang.seenWallNanoseconds >= hang.sinceWallNanoseconds, "a hang seen before it began")
       precondition(contents.header.hangDamage == nil, "a hang and its damage at once")
       precondition(!hang.summary.isEmpty, "a hang the next launch cannot name")
+    }
+    let signs = contents.header.uncleanEndSigns
+    if let stop = signs.stopRequest {
+      precondition(UncleanEndSigns.stopSignals.contains(stop.signal), "a stop request no stop signal makes")
+    }
+    if let limit = signs.limitSignal {
+      precondition(UncleanEndSigns.limitSignals.contains(limit.signal), "a limit signal no limit sends")
     }
   } catch {
     precondition(!error.reason.isEmpty, "an error without a reason")
@@ -164,6 +172,31 @@ func makeSeeds(in directory: String) throws -> Int {
       $0.storeBytes(of: 1_699_999_999_000_000_000, toByteOffset: field(\.hang_seen_wall_ns), as: UInt64.self)
     }
   }
+
+  // What explains an unclean end (issue 24): a stop request and a SIGXCPU the process outlived,
+  // as the signal-breadcrumb handler notes them (one word each), and the limits at start (made
+  // by BreadcrumbRing.create); then a word naming a signal it may not hold (damage: none).
+  func signalSeen(_ signal: Int32, _ wallNanoseconds: UInt64) -> UInt64 {
+    (wallNanoseconds / 1_000_000) << 8 | UInt64(signal)
+  }
+  var ended = few
+  ended.withUnsafeMutableBytes {
+    $0.storeBytes(
+      of: signalSeen(SIGTERM, 1_700_000_000_000_000_000), toByteOffset: field(\.stop_request), as: UInt64.self
+    )
+    $0.storeBytes(
+      of: signalSeen(SIGXCPU, 1_700_000_001_000_000_000), toByteOffset: field(\.limit_signal), as: UInt64.self
+    )
+  }
+  try FuzzMain.writeFile(directory + "/ends-64x64", ended)
+  written += 1
+  ended.withUnsafeMutableBytes {
+    $0.storeBytes(
+      of: signalSeen(SIGKILL, 1_700_000_000_000_000_000), toByteOffset: field(\.stop_request), as: UInt64.self
+    )
+  }
+  try FuzzMain.writeFile(directory + "/damaged-stop-request-signal", ended)
+  written += 1
 
   // Damaged copies of `few`: the reader must count or reject these, never trap.
   let slotsOffset = Int(few.withUnsafeBytes { $0.loadUnaligned(as: crumbs_ring_header.self).slots_offset })

@@ -99,6 +99,15 @@ enum RingSummary {
         + "still stalled at \(ISO8601.string(nanoseconds: hang.seenWallNanoseconds)))"
     }
     if let damage = header.hangDamage { line += "; hang record damaged: \(damage)" }
+    let signs = header.uncleanEndSigns
+    if let stop = signs.stopRequest {
+      line +=
+        "; stop request \(SignalNames.name(stop.signal)) at \(ISO8601.string(nanoseconds: stop.wallNanoseconds))"
+    }
+    if let limit = signs.limitSignal {
+      line +=
+        "; outlived \(SignalNames.name(limit.signal)) at \(ISO8601.string(nanoseconds: limit.wallNanoseconds))"
+    }
     return line
   }
 }

@@ -5,10 +5,11 @@
 //
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
 // stdio, no Swift. libc calls from signal context:
-//   clock_gettime(CLOCK_MONOTONIC) (vDSO, crumbs_context.c; the rate limit), sched_getcpu and syscall(SYS_gettid)
-//   (the ring append, see crumbs_ring_append.h); only to die by a terminating signal: getpid
-//   (is the ring ours?), and through crumbs_die_by_signal.c memset, sigaction,
-//   sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
+//   clock_gettime(CLOCK_MONOTONIC) (vDSO, crumbs_context.c; the rate limit),
+//   clock_gettime(CLOCK_REALTIME) (vDSO; when a stop request or limit signal came), sched_getcpu
+//   and syscall(SYS_gettid) (the ring append, see crumbs_ring_append.h); getpid (is the ring
+//   ours? to note a stop request or limit signal, and to die by a terminating signal); and
+//   through crumbs_die_by_signal.c memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
 //   Then the app's own handler, which is the app's business.
 // errno is saved on entry and restored before returning (and before the app's handler runs, so
 // it sees the errno of the interrupted code, as it would without us).
@@ -18,6 +19,9 @@
 //      signal name, si_code, the sender's pid/uid when a process sent it, the child's pid and
 //      status for SIGCHLD, and what happens next (`action`: handler, ignored, terminates,
 //      default-ignored). Rate-limited per signal per second, except a terminating one.
+//   1b. A SIGTERM/SIGINT/SIGHUP, or a SIGXCPU/SIGXFSZ, the process will outlive (handled or
+//      ignored) is noted in the ring header with its time (crumbs_ring_ends.h): if a SIGKILL
+//      ends the process later, the next launch still knows what came before it.
 //   2. Does what the saved (previous) action says:
 //        SA_SIGINFO handler → called with (signo, info, context); plain handler → (signo);
 //        SIG_IGN → nothing; SIG_DFL of a default-ignored signal (SIGCHLD, SIGWINCH, SIGURG,
@@ -42,6 +46,7 @@
 #include "crumbs_die_by_signal.h"
 #include "crumbs_format.h"
 #include "crumbs_ring.h"
+#include "crumbs_ring_ends.h"
 #include "crumbs_signal_names.h"
 
 #include <dlfcn.h>
@@ -164,9 +169,20 @@ int crumbs_signal_breadcrumbs_last_termination_request(void) {
   return __atomic_load_n(&crumbs__sb_last_termination_request, __ATOMIC_ACQUIRE);
 }
 
-bool crumbs_signal_breadcrumbs_note_termination_request(int signo) {
+/// Notes a stop request (the last in memory, the first in the ring header) when the installed
+/// ring is this process's own (a child forked without our fork handler maps its parent's).
+/// Returns whether it differs from the last one noted. Safe to call from a signal handler.
+static bool crumbs__note_stop_request(int signo) {
   int before = __atomic_exchange_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_ACQ_REL);
+  const crumbs_ring *ring = crumbs_installed_ring();
+  if (ring != NULL && ring->header->pid == (uint32_t)getpid()) {
+    crumbs_ring_note_stop_request(ring, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
+  }
   return before != signo;
+}
+
+bool crumbs_signal_breadcrumbs_note_termination_request(int signo) {
+  return crumbs__note_stop_request(signo);
 }
 
 const char *crumbs_signal_breadcrumbs_app_handler_image(int signo) {
@@ -314,7 +330,15 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
   // A stop request the app takes over (a ServiceGroup's graceful shutdown): the app ends the
   // session itself later, and may say it was this signal (crumbs_signal_breadcrumbs.h).
   if (action != CRUMBS__ACTION_TERMINATES && (signo == SIGTERM || signo == SIGINT || signo == SIGHUP)) {
-    __atomic_store_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_RELEASE);
+    crumbs__note_stop_request(signo);
+  }
+  // A resource limit the process outlives now (SIGXCPU at a CPU soft limit): the hard limit's
+  // SIGKILL, if it comes, runs no code.
+  if (action != CRUMBS__ACTION_TERMINATES && (signo == SIGXCPU || signo == SIGXFSZ)) {
+    const crumbs_ring *own = crumbs_installed_ring();
+    if (own != NULL && own->header->pid == (uint32_t)getpid()) {
+      crumbs_ring_note_limit_signal(own, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
+    }
   }
 
   const crumbs_ring *ring = crumbs_installed_ring();

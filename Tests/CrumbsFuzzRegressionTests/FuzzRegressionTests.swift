@@ -330,6 +330,25 @@ import Testing
     }
   }
 
+  /// The unclean-end seeds (issue 24): a stop request and a limit signal read back with their
+  /// times, the limits at start with them; a stop-request word naming SIGKILL reads as none.
+  @Test func uncleanEndSeedsReadAsTheirNamesSay() throws {
+    let directory = Self.repositoryRoot + "/Fuzz/Corpus/ring-reader"
+    func signs(_ name: String) throws -> UncleanEndSigns {
+      let data = try #require(FileManager.default.contents(atPath: directory + "/" + name), "\(name)")
+      return try data.withUnsafeBytes { image throws(PersistedFileError) in
+        try RingReader.read(image: image).header.uncleanEndSigns
+      }
+    }
+    let ended = try signs("ends-64x64")
+    #expect(ended.stopRequest == SignalSeen(signal: SIGTERM, wallNanoseconds: 1_700_000_000_000_000_000))
+    #expect(ended.limitSignal == SignalSeen(signal: SIGXCPU, wallNanoseconds: 1_700_000_001_000_000_000))
+    #expect(ended.limits != nil)
+    let damaged = try signs("damaged-stop-request-signal")
+    #expect(damaged.stopRequest == nil)
+    #expect(damaged.limitSignal?.signal == SIGXCPU)
+  }
+
   @Test func threadDumpSeedsReplayAsTheirNamesSay() throws {
     var outcomes: [String: Outcome] = [:]
     for path in Self.inputs(in: Self.repositoryRoot + "/Fuzz/Corpus/thread-dump") {

@@ -92,6 +92,9 @@ import Testing
       #expect(messages.contains("server stopped"), "round \(round): \(messages)")
       #expect(contents.header.state == .terminatedBySignal, "round \(round)")
       #expect(contents.header.endSignal == SIGTERM, "round \(round)")
+      // Whichever path saw it, the stop request is in the header too (issue 24): a SIGKILL
+      // before the clean exit would have been reported as a shutdown that did not finish.
+      #expect(contents.header.uncleanEndSigns.stopRequest?.signal == SIGTERM, "round \(round)")
 
       // The next launch (the consumer's own, through the public API) says so.
       let inspect = try ChildProcess(executable, ["inspect", crumbs])

@@ -34,6 +34,10 @@ public struct SessionSummary: Codable, Sendable, Equatable {
   public var abnormalSessions: Int
   public var cleanSessions: Int
   public var crashFreeRate: Double
+  /// With `end == .abnormalTermination`: the cause the report named (a machine restart, a
+  /// shutdown not finished after SIGTERM, a resource limit, the OOM killer), when known; sent as
+  /// `crumbs.session.end_cause`.
+  public var endCause: UncleanEndCause? = nil
 }
 
 enum SessionSummaryQueue {
@@ -56,7 +60,7 @@ enum SessionSummaryQueue {
         startedUnixNano: session.startedWallNanoseconds, processedUnixNano: now,
         sessions: metrics.sessions, crashedSessions: metrics.crashedSessions,
         abnormalSessions: metrics.abnormalSessions, cleanSessions: metrics.cleanSessions,
-        crashFreeRate: metrics.crashFreeRate)
+        crashFreeRate: metrics.crashFreeRate, endCause: session.uncleanEndCause)
       // A run killed after counting a session and before removing its files counts it again.
       guard !queued.contains(where: { $0.hasSuffix(summary.sessionID + ".json") }) else { continue }
       let time = String(now)
@@ -129,7 +133,7 @@ enum SessionSummaryQueue {
         OTLPAttribute("crumbs.sessions.abnormal", .int(Int64(summary.abnormalSessions))),
         OTLPAttribute("crumbs.sessions.clean", .int(Int64(summary.cleanSessions))),
         OTLPAttribute("crumbs.sessions.crash_free_rate", .double(summary.crashFreeRate)),
-      ],
+      ] + (summary.endCause.map { [OTLPAttribute("crumbs.session.end_cause", .string($0.rawValue))] } ?? []),
       eventName: eventName)
   }
 }

@@ -23,9 +23,11 @@ import SystemPackage
 /// whose default action terminates still terminates — with the ring marked as ended by that
 /// signal, which the next launch records as `SessionEnd.terminatedBySignal`, not as a crash.
 public enum SignalBreadcrumbs {
-  /// SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD.
+  /// SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD, and the resource-limit
+  /// signals SIGXCPU and SIGXFSZ: a process they end is reported as ended by that limit, and
+  /// one that outlives a SIGXCPU (then is killed at the CPU hard limit) too.
   public static let defaultSignals: Set<Int32> = [
-    SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD,
+    SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD, SIGXCPU, SIGXFSZ,
   ]
 
   /// Why install failed.

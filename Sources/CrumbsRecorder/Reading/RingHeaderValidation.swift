@@ -160,6 +160,7 @@ package enum RingHeaderValidation {
       environmentResource: string(of: header.environment_resource),
       threadDumpSignal: realTimeSignal(header.thread_dump_signal))
     (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
+    info.uncleanEndSigns = withUnsafePointer(to: header) { UncleanEndSigns.read($0) }
     let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
     return RingLayout(
       slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,

@@ -78,6 +78,9 @@ public struct RingHeaderInfo: Sendable, Equatable {
   /// The real-time signal that asks the writer for a dump of its threads (`crumbs threads PID`),
   /// while its client runs; 0: none (no client, closed, or a file from before the field).
   public var threadDumpSignal: Int32 = 0
+  /// What came before an end without a clean exit: a stop request, a limit signal, the limits
+  /// at start (issue 24; none in files from before the fields).
+  public var uncleanEndSigns = UncleanEndSigns()
 }
 
 extension RingHeaderInfo {

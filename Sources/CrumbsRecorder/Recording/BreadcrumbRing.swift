@@ -215,6 +215,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
                   identity.cgroup = cgroupPath
                   identity.environment_resource = environmentResource
                   crumbs_ring_format(base, &plan, &identity, SystemFacts.cpuCounterIsReliable)
+                  crumbs_ring_record_limits(base)
                 }
               }
             }

@@ -7,7 +7,11 @@
 //     → threads(record.threads)                     every other thread's frames, named in one
 //                                                   batch with the crashing thread's
 //   CrashReportBuilder.abnormalTermination(ring:…)  a ring left running with no record, or
-//                                                   stopped by a signal during a hang
+//                                                   stopped by a signal during a hang, or ended
+//                                                   by a resource limit's SIGXCPU or SIGXFSZ
+//     → explainUncleanEnd                            the cause the ring header proves: machine
+//                                                   restart, shutdown not finished after SIGTERM,
+//                                                   resource limit (CrashReportBuilder+UncleanEnds)
 //     → hangSentence, hangEvidence, addHangFacts     a hang going on at the end, as the watchdog
 //                                                   recorded it (CrashReportBuilder+Hang.swift;
 //                                                   crashes get the evidence and facts too)
@@ -228,7 +232,7 @@ package struct CrashReportBuilder {
   }
 
   /// A report for a session that vanished without a crash record, or that a terminating signal
-  /// ended during a hang (the ring's `endSignal`).
+  /// ended during a hang or a resource limit's SIGXCPU or SIGXFSZ ended (the ring's `endSignal`).
   package func abnormalTermination(ring: RingContents, trailSize: Int?, cgroupRoot: String = "/sys/fs/cgroup")
     -> CrashReport
   {
@@ -275,6 +279,7 @@ package struct CrashReportBuilder {
           + "a crash on those signals leaves no crash record")
       report.exceptionStacktrace = "(no stack: the crash handler did not run)"
     }
+    Self.explainUncleanEnd(ring, oomEvidence: evidence, into: &report)
     let ended = header.endSignal.map { "killed by \(SignalNames.name($0))" } ?? "killed"
     if let hang = Self.hangEvidence(header, ended: ended) { report.evidence.append(hang) }
     Self.addHangFacts(header, to: &report)

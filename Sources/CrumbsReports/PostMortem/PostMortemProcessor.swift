@@ -23,12 +23,17 @@
 //                                     terminated by an unhandled SIGTERM/SIGINT... → no report,
 //                                       the session ends `.terminatedBySignal(n)`, files removed;
 //                                       during a hang the watchdog recorded (a liveness probe's
-//                                       SIGTERM) → an abnormal-termination report that says so
+//                                       SIGTERM) → an abnormal-termination report that says so;
+//                                       ended by SIGXCPU/SIGXFSZ (a resource limit) → a report
+//                                       naming the limit
 //                                     crash record (any ring state) → crash report
 //                                     crashed, no record → crash report naming the damage
 //                                     running  → abnormal-termination report, with OOM evidence
 //                                       and the hang going on when it was killed, except for a
-//                                       forked child's session (below)
+//                                       forked child's session (below); the cause named when the
+//                                       ring header proves one (machine restart, shutdown not
+//                                       finished after SIGTERM, CPU hard limit:
+//                                       CrashReportBuilder+UncleanEnds.swift)
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
 //                                   attachments, idempotent per session
@@ -73,8 +78,17 @@ public struct PreviousSession: Sendable {
   /// When the session's ring was created (ns since the epoch).
   public var startedWallNanoseconds: UInt64
   /// With `end == .terminatedBySignal`: the signal number; with `.abnormalTermination`, the
-  /// terminating signal that stopped the session during a hang (the report says so), if one did.
+  /// terminating signal that stopped the session during a hang, or the resource-limit signal
+  /// (SIGXCPU, SIGXFSZ) that ended it (the report says so), if one did. A SIGKILL is never
+  /// seen: a shutdown killed after SIGTERM has no `endSignal` (see `uncleanEndCause`).
   public var endSignal: Int32? = nil
+  /// With `end == .abnormalTermination`: the cause the report named, when the ring could prove
+  /// one (a machine restart, a shutdown not finished after SIGTERM, a resource limit, the OOM
+  /// killer); nil when it could not.
+  public var uncleanEndCause: UncleanEndCause? = nil
+  /// The machine restarted while the session ran (power loss, kernel panic, reboot): an
+  /// abnormal end, but not a process problem (a crash loop does not count it).
+  public var machineRestarted: Bool { uncleanEndCause == .machineRestart }
   /// Crash signals whose handler another handler had replaced when the session last checked
   /// (names, e.g. `SIGSEGV`): a crash on one of them left no crash record.
   public var replacedCrashSignals: [String] = []
@@ -300,8 +314,9 @@ public struct PostMortemProcessor: Sendable {
     }
     if record == nil, let header = ring?.header, header.state == .terminatedBySignal {
       session.endSignal = header.endSignal
-      // Stopped during a hang (a liveness probe's SIGTERM): not an orderly stop, reported below.
-      if header.ongoingHang == nil {
+      // Stopped during a hang (a liveness probe's SIGTERM), or ended by a resource limit
+      // (SIGXCPU, SIGXFSZ): not an orderly stop, reported below.
+      if header.ongoingHang == nil, !UncleanEndSigns.limitSignals.contains(header.endSignal ?? 0) {
         session.end = .terminatedBySignal
         return end(session)
       }
@@ -342,6 +357,9 @@ public struct PostMortemProcessor: Sendable {
         report.attributes[CrashLoopStep.attributeKey] = String(count)
       }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
+      if report.kind == .abnormalTermination {
+        session.uncleanEndCause = UncleanEndCause(exceptionType: report.exceptionType)
+      }
       if report.kind == .abnormalTermination && !reportsAbnormalTerminations {
         return end(session)
       }
@@ -407,7 +425,9 @@ package enum OOMEvidence {
   package static func gather(_ contents: RingContents, cgroupRoot: String = "/sys/fs/cgroup") -> [String] {
     var evidence: [String] = []
     let header = contents.header
+    // The count of another boot's cgroup means nothing in this one (a machine restart).
     if let atStart = header.cgroupOOMKillsAtStart, !header.cgroup.isEmpty,
+      !header.isFromAnotherBoot,
       let now = SystemFacts.cgroupOOMKills(cgroup: header.cgroup, root: cgroupRoot), now > atStart
     {
       evidence.append("the cgroup's oom_kill count rose from \(atStart) to \(now) (\(header.cgroup))")

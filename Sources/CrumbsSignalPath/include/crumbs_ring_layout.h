@@ -58,8 +58,9 @@ extern "C" {
 /// previous version would misread. Fields carved out of `reserved` (always zero in earlier
 /// files), whose zero means "unknown" to every reader, keep the version: `end_signal`,
 /// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id`,
-/// `app_version`, `environment_resource`, `thread_dump_signal` and the `hang_*` fields were
-/// added that way. Version 2 changed the slot checksum (see "Versions" above); readers read 1 and 2.
+/// `app_version`, `environment_resource`, `thread_dump_signal`, the `hang_*` fields,
+/// `stop_request`, `limit_signal` and the `rlimit_*` fields were added that way. Version 2
+/// changed the slot checksum (see "Versions" above); readers read 1 and 2.
 #define CRUMBS_RING_VERSION 2u
 /// The oldest version readers still read.
 #define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
@@ -221,8 +222,35 @@ typedef struct crumbs_ring_header {
   /// The stalled thread's top frames, symbolicated by the watchdog ("f ← g ← h"), NUL-terminated,
   /// truncated; "" when no thread could be named.
   char hang_frames[512];
-  uint8_t reserved[576];
+  /// Why a session that vanished did (issue 24, "every unclean end explained"): a SIGKILL after
+  /// a grace period or a hard limit runs no code of ours, so the signal that came before it must
+  /// already be in the file (the trail that holds its breadcrumb may be lapped). Each is one
+  /// 64-bit word, CRUMBS_RING_SIGNAL_SEEN(signal, wall ns), set once from 0 by one
+  /// compare-and-swap (crumbs_ring_ends.h): the first one counts, as a grace period starts at the
+  /// first SIGTERM. 0: none (and in files from before the fields).
+  /// The first stop request the app took over: SIGTERM, SIGINT or SIGHUP handled or ignored.
+  uint64_t stop_request;  // atomic
+  /// The first SIGXCPU or SIGXFSZ the process outlived (handled or ignored): a CPU hard limit's
+  /// SIGKILL follows a SIGXCPU at the soft limit.
+  uint64_t limit_signal;  // atomic
+  /// Resource limits when the ring was made ({soft, hard}, getrlimit units, CRUMBS_RLIMIT_NONE
+  /// when unlimited), meaningful only when `limits_recorded` is 1 (0 in older files).
+  uint64_t rlimit_cpu[2];    // seconds of CPU time (RLIMIT_CPU)
+  uint64_t rlimit_fsize[2];  // bytes of one file (RLIMIT_FSIZE)
+  uint64_t rlimit_rttime[2]; // µs of real-time CPU without a blocking call (RLIMIT_RTTIME)
+  uint32_t limits_recorded;
+  uint32_t reserved1;
+  uint8_t reserved[504];
 } crumbs_ring_header;
+
+/// A `stop_request` / `limit_signal` word: wall milliseconds since the Unix epoch above the
+/// signal number's 8 bits (never 0 for a real signal).
+#define CRUMBS_RING_SIGNAL_SEEN(signo, wall_ns) \
+  ((((uint64_t)(wall_ns) / 1000000u) << 8) | ((uint64_t)(signo)&0xFFu))
+#define CRUMBS_RING_SIGNAL_SEEN_SIGNAL(word) ((int)((word)&0xFFu))
+#define CRUMBS_RING_SIGNAL_SEEN_WALL_NS(word) (((word) >> 8) * 1000000u)
+/// An unlimited resource in the `rlimit_*` fields (RLIM_INFINITY on Linux).
+#define CRUMBS_RLIMIT_NONE 0xFFFFFFFFFFFFFFFFULL
 
 /// `crumbs_ring_header.session_flags` bits.
 enum {
@@ -249,6 +277,12 @@ _Static_assert(offsetof(crumbs_ring_header, hang_sequence) == 2924, "persisted")
 _Static_assert(offsetof(crumbs_ring_header, hang_since_wall_ns) == 2928, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, hang_watch) == 2944, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, hang_frames) == 3008, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, stop_request) == 3520, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, limit_signal) == 3528, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, rlimit_cpu) == 3536, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, rlimit_fsize) == 3552, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, rlimit_rttime) == 3568, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, limits_recorded) == 3584, "persisted");
 
 /// The entry of `anchors` holding the latest complete anchor when `anchor_generation` is
 /// `generation`; a refresher writes the other one (`index ^ 1`). The one statement of the rule,
