@@ -152,7 +152,7 @@ public final class ReportUploader: Sendable {
   }
 
   /// One pass that ends early (between attempts) once `stopping` says so.
-  func deliverPending(stopping: () -> Bool) -> DeliveryPass {
+  package func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
       guard DeliveryLock.take(store: store.path) else {

@@ -138,13 +138,13 @@ enum SessionSummaryQueue {
 extension UploaderBridge: DeliveryOutbox {
   func queuedEvents() -> [OutboxEvent] {
     guard let client else { return [] }
-    return SessionSummaryQueue.events(
-      directory: client.configuration.directory, resource: client.summaryResource)
+    return SessionSummaryOutbox(directory: client.configuration.directory, resource: client.summaryResource)
+      .queuedEvents()
   }
 
   func remove(_ event: OutboxEvent) {
-    guard let client, !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
-    _ = try? Syscall.unlink(SessionSummaryQueue.folder(client.configuration.directory) + "/" + event.key)
+    guard let client else { return }
+    SessionSummaryOutbox(directory: client.configuration.directory, resource: [:]).remove(event)
   }
 
   /// Summaries never go without consent when a consent handler is set: the handler is asked
