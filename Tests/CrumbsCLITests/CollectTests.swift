@@ -15,37 +15,27 @@ import Testing
   import Glibc
 #endif
 
-/// The requests a loopback server received, each one an event a test can wait on; bodies
-/// decoded once each.
+/// What a loopback server (answering 200) received, decoded once per request, each request
+/// stamped with the moment the test first saw it complete (woken by `requestReceived`).
 final class ServerArrivals: @unchecked Sendable {
-  private let arrived = DispatchSemaphore(value: 0)
-  private let log = Mutex<[(time: Double, request: CapturedRequest)]>([])
+  let server: LoopbackHTTPServer
   /// Decoded records of the first `decoded.count` requests (test thread only).
   private var decoded: [[(time: Double, record: [String: Any])]] = []
 
-  /// A server answering 200 that records each request with the moment it arrived.
-  func server() throws -> LoopbackHTTPServer {
-    try LoopbackHTTPServer { [self] _, request in
-      log.withLock { $0.append((ChildProcess.now(), request)) }
-      arrived.signal()
-      return .respond(200)
-    }
-  }
+  init() throws { server = try LoopbackHTTPServer(status: 200) }
 
-  var count: Int { log.withLock { $0.count } }
+  var count: Int { server.requests.count }
 
-  /// The OTLP records of every request so far, with their request's arrival time.
+  /// The OTLP records of every request so far, with the moment each request was seen.
   func records() throws -> [(time: Double, record: [String: Any])] {
-    let all = log.withLock { $0 }
-    for arrival in all.dropFirst(decoded.count) {
-      decoded.append(
-        (try decodeOTLP(arrival.request.body)["records"] as? [[String: Any]] ?? []).map { (arrival.time, $0) }
-      )
+    let seen = ChildProcess.now()
+    for request in server.requests.dropFirst(decoded.count) {
+      decoded.append((try decodeOTLP(request.body)["records"] as? [[String: Any]] ?? []).map { (seen, $0) })
     }
     return decoded.flatMap { $0 }
   }
 
-  /// Crash-report records (those with a report id), with their arrival time.
+  /// Crash-report records (those with a report id), with the moment they were seen.
   func reports() throws -> [(time: Double, record: [String: Any])] {
     try records().filter { attributes($0.record)["crumbs.report.id"] != nil }
   }
@@ -59,7 +49,7 @@ final class ServerArrivals: @unchecked Sendable {
         return found
       }
       let left = deadline - ChildProcess.now()
-      guard left > 0, arrived.wait(timeout: .now() + left) == .success else {
+      guard left > 0, server.requestReceived.wait(timeout: .now() + left) == .success else {
         return try reports().first { attributes($0.record)["session.id"] as? String == session }
       }
     }
@@ -86,8 +76,8 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
   @Test func oneShotDeliversACrashOnceAndCountsItsSession() throws {
     let directory = TestDirectory()
     let crumbs = directory.file("crumbs")
-    let arrivals = ServerArrivals()
-    let server = try arrivals.server()
+    let arrivals = try ServerArrivals()
+    let server = arrivals.server
     defer { server.stop() }
     let (session, _) = try crashChild(crumbs)
 
@@ -133,8 +123,8 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
   @Test func watchReportsCrashesAndKillsAtOnceBesideClientsAndStopsOnSIGTERM() throws {
     let directory = TestDirectory()
     let crumbs = directory.file("crumbs")
-    let arrivals = ServerArrivals()
-    let server = try arrivals.server()
+    let arrivals = try ServerArrivals()
+    let server = arrivals.server
     defer { server.stop() }
     let collector = try CLIProcess.start(["collect", "--watch", "--dir", crumbs, "--otlp", server.baseURL])
     defer { if collector.exitCode == nil { kill(collector.pid, SIGKILL) } }
