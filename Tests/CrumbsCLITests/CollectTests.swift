@@ -182,4 +182,48 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
       #expect(count == 1, "session \(session) reported \(count) times")
     }
   }
+
+  /// A collector in another pid namespace than the app (a Kubernetes sidecar without
+  /// `shareProcessNamespace`): the ring's header names a pid that means nothing here, so the
+  /// writer's flock decides; a crash and a SIGKILL are still reported, once. Needs root (for
+  /// `unshare --pid`).
+  @Test(.enabled(if: getuid() == 0 && Syscall.fileExists("/usr/bin/unshare")))
+  func watchReportsAcrossPidNamespaces() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    let arrivals = try ServerArrivals()
+    let server = arrivals.server
+    defer { server.stop() }
+    let collector = try CLIProcess.start(["collect", "--watch", "--dir", crumbs, "--otlp", server.baseURL])
+    defer { if collector.exitCode == nil { kill(collector.pid, SIGKILL) } }
+    try #require(collector.value(after: "watching ") != nil)
+
+    // unshare's child is pid 1 of a new pid namespace: it crashes there.
+    let crashing = try ChildProcess(
+      "/usr/bin/unshare", ["--pid", "--fork", ChildProcess.testChild, "client-crash", crumbs],
+      environment: ["SWIFT_BACKTRACE": "enable=no"])
+    let crashed = try #require(crashing.value(after: "session "))
+    crashing.wait(seconds: 60)
+    let crash = try #require(try arrivals.waitForReport(session: crashed, seconds: 30))
+    #expect(attributes(crash.record)["crumbs.report.kind"] as? String == "crash")
+
+    // Killing pid 1 of a namespace (from here, through unshare's pid: it forwards nothing, so
+    // the namespace's init is found by its parent) ends it by SIGKILL.
+    let waiting = try ChildProcess(
+      "/usr/bin/unshare", ["--pid", "--fork", ChildProcess.testChild, "client-wait", crumbs],
+      environment: ["SWIFT_BACKTRACE": "enable=no"])
+    let killed = try #require(waiting.value(after: "ready "))
+    let children = try Syscall.readFile("/proc/\(waiting.pid)/task/\(waiting.pid)/children")
+    let initPID = try #require(
+      Int32(String(decoding: children, as: UTF8.self).split(separator: " ").first ?? ""))
+    kill(initPID, SIGKILL)
+    waiting.wait(seconds: 60)
+    let killReport = try #require(try arrivals.waitForReport(session: killed, seconds: 30))
+    #expect(attributes(killReport.record)["crumbs.report.kind"] as? String == "abnormal_termination")
+
+    let ids = try arrivals.reports().compactMap { attributes($0.record)["crumbs.report.id"] as? String }
+    #expect(ids.count == 2)
+    kill(collector.pid, SIGTERM)
+    #expect(collector.wait(seconds: 30) == 0)
+  }
 }
