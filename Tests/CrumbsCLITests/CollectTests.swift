@@ -106,6 +106,22 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
     #expect(arrivals.count == requestsBefore, "the second run sent nothing new")
   }
 
+  /// Without --otlp or --backtrace the destination is the OTEL_* environment's, read as the
+  /// client reads it (OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs, OTEL_SERVICE_NAME on the summaries).
+  @Test func oneShotReadsTheOTELEnvironment() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    let arrivals = try ServerArrivals()
+    defer { arrivals.server.stop() }
+    let (session, _) = try crashChild(crumbs)
+    let result = try CLIProcess.run(
+      ["collect", "--dir", crumbs],
+      environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": arrivals.server.baseURL, "OTEL_SERVICE_NAME": "collector"])
+    #expect(result.status == 0, "stderr: \(result.stderr)")
+    #expect(try arrivals.reports().map { attributes($0.record)["session.id"] as? String } == [session])
+    #expect(arrivals.server.requests.allSatisfy { $0.target == "/v1/logs" })
+  }
+
   /// A directory that is not there is a failure (exit 1) in one-shot mode, said in words.
   @Test func oneShotFailsOnAMissingDirectory() throws {
     let directory = TestDirectory()
