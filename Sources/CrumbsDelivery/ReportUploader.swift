@@ -9,7 +9,8 @@
 //                           for the request in flight; the thread may finish it later)
 //                           (ReportUploader+Thread.swift)
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests, CrumbsClient.flush);
-//                           the same code
+//                           the same code (deliverPending(stopping:), package: `crumbs collect`
+//                           stops between attempts once SIGTERM is pending)
 //   wake()                  a new report was stored: run a pass soon
 //
 // One pass: take the store's delivery lock (DeliveryLock: one deliverer at a time, across

@@ -6,7 +6,8 @@
 //                                    counts), written to `session-summaries/<time>-<session>.json`;
 //                                    at most `maxQueued` are kept, the oldest deleted first (with no
 //                                    OTLP destination nothing drains the queue)
-//   UploaderBridge.queuedEvents      the client's DeliveryOutbox: the client's ReportUploader,
+//   UploaderBridge.queuedEvents      the client's DeliveryOutbox (a SessionSummaryOutbox, the one
+//                                    `crumbs collect` hands its uploader too): the client's ReportUploader,
 //                                    after each pass's reports, sends each queued summary as one
 //                                    OTLP log record, event name `crumbs.session.summary`, to
 //                                    every OTLP destination, with the reports' hooks
