@@ -3,7 +3,8 @@
 # test child start a client in one Crumbs directory and crash (SIGSEGV), get SIGKILLed, or exit
 # cleanly, one after another, for MINUTES minutes, while a loopback OTLP server counts what
 # arrives. Prints the collector's resident memory (VmRSS) and open descriptors (/proc/PID/fd)
-# at the start, the end and their maximum (sampled every 5 s), the sessions run, the reports
+# at the start, the end and their maximum (sampled every 5 s; RssAnon too: most of VmRSS is the
+# Swift runtime's and Foundation's code, paged in as code paths first run), the sessions run, the reports
 # received, and each crash's and kill's latency (the moment the child died → the report's
 # request at the server). Not a timed test: figures for the note and docs/figures.md.
 # Usage, from the repository root:
@@ -57,8 +58,8 @@ threading.Thread(target=lambda: [None for _ in collector.stdout], daemon=True).s
 
 def sample():
     with open("/proc/%d/status" % collector.pid) as status:
-        rss = next(int(l.split()[1]) for l in status if l.startswith("VmRSS:"))
-    return rss, len(os.listdir("/proc/%d/fd" % collector.pid))
+        fields = {l.split(":")[0]: l.split()[1] for l in status if l.startswith(("VmRSS:", "RssAnon:"))}
+    return int(fields["VmRSS"]), len(os.listdir("/proc/%d/fd" % collector.pid)), int(fields["RssAnon"])
 
 environment = dict(os.environ, SWIFT_BACKTRACE="enable=no")
 samples = [sample()]
@@ -105,7 +106,10 @@ print("server: %d requests, %d reports; %d crash/kill reports never arrived" % (
     counts["requests"], counts["reports"], len(waiting)))
 rss = [s[0] for s in samples]
 fds = [s[1] for s in samples]
+anon = [s[2] for s in samples]
 print("collector VmRSS kB: start %d, end %d, max %d (%d samples)" % (rss[0], rss[-1], max(rss), len(rss)))
+print("collector RssAnon kB (heap, stacks; the rest is mapped code): start %d, end %d, max %d" % (
+    anon[0], anon[-1], max(anon)))
 print("collector open fds: start %d, end %d, max %d" % (fds[0], fds[-1], max(fds)))
 for kind in ("crash", "kill"):
     values = sorted(latencies[kind])
