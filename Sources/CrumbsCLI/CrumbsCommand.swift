@@ -12,7 +12,8 @@ struct CrumbsCommand: ParsableCommand {
     version: CrumbsVersion.string,
     subcommands: [
       DemoCommand.self, DemoChildCommand.self, RingCommand.self, CrashRecordCommand.self, ReportsCommand.self,
-      ReportCommand.self, SymbolicateCommand.self, DebugFilesCommand.self, ThreadsCommand.self, CollectCommand.self,
+      ReportCommand.self, SymbolicateCommand.self, DebugFilesCommand.self, ThreadsCommand.self,
+      CollectCommand.self,
     ]
   )
 }
