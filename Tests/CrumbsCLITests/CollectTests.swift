@@ -122,6 +122,23 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
     #expect(arrivals.server.requests.allSatisfy { $0.target == "/v1/logs" })
   }
 
+  /// A damaged ring is quarantined with its reason, as the client's next start does it, and
+  /// named on stderr; the run still succeeds (nothing was left to deliver).
+  @Test func oneShotQuarantinesADamagedRing() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    try Syscall.makeDirectory(crumbs)
+    try Syscall.makeDirectory(crumbs + "/rings")
+    try Syscall.writeFileAtomically(crumbs + "/rings/damaged.ring", Array(repeating: 0x78, count: 4096))
+    let result = try CLIProcess.run(["collect", "--dir", crumbs, "--otlp", "http://127.0.0.1:9"])
+    #expect(result.status == 0, "stderr: \(result.stderr)")
+    #expect(result.stderr.contains("quarantined"))
+    let quarantined = try Syscall.directoryEntries(crumbs + "/quarantine")
+    #expect(quarantined.contains { $0.hasPrefix("damaged.ring") && !$0.hasSuffix(".reason") })
+    #expect(quarantined.contains { $0.hasSuffix(".reason") })
+    #expect(!Syscall.fileExists(crumbs + "/rings/damaged.ring"))
+  }
+
   /// A directory that is not there is a failure (exit 1) in one-shot mode, said in words.
   @Test func oneShotFailsOnAMissingDirectory() throws {
     let directory = TestDirectory()
