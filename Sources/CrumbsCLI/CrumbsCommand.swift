@@ -13,6 +13,7 @@ struct CrumbsCommand: ParsableCommand {
     subcommands: [
       DemoCommand.self, DemoChildCommand.self, RingCommand.self, CrashRecordCommand.self, ReportsCommand.self,
       ReportCommand.self, SymbolicateCommand.self, DebugFilesCommand.self, ThreadsCommand.self,
+      CollectCommand.self,
     ]
   )
 }

@@ -9,7 +9,8 @@
 //                           for the request in flight; the thread may finish it later)
 //                           (ReportUploader+Thread.swift)
 //   deliverPendingNow()     one pass on the caller's thread (CLI, tests, CrumbsClient.flush);
-//                           the same code
+//                           the same code (deliverPending(stopping:), package: `crumbs collect`
+//                           stops between attempts once SIGTERM is pending)
 //   wake()                  a new report was stored: run a pass soon
 //
 // One pass: take the store's delivery lock (DeliveryLock: one deliverer at a time, across
@@ -152,7 +153,7 @@ public final class ReportUploader: Sendable {
   }
 
   /// One pass that ends early (between attempts) once `stopping` says so.
-  func deliverPending(stopping: () -> Bool) -> DeliveryPass {
+  package func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
       var pass = DeliveryPass()
       guard DeliveryLock.take(store: store.path) else {

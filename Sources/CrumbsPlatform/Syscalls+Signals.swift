@@ -44,11 +44,9 @@ extension Syscall {
   /// A non-blocking inotify descriptor watching `directory` for files created or renamed into it
   /// (`IN_MOVED_TO`, `IN_CLOSE_WRITE`): poll it, then `watchedNames` says which.
   package static func watchDirectory(_ directory: String) throws(SystemCallError) -> Int32 {
-    let fd = try retrying("inotify_init1") { inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+    let fd = try inotifyDescriptor()
     do throws(SystemCallError) {
-      try retrying("inotify_add_watch", path: directory) {
-        inotify_add_watch(fd, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR))
-      }
+      try addWatch(fd, directory, mask: UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR))
     } catch {
       close(fd)
       throw error
@@ -59,27 +57,6 @@ extension Syscall {
   /// The names of the files the inotify descriptor `fd` reported since the last call (none when
   /// it has nothing to say: it is non-blocking). An overflowed queue reports `""`: look again.
   package static func watchedNames(_ fd: Int32) -> [String] {
-    var names: [String] = []
-    while true {
-      let bytes = readAvailable(fd, limit: 16 * 1024)
-      if bytes.isEmpty { return names }
-      var offset = 0
-      let headerSize = MemoryLayout<inotify_event>.size
-      while offset + headerSize <= bytes.count {
-        let (mask, length) = bytes.withUnsafeBytes { raw in
-          let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-          return (event.mask, Int(event.len))
-        }
-        let nameStart = offset + headerSize
-        let nameEnd = min(nameStart + length, bytes.count)
-        if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-          names.append("")
-        } else {
-          let field = bytes[nameStart..<nameEnd]
-          names.append(String(decoding: field.prefix { $0 != 0 }, as: UTF8.self))
-        }
-        offset = nameEnd
-      }
-    }
+    inotifyEvents(fd).map { $0.overflowed ? "" : $0.name }
   }
 }

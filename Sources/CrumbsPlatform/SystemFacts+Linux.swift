@@ -132,6 +132,14 @@ package enum SystemFacts {
     other == bootID && !bootID.allSatisfy { $0 == 0 }
   }
 
+  /// Whether `bootID` is known to be another boot's: both ids known (16 bytes, not all zero) and
+  /// different, so the machine restarted since it was written. An unknown id proves nothing
+  /// (not the same as `!isCurrentBoot`, which is also true when either id is unknown).
+  package static func isAnotherBoot(_ other: [UInt8]) -> Bool {
+    let unknown: ([UInt8]) -> Bool = { $0.count != 16 || $0.allSatisfy { $0 == 0 } }
+    return !unknown(other) && !unknown(bootID) && other != bootID
+  }
+
   /// A field of /etc/os-release: PRETTY_NAME ("Debian GNU/Linux 12 (bookworm)") by default,
   /// NAME ("Debian GNU/Linux").
   package static func osRelease(_ name: String = "PRETTY_NAME", file: String = "/etc/os-release") -> String? {

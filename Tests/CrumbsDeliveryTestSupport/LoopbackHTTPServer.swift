@@ -71,6 +71,8 @@ package final class LoopbackHTTPServer: Sendable {
     var headerLinesWritten = 0
   }
 
+  /// Signalled once per complete request, once it is in `requests`: a test waits on it.
+  package let requestReceived = DispatchSemaphore(value: 0)
   /// Every complete request received, in order.
   package var requests: [CapturedRequest] { state.withLock { $0.requests } }
   /// Requests whose headers arrived (complete or not).
@@ -220,6 +222,7 @@ package final class LoopbackHTTPServer: Sendable {
     while buffer.count < length { guard fill() else { return } }
     request.body = Array(buffer.prefix(length))
     state.withLock { $0.requests.append(request) }
+    requestReceived.signal()
     switch behaviour {
     case .respond(let status, let extra, let body):
       answer(fd, status: status, headers: extra, body: body)

@@ -20,34 +20,17 @@ extension CrumbsClient {
     }
   }
 
-  /// The post-mortem processor as configured, counting each ended session (session metrics and
-  /// the crash-loop tally) and marking the reports of the crash loop seen at start.
+  /// The post-mortem processor as configured, counting each ended session (the one `crumbs
+  /// collect` uses too: SessionProcessing.swift), marking the reports of the crash loop seen at
+  /// start, asking the delegate which reports to store.
   func makeProcessor() -> PostMortemProcessor {
-    var processor = PostMortemProcessor(directory: directory, store: store)
-    processor.symbolicatorOptions = configuration.symbolication
-    processor.reportsAbnormalTerminations = configuration.detectOOM
-    processor.reportsHostName = configuration.reportsHostName
-    processor.attachmentSizeLimit = configuration.attachmentSizeLimit
+    var processor = configuration.makePostMortemProcessor(directory: directory, store: store) {
+      [weak self] problem in self?.state.withLock { $0.problems.append(problem) }
+    }
     processor.crashLoopCounts = crashLoopCounts
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)
-    }
-    let directory = configuration.directory
-    processor.sessionEnded = { [weak self] session in
-      do {
-        let metrics = try SessionMetricsFile.countEnd(session, directory: directory)
-        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: directory)
-      } catch {
-        self?.state.withLock { $0.problems.append("cannot count session \(session.sessionID): \(error)") }
-      }
-      do {
-        if let problem = try CrashLoopTally.record(session, directory: directory) {
-          self?.state.withLock { $0.problems.append(problem) }
-        }
-      } catch {
-        self?.state.withLock { $0.problems.append("cannot tally session \(session.sessionID): \(error)") }
-      }
     }
     return processor
   }

@@ -136,7 +136,7 @@ public struct CrumbsConfiguration: Sendable {
 
   /// The destinations to deliver to: `destinations`, each filled in from `otel` where the code
   /// left it unset, or the one `otel` names when the code configured no OTLP destination.
-  func resolvedDestinations(_ otel: OTLPEnvironment) -> [any ReportDestination] {
+  package func resolvedDestinations(_ otel: OTLPEnvironment) -> [any ReportDestination] {
     var resolved: [any ReportDestination] = []
     var hasOTLP = false
     for configured in destinations {

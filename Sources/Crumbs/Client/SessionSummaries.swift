@@ -6,7 +6,8 @@
 //                                    counts), written to `session-summaries/<time>-<session>.json`;
 //                                    at most `maxQueued` are kept, the oldest deleted first (with no
 //                                    OTLP destination nothing drains the queue)
-//   UploaderBridge.queuedEvents      the client's DeliveryOutbox: the client's ReportUploader,
+//   UploaderBridge.queuedEvents      the client's DeliveryOutbox (a SessionSummaryOutbox, the one
+//                                    `crumbs collect` hands its uploader too): the client's ReportUploader,
 //                                    after each pass's reports, sends each queued summary as one
 //                                    OTLP log record, event name `crumbs.session.summary`, to
 //                                    every OTLP destination, with the reports' hooks
@@ -142,13 +143,13 @@ enum SessionSummaryQueue {
 extension UploaderBridge: DeliveryOutbox {
   func queuedEvents() -> [OutboxEvent] {
     guard let client else { return [] }
-    return SessionSummaryQueue.events(
-      directory: client.configuration.directory, resource: client.summaryResource)
+    return SessionSummaryOutbox(directory: client.configuration.directory, resource: client.summaryResource)
+      .queuedEvents()
   }
 
   func remove(_ event: OutboxEvent) {
-    guard let client, !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
-    _ = try? Syscall.unlink(SessionSummaryQueue.folder(client.configuration.directory) + "/" + event.key)
+    guard let client else { return }
+    SessionSummaryOutbox(directory: client.configuration.directory, resource: [:]).remove(event)
   }
 
   /// Summaries never go without consent when a consent handler is set: the handler is asked

@@ -254,7 +254,7 @@ extension RingDirectory {
     return headerInfo(descriptor, path: path)
   }
 
-  private static func headerInfo(_ descriptor: Int32, path: String) -> RingHeaderInfo? {
+  static func headerInfo(_ descriptor: Int32, path: String) -> RingHeaderInfo? {
     let header = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
     guard let bytes = try? Syscall.read(descriptor, at: 0, count: header, path: path),
       let size = try? Syscall.fileSize(descriptor, path: path),

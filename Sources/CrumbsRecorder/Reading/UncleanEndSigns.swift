@@ -106,8 +106,5 @@ public struct UncleanEndSigns: Sendable, Equatable {
 extension RingHeaderInfo {
   /// Whether the ring was written in another boot than this reader's: both boot ids known (not
   /// all zero) and different. The machine restarted since; an unknown id proves nothing.
-  package var isFromAnotherBoot: Bool {
-    let unknown: ([UInt8]) -> Bool = { $0.count != 16 || $0.allSatisfy { $0 == 0 } }
-    return !unknown(bootID) && !unknown(SystemFacts.bootID) && bootID != SystemFacts.bootID
-  }
+  package var isFromAnotherBoot: Bool { SystemFacts.isAnotherBoot(bootID) }
 }

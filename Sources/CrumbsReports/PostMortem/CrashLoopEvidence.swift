@@ -55,7 +55,8 @@ extension CrashLoopStep {
     case .crash:
       self = .counts(signature: record.map(Self.signature(of:)) ?? Self.unrecordedCrashSignature)
     case .abnormalTermination:
-      if let bootID, !bootID.isEmpty, !bootID.allSatisfy({ $0 == 0 }), !SystemFacts.isCurrentBoot(bootID) {
+      // The same rule as the report's "the machine restarted" (RingHeaderInfo.isFromAnotherBoot).
+      if let bootID, SystemFacts.isAnotherBoot(bootID) {
         self = .passes
       } else {
         self = .counts(signature: Self.abnormalSignature)

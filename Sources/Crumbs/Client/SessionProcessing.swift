@@ -1,0 +1,69 @@
+// SessionProcessing.swift — how an ended session is processed and counted, whoever processes
+// it: the app's own client at its next start (CrumbsClient+PreviousSessions) or `crumbs collect`
+// from outside. Both build their PostMortemProcessor here, so a session the collector processes
+// is counted in the directory's session metrics and queued as a session summary exactly as the
+// client would have (SessionMetricsFile.countEnd counts by session id, under its lock: whichever
+// process claims the session counts it, once), and recorded in the crash-loop tally
+// (CrashLoopTally) that `client.crashLoop` reads at later starts. The queued summaries leave through a
+// SessionSummaryOutbox, the client's (UploaderBridge) or the collector's.
+//
+// Entry points, in call order:
+//   CrumbsConfiguration.makePostMortemProcessor(directory:store:problem:)
+//   SessionSummaryOutbox(directory:resource:)   handed to a ReportUploader as its outbox
+// Not signal-safe.
+
+import CrumbsPlatform
+
+extension CrumbsConfiguration {
+  /// The post-mortem processor for this configuration's directory: its symbolication, OOM
+  /// detection, host name and attachment limit, and each ended session counted
+  /// (SessionMetricsFile), its summary queued (SessionSummaryQueue) and its crash-loop step
+  /// tallied (CrashLoopTally) before its files go.
+  /// `problem` hears what could not be counted.
+  package func makePostMortemProcessor(
+    directory: RingDirectory, store: ReportStore, problem: @escaping @Sendable (String) -> Void
+  ) -> PostMortemProcessor {
+    var processor = PostMortemProcessor(directory: directory, store: store)
+    processor.symbolicatorOptions = symbolication
+    processor.reportsAbnormalTerminations = detectOOM
+    processor.reportsHostName = reportsHostName
+    processor.attachmentSizeLimit = attachmentSizeLimit
+    let path = self.directory
+    processor.sessionEnded = { session in
+      do {
+        let metrics = try SessionMetricsFile.countEnd(session, directory: path)
+        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: path)
+      } catch {
+        problem("cannot count session \(session.sessionID): \(error)")
+      }
+      // Its place in a crash loop, for `client.crashLoop` at later starts (CrashLoop.swift).
+      do {
+        if let damage = try CrashLoopTally.record(session, directory: path) { problem(damage) }
+      } catch {
+        problem("cannot tally session \(session.sessionID): \(error)")
+      }
+    }
+    return processor
+  }
+}
+
+/// A Crumbs directory's queued session summaries, as an uploader's outbox: each one OTLP log
+/// record with `resource` (SessionSummaries.swift).
+package struct SessionSummaryOutbox: DeliveryOutbox {
+  package let directory: String
+  package let resource: [String: String]
+
+  package init(directory: String, resource: [String: String]) {
+    self.directory = directory
+    self.resource = resource
+  }
+
+  package func queuedEvents() -> [OutboxEvent] {
+    SessionSummaryQueue.events(directory: directory, resource: resource)
+  }
+
+  package func remove(_ event: OutboxEvent) {
+    guard !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
+    _ = try? Syscall.unlink(SessionSummaryQueue.folder(directory) + "/" + event.key)
+  }
+}

@@ -1,0 +1,133 @@
+// `crumbs collect`: reports leave the machine without the app starting again. Every ended
+// session under one or more Crumbs directories is processed as the app's own client would at
+// its next start, and delivered with the client's uploader (CollectEngine.swift); with
+// `--watch` it stays running and does so as soon as a watched process ends
+// (CollectWatcher.swift). docs/collector.md says how to deploy it.
+//
+// Exit codes (one-shot): 0 every report of every directory delivered (or none to deliver);
+// 1 something was not done: a report stays pending (the server refused or did not answer, its
+// next attempt is not due yet, another process held the store's delivery lock) or was dropped,
+// a directory is missing, not a Crumbs directory or could not be processed; 64 usage error.
+// With --watch: 0 after SIGTERM or SIGINT (the pass in flight finished first), 1 when the
+// watch cannot be set up.
+// Not signal-safe (an ordinary command-line program).
+
+import ArgumentParser
+import Crumbs
+import CrumbsPlatform
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+struct CollectCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "collect",
+    abstract: "Report every ended session under Crumbs directories (crashes, kills) and deliver.",
+    discussion: """
+      Processes each session whose process has ended (claims its ring, makes its report, stores \
+      it in that directory's reports/, counts the session) exactly as the app's next start would, \
+      and delivers the pending reports and session summaries with the same limits and retries. \
+      Safe beside the apps' own clients and other collectors: each session is reported once. \
+      Destination: --otlp URL, or --backtrace URL with --token-file (or CRUMBS_BACKTRACE_TOKEN), \
+      or neither: the OTEL_EXPORTER_OTLP_* environment, as the client reads it. \
+      Exit 0 when everything was delivered, 1 when a report stayed pending or was dropped or a \
+      directory could not be processed. --watch keeps running (inotify, and a rescan every \
+      --rescan seconds) until SIGTERM or SIGINT, then exits 0. See docs/collector.md.
+      """)
+
+  @Option(name: .customLong("dir"), help: "A Crumbs directory (repeatable).")
+  var directories: [String] = []
+
+  @Option(help: "OTLP/HTTP base URL (POST {URL}/v1/logs), e.g. http://localhost:4318.")
+  var otlp: String?
+
+  @Option(
+    help:
+      "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without a token.")
+  var backtrace: String?
+
+  @Option(help: "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN).")
+  var tokenFile: String?
+
+  @Option(help: "A file of secret OTLP headers, one 'Name: value' per line (else CRUMBS_SECRET_HEADERS).")
+  var headerFile: String?
+
+  @Option(help: "Seconds to wait for a server.")
+  var timeout: Double = 30
+
+  @Flag(help: "Keep running: report each session as soon as its process ends.")
+  var watch = false
+
+  @Option(help: "With --watch: seconds between full rescans (the safety net beside inotify).")
+  var rescan: Double = 60
+
+  func validate() throws {
+    guard !directories.isEmpty else { throw ValidationError("give at least one --dir") }
+    guard otlp == nil || backtrace == nil else {
+      throw ValidationError("give --otlp or --backtrace, not both")
+    }
+    guard tokenFile == nil || backtrace != nil else {
+      throw ValidationError("--token-file goes with --backtrace")
+    }
+    guard rescan.isFinite, rescan >= 1, rescan <= 86_400 else {
+      throw ValidationError("--rescan is seconds: at least 1, at most 86400 (got \(rescan))")
+    }
+    try validateTimeout(timeout)
+  }
+
+  /// The destinations, resolved the client's way (CrumbsConfiguration.resolvedDestinations):
+  /// the flag's, filled in from OTEL_*, or the one OTEL_* names.
+  func destinations(environment otel: OTLPEnvironment) throws -> [any ReportDestination] {
+    var configuration = CrumbsConfiguration(directory: "")
+    if let otlp {
+      var headers: [HTTPHeader] = []
+      if let headerFile {
+        let text = try Secrets.file(headerFile, command: "collect", what: "header")
+        headers += try Secrets.headers(text, source: headerFile, command: "collect")
+      }
+      if let text = Environment.value("CRUMBS_SECRET_HEADERS"), !text.isEmpty {
+        headers += try Secrets.headers(text, source: "CRUMBS_SECRET_HEADERS", command: "collect")
+      }
+      configuration.destinations = [.otlp(endpoint: otlp, headers: headers)]
+    } else if let backtrace {
+      let token =
+        try tokenFile.map { try Secrets.file($0, command: "collect", what: "token") }
+        ?? Environment.value("CRUMBS_BACKTRACE_TOKEN").flatMap { $0.isEmpty ? nil : $0 }
+      configuration.destinations = [
+        token.map { .backtrace(endpoint: backtrace, token: $0) } ?? .backtraceSubmissionURL(backtrace)
+      ]
+    }
+    return configuration.resolvedDestinations(otel)
+  }
+
+  func run() throws {
+    // Before anything starts a thread: SIGTERM and SIGINT are read from a descriptor between
+    // passes, never handled in a signal handler (a one-shot run ends on them too, between passes).
+    let signals: Int32
+    do {
+      signals = try Syscall.signalDescriptor([SIGTERM, SIGINT])
+    } catch {
+      throw fail("collect", "cannot set up signal handling: \(error)")
+    }
+    let otel = OTLPEnvironment(SystemFacts.environment(prefixed: "OTEL_"))
+    for problem in otel.problems { printError("crumbs collect: \(problem)") }
+    let destinations = try destinations(environment: otel)
+    guard !destinations.isEmpty else {
+      throw fail(
+        "collect",
+        "no destination: give --otlp URL or --backtrace URL, or set OTEL_EXPORTER_OTLP_ENDPOINT",
+        CLIExit.usage)
+    }
+    let engine = CollectEngine(
+      directories: directories.map(absolute), destinations: destinations,
+      transport: CurlTransport(timeout: timeout), summaryResource: otel.resource(appName: nil),
+      signals: signals)
+    if watch {
+      var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)
+      try watcher.run()
+      return
+    }
+    if !engine.collectOnce() { throw CLIExit.failure }
+  }
+}
