@@ -39,22 +39,7 @@ struct CollectCommand: ParsableCommand {
   @Option(name: .customLong("dir"), help: "A Crumbs directory (repeatable).")
   var directories: [String] = []
 
-  @Option(help: "OTLP/HTTP base URL (POST {URL}/v1/logs), e.g. http://localhost:4318.")
-  var otlp: String?
-
-  @Option(
-    help:
-      "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without a token.")
-  var backtrace: String?
-
-  @Option(help: "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN).")
-  var tokenFile: String?
-
-  @Option(help: "A file of secret OTLP headers, one 'Name: value' per line (else CRUMBS_SECRET_HEADERS).")
-  var headerFile: String?
-
-  @Option(help: "Seconds to wait for a server.")
-  var timeout: Double = 30
+  @OptionGroup var destination: DestinationOptions
 
   @Flag(help: "Keep running: report each session as soon as its process ends.")
   var watch = false
@@ -64,36 +49,19 @@ struct CollectCommand: ParsableCommand {
 
   func validate() throws {
     guard !directories.isEmpty else { throw ValidationError("give at least one --dir") }
-    guard otlp == nil || backtrace == nil else {
-      throw ValidationError("give --otlp or --backtrace, not both")
-    }
-    guard tokenFile == nil || backtrace != nil else {
-      throw ValidationError("--token-file goes with --backtrace")
-    }
-    guard rescan.isFinite, rescan >= 1, rescan <= 86_400 else {
-      throw ValidationError("--rescan is seconds: at least 1, at most 86400 (got \(rescan))")
-    }
-    try validateTimeout(timeout)
+    try destination.validate(exactlyOne: false)
   }
 
   /// The destinations, resolved the client's way (CrumbsConfiguration.resolvedDestinations):
   /// the flag's, filled in from OTEL_*, or the one OTEL_* names.
   func destinations(environment otel: OTLPEnvironment) throws -> [any ReportDestination] {
     var configuration = CrumbsConfiguration(directory: "")
-    if let otlp {
-      var headers: [HTTPHeader] = []
-      if let headerFile {
-        let text = try Secrets.file(headerFile, command: "collect", what: "header")
-        headers += try Secrets.headers(text, source: headerFile, command: "collect")
-      }
-      if let text = Environment.value("CRUMBS_SECRET_HEADERS"), !text.isEmpty {
-        headers += try Secrets.headers(text, source: "CRUMBS_SECRET_HEADERS", command: "collect")
-      }
+    if let otlp = destination.otlp {
+      // Extra headers reach OTLP only: the client's Backtrace destination takes none.
+      let headers = try destination.allHeaders(command: "collect")
       configuration.destinations = [.otlp(endpoint: otlp, headers: headers)]
-    } else if let backtrace {
-      let token =
-        try tokenFile.map { try Secrets.file($0, command: "collect", what: "token") }
-        ?? Environment.value("CRUMBS_BACKTRACE_TOKEN").flatMap { $0.isEmpty ? nil : $0 }
+    } else if let backtrace = destination.backtrace {
+      let token = try destination.backtraceToken(command: "collect")
       configuration.destinations = [
         token.map { .backtrace(endpoint: backtrace, token: $0) } ?? .backtraceSubmissionURL(backtrace)
       ]
@@ -121,7 +89,7 @@ struct CollectCommand: ParsableCommand {
     }
     let engine = CollectEngine(
       directories: directories.map(absolute), destinations: destinations,
-      transport: CurlTransport(timeout: timeout), summaryResource: otel.resource(appName: nil),
+      transport: CurlTransport(timeout: destination.timeout), summaryResource: otel.resource(appName: nil),
       signals: signals)
     if watch {
       var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)

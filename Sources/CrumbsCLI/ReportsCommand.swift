@@ -35,30 +35,7 @@ struct ReportsSendCommand: ParsableCommand {
 
   @OptionGroup var store: StoreOptions
 
-  @Option(help: "OTLP/HTTP base URL (POST {URL}/v1/logs), e.g. http://localhost:4318.")
-  var otlp: String?
-
-  @Option(
-    help:
-      "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without a token.")
-  var backtrace: String?
-
-  @Option(help: "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN).")
-  var tokenFile: String?
-
-  @Option(help: "Discouraged (visible in ps): the Backtrace token itself; prefer --token-file.")
-  var token: String?
-
-  @Option(name: .customLong("header"), help: "An extra header, 'Name: value' (repeatable; not secret).")
-  var headers: [String] = []
-
-  @Option(help: "A file of secret headers, one 'Name: value' per line (else CRUMBS_SECRET_HEADERS).")
-  var headerFile: String?
-
-  @Option(
-    name: .customLong("secret-header"),
-    help: "Discouraged (visible in ps): a header whose value is never printed; prefer --header-file.")
-  var secretHeaders: [String] = []
+  @OptionGroup var destination: DestinationOptions
 
   @Flag(help: "OTLP/JSON instead of protobuf.")
   var otlpJSON = false
@@ -66,60 +43,26 @@ struct ReportsSendCommand: ParsableCommand {
   @Flag(help: "Also send each breadcrumb as its own OTLP log record.")
   var breadcrumbRecords = false
 
-  @Option(help: "Seconds to wait for a server.")
-  var timeout: Double = 30
-
   @Option(help: "Attempts per report before it is dropped.")
   var retryLimit: Int = 3
 
   @Flag(help: "Print one JSON object with every result instead of progress lines.")
   var json = false
 
-  func validate() throws {
-    guard (otlp == nil) != (backtrace == nil) else {
-      throw ValidationError("give exactly one destination: --otlp URL or --backtrace URL [--token-file F]")
-    }
-    guard token == nil || tokenFile == nil else {
-      throw ValidationError("give --token-file or --token, not both")
-    }
-    for header in headers + secretHeaders where HTTPHeader(parsing: header) == nil {
-      throw ValidationError("a header is 'Name: value'")
-    }
-    try validateTimeout(timeout)
-  }
-
-  /// The Backtrace token: --token-file, else --token, else CRUMBS_BACKTRACE_TOKEN.
-  func backtraceToken() throws -> String? {
-    if let tokenFile { return try Secrets.file(tokenFile, command: "reports send", what: "token") }
-    if let token { return token }
-    return Environment.value("CRUMBS_BACKTRACE_TOKEN").flatMap { $0.isEmpty ? nil : $0 }
-  }
-
-  /// Plain headers, then the secret ones from --header-file, CRUMBS_SECRET_HEADERS and argv.
-  func allHeaders() throws -> [HTTPHeader] {
-    var result = headers.compactMap { HTTPHeader(parsing: $0) }
-    if let headerFile {
-      let text = try Secrets.file(headerFile, command: "reports send", what: "header")
-      result += try Secrets.headers(text, source: headerFile, command: "reports send")
-    }
-    if let text = Environment.value("CRUMBS_SECRET_HEADERS"), !text.isEmpty {
-      result += try Secrets.headers(text, source: "CRUMBS_SECRET_HEADERS", command: "reports send")
-    }
-    return result + secretHeaders.compactMap { HTTPHeader(parsing: $0, isSecret: true) }
-  }
+  func validate() throws { try destination.validate(exactlyOne: true) }
 
   func run() throws {
     let reportStore = try store.openStore(command: "reports send")
-    let extra = try allHeaders()
-    let destination: any ReportDestination
-    if let otlp {
-      destination = OTLPDestination(
+    let extra = try destination.allHeaders(command: "reports send")
+    let target: any ReportDestination
+    if let otlp = destination.otlp {
+      target = OTLPDestination(
         endpoint: otlp, headers: extra, encoding: otlpJSON ? .json : .protobuf,
         breadcrumbsAsLogRecords: breadcrumbRecords)
-    } else if let token = try backtraceToken() {
-      destination = BacktraceDestination(endpoint: backtrace!, token: token, headers: extra)
+    } else if let token = try destination.backtraceToken(command: "reports send") {
+      target = BacktraceDestination(endpoint: destination.backtrace!, token: token, headers: extra)
     } else {
-      destination = BacktraceDestination(submissionURL: backtrace!, headers: extra)
+      target = BacktraceDestination(submissionURL: destination.backtrace!, headers: extra)
     }
     var settings = DeliverySettings()
     settings.honoursSchedule = false
@@ -135,8 +78,8 @@ struct ReportsSendCommand: ParsableCommand {
     }
     let progress = SendProgress(total: pending, printsLines: !json)
     let uploader = ReportUploader(
-      store: reportStore, destinations: [destination], settings: settings,
-      transport: CurlTransport(timeout: timeout), delegate: progress)
+      store: reportStore, destinations: [target], settings: settings,
+      transport: CurlTransport(timeout: destination.timeout), delegate: progress)
     let pass = uploader.deliverPendingNow()
     if pass.lockBusy {
       throw fail("reports send", "another process is delivering from this store; try again later")

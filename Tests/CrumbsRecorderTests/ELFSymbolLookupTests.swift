@@ -25,13 +25,18 @@ private func lookup(_ bytes: [UInt8], _ address: UInt64) -> (status: Int32, name
   let status = bytes.withUnsafeBufferPointer {
     crumbs_elf_symbol_testing_lookup($0.baseAddress, $0.count, address, &name, name.count, &start)
   }
-  return (status, String(cString: name), start)
+  return (status, text(name), start)
 }
 
 private func simplified(_ mangled: String) -> String? {
   var buffer = [CChar](repeating: 0, count: 256)
   let length = crumbs_swift_name_testing_simplify(mangled, &buffer, buffer.count)
-  return length == 0 ? nil : String(cString: buffer)
+  return length == 0 ? nil : text(buffer)
+}
+
+/// The text of a NUL-terminated C buffer.
+private func text(_ buffer: [CChar]) -> String {
+  String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 private func put(_ value: UInt64, at offset: Int, size: Int, in bytes: inout [UInt8]) {

@@ -25,7 +25,6 @@
 
 import CrumbsPlatform
 import FoundationEssentials
-import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -280,20 +279,13 @@ package enum CrashLoopTally {
     }
   }
 
-  /// Serializes this process's threads around the record lock (which does not exclude them).
-  private static let threads = Mutex(())
+  private static let lock = LockFile()
 
-  /// Runs `body` holding `crash-loop.lock` against other processes (a record lock: a child
-  /// forked meanwhile never holds it) and this process's other threads.
+  /// Runs `body` holding `crash-loop.lock` against other processes and this process's other
+  /// threads (LockFile).
   private static func locked<Result>(
     _ directory: String, _ body: () throws(SystemCallError) -> Result
   ) throws(SystemCallError) -> Result {
-    try threads.withLock { _ throws(SystemCallError) -> Result in
-      let path = lockPath(directory)
-      let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
-      defer { Syscall.close(fd) }
-      try Syscall.lockForThisProcess(fd, path: path)
-      return try body()
-    }
+    try lock.withLock(path: lockPath(directory)) { _ throws(SystemCallError) -> Result in try body() }
   }
 }

@@ -24,7 +24,6 @@
 
 import CrumbsPlatform
 import FoundationEssentials
-import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -133,22 +132,14 @@ package enum SessionMetricsFile {
     return max(0, Int(String(decoding: digits, as: UTF8.self)) ?? 0)
   }
 
-  /// Serializes this process's threads around the record lock (which does not exclude them, and
-  /// which one thread's close would drop under another).
-  private static let threads = Mutex(())
+  private static let lock = LockFile()
 
-  /// Runs `body` with `session-starts` open and exclusively locked against other processes
-  /// (a record lock: a child forked meanwhile never holds it) and this process's other threads.
+  /// Runs `body` with `session-starts` open and exclusively locked against other processes and
+  /// this process's other threads (LockFile).
   private static func locked<Result>(
     _ directory: String, _ body: (Int32, String) throws(SystemCallError) -> Result
   ) throws(SystemCallError) -> Result {
-    try threads.withLock { _ throws(SystemCallError) -> Result in
-      let path = startsPath(directory)
-      // O_NOFOLLOW: a link planted here would make the count's pwrite land outside the directory.
-      let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
-      defer { Syscall.close(fd) }
-      try Syscall.lockForThisProcess(fd, path: path)
-      return try body(fd, path)
-    }
+    let path = startsPath(directory)
+    return try lock.withLock(path: path) { fd throws(SystemCallError) -> Result in try body(fd, path) }
   }
 }
