@@ -46,7 +46,7 @@ extension Syscall {
   package static func watchDirectory(_ directory: String) throws(SystemCallError) -> Int32 {
     let fd = try inotifyDescriptor()
     do throws(SystemCallError) {
-      try addWatch(fd, directory, mask: UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR))
+      _ = try addWatch(fd, directory, mask: UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR))
     } catch {
       close(fd)
       throw error
