@@ -1,6 +1,7 @@
 // CrumbsClient+SessionFile.swift — the session file (`rings/<session>.session.json`,
-// SessionMetadata): attributes, attachments and the crash signals another handler took, written
-// as they change so the next launch reports this session as it was.
+// SessionMetadata): attributes (typed, AttributeValue; the user as `enduser.id`), attachments and
+// the crash signals another handler took, written as they change so the next launch reports
+// this session as it was.
 
 import CrumbsPlatform
 import Synchronization

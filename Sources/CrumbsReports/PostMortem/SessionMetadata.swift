@@ -30,7 +30,8 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package var sessionID: String
   /// `service.version` of the session.
   package var appVersion: String?
-  /// The app's attributes (`setAttribute`) as last set.
+  /// The app's attributes (`setAttribute`, `setUser`) as last set, typed (AttributeValue: its
+  /// JSON keeps 4.0 a double; files from before typed attributes hold strings).
   package var attributes: [String: AttributeValue] = [:]
   /// Paths of the files attached to every report (`addAttachment(path:)`), as last set.
   package var attachments: [String] = []
