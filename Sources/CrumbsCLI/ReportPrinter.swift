@@ -35,9 +35,9 @@ struct ReportPrinter {
     if let thread = report.threadID {
       row("thread", "\(thread)" + (report.threadName.map { " \"\($0)\"" } ?? ""))
     }
-    if report.kind == .hang, let watch = report.attributes[HangFacts.watchKey] {
+    if report.kind == .hang, let watch = report.attributes[HangFacts.watchKey]?.text {
       let duration =
-        report.attributes[HangFacts.durationKey].flatMap(UInt64.init).map {
+        report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) }.map {
           " for " + HangFacts.text($0 &* 1_000_000)
         } ?? ""
       let ongoing = report.attributes[HangFacts.ongoingKey] == "true" ? " (going on when stored)" : ""

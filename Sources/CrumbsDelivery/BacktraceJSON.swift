@@ -14,10 +14,12 @@
 //   modules [{start (decimal string), size, code_file, debug_file, debug_identifier}]
 //   sourceCode {id: {path}}                                        the files frames name
 //   classifiers [exception type]
-//   attributes  flat strings and numbers: the report's resource, Backtrace's usual names
-//               (`application`, `application.version` = the crashed session's service.version,
-//               `application.session`, `guid`, `uname.*`, `hostname`), error.message,
-//               error.type ("Crash", "Exception", "Low Memory" for a likely OOM)
+//   attributes  flat strings, numbers and booleans: the report's resource, Backtrace's usual
+//               names (`application`, `application.version` = the crashed session's
+//               service.version, `application.session`, `guid`, `uname.*`, `hostname`),
+//               error.message, error.type ("Crash", "Exception", "Low Memory" for a likely
+//               OOM), the app's attributes as typed, and the grouping hint: `_mod_fingerprint`
+//               (the SHA-256 of CrashReport.signature) with `crumbs.signature` (the signature)
 //   annotations structured extras (Crumbs, Signal, Registers, Modules with the full build IDs)
 //
 // A module's `debug_identifier` is its GNU build ID in the form Breakpad symbol files (and so
@@ -129,6 +131,8 @@ package enum BacktraceJSON {
           switch value {
           case .string(let text): attributes.field(key, text)
           case .number(let number): attributes.field(key, number)
+          case .double(let number): attributes.field(key, number)
+          case .bool(let flag): attributes.field(key, flag)
           }
         }
       }
@@ -235,10 +239,29 @@ package enum BacktraceJSON {
     }
   }
 
+  /// A value in `attributes`: Backtrace takes strings, numbers and booleans.
   enum AttributeValue: Equatable {
     case string(String)
     case number(Int64)
+    case double(Double)
+    case bool(Bool)
+
+    /// An app attribute as its type says.
+    init(_ value: CrumbsReports.AttributeValue) {
+      switch value {
+      case .string(let text): self = .string(text)
+      case .bool(let flag): self = .bool(flag)
+      case .int(let number): self = .number(number)
+      case .double(let number): self = .double(number)
+      }
+    }
   }
+
+  /// Backtrace's modifier attribute that sets the fingerprint it groups by (it "must be sha256"):
+  /// the SHA-256 of the report's signature (CrashReport.signatureDigest), so two crashes of one
+  /// bug group together as the store groups them. The readable signature goes with it as
+  /// `crumbs.signature`.
+  static let fingerprintKey = "_mod_fingerprint"
 
   /// Backtrace's `error.type`: what kind of error its views group by.
   static func errorType(_ report: CrashReport) -> String {
@@ -267,7 +290,7 @@ package enum BacktraceJSON {
     if let pid = report.resource["process.pid"].flatMap({ Int64($0) }) {
       attributes["process.id"] = .number(pid)
     }
-    for (key, value) in report.attributes { attributes[key] = .string(value) }
+    for (key, value) in report.attributes { attributes[key] = AttributeValue(value) }
     attributes["error.message"] = .string(report.exceptionMessage)
     attributes["error.type"] = .string(errorType(report))
     attributes["application.session"] = .string(report.sessionID)
@@ -279,6 +302,8 @@ package enum BacktraceJSON {
     if let thread = report.threadID { attributes["thread.id"] = .number(Int64(thread)) }
     if let signal = report.signal { attributes["fault.address"] = .string(signal.faultAddress) }
     attributes["breadcrumbs.lastId"] = .number(Int64(trail.count))
+    attributes[OTLPDestination.signatureKey] = .string(report.signature)
+    attributes[fingerprintKey] = .string(report.signatureDigest)
     return attributes.sorted { $0.key < $1.key }
   }
 

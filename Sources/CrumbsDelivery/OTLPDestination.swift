@@ -189,6 +189,9 @@ public struct OTLPDestination: ReportDestination {
     return .string(value)
   }
 
+  /// The report attribute holding the report's signature (the grouping hint).
+  public static let signatureKey = "crumbs.signature"
+
   /// A report's resource, typed, with `service.instance.id` (unless the resource names its own).
   public static func resource(_ report: CrashReport) -> [OTLPAttribute] {
     var resource = report.resource.filter { !measuredAtCrash.contains($0.key) }
@@ -294,6 +297,9 @@ public struct OTLPDestination: ReportDestination {
     if !report.evidence.isEmpty {
       attributes.append(OTLPAttribute("crumbs.evidence", .array(report.evidence.map { .string($0) })))
     }
+    // The grouping hint: the store's signature (CrashReport.signature), the same for every
+    // report of one bug, for a backend (or a query) to group by.
+    attributes.append(OTLPAttribute(Self.signatureKey, .string(report.signature)))
     attributes.append(OTLPAttribute("crumbs.breadcrumbs.count", .int(Int64(report.breadcrumbs.count))))
     if let last = report.breadcrumbs.lastMessage {
       attributes.append(OTLPAttribute("crumbs.breadcrumbs.last_message", .string(last)))
@@ -333,7 +339,7 @@ public struct OTLPDestination: ReportDestination {
     let used = Set(attributes.map(\.key))
     for (key, value) in report.attributes.sorted(by: { $0.key < $1.key })
     where !used.contains(key) && !TraceContext.isReserved(key) {
-      attributes.append(OTLPAttribute(key, .string(value)))
+      attributes.append(OTLPAttribute(key, OTLPValue(value)))
     }
     return OTLPLogRecord(
       timeUnixNano: report.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
@@ -384,5 +390,18 @@ public struct OTLPDestination: ReportDestination {
       severity: OTLPSeverity(breadcrumbLevel: entry.level), body: .string(entry.message),
       attributes: attributes, eventName: breadcrumbEventName,
       trace: TraceContext(attributes: entry.attributes))
+  }
+}
+
+extension OTLPValue {
+  /// An app attribute as its type says (AnyValue string_value, bool_value, int_value,
+  /// double_value).
+  public init(_ value: AttributeValue) {
+    switch value {
+    case .string(let text): self = .string(text)
+    case .bool(let flag): self = .bool(flag)
+    case .int(let number): self = .int(number)
+    case .double(let number): self = .double(number)
+    }
   }
 }

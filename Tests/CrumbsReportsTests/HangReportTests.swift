@@ -68,7 +68,7 @@ import Testing
     #expect(report.attributes[HangFacts.watchKey] == "event-loop-1")
     #expect(report.attributes[HangFacts.durationKey] == "31400")
     #expect(report.attributes[HangFacts.sinceKey] == "2026-01-01T00:00:00.000Z")
-    #expect(report.attributes[HangFacts.framesKey] == Self.frames)
+    #expect(report.attributes[HangFacts.framesKey] == .string(Self.frames))
     #expect(report.damage.isEmpty)
   }
 

@@ -22,7 +22,7 @@ struct SessionMetadataTests {
     let directory = TestDirectory()
     var metadata = SessionMetadata(sessionID: SessionID(), appVersion: "2.0")
     let value = String(repeating: "v", count: 1000)
-    for index in 0..<100 { metadata.attributes["key\(index)"] = value }
+    for index in 0..<100 { metadata.attributes["key\(index)"] = .string(value) }
     metadata.attachments = (0..<10).map { "/logs/\($0).log" }
     let bytes = metadata.encoded()
     #expect(bytes.count <= SessionMetadata.maxFileSize)
@@ -33,7 +33,7 @@ struct SessionMetadataTests {
     #expect(read.attributes.count > 50)
     #expect(read.attributes.count + read.attachments.count + read.omitted == 110)
     #expect(read.omitted > 0)
-    #expect(read.attributes.values.allSatisfy { $0 == value })
+    #expect(read.attributes.values.allSatisfy { $0 == .string(value) })
   }
 
   @Test func aDamagedOrNewerFileIsAnErrorWithItsReason() throws {

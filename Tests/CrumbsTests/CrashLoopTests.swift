@@ -97,7 +97,7 @@ import Testing
     for (index, launch) in crashed.enumerated() {
       let report = try #require(reports[launch.session ?? ""]?.first { $0.kind == .crash }, "\(reports.keys)")
       #expect(
-        report.attributes[CrashLoopStep.attributeKey] == (index == 0 ? nil : String(index + 1)),
+        report.attributes[CrashLoopStep.attributeKey]?.text == (index == 0 ? nil : String(index + 1)),
         "\(report.attributes)")
     }
     let nonFatal = try #require(reports[fourth.session ?? ""]?.first, "\(reports.keys)")

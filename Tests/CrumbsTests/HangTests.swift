@@ -60,7 +60,8 @@ private struct HangChild {
     let threads = try #require(stored.report.threads)
     #expect(threads.contains { $0.name == "crumbs.watchdog" && $0.state == .requesting })
     #expect(threads.contains { $0.name == "stall-loop" && $0.state == .captured })
-    #expect(stored.report.attributes[HangFacts.framesKey]?.contains("stallLoopBlockedOnParent()") == true)
+    #expect(
+      stored.report.attributes[HangFacts.framesKey]?.text.contains("stallLoopBlockedOnParent()") == true)
 
     hang.child.signal(SIGUSR1)
     let seconds = try hang.ended("stall-loop")
@@ -74,7 +75,7 @@ private struct HangChild {
     #expect(hangs.count == 1)
     let final = try hang.store.load(id: stored.report.id)
     #expect(final.report.attributes[HangFacts.ongoingKey] == "false")
-    let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
+    let duration = try #require(final.report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) })
     #expect(duration >= 1000)
     #expect(
       final.report.exceptionMessage.contains("the hang ended after \(HangFacts.text(UInt64(seconds * 1e9)))"))
@@ -129,7 +130,7 @@ private struct HangChild {
     #expect(report.exceptionMessage.hasPrefix("killed during a hang of "))
     #expect(report.exceptionMessage.contains(" of stall-loop in waitForGoOn() ← stallLoopBlockedOnParent()"))
     #expect(report.attributes[HangFacts.watchKey] == "stall-loop")
-    let lasted = try #require(report.attributes[HangFacts.durationKey].flatMap(UInt64.init))
+    let lasted = try #require(report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) })
     #expect(lasted >= 1000)
     // The hang report stored while it lived is still there, for delivery.
     #expect(hang.store.list(.pending).reports.contains { $0.report.id == stored.report.id })

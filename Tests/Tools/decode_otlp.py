@@ -13,8 +13,9 @@ Usage: decode_otlp.py BODY_FILE [--json] [--gzip]
 
 Output: one JSON object
   {"records": [{"time_unix_nano", "observed_time_unix_nano", "severity_number", "severity_text",
-                "event_name", "body", "attributes": {key: value}, "trace_id" (hex, "" when
-                unset), "span_id" (hex), "flags"}],
+                "event_name", "body", "attributes": {key: value}, "attribute_types": {key:
+                the AnyValue member set, e.g. "int_value"}, "trace_id" (hex, "" when unset),
+                "span_id" (hex), "flags"}],
    "resource": {key: value}, "scope": {"name", "version"},
    "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>",
    "trail_error": "<what `lz4 -d` said, when it could not decompress that attribute>"}
@@ -94,8 +95,11 @@ def main():
             out["scope"] = {"name": scope_logs.scope.name, "version": scope_logs.scope.version}
             for record in scope_logs.log_records:
                 attributes = {}
+                # JSON output alone does not keep 4.0 apart from 4 once parsed: the member says.
+                attribute_types = {}
                 for kv in record.attributes:
                     attributes[kv.key] = value(kv.value)
+                    attribute_types[kv.key] = kv.value.WhichOneof("value")
                     if kv.key == "crumbs.breadcrumbs.jsonl.lz4" and kv.value.WhichOneof("value") == "bytes_value":
                         trail = kv.value.bytes_value
                 out["records"].append({
@@ -106,6 +110,7 @@ def main():
                     "event_name": record.event_name,
                     "body": value(record.body),
                     "attributes": attributes,
+                    "attribute_types": attribute_types,
                     "trace_id": record.trace_id.hex(),
                     "span_id": record.span_id.hex(),
                     "flags": int(record.flags),

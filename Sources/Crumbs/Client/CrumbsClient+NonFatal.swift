@@ -49,10 +49,10 @@ extension CrumbsClient {
     // A launch after a crash loop (two crashes or more) says so in every report it makes.
     var globalAttributes = sessionAttributes
     if let crashLoop, crashLoop.count >= CrashLoop.reportedFrom {
-      globalAttributes[CrashLoopStep.attributeKey] = String(crashLoop.count)
+      globalAttributes[CrashLoopStep.attributeKey] = .string(String(crashLoop.count))
     }
     var builder = NonFatalReportBuilder(
-      ring: ring, attributes: globalAttributes.merging(extra) { _, new in new },
+      ring: ring, attributes: globalAttributes.merging(.init(strings: extra)) { _, new in new },
       appName: configuration.appName ?? "", appVersion: configuration.appVersion,
       attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
     builder.sessionResource = recorded ?? measuredResource()

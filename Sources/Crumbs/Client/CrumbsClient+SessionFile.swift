@@ -1,6 +1,7 @@
 // CrumbsClient+SessionFile.swift — the session file (`rings/<session>.session.json`,
-// SessionMetadata): attributes, attachments and the crash signals another handler took, written
-// as they change so the next launch reports this session as it was.
+// SessionMetadata): attributes (typed, AttributeValue; the user as `enduser.id`), attachments and
+// the crash signals another handler took, written as they change so the next launch reports
+// this session as it was.
 
 import CrumbsPlatform
 import Synchronization
@@ -33,14 +34,52 @@ extension CrumbsClient {
   // MARK: - Attributes and attachments
 
   /// Attributes added to every report from now on, this session's crash report included
-  /// (thread-safe). `nil` removes the key. Persisted in the session file before it returns (a
+  /// (thread-safe). `nil` removes the key (the typed overloads are disfavored so that a plain
+  /// `nil` still means this one). Persisted in the session file before it returns (a
   /// small file replaced atomically, tens of microseconds): not for hot paths.
   public func setAttribute(_ value: String?, forKey key: String) {
+    setAttribute(value.map(AttributeValue.string), forKey: key)
+  }
+
+  /// A typed attribute (see `setAttribute(_:forKey:)` for strings): sent as a boolean, not as
+  /// the text "true" (OTLP `bool_value`, a Backtrace JSON boolean).
+  @_disfavoredOverload
+  public func setAttribute(_ value: Bool?, forKey key: String) {
+    setAttribute(value.map(AttributeValue.bool), forKey: key)
+  }
+
+  /// A typed attribute: sent as an integer (OTLP `int_value`, a Backtrace JSON number).
+  @_disfavoredOverload
+  public func setAttribute(_ value: Int?, forKey key: String) {
+    setAttribute(value.map { AttributeValue.int(Int64($0)) }, forKey: key)
+  }
+
+  /// A typed attribute: sent as a double (OTLP `double_value`, a Backtrace JSON number). A NaN
+  /// or an infinity, which JSON cannot hold, is kept as its text (`nan`, `inf`).
+  @_disfavoredOverload
+  public func setAttribute(_ value: Double?, forKey key: String) {
+    setAttribute(value.map { $0.isFinite ? AttributeValue.double($0) : .string(String($0)) }, forKey: key)
+  }
+
+  /// Any attribute value; `nil` removes the key.
+  @_disfavoredOverload
+  public func setAttribute(_ value: AttributeValue?, forKey key: String) {
     updateSessionFile { $0.attributes[key] = value }
   }
 
   /// The global attributes.
-  public var attributes: [String: String] { session.withLock { $0.metadata.attributes } }
+  public var attributes: [String: AttributeValue] { session.withLock { $0.metadata.attributes } }
+
+  /// The attribute `setUser(id:)` sets: OpenTelemetry's `enduser.id`.
+  public static let userIDKey = "enduser.id"
+
+  /// Who uses the app, as the app chooses to name them (an account id, a pseudonym): the
+  /// `enduser.id` attribute of every report of this session from now on, this session's crash
+  /// report included (reported by the next launch); `nil` clears it. Personal data leaves the
+  /// machine only because the app sets it: prefer an opaque id to an e-mail address.
+  public func setUser(id: String?) {
+    setAttribute(id, forKey: Self.userIDKey)
+  }
 
   /// A file attached to every report from now on, this session's crash report included (read
   /// when a report is made: for a crash, by the next launch). Persisted like `setAttribute`.

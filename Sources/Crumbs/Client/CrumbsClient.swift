@@ -22,6 +22,7 @@
 //                                   delivery — runs on a background thread. One client per
 //                                   process: a second start throws `.alreadyStarted`.
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs; attributes
+//                                   (typed: String, Bool, Int, Double; setUser's enduser.id)
 //                                   and attachments are persisted in the session file at once
 //   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing

@@ -76,7 +76,7 @@ extension HangWatchdog {
     defer { CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.ended(watch: name, nanoseconds: duration)) }
     guard let stored = ongoing.report else { return }
     var report = stored.report
-    report.attributes[HangFacts.durationKey] = HangFacts.milliseconds(duration)
+    report.attributes[HangFacts.durationKey] = .string(HangFacts.milliseconds(duration))
     report.attributes[HangFacts.ongoingKey] = "false"
     report.exceptionMessage += "; the hang ended after \(HangFacts.text(duration))"
     do {

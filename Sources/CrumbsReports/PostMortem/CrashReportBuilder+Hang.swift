@@ -37,9 +37,9 @@ extension CrashReportBuilder {
       report.damage.append("the ring's record of a hang going on is damaged and was left out: " + damage)
     }
     guard let hang = header.ongoingHang else { return }
-    report.attributes[HangFacts.watchKey] = hang.watch
-    report.attributes[HangFacts.durationKey] = HangFacts.milliseconds(hang.durationNanoseconds)
-    report.attributes[HangFacts.sinceKey] = ISO8601.string(nanoseconds: hang.sinceWallNanoseconds)
-    if !hang.frames.isEmpty { report.attributes[HangFacts.framesKey] = hang.frames }
+    report.attributes[HangFacts.watchKey] = .string(hang.watch)
+    report.attributes[HangFacts.durationKey] = .string(HangFacts.milliseconds(hang.durationNanoseconds))
+    report.attributes[HangFacts.sinceKey] = .string(ISO8601.string(nanoseconds: hang.sinceWallNanoseconds))
+    if !hang.frames.isEmpty { report.attributes[HangFacts.framesKey] = .string(hang.frames) }
   }
 }

@@ -31,7 +31,7 @@ package struct CrashReportBuilder {
   package static let stackScannedEvidence =
     "the crash was in code without frame pointers; callers were recovered by scanning the stack"
 
-  package var attributes: [String: String]
+  package var attributes: [String: AttributeValue]
   package var appVersion: String?
   package var reportingSession: SessionID?
   package var symbolicatorOptions = Symbolicator.Options()

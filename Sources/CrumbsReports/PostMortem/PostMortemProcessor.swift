@@ -137,7 +137,7 @@ public struct PostMortemProcessor: Sendable {
   /// when the session left no file, from its ring's header (`RingOptions.appVersion`). These two
   /// are used instead only for sessions that left neither (a program that records without the
   /// client): set them only when those sessions ran with these values.
-  public var attributes: [String: String] = [:]
+  public var attributes: [String: AttributeValue] = [:]
   /// See `attributes`.
   public var appVersion: String?
   /// Largest attachment (of those the crashed session attached) copied into its report; larger
@@ -354,7 +354,7 @@ public struct PostMortemProcessor: Sendable {
       }
       if let brief { report.damage.append(brief) }
       if let count = crashLoopCounts[sessionID] {
-        report.attributes[CrashLoopStep.attributeKey] = String(count)
+        report.attributes[CrashLoopStep.attributeKey] = .string(String(count))
       }
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if report.kind == .abnormalTermination {

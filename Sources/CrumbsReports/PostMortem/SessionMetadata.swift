@@ -30,8 +30,9 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package var sessionID: String
   /// `service.version` of the session.
   package var appVersion: String?
-  /// The app's attributes (`setAttribute`) as last set.
-  package var attributes: [String: String] = [:]
+  /// The app's attributes (`setAttribute`, `setUser`) as last set, typed (AttributeValue: its
+  /// JSON keeps 4.0 a double; files from before typed attributes hold strings).
+  package var attributes: [String: AttributeValue] = [:]
   /// Paths of the files attached to every report (`addAttachment(path:)`), as last set.
   package var attachments: [String] = []
   /// Crash signals whose handler another handler had replaced when last checked (names, e.g.
@@ -87,7 +88,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
       }
     }
     let keptAttributes = kept(
-      attributes.keys.sorted().map { jsonQuoted($0) + ":" + jsonQuoted(attributes[$0]!) })
+      attributes.keys.sorted().map { jsonQuoted($0) + ":" + attributes[$0]!.json })
     let keptAttachments = kept(attachments.map(jsonQuoted))
     let text =
       head + ",\"attributes\":{" + Self.commaSeparated(keptAttributes) + "},\"attachments\":["

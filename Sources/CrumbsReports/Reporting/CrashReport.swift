@@ -202,8 +202,9 @@ public struct CrashReport: Codable, Sendable, Equatable {
   public var modules: [LoadedModule]
   /// Process, app and OS attributes (OTel resource names: `service.name`, `process.pid`, …).
   public var resource: [String: String]
-  /// The app's own attributes.
-  public var attributes: [String: String]
+  /// The app's own attributes (`setAttribute`, `setUser`, a report's own), typed. Reports
+  /// stored before attributes were typed hold strings, and read as strings.
+  public var attributes: [String: AttributeValue]
   public var breadcrumbs: Trail
   public var attachments: [Attachment]
   /// What was damaged in the inputs this report was built from.
@@ -320,6 +321,11 @@ extension CrashReport {
     }
     return [kind.rawValue, exceptionType, location ?? ""].joined(separator: " | ")
   }
+
+  /// `signature` as 64 hex digits of its SHA-256: the grouping hint for a backend that wants a
+  /// hash (Backtrace's `_mod_fingerprint` "must be sha256"). The same for every report of one
+  /// bug, as the signature is.
+  public var signatureDigest: String { SHA256.hexDigest(Array(signature.utf8)) }
 }
 
 extension CrashReport.Thread.State: CustomStringConvertible {

@@ -45,7 +45,7 @@ package final class LiveSymbolicator: Sendable {
 
 package struct NonFatalReportBuilder {
   package var ring: BreadcrumbRing
-  package var attributes: [String: String]
+  package var attributes: [String: AttributeValue]
   package var appName: String
   package var appVersion: String?
   package var attachmentSizeLimit: Int
@@ -57,7 +57,7 @@ package struct NonFatalReportBuilder {
   package var omitsHostName = false
 
   package init(
-    ring: BreadcrumbRing, attributes: [String: String], appName: String, appVersion: String?,
+    ring: BreadcrumbRing, attributes: [String: AttributeValue], appName: String, appVersion: String?,
     attachmentSizeLimit: Int, symbolicator: LiveSymbolicator
   ) {
     self.ring = ring
@@ -111,7 +111,7 @@ package struct NonFatalReportBuilder {
       attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
     report.threads = threads
     // The span current when it was made, given as the reserved attributes (CrumbsTracing).
-    report.trace = TraceContext(attributes: attributes)
+    report.trace = TraceContext(attributes: attributes.strings)
     if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
     if let trailSize {
       report.attachments.append(
