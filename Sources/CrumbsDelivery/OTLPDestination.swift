@@ -25,7 +25,8 @@
 // (OTLPResponse.verdict).
 //
 // Entry points: OTLPDestination(endpoint:headers:) → batch(for:stored:) → request(for:stored:);
-// verdict(on:to:) for the answer. Not signal-safe.
+// verdict(on:to:) for the answer. Metrics (the session counts) go to `{endpoint}/v1/metrics`:
+// OTLPDestination+Metrics.swift. Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
