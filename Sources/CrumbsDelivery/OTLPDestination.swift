@@ -25,7 +25,8 @@
 // (OTLPResponse.verdict).
 //
 // Entry points: OTLPDestination(endpoint:headers:) → batch(for:stored:) → request(for:stored:);
-// verdict(on:to:) for the answer. Not signal-safe.
+// verdict(on:to:) for the answer. Metrics (the session counts) go to `{endpoint}/v1/metrics`:
+// OTLPDestination+Metrics.swift. Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
@@ -128,13 +129,14 @@ public struct OTLPDestination: ReportDestination {
     encoding == .protobuf ? batch.protobuf() : batch.json()
   }
 
-  private func headers(gzip: Bool) -> [HTTPHeader] {
+  func headers(gzip: Bool) -> [HTTPHeader] {
     [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
       + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + headers
   }
 
-  private func request(body: [UInt8], records: Int, id: String, compressing: Bool) throws(DeliveryError)
-    -> DeliveryRequest
+  /// The POST of `body` to `url` (the logs URL unless said).
+  func request(body: [UInt8], records: Int, id: String, compressing: Bool, url: String? = nil)
+    throws(DeliveryError) -> DeliveryRequest
   {
     var body = body
     if compressing {
@@ -145,7 +147,7 @@ public struct OTLPDestination: ReportDestination {
       }
     }
     return DeliveryRequest(
-      destination: name, reportID: id, url: logsURL, headers: headers(gzip: compressing), body: body,
+      destination: name, reportID: id, url: url ?? logsURL, headers: headers(gzip: compressing), body: body,
       timeout: timeout, itemCount: records)
   }
 

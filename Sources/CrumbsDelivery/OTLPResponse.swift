@@ -4,6 +4,7 @@
 //
 //   ExportLogsServiceResponse:  partial_success 1 (message)
 //   ExportLogsPartialSuccess:   rejected_log_records 1 (int64), error_message 2 (string)
+//   (ExportMetricsPartialSuccess: rejected_data_points 1, error_message 2: the same fields)
 //
 // Entry points: OTLPResponse.verdict(on:itemCount:) → partialSuccess(in:). The body comes from the
 // network: every read is bounds-checked and nothing here traps. Not signal-safe.
@@ -100,11 +101,16 @@ enum OTLPResponse {
       var rejected: Int64 = 0
       var message = ""
       enum CodingKeys: String, CodingKey {
-        case rejectedLogRecords, rejected_log_records, errorMessage, error_message
+        // Metrics responses (ExportMetricsPartialSuccess) name field 1 rejected_data_points.
+        case rejectedLogRecords, rejected_log_records, rejectedDataPoints, rejected_data_points
+        case errorMessage, error_message
       }
       init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        for key in [CodingKeys.rejectedLogRecords, .rejected_log_records] where container.contains(key) {
+        for key in [
+          CodingKeys.rejectedLogRecords, .rejected_log_records, .rejectedDataPoints, .rejected_data_points,
+        ]
+        where container.contains(key) {
           if let number = try? container.decode(Int64.self, forKey: key) {
             rejected = number
           } else if let text = try? container.decode(String.self, forKey: key), let number = Int64(text) {

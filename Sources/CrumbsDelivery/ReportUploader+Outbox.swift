@@ -10,6 +10,10 @@
 //   RetryPolicy.decision               delivered | paused (429) | retry later | dropped
 //   DeliveryOutbox.remove(_:)          once a destination accepted it, or every one refused it
 //
+// An event is a batch of log records (`/v1/logs`) or, with `metrics`, a batch of metrics
+// (`/v1/metrics`: the session counts, OTLPMetrics.swift); a destination that has no metrics URL
+// refuses the latter (EventDestination.request(forMetrics:id:) nil).
+//
 // Events keep no history on disk (a summary is a few hundred bytes, the queue is bounded by its
 // owner): a failure backs off per destination, in this process; once the retry limit is reached
 // (or with retryBehaviour `.none`) the events still queued wait for the next launch. Not
@@ -17,7 +21,7 @@
 
 import CrumbsReports
 
-/// An event waiting to be sent: one batch of OTLP log records.
+/// An event waiting to be sent: one batch of OTLP log records, or of metrics.
 public struct OutboxEvent: Sendable, Equatable {
   /// What the event is about (a session summary's session id): the request's id in results and
   /// hooks.
@@ -25,11 +29,20 @@ public struct OutboxEvent: Sendable, Equatable {
   /// The outbox's own handle on it (a file name), unique in the outbox.
   public var key: String
   public var batch: OTLPLogBatch
+  /// Set for metrics (sent to `/v1/metrics` instead of `batch`).
+  public var metrics: OTLPMetricBatch?
 
   public init(id: String, key: String, batch: OTLPLogBatch) {
     self.id = id
     self.key = key
     self.batch = batch
+  }
+
+  /// An event carrying metrics.
+  public init(id: String, key: String, metrics: OTLPMetricBatch) {
+    self.init(
+      id: id, key: key, batch: OTLPLogBatch(resource: [], scopeName: "", scopeVersion: "", records: []))
+    self.metrics = metrics
   }
 }
 
@@ -48,6 +61,8 @@ public protocol DeliveryOutbox: Sendable {
 public protocol EventDestination: ReportDestination {
   /// The request carrying `batch`; `id` names it in results and hooks.
   func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest
+  /// The request carrying `metrics`; nil when the destination has nowhere to send them.
+  func request(forMetrics metrics: OTLPMetricBatch, id: String) -> DeliveryRequest?
 }
 
 extension OTLPDestination: EventDestination {}
@@ -70,6 +85,10 @@ extension ReportUploader {
       var accepted = false
       var refusals = 0
       for destination in targets {
+        guard let request = Self.request(for: event, to: destination) else {
+          refusals += 1
+          continue
+        }
         let now = clock()
         let (due, attempts) = eventSchedule(destination.name, now: now)
         if due > now {
@@ -83,7 +102,9 @@ extension ReportUploader {
           pass.events.append(limited)
           return
         }
-        guard let (result, refused) = send(event, to: destination, attempts: attempts + 1, delegate: delegate)
+        guard
+          let (result, refused) = send(
+            event, request, to: destination, attempts: attempts + 1, delegate: delegate)
         else { return }
         pass.events.append(result)
         if refused { refusals += 1 }
@@ -96,6 +117,12 @@ extension ReportUploader {
       }
       if accepted || (!targets.isEmpty && refusals == targets.count) { outbox.remove(event) }
     }
+  }
+
+  /// The request carrying `event` to `destination` (nil: it has nowhere to take metrics).
+  static func request(for event: OutboxEvent, to destination: any EventDestination) -> DeliveryRequest? {
+    guard let metrics = event.metrics else { return destination.request(for: event.batch, id: event.id) }
+    return destination.request(forMetrics: metrics, id: event.id)
   }
 
   /// When events may go to `destination` next (.max: not in this process) and the failed
@@ -111,10 +138,10 @@ extension ReportUploader {
   /// policy's limit, and whether the destination refused it for good; nil when the transport went
   /// missing (nothing more is sent in this pass).
   private func send(
-    _ event: OutboxEvent, to destination: any EventDestination, attempts: Int,
+    _ event: OutboxEvent, _ request: DeliveryRequest, to destination: any EventDestination, attempts: Int,
     delegate: (any ReportUploaderDelegate)?
   ) -> (DeliveryResult, refused: Bool)? {
-    var request = destination.request(for: event.batch, id: event.id)
+    var request = request
     if let delegate { request = delegate.willSendRequest(request) }
     let answer: RetryPolicy.Answer
     switch transport.send(request) {

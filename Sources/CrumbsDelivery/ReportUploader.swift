@@ -25,7 +25,8 @@
 // is delivered and handed to the delegate in DeliveryResult.partialSuccess; OTLPDestination
 // retries exactly what the OTLP spec calls retryable (429, 502, 503, 504 and no answer).
 //
-// Then the outbox (DeliveryOutbox: the client's session summaries), when there is one and a
+// Then the outbox (DeliveryOutbox: the session summaries and the `crumbs.sessions` metrics of
+// the client or `crumbs collect`), when there is one and a
 // destination carries events (EventDestination, OTLP): each queued event goes through the same
 // delegate hooks (shouldSend(event:), the consent; willSendRequest; serverDid…), rate limit, 429
 // pauses and retry policy; it leaves the outbox once a destination accepted it or every one

@@ -25,8 +25,17 @@ extension Syscall {
     package var size: Int
     /// Last modification, nanoseconds since the epoch.
     package var modifiedNanoseconds: UInt64
+    /// The file itself (device and inode), whatever path reached it.
+    package var fileID: FileID
+
+    /// A file's identity: its device and inode.
+    package struct FileID: Sendable, Hashable {
+      package var device: UInt64
+      package var inode: UInt64
+    }
 
     init(_ info: stat) {
+      fileID = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
       switch info.st_mode & S_IFMT {
       case S_IFREG: kind = .regular
       case S_IFDIR: kind = .directory

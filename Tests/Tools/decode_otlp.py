@@ -4,6 +4,7 @@
 
 Usage: decode_otlp.py BODY_FILE [--json] [--gzip]
        decode_otlp.py --partial-success REJECTED MESSAGE [--json]
+       decode_otlp.py --metrics BODY_FILE [--json] [--gzip]
   BODY_FILE  the request body as the server received it
   --json     the body is OTLP/JSON (parsed with google.protobuf.json_format into the same message)
   --gzip     the body is gzip-compressed (Content-Encoding: gzip): gunzipped first
@@ -19,6 +20,12 @@ Output: one JSON object
    "resource": {key: value}, "scope": {"name", "version"},
    "trail_jsonl": "<the bytes attribute crumbs.breadcrumbs.jsonl.lz4, decompressed by `lz4 -d`>",
    "trail_error": "<what `lz4 -d` said, when it could not decompress that attribute>"}
+With --metrics the body is an ExportMetricsServiceRequest, printed as
+  {"resource_metrics": [{"resource": {key: value}, "scope": {"name", "version"},
+    "metrics": [{"name", "description", "unit", "kind" ("sum", "gauge"…), "is_monotonic",
+                 "aggregation_temporality" (1 delta, 2 cumulative),
+                 "points": [{"attributes": {key: value}, "start_time_unix_nano",
+                             "time_unix_nano", "as_int" (or "as_double")}]}]}]}
 Attribute values: strings/ints/bools/doubles as JSON, bytes as {"bytes_len": n}, arrays as lists,
 kvlists as objects. Exit status 2 when the module is missing (run `make test` to install it).
 """
@@ -57,7 +64,58 @@ def value(any_value):
     return None
 
 
+def metrics(arguments):
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    with open(arguments[0], "rb") as f:
+        body = f.read()
+    if "--gzip" in arguments[1:]:
+        import gzip
+        body = gzip.decompress(body)
+    request = ExportMetricsServiceRequest()
+    if "--json" in arguments[1:]:
+        json_format.Parse(body.decode("utf-8"), request)
+    else:
+        request.ParseFromString(body)
+    out = {"resource_metrics": []}
+    for resource_metrics in request.resource_metrics:
+        entry = {
+            "resource": {kv.key: value(kv.value) for kv in resource_metrics.resource.attributes},
+            "metrics": [],
+        }
+        for scope_metrics in resource_metrics.scope_metrics:
+            entry["scope"] = {"name": scope_metrics.scope.name, "version": scope_metrics.scope.version}
+            for metric in scope_metrics.metrics:
+                kind = metric.WhichOneof("data")
+                data = getattr(metric, kind)
+                points = []
+                for point in data.data_points:
+                    decoded = {
+                        "attributes": {kv.key: value(kv.value) for kv in point.attributes},
+                        "start_time_unix_nano": str(point.start_time_unix_nano),
+                        "time_unix_nano": str(point.time_unix_nano),
+                    }
+                    number = point.WhichOneof("value")
+                    if number is not None:
+                        decoded[number] = getattr(point, number)
+                    points.append(decoded)
+                entry["metrics"].append({
+                    "name": metric.name,
+                    "description": metric.description,
+                    "unit": metric.unit,
+                    "kind": kind,
+                    "is_monotonic": bool(getattr(data, "is_monotonic", False)),
+                    "aggregation_temporality": int(getattr(data, "aggregation_temporality", 0)),
+                    "points": points,
+                })
+        out["resource_metrics"].append(entry)
+    json.dump(out, sys.stdout)
+
+
 def main():
+    if sys.argv[1] == "--metrics":
+        metrics(sys.argv[2:])
+        return
     if sys.argv[1] == "--partial-success":
         response = ExportLogsServiceResponse()
         response.partial_success.rejected_log_records = int(sys.argv[2])

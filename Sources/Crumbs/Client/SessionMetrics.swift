@@ -11,7 +11,16 @@
 //                          sessions counted. The post-mortem run adds each ended session before
 //                          it deletes that session's files (PostMortemProcessor.sessionEnded),
 //                          and skips one already counted: a run killed between the two leaves
-//                          the session to the next run, which must not count it twice.
+//                          the session to the next run, which must not count it twice. Also
+//                          per release (the session's own `service.version`), the ended
+//                          sessions by end since the release was first counted (ReleaseCounts:
+//                          at most `maxReleases`, the least recently counted forgotten first),
+//                          and a revision raised at each count, with the revision last exported
+//                          as metrics (SessionMetricsExport.swift).
+//
+// The summary of a session is queued under the same lock, only by the run that counts it
+// (countEnd's `queue`): a session processed twice (a run killed before it removed the files, or
+// the client and `crumbs collect`) is counted and summarized once.
 //
 // Entry points, in call order:
 //   SessionMetricsFile.countStart(directory:)      the caller's thread, in CrumbsClient.start
@@ -39,6 +48,8 @@ public struct SessionMetrics: Codable, Sendable, Equatable {
   public var crashedSessions: Int = 0
   public var abnormalSessions: Int = 0
   public var cleanSessions: Int = 0
+  /// Ended sessions per release (`service.version`; "" for sessions that recorded none).
+  public var releases: [String: ReleaseCounts] = [:]
   /// Share of ended sessions with no crash and no abnormal end.
   public var crashFreeRate: Double {
     // Doubles: the counts come from a file that may be damaged, and must not overflow a sum.
@@ -47,7 +58,45 @@ public struct SessionMetrics: Codable, Sendable, Equatable {
   }
 }
 
+/// How the ended sessions of one release (`service.version`) ended, counted since
+/// `firstCountedUnixNano`: cumulative, never lowered (the values of the `crumbs.sessions` sum).
+public struct ReleaseCounts: Codable, Sendable, Equatable {
+  public var clean = 0
+  public var crashed = 0
+  public var abnormal = 0
+  /// Stopped by a terminating signal the app did not handle (SIGTERM…): not a crash.
+  public var terminatedBySignal = 0
+  /// When this release's first session was counted (the sums' start time).
+  public var firstCountedUnixNano: UInt64 = 0
+  /// When its last session was counted (which releases are kept).
+  public var lastCountedUnixNano: UInt64 = 0
+  /// The resource of the last session counted, without what is its process's alone
+  /// (`process.pid`, …): the metrics' resource, the same from one request to the next.
+  public var resource: [String: String] = [:]
+
+  public init() {}
+
+  /// Ended sessions of the release.
+  public var ended: Int {
+    clean.saturatingAdd(crashed).saturatingAdd(abnormal).saturatingAdd(terminatedBySignal)
+  }
+  /// Share of them with no crash and no abnormal end (1 with none).
+  public var crashFreeRate: Double {
+    let ended = Double(clean) + Double(crashed) + Double(abnormal) + Double(terminatedBySignal)
+    return ended == 0 ? 1 : (Double(clean) + Double(terminatedBySignal)) / ended
+  }
+}
+
 package enum SessionMetricsFile {
+  /// Releases counted at once (each a few hundred bytes); the least recently counted go first,
+  /// and one counted again later starts anew (a new start time: a reset of its sums).
+  static let maxReleases = 16
+  /// Resource attributes of one process, left out of the metrics' resource so that it names the
+  /// same series in every request.
+  static let perProcessKeys: Set<String> = [
+    "process.pid", "process.parent_pid", "crumbs.resource.measured_at", "crumbs.session.parent_id",
+  ]
+
   /// Session ids remembered as counted: more than one run can leave unfinished.
   static let rememberedSessions = 256
 
@@ -62,13 +111,17 @@ package enum SessionMetricsFile {
     var abnormalSessions = 0
     var cleanSessions = 0
     var countedSessionIDs: [String]? = []
+    var releases: [String: ReleaseCounts]? = [:]
+    /// Raised at each count; `exportedRevision`: the last one a metrics request carried out.
+    var revision: Int? = 0
+    var exportedRevision: Int? = 0
 
     init(installID: String) { self.installID = installID }
 
     var metrics: SessionMetrics {
       SessionMetrics(
         installID: installID, sessions: sessions, crashedSessions: crashedSessions,
-        abnormalSessions: abnormalSessions, cleanSessions: cleanSessions)
+        abnormalSessions: abnormalSessions, cleanSessions: cleanSessions, releases: releases ?? [:])
     }
   }
 
@@ -82,11 +135,15 @@ package enum SessionMetricsFile {
     }
   }
 
-  /// Counts how `session` ended, unless it was counted already; returns the metrics after it.
+  /// Counts how `session` ended, install-wide and for its release, unless it was counted
+  /// already; then, still under the lock and before the counts are written, `queue` gets the
+  /// metrics after it (to queue its summary: a kill in between leaves the session uncounted,
+  /// and its summary queued, which the next run does not queue again). Returns
+  /// the metrics after it.
   @discardableResult
-  static func countEnd(_ session: PreviousSession, directory: String) throws(SystemCallError)
-    -> SessionMetrics
-  {
+  static func countEnd(
+    _ session: PreviousSession, directory: String, queue: (SessionMetrics) -> Void = { _ in }
+  ) throws(SystemCallError) -> SessionMetrics {
     try locked(directory) { (fd, path) throws(SystemCallError) in
       var stored = load(directory)
       stored.sessions = try startCount(fd, path: path)
@@ -98,11 +155,68 @@ package enum SessionMetricsFile {
       case .crash: stored.crashedSessions = stored.crashedSessions.saturatingAdd(1)
       case .abnormalTermination: stored.abnormalSessions = stored.abnormalSessions.saturatingAdd(1)
       }
+      count(session, into: &stored)
       counted.append(id)
       stored.countedSessionIDs = Array(counted.suffix(rememberedSessions))
+      queue(stored.metrics)
       let bytes = try? JSONEncoder().encode(stored)
       try Syscall.writeFileAtomically(metricsPath(directory), Array(bytes ?? Data()), durable: false)
       return stored.metrics
+    }
+  }
+
+  /// Adds `session` to its release's counts (see `maxReleases`) and raises the revision.
+  private static func count(_ session: PreviousSession, into stored: inout Stored) {
+    let now = SystemClock.wallNanoseconds()
+    var releases = stored.releases ?? [:]
+    let version = session.appVersion ?? ""
+    var release = releases[version] ?? ReleaseCounts()
+    if release.firstCountedUnixNano == 0 { release.firstCountedUnixNano = now }
+    // A clock set back must not make a later point older than the start.
+    release.lastCountedUnixNano = max(now, release.firstCountedUnixNano)
+    switch session.end {
+    case .clean: release.clean = release.clean.saturatingAdd(1)
+    case .terminatedBySignal: release.terminatedBySignal = release.terminatedBySignal.saturatingAdd(1)
+    case .crash: release.crashed = release.crashed.saturatingAdd(1)
+    case .abnormalTermination: release.abnormal = release.abnormal.saturatingAdd(1)
+    }
+    release.resource = session.resource.filter { !perProcessKeys.contains($0.key) }
+    releases[version] = release
+    while releases.count > maxReleases,
+      let oldest = releases.min(by: {
+        ($0.value.lastCountedUnixNano, $0.key) < ($1.value.lastCountedUnixNano, $1.key)
+      })
+    {
+      releases[oldest.key] = nil
+    }
+    stored.releases = releases
+    stored.revision = (stored.revision ?? 0).saturatingAdd(1)
+  }
+
+  /// The per-release counts to export, and their revision, when a count was made since the
+  /// last export (`exported(revision:)`); nil otherwise.
+  package static func unexported(directory: String)
+    -> (releases: [String: ReleaseCounts], revision: Int, installID: String)?
+  {
+    try? locked(directory) { (_, _) throws(SystemCallError) -> ([String: ReleaseCounts], Int, String)? in
+      let stored = load(directory)
+      let revision = stored.revision ?? 0
+      guard revision > stored.exportedRevision ?? 0, let releases = stored.releases, !releases.isEmpty else {
+        return nil
+      }
+      return (releases, revision, stored.installID)
+    }
+  }
+
+  /// Records that the counts as of `revision` went out (or will never go anywhere): a later
+  /// export waits for a new count.
+  package static func exported(revision: Int, directory: String) {
+    _ = try? locked(directory) { (_, _) throws(SystemCallError) in
+      var stored = load(directory)
+      guard revision > stored.exportedRevision ?? 0 else { return }
+      stored.exportedRevision = min(revision, stored.revision ?? 0)
+      let bytes = try? JSONEncoder().encode(stored)
+      try Syscall.writeFileAtomically(metricsPath(directory), Array(bytes ?? Data()), durable: false)
     }
   }
 

@@ -31,8 +31,10 @@ extension CrumbsConfiguration {
     let path = self.directory
     processor.sessionEnded = { session in
       do {
-        let metrics = try SessionMetricsFile.countEnd(session, directory: path)
-        SessionSummaryQueue.enqueue([session], metrics: metrics, directory: path)
+        // Queued by the run that counts it, under the metrics lock: once (SessionMetrics.swift).
+        try SessionMetricsFile.countEnd(session, directory: path) { metrics in
+          SessionSummaryQueue.enqueue([session], metrics: metrics, directory: path)
+        }
       } catch {
         problem("cannot count session \(session.sessionID): \(error)")
       }
@@ -48,7 +50,9 @@ extension CrumbsConfiguration {
 }
 
 /// A Crumbs directory's queued session summaries, as an uploader's outbox: each one OTLP log
-/// record with `resource` (SessionSummaries.swift).
+/// record with the ended session's own resource (`resource` only for summaries queued before
+/// they carried one), then the per-release session counts as one metrics event, when they
+/// changed since they last went out (SessionSummaries.swift, SessionMetricsExport.swift).
 package struct SessionSummaryOutbox: DeliveryOutbox {
   package let directory: String
   package let resource: [String: String]
@@ -60,9 +64,14 @@ package struct SessionSummaryOutbox: DeliveryOutbox {
 
   package func queuedEvents() -> [OutboxEvent] {
     SessionSummaryQueue.events(directory: directory, resource: resource)
+      + (SessionMetricsExport.event(directory: directory).map { [$0] } ?? [])
   }
 
   package func remove(_ event: OutboxEvent) {
+    if let revision = SessionMetricsExport.revision(of: event) {
+      SessionMetricsFile.exported(revision: revision, directory: directory)
+      return
+    }
     guard !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
     _ = try? Syscall.unlink(SessionSummaryQueue.folder(directory) + "/" + event.key)
   }

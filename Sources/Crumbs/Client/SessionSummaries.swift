@@ -2,14 +2,17 @@
 //
 // Entry points, in call order:
 //   SessionSummaryQueue.enqueue      as each ended session is counted (before its files are
-//                                    removed), its summary (how it ended + the install's running
-//                                    counts), written to `session-summaries/<time>-<session>.json`;
+//                                    removed; only by the run that counts it, so once), its
+//                                    summary (how it ended, the session's own `service.version`
+//                                    and resource, its release's counts and the install's),
+//                                    written to `session-summaries/<time>-<session>.json`;
 //                                    at most `maxQueued` are kept, the oldest deleted first (with no
 //                                    OTLP destination nothing drains the queue)
 //   UploaderBridge.queuedEvents      the client's DeliveryOutbox (a SessionSummaryOutbox, the one
 //                                    `crumbs collect` hands its uploader too): the client's ReportUploader,
 //                                    after each pass's reports, sends each queued summary as one
-//                                    OTLP log record, event name `crumbs.session.summary`, to
+//                                    OTLP log record, event name `crumbs.session.summary`, with
+//                                    the ended session's resource (whoever delivers it), to
 //                                    every OTLP destination, with the reports' hooks
 //                                    (willSendRequest, serverDid…), rate limit, 429 pauses and
 //                                    retry policy (ReportUploader+Outbox.swift)
@@ -39,6 +42,13 @@ public struct SessionSummary: Codable, Sendable, Equatable {
   /// shutdown not finished after SIGTERM, a resource limit, the OOM killer), when known; sent as
   /// `crumbs.session.end_cause`.
   public var endCause: UncleanEndCause? = nil
+  /// The ended session's own `service.version` (nil: it recorded none).
+  public var serviceVersion: String? = nil
+  /// The ended session's own resource (PreviousSession.resource); nil in summaries queued by an
+  /// earlier version, which go with the delivering process's.
+  public var resource: [String: String]? = nil
+  /// Its release's counts, this session included (SessionMetrics.releases).
+  public var release: ReleaseCounts? = nil
 }
 
 enum SessionSummaryQueue {
@@ -61,7 +71,9 @@ enum SessionSummaryQueue {
         startedUnixNano: session.startedWallNanoseconds, processedUnixNano: now,
         sessions: metrics.sessions, crashedSessions: metrics.crashedSessions,
         abnormalSessions: metrics.abnormalSessions, cleanSessions: metrics.cleanSessions,
-        crashFreeRate: metrics.crashFreeRate, endCause: session.uncleanEndCause)
+        crashFreeRate: metrics.crashFreeRate, endCause: session.uncleanEndCause,
+        serviceVersion: session.appVersion, resource: session.resource,
+        release: metrics.releases[session.appVersion ?? ""])
       // A run killed after counting a session and before removing its files counts it again.
       guard !queued.contains(where: { $0.hasSuffix(summary.sessionID + ".json") }) else { continue }
       let time = String(now)
@@ -94,7 +106,8 @@ enum SessionSummaryQueue {
     }
   }
 
-  /// The queued summaries as events, oldest first, each a batch with `resource`. Unreadable
+  /// The queued summaries as events, oldest first, each a batch with its session's resource
+  /// (`resource` for those queued without one: an earlier version's). Unreadable
   /// ones are moved aside with the reason (deleted only by `trim`, as the oldest).
   static func events(directory: String, resource: [String: String]) -> [OutboxEvent] {
     let names = ((try? Syscall.directoryEntries(folder(directory))) ?? []).filter { $0.hasSuffix(".json") }
@@ -108,12 +121,17 @@ enum SessionSummaryQueue {
         try? Syscall.rename(path, to: path + ".unreadable")
         continue
       }
+      // Like the session's reports: its id names the process (OTLPDestination.resource).
+      var sessionResource = summary.resource ?? resource
+      if summary.resource != nil, sessionResource["service.instance.id"] == nil {
+        sessionResource["service.instance.id"] = summary.sessionID
+      }
       // The file's name is the event's key: `remove` finds it again.
       events.append(
         OutboxEvent(
           id: summary.sessionID, key: name,
           batch: OTLPLogBatch(
-            resource: OTLPDestination.resourceAttributes(resource), scopeName: "crumbs",
+            resource: OTLPDestination.resourceAttributes(sessionResource), scopeName: "crumbs",
             scopeVersion: CrumbsVersion.string, records: [record(summary)])))
     }
     return events
@@ -134,8 +152,24 @@ enum SessionSummaryQueue {
         OTLPAttribute("crumbs.sessions.abnormal", .int(Int64(summary.abnormalSessions))),
         OTLPAttribute("crumbs.sessions.clean", .int(Int64(summary.cleanSessions))),
         OTLPAttribute("crumbs.sessions.crash_free_rate", .double(summary.crashFreeRate)),
-      ] + (summary.endCause.map { [OTLPAttribute("crumbs.session.end_cause", .string($0.rawValue))] } ?? []),
+      ] + (summary.endCause.map { [OTLPAttribute("crumbs.session.end_cause", .string($0.rawValue))] } ?? [])
+        + releaseAttributes(summary),
       eventName: eventName)
+  }
+}
+
+extension SessionSummaryQueue {
+  /// The release's counts on a summary (`crumbs.release.*`): the ended sessions of the
+  /// session's `service.version` by end, this one included, since the release was first counted.
+  static func releaseAttributes(_ summary: SessionSummary) -> [OTLPAttribute] {
+    guard let release = summary.release else { return [] }
+    return [
+      OTLPAttribute("crumbs.release.sessions.clean", .int(Int64(release.clean))),
+      OTLPAttribute("crumbs.release.sessions.crashed", .int(Int64(release.crashed))),
+      OTLPAttribute("crumbs.release.sessions.abnormal", .int(Int64(release.abnormal))),
+      OTLPAttribute("crumbs.release.sessions.terminated_by_signal", .int(Int64(release.terminatedBySignal))),
+      OTLPAttribute("crumbs.release.crash_free_rate", .double(release.crashFreeRate)),
+    ]
   }
 }
 

@@ -310,10 +310,7 @@ package struct CrashReportBuilder {
       timeUnixNano: time, time: ISO8601.string(nanoseconds: time),
       observedTimeUnixNano: observed, observedTime: ISO8601.string(nanoseconds: observed),
       signal: nil, registers: [], frames: [], modules: [],
-      resource: ProcessAttributes.resource(
-        pid: pid, executable: executable, appName: appName, appVersion: appVersion
-      )
-      .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session },
+      resource: resource(pid: pid, executable: executable, appName: appName, ring: ring),
       attributes: attributes,
       breadcrumbs: ring.map { TrailAttachment.summary($0, attachmentSize: trailSize) }
         ?? CrashReport.Trail(
@@ -323,26 +320,41 @@ package struct CrashReportBuilder {
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
     }
-    // Said on the report, so nobody takes the reading launch's machine for the crashed one's.
-    if sessionResource == nil {
-      report.resource[Self.unrecordedResourceKey] = "report"
-      // The session file was not written yet (a crash in the first milliseconds): the
-      // environment's service name and attributes still came with the ring.
-      if let environment = ring.flatMap({ EnvironmentResource.decoded($0.header.environmentResource) }) {
-        report.resource.merge(environment) { _, environment in environment }
-      }
-    }
-    if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
-    // A forked child's session (crumbs_fork.h): which process and session it came from.
-    if let parent = ring?.header.parentSessionID {
-      report.resource["crumbs.session.parent_id"] = parent.description
-    }
-    if let parentPID = ring?.header.parentPID { report.resource["process.parent_pid"] = String(parentPID) }
     if let trailSize {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))
     }
     return report
+  }
+
+  /// The session's resource: its process (`pid`, `executable`, `appName`, `appVersion`), over it
+  /// what it recorded while it ran (`sessionResource`) or, when it recorded none, the machine as
+  /// it is now with `unrecordedResourceKey` set to `measuredAt` (what was made then: a report, a
+  /// session summary) and the environment's resource the ring header carries. The reports of a
+  /// session and its session summary are sent with this.
+  package func resource(
+    pid: Int32, executable: String, appName: String, ring: RingContents?, measuredAt: String = "report"
+  ) -> [String: String] {
+    var resource = ProcessAttributes.resource(
+      pid: pid, executable: executable, appName: appName, appVersion: appVersion
+    )
+    .merging(sessionResource ?? ProcessAttributes.machine()) { _, session in session }
+    // Said on the report, so nobody takes the reading launch's machine for the crashed one's.
+    if sessionResource == nil {
+      resource[Self.unrecordedResourceKey] = measuredAt
+      // The session file was not written yet (a crash in the first milliseconds): the
+      // environment's service name and attributes still came with the ring.
+      if let environment = ring.flatMap({ EnvironmentResource.decoded($0.header.environmentResource) }) {
+        resource.merge(environment) { _, environment in environment }
+      }
+    }
+    if omitsHostName { resource[ProcessAttributes.hostNameKey] = nil }
+    // A forked child's session (crumbs_fork.h): which process and session it came from.
+    if let parent = ring?.header.parentSessionID {
+      resource["crumbs.session.parent_id"] = parent.description
+    }
+    if let parentPID = ring?.header.parentPID { resource["process.parent_pid"] = String(parentPID) }
+    return resource
   }
 
   /// Set to `report` when the session recorded no resource while it ran: its os.* and host.*

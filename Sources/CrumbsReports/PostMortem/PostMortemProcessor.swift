@@ -96,6 +96,12 @@ public struct PreviousSession: Sendable {
   public var parentSessionID: SessionID? = nil
   /// How it bears on a crash loop (CrashLoopEvidence.swift), set before `sessionEnded`.
   public var crashLoopStep: CrashLoopStep = .passes
+  /// The session's own `service.version` (its session file's, else its ring header's), whoever
+  /// processes it: its summary and counts go to this release, not the processing launch's.
+  public var appVersion: String? = nil
+  /// The session's own resource, as its report has it (CrashReportBuilder.resource; with
+  /// `crumbs.resource.measured_at` = `summary` when the session recorded none).
+  public var resource: [String: String] = [:]
 }
 
 /// The outcome of one run.
@@ -293,6 +299,17 @@ public struct PostMortemProcessor: Sendable {
     for name in replacedInRecord.map(SignalNames.name) where !session.replacedCrashSignals.contains(name) {
       session.replacedCrashSignals.append(name)
     }
+    var identity = CrashReportBuilder(
+      attributes: [:],
+      appVersion: Self.appVersion(
+        metadata: metadata, header: ring?.header, otherwise: appVersion), reportingSession: nil)
+    identity.sessionResource = metadata?.resource
+    identity.omitsHostName = !reportsHostName
+    session.appVersion = identity.appVersion
+    session.resource = identity.resource(
+      pid: ring?.header.pid ?? record!.pid,
+      executable: ring?.header.executable ?? record?.modules.first?.path ?? "",
+      appName: ring?.header.appName ?? "", ring: ring, measuredAt: "summary")
     func end(_ session: PreviousSession) -> PreviousSession {
       var session = session
       session.crashLoopStep = CrashLoopStep(
