@@ -226,7 +226,9 @@ import Testing
 
   @Test func nonFatalReportsAreSampledWhenMadeAndCrashesNever() throws {
     try ProcessWideState.exclusive {
-      for (rate, random, kept) in [(0.0, 0.0, false), (1.0, 0.999, true), (0.5, 0.25, true), (0.5, 0.75, false)] {
+      for (rate, random, kept) in [
+        (0.0, 0.0, false), (1.0, 0.999, true), (0.5, 0.25, true), (0.5, 0.75, false),
+      ] {
         let directory = TestDirectory()
         var configuration = nextLaunch(directory, server: nil)
         configuration.nonFatalSampleRate = rate
