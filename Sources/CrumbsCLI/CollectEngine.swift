@@ -16,7 +16,9 @@
 //
 // A directory whose app turned Crumbs off (`setEnabled(false)`: the `disabled` file) is still
 // processed, as the client processes it, but nothing is sent from it. The app's consent handler
-// lives in the app: the collector cannot ask it (docs/collector.md).
+// lives in the app: the collector cannot ask it, so from a directory whose app configured one
+// (ConsentFile: `required`) it sends nothing — reports stay pending, summaries queued — until
+// the user's standing consent (`always`) is recorded there (docs/collector.md).
 // Not signal-safe (an ordinary command-line program).
 
 import Crumbs
@@ -153,6 +155,14 @@ final class CollectEngine {
     if Syscall.fileExists(directory.path + "/disabled") {
       result.pending = 0
       if !quiet || !sessions.isEmpty { print(line + "not sent: the app turned Crumbs off in this directory") }
+      flushStandardOutput()
+      return result
+    }
+    if ConsentFile.state(directory.path) == .required {
+      result.pending = 0
+      if !quiet || !sessions.isEmpty {
+        print(line + "not sent: the app asks for consent and the user gave no standing consent")
+      }
       flushStandardOutput()
       return result
     }

@@ -17,7 +17,10 @@
 // processes and within this one; a busy lock means another deliverer is on it), keep the store
 // within its own limits (ReportStore.enforceLimits: StoreLimits, the store's eviction order),
 // then for each pending report in retryOrder and each destination not done with it: skip it if
-// not due; stop at the client-side rate limit; count the attempt in delivery.json; send; ask the
+// not due; stop at the client-side rate limit; before the report's first attempt in the pass, let
+// the delegate's willSend edit its trail or drop it (ReportDraft.swift: a dropped report is done
+// at every destination and moves to dropped/, never retried); count the attempt in
+// delivery.json; send; ask the
 // destination what the answer means (ReportDestination.verdict(on:to:)) and the retry policy
 // what that means for the next attempt (RetryPolicy.swift, which has the table: 2xx delivered,
 // 429 pauses the destination until Retry-After without counting the attempt, 408/5xx/no answer
@@ -196,6 +199,8 @@ public final class ReportUploader: Sendable {
       return true
     }
     var outgoing: CrashReport?
+    // The stored report as destinations read it: with the trail `willSend` edited, if it did.
+    var outgoingStored = stored
     var results: [DeliveryResult] = []
     for destination in destinations {
       if stopping() { break }
@@ -245,10 +250,17 @@ public final class ReportUploader: Sendable {
         finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
         return false
       }
-      if outgoing == nil { outgoing = delegate?.willSend(stored.report) ?? stored.report }
+      if outgoing == nil {
+        guard let prepared = prepare(stored, delegate: delegate) else {
+          droppedByApp(stored, &deliveryState, results: &results, into: &pass, delegate: delegate)
+          break
+        }
+        (outgoing, outgoingStored) = prepared
+      }
 
       let result = attempt(
-        stored, report: outgoing!, destination: destination, history: &history, now: now, delegate: delegate)
+        outgoingStored, report: outgoing!, destination: destination, history: &history, now: now,
+        delegate: delegate)
       deliveryState.destinations[destination.name] = history
       save(deliveryState, of: stored)
       results.append(result)
@@ -266,6 +278,39 @@ public final class ReportUploader: Sendable {
     }
     finish(stored, deliveryState, results: results, outgoing: outgoing, into: &pass)
     return true
+  }
+
+  /// The report and the stored report as the destinations are given them, after `willSend`
+  /// (ReportDraft); nil when the delegate dropped it.
+  private func prepare(_ stored: StoredReport, delegate: (any ReportUploaderDelegate)?)
+    -> (CrashReport, StoredReport)?
+  {
+    guard let delegate else { return (stored.report, stored) }
+    let draft = ReportDraft(stored: stored)
+    guard let edited = delegate.willSend(draft) else { return nil }
+    return edited.outgoing(from: stored, original: draft.breadcrumbs)
+  }
+
+  /// `willSend` dropped the report: every destination not done with it is done (dropped, with
+  /// ReportDraft.droppedReason), so `finish` moves it to dropped/ — never retried.
+  private func droppedByApp(
+    _ stored: StoredReport, _ deliveryState: inout DeliveryState, results: inout [DeliveryResult],
+    into pass: inout DeliveryPass, delegate: (any ReportUploaderDelegate)?
+  ) {
+    for destination in destinations {
+      var history = deliveryState.destinations[destination.name] ?? DeliveryState.Destination()
+      guard history.outcome == nil else { continue }
+      history.outcome = .dropped
+      history.lastError = ReportDraft.droppedReason
+      deliveryState.destinations[destination.name] = history
+      let result = DeliveryResult(
+        reportID: stored.report.id, destination: destination.name,
+        outcome: .dropped(reason: ReportDraft.droppedReason), attempts: history.attempts)
+      results.append(result)
+      pass.results.append(result)
+      delegate?.didFailSending(stored.report, result: result)
+    }
+    save(deliveryState, of: stored)
   }
 
   /// One counted attempt at one destination; updates `history`.

@@ -1,5 +1,5 @@
 // ReportUploaderDelegate.swift — the hooks into delivery, in the order a report meets them:
-// shouldSend → willSend → willSendRequest → serverDidRespond | serverDidFail → didSucceedSending
+// shouldSend → willSend (a ReportDraft: edit the trail, or drop) → willSendRequest → serverDidRespond | serverDidFail → didSucceedSending
 // | didFailSending (didReachLimit when the rate limit stops a pass). Queued events (session
 // summaries, DeliveryOutbox) meet shouldSend(event:) → willSendRequest → serverDid… too.
 // Not signal-safe.
@@ -24,7 +24,14 @@ public protocol ReportUploaderDelegate: AnyObject, Sendable {
   /// (consent: it leaves the machine too).
   func shouldSend(event: OutboxEvent) -> Bool
   /// The report as it will be encoded (e.g. with attributes added). Not written back to the store.
+  /// Called by the default `willSend(_: ReportDraft)`; implement that one to edit the trail or
+  /// drop the report.
   func willSend(_ report: CrashReport) -> CrashReport
+  /// The report and its breadcrumb trail as they will be encoded: remove or edit breadcrumbs
+  /// (`draft.breadcrumbs`) or the report; return nil to drop the report (moved to dropped/ with
+  /// `ReportDraft.droppedReason`, never retried; its DeliveryResults say `.dropped` with that
+  /// reason). Not written back to the store. Default: `willSend(draft.report)`, the trail as it is.
+  func willSend(_ draft: ReportDraft) -> ReportDraft?
   /// The request as it will go out (e.g. with a signature header).
   func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest
   /// A server answered (any status).
@@ -43,6 +50,11 @@ extension ReportUploaderDelegate {
   public func shouldSend(_ report: CrashReport) -> Bool { true }
   public func shouldSend(event: OutboxEvent) -> Bool { true }
   public func willSend(_ report: CrashReport) -> CrashReport { report }
+  public func willSend(_ draft: ReportDraft) -> ReportDraft? {
+    var draft = draft
+    draft.report = willSend(draft.report)
+    return draft
+  }
   public func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest { request }
   public func serverDidRespond(_ result: DeliveryResult) {}
   public func serverDidFail(_ failure: DeliveryFailure) {}

@@ -14,7 +14,7 @@ import FoundationEssentials
 #endif
 
 /// One breadcrumb as read back from a trail attachment.
-public struct TrailEntry: Sendable, Equatable, Decodable {
+public struct TrailEntry: Sendable, Equatable, Codable {
   /// ISO 8601 as stored: microseconds (milliseconds in trails written by older versions).
   public var timestamp: String
   public var id: UInt64
@@ -59,6 +59,8 @@ extension StoredReport {
   /// destination reads the trail through here, so a damaged one is left out, with the same
   /// reason, whatever the format.
   public func trailAttachment() throws(TrailProblem) -> [UInt8]? {
+    // A trail `willSend` edited (ReportDraft): empty means none is sent.
+    if let trailOverride { return trailOverride.isEmpty ? nil : trailOverride }
     guard let name = report.breadcrumbs.attachment else { return nil }
     let bytes: [UInt8]
     do {

@@ -1,6 +1,12 @@
 // CrumbsClient+Hooks.swift — the app's hooks: its delegate (which reports are processed, and
 // every uploader hook), and its consent to sending crash reports. The uploader reaches both
 // through UploaderBridge.
+//
+// Both may be given in CrumbsConfiguration (`delegate`, `consent`): the client's initializer puts
+// them in place before `start` begins any work on the previous sessions (processBacklog on the
+// caller's thread, then the background thread), so `shouldProcess` sees the previous session's
+// crash and nothing leaves before the handler answered. The setters below change them later.
+// A configured or set handler is recorded in the directory (ConsentFile), for `crumbs collect`.
 
 import CrumbsPlatform
 import Synchronization
@@ -14,6 +20,9 @@ public enum ConsentAnswer: String, Sendable, Codable {
   /// Send them and every later report without asking (persisted).
   case always
 }
+
+/// Asked before anything leaves the machine, with the reports about to be sent.
+public typealias ConsentHandler = @Sendable ([CrashReport]) -> ConsentAnswer
 
 /// The app's hooks. Requirements, as for `ReportUploaderDelegate` (whose hooks it inherits:
 /// `willSend`, `willSendRequest`, `serverDidRespond`, `serverDidFail`, `didReachLimit`,
@@ -29,25 +38,34 @@ extension CrumbsClientDelegate {
 }
 
 extension CrumbsClient {
-  /// The app's hooks; held weakly.
+  /// The app's hooks; held weakly (the one in `configuration.delegate` is held by the
+  /// configuration, and is in place from `start` on).
   public var delegate: (any CrumbsClientDelegate)? {
     get { state.withLock { $0.delegate } }
     set { state.withLock { $0.delegate = newValue } }
   }
 
   /// With a handler set, nothing leaves the machine without consent: before sending, the
-  /// handler receives the pending reports and answers. `.always` is persisted.
-  public func setConsentHandler(_ handler: (@Sendable ([CrashReport]) -> ConsentAnswer)?) {
+  /// handler receives the pending reports and answers. `.always` is persisted. To be sure nothing
+  /// leaves before the handler exists, configure it (`CrumbsConfiguration.consent`); this
+  /// changes it later.
+  public func setConsentHandler(_ handler: ConsentHandler?) {
     state.withLock { $0.consentHandler = handler }
+    if handler != nil { noteConsentRequired() }
     uploader?.wake()
   }
 
-  var consentPath: String { configuration.directory + "/consent" }
+  /// Records in the directory that consent is required (for `crumbs collect`).
+  func noteConsentRequired() {
+    do {
+      try ConsentFile.markRequired(configuration.directory)
+    } catch {
+      state.withLock { $0.problems.append("cannot record that consent is required: \(error)") }
+    }
+  }
 
   /// Whether the user answered `.always` (persisted).
-  public var hasStandingConsent: Bool {
-    (try? Syscall.readFile(consentPath, limit: 64)).map { String(decoding: $0, as: UTF8.self) } == "always\n"
-  }
+  public var hasStandingConsent: Bool { ConsentFile.state(configuration.directory) == .granted }
 
   /// Asks the consent handler (if any) about `report`; called on the uploader's thread.
   func consentToSend(_ report: CrashReport) -> Bool {
@@ -57,7 +75,7 @@ extension CrumbsClient {
     case .send:
       return true
     case .always:
-      try? Syscall.writeFileAtomically(consentPath, Array("always\n".utf8))
+      try? ConsentFile.grant(configuration.directory)
       return true
     case .dontSend:
       _ = try? store.drop(id: report.id, reason: "the user declined to send it")
@@ -74,7 +92,10 @@ final class UploaderBridge: ReportUploaderDelegate, @unchecked Sendable {
     guard let client else { return false }
     return client.consentToSend(report) && (client.delegate?.shouldSend(report) ?? true)
   }
-  func willSend(_ report: CrashReport) -> CrashReport { client?.delegate?.willSend(report) ?? report }
+  func willSend(_ draft: ReportDraft) -> ReportDraft? {
+    guard let delegate = client?.delegate else { return draft }
+    return delegate.willSend(draft)
+  }
   func willSendRequest(_ request: DeliveryRequest) -> DeliveryRequest {
     client?.delegate?.willSendRequest(request) ?? request
   }

@@ -32,12 +32,20 @@ extension CrumbsClient {
   func sendNonFatal(
     type: String, message: String, attributes extra: [String: String], attachments extraFiles: [String]
   ) -> StoredReport? {
-    guard isEnabled else { return nil }
+    guard isEnabled, keepsNonFatalReport() else { return nil }
     let addresses = CurrentThread.returnAddresses(limit: 128)
     let (builder, files) = liveReportBuilder(attributes: extra)
     let (report, attached) = builder.build(
       type: type, message: message, addresses: addresses, attachmentPaths: files + extraFiles)
     return storeLiveReport(report, attachments: attached)
+  }
+
+  /// Whether a non-fatal report made now is kept (`nonFatalSampleRate`); hangs do not ask.
+  func keepsNonFatalReport() -> Bool {
+    let rate = configuration.nonFatalSampleRate
+    guard !rate.isNaN, rate < 1 else { return true }
+    guard rate > 0 else { return false }
+    return configuration.nonFatalSampleRandom() < rate
   }
 
   /// A builder of reports of this live process (non-fatal, hang): the session's attributes with

@@ -80,7 +80,7 @@ public final class CrumbsClient: @unchecked Sendable {
 
   struct State {
     weak var delegate: (any CrumbsClientDelegate)?
-    var consentHandler: (@Sendable ([CrashReport]) -> ConsentAnswer)?
+    var consentHandler: ConsentHandler?
     var previous: PostMortemOutcome?
     /// What `processBacklog` did at start, joined to the background run's outcome.
     var backlog: PostMortemOutcome?
@@ -200,6 +200,13 @@ public final class CrumbsClient: @unchecked Sendable {
         store: store, destinations: destinations, settings: configuration.database,
         transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
     bridge.client = self
+    // Before any work on the previous sessions (processBacklog, the background thread): the
+    // configured hooks are in place from the first report on (CrumbsClient+Hooks.swift).
+    state.withLock {
+      $0.delegate = configuration.delegate
+      $0.consentHandler = configuration.consent
+    }
+    if configuration.consent != nil { noteConsentRequired() }
     watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }

@@ -112,6 +112,25 @@ public struct CrumbsConfiguration: Sendable {
   /// symbols of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
   public var symbolication = PostMortemProcessor.defaultSymbolication
 
+  /// The app's hooks (`shouldProcess`, `willSend`, …), in place before `start` processes the
+  /// previous sessions: a delegate set after `start` (`client.delegate`) may miss the previous
+  /// session's crash. Held strongly here (the client holds its configuration); `client.delegate`
+  /// replaces it later.
+  public var delegate: (any CrumbsClientDelegate)?
+  /// The consent handler, in place before anything could leave: with one configured, no report,
+  /// session summary or metric is sent before it answered `.send` (summaries and metrics: only
+  /// after `.always`). Recorded in the directory, so `crumbs collect` sends nothing from it
+  /// without standing consent (docs/collector.md). `client.setConsentHandler` changes it later.
+  public var consent: ConsentHandler?
+  /// The share of non-fatal reports kept (`send(error:)`, `send(message:)`,
+  /// `send(exceptionName:reason:)`), 0…1, default 1: each is kept with this probability, decided
+  /// when it is made (one sampled out is neither built nor stored, and `send` returns nil).
+  /// Crashes, abnormal ends and hangs are never sampled, and sessions are counted whatever it is.
+  /// Out of range is clamped; NaN keeps everything.
+  public var nonFatalSampleRate: Double = 1
+  /// Tests only: the random source of `nonFatalSampleRate`, a number in 0..<1.
+  package var nonFatalSampleRandom: @Sendable () -> Double = { Double.random(in: 0..<1) }
+
   /// The environment the OpenTelemetry variables are read from (nil: the process's). Honoured:
   /// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT and
   /// _LOGS_ENDPOINT, _HEADERS and _LOGS_HEADERS, _PROTOCOL (http/protobuf, http/json),

@@ -14,6 +14,9 @@ public struct StoredReport: Sendable {
   public var state: ReportState
   /// The report's folder.
   public var path: String
+  /// The trail to send instead of the stored attachment (LZ4 JSON Lines; empty: none), set by
+  /// delivery on its own copy when the app edited the trail in `willSend` (ReportDraft.swift).
+  package var trailOverride: [UInt8]? = nil
   /// `path/report.json`.
   public var reportPath: String { path + "/report.json" }
   /// Path of an attachment by name.

@@ -1,0 +1,33 @@
+import Crumbs
+import CrumbsTestChildC
+
+// Consent scenarios: apps whose configuration carries a consent handler.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let consentScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // client-consent-crash DIR: starts a client whose configuration has a consent handler (that
+  // answers `.dontSend`; it is never asked: nothing is delivered here), adds the breadcrumb
+  // "about to crash", prints "session SESSION" then "crashing", and dereferences null.
+  "client-consent-crash": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    var configuration = CrumbsConfiguration(directory: directory)
+    configuration.automaticBreadcrumbs = nil
+    configuration.hangs = nil
+    configuration.consent = { _ in .dontSend }
+    let client: CrumbsClient
+    do {
+      client = try CrumbsClient.start(configuration)
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+    client.addBreadcrumb("about to crash")
+    print("session \(client.sessionID)")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
+    return 71
+  }
+]
