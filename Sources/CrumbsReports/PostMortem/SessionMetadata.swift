@@ -44,10 +44,15 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   /// reported with these, not with what the reading launch would measure. Nil until the
   /// background work recorded them (and in files written before this field existed).
   package var resource: [String: String]?
+  /// The session's redaction rules (`CrumbsConfiguration.redaction`): whoever processes its end
+  /// (the next launch, `crumbs collect`) redacts its report with them. Nil in files written
+  /// before this field existed: the processor's own rules then apply.
+  package var redaction: Redaction?
 
-  package init(sessionID: SessionID, appVersion: String?) {
+  package init(sessionID: SessionID, appVersion: String?, redaction: Redaction? = nil) {
     self.sessionID = sessionID.description
     self.appVersion = appVersion
+    self.redaction = redaction
   }
 
   /// The JSON bytes of the file, at most `maxFileSize`: attributes (by key) and attachments are
@@ -59,6 +64,12 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
     head += ",\"replacedCrashSignals\":[" + Self.commaSeparated(replacedCrashSignals.map(jsonQuoted)) + "]"
+    if let redaction {
+      head +=
+        ",\"redaction\":{\"keys\":[" + Self.commaSeparated(redaction.keys.map(jsonQuoted))
+        + "],\"valuePatterns\":[" + Self.commaSeparated(redaction.valuePatterns.map(jsonQuoted))
+        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)}"
+    }
     var resourceOmitted = 0
     if let resource {
       // The machine's facts are well under a kilobyte; an environment's attributes could be
