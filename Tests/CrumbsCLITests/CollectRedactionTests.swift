@@ -31,9 +31,13 @@ import Testing
     // The crash and the non-fatal report the child stored both went out, with their trails.
     #expect(try Syscall.directoryEntries(crumbs + "/reports/sent").count == 2, "stdout: \(result.stdout)")
     #expect(received.contains { $0.contains("\"message\":\"login token=") }, "\(received.count) texts")
+    // The crash alone: the collector's defaults would redact it; the session's rules decide.
+    let crashSent = try textsReceived(by: server, reportKind: "crash")
+    #expect(!crashSent.isEmpty)
     for secret in ["hunter2", "abc123", "xyzSECRET"] {
       #expect(received.contains { $0.contains(secret) } == !redacting, "\(secret) sent")
       #expect(stored.contains { $0.contains(secret) } == !redacting, "\(secret) stored")
+      #expect(crashSent.contains { $0.contains(secret) } == !redacting, "\(secret) sent with the crash")
     }
   }
 }

@@ -7,13 +7,27 @@ import CrumbsPlatform
 import CrumbsTestSupport
 
 /// Every request body as text, and the trail of each logs request as the official decoder
-/// decompressed it.
-package func textsReceived(by server: LoopbackHTTPServer) throws -> [String] {
+/// decompressed it; with `reportKind`, only the logs requests carrying a report of that kind
+/// (`crumbs.report.kind`: a crash's id is its session's, which other reports carry too).
+package func textsReceived(by server: LoopbackHTTPServer, reportKind: String? = nil) throws -> [String] {
   var texts: [String] = []
   for request in server.requests {
-    texts.append(String(decoding: request.body, as: UTF8.self))
-    guard request.target.hasSuffix("/v1/logs") else { continue }
-    if let trail = try decodeOTLP(request.body)["trail_jsonl"] as? String { texts.append(trail) }
+    let body = String(decoding: request.body, as: UTF8.self)
+    guard request.target.hasSuffix("/v1/logs") else {
+      if reportKind == nil { texts.append(body) }
+      continue
+    }
+    let decoded = try decodeOTLP(request.body)
+    if let reportKind {
+      let records = decoded["records"] as? [[String: Any]] ?? []
+      guard
+        records.contains(where: {
+          ($0["attributes"] as? [String: Any])?["crumbs.report.kind"] as? String == reportKind
+        })
+      else { continue }
+    }
+    texts.append(body)
+    if let trail = decoded["trail_jsonl"] as? String { texts.append(trail) }
   }
   return texts
 }

@@ -60,8 +60,14 @@ import Testing
         #expect(sentWith == !redacting, "\(secret) sent: \(sentWith)")
         #expect(storedWith == !redacting, "\(secret) stored: \(storedWith)")
       }
+      // The crash alone (processed by this default-rules client): its session's own rules decide.
+      let crash = try #require(sent.first { $0.kind == .crash })
+      let crashSent = try textsReceived(by: server, reportKind: "crash")
+      #expect(!crashSent.isEmpty)
+      for secret in Self.secrets {
+        #expect(crashSent.contains { $0.contains(secret) } == !redacting, "\(secret) sent with the crash")
+      }
       if redacting {
-        let crash = try #require(sent.first { $0.kind == .crash })
         #expect(crash.exceptionMessage.contains("Authorization: [redacted]"), "\(crash.exceptionMessage)")
         #expect(crash.attributes["db.password"] == "[redacted]")
         #expect(received.contains { $0.contains("login token=[redacted]") })
