@@ -1,7 +1,8 @@
 // SessionMetadata.swift — what a session said about itself while it ran, kept next to its ring
 // as `rings/<session>.session.json` (RingDirectory.sessionFilePath(forRing:)), so that the next
 // launch reports the session's crash or abnormal end with that session's release, attributes
-// and attachments, not its own, and can say when another handler had taken a crash signal.
+// and attachments, not its own, can say when another handler had taken a crash signal, and
+// redacts the report with the session's own redaction rules (Redaction.swift).
 //
 // Entry points, in call order:
 //   SessionMetadata(sessionID:appVersion:)   what the client knows at start
