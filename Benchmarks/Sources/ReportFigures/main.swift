@@ -6,6 +6,9 @@
 //                   record, symbolicate 64+ frames, LZ4 the trail, store (goal ≤ 50 ms)
 //   LZ4             compressing the trail's JSON Lines, against `lz4 -b1` on the same bytes
 //   non-fatal       a report from call to stored with a full 1 MiB ring (goal ≤ 5 ms)
+//   redaction       the default rules (and with an e-mail pattern) on a full 1 MiB ring's trail,
+//                   against the trail encoded without them, and a non-fatal report with
+//                   redaction on and off (`Redaction.off`), in the same run
 // (CrumbsClient.start is measured by ProcessFigures, in a fresh process as an application
 // starts it.)
 //
@@ -211,8 +214,54 @@ for _ in 0..<max(rounds, 15) {
   sendCPUTimes.append(Double(threadCPUNanoseconds() - startedCPU))
   sendTimes.append(Double(monotonicNanoseconds() - started))
 }
+// Redaction on the trail: the default rules, and with an e-mail pattern (Swift Regex), against
+// the trail's encoding and LZ4 alone; every tenth breadcrumb carries a secret.
+for index in 0..<client.ring.slotCount where index % 10 == 0 {
+  client.ring.append(
+    "POST /login?token=t\(index)&next=/home/alice/app answered 302 for alice@example.com", level: .info,
+    type: .http, attributes: ["password": "p\(index)", "user": "alice"])
+}
+let redactedRing = client.ring.snapshot().breadcrumbs
+func trailMedian(_ rules: Redaction?) -> Double {
+  var times: [Double] = []
+  for _ in 0..<15 {
+    let started = threadCPUNanoseconds()
+    _ = try? TrailAttachment.make(rules.map { $0.redacting(redactedRing) } ?? redactedRing)
+    times.append(Double(threadCPUNanoseconds() - started))
+  }
+  return median(times)
+}
+let trailAlone = trailMedian(nil)
+let trailRedacted = trailMedian(Redaction())
+let trailWithPattern = trailMedian(Redaction(valuePatterns: [Redaction.emailAddresses]))
+print(
+  "  redaction of a full 1 MiB ring's trail (\(redactedRing.count) breadcrumbs): default rules +\(milliseconds(trailRedacted - trailAlone)) CPU, "
+    + "with an e-mail pattern +\(milliseconds(trailWithPattern - trailAlone)) (trail JSON + LZ4 alone: \(milliseconds(trailAlone)))"
+)
+BenchSummary.record(
+  "redaction, full 1 MiB ring's trail (default rules)", "+\(milliseconds(trailRedacted - trailAlone)) CPU",
+  goal: "", met: nil)
 client.close()
 try? FileManager.default.removeItem(atPath: directory)
+// A non-fatal report with redaction off, same ring contents: the difference is redaction's.
+let offDirectory = temporaryDirectory("nonfatal-off")
+var offConfiguration = CrumbsConfiguration(directory: offDirectory)
+offConfiguration.redaction = .off
+let offClient = try CrumbsClient.start(offConfiguration, shared: false)
+offClient.waitForPreviousSessions()
+fill(offClient.ring, count: 2 * offClient.ring.slotCount)
+_ = offClient.send(error: FiguresError())
+var offCPUTimes: [Double] = []
+for _ in 0..<max(rounds, 15) {
+  let startedCPU = threadCPUNanoseconds()
+  _ = offClient.send(error: FiguresError())
+  offCPUTimes.append(Double(threadCPUNanoseconds() - startedCPU))
+}
+offClient.close()
+try? FileManager.default.removeItem(atPath: offDirectory)
+print(
+  "  non-fatal report CPU, redaction on / off (same run): \(milliseconds(median(sendCPUTimes))) / \(milliseconds(median(offCPUTimes)))"
+)
 print(
   "  non-fatal report, call → stored (1 MiB ring): \(milliseconds(median(sendTimes))) wall, \(milliseconds(median(sendCPUTimes))) CPU  (goal ≤ 5 ms; the first, which parses symbol tables: \(milliseconds(firstSend)))"
 )

@@ -65,6 +65,7 @@ extension CrumbsClient {
       attachmentSizeLimit: configuration.attachmentSizeLimit, symbolicator: liveSymbolicator)
     builder.sessionResource = recorded ?? measuredResource()
     builder.omitsHostName = !configuration.reportsHostName
+    builder.redaction = configuration.redaction
     return (builder, globalFiles)
   }
 

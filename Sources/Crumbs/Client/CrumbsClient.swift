@@ -189,7 +189,9 @@ public final class CrumbsClient: @unchecked Sendable {
     session = Mutex(
       SessionFile(
         path: RingDirectory.sessionFilePath(forRing: ring.path),
-        metadata: SessionMetadata(sessionID: ring.sessionID, appVersion: configuration.appVersion)))
+        metadata: SessionMetadata(
+          sessionID: ring.sessionID, appVersion: configuration.appVersion, redaction: configuration.redaction)
+      ))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
     let destinations = configuration.resolvedDestinations(otel)
@@ -210,6 +212,10 @@ public final class CrumbsClient: @unchecked Sendable {
     watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
+    if !configuration.redaction.valuePatterns.isEmpty {
+      let invalid = configuration.redaction.invalidPatterns
+      if !invalid.isEmpty { state.withLock { $0.problems += invalid } }
+    }
     if !Self.persistedEnabled(configuration.directory) {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler

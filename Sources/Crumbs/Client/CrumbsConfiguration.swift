@@ -81,6 +81,14 @@ public struct CrumbsConfiguration: Sendable {
   /// `hostname` made from it). False keeps the host name out of everything Crumbs stores and
   /// sends, crash reports made by the next launch included.
   public var reportsHostName = true
+  /// Personal data scrubbed on the device when a report is built (never when a breadcrumb is
+  /// appended: the ring keeps what was appended, and stays on the device): values of attributes
+  /// whose key contains `password`, `passwd`, `secret`, `token`, `api_key`, `authorization`,
+  /// `cookie` or `set-cookie` (case-insensitive), the values of such `key=value` / `key: value`
+  /// pairs in messages, matches of `valuePatterns`, and home directories in paths (`~/…`).
+  /// Recorded in the session file, so `crumbs collect` applies this session's rules.
+  /// `Redaction.off` turns it off. What it does not catch: README "Redaction".
+  public var redaction = Redaction()
   /// Whether `crumbs threads PID` may ask this process for a dump of its threads: a real-time
   /// signal nobody handles is taken at start and named in the ring's header, and a thread
   /// sleeping in poll answers (docs/client.md#thread-dumps). False takes no signal.

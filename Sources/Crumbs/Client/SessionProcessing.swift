@@ -16,7 +16,7 @@ import CrumbsPlatform
 
 extension CrumbsConfiguration {
   /// The post-mortem processor for this configuration's directory: its symbolication, OOM
-  /// detection, host name and attachment limit, and each ended session counted
+  /// detection, host name, attachment limit and redaction, and each ended session counted
   /// (SessionMetricsFile), its summary queued (SessionSummaryQueue) and its crash-loop step
   /// tallied (CrashLoopTally) before its files go.
   /// `problem` hears what could not be counted.
@@ -28,6 +28,9 @@ extension CrumbsConfiguration {
     processor.reportsAbnormalTerminations = detectOOM
     processor.reportsHostName = reportsHostName
     processor.attachmentSizeLimit = attachmentSizeLimit
+    // For sessions that left no rules of their own (no session file): the collector, which
+    // does not know the app's configuration, applies the defaults.
+    processor.redaction = redaction
     let path = self.directory
     processor.sessionEnded = { session in
       do {

@@ -35,6 +35,9 @@
 //                                       finished after SIGTERM, CPU hard limit:
 //                                       CrashReportBuilder+UncleanEnds.swift)
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
+//     → Redactor                    the session's redaction rules (its session file's, else
+//                                   `redaction`) on the trail before it is encoded, then on the
+//                                   report (Redaction.swift)
 //     → ReportStore.store           report.json + breadcrumbs.jsonl.lz4 + the session's
 //                                   attachments, idempotent per session
 //     → sessionEnded(session)       the caller counts it (before the files go: see sessionEnded),
@@ -158,6 +161,10 @@ public struct PostMortemProcessor: Sendable {
   public var reportsAbnormalTerminations = true
   /// Whether reports name the machine (`host.name`); false leaves it out of every report made.
   public var reportsHostName = true
+  /// What is scrubbed from the reports of sessions that left no rules of their own in their
+  /// session file (SessionMetadata.redaction): those that left no file, or one written before
+  /// redaction existed. Default: `Redaction()` (the default keys, home directories).
+  public var redaction = Redaction()
   /// Asked before a report is stored (the client's `shouldProcess`); false skips it, and the
   /// session's files are removed as processed.
   public var shouldStore: @Sendable (CrashReport) -> Bool = { _ in true }
@@ -344,6 +351,10 @@ public struct PostMortemProcessor: Sendable {
       session.end = .abnormalTermination
       return session
     }
+    // Redacted before the trail is encoded and the report built (Redaction.swift), with the
+    // rules the session ran with, else the processor's.
+    let redactor = (metadata?.redaction ?? redaction).redactor()
+    ring = ring.map(redactor.contents)
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
       var builder = CrashReportBuilder(
@@ -373,6 +384,8 @@ public struct PostMortemProcessor: Sendable {
       if let count = crashLoopCounts[sessionID] {
         report.attributes[CrashLoopStep.attributeKey] = .string(String(count))
       }
+      redactor.report(&report)
+      report.damage += redactor.problems
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if report.kind == .abnormalTermination {
         session.uncleanEndCause = UncleanEndCause(exceptionType: report.exceptionType)

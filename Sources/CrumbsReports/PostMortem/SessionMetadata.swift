@@ -1,7 +1,8 @@
 // SessionMetadata.swift — what a session said about itself while it ran, kept next to its ring
 // as `rings/<session>.session.json` (RingDirectory.sessionFilePath(forRing:)), so that the next
 // launch reports the session's crash or abnormal end with that session's release, attributes
-// and attachments, not its own, and can say when another handler had taken a crash signal.
+// and attachments, not its own, can say when another handler had taken a crash signal, and
+// redacts the report with the session's own redaction rules (Redaction.swift).
 //
 // Entry points, in call order:
 //   SessionMetadata(sessionID:appVersion:)   what the client knows at start
@@ -45,10 +46,15 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   /// reported with these, not with what the reading launch would measure. Nil until the
   /// background work recorded them (and in files written before this field existed).
   package var resource: [String: String]?
+  /// The session's redaction rules (`CrumbsConfiguration.redaction`): whoever processes its end
+  /// (the next launch, `crumbs collect`) redacts its report with them. Nil in files written
+  /// before this field existed: the processor's own rules then apply.
+  package var redaction: Redaction?
 
-  package init(sessionID: SessionID, appVersion: String?) {
+  package init(sessionID: SessionID, appVersion: String?, redaction: Redaction? = nil) {
     self.sessionID = sessionID.description
     self.appVersion = appVersion
+    self.redaction = redaction
   }
 
   /// The JSON bytes of the file, at most `maxFileSize`: attributes (by key) and attachments are
@@ -60,6 +66,12 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
     head += ",\"replacedCrashSignals\":[" + Self.commaSeparated(replacedCrashSignals.map(jsonQuoted)) + "]"
+    if let redaction {
+      head +=
+        ",\"redaction\":{\"keys\":[" + Self.commaSeparated(redaction.keys.map(jsonQuoted))
+        + "],\"valuePatterns\":[" + Self.commaSeparated(redaction.valuePatterns.map(jsonQuoted))
+        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)}"
+    }
     var resourceOmitted = 0
     if let resource {
       // The machine's facts are well under a kilobyte; an environment's attributes could be

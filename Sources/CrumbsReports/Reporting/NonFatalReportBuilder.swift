@@ -1,7 +1,7 @@
 // NonFatalReportBuilder.swift — reports of the live process: an error the app survived, or a
 // hang its watchdog saw (every thread), become reports like a crash's: the stack (symbolicated
 // against the live process's modules), attributes, attachments within the size limit, and a
-// snapshot of the breadcrumb trail. Not signal-safe.
+// snapshot of the breadcrumb trail, redacted (Redaction.swift). Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsRecorder
@@ -55,6 +55,8 @@ package struct NonFatalReportBuilder {
   package var sessionResource: [String: String]?
   /// Leaves `host.name` out of the report (`CrumbsConfiguration.reportsHostName` false).
   package var omitsHostName = false
+  /// What is scrubbed from the trail and the report (`CrumbsConfiguration.redaction`).
+  package var redaction = Redaction()
 
   package init(
     ring: BreadcrumbRing, attributes: [String: AttributeValue], appName: String, appVersion: String?,
@@ -87,7 +89,9 @@ package struct NonFatalReportBuilder {
     modules: [LoadedModule], thread: (id: Int, name: String?), threads: [CrashReport.Thread]? = nil,
     attachmentPaths: [String]
   ) -> (CrashReport, [(name: String, bytes: [UInt8])]) {
-    let contents = ring.snapshot()
+    // Redacted before the trail is encoded and the report built (Redaction.swift).
+    let redactor = redaction.redactor()
+    let contents = redactor.contents(ring.snapshot())
     var files: [(name: String, bytes: [UInt8])] = []
     var trailSize: Int?
     if let trail = try? TrailAttachment.make(contents.breadcrumbs) {
@@ -113,6 +117,8 @@ package struct NonFatalReportBuilder {
     // The span current when it was made, given as the reserved attributes (CrumbsTracing).
     report.trace = TraceContext(attributes: attributes.strings)
     if omitsHostName { report.resource[ProcessAttributes.hostNameKey] = nil }
+    redactor.report(&report)
+    report.damage += redactor.problems
     if let trailSize {
       report.attachments.append(
         .init(name: TrailAttachment.name, contentType: TrailAttachment.contentType, size: trailSize))

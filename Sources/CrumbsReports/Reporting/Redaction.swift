@@ -1,0 +1,407 @@
+// Redaction.swift — personal data scrubbed on the device, when a report is built (issue 25):
+// the one redaction function every report builder uses. Never on the append path: the ring keeps
+// the raw bytes the app appended (the file stays on the device, 0600), and what leaves it — the
+// trail attachment, the report's attributes, resource and messages — is redacted here.
+//
+// Rules (`Redaction`, `CrumbsConfiguration.redaction`; on by default):
+//   keys                an attribute whose key contains one of them (ASCII case-insensitive,
+//                       `-` and `_` alike, substring: `tokenizer` and `csrf_token` match `token`)
+//                       has its value replaced by `[redacted]`; inside free text, the value of a
+//                       `key=value` or `key: value` pair whose key matches so (quoted, JSON-ish,
+//                       URL query, an HTTP authorization scheme and its credential)
+//   valuePatterns       regular expressions (Swift Regex, no Foundation); every match replaced
+//   shortensHomeDirectories  `/home/alice/…`, `/Users/alice/…` → `~/…`, `/root/…` → `~/…`, as
+//                       the Swift backtracer's `sanitize` does: in frames' files and modules, the
+//                       modules' paths, the resource (executable path) and every message
+//
+// Entry points, in call order:
+//   Redaction.redactor()          the rules compiled once per report (patterns that do not
+//                                 compile are skipped and named in `problems`)
+//   Redactor.contents(_:)         a ring's breadcrumbs (messages, attribute values) before the
+//                                 trail attachment is encoded and the report built from them:
+//                                 PostMortemProcessor.process (crash, abnormal end: the client's
+//                                 next launch and `crumbs collect`), NonFatalReportBuilder.build
+//                                 (non-fatal and hang reports)
+//   Redactor.report(_:)           the built report: attributes, resource, exception message,
+//                                 evidence and damage, the trail's last message, the trace
+//                                 breadcrumb's message, frames' and modules' paths, every
+//                                 thread's frames; the same two builders
+//   Redactor.text(_:), value(_:key:)   one string: what the two above apply, and the tests' entry
+//   Redaction.redacting(_:)       the same for an app (breadcrumbs, text) and the benchmarks
+//
+// The post-mortem processor redacts with the rules the crashed session ran with (persisted in
+// its session file, SessionMetadata.redaction), else with its own (`PostMortemProcessor.redaction`:
+// the client's configuration, or the defaults in `crumbs collect`). Thread dumps (`crumbs
+// threads`) carry addresses and module paths only and never leave the machine: not redacted.
+// Not signal-safe.
+
+import CrumbsRecorder
+
+/// What is scrubbed from reports before they are stored or sent (see the file's comment).
+public struct Redaction: Sendable, Equatable, Codable {
+  /// The default keys: `password`, `passwd`, `secret`, `token`, `api_key`, `authorization`,
+  /// `cookie`, `set-cookie`.
+  public static let defaultKeys = [
+    "password", "passwd", "secret", "token", "api_key", "authorization", "cookie", "set-cookie",
+  ]
+  /// What a redacted value becomes.
+  public static let replacement = "[redacted]"
+  /// A pattern for e-mail addresses, for `valuePatterns`.
+  public static let emailAddresses = #"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"#
+  /// Nothing redacted.
+  public static let off = Redaction(keys: [], valuePatterns: [], shortensHomeDirectories: false)
+
+  /// Keys whose values are redacted, in attributes and in `key=value` / `key: value` pairs of
+  /// free text (ASCII case-insensitive, `-` and `_` alike, substring of the key).
+  public var keys: [String]
+  /// Regular expressions (Swift `Regex` syntax); every match in a message or attribute value is
+  /// replaced. None by default; `Redaction.emailAddresses` is one.
+  public var valuePatterns: [String]
+  /// `/home/NAME/…`, `/Users/NAME/…` and `/root/…` become `~/…`.
+  public var shortensHomeDirectories: Bool
+
+  public init(
+    keys: [String] = Redaction.defaultKeys, valuePatterns: [String] = [], shortensHomeDirectories: Bool = true
+  ) {
+    self.keys = keys
+    self.valuePatterns = valuePatterns
+    self.shortensHomeDirectories = shortensHomeDirectories
+  }
+
+  /// Whether these rules change nothing.
+  public var isOff: Bool {
+    !shortensHomeDirectories && valuePatterns.isEmpty && keys.allSatisfy { Redactor.normalized($0).isEmpty }
+  }
+
+  /// The rules compiled for one report (or a batch of them).
+  package func redactor() -> Redactor { Redactor(self) }
+
+  /// `breadcrumbs` as a report's trail holds them under these rules (for an app's own checks,
+  /// or a hook that edits a report).
+  public func redacting(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] { redactor().breadcrumbs(breadcrumbs) }
+
+  /// `text` as a report's messages hold it under these rules.
+  public func redacting(_ text: String) -> String { redactor().text(text) }
+
+  /// The patterns that are not regular expressions, each with why: the client names them in
+  /// its `problems` at start (they are skipped, the rest still applies).
+  public var invalidPatterns: [String] { Redactor(self).problems }
+}
+
+/// The rules of a `Redaction`, compiled: keys normalized, patterns parsed. Not Sendable (Swift's
+/// Regex is not): one per report build.
+package struct Redactor {
+  private let keys: [[UInt8]]
+  private let patterns: [Regex<AnyRegexOutput>]
+  private let homes: Bool
+  /// Patterns that did not compile, with the reason.
+  package let problems: [String]
+  /// Changes nothing (`Redaction.off`): every entry point returns its input.
+  package let isIdentity: Bool
+
+  package init(_ rules: Redaction) {
+    keys = rules.keys.map { Self.normalized($0) }.filter { !$0.isEmpty }
+    var patterns: [Regex<AnyRegexOutput>] = []
+    var problems: [String] = []
+    for source in rules.valuePatterns {
+      do {
+        patterns.append(try Regex(source))
+      } catch {
+        problems.append("redaction pattern \(source) is not a regular expression (\(error)): skipped")
+      }
+    }
+    self.patterns = patterns
+    self.problems = problems
+    homes = rules.shortensHomeDirectories
+    isIdentity = keys.isEmpty && patterns.isEmpty && !homes
+  }
+
+  // MARK: - Reports and breadcrumbs
+
+  /// A ring's contents with every breadcrumb's message and attribute values redacted.
+  package func contents(_ contents: RingContents) -> RingContents {
+    guard !isIdentity else { return contents }
+    var contents = contents
+    contents.breadcrumbs = breadcrumbs(contents.breadcrumbs)
+    return contents
+  }
+
+  /// Breadcrumbs with their messages and attribute values redacted (keys are kept).
+  package func breadcrumbs(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
+    guard !isIdentity else { return breadcrumbs }
+    return breadcrumbs.map { breadcrumb in
+      var breadcrumb = breadcrumb
+      breadcrumb.message = text(breadcrumb.message)
+      for index in breadcrumb.attributes.indices {
+        let attribute = breadcrumb.attributes[index]
+        breadcrumb.attributes[index].value = value(attribute.value, key: attribute.key)
+      }
+      return breadcrumb
+    }
+  }
+
+  /// The report with everything a person's data may be in redacted (see the file's comment);
+  /// function names and symbols are code, not data, and kept.
+  package func report(_ report: inout CrashReport) {
+    guard !isIdentity else { return }
+    report.exceptionMessage = text(report.exceptionMessage)
+    report.exceptionStacktrace = path(report.exceptionStacktrace)
+    report.attributes = attributes(report.attributes)
+    report.resource = attributes(report.resource)
+    report.evidence = report.evidence.map(text)
+    report.damage = report.damage.map(text)
+    report.breadcrumbs.lastMessage = report.breadcrumbs.lastMessage.map(text)
+    if let message = report.traceBreadcrumb?.message { report.traceBreadcrumb?.message = text(message) }
+    report.frames = frames(report.frames)
+    for index in report.modules.indices { report.modules[index].path = path(report.modules[index].path) }
+    if var threads = report.threads {
+      for index in threads.indices { threads[index].frames = frames(threads[index].frames) }
+      report.threads = threads
+    }
+  }
+
+  private func frames(_ frames: [CrashReport.Frame]) -> [CrashReport.Frame] {
+    guard homes else { return frames }
+    return frames.map { frame in
+      var frame = frame
+      frame.file = frame.file.map(path)
+      frame.module = frame.module.map(path)
+      return frame
+    }
+  }
+
+  /// Attributes with the values of matching keys replaced and the others' text redacted.
+  package func attributes(_ attributes: [String: String]) -> [String: String] {
+    guard !isIdentity else { return attributes }
+    var result = attributes
+    for (key, value) in attributes { result[key] = self.value(value, key: key) }
+    return result
+  }
+
+  // MARK: - Strings
+
+  /// One attribute's value: `[redacted]` when its key matches, else its text redacted.
+  package func value(_ value: String, key: String) -> String {
+    guard !isIdentity else { return value }
+    if matches(key: Array(key.utf8)[...]) { return Redaction.replacement }
+    return text(value)
+  }
+
+  /// Free text: the values of sensitive `key=value` / `key: value` pairs, home directories and
+  /// pattern matches replaced.
+  package func text(_ text: String) -> String {
+    guard !isIdentity else { return text }
+    var result = keys.isEmpty ? text : pairsRedacted(text)
+    if homes { result = path(result) }
+    for pattern in patterns { result = result.replacing(pattern, with: Redaction.replacement) }
+    return result
+  }
+
+  /// Home directories shortened (only that: for paths and stack text).
+  package func path(_ text: String) -> String {
+    guard homes, text.utf8.contains(Byte.slash) else { return text }
+    let bytes = Array(text.utf8)
+    var out: [UInt8] = []
+    var copied = 0
+    var index = 0
+    while index < bytes.count {
+      guard bytes[index] == Byte.slash, index == 0 || !Self.isPathByte(bytes[index - 1]) else {
+        index += 1
+        continue
+      }
+      var end: Int?
+      if let user = Self.after(bytes, at: index, prefix: Self.homePrefix)
+        ?? Self.after(bytes, at: index, prefix: Self.usersPrefix)
+      {
+        var stop = user
+        while stop < bytes.count, !Self.endsUserName(bytes[stop]) { stop += 1 }
+        if stop > user { end = stop }
+      } else if let stop = Self.after(bytes, at: index, prefix: Self.rootPrefix),
+        stop == bytes.count || !Self.isPathByte(bytes[stop])
+      {
+        end = stop
+      }
+      guard let end else {
+        index += 1
+        continue
+      }
+      out += bytes[copied..<index]
+      out.append(Byte.tilde)
+      copied = end
+      index = end
+    }
+    guard copied > 0 else { return text }
+    out += bytes[copied...]
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The text with the value of every sensitive `key=value` / `key: value` pair replaced.
+  private func pairsRedacted(_ text: String) -> String {
+    guard text.utf8.contains(where: { $0 == Byte.equals || $0 == Byte.colon }) else { return text }
+    let bytes = Array(text.utf8)
+    var out: [UInt8] = []
+    var copied = 0
+    var index = 0
+    while index < bytes.count {
+      let byte = bytes[index]
+      guard byte == Byte.equals || byte == Byte.colon else {
+        index += 1
+        continue
+      }
+      // `::` is a scope (C++, Swift's demangled names), not a pair.
+      if byte == Byte.colon,
+        (index + 1 < bytes.count && bytes[index + 1] == Byte.colon)
+          || (index > 0 && bytes[index - 1] == Byte.colon)
+      {
+        index += 1
+        continue
+      }
+      // The key: the word before the separator, past spaces and a closing quote (`"token": …`,
+      // `\"token\":…` inside escaped JSON).
+      var keyEnd = index
+      while keyEnd > copied, Self.isBlank(bytes[keyEnd - 1]) { keyEnd -= 1 }
+      if keyEnd > copied, Self.isQuote(bytes[keyEnd - 1]) { keyEnd -= 1 }
+      if keyEnd > copied, bytes[keyEnd - 1] == Byte.backslash { keyEnd -= 1 }
+      var keyStart = keyEnd
+      while keyStart > copied, Self.isKeyByte(bytes[keyStart - 1]) { keyStart -= 1 }
+      let key = bytes[keyStart..<keyEnd]
+      // A cookie header's value is every cookie to the end of the line (`a=1; b=2`).
+      guard keyStart < keyEnd, matches(key: key),
+        let value = Self.valueSpan(
+          bytes, from: index + 1, toLineEnd: Self.contains(Self.normalized(key), Self.cookie))
+      else {
+        index += 1
+        continue
+      }
+      out += bytes[copied..<value.lowerBound]
+      out += Self.replacementBytes
+      copied = value.upperBound
+      index = max(value.upperBound, index + 1)
+    }
+    guard copied > 0 else { return text }
+    out += bytes[copied...]
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The value after a separator at `start`: past blanks, inside its quotes when quoted (to the
+  /// end when the quote is not closed), else up to a delimiter; an HTTP authorization scheme
+  /// (`Bearer xyz`) takes the credential after it too. Nil when empty or already redacted.
+  private static func valueSpan(_ bytes: [UInt8], from start: Int, toLineEnd: Bool) -> Range<Int>? {
+    var start = start
+    while start < bytes.count, isBlank(bytes[start]) { start += 1 }
+    guard start < bytes.count else { return nil }
+    if bytes[start...].starts(with: replacementBytes) { return nil }
+    // Quoted: `"a b"`, `'a b'`, `\"a b\"` (escaped JSON inside a message).
+    var quote: [UInt8]?
+    if isQuote(bytes[start]) {
+      quote = [bytes[start]]
+    } else if bytes[start] == Byte.backslash, start + 1 < bytes.count, isQuote(bytes[start + 1]) {
+      quote = [Byte.backslash, bytes[start + 1]]
+    }
+    if let quote {
+      let inside = start + quote.count
+      var end = inside
+      while end < bytes.count, !bytes[end...].starts(with: quote) {
+        // A backslash escapes the next byte in an unescaped quoted string.
+        end += quote.count == 1 && bytes[end] == Byte.backslash ? 2 : 1
+      }
+      end = min(end, bytes.count)
+      return end > inside ? inside..<end : nil
+    }
+    var end = start
+    if toLineEnd {
+      while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D { end += 1 }
+      return start..<end
+    }
+    while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
+    guard end > start else { return nil }
+    if authorizationSchemes.contains(lowercased(bytes[start..<end])), end + 1 < bytes.count,
+      bytes[end] == Byte.space, !isDelimiter(bytes[end + 1])
+    {
+      end += 1
+      while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
+    }
+    return start..<end
+  }
+
+  /// Whether `key` contains one of the keys (normalized alike).
+  private func matches(key: ArraySlice<UInt8>) -> Bool {
+    guard !keys.isEmpty, !key.isEmpty else { return false }
+    let normalized = Self.normalized(key)
+    return keys.contains { Self.contains(normalized, $0) }
+  }
+
+  private static func contains(_ bytes: [UInt8], _ wanted: [UInt8]) -> Bool {
+    guard wanted.count <= bytes.count else { return false }
+    for start in 0...(bytes.count - wanted.count)
+    where bytes[start..<start + wanted.count].elementsEqual(wanted) {
+      return true
+    }
+    return false
+  }
+
+  /// ASCII lowercase, `-` as `_`: how keys are compared.
+  static func normalized<Bytes: Sequence<UInt8>>(_ key: Bytes) -> [UInt8] {
+    key.map { byte in
+      if byte == Byte.hyphen { return Byte.underscore }
+      return byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+    }
+  }
+
+  static func normalized(_ key: String) -> [UInt8] { normalized(key.utf8) }
+
+  private static func lowercased(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+    bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+  }
+
+  // MARK: - Bytes
+
+  private enum Byte {
+    static let equals = UInt8(ascii: "=")
+    static let colon = UInt8(ascii: ":")
+    static let slash = UInt8(ascii: "/")
+    static let backslash = UInt8(ascii: "\\")
+    static let tilde = UInt8(ascii: "~")
+    static let space = UInt8(ascii: " ")
+    static let hyphen = UInt8(ascii: "-")
+    static let underscore = UInt8(ascii: "_")
+  }
+
+  private static let replacementBytes = Array(Redaction.replacement.utf8)
+  private static let cookie = Array("cookie".utf8)
+  private static let homePrefix = Array("/home/".utf8)
+  private static let usersPrefix = Array("/Users/".utf8)
+  private static let rootPrefix = Array("/root".utf8)
+  /// HTTP authentication schemes (IANA registry) whose credential follows after one space.
+  private static let authorizationSchemes: Set<[UInt8]> = Set(
+    ["bearer", "basic", "digest", "negotiate", "ntlm", "token", "hoba", "mutual", "dpop", "aws4-hmac-sha256"]
+      .map { Array($0.utf8) })
+
+  /// The index after `prefix` when `bytes` has it at `index`.
+  private static func after(_ bytes: [UInt8], at index: Int, prefix: [UInt8]) -> Int? {
+    bytes[index...].starts(with: prefix) ? index + prefix.count : nil
+  }
+
+  private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+  private static func isQuote(_ byte: UInt8) -> Bool { byte == 0x22 || byte == 0x27 }
+  private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+    (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
+  }
+  /// Letters, digits, `_`, `-`, `.`: what a key is made of.
+  private static func isKeyByte(_ byte: UInt8) -> Bool {
+    isAlphanumeric(byte) || byte == 0x5F || byte == 0x2D || byte == 0x2E
+  }
+  /// A byte that continues a path component: `/data/home/x` is not a home directory.
+  private static func isPathByte(_ byte: UInt8) -> Bool { isKeyByte(byte) || byte == Byte.tilde }
+  /// Where an unquoted value ends: blanks, line ends, `& , ;`, quotes, closing brackets, `< >`.
+  private static func isDelimiter(_ byte: UInt8) -> Bool {
+    switch byte {
+    case 0x20, 0x09, 0x0A, 0x0D, 0x26, 0x2C, 0x3B, 0x22, 0x27, 0x29, 0x5D, 0x7D, 0x3C, 0x3E: true
+    default: false
+    }
+  }
+  /// Where a user name in a path ends.
+  private static func endsUserName(_ byte: UInt8) -> Bool {
+    byte == Byte.slash || isDelimiter(byte) || byte == 0x3A
+  }
+}

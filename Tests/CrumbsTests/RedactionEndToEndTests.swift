@@ -1,0 +1,77 @@
+import CrumbsDeliveryTestSupport
+import CrumbsPlatform
+import CrumbsTestSupport
+import Testing
+
+@testable import Crumbs
+@testable import CrumbsReports
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Redaction end to end (issue 25, done-when (e)): a child records secrets — a breadcrumb with
+/// `password: hunter2` and "login token=abc123", a session attribute, a non-fatal report and a
+/// fatal error saying `Authorization: Bearer xyzSECRET` — and dies; the next launch processes
+/// the crash and delivers both reports to a loopback OTLP server. With redaction on, no secret
+/// is in any byte the server received (the trail decompressed by the official decoder's `lz4 -d`)
+/// nor in any file of the store (its LZ4 trails decompressed); off, they are (the test can fail).
+/// The processing client always runs with the default rules: the crashed session's own rules,
+/// from its session file, decide.
+@Suite(.serialized) struct RedactionEndToEndTests {
+  static let secrets = ["hunter2", "abc123", "xyzSECRET"]
+
+  @Test(arguments: [true, false]) func secretsLeaveNeitherTheServerNorTheStore(redacting: Bool) throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      let run = try runCrashScenario(
+        "redaction-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+        environment: ["CRUMBS_TEST_REDACTION": redacting ? "on" : "off"])
+      #expect(run.status & 0x7f == swiftTrapSignal, "\(run.lines) \(run.stderr)")
+      let server = try LoopbackHTTPServer(status: 200)
+      defer { server.stop() }
+      var configuration = CrumbsConfiguration(directory: directory.path)
+      configuration.hangs = nil
+      configuration.automaticBreadcrumbs = nil
+      configuration.environment = [:]
+      configuration.destinations = [.otlp(endpoint: server.baseURL)]
+      let client = try CrumbsClient.start(configuration, shared: false)
+      defer { client.close() }
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
+      _ = client.flush(timeout: 120)
+
+      // Both reports went out: the child's non-fatal one and its crash.
+      let sent = client.store.list(.sent).reports.map(\.report)
+      #expect(Set(sent.map(\.kind)) == [.crash, .nonFatal], "\(sent.map(\.kind))")
+      let received = try textsReceived(by: server)
+      for report in sent {
+        #expect(received.contains { $0.contains(report.id) }, "report \(report.id) not received")
+      }
+      var stored = try textsStored(under: directory.path + "/reports")
+      // The trails once more, through the package's own LZ4 decoder.
+      for report in client.store.list(.sent).reports {
+        let trail = try Syscall.readFile(report.attachmentPath(TrailAttachment.name))
+        stored.append(String(decoding: try LZ4Frame.decompress(trail), as: UTF8.self))
+      }
+      #expect(stored.contains { $0.contains("\"message\":\"login token=") }, "no trail in the store")
+      for secret in Self.secrets {
+        let sentWith = received.contains { $0.contains(secret) }
+        let storedWith = stored.contains { $0.contains(secret) }
+        #expect(sentWith == !redacting, "\(secret) sent: \(sentWith)")
+        #expect(storedWith == !redacting, "\(secret) stored: \(storedWith)")
+      }
+      // The crash alone (processed by this default-rules client): its session's own rules decide.
+      let crash = try #require(sent.first { $0.kind == .crash })
+      let crashSent = try textsReceived(by: server, reportKind: "crash")
+      #expect(!crashSent.isEmpty)
+      for secret in Self.secrets {
+        #expect(crashSent.contains { $0.contains(secret) } == !redacting, "\(secret) sent with the crash")
+      }
+      if redacting {
+        #expect(crash.exceptionMessage.contains("Authorization: [redacted]"), "\(crash.exceptionMessage)")
+        #expect(crash.attributes["db.password"] == "[redacted]")
+        #expect(received.contains { $0.contains("login token=[redacted]") })
+      }
+    }
+  }
+}
