@@ -178,6 +178,22 @@ package struct Redactor {
     return result
   }
 
+  /// Typed attributes (report and session attributes): a matching key's value becomes the
+  /// string `[redacted]` whatever its type; other strings have their text redacted; numbers and
+  /// booleans under other keys are kept.
+  package func attributes(_ attributes: [String: AttributeValue]) -> [String: AttributeValue] {
+    guard !isIdentity else { return attributes }
+    var result = attributes
+    for (key, value) in attributes {
+      if matches(key: Array(key.utf8)[...]) {
+        result[key] = .string(Redaction.replacement)
+      } else if case .string(let text) = value {
+        result[key] = .string(self.text(text))
+      }
+    }
+    return result
+  }
+
   // MARK: - Strings
 
   /// One attribute's value: `[redacted]` when its key matches, else its text redacted.
