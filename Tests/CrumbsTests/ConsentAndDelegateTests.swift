@@ -47,7 +47,10 @@ import Testing
 
   /// The log records of every request the server received, decoded.
   func records(_ server: LoopbackHTTPServer) throws -> [[String: Any]] {
-    try server.requests.flatMap { try decodeOTLP($0.body)["records"] as? [[String: Any]] ?? [] }
+    // Log records only: session counts go to /v1/metrics beside them (release health).
+    try server.requests.filter { $0.target.hasSuffix("/v1/logs") }.flatMap {
+      try decodeOTLP($0.body)["records"] as? [[String: Any]] ?? []
+    }
   }
 
   func isSummary(_ record: [String: Any]) -> Bool {
