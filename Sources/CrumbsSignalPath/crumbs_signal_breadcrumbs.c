@@ -169,20 +169,22 @@ int crumbs_signal_breadcrumbs_last_termination_request(void) {
   return __atomic_load_n(&crumbs__sb_last_termination_request, __ATOMIC_ACQUIRE);
 }
 
-/// Notes a stop request (the last in memory, the first in the ring header) when the installed
-/// ring is this process's own (a child forked without our fork handler maps its parent's).
-/// Returns whether it differs from the last one noted. Safe to call from a signal handler.
-static bool crumbs__note_stop_request(int signo) {
-  int before = __atomic_exchange_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_ACQ_REL);
+/// The installed ring when this process is its writer, else NULL: only the writer named in the
+/// header says how its session ended or what came before (a child forked without our fork
+/// handler still maps its parent's ring: crumbs_fork.h). Safe to call from a signal handler.
+static const crumbs_ring *crumbs__own_ring(void) {
   const crumbs_ring *ring = crumbs_installed_ring();
-  if (ring != NULL && ring->header->pid == (uint32_t)getpid()) {
-    crumbs_ring_note_stop_request(ring, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
-  }
-  return before != signo;
+  return ring != NULL && ring->header->pid == (uint32_t)getpid() ? ring : NULL;
 }
 
+/// Notes a stop request: the last in memory, the first in the ring header when the ring is this
+/// process's own. Returns whether it differs from the last one noted. Safe to call from a
+/// signal handler.
 bool crumbs_signal_breadcrumbs_note_termination_request(int signo) {
-  return crumbs__note_stop_request(signo);
+  int before = __atomic_exchange_n(&crumbs__sb_last_termination_request, signo, __ATOMIC_ACQ_REL);
+  const crumbs_ring *own = crumbs__own_ring();
+  if (own != NULL) crumbs_ring_note_stop_request(own, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
+  return before != signo;
 }
 
 const char *crumbs_signal_breadcrumbs_app_handler_image(int signo) {
@@ -298,12 +300,8 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
 /// here, an init process in a container ignores SIGTERM's default action). Safe to call from a
 /// signal handler.
 static void crumbs__terminate_by(int signo) {
-  const crumbs_ring *ring = crumbs_installed_ring();
-  // Only the ring's writer says how its session ended: a child forked without our fork handler
-  // still maps its parent's ring (crumbs_fork.h).
-  if (ring != NULL && ring->header->pid == (uint32_t)getpid()) {
-    crumbs_ring_mark_terminated_by_signal(ring, signo);
-  }
+  const crumbs_ring *own = crumbs__own_ring();
+  if (own != NULL) crumbs_ring_mark_terminated_by_signal(own, signo);
   crumbs__die_by_signal(signo);
 }
 
@@ -330,15 +328,13 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
   // A stop request the app takes over (a ServiceGroup's graceful shutdown): the app ends the
   // session itself later, and may say it was this signal (crumbs_signal_breadcrumbs.h).
   if (action != CRUMBS__ACTION_TERMINATES && (signo == SIGTERM || signo == SIGINT || signo == SIGHUP)) {
-    crumbs__note_stop_request(signo);
+    crumbs_signal_breadcrumbs_note_termination_request(signo);
   }
   // A resource limit the process outlives now (SIGXCPU at a CPU soft limit): the hard limit's
   // SIGKILL, if it comes, runs no code.
   if (action != CRUMBS__ACTION_TERMINATES && (signo == SIGXCPU || signo == SIGXFSZ)) {
-    const crumbs_ring *own = crumbs_installed_ring();
-    if (own != NULL && own->header->pid == (uint32_t)getpid()) {
-      crumbs_ring_note_limit_signal(own, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
-    }
+    const crumbs_ring *own = crumbs__own_ring();
+    if (own != NULL) crumbs_ring_note_limit_signal(own, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
   }
 
   const crumbs_ring *ring = crumbs_installed_ring();
@@ -379,10 +375,10 @@ static int crumbs__exit_hook_registered;
 // without_status: non-NULL when the status is unknown (atexit gives none).
 static void crumbs__exit_hook(int status, void *without_status) {
   if (!__atomic_load_n(&crumbs__exit_hook_enabled, __ATOMIC_ACQUIRE)) return;
-  const crumbs_ring *ring = crumbs_installed_ring();
-  // A forked child exiting must not end its parent's session: only the writer named in the
-  // header marks the ring (a child forked by fork() has a ring of its own: crumbs_fork.h).
-  if (ring == NULL || ring->header->pid != (uint32_t)getpid()) return;
+  // A forked child exiting must not end its parent's session (a child forked by fork() has a
+  // ring of its own: crumbs_fork.h).
+  const crumbs_ring *ring = crumbs__own_ring();
+  if (ring == NULL) return;
   char status_text[24];
   crumbs__format_append_decimal(status_text, sizeof status_text, 0, status);
   crumbs_attribute attributes[] = {{"lifecycle", "exit"}, {"exit.status", status_text}};

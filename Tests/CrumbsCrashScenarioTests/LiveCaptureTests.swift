@@ -82,7 +82,7 @@ struct LiveCaptureTests {
       #expect(threads.first?.state == .requesting && threads.first?.crashed == false)
       #expect(threads.allSatisfy { !$0.crashed })
       func functions(_ name: String, top: Int = 10) -> [String] {
-        threads.first { $0.name == name }?.frames.prefix(top).compactMap(\.function) ?? []
+        threads.first { $0.name == name }?.framesBelowCaptureHandler.prefix(top).compactMap(\.function) ?? []
       }
       let requesting = threads.first?.frames.prefix(12).compactMap(\.function) ?? []
       #expect(requesting.contains { $0.contains("captureTwice") }, "\(requesting)")

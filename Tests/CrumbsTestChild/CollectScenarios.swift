@@ -14,13 +14,7 @@ let collectScenarios: [String: @Sendable ([String]) -> Int32] = [
     guard let directory = arguments.first else { return 64 }
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     client.addBreadcrumb("waiting")
     print("ready \(client.sessionID)")
     fflush(nil)
@@ -33,13 +27,7 @@ let collectScenarios: [String: @Sendable ([String]) -> Int32] = [
     guard let directory = arguments.first else { return 64 }
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     client.addBreadcrumb("about to crash")
     print("session \(client.sessionID)")
     print("crashing")

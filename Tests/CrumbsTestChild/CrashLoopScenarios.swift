@@ -37,14 +37,8 @@ let crashLoopScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     var configuration = CrumbsConfiguration(directory: arguments[0])
     if mode != "wait-term" { configuration.automaticBreadcrumbs = nil }
-    let client: CrumbsClient
     let before = nanoseconds(CLOCK_MONOTONIC)
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     let loop = client.crashLoop
     let startNanoseconds = nanoseconds(CLOCK_MONOTONIC) - before
     if let loop {

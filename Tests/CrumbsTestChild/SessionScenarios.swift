@@ -293,13 +293,13 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
   },
 ]
 
-/// Starts a client (shared), or prints the error and returns nil.
 /// Carries an async result to a waiting thread (written before the semaphore is signalled).
 private final class ResultBox: @unchecked Sendable {
   var result: FlushResult?
 }
 
-private func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
+/// Starts a client (shared), or prints the error and returns nil (every scenario table's).
+func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
   do {
     return try CrumbsClient.start(configuration)
   } catch {
