@@ -41,6 +41,10 @@ struct RedactionTests {
     ("Swift.Token::init", "Swift.Token::init"),
     ("token=[redacted]", "token=[redacted]"),
     ("token=", "token="),
+    ("ends: secret", "ends: secret"),
+    // multi-byte text around a pair, and a key at the end of a short text
+    ("Grüße token=ä1 ✓", "Grüße token=[redacted] ✓"),
+    ("t:token", "t:token"),
   ])
   func pairsInFreeText(input: String, expected: String) {
     #expect(redactor.text(input) == expected)

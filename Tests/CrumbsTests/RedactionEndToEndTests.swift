@@ -11,8 +11,8 @@ import Testing
 #endif
 
 /// Redaction end to end (issue 25, done-when (e)): a child records secrets — a breadcrumb with
-/// `password: hunter2` and "login token=abc123", a session attribute, a non-fatal report and a
-/// fatal error saying `Authorization: Bearer xyzSECRET` — and dies; the next launch processes
+/// `password: hunter2` and "login token=abc123", a session attribute, a resource attribute, a
+/// non-fatal report and a fatal error saying `Authorization: Bearer xyzSECRET` — and dies; the next launch processes
 /// the crash and delivers both reports to a loopback OTLP server. With redaction on, no secret
 /// is in any byte the server received (the trail decompressed by the official decoder's `lz4 -d`)
 /// nor in any file of the store (its LZ4 trails decompressed); off, they are (the test can fail).
@@ -26,7 +26,10 @@ import Testing
       let directory = TestDirectory()
       let run = try runCrashScenario(
         "redaction-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
-        environment: ["CRUMBS_TEST_REDACTION": redacting ? "on" : "off"])
+        environment: [
+          "CRUMBS_TEST_REDACTION": redacting ? "on" : "off",
+          "OTEL_RESOURCE_ATTRIBUTES": "deployment.db_password=hunter2",
+        ])
       #expect(run.status & 0x7f == swiftTrapSignal, "\(run.lines) \(run.stderr)")
       let server = try LoopbackHTTPServer(status: 200)
       defer { server.stop() }
@@ -60,6 +63,11 @@ import Testing
         #expect(sentWith == !redacting, "\(secret) sent: \(sentWith)")
         #expect(storedWith == !redacting, "\(secret) stored: \(storedWith)")
       }
+      // The crashed session's summary carries its own resource, redacted alike.
+      let summaries = received.filter { $0.contains(SessionSummaryQueue.eventName) }
+      #expect(!summaries.isEmpty, "no session summary received")
+      #expect(summaries.contains { $0.contains("deployment.db_password") })
+      #expect(summaries.contains { $0.contains("hunter2") } == !redacting, "the summary's resource")
       // The crash alone (processed by this default-rules client): its session's own rules decide.
       let crash = try #require(sent.first { $0.kind == .crash })
       let crashSent = try textsReceived(by: server, reportKind: "crash")

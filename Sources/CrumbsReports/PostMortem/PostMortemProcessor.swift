@@ -313,10 +313,14 @@ public struct PostMortemProcessor: Sendable {
     identity.sessionResource = metadata?.resource
     identity.omitsHostName = !reportsHostName
     session.appVersion = identity.appVersion
-    session.resource = identity.resource(
-      pid: ring?.header.pid ?? record!.pid,
-      executable: ring?.header.executable ?? record?.modules.first?.path ?? "",
-      appName: ring?.header.appName ?? "", ring: ring, measuredAt: "summary")
+    // Redacted (Redaction.swift) with the rules the session ran with, else the processor's: the
+    // resource leaves the machine with its summary, the trail with its report.
+    let redactor = (metadata?.redaction ?? redaction).redactor()
+    session.resource = redactor.attributes(
+      identity.resource(
+        pid: ring?.header.pid ?? record!.pid,
+        executable: ring?.header.executable ?? record?.modules.first?.path ?? "",
+        appName: ring?.header.appName ?? "", ring: ring, measuredAt: "summary"))
     func end(_ session: PreviousSession) -> PreviousSession {
       var session = session
       session.crashLoopStep = CrashLoopStep(
@@ -351,9 +355,7 @@ public struct PostMortemProcessor: Sendable {
       session.end = .abnormalTermination
       return session
     }
-    // Redacted before the trail is encoded and the report built (Redaction.swift), with the
-    // rules the session ran with, else the processor's.
-    let redactor = (metadata?.redaction ?? redaction).redactor()
+    // Redacted before the trail is encoded and the report built.
     ring = ring.map(redactor.contents)
     do {
       let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }

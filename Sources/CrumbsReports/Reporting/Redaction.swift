@@ -92,6 +92,8 @@ public struct Redaction: Sendable, Equatable, Codable {
 /// Regex is not): one per report build.
 package struct Redactor {
   private let keys: [[UInt8]]
+  /// Which normalized bytes start a key: the scan for a key tries only there.
+  private let keyStarts: [Bool]
   private let patterns: [Regex<AnyRegexOutput>]
   private let homes: Bool
   /// Patterns that did not compile, with the reason.
@@ -101,6 +103,9 @@ package struct Redactor {
 
   package init(_ rules: Redaction) {
     keys = rules.keys.map { Self.normalized($0) }.filter { !$0.isEmpty }
+    var keyStarts = [Bool](repeating: false, count: 256)
+    for key in keys { keyStarts[Int(key[0])] = true }
+    self.keyStarts = keyStarts
     var patterns: [Regex<AnyRegexOutput>] = []
     var problems: [String] = []
     for source in rules.valuePatterns {
@@ -126,15 +131,18 @@ package struct Redactor {
     return contents
   }
 
-  /// Breadcrumbs with their messages and attribute values redacted (keys are kept).
+  /// Breadcrumbs with their messages and attribute values redacted (keys are kept). What does
+  /// not change keeps its storage: a trail with nothing to redact costs a scan, not a copy.
   package func breadcrumbs(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
     guard !isIdentity else { return breadcrumbs }
     return breadcrumbs.map { breadcrumb in
       var breadcrumb = breadcrumb
-      breadcrumb.message = text(breadcrumb.message)
+      if let message = changedText(breadcrumb.message) { breadcrumb.message = message }
       for index in breadcrumb.attributes.indices {
         let attribute = breadcrumb.attributes[index]
-        breadcrumb.attributes[index].value = value(attribute.value, key: attribute.key)
+        if let value = changedValue(attribute.value, key: attribute.key) {
+          breadcrumb.attributes[index].value = value
+        }
       }
       return breadcrumb
     }
@@ -185,7 +193,7 @@ package struct Redactor {
     guard !isIdentity else { return attributes }
     var result = attributes
     for (key, value) in attributes {
-      if matches(key: Array(key.utf8)[...]) {
+      if matches(key) {
         result[key] = .string(Redaction.replacement)
       } else if case .string(let text) = value {
         result[key] = .string(self.text(text))
@@ -197,25 +205,40 @@ package struct Redactor {
   // MARK: - Strings
 
   /// One attribute's value: `[redacted]` when its key matches, else its text redacted.
-  package func value(_ value: String, key: String) -> String {
-    guard !isIdentity else { return value }
-    if matches(key: Array(key.utf8)[...]) { return Redaction.replacement }
-    return text(value)
-  }
+  package func value(_ value: String, key: String) -> String { changedValue(value, key: key) ?? value }
 
   /// Free text: the values of sensitive `key=value` / `key: value` pairs, home directories and
   /// pattern matches replaced.
-  package func text(_ text: String) -> String {
-    guard !isIdentity else { return text }
-    var result = keys.isEmpty ? text : pairsRedacted(text)
-    if homes { result = path(result) }
-    for pattern in patterns { result = result.replacing(pattern, with: Redaction.replacement) }
+  package func text(_ text: String) -> String { changedText(text) ?? text }
+
+  /// Home directories shortened (only that: for paths and stack text).
+  package func path(_ text: String) -> String { homesShortened(text) ?? text }
+
+  // The three above, nil when nothing changed. Each first scans the bytes in place for what
+  // could need work (a separator and a key, a `/h`, `/U` or `/r`) and copies them only then:
+  // most breadcrumbs hold nothing to redact, and a full ring's trail is thousands of them.
+
+  private func changedValue(_ value: String, key: String) -> String? {
+    guard !isIdentity else { return nil }
+    if matches(key) { return value == Redaction.replacement ? nil : Redaction.replacement }
+    return changedText(value)
+  }
+
+  private func changedText(_ text: String) -> String? {
+    guard !isIdentity else { return nil }
+    var result = keys.isEmpty ? nil : pairsRedacted(text)
+    if let shortened = homesShortened(result ?? text) { result = shortened }
+    for pattern in patterns {
+      let current = result ?? text
+      if current.contains(pattern) { result = current.replacing(pattern, with: Redaction.replacement) }
+    }
     return result
   }
 
-  /// Home directories shortened (only that: for paths and stack text).
-  package func path(_ text: String) -> String {
-    guard homes, text.utf8.contains(Byte.slash) else { return text }
+  private func homesShortened(_ text: String) -> String? {
+    guard homes else { return nil }
+    var text = text
+    guard text.withUTF8({ Self.mayHoldHome($0) }) else { return nil }
     let bytes = Array(text.utf8)
     var out: [UInt8] = []
     var copied = 0
@@ -246,14 +269,15 @@ package struct Redactor {
       copied = end
       index = end
     }
-    guard copied > 0 else { return text }
+    guard copied > 0 else { return nil }
     out += bytes[copied...]
     return String(decoding: out, as: UTF8.self)
   }
 
   /// The text with the value of every sensitive `key=value` / `key: value` pair replaced.
-  private func pairsRedacted(_ text: String) -> String {
-    guard text.utf8.contains(where: { $0 == Byte.equals || $0 == Byte.colon }) else { return text }
+  private func pairsRedacted(_ text: String) -> String? {
+    var text = text
+    guard text.withUTF8({ mayHoldPair($0) }) else { return nil }
     let bytes = Array(text.utf8)
     var out: [UInt8] = []
     var copied = 0
@@ -282,7 +306,7 @@ package struct Redactor {
       while keyStart > copied, Self.isKeyByte(bytes[keyStart - 1]) { keyStart -= 1 }
       let key = bytes[keyStart..<keyEnd]
       // A cookie header's value is every cookie to the end of the line (`a=1; b=2`).
-      guard keyStart < keyEnd, matches(key: key),
+      guard keyStart < keyEnd, key.withUnsafeBufferPointer({ containsKey($0) }),
         let value = Self.valueSpan(
           bytes, from: index + 1, toLineEnd: Self.contains(Self.normalized(key), Self.cookie))
       else {
@@ -294,7 +318,7 @@ package struct Redactor {
       copied = value.upperBound
       index = max(value.upperBound, index + 1)
     }
-    guard copied > 0 else { return text }
+    guard copied > 0 else { return nil }
     out += bytes[copied...]
     return String(decoding: out, as: UTF8.self)
   }
@@ -341,10 +365,37 @@ package struct Redactor {
   }
 
   /// Whether `key` contains one of the keys (normalized alike).
-  private func matches(key: ArraySlice<UInt8>) -> Bool {
-    guard !keys.isEmpty, !key.isEmpty else { return false }
-    let normalized = Self.normalized(key)
-    return keys.contains { Self.contains(normalized, $0) }
+  private func matches(_ key: String) -> Bool {
+    guard !keys.isEmpty else { return false }
+    var key = key
+    return key.withUTF8 { containsKey($0) }
+  }
+
+  /// Whether one of the keys is in `bytes`, compared normalized, without copying them.
+  private func containsKey(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    for start in bytes.indices where keyStarts[Int(Self.normalized(bytes[start]))] {
+      for key in keys where key.count <= bytes.count - start {
+        var offset = 0
+        while offset < key.count, Self.normalized(bytes[start + offset]) == key[offset] { offset += 1 }
+        if offset == key.count { return true }
+      }
+    }
+    return false
+  }
+
+  /// Whether free text may hold a sensitive pair: a separator, and a key somewhere in it.
+  private func mayHoldPair(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    bytes.contains { $0 == Byte.equals || $0 == Byte.colon } && containsKey(bytes)
+  }
+
+  /// Whether text may hold a home directory: a `/` before an `h`, `U` or `r`.
+  private static func mayHoldHome(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard bytes.count > 1 else { return false }
+    for index in 0..<bytes.count - 1 where bytes[index] == Byte.slash {
+      let next = bytes[index + 1]
+      if next == UInt8(ascii: "h") || next == UInt8(ascii: "U") || next == UInt8(ascii: "r") { return true }
+    }
+    return false
   }
 
   private static func contains(_ bytes: [UInt8], _ wanted: [UInt8]) -> Bool {
@@ -357,11 +408,11 @@ package struct Redactor {
   }
 
   /// ASCII lowercase, `-` as `_`: how keys are compared.
-  static func normalized<Bytes: Sequence<UInt8>>(_ key: Bytes) -> [UInt8] {
-    key.map { byte in
-      if byte == Byte.hyphen { return Byte.underscore }
-      return byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
-    }
+  static func normalized<Bytes: Sequence<UInt8>>(_ key: Bytes) -> [UInt8] { key.map(normalized) }
+
+  private static func normalized(_ byte: UInt8) -> UInt8 {
+    if byte == Byte.hyphen { return Byte.underscore }
+    return byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
   }
 
   static func normalized(_ key: String) -> [UInt8] { normalized(key.utf8) }
