@@ -1,3 +1,4 @@
+import CrumbsDelivery
 import CrumbsPlatform
 import CrumbsTestSupport
 import Testing
@@ -132,6 +133,16 @@ private struct HangChild {
     #expect(report.attributes[HangFacts.watchKey] == "stall-loop")
     let lasted = try #require(report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) })
     #expect(lasted >= 1000)
+    // Its end is a hang: counted as one for its release (not as abnormal), and exported so.
+    let session = try #require(outcome.sessions.first)
+    #expect(session.end == .abnormalTermination && session.uncleanEndCause == .hang)
+    let metrics = try SessionMetricsFile.countEnd(session, directory: directory.path)
+    let release = try #require(metrics.releases[session.appVersion ?? ""])
+    #expect(release.hang == 1 && release.abnormal == 0 && release.ended == 1)
+    let points = SessionMetricsExport.batch(metrics.releases, installID: "i", now: 1).resources
+      .flatMap(\.sums).flatMap(\.points)
+    let hangPoint = points.first { $0.attributes.contains(OTLPAttribute("crumbs.session.end", .string("hang"))) }
+    #expect(hangPoint?.value == 1, "\(points)")
     // The hang report stored while it lived is still there, for delivery.
     #expect(hang.store.list(.pending).reports.contains { $0.report.id == stored.report.id })
   }

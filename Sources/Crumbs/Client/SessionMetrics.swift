@@ -66,6 +66,9 @@ public struct ReleaseCounts: Codable, Sendable, Equatable {
   public var abnormal = 0
   /// Stopped by a terminating signal the app did not handle (SIGTERM…): not a crash.
   public var terminatedBySignal = 0
+  /// Ended during a hang (killed while its watchdog saw one going on, UncleanEndCause.hang):
+  /// not counted in `abnormal` too. A hang the session outlived is a report, not an end.
+  public var hang = 0
   /// When this release's first session was counted (the sums' start time).
   public var firstCountedUnixNano: UInt64 = 0
   /// When its last session was counted (which releases are kept).
@@ -78,11 +81,11 @@ public struct ReleaseCounts: Codable, Sendable, Equatable {
 
   /// Ended sessions of the release.
   public var ended: Int {
-    clean.saturatingAdd(crashed).saturatingAdd(abnormal).saturatingAdd(terminatedBySignal)
+    clean.saturatingAdd(crashed).saturatingAdd(abnormal).saturatingAdd(terminatedBySignal).saturatingAdd(hang)
   }
-  /// Share of them with no crash and no abnormal end (1 with none).
+  /// Share of them with no crash, no abnormal end and no end in a hang (1 with none).
   public var crashFreeRate: Double {
-    let ended = Double(clean) + Double(crashed) + Double(abnormal) + Double(terminatedBySignal)
+    let ended = Double(clean) + Double(crashed) + Double(abnormal) + Double(terminatedBySignal) + Double(hang)
     return ended == 0 ? 1 : (Double(clean) + Double(terminatedBySignal)) / ended
   }
 }
@@ -178,6 +181,7 @@ package enum SessionMetricsFile {
     case .clean: release.clean = release.clean.saturatingAdd(1)
     case .terminatedBySignal: release.terminatedBySignal = release.terminatedBySignal.saturatingAdd(1)
     case .crash: release.crashed = release.crashed.saturatingAdd(1)
+    case .abnormalTermination where session.uncleanEndCause == .hang: release.hang = release.hang.saturatingAdd(1)
     case .abnormalTermination: release.abnormal = release.abnormal.saturatingAdd(1)
     }
     release.resource = session.resource.filter { !perProcessKeys.contains($0.key) }

@@ -2,7 +2,7 @@
 // metrics, so that any OTel backend (Prometheus, Grafana…) computes crash-free sessions per
 // release without a crash backend: one monotonic cumulative Sum, `crumbs.sessions`, with one
 // data point per (`service.version`, `crumbs.session.end`), end ∈ clean, crashed, abnormal,
-// terminated_by_signal.
+// terminated_by_signal, hang. The ends part the sessions: their sum is the release's sessions.
 //
 // Entry points, in call order:
 //   SessionMetricsExport.event(directory:)   SessionSummaryOutbox.queuedEvents, after the
@@ -19,8 +19,9 @@
 // totals again. Deltas would have to be sent exactly once. Each release is one resource: its
 // last counted session's, without what is one process's alone (SessionMetricsFile.perProcessKeys),
 // and with `service.instance.id` = the install id, so that each install's series are its own.
-// `hang` is not an end counted here: a hang is a report of a session that ended some other way,
-// and the processing run cannot tell which sessions had one. Not signal-safe.
+// `hang` is a session killed while its watchdog saw a hang going on (the ring header's record of
+// it, UncleanEndCause.hang), not counted as `abnormal` too; a hang the session outlived is a
+// report, and the session's end is how it ended later. Not signal-safe.
 
 import CrumbsPlatform
 
@@ -43,7 +44,7 @@ enum SessionMetricsExport {
     return Int(event.key.dropFirst(keyPrefix.count))
   }
 
-  /// One resource per release, each with its four data points.
+  /// One resource per release, each with its five data points.
   static func batch(_ releases: [String: ReleaseCounts], installID: String, now: UInt64) -> OTLPMetricBatch {
     let resources = releases.sorted { $0.key < $1.key }.map { version, counts in
       var resource = counts.resource
@@ -51,7 +52,7 @@ enum SessionMetricsExport {
       if version.isEmpty { resource["service.version"] = nil } else { resource["service.version"] = version }
       let ends: [(String, Int)] = [
         ("clean", counts.clean), ("crashed", counts.crashed), ("abnormal", counts.abnormal),
-        ("terminated_by_signal", counts.terminatedBySignal),
+        ("terminated_by_signal", counts.terminatedBySignal), ("hang", counts.hang),
       ]
       let points = ends.map { end, value in
         OTLPSumPoint(

@@ -168,6 +168,7 @@ extension SessionSummaryQueue {
       OTLPAttribute("crumbs.release.sessions.crashed", .int(Int64(release.crashed))),
       OTLPAttribute("crumbs.release.sessions.abnormal", .int(Int64(release.abnormal))),
       OTLPAttribute("crumbs.release.sessions.terminated_by_signal", .int(Int64(release.terminatedBySignal))),
+      OTLPAttribute("crumbs.release.sessions.hang", .int(Int64(release.hang))),
       OTLPAttribute("crumbs.release.crash_free_rate", .double(release.crashFreeRate)),
     ]
   }

@@ -52,8 +52,12 @@ public enum UncleanEndCause: String, Sendable, Codable {
   case resourceLimit = "resource_limit"
   /// The OOM killer, by the evidence. `exceptionType` "OutOfMemory".
   case outOfMemory = "out_of_memory"
+  /// Killed while its hang watchdog saw a hang going on (the ring header's record of it), with
+  /// no likelier cause above: "killed during a hang of …". `exceptionType` "AbnormalTermination".
+  case hang
 
-  /// The cause a report of an unclean end names; nil for any other exception type.
+  /// The cause a report of an unclean end names by its exception type; nil for any other (a
+  /// hang is told by the ring header, not the type: see PostMortemProcessor).
   public init?(exceptionType: String) {
     switch exceptionType {
     case "MachineRestart": self = .machineRestart

@@ -87,7 +87,7 @@ public struct PreviousSession: Sendable {
   public var endSignal: Int32? = nil
   /// With `end == .abnormalTermination`: the cause the report named, when the ring could prove
   /// one (a machine restart, a shutdown not finished after SIGTERM, a resource limit, the OOM
-  /// killer); nil when it could not.
+  /// killer, a hang going on); nil when it could not.
   public var uncleanEndCause: UncleanEndCause? = nil
   /// The machine restarted while the session ran (power loss, kernel panic, reboot): an
   /// abnormal end, but not a process problem (a crash loop does not count it).
@@ -390,7 +390,9 @@ public struct PostMortemProcessor: Sendable {
       report.damage += redactor.problems
       session.end = report.kind == .crash ? .crash : .abnormalTermination
       if report.kind == .abnormalTermination {
-        session.uncleanEndCause = UncleanEndCause(exceptionType: report.exceptionType)
+        session.uncleanEndCause =
+          UncleanEndCause(exceptionType: report.exceptionType)
+          ?? (ring?.header.ongoingHang == nil ? nil : .hang)
       }
       if report.kind == .abnormalTermination && !reportsAbnormalTerminations {
         return end(session)
