@@ -141,7 +141,9 @@ private struct HangChild {
     #expect(release.hang == 1 && release.abnormal == 0 && release.ended == 1)
     let points = SessionMetricsExport.batch(metrics.releases, installID: "i", now: 1).resources
       .flatMap(\.sums).flatMap(\.points)
-    let hangPoint = points.first { $0.attributes.contains(OTLPAttribute("crumbs.session.end", .string("hang"))) }
+    let hangPoint = points.first {
+      $0.attributes.contains(OTLPAttribute("crumbs.session.end", .string("hang")))
+    }
     #expect(hangPoint?.value == 1, "\(points)")
     // The hang report stored while it lived is still there, for delivery.
     #expect(hang.store.list(.pending).reports.contains { $0.report.id == stored.report.id })

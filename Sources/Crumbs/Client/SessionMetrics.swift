@@ -181,7 +181,8 @@ package enum SessionMetricsFile {
     case .clean: release.clean = release.clean.saturatingAdd(1)
     case .terminatedBySignal: release.terminatedBySignal = release.terminatedBySignal.saturatingAdd(1)
     case .crash: release.crashed = release.crashed.saturatingAdd(1)
-    case .abnormalTermination where session.uncleanEndCause == .hang: release.hang = release.hang.saturatingAdd(1)
+    case .abnormalTermination where session.uncleanEndCause == .hang:
+      release.hang = release.hang.saturatingAdd(1)
     case .abnormalTermination: release.abnormal = release.abnormal.saturatingAdd(1)
     }
     release.resource = session.resource.filter { !perProcessKeys.contains($0.key) }
