@@ -13,8 +13,8 @@ let attributeScenarios: [String: @Sendable ([String]) -> Int32] = [
   // for its start-up work (an earlier crash is reported then), sets the attributes
   // feature.beta=true (Bool), cart.items=3 (Int), cart.weight_kg=4.0 and cart.total=2.5
   // (Double), region=eu-west-1 (String) and the user "user-42" (after setting and clearing
-  // "someone-else"), sends a non-fatal message "card declined", waits (up to 60 s) until nothing
-  // is pending (prints "sent yes" or "sent no"), then prints "crashing" and dereferences null —
+  // "someone-else"), sends a non-fatal message "card declined", flushes (up to 60 s) and prints
+  // "sent yes" when it went out and nothing is pending (else "sent no"), then prints "crashing" and dereferences null —
   // at the same place each run, so two runs are two crashes of one bug.
   "client-typed-attributes": { arguments in
     guard arguments.count == 2 else { return 64 }
@@ -26,13 +26,7 @@ let attributeScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.destinations = [
       .otlp(endpoint: server), .backtraceSubmissionURL(server + "/post?format=json&token=t"),
     ]
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     client.waitForPreviousSessions()
     client.setAttribute(true, forKey: "feature.beta")
     client.setAttribute(3, forKey: "cart.items")
@@ -43,13 +37,7 @@ let attributeScenarios: [String: @Sendable ([String]) -> Int32] = [
     client.setUser(id: nil)
     client.setUser(id: "user-42")
     guard let report = client.send(message: "card declined") else { return 1 }
-    var sent = false
-    for _ in 0..<600 where !sent {
-      sent =
-        client.store.list(.pending).reports.isEmpty
-        && client.store.list(.sent).reports.contains { $0.report.id == report.report.id }
-      if !sent { usleep(100_000) }
-    }
+    let sent = flushedAndSent(report, client) && client.store.list(.pending).reports.isEmpty
     print("sent \(sent ? "yes" : "no")")
     print("crashing")
     fflush(nil)

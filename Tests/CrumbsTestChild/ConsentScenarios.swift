@@ -16,13 +16,7 @@ let consentScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.automaticBreadcrumbs = nil
     configuration.hangs = nil
     configuration.consent = { _ in .dontSend }
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     client.addBreadcrumb("about to crash")
     print("session \(client.sessionID)")
     print("crashing")

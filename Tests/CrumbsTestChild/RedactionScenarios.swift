@@ -21,13 +21,7 @@ let redactionScenarios: [String: @Sendable ([String]) -> Int32] = [
     if let mode = getenv("CRUMBS_TEST_REDACTION"), String(cString: mode) == "off" {
       configuration.redaction = .off
     }
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     client.setAttribute("hunter2", forKey: "db.password")
     client.addBreadcrumb("login token=abc123", level: .info, type: .http, attributes: ["password": "hunter2"])
     guard

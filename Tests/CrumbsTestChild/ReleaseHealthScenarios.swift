@@ -23,13 +23,7 @@ let releaseHealthScenarios: [String: @Sendable ([String]) -> Int32] = [
       guard arguments.count == 4 else { return 64 }
       configuration.destinations = [.otlp(endpoint: arguments[3])]
     }
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startClient(configuration) else { return 1 }
     print("session \(client.sessionID)")
     fflush(nil)
     switch arguments[2] {

@@ -205,7 +205,7 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
   // client-otel-env DIR: a client configured by the OTEL_* variables of its environment alone
   // (the test sets them): waits for its start-up work, prints "problem TEXT" for each problem,
   // records a breadcrumb in a span (trace_id/span_id attributes) and sends a non-fatal report
-  // in it, waits (up to 60 s) until that report was delivered (prints "sent yes" or "sent no"),
+  // in it, flushes (up to 60 s) until that report was delivered (prints "sent yes" or "sent no"),
   // then prints "crashing" and dereferences null on the same thread.
   "client-otel-env": { arguments in
     guard let directory = arguments.first else { return 64 }
@@ -220,12 +220,7 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     client.addBreadcrumb(
       "handling request", attributes: BreadcrumbAttributes(span.map { ($0.key, $0.value) }))
     guard let report = client.send(message: "card declined", attributes: span) else { return 1 }
-    var sent = false
-    for _ in 0..<600 where !sent {
-      sent = client.store.list(.sent).reports.contains { $0.report.id == report.report.id }
-      if !sent { usleep(100_000) }
-    }
-    print("sent \(sent ? "yes" : "no")")
+    print("sent \(flushedAndSent(report, client) ? "yes" : "no")")
     print("crashing")
     fflush(nil)
     crumbs_test_null_deref()
@@ -307,6 +302,13 @@ func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
     fflush(nil)
     return nil
   }
+}
+
+/// Whether `report` went out: one flush (a delivery pass already running in this process is
+/// waited for), up to 60 s.
+func flushedAndSent(_ report: StoredReport, _ client: CrumbsClient) -> Bool {
+  client.flush(timeout: 60)
+  return client.store.list(.sent).reports.contains { $0.report.id == report.report.id }
 }
 
 private func fileContains(_ path: String, _ text: String) -> Bool {

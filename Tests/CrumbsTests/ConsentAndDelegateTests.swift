@@ -45,6 +45,21 @@ import Testing
     return configuration
   }
 
+  /// The next launch with `delegate` in its configuration, once its start-up processing and a
+  /// flush to `server` are done: the client, to close.
+  func nextLaunchDelivering(
+    _ directory: TestDirectory, to server: LoopbackHTTPServer, delegate: some CrumbsClientDelegate
+  ) throws -> CrumbsClient {
+    var configuration = nextLaunch(directory, server: server)
+    configuration.delegate = delegate
+    let client = try CrumbsClient.start(configuration, shared: false)
+    let processed = client.waitForPreviousSessions(timeout: 300) != nil
+    if !processed { client.close() }
+    try #require(processed, "the next launch did not process the previous sessions in 300 s")
+    client.flush(timeout: 120)
+    return client
+  }
+
   /// The log records of every request the server received, decoded.
   func records(_ server: LoopbackHTTPServer) throws -> [[String: Any]] {
     // Log records only: session counts go to /v1/metrics beside them (release health).
@@ -174,13 +189,9 @@ import Testing
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
     try ProcessWideState.exclusive {
-      var configuration = nextLaunch(directory, server: server)
       let delegate = EditingDelegate(drops: true)
-      configuration.delegate = delegate
-      let client = try CrumbsClient.start(configuration, shared: false)
+      let client = try nextLaunchDelivering(directory, to: server, delegate: delegate)
       defer { client.close() }
-      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
-      client.flush(timeout: 120)
       #expect(try records(server).filter { !isSummary($0) }.isEmpty)
       #expect(delegate.trailSeen.withLock { $0 }.contains("about to crash"))
       let dropped = client.store.list(.dropped).reports
@@ -199,13 +210,9 @@ import Testing
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
     try ProcessWideState.exclusive {
-      var configuration = nextLaunch(directory, server: server)
       let delegate = EditingDelegate(drops: false)
-      configuration.delegate = delegate
-      let client = try CrumbsClient.start(configuration, shared: false)
+      let client = try nextLaunchDelivering(directory, to: server, delegate: delegate)
       defer { client.close() }
-      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
-      client.flush(timeout: 120)
       let stored = try #require(client.store.list(.sent).reports.first)
       let storedTrail = try stored.trailEntries().map(\.message)
       #expect(storedTrail.contains("about to crash"))
