@@ -62,9 +62,16 @@ struct LiveCaptureTests {
       // thread and the caller (and whatever threads the runtimes keep).
       #expect(table.threads.count >= 15, "\(table.threads.map(\.name)): \(where_)")
       #expect(table.seen == UInt32(table.threads.count))
-      // Every thread that could answer did, in time: only "masked" (every signal blocked) not.
+      // Every thread of the child's own that could answer did, in time: only "masked" (every
+      // signal blocked) not. A runtime's thread caught starting (glibc starts a thread with every
+      // signal blocked) cannot answer either: seen under load, a Dispatch worker "-qos.overcommit".
       #expect(!table.deadlinePassed, "\(where_)")
-      #expect(table.threads.filter { $0.state == .noAnswer }.map(\.name) == ["masked"], "\(where_)")
+      let ours = Set(
+        ["masked", "like-dispatch", "cond-waiter", "echo", "dispatch-parked", "task-parked"]
+          + (0..<8).map { "blocker-0\($0)" })
+      #expect(
+        table.threads.filter { $0.state == .noAnswer && ours.contains($0.name) }.map(\.name) == ["masked"],
+        "\(table.threads.filter { $0.state == .noAnswer }.map(\.name)): \(where_)")
       #expect(table.usedSIGPROF)
       // The process runs on: nobody ended, nobody held for a core.
       #expect(!table.threadsEnded && !table.threadsKeptForDump)
