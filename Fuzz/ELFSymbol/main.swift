@@ -2,6 +2,7 @@
 // (Sources/CrumbsSignalPath/crumbs_elf_symbol.c), which reads the executable's file from inside
 // a signal handler to name the frame of the termination message: the file may be truncated,
 // replaced, or not ELF at all, and the lookup must stay inside it and end, whatever it holds.
+// The same inputs go, as text, through the termination message's redaction (crumbs_redact.c).
 //
 // Entry points, in call order:
 //   FuzzMain.run            dispatches on the arguments (shared: Fuzz/Support):
@@ -30,8 +31,21 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   return 0
 }
 
-/// Runs the lookup at the input's address; returns a one-line summary.
+/// Runs the termination line's redaction (crumbs_redact.c, with the default keys, set below)
+/// on the input's first 240 bytes as the handler runs it on the fatal message: it stays within
+/// its output, whatever the text.
+func checkRedaction(_ input: UnsafeRawBufferPointer) {
+  var out = [CChar](repeating: 0, count: 240)
+  let count = input.withMemoryRebound(to: CChar.self) {
+    crumbs_termination_message_testing_redact($0.baseAddress, min($0.count, 240), &out, out.count)
+  }
+  precondition(count <= out.count, "redaction past its output")
+}
+
+/// Runs the lookup at the input's address, and the redaction on its bytes; returns a one-line
+/// summary.
 func check(_ input: UnsafeRawBufferPointer) -> String {
+  checkRedaction(input)
   guard input.count >= 8 else { return "too short" }
   let address = input.loadUnaligned(as: UInt64.self)
   // A copy of exactly the file's bytes: reading one past its end is a heap overflow.
@@ -81,6 +95,13 @@ func seed(fromELF bytes: [UInt8], name: String) throws -> [UInt8] {
   var input: [UInt8] = []
   withUnsafeBytes(of: address.littleEndian) { input += $0 }
   return input + bytes
+}
+
+let defaultKeys = Array("password\0passwd\0secret\0token\0api_key\0authorization\0cookie\0set-cookie\0".utf8)
+_ = defaultKeys.withUnsafeBufferPointer {
+  $0.withMemoryRebound(to: CChar.self) {
+    crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+  }
 }
 
 FuzzMain.run(

@@ -17,7 +17,8 @@
 //
 // ASYNC-SIGNAL-SAFE: crumbs__termination_message_write and everything it calls. libc calls:
 //   open, fstat, close, write; pread (crumbs_elf_symbol.c); process_vm_readv, memcmp, memcpy
-//   (module lookups, crumbs_modules.c). No malloc, no locks, no stdio.
+//   (module lookups, crumbs_modules.c); none in the redaction (crumbs_redact.c). No malloc, no
+//   locks, no stdio.
 // crumbs_termination_message_set_fd is set-up code; the testing functions are not meant for a
 // handler (the file variant opens and closes a file).
 
@@ -26,6 +27,7 @@
 #include "crumbs_crash_internal.h"
 #include "crumbs_elf_symbol.h"
 #include "crumbs_format.h"
+#include "crumbs_redact.h"
 #include "crumbs_signal_names.h"
 
 #include <errno.h>
@@ -134,8 +136,8 @@ static const char *crumbs__basename(const char *path) {
 }
 
 /// Appends the Swift runtime's message from the record: control characters (its trailing
-/// newline among them) as spaces, runs of spaces as one, at most CRUMBS__TERMINATION_MESSAGE_SIZE
-/// bytes, "..." when cut. Pure.
+/// newline among them) as spaces, runs of spaces as one, sensitive pairs' values redacted, at
+/// most CRUMBS__TERMINATION_MESSAGE_SIZE bytes, "..." when cut. Pure but for the redaction keys.
 static size_t crumbs__append_swift_message(char *line, size_t capacity, size_t used,
                                            const crumbs_crash_message *message) {
   uint32_t length = message->swift_length;
@@ -156,6 +158,12 @@ static size_t crumbs__append_swift_message(char *line, size_t capacity, size_t u
   }
   while (kept > 0 && text[kept - 1] == ' ') kept--;
   if (kept == 0) return used;
+  // Sensitive pairs' values out (crumbs_redact.c): "[redacted]" may be longer than a value.
+  char redacted[CRUMBS__TERMINATION_MESSAGE_SIZE + 4];
+  bool redaction_cut = false;
+  kept = crumbs__redact_pairs(text, kept, redacted, CRUMBS__TERMINATION_MESSAGE_SIZE, &redaction_cut);
+  cut = cut || redaction_cut;
+  for (size_t index = 0; index < kept; index++) text[index] = redacted[index];
   if (cut || (message->swift_flags & CRUMBS_CRASH_MESSAGE_TRUNCATED)) {
     text[kept++] = '.';
     text[kept++] = '.';

@@ -229,7 +229,7 @@ package final class LoopbackHTTPServer: Sendable {
     case .respondBytes(let status, let extra, let body):
       var text = "HTTP/1.1 \(status) Status\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
       for (name, value) in extra { text += "\(name): \(value)\r\n" }
-      write(fd, Array((text + "\r\n").utf8)[...] + body[...])
+      _ = write(fd, Array((text + "\r\n").utf8)[...] + body[...])
     case .stall(let seconds):
       _ = stopping.wait(timeout: .now() + seconds)
       answer(fd, status: 200, headers: [:], body: "")

@@ -14,7 +14,7 @@ import Testing
   static let typed: [String: AttributeValue] = [
     "feature.beta": .bool(true), "cart.items": .int(3), "cart.weight_kg": .double(4.0),
     "cart.total": .double(2.5), "region": .string("eu-west-1"), "big": .int(Int64.min),
-    "quoted": .string("say \"hi\"\n"), "tiny": .double(5e-324),
+    "quoted": .string("say \"hi\"\n"), "tiny": .double(.leastNonzeroMagnitude),
   ]
 
   static let packageRoot = String(

@@ -1,4 +1,5 @@
 import CrumbsPlatform
+import CrumbsSignalPath
 import CrumbsTestSupport
 import Testing
 
@@ -9,7 +10,9 @@ import Testing
 struct RedactionTests {
   let redactor = Redaction().redactor()
 
-  @Test(arguments: [
+  /// Free text and what the default rules make of it: the reports' redaction and the crash
+  /// handler's (TerminationRedactionTests) are held to the same cases.
+  static let pairCases = [
     // key=value and key: value, in free text
     ("login token=abc123", "login token=[redacted]"),
     ("login token = abc123 ok", "login token = [redacted] ok"),
@@ -45,9 +48,51 @@ struct RedactionTests {
     // multi-byte text around a pair, and a key at the end of a short text
     ("Grüße token=ä1 ✓", "Grüße token=[redacted] ✓"),
     ("t:token", "t:token"),
-  ])
+  ]
+
+  @Test(arguments: pairCases)
   func pairsInFreeText(input: String, expected: String) {
     #expect(redactor.text(input) == expected)
+  }
+
+  /// The crash handler's redaction of the termination line's message (crumbs_redact.c), with
+  /// the default keys as the client gives them, on the same cases (the handler turns line ends
+  /// into spaces before: the one case with a line end is the reports' alone).
+  @Test(arguments: pairCases.filter { !$0.0.contains("\n") })
+  func theCrashHandlersRedactionAgrees(input: String, expected: String) {
+    let output = ProcessWideState.exclusive {
+      let keys = Array(Redaction.defaultKeys.joined(separator: "\0").utf8) + [0]
+      let kept = keys.withUnsafeBufferPointer { bytes in
+        bytes.withMemoryRebound(to: CChar.self) {
+          crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+        }
+      }
+      #expect(kept)
+      var out = [CChar](repeating: 0, count: 512)
+      let count = input.utf8CString.withUnsafeBufferPointer { text in
+        crumbs_termination_message_testing_redact(text.baseAddress, text.count - 1, &out, out.count)
+      }
+      _ = crumbs_termination_message_set_redaction_keys(nil, 0)
+      return String(decoding: out.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+    #expect(output == expected)
+  }
+
+  @Test func theCrashHandlersKeysAreBounded() {
+    ProcessWideState.exclusive {
+      let many = Array(repeating: "k", count: 300).joined(separator: "\0")
+      let bytes = Array(many.utf8CString)
+      #expect(
+        !bytes.withUnsafeBufferPointer {
+          crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+        })
+      // Nothing kept: a pair passes unchanged.
+      var out = [CChar](repeating: 0, count: 64)
+      let count = "k=v".utf8CString.withUnsafeBufferPointer {
+        crumbs_termination_message_testing_redact($0.baseAddress, 3, &out, out.count)
+      }
+      #expect(String(decoding: out.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "k=v")
+    }
   }
 
   @Test func attributeKeysMatchCaseInsensitiveSubstrings() {

@@ -8,7 +8,7 @@ import Crumbs
 
 let redactionScenarios: [String: @Sendable ([String]) -> Int32] = [
   // redaction-crash DIR: starts a client (redaction: the defaults, or Redaction.off when
-  // CRUMBS_TEST_REDACTION is `off`), sets the attribute db.password=hunter2, adds the breadcrumb "login
+  // CRUMBS_TEST_REDACTION is `off`; its termination message goes to DIR/termination-log), sets the attribute db.password=hunter2, adds the breadcrumb "login
   // token=abc123" with attributes password=hunter2, stores a non-fatal report "request failed:
   // Authorization: Bearer xyzSECRET" (api_key=abc123), prints "session ID" then "crashing", and
   // dies in fatalError("Authorization: Bearer xyzSECRET").
@@ -17,7 +17,7 @@ let redactionScenarios: [String: @Sendable ([String]) -> Int32] = [
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
     configuration.hangs = nil
-    configuration.terminationMessagePath = nil
+    configuration.terminationMessagePath = directory + "/termination-log"
     if let mode = getenv("CRUMBS_TEST_REDACTION"), String(cString: mode) == "off" {
       configuration.redaction = .off
     }

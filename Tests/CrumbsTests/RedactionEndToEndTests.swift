@@ -15,7 +15,8 @@ import Testing
 /// non-fatal report and a fatal error saying `Authorization: Bearer xyzSECRET` — and dies; the next launch processes
 /// the crash and delivers both reports to a loopback OTLP server. With redaction on, no secret
 /// is in any byte the server received (the trail decompressed by the official decoder's `lz4 -d`)
-/// nor in any file of the store (its LZ4 trails decompressed); off, they are (the test can fail).
+/// nor in any file of the store (its LZ4 trails decompressed), nor in the crash handler's
+/// termination line; off, they are (the test can fail).
 /// The processing client always runs with the default rules: the crashed session's own rules,
 /// from its session file, decide.
 @Suite(.serialized) struct RedactionEndToEndTests {
@@ -31,6 +32,12 @@ import Testing
           "OTEL_RESOURCE_ATTRIBUTES": "deployment.db_password=hunter2",
         ])
       #expect(run.status & 0x7f == swiftTrapSignal, "\(run.lines) \(run.stderr)")
+      // The crash handler's termination line (the orchestrator keeps it) carries the fatal
+      // message with the pair's value redacted.
+      let line = String(decoding: try Syscall.readFile(directory.file("termination-log")), as: UTF8.self)
+      #expect(line.contains("Authorization: ") && line.hasSuffix("\n"), "\(line)")
+      #expect(line.contains("xyzSECRET") == !redacting, "\(line)")
+      if redacting { #expect(line.contains("Authorization: [redacted]"), "\(line)") }
       let server = try LoopbackHTTPServer(status: 200)
       defer { server.stop() }
       var configuration = CrumbsConfiguration(directory: directory.path)

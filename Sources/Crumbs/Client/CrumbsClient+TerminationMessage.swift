@@ -12,7 +12,10 @@ extension CrumbsClient {
       return nil
     }
     do {
-      try TerminationMessage.open(path: path)
+      // Its message redacted with the reports' keys (Redaction.off has none).
+      guard try TerminationMessage.open(path: path, redactingKeys: configuration.redaction.keys) else {
+        return "the redaction keys exceed 512 bytes: the termination message is written without redaction"
+      }
       return nil
     } catch {
       return "cannot open the termination message file: \(error)"

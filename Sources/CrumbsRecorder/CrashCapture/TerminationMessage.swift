@@ -37,10 +37,26 @@ public enum TerminationMessage {
   /// crashes too. Created (0644, readable by a node agent) when missing; its folder must exist.
   /// O_NONBLOCK: a FIFO or a full pipe named here never blocks the crash handler (a FIFO without
   /// a reader fails now, ENXIO, a problem at start); on a regular file it changes nothing.
-  public static func open(path: String) throws(SystemCallError) {
+  ///
+  /// `redactingKeys`: in the line's message (Swift's fatal-error message), the value of a
+  /// `key=value` / `key: value` pair whose key contains one of them becomes `[redacted]`, as in
+  /// reports (the client passes its `Redaction.keys`; value patterns and home directories are
+  /// the reports' alone). Keys beyond 512 bytes in all are dropped, and the result says so.
+  @discardableResult
+  public static func open(path: String, redactingKeys: [String] = []) throws(SystemCallError) -> Bool {
     let descriptor = try Syscall.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK, mode: 0o644)
+    // The keys change only while no descriptor is published (the handler reads them after it).
+    let earlier = crumbs_termination_message_set_fd(-1)
+    var list = Array(redactingKeys.filter { !$0.isEmpty }.joined(separator: "\0").utf8)
+    if !list.isEmpty { list.append(0) }
+    let kept = list.withUnsafeBufferPointer { bytes in
+      bytes.withMemoryRebound(to: CChar.self) {
+        crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+      }
+    }
     let previous = crumbs_termination_message_set_fd(descriptor)
-    if previous >= 0 && previous != descriptor { Syscall.close(previous) }
+    for old in Set([earlier, previous]) where old >= 0 && old != descriptor { Syscall.close(old) }
+    return kept
   }
 
   /// No line from now on; the file given before is closed.

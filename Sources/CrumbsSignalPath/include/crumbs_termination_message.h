@@ -9,7 +9,12 @@
 // session id (the crash report's id), and the Swift runtime's fatal-error message when it left
 // one. One write of at most CRUMBS_TERMINATION_MESSAGE_MAX bytes, ending in "\n".
 //
+// The message's `key=value` / `key: value` pairs whose key contains one of the redaction keys
+// have their value replaced by "[redacted]" (crumbs_redact.c), as reports' redaction does: the
+// orchestrator keeps the line (Kubernetes stores it in the pod's status).
+//
 // Entry points, in call order:
+//   crumbs_termination_message_set_redaction_keys  (set-up) the keys, while no descriptor is set
 //   crumbs_termination_message_set_fd   (set-up) the file the line goes to, opened by the caller
 //   [crash] the handler writes the line (crumbs_termination_message.c)
 // Tests and fuzzing reach the pieces through the crumbs_*_testing_* functions below.
@@ -38,7 +43,22 @@ extern "C" {
 /// signal-safe.
 int crumbs_termination_message_set_fd(int fd);
 
+/// The longest key list crumbs_termination_message_set_redaction_keys keeps, in bytes.
+#define CRUMBS_TERMINATION_REDACTION_KEYS_MAX 512
+
+/// The redaction keys for the line's message: `length` bytes of keys, each ended by a NUL
+/// (ASCII case-insensitive, `-` and `_` alike, substrings of a pair's key; an empty list: no
+/// redaction). Returns false, keeping no key, when they exceed
+/// CRUMBS_TERMINATION_REDACTION_KEYS_MAX; empty keys are skipped. Call it while no descriptor is
+/// set (crumbs_termination_message_set_fd(-1) first): the handler reads the keys without a lock
+/// once it saw a descriptor. Not signal-safe.
+bool crumbs_termination_message_set_redaction_keys(const char *keys, size_t length);
+
 // MARK: - Tests and fuzzing only
+
+/// The handler's redaction of `text` (`length` bytes) with the keys set now, into `out`
+/// (`capacity` bytes, not NUL-terminated); returns the bytes written. Pure but for the keys.
+size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out, size_t capacity);
 
 /// The crash handler's symbol lookup (crumbs_elf_symbol.c) over `size` bytes of an ELF file in
 /// memory: the name of the function symbol holding file address `address` into `name`
