@@ -97,7 +97,11 @@ bench: deps
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/LiveCaptureFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/HangFigures
-	@BENCH_SUMMARY=$(BENCH_SUMMARY) Benchmarks/summary.sh
+	$(SWIFT) build -c release --product crumbs
+	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
+	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \
+	  $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild
+	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_README=$(CURDIR)/README.md Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps

@@ -6,7 +6,8 @@
 # at the start, the end and their maximum (sampled every 5 s; RssAnon too: most of VmRSS is the
 # Swift runtime's and Foundation's code, paged in as code paths first run), the sessions run, the reports
 # received, and each crash's and kill's latency (the moment the child died → the report's
-# request at the server). Not a timed test: figures for the note and docs/figures.md.
+# request at the server). Not a timed test: figures for the note and docs/figures.md; with
+# BENCH_SUMMARY set (make bench runs it for half a minute), the headline figures are added there.
 # Usage, from the repository root:
 #   sh Benchmarks/collector-soak.sh [MINUTES] [CRUMBS] [CHILD]
 set -eu
@@ -119,6 +120,20 @@ for kind in ("crash", "kill"):
             kind, pick(0.5), pick(0.95), values[-1] * 1000, len(values)))
 print("SIGTERM → exit status %d in %.0f ms" % (status, (time.monotonic() - stopped) * 1000))
 server.shutdown()
+# make bench: the headline figures for its summary table (figure|value|goal|verdict).
+summary = os.environ.get("BENCH_SUMMARY")
+if summary:
+    with open(summary, "a") as out:
+        for kind, what in (("crash", "a crash"), ("kill", "a SIGKILL")):
+            values = sorted(latencies[kind])
+            if not values:
+                continue
+            p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+            out.write("crumbs collect --watch: %s → report at the server|median %.0f ms, p95 %.0f ms (%d)|≤ 2 s|%s\n" % (
+                what, values[len(values) // 2] * 1000, p95 * 1000, len(values),
+                "met" if p95 <= 2 and not waiting else "MISSED"))
+        out.write("crumbs collect --watch: RSS and fds over the run|%d → %d kB, %d → %d fds (%d sessions)||\n" % (
+            rss[0], rss[-1], fds[0], fds[-1], sum(sessions.values())))
 PY
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 case "$dir" in /tmp/*) rm -rf "$dir" ;; esac

@@ -3,13 +3,17 @@
 # figures programs and scripts added to BENCH_SUMMARY: figure|value|goal|verdict), with the
 # machine's conditions, so one screen says what the run found.
 #
-# Usage: BENCH_SUMMARY=FILE Benchmarks/summary.sh
+# With BENCH_README naming the README (make bench does), the same figures replace the table
+# between its `<!-- figures -->` and `<!-- /figures -->` markers, with the date and machine: the
+# README's figures are always one run's, as measured.
+#
+# Usage: BENCH_SUMMARY=FILE [BENCH_README=README.md] Benchmarks/summary.sh
 set -euo pipefail
 
 file=${BENCH_SUMMARY:?BENCH_SUMMARY names the file the figures were added to}
 [ -s "$file" ] || { echo "summary.sh: no figures in $file"; exit 1; }
 echo ""
-echo "== Summary: this run's figures and goals (issue 14) =="
+echo "== Summary: this run's figures and goals (Benchmarks/README.md) =="
 echo "   machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo); load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "   ratios compare figures measured in the same run (the floor, the ring-only process): they hold on a busy machine better than the absolute times"
 # Widths in characters, not bytes (the figures use →, × and ≤): continuation bytes uncounted.
@@ -25,3 +29,35 @@ LC_ALL=C awk -F'|' '
       print line
     }
   }' "$file"
+
+[ -n "${BENCH_README:-}" ] || exit 0
+python3 - "$file" "$BENCH_README" "$(nproc)" "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" "$(swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)" <<'PY'
+import datetime, sys
+summary, readme, cpus, model, load, swift = sys.argv[1:7]
+begin, end = "<!-- figures -->", "<!-- /figures -->"
+text = open(readme, encoding="utf-8").read()
+if begin not in text or end not in text or text.index(begin) > text.index(end):
+    sys.exit("summary.sh: %s has no %s … %s block: not written" % (readme, begin, end))
+rows = []
+for line in open(summary, encoding="utf-8"):
+    fields = line.rstrip("\n").split("|")
+    if len(fields) != 4:
+        continue
+    figure, value, goal, verdict = fields
+    judged = "" if not goal else goal + ": " + (verdict or "not measurable here")
+    rows.append("| %s | %s | %s |" % (figure, value, judged))
+table = "\n".join([
+    begin,
+    "Measured %s by `make bench` on %s CPUs (%s; %s, release builds), load average %s at the end."
+    % (datetime.date.today().isoformat(), cpus, model, swift or "Swift", load),
+    "Ratios compare figures measured in the same run; written by Benchmarks/summary.sh.",
+    "",
+    "| what | figure | goal |",
+    "|---|---|---|",
+] + rows + [end])
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(readme, "w", encoding="utf-8").write(head + table + tail)
+print("   written to %s (%d figures)" % (readme, len(rows)))
+PY

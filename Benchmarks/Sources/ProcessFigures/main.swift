@@ -9,8 +9,11 @@
 //              time to make the CrumbsConfiguration the start is given (also the caller's)
 //   memory     RSS once set up: recorder-only against plain (goal: within the ring's size + 1 MiB);
 //              the client's after a clean exit and once it has reported a crash
-//   death      fault → the parent's waitpid returns, recorder-only against client (goal ≤ 2×)
-//   exit       exit(0) → the parent's waitpid returns, likewise (goal ≤ 2×); and for reference a
+//   death      fault → the parent's waitpid returns: the client against a program that links
+//              Foundation (what every Swift server links; issue 26 retired the old goal of ≤ 2×
+//              a recorder-only process: the rest is the kernel unmapping FoundationEssentials),
+//              and against a recorder-only one, for reference
+//   exit       exit(0) → the parent's waitpid returns, likewise; and for reference a
 //              program without Crumbs that links FoundationNetworking, as every client did
 //              before CrumbsDelivery loaded libcurl with dlopen (most of a client's end was that
 //              library tree's), one that links Foundation only; and the client
@@ -221,8 +224,8 @@ print(
   "client RSS once started: \(Int(clientRSSAfterClean)) KiB after a clean exit, "
     + "\(Int(clientRSSAfterCrash)) KiB once it has reported the previous session's crash")
 print(
-  "fault → death, client / recorder only: \(String(format: "%.2f", deathRatio))× (goal ≤ 2: \(verdict(deathRatio <= 2))); "
-    + "exit(0) → reaped: \(String(format: "%.2f", exitRatio))× (goal ≤ 2: \(verdict(exitRatio <= 2)))")
+  "fault → death, client / recorder only: \(String(format: "%.2f", deathRatio))×; "
+    + "exit(0) → reaped: \(String(format: "%.2f", exitRatio))× (no goal since issue 26: see the Foundation figures)")
 let networkingDeath = figure(crashes, "NetworkingProcess", \.endToReaped)
 let networkingExit = figure(exits, "NetworkingProcess", \.endToReaped)
 print(
@@ -232,9 +235,12 @@ print(
     + "and \(String(format: "%.2f", figure(exits, "ClientProcess", \.endToReaped) / networkingExit))×")
 let foundationDeath = figure(crashes, "FoundationProcess", \.endToReaped)
 let foundationExit = figure(exits, "FoundationProcess", \.endToReaped)
+let foundationDeathRatio = figure(crashes, "ClientProcess", \.endToReaped) / foundationDeath
+let foundationExitRatio = figure(exits, "ClientProcess", \.endToReaped) / foundationExit
 print(
   "and one that links Foundation but not FoundationNetworking: fault → death \(ms(foundationDeath)), "
-    + "exit(0) → reaped \(ms(foundationExit)), RSS \(Int(figure(waits, "FoundationProcess", \.residentKiB))) KiB"
+    + "exit(0) → reaped \(ms(foundationExit)), RSS \(Int(figure(waits, "FoundationProcess", \.residentKiB))) KiB; "
+    + "client / that: \(String(format: "%.2f", foundationDeathRatio))× and \(String(format: "%.2f", foundationExitRatio))×"
 )
 let quietDeath = figure(crashes, "ClientNoMonitor", \.endToReaped)
 let quietExit = figure(exits, "ClientNoMonitor", \.endToReaped)
@@ -257,13 +263,13 @@ BenchSummary.record(
   "client RSS, after a clean exit / a crash",
   "\(Int(clientRSSAfterClean)) KiB / \(Int(clientRSSAfterCrash)) KiB (the crash reported)")
 BenchSummary.record(
-  "fault → death, client / recorder only",
-  "\(ms(figure(crashes, "ClientProcess", \.endToReaped))) / \(ms(figure(crashes, "RecorderProcess", \.endToReaped))) = \(String(format: "%.2f", deathRatio))×",
-  goal: "≤ 2×", met: deathRatio <= 2)
+  "fault → death / exit(0) → reaped, client / a Foundation-linked program",
+  "\(String(format: "%.2f", foundationDeathRatio))× / \(String(format: "%.2f", foundationExitRatio))× "
+    + "(\(ms(figure(crashes, "ClientProcess", \.endToReaped))) / \(ms(figure(exits, "ClientProcess", \.endToReaped))))")
 BenchSummary.record(
-  "exit(0) → reaped, client / recorder only",
-  "\(ms(figure(exits, "ClientProcess", \.endToReaped))) / \(ms(figure(exits, "RecorderProcess", \.endToReaped))) = \(String(format: "%.2f", exitRatio))×",
-  goal: "≤ 2×", met: exitRatio <= 2)
+  "  for reference: client / recorder only",
+  "\(String(format: "%.2f", deathRatio))× / \(String(format: "%.2f", exitRatio))× (recorder only: "
+    + "\(ms(figure(crashes, "RecorderProcess", \.endToReaped))) / \(ms(figure(exits, "RecorderProcess", \.endToReaped))))")
 BenchSummary.record(
   "  for reference: FoundationNetworking, no Crumbs",
   "fault to death \(ms(networkingDeath)), exit(0) to reaped \(ms(networkingExit))")
