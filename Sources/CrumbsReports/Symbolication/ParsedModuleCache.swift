@@ -10,7 +10,7 @@
 //   Symbolicator.forgetParsedModules()                   drops them all (public: frees the
 //                                                        memory; the benchmarks time a cold
 //                                                        next launch with it)
-//   parseCount                                           files parsed through the cache (tests)
+//   parseCount, parseCount(of:)                          files parsed through the cache (tests)
 //
 // Keyed by the file as found now: path, device and inode, size and modification time (`stat`,
 // links followed). A file replaced by a rename, or rewritten in place, has another key and is
@@ -57,6 +57,8 @@ package final class ParsedModuleCache: Sendable {
     var bytes = 0
     var clock: UInt64 = 0
     var parses = 0
+    /// Parses by path (a few dozen paths in a process's life: module paths).
+    var parsesByPath: [String: Int] = [:]
   }
 
   package let maxEntries: Int
@@ -81,7 +83,10 @@ package final class ParsedModuleCache: Sendable {
       return entry.image
     }
     if let found { return found }
-    state.withLock { $0.parses += 1 }
+    state.withLock { state in
+      state.parses += 1
+      state.parsesByPath[key.path, default: 0] += 1
+    }
     let image = try parse()
     keep(image, for: key)
     return image
@@ -113,6 +118,9 @@ package final class ParsedModuleCache: Sendable {
 
   /// How many files were parsed through the cache since the process started (misses).
   package var parseCount: Int { state.withLock { $0.parses } }
+
+  /// How many times the file at `path` was parsed through the cache (tests: each their own file).
+  package func parseCount(of path: String) -> Int { state.withLock { $0.parsesByPath[path] ?? 0 } }
 
   /// How many images are kept, and their tables' bytes.
   package var usage: (entries: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }
