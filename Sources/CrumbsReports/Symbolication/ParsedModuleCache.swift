@@ -5,7 +5,7 @@
 // none of them again.
 //
 // Entry points, in call order:
-//   ParsedModuleCache.shared.image(path:status:parse:)   the image kept for the file as it is
+//   ParsedModuleCache.shared.image(for:parse:)           the image kept for the file as it is
 //                                                        now, else `parse()`'s, kept
 //   Symbolicator.forgetParsedModules()                   drops them all (public: frees the
 //                                                        memory; the benchmarks time a cold
