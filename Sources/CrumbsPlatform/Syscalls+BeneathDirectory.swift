@@ -162,6 +162,33 @@ extension Syscall {
     return try readAll(fd, limit: limit, path: path)
   }
 
+  /// Creates the file `name` (0600) in the open `directory`, a folder no one else reads (a
+  /// report being assembled), with `bytes`, and returns it still open: the caller fsyncs it when
+  /// it must be durable (after its other writes, so one journal commit can take them all) and
+  /// closes it. Whatever was at `name` is unlinked first (a link is removed, never followed:
+  /// O_EXCL, O_NOFOLLOW). On failure nothing of it is left.
+  package static func createFile(named name: String, in directory: Int32, _ bytes: [UInt8], path: String)
+    throws(SystemCallError) -> Int32
+  {
+    _ = unlinkat(directory, name, 0)
+    let fd = try retrying("open", path: path) {
+      openat(directory, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600))
+    }
+    do throws(SystemCallError) {
+      var offset = 0
+      while offset < bytes.count {
+        offset += try retrying("write", path: path) {
+          bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        }
+      }
+    } catch {
+      close(fd)
+      _ = unlinkat(directory, name, 0)
+      throw error
+    }
+    return fd
+  }
+
   /// Writes `bytes` as the file `name` in the open `directory`, all or nothing (see
   /// `writeFileAtomically(_:_:durable:)`). The temporary file is created new (O_EXCL,
   /// O_NOFOLLOW), so nothing already at its name — a link left there — is ever written through;

@@ -108,6 +108,13 @@ extension Syscall {
     return fstatat(AT_FDCWD, path, &info, 0) == 0 ? nil : Errno(rawValue: Glibc.errno)
   }
 
+  /// What `stat` says of `path`, links followed, or why it cannot say.
+  package static func followedStatus(ofPath path: String) -> Result<EntryStatus, Errno> {
+    var info = stat()
+    guard fstatat(AT_FDCWD, path, &info, 0) == 0 else { return .failure(Errno(rawValue: Glibc.errno)) }
+    return .success(EntryStatus(info))
+  }
+
   /// Whether `path` is a regular file this process may execute.
   package static func isExecutableFile(_ path: String) -> Bool {
     var info = stat()

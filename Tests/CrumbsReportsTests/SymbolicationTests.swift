@@ -182,6 +182,70 @@ private var noEnhancer: Symbolicator.Options {
     #expect(mappedPath(containing: address) == canonical(module.path))
   }
 
+  @Test func aModuleFileParsedOnceIsNotParsedAgainUntilItChanges() throws {
+    // A next launch names a crash from the app's modules; a later non-fatal report (another
+    // Symbolicator) reuses the tables it parsed. A copy of libc of this test's own: the cache
+    // is the process's, and other tests run at the same time.
+    let address = UInt64(UInt(bitPattern: dlsym(nil, "getpid"))) + 4
+    let libc = try moduleHolding(address)
+    let directory = TestDirectory()
+    let copy = directory.file("libc-copy.so")
+    #expect(runShell("cp '\(libc.path)' '\(copy)'") == 0)
+    var module = libc
+    module.path = copy
+    func name() -> SymbolicatedFrame {
+      Symbolicator(modules: [module], options: noEnhancer).symbolicate([address], firstIsExactPC: true)[0]
+    }
+
+    #expect(name().symbol == "getpid")
+    #expect(ParsedModuleCache.shared.parseCount(of: copy) == 1)
+    let later = name()
+    #expect(later.symbol == "getpid" && later.symbolOffset == 4)
+    #expect(ParsedModuleCache.shared.parseCount(of: copy) == 1, "a second Symbolicator parsed the file again")
+
+    // Changed (a new modification time): parsed again, not trusted from the cache.
+    #expect(runShell("touch -d '2001-01-01 00:00:00' '\(copy)'") == 0)
+    #expect(name().symbol == "getpid")
+    #expect(ParsedModuleCache.shared.parseCount(of: copy) == 2)
+    // Forgotten: parsed again.
+    Symbolicator.forgetParsedModules()
+    #expect(name().symbol == "getpid")
+    #expect(ParsedModuleCache.shared.parseCount(of: copy) == 3)
+  }
+
+  @Test func theParsedModuleCacheStaysWithinItsBounds() throws {
+    let address = UInt64(UInt(bitPattern: dlsym(nil, "getpid"))) + 4
+    let libc = try moduleHolding(address)
+    let directory = TestDirectory()
+    let cache = ParsedModuleCache(maxEntries: 2, maxBytes: 1 << 30)
+    var keys: [ParsedModuleCache.Key] = []
+    for index in 0..<3 {
+      let copy = directory.file("libc-\(index).so")
+      #expect(runShell("cp '\(libc.path)' '\(copy)'") == 0)
+      guard case .success(let status) = Syscall.followedStatus(ofPath: copy) else {
+        Issue.record("cannot stat \(copy)")
+        return
+      }
+      let key = ParsedModuleCache.Key(path: copy, status: status)
+      keys.append(key)
+      _ = try cache.image(for: key) { () throws(PersistedFileError) in try ELFImage.read(path: copy) }
+    }
+    #expect(cache.usage.entries == 2)
+    #expect(cache.parseCount == 3)
+    // The least recently used (the first) went: asking for it parses again; the newest stays.
+    _ = try cache.image(for: keys[2]) { () throws(PersistedFileError) in try ELFImage.read(path: keys[2].path)
+    }
+    #expect(cache.parseCount == 3)
+    _ = try cache.image(for: keys[0]) { () throws(PersistedFileError) in try ELFImage.read(path: keys[0].path)
+    }
+    #expect(cache.parseCount == 4)
+    // An image larger than the byte bound is used but not kept.
+    let tiny = ParsedModuleCache(maxEntries: 8, maxBytes: 1)
+    _ = try tiny.image(for: keys[0]) { () throws(PersistedFileError) in try ELFImage.read(path: keys[0].path)
+    }
+    #expect(tiny.usage.entries == 0 && tiny.usage.bytes == 0)
+  }
+
   @Test func readingAModulesSymbolsLeavesMallocsThresholdWhereItWas() throws {
     // A module's names and symbols run to megabytes. Read into Arrays and freed, they raised
     // glibc's mmap threshold to their size for the rest of the process, so that the app's own

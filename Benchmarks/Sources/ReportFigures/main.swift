@@ -9,6 +9,9 @@
 //   redaction       the default rules (and with an e-mail pattern) on a full 1 MiB ring's trail,
 //                   against the trail encoded without them, and a non-fatal report with
 //                   redaction on and off (`Redaction.off`), in the same run
+//   phases          where the next launch's and the non-fatal report's time goes: each step
+//                   timed alone (wall and thread CPU), in the same run as the whole, so the
+//                   split and the total can be compared (PhaseTimes)
 // (CrumbsClient.start is measured by ProcessFigures, in a fresh process as an application
 // starts it.)
 //
@@ -36,6 +39,37 @@ func fill(_ ring: BreadcrumbRing, count: Int) {
       "GET /api/v1/orders/\(index) answered 200 in 12 ms (cache miss)",
       level: index % 50 == 0 ? .warning : .info,
       type: .http, attributes: ["method": "GET", "status": "200", "n": String(index)])
+  }
+}
+
+/// The steps of one path, each timed alone round after round (wall and thread CPU): medians,
+/// printed in the order first timed, with their sum to set against the whole path's figure.
+struct PhaseTimes {
+  private var names: [String] = []
+  private var wall: [String: [Double]] = [:]
+  private var cpu: [String: [Double]] = [:]
+
+  mutating func time<T>(_ name: String, _ body: () throws -> T) rethrows -> T {
+    if wall[name] == nil { names.append(name) }
+    let startedCPU = threadCPUNanoseconds()
+    let started = monotonicNanoseconds()
+    let result = try body()
+    wall[name, default: []].append(Double(monotonicNanoseconds() - started))
+    cpu[name, default: []].append(Double(threadCPUNanoseconds() - startedCPU))
+    return result
+  }
+
+  func print(_ title: String) {
+    Swift.print("  \(title) (medians, wall / thread CPU):")
+    let width = names.map(\.count).max() ?? 0
+    for name in names {
+      let padded = name + String(repeating: " ", count: width - name.count)
+      Swift.print("    \(padded)  \(milliseconds(median(wall[name]!))) / \(milliseconds(median(cpu[name]!)))")
+    }
+    let padded = "sum" + String(repeating: " ", count: max(0, width - 3))
+    Swift.print(
+      "    \(padded)  \(milliseconds(names.map { median(wall[$0]!) }.reduce(0, +))) / \(milliseconds(names.map { median(cpu[$0]!) }.reduce(0, +)))"
+    )
   }
 }
 
@@ -97,6 +131,42 @@ func runChild(_ directory: String) -> (status: Int32, installNanoseconds: Double
   return (status, install)
 }
 
+/// Times the next launch's steps one by one on what a crash left in `directory`, changing
+/// nothing there (no ring claimed, no file removed): PostMortemProcessor.run then does them all,
+/// timed as a whole. Returns the compressed trail, for the store step (timed after the run).
+func timeNextLaunchPhases(_ directory: String, into phases: inout PhaseTimes) -> [UInt8]? {
+  let rings = directory + "/rings"
+  guard let names = try? FileManager.default.contentsOfDirectory(atPath: rings),
+    let ringName = names.first(where: { $0.hasSuffix(".ring") })
+  else { return nil }
+  let ringPath = rings + "/" + ringName
+  let recordPath = String(ringPath.dropLast(".ring".count)) + ".crash"
+  guard
+    let ring = try? phases.time(
+      "ring read (file, every slot decoded)", { try RingReader.read(file: ringPath) }),
+    let record = try? phases.time("crash record read", { try CrashRecord.read(file: recordPath) })
+  else { return nil }
+  // A next launch is a new process: nothing parsed yet (this one parsed the same files before).
+  Symbolicator.forgetParsedModules()
+  _ = phases.time("symbolicate the crashing thread (symbol tables parsed)") {
+    Symbolicator(modules: record.modules, options: PostMortemProcessor.defaultSymbolication)
+      .symbolicate(record.frames)
+  }
+  let redacted = phases.time("redaction (default rules)") { Redaction().redacting(ring.breadcrumbs) }
+  let json = phases.time("trail JSON Lines") { TrailAttachment.jsonLines(redacted) }
+  return phases.time("LZ4") { try? LZ4Frame.compress(json) }
+}
+
+/// Times storing `report` (a copy under a new id) with `trail` into `store`: report.json
+/// encoded, the index and the trail written, each with fsync, the folder renamed into pending/.
+func timeStore(_ report: CrashReport, trail: [UInt8], into store: ReportStore, phases: inout PhaseTimes) {
+  var copy = report
+  copy.id = SessionID().description
+  _ = phases.time("store (report.json encoded, files written with fsync, renamed)") {
+    try? store.store(copy, attachments: [(TrailAttachment.name, trail)])
+  }
+}
+
 func temporaryDirectory(_ name: String) -> String {
   let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
   let path = "\(base)/crumbs-figures-\(getpid())-\(name)"
@@ -138,6 +208,9 @@ var installTimes: [Double] = []
 var processingTimes: [Double] = []
 var framesSeen: [Int] = []
 var trailBytes: [UInt8] = []
+var nextLaunchPhases = PhaseTimes()
+let phaseDirectory = temporaryDirectory("phase-store")
+let phaseStore = try ReportStore(directory: phaseDirectory)
 for round in 0..<rounds {
   let directory = temporaryDirectory("crash-\(round)")
   let (status, install) = runChild(directory)
@@ -146,11 +219,16 @@ for round in 0..<rounds {
     continue
   }
   if let install { installTimes.append(install) }
+  let compressedTrail = timeNextLaunchPhases(directory, into: &nextLaunchPhases)
+  Symbolicator.forgetParsedModules()  // a new process's: see timeNextLaunchPhases
   let started = monotonicNanoseconds()
   let outcome = PostMortemProcessor(
     directory: try RingDirectory(path: directory), store: try ReportStore(directory: directory)
   ).run()
   processingTimes.append(Double(monotonicNanoseconds() - started))
+  if let compressedTrail, let stored = outcome.reports.first {
+    timeStore(stored.report, trail: compressedTrail, into: phaseStore, phases: &nextLaunchPhases)
+  }
   if let report = outcome.lastSessionCrashReport {
     handlerTimes.append(Double(report.handlerDurationNanoseconds ?? 0))
     framesSeen.append(report.frames.count)
@@ -174,6 +252,7 @@ BenchSummary.record(
 print("  CrashHandler.install (thread CPU time):    \(milliseconds(median(installTimes)))  (goal ≤ 2 ms)")
 print(
   "  next launch (read, symbolicate, LZ4, store): \(milliseconds(median(processingTimes)))  (goal ≤ 50 ms)")
+nextLaunchPhases.print("next launch, step by step, on the same crashes")
 
 // LZ4 on the trail.
 if !trailBytes.isEmpty {
@@ -214,6 +293,31 @@ for _ in 0..<max(rounds, 15) {
   sendCPUTimes.append(Double(threadCPUNanoseconds() - startedCPU))
   sendTimes.append(Double(monotonicNanoseconds() - started))
 }
+// Where a non-fatal report's time goes: its steps one by one, with the same full ring.
+var nonFatalPhases = PhaseTimes()
+if let sample = client.send(error: FiguresError()) {
+  let addresses = sample.report.frames.compactMap { frame in
+    frame.address.hasPrefix("0x") ? UInt64(frame.address.dropFirst(2), radix: 16) : nil
+  }
+  let symbolicator = Symbolicator(
+    modules: CurrentProcessModules.list(), options: PostMortemProcessor.defaultSymbolication)
+  _ = symbolicator.symbolicate(addresses, firstIsExactPC: false)  // its tables parsed once, as the client keeps them
+  for _ in 0..<max(rounds, 15) {
+    _ = nonFatalPhases.time("module list (dl_iterate_phdr)") { CurrentProcessModules.list() }
+    _ = nonFatalPhases.time("symbolicate \(addresses.count) frames (tables already parsed)") {
+      symbolicator.symbolicate(addresses, firstIsExactPC: false)
+    }
+    let snapshot = nonFatalPhases.time("ring snapshot (every slot decoded)") { client.ring.snapshot() }
+    let redacted = nonFatalPhases.time("redaction (default rules)") {
+      Redaction().redacting(snapshot.breadcrumbs)
+    }
+    let json = nonFatalPhases.time("trail JSON Lines") { TrailAttachment.jsonLines(redacted) }
+    let compressed = nonFatalPhases.time("LZ4") { (try? LZ4Frame.compress(json)) ?? [] }
+    timeStore(sample.report, trail: compressed, into: phaseStore, phases: &nonFatalPhases)
+  }
+}
+try? FileManager.default.removeItem(atPath: phaseDirectory)
+
 // Redaction on the trail: the default rules, and with an e-mail pattern (Swift Regex), against
 // the trail's encoding and LZ4 alone; every tenth breadcrumb carries a secret.
 for index in 0..<client.ring.slotCount where index % 10 == 0 {
@@ -265,6 +369,7 @@ print(
 print(
   "  non-fatal report, call → stored (1 MiB ring): \(milliseconds(median(sendTimes))) wall, \(milliseconds(median(sendCPUTimes))) CPU  (goal ≤ 5 ms; the first, which parses symbol tables: \(milliseconds(firstSend)))"
 )
+nonFatalPhases.print("non-fatal report, step by step, same ring")
 BenchSummary.record(
   "non-fatal report, call → stored", "\(milliseconds(median(sendCPUTimes))) CPU", goal: "≤ 5 ms",
   met: median(sendCPUTimes) <= 5e6)

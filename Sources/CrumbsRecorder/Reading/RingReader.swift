@@ -248,6 +248,12 @@ package enum SlotDecoder {
   /// The text of `bytes`, and whether it had to be repaired: the C entry takes any bytes, and
   /// invalid UTF-8 becomes U+FFFD, which the breadcrumb's truncated flags then report.
   static func text(_ bytes: Slice<UnsafeRawBufferPointer>) -> (String, repaired: Bool) {
+    // ASCII (most breadcrumbs) is valid as it is, and String(decoding:) over a typed buffer is
+    // a copy; String(validating:) over a raw slice is a generic call looking up metadata each time.
+    let raw = UnsafeRawBufferPointer(rebasing: bytes)
+    if !raw.contains(where: { $0 >= 0x80 }) {
+      return (String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self), false)
+    }
     if let valid = String(validating: bytes, as: UTF8.self) { return (valid, false) }
     return (String(decoding: bytes, as: UTF8.self), true)
   }

@@ -61,24 +61,61 @@ package struct JSONWriter {
 
   // MARK: Values (written by the scopes after their separators)
 
-  /// A JSON string literal, escaped per RFC 8259.
+  /// A JSON string literal, escaped per RFC 8259. The runs between bytes that need escaping are
+  /// copied whole (most strings have none): a byte at a time, a trail's 500 KB took 5 ms.
   fileprivate mutating func string(_ value: String) {
+    var value = value
+    value.withUTF8 { utf8 in escaped(utf8) }
+  }
+
+  private mutating func escaped(_ utf8: UnsafeBufferPointer<UInt8>) {
     bytes.append(UInt8(ascii: "\""))
-    for byte in value.utf8 {
+    var runStart = 0
+    var index = 0
+    while index < utf8.count {
+      // Eight bytes at a time while none of them needs escaping (SWAR: `needsEscape`).
+      if utf8.count - index >= 8 {
+        let word = UInt64(
+          littleEndian: UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self))
+        if !Self.needsEscape(word) {
+          index += 8
+          continue
+        }
+      }
+      let byte = utf8[index]
+      index += 1
+      guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0x7F else {
+        continue
+      }
+      let position = index - 1
+      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<position]))
+      runStart = index
       switch byte {
       case UInt8(ascii: "\""): append("\\\"")
       case UInt8(ascii: "\\"): append("\\\\")
       case UInt8(ascii: "\n"): append("\\n")
       case UInt8(ascii: "\r"): append("\\r")
       case UInt8(ascii: "\t"): append("\\t")
-      case 0..<0x20, 0x7F:
+      default:
         append("\\u00")
         bytes.append(Self.hexDigits[Int(byte >> 4)])
         bytes.append(Self.hexDigits[Int(byte & 0xF)])
-      default: bytes.append(byte)
       }
     }
+    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
     bytes.append(UInt8(ascii: "\""))
+  }
+
+  /// Whether any of the eight bytes of `word` is a control character, a quote, a backslash or DEL: the
+  /// classic "has a byte less than n" and "has a zero byte" bit tricks, exact for whether any
+  /// byte matches (bytes from 0x80 up, UTF-8's multi-byte sequences, never do).
+  private static func needsEscape(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+    let control = (word &- ones &* 0x20) & ~word & highs != 0
+    return control || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
+      || hasZeroByte(word ^ (ones &* 0x7F))
   }
 
   private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
@@ -94,7 +131,8 @@ package struct JSONWriter {
         buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
         remaining /= 10
       } while remaining > 0
-      bytes.append(contentsOf: buffer[index...])
+      bytes.append(
+        contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]).assumingMemoryBound(to: UInt8.self))
     }
   }
 

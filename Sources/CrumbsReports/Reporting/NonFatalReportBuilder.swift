@@ -12,8 +12,9 @@ import Synchronization
   import Glibc
 #endif
 
-/// Symbolicates the live process's addresses, keeping the parsed symbol tables between reports
-/// (parsed again only when the module list changed, e.g. after a dlopen). Thread-safe.
+/// Symbolicates the live process's addresses, keeping its Symbolicator (and the names it
+/// demangled) between reports while the module list is unchanged; after a dlopen a new one
+/// reuses the symbol tables already parsed (ParsedModuleCache). Thread-safe.
 package final class LiveSymbolicator: Sendable {
   private struct Cache {
     var modules: [LoadedModule] = []

@@ -9,7 +9,8 @@
 //   reports/quarantine/<name>      folders that could not be read, moved aside with a .reason file
 //
 // Every file is written temp + fsync + rename + directory fsync; a report appears in `pending`
-// by one atomic rename of its whole folder, so a reader sees all of it or none of it.
+// by one atomic rename of its whole folder, so a reader sees all of it or none of it (its files
+// are written in place in that private folder, fsynced, then the folder, before the rename).
 //
 // A report folder is untrusted input (anyone who can write the directory can tamper with it).
 // Everything below `reports/` is reached relative to an open directory, component by component,
@@ -156,22 +157,26 @@ public struct ReportStore: Sendable {
       try Syscall.makeDirectory(named: name, in: incoming, path: incomingPath)
       let folder = try Syscall.openDirectory(named: name, in: incoming, path: incomingPath)
       defer { Syscall.close(folder) }
-      for attachment in attachments {
-        try Syscall.writeFileAtomically(
-          named: attachment.name, in: folder, attachment.bytes, path: incomingPath + "/" + attachment.name)
+      // The folder is this writer's alone until the rename: its files are written in place (no
+      // temporary name, rename and folder fsync each), all of them first, then fsynced, then
+      // the folder, so that one journal commit can take them all (the index needs no fsync: a
+      // missing one is rebuilt from report.json, see StoreLimits.indexed).
+      var durable: [(fd: Int32, path: String)] = []
+      defer { for file in durable { Syscall.close(file.fd) } }
+      func write(_ file: String, _ bytes: [UInt8], durably: Bool = true) throws(SystemCallError) {
+        let fd = try Syscall.createFile(named: file, in: folder, bytes, path: incomingPath + "/" + file)
+        if durably { durable.append((fd, incomingPath + "/" + file)) } else { Syscall.close(fd) }
       }
+      for attachment in attachments { try write(attachment.name, attachment.bytes) }
       if let heldUntilUnixNano {
         var held = DeliveryState()
         held.heldUntilUnixNano = heldUntilUnixNano
-        try Syscall.writeFileAtomically(
-          named: Self.deliveryStateFileName, in: folder, held.encoded,
-          path: incomingPath + "/" + Self.deliveryStateFileName)
+        try write(Self.deliveryStateFileName, held.encoded)
       }
-      try Syscall.writeFileAtomically(
-        named: Self.indexFileName, in: folder, IndexEntry(report).encoded, durable: false,
-        path: incomingPath + "/" + Self.indexFileName)
-      try Syscall.writeFileAtomically(
-        named: "report.json", in: folder, try Self.encode(report), path: incomingPath + "/report.json")
+      try write(Self.indexFileName, IndexEntry(report).encoded, durably: false)
+      try write("report.json", try Self.encode(report))
+      for file in durable { try Syscall.fsync(file.fd, path: file.path) }
+      try Syscall.fsync(folder, path: incomingPath)
       let pending = try Syscall.openDirectory(self.folder(.pending), beneath: path)
       defer { Syscall.close(pending) }
       try Syscall.rename(named: name, in: incoming, to: report.id, in: pending, path: incomingPath)

@@ -63,6 +63,9 @@ package final class SortedSymbols: @unchecked Sendable {
     return nil
   }
 
+  /// The pages its tables take (the symbols as read, before duplicates went, and the names).
+  package var byteCount: Int { (symbols?.count ?? 0) + (names?.count ?? 0) }
+
   /// Every symbol, in address order.
   package var all: [ELFSymbol] { (0..<count).map { unpack(self[$0]) } }
 

@@ -6,8 +6,9 @@
 //   symbolicator.symbolicate(_:firstIsExactPC:)
 //     → module(containing:)              which module each address falls in (its executable
 //                                        segments first, then its whole mapping)
-//     → symbolFile(for:)                 the module's ELF file, read once per Symbolicator
-//                                        (ELFImage.read) and checked: gone? build ID changed?
+//     → symbolFile(for:)                 the module's ELF file, read once per process while
+//                                        it is unchanged (ELFImage.read through
+//                                        ParsedModuleCache) and checked: gone? build ID changed?
 //                                        stripped? — then a file with its build ID from
 //                                        `symbolDirectories` (DebugFileLocator), when set
 //     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
@@ -367,16 +368,25 @@ public final class Symbolicator {
     return loaded
   }
 
+  /// The file at `path` parsed, by this process's cache of parsed modules (ParsedModuleCache):
+  /// a file parsed once, unchanged since, is not parsed again.
   private static func load(_ path: String) -> ModuleImage {
     guard path.hasPrefix("/") else { return .failed(note: SymbolicatedFrame.Note.noFile) }
-    if let error = Syscall.statusOfPath(path) {
+    let status: Syscall.EntryStatus
+    switch Syscall.followedStatus(ofPath: path) {
+    case .failure(let error):
       if error == .noSuchFileOrDirectory || error == .notDirectory {
         return .failed(note: SymbolicatedFrame.Note.moduleGone)
       }
       return .failed(note: "module unreadable: \(error)")
+    case .success(let found):
+      status = found
     }
     do {
-      return .readable(try ELFImage.read(path: path))
+      return .readable(
+        try ParsedModuleCache.shared.image(for: .init(path: path, status: status)) {
+          () throws(PersistedFileError) in try ELFImage.read(path: path)
+        })
     } catch {
       return .failed(note: "module unreadable: \(error.reason)")
     }
