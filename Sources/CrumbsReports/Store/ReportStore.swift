@@ -8,9 +8,10 @@
 //   reports/dropped/<id>/          refused by a server for good, or evicted (with dropped.reason)
 //   reports/quarantine/<name>      folders that could not be read, moved aside with a .reason file
 //
-// Every file is written temp + fsync + rename + directory fsync; a report appears in `pending`
-// by one atomic rename of its whole folder, so a reader sees all of it or none of it (its files
-// are written in place in that private folder, fsynced, then the folder, before the rename).
+// A report appears in `pending` by one atomic rename of its whole folder, so a reader sees all
+// of it or none of it: its files are written in place in its private `.incoming` folder, all
+// fsynced, then the folder, before the rename. A file changed later (delivery state, index) is
+// written temp + fsync + rename + directory fsync.
 //
 // A report folder is untrusted input (anyone who can write the directory can tamper with it).
 // Everything below `reports/` is reached relative to an open directory, component by component,
