@@ -90,9 +90,9 @@ nonisolated(unsafe) var twoThreadCalibration = false
 for _ in 0..<blocks {
   for _ in 0..<roundsPerBlock {
     for kind in AppendKind.allCases {
-      let start = monotonicNanoseconds()
+      let start = AppendWorkloads.monotonicNanoseconds()
       workloads.run(kind, count: chunk)
-      one[kind, default: []].append(Double(monotonicNanoseconds() - start) / Double(chunk))
+      one[kind, default: []].append(Double(AppendWorkloads.monotonicNanoseconds() - start) / Double(chunk))
     }
   }
   let runner = TwoThreadRunner(work: { count in
