@@ -15,8 +15,8 @@
 //   4. prints the medians, the ratios of medians and whether each goal is met, then the best
 //      chunk of each kind (the least disturbed figures)
 //
-// Goals (issues 14 and 26): run-time values ≤ 2.0× the floor (3× before issue 26), all literals ≤ 2.5×, two threads at once
-// ≤ 1.1× one thread's cost, 0 mallocs. The two-thread goal is about the append's own
+// Goals (issues 14 and 26): run-time values ≤ 2.0× the floor (3× before issue 26), all
+// literals ≤ 2.5×, two threads at once ≤ 1.1× one thread's cost, 0 mallocs. The two-thread goal is about the append's own
 // contention; the calibration says what the machine did to two appenders that share no ring
 // (two vCPUs that are hyperthreads of one core, or one taken by another process, slow both), and
 // when the raw ratio misses, the verdict is one shared ring over a ring each (none when the
