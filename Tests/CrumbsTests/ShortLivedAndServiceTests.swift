@@ -107,4 +107,41 @@ import Testing
       )
     }
   }
+
+  /// Issue 25's API from a consumer package that uses only the public products: the delegate
+  /// and consent handler in the configuration, typed attributes and a user, willSend removing a
+  /// breadcrumb, redaction of a breadcrumb's and an attribute's secrets; the report reaches a
+  /// loopback OTLP server (decoded by the official classes) typed, without the removed
+  /// breadcrumb and without a secret.
+  @Test func aConsumersReportArrivesTypedRedactedAndEditedByItsDelegate() throws {
+    let directory = TestDirectory()
+    let executable = try ConsumerPackage.build("ServiceConsumer", in: directory)
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let run = try ChildProcess(executable, ["report", directory.file("crumbs"), server.baseURL])
+    let output = run.readRemaining(seconds: 300)
+    #expect(run.wait(seconds: 60) == 0, "\(output)")
+    #expect(output.contains("pending 0"), "\(output)")
+    let texts = try textsReceived(by: server)
+    for secret in ["hunter2", "abc123"] { #expect(!texts.contains { $0.contains(secret) }, "\(secret) sent") }
+    var report: [String: Any]?
+    for request in server.requests where request.target.hasSuffix("/v1/logs") {
+      let decoded = try decodeOTLP(request.body)
+      for record in decoded["records"] as? [[String: Any]] ?? []
+      where (record["attributes"] as? [String: Any])?["crumbs.report.kind"] as? String == "non_fatal" {
+        report = record
+        let trail = try #require(decoded["trail_jsonl"] as? String)
+        #expect(trail.contains("login token=[redacted]"), "\(trail)")
+        #expect(!trail.contains("internal only"), "willSend's edit: \(trail)")
+      }
+    }
+    let record = try #require(report, "no non-fatal report received")
+    let attributes = record["attributes"] as? [String: Any] ?? [:]
+    let types = record["attribute_types"] as? [String: String] ?? [:]
+    #expect(attributes["feature.beta"] as? Bool == true && types["feature.beta"] == "bool_value")
+    #expect(types["cart.items"] == "int_value")
+    #expect(attributes["enduser.id"] as? String == "acct-7")
+    #expect(attributes["api_key"] as? String == "[redacted]")
+    #expect(attributes["crumbs.signature"] is String)
+  }
 }

@@ -5,6 +5,12 @@
 //                                 service runs, and "stopped" when the group has ended
 //   ServiceConsumer inspect DIR   starts Crumbs once more and prints how each earlier session
 //                                 ended, one line each: "<end> <signal name or ->"
+//   ServiceConsumer report DIR URL   issue 25's API as an app writes it: a delegate and a consent
+//                                 handler (answering .always) in the configuration, typed
+//                                 attributes, a user, a breadcrumb willSend removes ("internal
+//                                 only"), secrets in a breadcrumb and an attribute; sends one
+//                                 non-fatal report to URL's OTLP endpoint, flushes, prints
+//                                 "pending N" (what is left to send)
 import Crumbs
 import CrumbsServiceLifecycle
 import Logging
@@ -18,6 +24,15 @@ import ServiceLifecycle
 func say(_ line: String) {
   let bytes = Array((line + "\n").utf8)
   _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+/// The app's hooks: a breadcrumb it never sends.
+final class Hooks: CrumbsClientDelegate {
+  func willSend(_ draft: ReportDraft) -> ReportDraft? {
+    var draft = draft
+    draft.breadcrumbs.removeAll { $0.message == "internal only" }
+    return draft
+  }
 }
 
 /// The server's own work: here, only waiting for the end.
@@ -34,8 +49,8 @@ struct Server: Service {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3 else {
-  print("usage: ServiceConsumer serve|inspect DIR")
+guard arguments.count >= 3 else {
+  print("usage: ServiceConsumer serve|inspect DIR | report DIR URL")
   exit(2)
 }
 var configuration = CrumbsConfiguration(directory: arguments[2])
@@ -57,6 +72,20 @@ case "inspect":
   for session in previous.sessions {
     print(session.end.rawValue, session.endSignal.map { SignalNames.name($0) } ?? "-")
   }
+  client.close()
+case "report" where arguments.count == 4:
+  configuration.destinations = [.otlp(endpoint: arguments[3])]
+  configuration.delegate = Hooks()
+  configuration.consent = { _ in .always }
+  let client = try CrumbsClient.start(configuration)
+  client.setAttribute(true, forKey: "feature.beta")
+  client.setAttribute(3, forKey: "cart.items")
+  client.setUser(id: "acct-7")
+  client.addBreadcrumb("internal only")
+  client.addBreadcrumb("login token=abc123", attributes: ["password": "hunter2"])
+  _ = client.send(message: "checkout failed", attributes: ["api_key": "abc123"])
+  // Delivered by the start-up pass or by the flush: nothing left pending either way.
+  print("pending \(client.flush(timeout: 120).pending)")
   client.close()
 default:
   print("unknown command \(arguments[1])")
