@@ -155,7 +155,7 @@ struct OtherSampleError: Error {}
     let rings = files(under: directory.path + "/rings")
     let sessions = Set(rings.map { Syscall.baseName(of: $0.path).prefix { $0 != "." } })
     #expect(sessions.count <= 5, "\(rings.map(\.path))")
-    #expect(rings.count <= 15)
+    #expect(rings.count <= 15, "\(rings.map(\.path))")
     #expect(rings.reduce(0) { $0 + $1.size } <= 5 * (2 << 20))
     // At most 3 reports pending, though no launch had a destination.
     let store = try ReportStore(directory: directory.path)
