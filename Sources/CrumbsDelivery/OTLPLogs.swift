@@ -3,12 +3,12 @@
 // (`application/x-protobuf`) and OTLP/JSON (`application/json`).
 //
 // Entry points: OTLPLogBatch(resource:scope:records:) → protobuf() or json().
-// The mapping from a report to records lives in OTLPDestination.swift.
+// The mapping from a report to records lives in OTLPDestination.swift; the resource and scope
+// around the records in OTLPEnvelope.swift.
 //
 // Field numbers (checked against opentelemetry-proto as shipped by the Python package):
 //   ExportLogsServiceRequest: resource_logs 1
-//   ResourceLogs:  resource 1, scope_logs 2          Resource: attributes 1
-//   ScopeLogs:     scope 1, log_records 2            InstrumentationScope: name 1, version 2
+//   ResourceLogs, ScopeLogs, Resource, InstrumentationScope: see OTLPEnvelope.swift
 //   LogRecord:     time_unix_nano 1 (fixed64), severity_number 2, severity_text 3, body 5,
 //                  attributes 6, flags 8 (fixed32), trace_id 9 (16 bytes), span_id 10 (8 bytes),
 //                  observed_time_unix_nano 11 (fixed64), event_name 12
@@ -120,17 +120,10 @@ public struct OTLPLogBatch: Sendable, Equatable {
   /// The binary protobuf encoding (`Content-Type: application/x-protobuf`).
   public func protobuf() -> [UInt8] {
     var request = ProtobufWriter()
-    request.message(1) { resourceLogs in
-      resourceLogs.message(1) { resource in
-        for attribute in self.resource { resource.message(1) { Self.encode(attribute, into: &$0) } }
-      }
-      resourceLogs.message(2) { scopeLogs in
-        scopeLogs.message(1) { scope in
-          scope.string(1, scopeName)
-          scope.string(2, scopeVersion)
-        }
-        for record in records { scopeLogs.message(2) { Self.encode(record, into: &$0) } }
-      }
+    OTLPEnvelope.protobuf(
+      resource: resource, scopeName: scopeName, scopeVersion: scopeVersion, into: &request
+    ) { scopeLogs in
+      for record in records { scopeLogs.message(2) { Self.encode(record, into: &$0) } }
     }
     return request.bytes
   }
@@ -180,22 +173,11 @@ public struct OTLPLogBatch: Sendable, Equatable {
   public func json() -> [UInt8] {
     var json = JSONWriter()
     json.object { request in
-      request.array("resourceLogs") { resourceLogs in
-        resourceLogs.object { resourceLog in
-          resourceLog.object("resource") { resource in
-            resource.array("attributes") { Self.json(self.resource, into: &$0) }
-          }
-          resourceLog.array("scopeLogs") { scopeLogs in
-            scopeLogs.object { scopeLog in
-              scopeLog.object("scope") { scope in
-                scope.field("name", scopeName)
-                scope.field("version", scopeVersion)
-              }
-              scopeLog.array("logRecords") { logRecords in
-                for record in records { logRecords.object { Self.json(record, into: &$0) } }
-              }
-            }
-          }
+      request.array(OTLPEnvelope.JSONNames.logs.resources) { resources in
+        OTLPEnvelope.json(
+          .logs, resource: resource, scopeName: scopeName, scopeVersion: scopeVersion, into: &resources
+        ) { logRecords in
+          for record in records { logRecords.object { Self.json(record, into: &$0) } }
         }
       }
     }

@@ -1,13 +1,13 @@
 // OTLPMetrics.swift — OpenTelemetry metrics (opentelemetry-proto `metrics/v1/metrics.proto`),
 // only what Crumbs sends: monotonic cumulative Sums of integers (`crumbs.sessions`), in the two
-// OTLP/HTTP encodings the logs use (OTLPLogs.swift: the same ProtobufWriter, JSONWriter and
-// attribute encoding), for `POST {endpoint}/v1/metrics`.
+// OTLP/HTTP encodings the logs use (OTLPLogs.swift: the same ProtobufWriter, JSONWriter,
+// attribute encoding and envelope, OTLPEnvelope.swift), for `POST {endpoint}/v1/metrics`.
 //
 // Entry points: OTLPMetricBatch(resources:scopeName:scopeVersion:) → protobuf() or json().
 //
 // Field numbers (checked against opentelemetry-proto as shipped by the Python package):
 //   ExportMetricsServiceRequest: resource_metrics 1
-//   ResourceMetrics: resource 1, scope_metrics 2     ScopeMetrics: scope 1, metrics 2
+//   ResourceMetrics, ScopeMetrics: see OTLPEnvelope.swift
 //   Metric:          name 1, description 2, unit 3, sum 7
 //   Sum:             data_points 1, aggregation_temporality 2 (CUMULATIVE = 2), is_monotonic 3
 //   NumberDataPoint: start_time_unix_nano 2 (fixed64), time_unix_nano 3 (fixed64),
@@ -77,17 +77,10 @@ public struct OTLPMetricBatch: Sendable, Equatable {
   public func protobuf() -> [UInt8] {
     var request = ProtobufWriter()
     for (resource, sums) in resources {
-      request.message(1) { resourceMetrics in
-        resourceMetrics.message(1) { message in
-          for attribute in resource { message.message(1) { OTLPLogBatch.encode(attribute, into: &$0) } }
-        }
-        resourceMetrics.message(2) { scopeMetrics in
-          scopeMetrics.message(1) { scope in
-            scope.string(1, scopeName)
-            scope.string(2, scopeVersion)
-          }
-          for sum in sums { scopeMetrics.message(2) { Self.encode(sum, into: &$0) } }
-        }
+      OTLPEnvelope.protobuf(
+        resource: resource, scopeName: scopeName, scopeVersion: scopeVersion, into: &request
+      ) { scopeMetrics in
+        for sum in sums { scopeMetrics.message(2) { Self.encode(sum, into: &$0) } }
       }
     }
     return request.bytes
@@ -116,23 +109,12 @@ public struct OTLPMetricBatch: Sendable, Equatable {
   public func json() -> [UInt8] {
     var json = JSONWriter()
     json.object { request in
-      request.array("resourceMetrics") { list in
+      request.array(OTLPEnvelope.JSONNames.metrics.resources) { list in
         for (resource, sums) in resources {
-          list.object { resourceMetrics in
-            resourceMetrics.object("resource") { message in
-              message.array("attributes") { OTLPLogBatch.json(resource, into: &$0) }
-            }
-            resourceMetrics.array("scopeMetrics") { scopes in
-              scopes.object { scopeMetrics in
-                scopeMetrics.object("scope") { scope in
-                  scope.field("name", scopeName)
-                  scope.field("version", scopeVersion)
-                }
-                scopeMetrics.array("metrics") { metrics in
-                  for sum in sums { metrics.object { Self.json(sum, into: &$0) } }
-                }
-              }
-            }
+          OTLPEnvelope.json(
+            .metrics, resource: resource, scopeName: scopeName, scopeVersion: scopeVersion, into: &list
+          ) { metrics in
+            for sum in sums { metrics.object { Self.json(sum, into: &$0) } }
           }
         }
       }
