@@ -155,7 +155,7 @@ package func appendBreadcrumb(
   let count = pairs.count
   // Up to two pairs (most call sites): tuples sized for two, filled without a zero first. Every
   // byte of a tuple handed to C is stored on every call, so the eight-pair shape below costs a
-  // call with two pairs 28 more stores (the unused bits and spans), about as many as the C
+  // call with two pairs 28 more stores (zeros: the unused bits and spans), about as many as the C
   // append's own; these CPUs retire one store a cycle. With a literal the count is a constant and
   // only one of the two shapes stays in the call site.
   if count <= 2 {
