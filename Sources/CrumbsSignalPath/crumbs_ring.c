@@ -221,7 +221,9 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   ring->clock_kind = header->clock_kind;
   ring->closed = 0;
   // A lane of its own for every CPU the machine can have (not only those online now): then no
-  // two CPUs share a lane and crumbs__lane_claim may claim without a locked instruction.
+  // two CPUs share a lane and crumbs__lane_claim may claim without a locked instruction. glibc
+  // (2.36 here, checked with strace) reads /sys/devices/system/cpu/possible for this, so a CPU
+  // hot-added later is counted already.
   long cpus = sysconf(_SC_NPROCESSORS_CONF);
   uint32_t general = header->general_lane_count;
   uint32_t important = header->lane_count - header->general_lane_count;
