@@ -5,7 +5,8 @@
 //
 // SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
 // crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8,
-// crumbs_installed_ring, crumbs_ring_read_slot, crumbs_ring_set_state, crumbs_ring_get_state,
+// crumbs_installed_ring, crumbs_ring_read_slot, crumbs__lane_claim_again, crumbs_ring_set_state,
+// crumbs_ring_get_state,
 // crumbs_ring_mark_terminated_by_signal,
 // crumbs_ring_refresh_anchor_now, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
 // crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
@@ -219,6 +220,33 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   ring->important_lane_mask = header->lane_count - header->general_lane_count - 1;
   ring->clock_kind = header->clock_kind;
   ring->closed = 0;
+  // A lane of its own for every CPU the machine can have (not only those online now): then no
+  // two CPUs share a lane and crumbs__lane_claim may claim without a locked instruction. glibc
+  // (2.36 here, checked with strace) reads /sys/devices/system/cpu/possible for this, so a CPU
+  // hot-added later is counted already.
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  uint32_t general = header->general_lane_count;
+  uint32_t important = header->lane_count - header->general_lane_count;
+  ring->exclusive_lanes = 0;
+  if (cpus > 0 && (uint64_t)cpus <= general) ring->exclusive_lanes |= 1u;
+  if (cpus > 0 && (uint64_t)cpus <= important) ring->exclusive_lanes |= 2u;
+}
+
+uint64_t crumbs__lane_claim_again(const crumbs_ring *ring, uint8_t level, crumbs_ring_lane **lane) {
+  // Called after a sequence aborted (the thread was preempted, migrated or signalled in it, or
+  // ran on another CPU than the lane's): the lane of the CPU it runs on now. Another abort comes
+  // back here through a tail call: a loop, each turn one more abort.
+  uint32_t cpu = crumbs_current_cpu();
+  *lane = crumbs__lane_for(ring, level, cpu);
+#if defined(CRUMBS_HAVE_RSEQ)
+  int32_t registered = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() +
+                                                   __rseq_offset + 4);  // struct rseq.cpu_id
+  // A thread glibc could not register (cpu_id negative) would abort every sequence: the locked
+  // claim. It may race with a sequence on the lane's CPU (it could have moved since it read its
+  // CPU); the two writers of one position then tear the slot, which readers refuse.
+  if (registered < 0) return __atomic_fetch_add(&(*lane)->head, 1, __ATOMIC_RELAXED);
+#endif
+  return crumbs__lane_claim(ring, level, lane, cpu);
 }
 
 void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start) {

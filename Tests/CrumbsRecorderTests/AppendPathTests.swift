@@ -138,6 +138,30 @@ import Testing
     #expect(crumbs[1].attributes.last?.value == value)
     #expect(crumbs[2].attributes.map(\.value) == ["1", value])
   }
+
+  /// Calls with up to two pairs take tuples sized for two, calls with three to `inlineCount` the
+  /// eight-pair ones: each count on either side writes its pairs, in order, small and heap values.
+  @Test func eachShapeOfTheInlinePathWritesItsPairs() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("shapes.ring"))
+    let small = String(getpid())
+    let large = "a value built at run time, \(small), too long to be small"
+    ring.append("none \(small)")
+    ring.append("one", attributes: ["a": large])
+    ring.append("two \(large)", attributes: ["a": small, "b": large])
+    ring.append("three", attributes: ["a": small, "b": large, "c": "3"])
+    let crumbs = ring.snapshot().breadcrumbs
+    try #require(crumbs.count == 4)
+    #expect(crumbs.map(\.message) == ["none \(small)", "one", "two \(large)", "three"])
+    #expect(crumbs[0].attributes.isEmpty)
+    #expect(crumbs[1].attributes == [.init(key: "a", value: large)])
+    #expect(crumbs[2].attributes == [.init(key: "a", value: small), .init(key: "b", value: large)])
+    #expect(
+      crumbs[3].attributes == [
+        .init(key: "a", value: small), .init(key: "b", value: large), .init(key: "c", value: "3"),
+      ])
+    #expect(crumbs.allSatisfy { !$0.truncated })
+  }
 }
 
 @Suite(.serialized) struct CEntryWithLengthsTests {

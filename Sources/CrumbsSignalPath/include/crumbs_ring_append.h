@@ -31,7 +31,9 @@
 // and the header's last word (checksum, level, type, flags, attribute count) is one store at
 // commit, from what the writer holds.
 //
-// Memory ordering: the lane head is claimed with a relaxed fetch_add (only uniqueness matters);
+// Memory ordering: the lane head is claimed by a restartable sequence on the CPU that owns the
+// lane (rseq(2): plain moves, restarted if anything ran on that CPU in between), or elsewhere by
+// a relaxed fetch_add; only uniqueness matters (crumbs__lane_claim);
 // the slot's commit word is set to WRITING with a relaxed store followed by a release fence, so
 // no payload store can be seen before it; the final DONE store is a release, so a reader that
 // loads DONE with acquire sees the whole payload. A reader copies the slot and re-checks the
@@ -69,6 +71,10 @@ typedef struct crumbs_ring {
   /// this handle does nothing. Checked here, in C, so that Swift's inlined append makes no atomic
   /// access of its own (one would keep the optimizer from removing a literal's array).
   uint32_t closed;
+  /// Which lane classes have a lane of their own for every CPU the machine can have (bit 0:
+  /// general, bit 1: important), set by crumbs_ring_attach: only then may a lane be claimed
+  /// without a locked instruction (crumbs__lane_claim).
+  uint32_t exclusive_lanes;
 } crumbs_ring;
 
 /// Per-thread state kept in initial-exec TLS (no allocation, no lock on first access).
@@ -118,6 +124,97 @@ static inline uint32_t crumbs_current_cpu(void) {
   }
 #endif
   return (uint32_t)sched_getcpu();
+}
+
+/// The lane of this CPU for `level`'s class. Safe to call from a signal handler.
+static inline __attribute__((always_inline)) crumbs_ring_lane *crumbs__lane_for(const crumbs_ring *ring,
+                                                                               uint8_t level,
+                                                                               uint32_t cpu) {
+  if (level >= CRUMBS_LEVEL_IMPORTANT) {
+    return &ring->lanes[ring->general_lane_mask + 1 + (cpu & ring->important_lane_mask)];
+  }
+  return &ring->lanes[cpu & ring->general_lane_mask];
+}
+
+/// Where the lane belongs to this CPU alone (`exclusive_lanes`: a lane per CPU the machine can
+/// have) and glibc registered rseq, a lane's next position is claimed by a restartable sequence
+/// (rseq(2)): the head is read and written back plus one with plain moves, after checking that
+/// the thread still runs on the CPU whose lane it holds; the kernel sends the thread to the
+/// abort label instead if it is preempted, migrated or signalled before the store, and the claim
+/// starts again (crumbs__lane_claim_again). No other writer can run on that CPU in between, so
+/// the position is unique without a locked instruction, whose full barrier (it waits for the
+/// previous append's stores to drain) costs more than anything else the append does. Elsewhere
+/// (no rseq, under valgrind, more CPUs than lanes, not x86_64): a relaxed locked fetch_add.
+/// Safe to call from a signal handler: a handler that interrupts the sequence has already sent
+/// it to its abort label, and its own claim is a sequence of its own.
+static inline __attribute__((always_inline)) bool crumbs__lane_claims_alone(const crumbs_ring *ring,
+                                                                            uint8_t level) {
+#if defined(CRUMBS_HAVE_RSEQ) && defined(__x86_64__)
+  uint32_t class_bit = level >= CRUMBS_LEVEL_IMPORTANT ? 2u : 1u;
+  return (ring->exclusive_lanes & class_bit) != 0 && __rseq_size != 0;
+#else
+  (void)ring;
+  (void)level;
+  return false;
+#endif
+}
+
+/// The claim after an aborted sequence (out of line, crumbs_ring.c): the lane of the CPU the
+/// thread runs on now, claimed again until a sequence completes. Safe to call from a signal
+/// handler.
+uint64_t crumbs__lane_claim_again(const crumbs_ring *ring, uint8_t level, crumbs_ring_lane **lane);
+
+/// Claims the next position of `*lane`, the lane of `cpu` for `level`: by a restartable
+/// sequence where crumbs__lane_claims_alone, by a locked fetch_add elsewhere. Safe to call from a
+/// signal handler.
+static inline __attribute__((always_inline)) uint64_t crumbs__lane_claim(const crumbs_ring *ring,
+                                                                         uint8_t level,
+                                                                         crumbs_ring_lane **lane,
+                                                                         uint32_t cpu) {
+#if defined(CRUMBS_HAVE_RSEQ) && defined(__x86_64__)
+  if (__builtin_expect(crumbs__lane_claims_alone(ring, level), 1)) {
+    uint64_t position;
+    // The descriptor (struct rseq_cs: version, flags, start, length, abort) goes in a section
+    // of its own, the abort handler (after the signature glibc registered, RSEQ_SIG) in
+    // another, out of the way. Storing the descriptor's address in the thread's rseq area
+    // (offset 8: rseq_cs) arms the sequence from label 1 to label 2; offset 4 is its cpu_id.
+    __asm__ goto(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "3:\n\t"
+        ".long 0x0, 0x0\n\t"
+        ".quad 1f, (2f - 1f), 4f\n\t"
+        ".popsection\n\t"
+        "leaq 3b(%%rip), %%rax\n\t"
+        "movq %%rax, %%fs:8(%[offset])\n\t"
+        "1:\n\t"
+        "cmpl %[cpu], %%fs:4(%[offset])\n\t"
+        "jnz 4f\n\t"
+        "movq %[head], %%rax\n\t"
+        "movq %%rax, %[position]\n\t"
+        "incq %%rax\n\t"
+        "movq %%rax, %[head]\n\t"
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".byte 0x0f, 0xb9, 0x3d\n\t"
+        ".long 0x53053053\n\t"
+        "4:\n\t"
+        "jmp %l[aborted]\n\t"
+        ".popsection\n\t"
+        : [head] "+m"((*lane)->head), [position] "=m"(position)
+        : [cpu] "r"(cpu), [offset] "r"((long)__rseq_offset)
+        : "memory", "cc", "rax"
+        : aborted);
+    return position;
+  aborted:
+    return crumbs__lane_claim_again(ring, level, lane);
+  }
+#else
+  (void)ring;
+  (void)level;
+  (void)cpu;
+#endif
+  return __atomic_fetch_add(&(*lane)->head, 1, __ATOMIC_RELAXED);
 }
 
 /// Copies `length` bytes with inline 8-byte moves (no call into memcpy for these small copies)
@@ -218,18 +315,12 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
   // VMs), and nothing it waits for is needed by the claim, so the two overlap.
   uint64_t ticks = crumbs_clock_ticks(ring->clock_kind);
   uint32_t cpu = crumbs_current_cpu();
-  uint32_t lane_index;
-  if (level >= CRUMBS_LEVEL_IMPORTANT) {
-    lane_index = ring->general_lane_mask + 1 + (cpu & ring->important_lane_mask);
-  } else {
-    lane_index = cpu & ring->general_lane_mask;
-  }
-  crumbs_ring_lane *lane = &ring->lanes[lane_index];
+  crumbs_ring_lane *lane = crumbs__lane_for(ring, level, cpu);
   uint64_t position;
   unsigned char *slot;
   crumbs_slot_header *header;
   for (uint32_t attempt = 1;; attempt++) {
-    position = __atomic_fetch_add(&lane->head, 1, __ATOMIC_RELAXED);
+    position = crumbs__lane_claim(ring, level, &lane, cpu);
     uint32_t slot_index = lane->first_slot + (uint32_t)(position & (lane->slot_count - 1));
     slot = ring->slots + (size_t)slot_index * ring->slot_size;
     header = (crumbs_slot_header *)slot;
