@@ -14,7 +14,8 @@
 // libc they call: clock_gettime (crumbs_context.c), syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
 // lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
 // stdio.
-// Not signal-safe (set-up only): crumbs_ring_attach, crumbs_ring_mark_closed,
+// Not signal-safe (set-up only): crumbs_ring_attach (open, read, close of
+// /sys/devices/system/cpu/possible), crumbs_cpu_list_limit, crumbs_ring_mark_closed,
 // crumbs_ring_set_cgroup, crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall,
 // crumbs_ring_uninstall_if, crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap:
 // plain system calls, no lock, which is why the fork handler may also call it in a forked child:
@@ -25,6 +26,7 @@
 #include "crumbs_context.h"
 #include "crumbs_format.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -210,6 +212,8 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
   __atomic_store_n(&header->magic, CRUMBS_RING_MAGIC, __ATOMIC_RELEASE);
 }
 
+static uint32_t crumbs__possible_cpu_limit(void);
+
 void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   crumbs_ring_header *header = (crumbs_ring_header *)base;
   ring->header = header;
@@ -221,15 +225,55 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   ring->clock_kind = header->clock_kind;
   ring->closed = 0;
   // A lane of its own for every CPU the machine can have (not only those online now): then no
-  // two CPUs share a lane and crumbs__lane_claim may claim without a locked instruction. glibc
-  // (2.36 here, checked with strace) reads /sys/devices/system/cpu/possible for this, so a CPU
-  // hot-added later is counted already.
-  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  // two CPUs share a lane and crumbs__lane_claim may claim without a locked instruction. A CPU's
+  // lane is its number masked, so what counts is the highest possible CPU number, not how many
+  // there are (sysconf(_SC_NPROCESSORS_CONF) counts them: 8 for "0-3,8-11", whose CPUs 0 and 8
+  // would share a lane). Unknown (no sysfs): the locked claim.
+  uint32_t cpus = crumbs__possible_cpu_limit();
   uint32_t general = header->general_lane_count;
   uint32_t important = header->lane_count - header->general_lane_count;
   ring->exclusive_lanes = 0;
-  if (cpus > 0 && (uint64_t)cpus <= general) ring->exclusive_lanes |= 1u;
-  if (cpus > 0 && (uint64_t)cpus <= important) ring->exclusive_lanes |= 2u;
+  if (cpus > 0 && cpus <= general) ring->exclusive_lanes |= 1u;
+  if (cpus > 0 && cpus <= important) ring->exclusive_lanes |= 2u;
+}
+
+uint32_t crumbs_cpu_list_limit(const char *text, size_t length) {
+  // Ranges and single numbers separated by commas, maybe a line end; the list is sorted, but
+  // take the maximum anyway. Anything else (a separator with no number after it, a number past
+  // 2^20) makes the list unknown.
+  uint32_t limit = 0;
+  uint32_t number = 0;
+  bool digits = false;
+  for (size_t index = 0; index < length; index++) {
+    char byte = text[index];
+    if (byte >= '0' && byte <= '9') {
+      number = number * 10 + (uint32_t)(byte - '0');
+      if (number > (1u << 20)) return 0;
+      digits = true;
+      continue;
+    }
+    if (!digits) return 0;
+    if (number + 1 > limit) limit = number + 1;
+    number = 0;
+    digits = false;
+    if (byte == '\n' && index + 1 == length) return limit;
+    if (byte != ',' && byte != '-') return 0;
+  }
+  if (!digits) return 0;
+  return number + 1 > limit ? number + 1 : limit;
+}
+
+/// One more than the highest CPU number the kernel may ever use, from
+/// /sys/devices/system/cpu/possible; 0 when it cannot be read. Not signal-safe (set-up only).
+/// libc: open, read, close.
+static uint32_t crumbs__possible_cpu_limit(void) {
+  int descriptor = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return 0;
+  char text[256];
+  ssize_t length = read(descriptor, text, sizeof(text));
+  close(descriptor);
+  if (length <= 0 || (size_t)length == sizeof(text)) return 0;
+  return crumbs_cpu_list_limit(text, (size_t)length);
 }
 
 uint64_t crumbs__lane_claim_again(const crumbs_ring *ring, uint8_t level, crumbs_ring_lane **lane) {

@@ -30,6 +30,26 @@ import Testing
     #expect(cpus <= generalLanes || ring.handle.pointee.exclusive_lanes & 1 == 0)
   }
 
+  /// A CPU's lane is its number masked, so a lane per CPU needs as many lanes as the highest
+  /// CPU number + 1, not as many as there are CPUs: with "0-3,8-11" (8 CPUs), CPUs 0 and 8 would
+  /// share a lane of 8 and claim it at once without a lock.
+  @Test func theLanesACPUListNeedsAreItsHighestNumberPlusOne() {
+    func limit(_ text: String) -> UInt32 {
+      var bytes = Array(text.utf8)
+      return bytes.withUnsafeMutableBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { crumbs_cpu_list_limit($0.baseAddress, $0.count) }
+      }
+    }
+    #expect(limit("0-1\n") == 2)
+    #expect(limit("0\n") == 1)
+    #expect(limit("0-3,8-11\n") == 12)
+    #expect(limit("0,2,5\n") == 6)
+    #expect(limit("0-63") == 64)
+    for malformed in ["", "\n", "x", "0-", "-3\n", "0 1\n", "99999999999\n"] {
+      #expect(limit(malformed) == 0, "\(malformed.debugDescription)")
+    }
+  }
+
   @Test func claimsStayUniqueWhenThreadsOutnumberCPUs() throws {
     let directory = TestDirectory()
     var options = RingOptions()

@@ -90,6 +90,11 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
 /// untrusted files validate in Swift first.
 void crumbs_ring_attach(crumbs_ring *ring, void *base);
 
+/// One more than the highest CPU number in a kernel CPU list (`0-3,8-11\n`, the format of
+/// /sys/devices/system/cpu/possible): the lanes a ring needs for every CPU to have its own.
+/// 0 when the text is not such a list. Not signal-safe (set-up only; pure, for tests too).
+uint32_t crumbs_cpu_list_limit(const char *text, size_t length);
+
 /// Writes the header's memory cgroup and its OOM-kill count at start, for a ring formatted
 /// without them (the cgroup read later, off the caller's thread). Not signal-safe (set-up only).
 void crumbs_ring_set_cgroup(const crumbs_ring *ring, const char *cgroup, uint64_t oom_kills_at_start);
