@@ -152,6 +152,13 @@ func timeNextLaunchPhases(_ directory: String, into phases: inout PhaseTimes) ->
     Symbolicator(modules: record.modules, options: PostMortemProcessor.defaultSymbolication)
       .symbolicate(record.frames)
   }
+  // What that step cost before SymbolScan (issue 26), in the same run: each module holding a
+  // frame read whole, its table sorted.
+  let framed = Symbolicator(modules: record.modules)
+  let paths = Set(record.frames.compactMap { framed.module(containing: $0)?.path })
+  _ = phases.time("  (the same modules' tables read whole and sorted, as before SymbolScan)") {
+    paths.map { try? ELFImage.read(path: $0) }
+  }
   let redacted = phases.time("redaction (default rules)") { Redaction().redacting(ring.breadcrumbs) }
   let json = phases.time("trail JSON Lines") { TrailAttachment.jsonLines(redacted) }
   return phases.time("LZ4") { try? LZ4Frame.compress(json) }

@@ -13,6 +13,9 @@
 //     → symbols              functions (and sized symbols in executable sections), sorted by
 //                            start address for binary search (SortedSymbols.read: in pages of
 //                            their own, not malloc's)
+//   ELFImage.read(path:answering:) the same, but for a few addresses known in advance only a
+//                            scan of the table (SymbolScan: no sort, names read only for the
+//                            answers), the sorted table read later if another address is asked
 //   image.symbol(containing:) the symbol covering an ELF virtual address
 //
 // Every value read from the file is untrusted: offsets, sizes and counts are checked against the
@@ -82,15 +85,34 @@ public struct ELFImage: Sendable {
   /// Whether the file carries DWARF (`.debug_info` with content): file and line can come from it.
   public var hasDebugInfo = false
 
-  /// Sorted by start address, with the names they point into (SortedSymbols).
-  var sortedSymbols = SortedSymbols.empty
+  /// Sorted by start address, with the names they point into (SortedSymbols); for an image
+  /// read `answering:` addresses, the table it reads when first needed.
+  var sortedSymbols: SortedSymbols {
+    get { deferredSymbols?.sortedSymbols ?? readSymbols }
+    set {
+      readSymbols = newValue
+      deferredSymbols = nil
+    }
+  }
+  private var readSymbols = SortedSymbols.empty
+  /// Set when the image was read `answering:` addresses: the scan's answers (SymbolScan).
+  var deferredSymbols: DeferredSymbols? = nil
 
   /// How many symbols can be looked up.
   public var symbolCount: Int { sortedSymbols.count }
 
+  /// Whether any symbol can be looked up (without reading a deferred table).
+  var hasSymbols: Bool { deferredSymbols.map { $0.keptCount > 0 } ?? (readSymbols.count > 0) }
+
+  /// The pages its symbol tables take, or will once read (ParsedModuleCache's bound).
+  var symbolBytes: Int { deferredSymbols?.estimatedByteCount ?? readSymbols.byteCount }
+
   /// The symbol whose range holds `address` (an ELF virtual address: runtime address minus the
   /// load bias), or nil.
-  public func symbol(containing address: UInt64) -> ELFSymbol? { sortedSymbols.symbol(containing: address) }
+  public func symbol(containing address: UInt64) -> ELFSymbol? {
+    if let deferredSymbols { return deferredSymbols.symbol(containing: address) }
+    return readSymbols.symbol(containing: address)
+  }
 
   /// Every symbol, in address order (for tests and tools; symbolication uses `symbol(containing:)`).
   public var symbols: [ELFSymbol] { sortedSymbols.all }
@@ -119,6 +141,16 @@ public struct ELFImage: Sendable {
     }
   }
 
+  /// Reads the ELF file at `path` for looking up `addresses` (ELF virtual addresses): its
+  /// symbol table scanned for them, not sorted (SymbolScan); the sorted table is read from the
+  /// file only if another address is looked up later. The same answers as `read(path:)`.
+  package static func read(path: String, answering addresses: [UInt64]) throws(PersistedFileError) -> ELFImage
+  {
+    try PersistedFile.read(path, as: .elf) { file throws(PersistedFileError) in
+      try parse(.file(file), scanning: (path, addresses))
+    }
+  }
+
   /// Parses an ELF image held in memory.
   public static func parse(bytes: UnsafeRawBufferPointer) throws(PersistedFileError) -> ELFImage {
     try parse(ByteSource.memory(bytes))
@@ -132,9 +164,10 @@ public struct ELFImage: Sendable {
     return try result.get()
   }
 
-  static func parse(_ source: ByteSource, symbols readsSymbols: Bool = true) throws(PersistedFileError)
-    -> ELFImage
-  {
+  static func parse(
+    _ source: ByteSource, symbols readsSymbols: Bool = true,
+    scanning scan: (path: String, addresses: [UInt64])? = nil
+  ) throws(PersistedFileError) -> ELFImage {
     let header = try source.read(0, 64, "ELF header", exact: false)
     guard header.count >= 16, header[0] == 0x7F, header[1] == 0x45, header[2] == 0x4C, header[3] == 0x46
     else {
@@ -273,6 +306,18 @@ public struct ELFImage: Sendable {
     for (table, type) in [(SymbolTable.symtab, UInt32(2)), (SymbolTable.dynsym, UInt32(11))] {
       guard let section = sections.first(where: { $0.type == type && $0.size > 0 }) else { continue }
       do throws(PersistedFileError) {
+        if let scan {
+          let found = try SymbolScan.scan(
+            section, sections: sections, source: source, addresses: scan.addresses)
+          if found.keptCount == 0 { continue }
+          // What SortedSymbols.read would take: a PackedSymbol per entry kept, and the names.
+          let names = Int(section.link) < sections.count ? sections[Int(section.link)].size : 0
+          image.deferredSymbols = DeferredSymbols(
+            path: scan.path, buildID: image.buildID, table: table, scan: found,
+            estimatedByteCount: found.keptCount * MemoryLayout<PackedSymbol>.stride + Int(names))
+          image.symbolTable = table
+          break
+        }
         let symbols = try SortedSymbols.read(section, sections: sections, source: source)
         if symbols.count == 0 { continue }
         image.sortedSymbols = symbols

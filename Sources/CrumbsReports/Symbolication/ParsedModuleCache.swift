@@ -93,7 +93,7 @@ package final class ParsedModuleCache: Sendable {
   }
 
   private func keep(_ image: ELFImage, for key: Key) {
-    let bytes = image.sortedSymbols.byteCount
+    let bytes = image.symbolBytes
     guard bytes <= maxBytes, maxEntries > 0 else { return }
     state.withLock { state in
       state.clock += 1

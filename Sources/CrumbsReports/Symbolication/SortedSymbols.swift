@@ -115,7 +115,10 @@ package final class SortedSymbols: @unchecked Sendable {
         section.offset + first * entrySize, chunkCount * entrySize, "symbol table")
       entries.withUnsafeBytes { raw in
         for index in 0..<Int(chunkCount) {
-          if let symbol = keep(raw, at: index * Int(entrySize), names: nameBytes, sections: sections) {
+          if var symbol = keep(
+            raw, at: index * Int(entrySize), nameTableSize: nameBytes.count, sections: sections)
+          {
+            if nameBytes[Int(symbol.nameOffset)] != UInt8(ascii: "_") { symbol.rank += plainNameRank }
             keptSymbols[keptCount] = symbol
             keptCount += 1
           }
@@ -145,9 +148,13 @@ package final class SortedSymbols: @unchecked Sendable {
     return SortedSymbols(symbols: kept, count: unique, names: names)
   }
 
-  /// The entry at `base` of `raw` as a PackedSymbol, or nil when it cannot hold code.
-  private static func keep(
-    _ raw: UnsafeRawBufferPointer, at base: Int, names: UnsafeRawBufferPointer, sections: [Section]
+  /// The rank a name not starting with `_` adds (see `keep`): the public spelling of an alias.
+  static let plainNameRank: UInt8 = 8
+
+  /// The entry at `base` of `raw` as a PackedSymbol, or nil when it cannot hold code. Its rank
+  /// leaves out `plainNameRank`, which needs the name's first byte: the caller adds it.
+  static func keep(
+    _ raw: UnsafeRawBufferPointer, at base: Int, nameTableSize: Int, sections: [Section]
   ) -> PackedSymbol? {
     let nameOffset = raw.loadUnaligned(fromByteOffset: base, as: UInt32.self).littleEndian
     let info = raw[base + 4]
@@ -156,7 +163,8 @@ package final class SortedSymbols: @unchecked Sendable {
     let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 16, as: UInt64.self))
     let type = info & 0xF
     let binding = info >> 4
-    guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0, UInt64(nameOffset) < UInt64(names.count)
+    guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0,
+      UInt64(nameOffset) < UInt64(nameTableSize)
     else { return nil }  // undefined, absolute or special, or nameless
     let isFunction = type == 2 || type == 10  // STT_FUNC, STT_GNU_IFUNC
     if !isFunction {
@@ -167,10 +175,7 @@ package final class SortedSymbols: @unchecked Sendable {
     }
     // Prefer functions, then the public spelling (`getpid` over its alias `__getpid`), then
     // global over weak over local, then the sized one.
-    let plainName = names[Int(nameOffset)] != UInt8(ascii: "_")
-    let rank: UInt8 =
-      (isFunction ? 16 : 0) + (plainName ? 8 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0)
-      + (size > 0 ? 1 : 0)
+    let rank: UInt8 = (isFunction ? 16 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0) + (size > 0 ? 1 : 0)
     var extent = size
     if size == 0 {
       // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,

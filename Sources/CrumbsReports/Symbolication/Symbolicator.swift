@@ -8,7 +8,11 @@
 //                                        segments first, then its whole mapping)
 //     → symbolFile(for:)                 the module's ELF file, read once per process while
 //                                        it is unchanged (ELFImage.read through
-//                                        ParsedModuleCache) and checked: gone? build ID changed?
+//                                        ParsedModuleCache; the first time only scanned for
+//                                        this call's addresses in it, SymbolScan: a next launch
+//                                        names 70 frames without sorting whole tables, a later
+//                                        lookup of other addresses reads the sorted table once)
+//                                        and checked: gone? build ID changed?
 //                                        stripped? — then a file with its build ID from
 //                                        `symbolDirectories` (DebugFileLocator), when set
 //     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
@@ -157,6 +161,9 @@ public final class Symbolicator {
   private var sourceLocations: [String: [UInt64: [SymbolizerLocation]]] = [:]
   /// Module indices sorted by text start, for lookups.
   private let modulesByText: [Int]
+  /// The lookup offsets of the current call in each module file not parsed yet: a file read
+  /// for the first time is only scanned for them (ELFImage.read(path:answering:)).
+  private var wantedOffsets: [String: [UInt64]] = [:]
 
   /// A Symbolicator for addresses recorded in a process whose modules were `modules`.
   public init(modules: [LoadedModule], options: Options = .init()) {
@@ -217,6 +224,19 @@ public final class Symbolicator {
     // the optional line-info pass.
     var lineRequests: [String: [(frame: Int, offset: UInt64)]] = [:]
 
+    wantedOffsets = [:]
+    if options.readsModuleFiles {
+      for (index, address) in addresses.enumerated() {
+        let lookupAddress = isExactPC(index) || address == 0 ? address : address - 1
+        guard let moduleIndex = moduleIndex(containing: lookupAddress),
+          images[modules[moduleIndex].path] == nil
+        else { continue }
+        let (offset, overflow) = lookupAddress.subtractingReportingOverflow(modules[moduleIndex].loadBias)
+        if !overflow { wantedOffsets[modules[moduleIndex].path, default: []].append(offset) }
+      }
+    }
+    defer { wantedOffsets = [:] }
+
     for (index, address) in addresses.enumerated() {
       var frame = SymbolicatedFrame(index: index, address: address)
       let lookupAddress = isExactPC(index) || address == 0 ? address : address - 1
@@ -253,7 +273,7 @@ public final class Symbolicator {
           frame.function = demangle(symbol.name)
           let (distance, before) = offset.subtractingReportingOverflow(symbol.start)
           frame.symbolOffset = before ? nil : distance
-        } else if image.symbolCount == 0, let problem = image.problems.first {
+        } else if !image.hasSymbols, let problem = image.problems.first {
           frame.note = "module unreadable: \(problem)"
         } else {
           frame.note =
@@ -363,14 +383,14 @@ public final class Symbolicator {
 
   private func cachedImage(_ path: String) -> ModuleImage {
     if let known = images[path] { return known }
-    let loaded = Self.load(path)
+    let loaded = Self.load(path, answering: wantedOffsets[path])
     images[path] = loaded
     return loaded
   }
 
   /// The file at `path` parsed, by this process's cache of parsed modules (ParsedModuleCache):
   /// a file parsed once, unchanged since, is not parsed again.
-  private static func load(_ path: String) -> ModuleImage {
+  private static func load(_ path: String, answering offsets: [UInt64]?) -> ModuleImage {
     guard path.hasPrefix("/") else { return .failed(note: SymbolicatedFrame.Note.noFile) }
     let status: Syscall.EntryStatus
     switch Syscall.followedStatus(ofPath: path) {
@@ -385,7 +405,9 @@ public final class Symbolicator {
     do {
       return .readable(
         try ParsedModuleCache.shared.image(for: .init(path: path, status: status)) {
-          () throws(PersistedFileError) in try ELFImage.read(path: path)
+          () throws(PersistedFileError) in
+          if let offsets { return try ELFImage.read(path: path, answering: offsets) }
+          return try ELFImage.read(path: path)
         })
     } catch {
       return .failed(note: "module unreadable: \(error.reason)")
