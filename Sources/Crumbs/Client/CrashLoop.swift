@@ -18,8 +18,10 @@
 // The two are merged by ring creation time (session start), newest first, and counted until a
 // clean session (CrashLoopStep: what counts, what resets, what passes).
 //
-// Cost at start: one listing of rings/, one small header read per waiting ring, a crash record
-// read per crashed one, and one read and decode of crash-loop.json (measured in the README).
+// Cost at start: one listing of rings/, one small header read per waiting ring (the few fields
+// of RingHeaderSummary), a crash record read per crashed one, and one read of crash-loop.json
+// by its own small parser (CrashLoopTallyJSON.swift; written with JSONEncoder, off the caller's
+// thread), measured in Benchmarks/README.md.
 // A damaged tally is named in `problems` and taken as empty (the next processed session
 // replaces it); nothing here traps. Not signal-safe.
 
@@ -192,7 +194,7 @@ package enum CrashLoopTally {
     package init() {}
 
     /// Why it cannot be used, when it cannot.
-    var damage: String? {
+    package var damage: String? {
       if version != 1 { return "version \(version), not 1" }
       if loop.count > CrashLoopTally.maxEntries {
         return "\(loop.count) entries, more than \(CrashLoopTally.maxEntries)"
@@ -216,7 +218,9 @@ package enum CrashLoopTally {
           Stored(), "crash-loop tally \(file) damaged (larger than \(maxFileSize) bytes); taken as empty"
         )
       }
-      let stored = try JSONDecoder().decode(Stored.self, from: Data(bytes))
+      // Not JSONDecoder: its first use would cost `start` more than the rest of this file's work
+      // (CrashLoopTallyJSON.swift).
+      let stored = try decode(bytes)
       if let damage = stored.damage {
         return (Stored(), "crash-loop tally \(file) damaged (\(damage)); taken as empty")
       }
