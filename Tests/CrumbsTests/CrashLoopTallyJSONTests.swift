@@ -94,13 +94,13 @@ import Testing
     #expect(problem?.contains("damaged") == true, "\(problem ?? "")")
   }
 
-  /// Fuzz/Corpus/crash-loop-tally and Fuzz/Regressions/crash-loop-tally: each input is read or
+  /// Fuzz/Corpus/loop-tally and Fuzz/Regressions/loop-tally: each input is read or
   /// refused, never trapped on, and a tally read comes back from JSONEncoder's bytes unchanged.
   @Test func fuzzInputsReplay() throws {
     var root = #filePath
     for _ in 0..<3 { root = String(root[..<(root.lastIndex(of: "/") ?? root.startIndex)]) }
     var replayed = 0
-    for folder in ["Fuzz/Corpus/crash-loop-tally", "Fuzz/Regressions/crash-loop-tally"] {
+    for folder in ["Fuzz/Corpus/loop-tally", "Fuzz/Regressions/loop-tally"] {
       let path = root + "/" + folder
       guard let names = try? Syscall.directoryEntries(path) else { continue }
       for name in names where !name.hasPrefix(".") {
@@ -111,6 +111,6 @@ import Testing
         #expect(try CrashLoopTally.decode(encoded) == stored, "\(name)")
       }
     }
-    #expect(replayed >= 10, "the seeds are in Fuzz/Corpus/crash-loop-tally")
+    #expect(replayed >= 10, "the seeds are in Fuzz/Corpus/loop-tally")
   }
 }
