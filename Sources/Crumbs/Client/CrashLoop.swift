@@ -68,8 +68,16 @@ extension CrashLoop {
   /// and a problem to report (a damaged tally).
   package struct Found: Sendable {
     package var loop: CrashLoop?
-    package var counts: [SessionID: Int] = [:]
+    /// (An array: it is made and copied on the caller's thread of `start`, where a process's
+    /// first `[SessionID: Int]` looks up SessionID's Hashable conformance through every loaded
+    /// image; `bySession` makes the processor's dictionary on the background thread.)
+    package var counts: [(session: SessionID, count: Int)] = []
     package var problem: String?
+  }
+
+  /// `counts` as PostMortemProcessor.crashLoopCounts takes them (each session once).
+  package static func bySession(_ counts: [(session: SessionID, count: Int)]) -> [SessionID: Int] {
+    Dictionary(counts.map { ($0.session, $0.count) }, uniquingKeysWith: { first, _ in first })
   }
 
   /// Reads the waiting sessions, then the tally (see the design comment), and counts.
@@ -88,7 +96,8 @@ extension CrashLoop {
       case resets
     }
     var steps: [(started: UInt64, kind: Kind)] = []
-    let seen = Set(waiting.map(\.sessionID.description))
+    // A few names: a linear search (a Set would cost `start` its first String hashing lookups).
+    let seen = waiting.map(\.sessionID.description)
     for session in waiting {
       switch session.step {
       case .counts(let signature):
@@ -151,7 +160,7 @@ extension CrashLoop {
     var below = total
     for step in steps {
       guard case .counts(_, let sessions, _, let waitingID) = step.kind else { break }
-      if let waitingID, below >= reportedFrom { found.counts[waitingID] = below }
+      if let waitingID, below >= reportedFrom { found.counts.append((waitingID, below)) }
       below = max(0, below - max(0, sessions))
     }
     return found

@@ -155,17 +155,22 @@ package enum EnvironmentResource {
   /// fit, the rest left out (cut JSON would not parse). Nil when empty. Written by hand, like
   /// `SessionMetadata.encoded`, and unsorted: this runs on the caller's thread of `start`, where
   /// a first generic sort costs the runtime a conformance lookup through every loaded image.
-  package static func encoded(_ resource: [String: String]) -> String? {
-    guard !resource.isEmpty else { return nil }
+  /// Any sequence of pairs (a dictionary, or an array where the caller has no dictionary: the
+  /// process's first `[String: String]` looks up String's Hashable conformance through every
+  /// loaded image, ~0.25 ms of `start`).
+  package static func encoded(_ resource: some Sequence<(key: String, value: String)>) -> String? {
     let limit = RingOptions.environmentResourceCapacity - 1
     var kept: [String] = []
     var size = 2
+    var any = false
     for (key, value) in resource {
+      any = true
       let entry = jsonQuoted(key) + ":" + jsonQuoted(value)
       if size + entry.utf8.count + 1 > limit { continue }
       size += entry.utf8.count + 1
       kept.append(entry)
     }
+    guard any else { return nil }
     return "{" + SessionMetadata.commaSeparated(kept) + "}"
   }
 
