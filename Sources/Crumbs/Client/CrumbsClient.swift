@@ -175,7 +175,8 @@ public final class CrumbsClient: @unchecked Sendable {
     ringOptions.environmentResource =
       otel.resourceAttributes.isEmpty
       ? EnvironmentResource.encoded(
-        otel.serviceName(appName: configuration.appName).map { [(key: "service.name", value: $0)] } ?? [])
+        pairs: otel.serviceName(appName: configuration.appName).map { [(key: "service.name", value: $0)] }
+          ?? [])
       : EnvironmentResource.encoded(otel.resource(appName: configuration.appName))
     do {
       // The cgroup facts are read on the background thread (recordCgroup below).

@@ -155,10 +155,15 @@ package enum EnvironmentResource {
   /// fit, the rest left out (cut JSON would not parse). Nil when empty. Written by hand, like
   /// `SessionMetadata.encoded`, and unsorted: this runs on the caller's thread of `start`, where
   /// a first generic sort costs the runtime a conformance lookup through every loaded image.
-  /// Any sequence of pairs (a dictionary, or an array where the caller has no dictionary: the
-  /// process's first `[String: String]` looks up String's Hashable conformance through every
-  /// loaded image, ~0.25 ms of `start`).
-  package static func encoded(_ resource: some Sequence<(key: String, value: String)>) -> String? {
+  package static func encoded(_ resource: [String: String]) -> String? {
+    encoded(pairs: Array(resource))
+  }
+
+  /// The same from pairs, for a caller without a dictionary: a process's first
+  /// `[String: String]` looks up String's Hashable conformance through every loaded image
+  /// (~0.25 ms of `start`). Not generic: an unspecialized `some Sequence` costs the same kind
+  /// of lookup for its iterator.
+  package static func encoded(pairs resource: [(key: String, value: String)]) -> String? {
     let limit = RingOptions.environmentResourceCapacity - 1
     var kept: [String] = []
     var size = 2
