@@ -169,6 +169,11 @@ let package = Package(
       path: "Fuzz/ThreadDump"
     ),
     .executableTarget(
+      name: "FuzzCrashLoopTally",
+      dependencies: ["Crumbs", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/CrashLoopTally"
+    ),
+    .executableTarget(
       name: "FuzzTrailEntries",
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"

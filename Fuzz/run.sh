@@ -27,6 +27,7 @@ TARGETS=(
   "FuzzHTTPHeaders http-headers"
   "FuzzTrailEntries trail-entries"
   "FuzzThreadDump thread-dump"
+  "FuzzCrashLoopTally loop-tally"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)

@@ -116,9 +116,14 @@ public struct OTLPEnvironment: Sendable, Equatable {
   /// over its `service.name`, then `appName` (configuration in code) over both.
   public func resource(appName: String?) -> [String: String] {
     var resource = resourceAttributes
-    if let serviceName { resource["service.name"] = serviceName }
-    if let appName, !appName.isEmpty { resource["service.name"] = appName }
+    if let name = serviceName(appName: appName) { resource["service.name"] = name }
     return resource
+  }
+
+  /// The resource's `service.name`: `appName` when set, else OTEL_SERVICE_NAME, else none.
+  public func serviceName(appName: String?) -> String? {
+    if let appName, !appName.isEmpty { return appName }
+    return serviceName
   }
 
   /// The destination the environment alone describes (nil without an endpoint).

@@ -158,7 +158,7 @@ import Testing
     found = CrashLoop.count(waiting: [waitingCrash], tally: tally)
     #expect(found.loop?.count == 2)
     #expect(found.loop?.signature == nil)
-    #expect(found.counts == [waitingCrash.sessionID: 2])
+    #expect(CrashLoop.bySession(found.counts) == [waitingCrash.sessionID: 2])
     let waitingClean = CrashLoopEvidence.Waiting(
       sessionID: SessionID(), startedWallNanoseconds: 35, step: .resets)
     found = CrashLoop.count(waiting: [waitingCrash, waitingClean], tally: tally)

@@ -18,8 +18,10 @@
 // The two are merged by ring creation time (session start), newest first, and counted until a
 // clean session (CrashLoopStep: what counts, what resets, what passes).
 //
-// Cost at start: one listing of rings/, one small header read per waiting ring, a crash record
-// read per crashed one, and one read and decode of crash-loop.json (measured in the README).
+// Cost at start: one listing of rings/, one small header read per waiting ring (the few fields
+// of RingHeaderSummary), a crash record read per crashed one, and one read of crash-loop.json
+// by its own small parser (CrashLoopTallyJSON.swift; written with JSONEncoder, off the caller's
+// thread), measured in Benchmarks/README.md.
 // A damaged tally is named in `problems` and taken as empty (the next processed session
 // replaces it); nothing here traps. Not signal-safe.
 
@@ -66,8 +68,16 @@ extension CrashLoop {
   /// and a problem to report (a damaged tally).
   package struct Found: Sendable {
     package var loop: CrashLoop?
-    package var counts: [SessionID: Int] = [:]
+    /// (An array: it is made and copied on the caller's thread of `start`, where a process's
+    /// first `[SessionID: Int]` looks up SessionID's Hashable conformance through every loaded
+    /// image; `bySession` makes the processor's dictionary on the background thread.)
+    package var counts: [(session: SessionID, count: Int)] = []
     package var problem: String?
+  }
+
+  /// `counts` as PostMortemProcessor.crashLoopCounts takes them (each session once).
+  package static func bySession(_ counts: [(session: SessionID, count: Int)]) -> [SessionID: Int] {
+    Dictionary(counts.map { ($0.session, $0.count) }, uniquingKeysWith: { first, _ in first })
   }
 
   /// Reads the waiting sessions, then the tally (see the design comment), and counts.
@@ -86,7 +96,8 @@ extension CrashLoop {
       case resets
     }
     var steps: [(started: UInt64, kind: Kind)] = []
-    let seen = Set(waiting.map(\.sessionID.description))
+    // A few names: a linear search (a Set would cost `start` its first String hashing lookups).
+    let seen = waiting.map(\.sessionID.description)
     for session in waiting {
       switch session.step {
       case .counts(let signature):
@@ -149,7 +160,7 @@ extension CrashLoop {
     var below = total
     for step in steps {
       guard case .counts(_, let sessions, _, let waitingID) = step.kind else { break }
-      if let waitingID, below >= reportedFrom { found.counts[waitingID] = below }
+      if let waitingID, below >= reportedFrom { found.counts.append((waitingID, below)) }
       below = max(0, below - max(0, sessions))
     }
     return found
@@ -192,7 +203,7 @@ package enum CrashLoopTally {
     package init() {}
 
     /// Why it cannot be used, when it cannot.
-    var damage: String? {
+    package var damage: String? {
       if version != 1 { return "version \(version), not 1" }
       if loop.count > CrashLoopTally.maxEntries {
         return "\(loop.count) entries, more than \(CrashLoopTally.maxEntries)"
@@ -216,7 +227,9 @@ package enum CrashLoopTally {
           Stored(), "crash-loop tally \(file) damaged (larger than \(maxFileSize) bytes); taken as empty"
         )
       }
-      let stored = try JSONDecoder().decode(Stored.self, from: Data(bytes))
+      // Not JSONDecoder: its first use would cost `start` more than the rest of this file's work
+      // (CrashLoopTallyJSON.swift).
+      let stored = try decode(bytes)
       if let damage = stored.damage {
         return (Stored(), "crash-loop tally \(file) damaged (\(damage)); taken as empty")
       }

@@ -27,7 +27,7 @@ extension CrumbsClient {
     var processor = configuration.makePostMortemProcessor(directory: directory, store: store) {
       [weak self] problem in self?.state.withLock { $0.problems.append(problem) }
     }
-    processor.crashLoopCounts = crashLoopCounts
+    processor.crashLoopCounts = CrashLoop.bySession(crashLoopCounts)
     processor.shouldStore = { [weak self] report in
       guard let self, let delegate = self.state.withLock({ $0.delegate }) else { return true }
       return delegate.shouldProcess(report)

@@ -73,7 +73,7 @@ public final class CrumbsClient: @unchecked Sendable {
   public let crashLoop: CrashLoop?
   /// The place in `crashLoop` of each of its sessions this launch will process, from the second
   /// on (their reports' `crumbs.crash_loop.count`).
-  let crashLoopCounts: [SessionID: Int]
+  let crashLoopCounts: [(session: SessionID, count: Int)]
   public let store: ReportStore
   let directory: RingDirectory
   let uploader: ReportUploader?
@@ -170,8 +170,14 @@ public final class CrumbsClient: @unchecked Sendable {
     // and the environment's resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), read here
     // on the caller's thread, so a crash as soon as `start` returns is reported with them.
     if ringOptions.appVersion == nil { ringOptions.appVersion = configuration.appVersion }
-    ringOptions.environmentResource = EnvironmentResource.encoded(
-      otel.resource(appName: configuration.appName))
+    // Without OTEL_RESOURCE_ATTRIBUTES (the usual case) the resource is the service name alone:
+    // encoded without a dictionary (EnvironmentResource.encoded says why).
+    ringOptions.environmentResource =
+      otel.resourceAttributes.isEmpty
+      ? EnvironmentResource.encoded(
+        pairs: otel.serviceName(appName: configuration.appName).map { [(key: "service.name", value: $0)] }
+          ?? [])
+      : EnvironmentResource.encoded(otel.resource(appName: configuration.appName))
     do {
       // The cgroup facts are read on the background thread (recordCgroup below).
       ring = try directory.createRing(options: ringOptions, cgroupLater: true)

@@ -168,25 +168,33 @@ final class HangWatchdog: Sendable {
   /// is reported between one and two thresholds after it began. Checking more often would see
   /// it sooner by less than a threshold, for twice the wake-ups (measured: each check costs the
   /// process about 75 µs of CPU with the pool probe's job).
-  static func interval(thresholds: [Double]) -> Double {
+  static func interval(thresholds: some Sequence<Double>) -> Double {
     max(0.05, thresholds.min() ?? 3)
   }
 
   private func run() {
     defer { finished.signal() }
+    // One array for every check, emptied before each wait: a check while nothing hangs makes
+    // no array, and the watchdog holds no named heartbeat while it sleeps (one the app dropped
+    // is forgotten: its weak reference goes nil).
+    var watched: [Heartbeat] = []
+    watched.reserveCapacity(probes.count + 4)
     while true {
-      let named = state.withLock { state -> [Heartbeat]? in
-        state.stopping ? nil : state.named.compactMap(\.heartbeat)
+      for probe in probes { watched.append(probe.heartbeat) }
+      let stopping = state.withLock { state -> Bool in
+        guard !state.stopping else { return true }
+        for entry in state.named { if let heartbeat = entry.heartbeat { watched.append(heartbeat) } }
+        return false
       }
-      guard let named else { return }
-      let watched = probes.map(\.heartbeat) + named
+      guard !stopping else { return }
       check(watched, now: SystemClock.monotonicNanoseconds())
       let checks = state.withLock { state in
         state.checks &+= 1
         return state.checks
       }
       CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.checked(checks))
-      let seconds = Self.interval(thresholds: watched.map(\.threshold))
+      let seconds = Self.interval(thresholds: watched.lazy.map(\.threshold))
+      watched.removeAll(keepingCapacity: true)
       _ = wakeUp.wait(timeout: .now() + .nanoseconds(Int(seconds * 1e9)))
     }
   }

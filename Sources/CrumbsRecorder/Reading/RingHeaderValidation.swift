@@ -49,6 +49,68 @@ package enum RingHeaderValidation {
     throws(PersistedFileError)
     -> RingLayout
   {
+    let header = try checked(image, availableBytes: availableBytes)
+    let slotSize = Int(header.slot_size)
+    let slotCount = Int(header.slot_count)
+    let laneCount = Int(header.lane_count)
+    let generalLanes = Int(header.general_lane_count)
+    let expectedSlotsOffset = Int(header.slots_offset)
+    // Every lane was checked above: this only collects them.
+    var lanes: [RingLayout.Lane] = []
+    var nextSlot = 0
+    var appendsClaimed: UInt64 = 0
+    for index in 0..<laneCount {
+      let lane = image.loadUnaligned(fromByteOffset: headerSize + index * laneSize, as: crumbs_ring_lane.self)
+      let count = Int(lane.slot_count)
+      lanes.append(
+        .init(
+          head: lane.head, skipped: lane.skipped, dropped: lane.dropped, firstSlot: nextSlot,
+          slotCount: count, important: lane.important != 0))
+      nextSlot += count
+      appendsClaimed &+= lane.head
+    }
+
+    var info = RingHeaderInfo(
+      version: header.version,
+      pid: Int32(bitPattern: header.pid),
+      sessionID: SessionID(bytes: bytes(of: header.session_id))!,
+      bootID: bytes(of: header.boot_id),
+      appName: string(of: header.app_name),
+      executable: string(of: header.executable),
+      state: RingState(raw: header.state),
+      slotSize: slotSize,
+      slotCount: slotCount,
+      laneCount: laneCount,
+      generalLaneCount: generalLanes,
+      createdWallNanoseconds: header.created.wall_ns,
+      appendsClaimed: appendsClaimed,
+      receivedMemoryWarning: header.session_flags & UInt32(CRUMBS_SESSION_MEMORY_WARNING) != 0,
+      cgroup: string(of: header.cgroup),
+      cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
+        ? nil : header.cgroup_oom_kills_at_start,
+      endSignal: header.state == UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue) && header.end_signal > 0
+        && header.end_signal < 65 ? Int32(header.end_signal) : nil,
+      parentPID: header.parent_pid == 0 ? nil : Int32(bitPattern: header.parent_pid),
+      parentSessionID: SessionID(bytes: bytes(of: header.parent_session_id)).flatMap { $0.isZero ? nil : $0 },
+      writerStartTicks: header.writer_start_ticks,
+      writerPIDNamespace: header.writer_pid_namespace,
+      appVersion: string(of: header.app_version),
+      environmentResource: string(of: header.environment_resource),
+      threadDumpSignal: realTimeSignal(header.thread_dump_signal))
+    (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
+    info.uncleanEndSigns = withUnsafePointer(to: header) { UncleanEndSigns.read($0) }
+    let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
+    return RingLayout(
+      slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,
+      clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)
+  }
+
+  /// Every rule `validate` checks, without building anything from the header: the header,
+  /// or the error `validate` throws. For a reader that needs a few fields of many headers
+  /// (RingHeaderSummary, at start): no string, array or hang field is made here.
+  package static func checked(_ image: UnsafeRawBufferPointer, availableBytes: Int)
+    throws(PersistedFileError) -> crumbs_ring_header
+  {
     guard image.count >= 8 else {
       throw failure(.unrecognized, "not a Crumbs ring: only \(image.count) bytes")
     }
@@ -109,9 +171,7 @@ package enum RingHeaderValidation {
         || header.clock_kind == CRUMBS_CLOCK_MONOTONIC_NS.rawValue
     else { throw corrupt("unknown clock kind \(header.clock_kind)") }
 
-    var lanes: [RingLayout.Lane] = []
     var nextSlot = 0
-    var appendsClaimed: UInt64 = 0
     for index in 0..<laneCount {
       let lane = image.loadUnaligned(fromByteOffset: headerSize + index * laneSize, as: crumbs_ring_lane.self)
       let count = Int(lane.slot_count)
@@ -121,50 +181,12 @@ package enum RingHeaderValidation {
       guard (lane.important != 0) == (index >= generalLanes) else {
         throw corrupt("lane \(index) has the wrong class")
       }
-      lanes.append(
-        .init(
-          head: lane.head, skipped: lane.skipped, dropped: lane.dropped, firstSlot: nextSlot,
-          slotCount: count, important: lane.important != 0))
       nextSlot += count
-      appendsClaimed &+= lane.head
     }
     guard nextSlot == slotCount else {
       throw corrupt("lanes hold \(nextSlot) slots, header says \(slotCount)")
     }
-
-    var info = RingHeaderInfo(
-      version: header.version,
-      pid: Int32(bitPattern: header.pid),
-      sessionID: SessionID(bytes: bytes(of: header.session_id))!,
-      bootID: bytes(of: header.boot_id),
-      appName: string(of: header.app_name),
-      executable: string(of: header.executable),
-      state: RingState(raw: header.state),
-      slotSize: slotSize,
-      slotCount: slotCount,
-      laneCount: laneCount,
-      generalLaneCount: generalLanes,
-      createdWallNanoseconds: header.created.wall_ns,
-      appendsClaimed: appendsClaimed,
-      receivedMemoryWarning: header.session_flags & UInt32(CRUMBS_SESSION_MEMORY_WARNING) != 0,
-      cgroup: string(of: header.cgroup),
-      cgroupOOMKillsAtStart: header.cgroup_oom_kills_at_start == UInt64.max
-        ? nil : header.cgroup_oom_kills_at_start,
-      endSignal: header.state == UInt32(CRUMBS_RING_TERMINATED_BY_SIGNAL.rawValue) && header.end_signal > 0
-        && header.end_signal < 65 ? Int32(header.end_signal) : nil,
-      parentPID: header.parent_pid == 0 ? nil : Int32(bitPattern: header.parent_pid),
-      parentSessionID: SessionID(bytes: bytes(of: header.parent_session_id)).flatMap { $0.isZero ? nil : $0 },
-      writerStartTicks: header.writer_start_ticks,
-      writerPIDNamespace: header.writer_pid_namespace,
-      appVersion: string(of: header.app_version),
-      environmentResource: string(of: header.environment_resource),
-      threadDumpSignal: realTimeSignal(header.thread_dump_signal))
-    (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
-    info.uncleanEndSigns = withUnsafePointer(to: header) { UncleanEndSigns.read($0) }
-    let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
-    return RingLayout(
-      slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,
-      clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)
+    return header
   }
 
   private static func corrupt(_ reason: String) -> PersistedFileError {

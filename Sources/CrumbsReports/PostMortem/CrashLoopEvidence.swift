@@ -5,8 +5,9 @@
 //
 // Entry points, in call order:
 //   CrashLoopEvidence.waiting(in:excluding:)   at start, on the caller's thread: every session
-//                                   waiting in rings/ (ring header + crash record; no slot decoded,
-//                                   nothing symbolicated, no lock taken), with its step
+//                                   waiting in rings/ (the few ring header fields of
+//                                   RingHeaderSummary + crash record; no slot decoded, nothing
+//                                   symbolicated, no lock taken), with its step
 //   CrashLoopStep(end:record:bootID:parentSessionID:)   one session's step, from how it ended;
 //                                   PostMortemProcessor sets `PreviousSession.crashLoopStep` with
 //                                   it, so the processed path stores the same step and signature
@@ -111,7 +112,8 @@ package enum CrashLoopEvidence {
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stem = String(name.prefix { $0 != "." })
       if let excluding, stem == excluding.description { continue }
-      let header = try? RingReader.readHeader(file: folder + "/" + name).header
+      // The few header fields a step needs, without building RingHeaderInfo (RingHeaderSummary).
+      let header = RingHeaderSummary.read(file: folder + "/" + name)
       let recordPath = folder + "/" + stem + ".crash"
       var record: CrashRecord?
       if Syscall.fileExists(recordPath), !CrashRecord.isUntouched(file: recordPath),
@@ -119,7 +121,7 @@ package enum CrashLoopEvidence {
       {
         record = read
       }
-      guard header != nil || record != nil, header?.parentSessionID == nil,
+      guard header != nil || record != nil, header?.isForkedChild != true,
         let end = end(header: header, hasRecord: record != nil)
       else { continue }
       guard let sessionID = header?.sessionID ?? record?.sessionID else { continue }
@@ -136,12 +138,12 @@ package enum CrashLoopEvidence {
 
   /// How the processor will judge the session (PostMortemProcessor.process), from its header
   /// and whether a crash record was written; nil while its writer may still run.
-  static func end(header: RingHeaderInfo?, hasRecord: Bool) -> SessionEnd? {
+  static func end(header: RingHeaderSummary?, hasRecord: Bool) -> SessionEnd? {
     if hasRecord { return .crash }
     guard let header else { return nil }
     switch header.state {
     case .clean: return .clean
-    case .terminatedBySignal: return header.ongoingHang == nil ? .terminatedBySignal : .abnormalTermination
+    case .terminatedBySignal: return header.hadOngoingHang ? .abnormalTermination : .terminatedBySignal
     case .crashed: return .crash
     case .running, .unknown:
       // A live writer (another process of the app, or a writer we cannot tell about) has not ended.
