@@ -156,21 +156,30 @@ package struct JSONWriter {
     }
   }
 
-  /// Writes the decimal digits of `value` (at most 20) at `out`; returns how many.
+  /// Writes the decimal digits of `value` (at most 20) at `out`; returns how many. Two digits
+  /// per division: a trail's ids have fifteen.
   static func digits(_ value: UInt64, into out: UnsafeMutablePointer<UInt8>) -> Int {
     var count = 1
-    var rest = value / 10
-    while rest > 0 {
+    var power: UInt64 = 10
+    while count < 20, value >= power {
       count += 1
-      rest /= 10
+      power = power &* 10
     }
     var remaining = value
     var index = count
-    repeat {
-      index -= 1
-      out[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
-      remaining /= 10
-    } while remaining > 0
+    while remaining >= 100 {
+      let pair = UInt8(remaining % 100)
+      remaining /= 100
+      index -= 2
+      out[index] = UInt8(ascii: "0") + pair / 10
+      out[index + 1] = UInt8(ascii: "0") + pair % 10
+    }
+    if remaining >= 10 {
+      out[0] = UInt8(ascii: "0") + UInt8(remaining / 10)
+      out[1] = UInt8(ascii: "0") + UInt8(remaining % 10)
+    } else {
+      out[0] = UInt8(ascii: "0") + UInt8(remaining)
+    }
     return count
   }
 

@@ -137,14 +137,33 @@ package struct Redactor {
     guard !isIdentity else { return breadcrumbs }
     // Changed in place: the array (and a breadcrumb's attributes) is copied only when something
     // is redacted, where a `map` rebuilt every breadcrumb of the trail.
+    // A trail's breadcrumbs mostly repeat their keys in the same places: whether the key at
+    // each place matches is kept for the next breadcrumb with the same key there.
+    var lastKeys: [String] = []
+    var lastMatches: [Bool] = []
     var result = breadcrumbs
     for index in result.indices {
       if let message = changedText(result[index].message) { result[index].message = message }
       for attributeIndex in result[index].attributes.indices {
         let attribute = result[index].attributes[attributeIndex]
-        if let value = changedValue(attribute.value, key: attribute.key) {
-          result[index].attributes[attributeIndex].value = value
+        let keyMatches: Bool
+        if attributeIndex < lastKeys.count, lastKeys[attributeIndex] == attribute.key {
+          keyMatches = lastMatches[attributeIndex]
+        } else {
+          keyMatches = matches(attribute.key)
+          if attributeIndex < lastKeys.count {
+            lastKeys[attributeIndex] = attribute.key
+            lastMatches[attributeIndex] = keyMatches
+          } else if attributeIndex == lastKeys.count {
+            lastKeys.append(attribute.key)
+            lastMatches.append(keyMatches)
+          }
         }
+        let changed =
+          keyMatches
+          ? (attribute.value == Redaction.replacement ? nil : Redaction.replacement)
+          : changedText(attribute.value)
+        if let changed { result[index].attributes[attributeIndex].value = changed }
       }
     }
     return result

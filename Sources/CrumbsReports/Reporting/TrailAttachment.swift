@@ -11,7 +11,16 @@ public enum TrailAttachment {
 
   /// The uncompressed JSON Lines text (one line per breadcrumb, each ending in a newline).
   public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
-    var json = JSONWriter(reservingCapacity: breadcrumbs.count * 200)
+    // Sized for the whole trail at once (the fixed part of a line is about 190 bytes): growing
+    // the buffer on the way copied it and touched its fresh pages twice.
+    var capacity = 0
+    for breadcrumb in breadcrumbs {
+      capacity += 200 + breadcrumb.message.utf8.count
+      for attribute in breadcrumb.attributes {
+        capacity += 6 + attribute.key.utf8.count + attribute.value.utf8.count
+      }
+    }
+    var json = JSONWriter(reservingCapacity: capacity)
     for breadcrumb in breadcrumbs {
       breadcrumb.writeJSON(into: &json)
       json.newline()
