@@ -27,10 +27,10 @@ extension Breadcrumb {
     // The fixed part (keys, punctuation, three integers, a timestamp, names, the optional
     // flags) is under 320 bytes; the text, escaped, at most six bytes per byte.
     var bound = 320 + JSONWriter.escapedBound(message.utf8.count)
-    for attribute in attributes {
+    for index in attributes.indices {
       bound +=
-        2 + JSONWriter.escapedBound(attribute.key.utf8.count)
-        + JSONWriter.escapedBound(attribute.value.utf8.count)
+        2 + JSONWriter.escapedBound(attributes[index].key.utf8.count)
+        + JSONWriter.escapedBound(attributes[index].value.utf8.count)
     }
     json.line(bound: bound) { line in
       line.raw("{\"timestamp\":")
@@ -48,11 +48,11 @@ extension Breadcrumb {
       line.raw("\",\"message\":")
       line.string(message)
       line.raw(",\"attributes\":{")
-      for (index, attribute) in attributes.enumerated() {
+      for index in attributes.indices {
         if index > 0 { line.raw(",") }
-        line.string(attribute.key)
+        line.string(attributes[index].key)
         line.raw(":")
-        line.string(attribute.value)
+        line.string(attributes[index].value)
       }
       line.raw("}")
       if truncated {

@@ -387,10 +387,20 @@ package struct JSONLine {
   }
 
   package mutating func string(_ value: String) {
-    var value = value
-    value.withUTF8 { utf8 in
+    // The borrowed string's bytes where it has them contiguous (every native string), else a
+    // copy made contiguous.
+    let written = value.utf8.withContiguousStorageIfAvailable { utf8 in
       precondition(count + JSONWriter.escapedBound(utf8.count) <= bound, "JSONLine bound too small")
-      count += JSONWriter.escape(utf8, into: out + count)
+      return JSONWriter.escape(utf8, into: out + count)
+    }
+    if let written {
+      count += written
+    } else {
+      var value = value
+      value.withUTF8 { utf8 in
+        precondition(count + JSONWriter.escapedBound(utf8.count) <= bound, "JSONLine bound too small")
+        count += JSONWriter.escape(utf8, into: out + count)
+      }
     }
   }
 

@@ -13,16 +13,20 @@ public enum TrailAttachment {
   public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
     // Sized for the whole trail at once (the fixed part of a line is about 190 bytes): growing
     // the buffer on the way copied it and touched its fresh pages twice.
+    // Indices rather than `for in`: an element read through the subscript is borrowed, one
+    // the iterator hands out is a copy (a retain and release of its strings each).
     var capacity = 0
-    for breadcrumb in breadcrumbs {
-      capacity += 200 + breadcrumb.message.utf8.count
-      for attribute in breadcrumb.attributes {
-        capacity += 6 + attribute.key.utf8.count + attribute.value.utf8.count
+    for index in breadcrumbs.indices {
+      capacity += 200 + breadcrumbs[index].message.utf8.count
+      for attribute in breadcrumbs[index].attributes.indices {
+        capacity +=
+          6 + breadcrumbs[index].attributes[attribute].key.utf8.count
+          + breadcrumbs[index].attributes[attribute].value.utf8.count
       }
     }
     var json = JSONWriter(reservingCapacity: capacity)
-    for breadcrumb in breadcrumbs {
-      breadcrumb.writeJSON(into: &json)
+    for index in breadcrumbs.indices {
+      breadcrumbs[index].writeJSON(into: &json)
       json.newline()
     }
     return json.bytes
