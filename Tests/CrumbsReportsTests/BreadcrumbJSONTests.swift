@@ -103,7 +103,15 @@ import Testing
       breadcrumb.writeJSONThroughScopes(into: &scoped)
       scoped.newline()
     }
-    #expect(TrailAttachment.jsonLines(crumbs) == scoped.bytes)
+    // Line by line, so that a difference names its line rather than printing the whole trail.
+    let raw = String(decoding: TrailAttachment.jsonLines(crumbs), as: UTF8.self)
+      .split(separator: "\n", omittingEmptySubsequences: false)
+    let scopes = String(decoding: scoped.bytes, as: UTF8.self).split(
+      separator: "\n", omittingEmptySubsequences: false)
+    #expect(raw.count == scopes.count)
+    if let index = raw.indices.first(where: { $0 < scopes.count && raw[$0] != scopes[$0] }) {
+      #expect(raw[index] == scopes[index])
+    }
     for breadcrumb in crumbs.prefix(200) {
       var one = JSONWriter()
       breadcrumb.writeJSONThroughScopes(into: &one)
