@@ -231,15 +231,27 @@ public enum RingReader {
       counts.overwritten = counts.overwritten.saturatingAdd(
         Int(clamping: written > present ? written - present : 0))
     }
-    breadcrumbs.sort { lhs, rhs in
-      if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
-      if lhs.threadID != rhs.threadID { return lhs.threadID < rhs.threadID }
-      return lhs.threadSequence < rhs.threadSequence
-    }
     return RingContents(
-      header: layout.info, breadcrumbs: breadcrumbs, counts: counts,
+      header: layout.info, breadcrumbs: sortedByTime(breadcrumbs), counts: counts,
       timesAreCalibrated: clock.isCalibrated)
   }
+}
+
+/// `breadcrumbs` in time order: ticks, then thread and its sequence (then the order decoded).
+/// Small keys are sorted and the breadcrumbs moved once: sorting the breadcrumbs themselves
+/// moved every one of them many times.
+func sortedByTime(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
+  var keys = breadcrumbs.enumerated().map { index, breadcrumb in
+    (ticks: breadcrumb.ticks, thread: breadcrumb.threadID, sequence: breadcrumb.threadSequence, index: index)
+  }
+  keys.sort { lhs, rhs in
+    if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
+    if lhs.thread != rhs.thread { return lhs.thread < rhs.thread }
+    if lhs.sequence != rhs.sequence { return lhs.sequence < rhs.sequence }
+    return lhs.index < rhs.index
+  }
+  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return breadcrumbs }
+  return keys.map { breadcrumbs[$0.index] }
 }
 
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
@@ -251,11 +263,27 @@ package enum SlotDecoder {
     // ASCII (most breadcrumbs) is valid as it is, and String(decoding:) over a typed buffer is
     // a copy; String(validating:) over a raw slice is a generic call looking up metadata each time.
     let raw = UnsafeRawBufferPointer(rebasing: bytes)
-    if !raw.contains(where: { $0 >= 0x80 }) {
+    if isASCII(raw) {
       return (String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self), false)
     }
     if let valid = String(validating: bytes, as: UTF8.self) { return (valid, false) }
     return (String(decoding: bytes, as: UTF8.self), true)
+  }
+
+  /// Whether every byte is below 0x80, eight at a time.
+  private static func isASCII(_ raw: UnsafeRawBufferPointer) -> Bool {
+    var index = 0
+    while raw.count - index >= 8 {
+      if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
+        return false
+      }
+      index += 8
+    }
+    while index < raw.count {
+      if raw[index] >= 0x80 { return false }
+      index += 1
+    }
+    return true
   }
 
   /// The checksum a slot of a ring of format `version` should carry, or nil when its payload does
@@ -302,6 +330,7 @@ package enum SlotDecoder {
 
     var attributesRepaired = false
     var attributes: [Breadcrumb.Attribute] = []
+    attributes.reserveCapacity(Int(header.attribute_count))
     for _ in 0..<Int(header.attribute_count) {
       guard end - cursor >= 2 else { return nil }
       let keyLength = Int(slot[cursor])

@@ -19,8 +19,57 @@ extension Breadcrumb {
     return String(decoding: json.bytes, as: UTF8.self)
   }
 
-  /// Appends this breadcrumb's JSON object (no newline) to `json`.
+  /// Appends this breadcrumb's JSON object (no newline) to `json`: written raw
+  /// (`JSONWriter.line`), the trail's thousands of lines being most of a report's encoding.
+  /// BreadcrumbJSONTests holds it to `writeJSONThroughScopes`, the same object written through
+  /// the writer's scopes.
   package func writeJSON(into json: inout JSONWriter) {
+    // The fixed part (keys, punctuation, three integers, a timestamp, names, the optional
+    // flags) is under 320 bytes; the text, escaped, at most six bytes per byte.
+    var bound = 320 + JSONWriter.escapedBound(message.utf8.count)
+    for index in attributes.indices {
+      bound +=
+        2 + JSONWriter.escapedBound(attributes[index].key.utf8.count)
+        + JSONWriter.escapedBound(attributes[index].value.utf8.count)
+    }
+    json.line(bound: bound) { line in
+      line.raw("{\"timestamp\":")
+      line.timestamp(nanoseconds: wallTimeNanoseconds, fractionDigits: 6)
+      line.raw(",\"id\":")
+      line.integer(id)
+      line.raw(",\"seq\":")
+      line.integer(UInt64(threadSequence))
+      line.raw(",\"thread\":")
+      line.integer(UInt64(threadID))
+      line.raw(",\"level\":\"")
+      line.raw(level.staticName)
+      line.raw("\",\"type\":\"")
+      line.raw(type.staticName)
+      line.raw("\",\"message\":")
+      line.string(message)
+      line.raw(",\"attributes\":{")
+      for index in attributes.indices {
+        if index > 0 { line.raw(",") }
+        line.string(attributes[index].key)
+        line.raw(":")
+        line.string(attributes[index].value)
+      }
+      line.raw("}")
+      if truncated {
+        switch (messageTruncated, attributesTruncated) {
+        case (true, true): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\",\"attributes\"]")
+        case (true, false): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\"]")
+        default: line.raw(",\"truncated\":true,\"truncated_parts\":[\"attributes\"]")
+        }
+      }
+      if fromSignalHandler { line.raw(",\"signal_handler\":true") }
+      line.raw("}")
+    }
+  }
+
+  /// The same object as `writeJSON`, written through the writer's scopes: what the raw line is
+  /// held to (BreadcrumbJSONTests).
+  package func writeJSONThroughScopes(into json: inout JSONWriter) {
     json.object { object in
       object.field("timestamp", timestamp: wallTimeNanoseconds, fractionDigits: 6)
       object.field("id", id)
@@ -45,5 +94,33 @@ extension Breadcrumb {
   /// What was cut to fit the slot: `["message"]`, `["attributes"]`, both, or none.
   package var truncatedParts: [String] {
     (messageTruncated ? ["message"] : []) + (attributesTruncated ? ["attributes"] : [])
+  }
+}
+
+extension BreadcrumbLevel {
+  /// `name` as a literal, for the raw line (ASCII, nothing to escape).
+  fileprivate var staticName: StaticString {
+    switch self {
+    case .debug: "debug"
+    case .info: "info"
+    case .warning: "warning"
+    case .error: "error"
+    case .fatal: "fatal"
+    }
+  }
+}
+
+extension BreadcrumbType {
+  /// `name` as a literal, for the raw line (ASCII, nothing to escape).
+  fileprivate var staticName: StaticString {
+    switch self {
+    case .manual: "manual"
+    case .log: "log"
+    case .navigation: "navigation"
+    case .http: "http"
+    case .system: "system"
+    case .user: "user"
+    case .configuration: "configuration"
+    }
   }
 }

@@ -1,7 +1,8 @@
 // JSONWriter.swift — the one JSON writer: the trail, the Backtrace report, OTLP/JSON and the CLI
 // all write through it. Keys come out in the order written (JSONEncoder sorts or scrambles them;
 // JSON Lines readers and people like a stable order), and scopes place every comma, brace and
-// bracket, so no caller writes punctuation by hand:
+// bracket, so no caller writes punctuation by hand (one exception: `line`, a value of fixed
+// shape written raw, the trail's breadcrumbs, held by a test to what the scopes write):
 //
 //   var json = JSONWriter()
 //   json.object { object in
@@ -24,10 +25,8 @@ import CrumbsRecorder
 package struct JSONWriter {
   /// The text written so far.
   package fileprivate(set) var bytes: [UInt8] = []
-  /// The last second formatted by a timestamp, and its "YYYY-MM-DDTHH:MM:SS" bytes: a trail's
-  /// breadcrumbs mostly share their second, and gmtime plus formatting per line would dominate.
-  private var cachedSecond: UInt64 = .max
-  private var cachedSecondText: [UInt8] = []
+  /// The last second a timestamp formatted (a trail's breadcrumbs mostly share their second).
+  fileprivate var seconds = TimestampSeconds()
 
   package init(reservingCapacity capacity: Int = 0) {
     bytes.reserveCapacity(capacity)
@@ -61,15 +60,33 @@ package struct JSONWriter {
 
   // MARK: Values (written by the scopes after their separators)
 
-  /// A JSON string literal, escaped per RFC 8259. The runs between bytes that need escaping are
-  /// copied whole (most strings have none): a byte at a time, a trail's 500 KB took 5 ms.
+  /// A JSON string literal, escaped per RFC 8259 (`JSONWriter.escape`, written into a scratch
+  /// buffer on the stack and copied whole).
   fileprivate mutating func string(_ value: String) {
     var value = value
-    value.withUTF8 { utf8 in escaped(utf8) }
+    value.withUTF8 { utf8 in
+      withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.escapedBound(utf8.count)) { scratch in
+        let count = Self.escape(utf8, into: scratch.baseAddress!)
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<count]))
+      }
+    }
   }
 
-  private mutating func escaped(_ utf8: UnsafeBufferPointer<UInt8>) {
-    bytes.append(UInt8(ascii: "\""))
+  /// The most bytes `escape` writes for `count` bytes of text: six per byte (`\u00XX`) and the
+  /// quotes.
+  static func escapedBound(_ count: Int) -> Int { count * 6 + 2 }
+
+  /// Writes `utf8` as a quoted JSON string literal at `out` (which has room for
+  /// `escapedBound(utf8.count)` bytes) and returns how many bytes it wrote. The runs between
+  /// bytes that need escaping are copied whole (most strings have none): a byte at a time, a
+  /// trail's 500 KB took 5 ms. The only place strings are escaped.
+  static func escape(_ utf8: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Int {
+    var written = 0
+    func put(_ byte: UInt8) {
+      out[written] = byte
+      written += 1
+    }
+    put(UInt8(ascii: "\""))
     var runStart = 0
     var index = 0
     while index < utf8.count {
@@ -77,7 +94,7 @@ package struct JSONWriter {
       if utf8.count - index >= 8 {
         let word = UInt64(
           littleEndian: UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self))
-        if !Self.needsEscape(word) {
+        if !needsEscape(word) {
           index += 8
           continue
         }
@@ -88,22 +105,36 @@ package struct JSONWriter {
         continue
       }
       let position = index - 1
-      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<position]))
+      if position > runStart {
+        (out + written).update(from: utf8.baseAddress! + runStart, count: position - runStart)
+        written += position - runStart
+      }
       runStart = index
+      put(UInt8(ascii: "\\"))
       switch byte {
-      case UInt8(ascii: "\""): append("\\\"")
-      case UInt8(ascii: "\\"): append("\\\\")
-      case UInt8(ascii: "\n"): append("\\n")
-      case UInt8(ascii: "\r"): append("\\r")
-      case UInt8(ascii: "\t"): append("\\t")
+      case UInt8(ascii: "\""): put(UInt8(ascii: "\""))
+      case UInt8(ascii: "\\"): put(UInt8(ascii: "\\"))
+      case UInt8(ascii: "\n"): put(UInt8(ascii: "n"))
+      case UInt8(ascii: "\r"): put(UInt8(ascii: "r"))
+      case UInt8(ascii: "\t"): put(UInt8(ascii: "t"))
       default:
-        append("\\u00")
-        bytes.append(Self.hexDigits[Int(byte >> 4)])
-        bytes.append(Self.hexDigits[Int(byte & 0xF)])
+        put(UInt8(ascii: "u"))
+        put(UInt8(ascii: "0"))
+        put(UInt8(ascii: "0"))
+        put(hexDigit(byte >> 4))
+        put(hexDigit(byte & 0xF))
       }
     }
-    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
-    bytes.append(UInt8(ascii: "\""))
+    if utf8.count > runStart {
+      (out + written).update(from: utf8.baseAddress! + runStart, count: utf8.count - runStart)
+      written += utf8.count - runStart
+    }
+    put(UInt8(ascii: "\""))
+    return written
+  }
+
+  private static func hexDigit(_ value: UInt8) -> UInt8 {
+    value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
   }
 
   /// Whether any of the eight bytes of `word` is a control character, a quote, a backslash or DEL: the
@@ -118,22 +149,39 @@ package struct JSONWriter {
       || hasZeroByte(word ^ (ones &* 0x7F))
   }
 
-  private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
   fileprivate mutating func integer(_ value: some BinaryInteger) {
     if value < 0 { bytes.append(UInt8(ascii: "-")) }
-    var remaining = UInt64(value.magnitude)
-    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes on the stack, no allocation
-    withUnsafeMutableBytes(of: &digits) { buffer in
-      var index = buffer.count
-      repeat {
-        index -= 1
-        buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
-        remaining /= 10
-      } while remaining > 0
-      bytes.append(
-        contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]).assumingMemoryBound(to: UInt8.self))
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { scratch in
+      let count = Self.digits(UInt64(value.magnitude), into: scratch.baseAddress!)
+      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<count]))
     }
+  }
+
+  /// Writes the decimal digits of `value` (at most 20) at `out`; returns how many. Two digits
+  /// per division: a trail's ids have fifteen.
+  static func digits(_ value: UInt64, into out: UnsafeMutablePointer<UInt8>) -> Int {
+    var count = 1
+    var power: UInt64 = 10
+    while count < 20, value >= power {
+      count += 1
+      power = power &* 10
+    }
+    var remaining = value
+    var index = count
+    while remaining >= 100 {
+      let pair = UInt8(remaining % 100)
+      remaining /= 100
+      index -= 2
+      out[index] = UInt8(ascii: "0") + pair / 10
+      out[index + 1] = UInt8(ascii: "0") + pair % 10
+    }
+    if remaining >= 10 {
+      out[0] = UInt8(ascii: "0") + UInt8(remaining / 10)
+      out[1] = UInt8(ascii: "0") + UInt8(remaining % 10)
+    } else {
+      out[0] = UInt8(ascii: "0") + UInt8(remaining)
+    }
+    return count
   }
 
   /// JSON has no NaN or infinities: they are written as `null` (OTLP/JSON spells them as
@@ -148,26 +196,26 @@ package struct JSONWriter {
   /// An ISO 8601 UTC timestamp string with `fractionDigits` (0…9) digits of seconds, e.g.
   /// "2026-11-22T04:10:11.123456Z".
   fileprivate mutating func timestamp(nanoseconds: UInt64, fractionDigits: Int) {
-    let second = nanoseconds / 1_000_000_000
-    if second != cachedSecond {
-      cachedSecond = second
-      cachedSecondText = Array(
-        ISO8601.string(nanoseconds: second * 1_000_000_000, fractionDigits: 0).utf8.prefix(19))
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: TimestampSeconds.bound) { scratch in
+      let count = seconds.write(
+        nanoseconds: nanoseconds, fractionDigits: fractionDigits, into: scratch.baseAddress!)
+      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<count]))
     }
-    bytes.append(UInt8(ascii: "\""))
-    bytes.append(contentsOf: cachedSecondText)
-    let digits = min(max(fractionDigits, 0), 9)
-    if digits > 0 {
-      bytes.append(UInt8(ascii: "."))
-      var divisor: UInt64 = 100_000_000
-      var fraction = nanoseconds % 1_000_000_000
-      for _ in 0..<digits {
-        bytes.append(UInt8(ascii: "0") + UInt8(fraction / divisor))
-        fraction %= divisor
-        divisor /= 10
-      }
+  }
+
+  /// Appends one value of a fixed shape (a breadcrumb's line: BreadcrumbJSON.swift) written
+  /// through `JSONLine`, which writes straight into a buffer of `bound` bytes on the stack with
+  /// no capacity check per byte, then copies it whole: the trail's thousands of lines were
+  /// dominated by the scopes' bookkeeping. The caller writes the punctuation itself, so a line
+  /// written this way must have a test against the same value written through the scopes.
+  package mutating func line(bound: Int, _ body: (inout JSONLine) -> Void) {
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bound) { scratch in
+      var line = JSONLine(out: scratch.baseAddress!, bound: bound)
+      swap(&line.seconds, &seconds)
+      body(&line)
+      swap(&line.seconds, &seconds)
+      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<line.count]))
     }
-    append("Z\"")
   }
 
   fileprivate mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
@@ -272,4 +320,98 @@ public func jsonQuoted(_ text: String) -> String {
   var json = JSONWriter()
   json.value(text)
   return String(decoding: json.bytes, as: UTF8.self)
+}
+
+/// The "YYYY-MM-DDTHH:MM:SS" text of the last second a timestamp was written in: gmtime plus
+/// formatting per line would dominate a trail.
+struct TimestampSeconds {
+  private var second: UInt64 = .max
+  private var text: [UInt8] = []
+
+  /// The most bytes `write` writes: quotes, 19, a point, 9 digits, Z.
+  static let bound = 32
+
+  /// Writes `nanoseconds` as a quoted ISO 8601 UTC timestamp with `fractionDigits` (0…9) digits
+  /// at `out`; returns how many bytes.
+  mutating func write(nanoseconds: UInt64, fractionDigits: Int, into out: UnsafeMutablePointer<UInt8>) -> Int
+  {
+    let second = nanoseconds / 1_000_000_000
+    if second != self.second {
+      self.second = second
+      text = Array(ISO8601.string(nanoseconds: second * 1_000_000_000, fractionDigits: 0).utf8.prefix(19))
+    }
+    var count = 0
+    out[count] = UInt8(ascii: "\"")
+    count += 1
+    text.withUnsafeBufferPointer { text in
+      (out + count).update(from: text.baseAddress!, count: text.count)
+      count += text.count
+    }
+    let digits = min(max(fractionDigits, 0), 9)
+    if digits > 0 {
+      out[count] = UInt8(ascii: ".")
+      count += 1
+      var divisor: UInt64 = 100_000_000
+      var fraction = nanoseconds % 1_000_000_000
+      for _ in 0..<digits {
+        out[count] = UInt8(ascii: "0") + UInt8(fraction / divisor)
+        count += 1
+        fraction %= divisor
+        divisor /= 10
+      }
+    }
+    out[count] = UInt8(ascii: "Z")
+    out[count + 1] = UInt8(ascii: "\"")
+    return count + 2
+  }
+}
+
+/// A line of a fixed shape being written (`JSONWriter.line`): raw punctuation and keys, and
+/// values written as the scopes write them (the same escaping, digits and timestamps).
+package struct JSONLine {
+  private let out: UnsafeMutablePointer<UInt8>
+  private let bound: Int
+  fileprivate var seconds = TimestampSeconds()
+  /// Bytes written so far.
+  package private(set) var count = 0
+
+  fileprivate init(out: UnsafeMutablePointer<UInt8>, bound: Int) {
+    self.out = out
+    self.bound = bound
+  }
+
+  /// Punctuation and keys, as they are (ASCII, nothing to escape).
+  package mutating func raw(_ text: StaticString) {
+    precondition(count + text.utf8CodeUnitCount <= bound, "JSONLine bound too small")
+    (out + count).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+    count += text.utf8CodeUnitCount
+  }
+
+  package mutating func string(_ value: String) {
+    // The borrowed string's bytes where it has them contiguous (every native string), else a
+    // copy made contiguous.
+    let written = value.utf8.withContiguousStorageIfAvailable { utf8 in
+      precondition(count + JSONWriter.escapedBound(utf8.count) <= bound, "JSONLine bound too small")
+      return JSONWriter.escape(utf8, into: out + count)
+    }
+    if let written {
+      count += written
+    } else {
+      var value = value
+      value.withUTF8 { utf8 in
+        precondition(count + JSONWriter.escapedBound(utf8.count) <= bound, "JSONLine bound too small")
+        count += JSONWriter.escape(utf8, into: out + count)
+      }
+    }
+  }
+
+  package mutating func integer(_ value: UInt64) {
+    precondition(count + 20 <= bound, "JSONLine bound too small")
+    count += JSONWriter.digits(value, into: out + count)
+  }
+
+  package mutating func timestamp(nanoseconds: UInt64, fractionDigits: Int) {
+    precondition(count + TimestampSeconds.bound <= bound, "JSONLine bound too small")
+    count += seconds.write(nanoseconds: nanoseconds, fractionDigits: fractionDigits, into: out + count)
+  }
 }

@@ -135,17 +135,38 @@ package struct Redactor {
   /// not change keeps its storage: a trail with nothing to redact costs a scan, not a copy.
   package func breadcrumbs(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
     guard !isIdentity else { return breadcrumbs }
-    return breadcrumbs.map { breadcrumb in
-      var breadcrumb = breadcrumb
-      if let message = changedText(breadcrumb.message) { breadcrumb.message = message }
-      for index in breadcrumb.attributes.indices {
-        let attribute = breadcrumb.attributes[index]
-        if let value = changedValue(attribute.value, key: attribute.key) {
-          breadcrumb.attributes[index].value = value
+    // Changed in place: the array (and a breadcrumb's attributes) is copied only when something
+    // is redacted, where a `map` rebuilt every breadcrumb of the trail.
+    // A trail's breadcrumbs mostly repeat their keys in the same places: whether the key at
+    // each place matches is kept for the next breadcrumb with the same key there.
+    var lastKeys: [String] = []
+    var lastMatches: [Bool] = []
+    var result = breadcrumbs
+    for index in result.indices {
+      if let message = changedText(result[index].message) { result[index].message = message }
+      for attributeIndex in result[index].attributes.indices {
+        let attribute = result[index].attributes[attributeIndex]
+        let keyMatches: Bool
+        if attributeIndex < lastKeys.count, lastKeys[attributeIndex] == attribute.key {
+          keyMatches = lastMatches[attributeIndex]
+        } else {
+          keyMatches = matches(attribute.key)
+          if attributeIndex < lastKeys.count {
+            lastKeys[attributeIndex] = attribute.key
+            lastMatches[attributeIndex] = keyMatches
+          } else if attributeIndex == lastKeys.count {
+            lastKeys.append(attribute.key)
+            lastMatches.append(keyMatches)
+          }
         }
+        let changed =
+          keyMatches
+          ? (attribute.value == Redaction.replacement ? nil : Redaction.replacement)
+          : changedText(attribute.value)
+        if let changed { result[index].attributes[attributeIndex].value = changed }
       }
-      return breadcrumb
     }
+    return result
   }
 
   /// The report with everything a person's data may be in redacted (see the file's comment);
@@ -226,6 +247,12 @@ package struct Redactor {
 
   private func changedText(_ text: String) -> String? {
     guard !isIdentity else { return nil }
+    // Most text has neither a separator (`=`, `:`) nor a slash: one pass, eight bytes at a time,
+    // settles it before the keys and home directories are looked for.
+    if patterns.isEmpty {
+      var text = text
+      if !text.withUTF8({ Self.mayNeedWork($0) }) { return nil }
+    }
     var result = keys.isEmpty ? nil : pairsRedacted(text)
     if let shortened = homesShortened(result ?? text) { result = shortened }
     for pattern in patterns {
@@ -386,6 +413,31 @@ package struct Redactor {
   /// Whether free text may hold a sensitive pair: a separator, and a key somewhere in it.
   private func mayHoldPair(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     bytes.contains { $0 == Byte.equals || $0 == Byte.colon } && containsKey(bytes)
+  }
+
+  /// Whether `bytes` holds an `=`, `:` or `/`: without one, no pair and no home directory
+  /// (the classic "has a zero byte" bit trick, a word at a time).
+  private static func mayNeedWork(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+    var index = 0
+    while bytes.count - index >= 8 {
+      let word = UInt64(
+        littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+      if hasZeroByte(word ^ (ones &* 0x3D)) || hasZeroByte(word ^ (ones &* 0x3A))
+        || hasZeroByte(word ^ (ones &* 0x2F))
+      {
+        return true
+      }
+      index += 8
+    }
+    while index < bytes.count {
+      let byte = bytes[index]
+      if byte == Byte.equals || byte == Byte.colon || byte == Byte.slash { return true }
+      index += 1
+    }
+    return false
   }
 
   /// Whether text may hold a home directory: a `/` before an `h`, `U` or `r`.
