@@ -14,7 +14,10 @@ public enum BreadcrumbLevel: UInt8, Sendable, CaseIterable, Comparable, Codable 
   public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
   /// The lowercase name used in JSON and on the command line.
-  public var name: String {
+  public var name: String { staticName.description }
+
+  /// `name` as a literal (ASCII, nothing to escape in JSON), for writers of raw bytes.
+  package var staticName: StaticString {
     switch self {
     case .debug: "debug"
     case .info: "info"
@@ -45,7 +48,10 @@ public enum BreadcrumbType: UInt8, Sendable, CaseIterable, Codable {
   case configuration = 6
 
   /// The lowercase name used in JSON and on the command line.
-  public var name: String {
+  public var name: String { staticName.description }
+
+  /// `name` as a literal (ASCII, nothing to escape in JSON), for writers of raw bytes.
+  package var staticName: StaticString {
     switch self {
     case .manual: "manual"
     case .log: "log"

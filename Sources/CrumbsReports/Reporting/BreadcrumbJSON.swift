@@ -96,31 +96,3 @@ extension Breadcrumb {
     (messageTruncated ? ["message"] : []) + (attributesTruncated ? ["attributes"] : [])
   }
 }
-
-extension BreadcrumbLevel {
-  /// `name` as a literal, for the raw line (ASCII, nothing to escape).
-  fileprivate var staticName: StaticString {
-    switch self {
-    case .debug: "debug"
-    case .info: "info"
-    case .warning: "warning"
-    case .error: "error"
-    case .fatal: "fatal"
-    }
-  }
-}
-
-extension BreadcrumbType {
-  /// `name` as a literal, for the raw line (ASCII, nothing to escape).
-  fileprivate var staticName: StaticString {
-    switch self {
-    case .manual: "manual"
-    case .log: "log"
-    case .navigation: "navigation"
-    case .http: "http"
-    case .system: "system"
-    case .user: "user"
-    case .configuration: "configuration"
-    }
-  }
-}

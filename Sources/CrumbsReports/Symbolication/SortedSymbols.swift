@@ -83,9 +83,12 @@ package final class SortedSymbols: @unchecked Sendable {
   /// malloc's thresholds.
   static let chunkBytes: UInt64 = 64 << 10
 
-  /// Reads one symbol table (`section`), keeps what can hold code, and sorts it.
-  static func read(_ section: Section, sections: [Section], source: ByteSource) throws(PersistedFileError)
-    -> SortedSymbols
+  /// A symbol table's entry size, entry count and string table, checked against the file: the
+  /// same checks for the sorted read and the scan (SymbolScan), so a damaged file gives the same
+  /// problem either way.
+  static func tableShape(_ section: Section, sections: [Section], source: ByteSource)
+    throws(PersistedFileError)
+    -> (entrySize: UInt64, count: UInt64, names: Section)
   {
     let entrySize = section.entrySize == 0 ? 24 : section.entrySize
     // Real tables use 24; an absurd size (found by the fuzzer: above 2^63, with a table smaller
@@ -98,7 +101,14 @@ package final class SortedSymbols: @unchecked Sendable {
     guard section.link < UInt64(sections.count) else {
       throw elfFailure(.corrupt, "symbol table links to string table \(section.link) of \(sections.count)")
     }
-    let stringSection = sections[Int(section.link)]
+    return (entrySize, count, sections[Int(section.link)])
+  }
+
+  /// Reads one symbol table (`section`), keeps what can hold code, and sorts it.
+  static func read(_ section: Section, sections: [Section], source: ByteSource) throws(PersistedFileError)
+    -> SortedSymbols
+  {
+    let (entrySize, count, stringSection) = try tableShape(section, sections: sections, source: source)
     let names = try source.readPages(stringSection.offset, stringSection.size, "symbol names")
     let nameBytes = UnsafeRawBufferPointer(names.bytes)
 

@@ -51,16 +51,7 @@ package struct SymbolScan {
   package static func scan(
     _ section: Section, sections: [Section], source: ByteSource, addresses: [UInt64]
   ) throws(PersistedFileError) -> SymbolScan {
-    let entrySize = section.entrySize == 0 ? 24 : section.entrySize
-    guard entrySize >= 24, entrySize <= 4096 else {
-      throw elfFailure(.corrupt, "symbol entries of \(entrySize) bytes (need 24)")
-    }
-    let count = section.size / entrySize
-    try source.check(section.offset, count * entrySize, "symbol table")  // no overflow: ≤ size
-    guard section.link < UInt64(sections.count) else {
-      throw elfFailure(.corrupt, "symbol table links to string table \(section.link) of \(sections.count)")
-    }
-    let names = sections[Int(section.link)]
+    let (entrySize, count, names) = try SortedSymbols.tableShape(section, sections: sections, source: source)
     let nameTableSize = Int(try source.check(names.offset, names.size, "symbol names"))
 
     let queries = Array(Set(addresses)).sorted()
