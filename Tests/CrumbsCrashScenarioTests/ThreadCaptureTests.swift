@@ -101,10 +101,15 @@ struct ThreadCaptureTests {
     // Each blocker captured, asked with the capture signal, or with SIGPROF when it was still
     // leaving a live capture's handler (where the capture signal is blocked): the one the crash
     // took over, or an earlier one whose released threads a busy machine had not yet run out of
-    // it when the crash came (seen once in a CI run beside other builds).
+    // it when the crash came (seen once in a CI run beside other builds). Or asked with nothing:
+    // the live capture's own signal reached it after the crash had listed it, and that answer
+    // served the crash (crumbs__capture_ask: "answered already"; seen once in a full run beside
+    // a helper's build, two blockers).
     let blockers = table.threads.filter { $0.name.hasPrefix("blocker-") }
     let unexpected = blockers.filter {
-      $0.state != .captured || ($0.askedWith != table.captureSignal && $0.askedWith != SIGPROF)
+      $0.state != .captured
+        || ($0.askedWith != table.captureSignal && $0.askedWith != SIGPROF
+          && !($0.askedWith == nil && table.tookOverLiveCapture))
     }
     let named = unexpected.map {
       "\($0.name) \($0.state) asked with \($0.askedWith.map(String.init) ?? "nothing")"
