@@ -21,7 +21,8 @@ import Testing
     // Compact: no newline, no indentation, no space after a colon.
     #expect(!text.contains("\n"))
     #expect(!text.contains(" : "))
-    #expect(text.hasPrefix(#"{"attachments":[],"breadcrumbs":{"#), "\(text.prefix(80))")
+    #expect(
+      text.hasPrefix(#"{"attachments":[],"attributes":{},"breadcrumbs":{"count":0,"#), "\(text.prefix(80))")
     // Slashes as they are (module paths stay greppable).
     #expect(text.contains(#""path":"/bin/app""#))
     #expect(try ReportStore.decode(Array(text.utf8)) == report)
