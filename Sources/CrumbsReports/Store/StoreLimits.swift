@@ -201,9 +201,9 @@ extension ReportStore {
   }
 
   private func folderBytes(named name: String, in directory: Int32) -> Int {
-    guard Syscall.status(of: name, in: directory)?.kind == .directory,
-      let folder = try? Syscall.openDirectory(named: name, in: directory, path: name)
-    else { return 0 }
+    // O_DIRECTORY | O_NOFOLLOW refuses a link or a file itself: no stat first (one call less per
+    // report on every store, issue 26).
+    guard let folder = try? Syscall.openDirectory(named: name, in: directory, path: name) else { return 0 }
     defer { Syscall.close(folder) }
     var total = 0
     for file in (try? Syscall.directoryEntries(of: folder, path: name)) ?? [] {
