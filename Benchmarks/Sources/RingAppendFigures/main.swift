@@ -192,11 +192,20 @@ if countingWorks {
   print("mallocs: not counted (run with LD_PRELOAD=<bin>/libMallocInterposerSwift.so, as make bench does)")
 }
 
-BenchSummary.record("C floor, 1 thread", "\(format(floor)) ns/op")
+// A disturbed run flatters the append: a busy neighbour slows the floor (one locked
+// instruction waiting on its core) far more than the append. When the floor's median is more
+// than 1.5× its best chunk, the run-time goal is not judged (seen: floor median 66 ns against
+// 19–26 ns quiet, and the ratio read 1.5× where quiet runs give 2.25×).
+let floorDisturbed = floor > 1.5 * one[.baseline]!.min()!
+BenchSummary.record(
+  "C floor, 1 thread",
+  "\(format(floor)) ns/op (best chunk \(format(one[.baseline]!.min()!))\(floorDisturbed ? ": disturbed run" : ""))"
+)
 BenchSummary.record(
   "append, run-time message and value",
-  "\(format(median(one[.runtime]!))) ns/op = \(format(runtimeRatio))× floor (best chunks: \(format(bestRatio(.runtime)))×)",
-  goal: "≤ 2.0×", met: runtimeRatio <= 2)
+  "\(format(median(one[.runtime]!))) ns/op = \(format(runtimeRatio))× floor (best chunks: \(format(bestRatio(.runtime)))×)"
+    + (floorDisturbed ? "; not judged: the floor's median is over 1.5× its best chunk" : ""),
+  goal: "≤ 2.0×", met: floorDisturbed ? nil : runtimeRatio <= 2)
 BenchSummary.record(
   "append, all literals",
   "\(format(median(one[.literal]!))) ns/op = \(format(literalRatio))× floor (best chunks: \(format(bestRatio(.literal)))×)",
