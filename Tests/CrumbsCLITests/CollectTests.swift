@@ -221,7 +221,9 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
       let ids = Set(
         reports.filter { attributes($0.record)["session.id"] as? String == session }
           .compactMap { attributes($0.record)["crumbs.report.id"] as? String })
-      #expect(ids.count == 1, "session \(session): reports \(ids.sorted()); \(whereIsTheReport(of: session, in: crumbs))")
+      #expect(
+        ids.count == 1,
+        "session \(session): reports \(ids.sorted()); \(whereIsTheReport(of: session, in: crumbs))")
     }
   }
 
