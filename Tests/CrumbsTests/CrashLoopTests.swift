@@ -218,10 +218,10 @@ import Testing
     #expect(CrashLoopStep(end: .clean, record: nil, bootID: nil, parentSessionID: nil) == .resets)
   }
 
-  @Test func aDamagedTallyIsReportedAndTakenAsEmpty() throws {
+  @Test func aDamagedTallyIsReportedTakenAsEmptyAndQuarantinedNotOverwritten() throws {
     let directory = TestDirectory()
-    try Syscall.writeFileAtomically(
-      CrashLoopTally.path(directory.path), Array("{\"version\": 1, \"loop\": [".utf8))
+    let damaged = Array("{\"version\": 1, \"loop\": [".utf8)
+    try Syscall.writeFileAtomically(CrashLoopTally.path(directory.path), damaged)
     let first = try launch(directory, "segv")
     #expect(first.loop == nil, "\(first.lines)")
     #expect(
@@ -229,6 +229,17 @@ import Testing
     let second = try launch(directory, "wait-clean")
     #expect(second.count == 1, "\(second.lines)")
     #expect(second.lines.contains("processed 1"), "\(second.lines)")
+    // The processed session replaced it, after moving the damaged bytes to quarantine/ with
+    // their reason: kept, and named in the problems of the run that moved them.
+    #expect(
+      second.problems.contains {
+        $0.contains("crash-loop tally") && $0.contains("quarantine/crash-loop.json")
+      },
+      "\(second.lines)")
+    let quarantine = directory.path + "/quarantine"
+    #expect(try Syscall.readFile(quarantine + "/crash-loop.json") == damaged)
+    let reason = String(decoding: try Syscall.readFile(quarantine + "/crash-loop.json.reason"), as: UTF8.self)
+    #expect(reason.hasPrefix("crash-loop tally damaged:"), "\(reason)")
     // Replaced by the processed session: readable again.
     let (tally, problem) = CrashLoopTally.read(directory: directory.path)
     #expect(problem == nil, "\(problem ?? "")")

@@ -170,6 +170,30 @@ import Testing
     #expect(try SessionMetricsFile.read(directory: directory.path).sessions == 1)
   }
 
+  /// A `session-metrics.json` that cannot be read is moved to quarantine/ with its reason and
+  /// named, never overwritten: the counts start again beside it.
+  @Test func damagedSessionMetricsAreQuarantinedAndNamedNotOverwritten() throws {
+    let directory = TestDirectory()
+    let damaged = Array(#"{"installID":"kept","sessions":"#.utf8)
+    try Syscall.writeFileAtomically(SessionMetricsFile.metricsPath(directory.path), damaged)
+    try SessionMetricsFile.countStart(directory: directory.path)
+    let session = PreviousSession(
+      sessionID: SessionID(), end: .crash, report: nil, receivedMemoryWarning: false,
+      startedWallNanoseconds: 1)
+    var problems: [String] = []
+    let metrics = try SessionMetricsFile.countEnd(session, directory: directory.path) { problems.append($0) }
+    #expect(metrics.crashedSessions == 1)
+    #expect(problems.count == 1 && problems[0].contains("session metrics"), "\(problems)")
+    #expect(problems.first?.contains("quarantine/session-metrics.json") == true, "\(problems)")
+    let quarantine = directory.path + "/quarantine"
+    #expect(try Syscall.readFile(quarantine + "/session-metrics.json") == damaged)
+    #expect(Syscall.fileExists(quarantine + "/session-metrics.json.reason"))
+    // The new file reads back, with nothing more to say.
+    problems = []
+    #expect(try SessionMetricsFile.read(directory: directory.path) { problems.append($0) } == metrics)
+    #expect(problems.isEmpty, "\(problems)")
+  }
+
   @Test func aSecondStartInOneProcessFailsAndOneCrashGivesOneReport() throws {
     let directory = TestDirectory()
     let child = try ChildProcess(

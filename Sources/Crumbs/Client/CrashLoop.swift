@@ -22,8 +22,9 @@
 // of RingHeaderSummary), a crash record read per crashed one, and one read of crash-loop.json
 // by its own small parser (CrashLoopTallyJSON.swift; written with JSONEncoder, off the caller's
 // thread), measured in Benchmarks/README.md.
-// A damaged tally is named in `problems` and taken as empty (the next processed session
-// replaces it); nothing here traps. Not signal-safe.
+// A damaged tally is named in `problems` and taken as empty; the next processed session moves
+// it to quarantine/ with its reason (DamagedClientFile) and starts a new one; nothing here
+// traps. Not signal-safe.
 
 import CrumbsPlatform
 import FoundationEssentials
@@ -215,38 +216,45 @@ package enum CrashLoopTally {
     }
   }
 
-  /// The tally, and a problem when the file is damaged (then the tally is empty). A missing file
-  /// is an empty tally. No lock: the file is only ever replaced whole.
+  /// The tally, and a problem when the file is damaged (then the tally is empty; the next
+  /// processed session quarantines it: `record`). A missing file is an empty tally. No lock: the
+  /// file is only ever replaced whole.
   package static func read(directory: String) -> (Stored, String?) {
+    let (stored, damage) = readChecked(directory: directory)
+    return (stored, damage.map { "crash-loop tally \(path(directory)) damaged (\($0)); taken as empty" })
+  }
+
+  /// The tally, and what is wrong with the file when it is damaged (then the tally is empty).
+  private static func readChecked(directory: String) -> (Stored, damage: String?) {
     let file = path(directory)
     guard Syscall.fileExists(file) else { return (Stored(), nil) }
     do {
       let bytes = try Syscall.readFile(file, limit: maxFileSize)
-      guard bytes.count < maxFileSize else {
-        return (
-          Stored(), "crash-loop tally \(file) damaged (larger than \(maxFileSize) bytes); taken as empty"
-        )
-      }
+      guard bytes.count < maxFileSize else { return (Stored(), "larger than \(maxFileSize) bytes") }
       // Not JSONDecoder: its first use would cost `start` more than the rest of this file's work
       // (CrashLoopTallyJSON.swift).
       let stored = try decode(bytes)
-      if let damage = stored.damage {
-        return (Stored(), "crash-loop tally \(file) damaged (\(damage)); taken as empty")
-      }
+      if let damage = stored.damage { return (Stored(), damage) }
       return (stored, nil)
     } catch {
-      return (Stored(), "crash-loop tally \(file) damaged (\(error)); taken as empty")
+      return (Stored(), "\(error)")
     }
   }
 
   /// Adds one processed session (PostMortemProcessor.sessionEnded), once: a session already
-  /// there is left as it is. Returns a problem when the old tally was damaged (it is replaced).
+  /// there is left as it is. Returns a problem when the old tally was damaged: it is moved to
+  /// `quarantine/` with its reason (DamagedClientFile) and the tally starts again from this
+  /// session.
   @discardableResult
   package static func record(_ session: PreviousSession, directory: String) throws(SystemCallError) -> String?
   {
     if case .passes = session.crashLoopStep { return nil }
     return try locked(directory) { () throws(SystemCallError) -> String? in
-      var (stored, problem) = read(directory: directory)
+      var (stored, damage) = readChecked(directory: directory)
+      let problem = damage.map {
+        DamagedClientFile.quarantine(
+          path(directory), directory: directory, what: "crash-loop tally", damage: $0)
+      }
       guard add(session, to: &stored) else { return problem }
       let bytes = (try? JSONEncoder().encode(stored)).map(Array.init) ?? []
       try Syscall.writeFileAtomically(path(directory), bytes, durable: false)

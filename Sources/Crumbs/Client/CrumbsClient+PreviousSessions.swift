@@ -50,7 +50,7 @@ extension CrumbsClient {
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {
-      metrics = try SessionMetricsFile.read(directory: directory)
+      metrics = try SessionMetricsFile.read(directory: directory) { problems.append($0) }
     } catch {
       problems.append("cannot read the session metrics: \(error)")
     }

@@ -28,7 +28,9 @@
 //   SessionMetricsFile.read(directory:)            the background thread, after the run
 //
 // The JSON is replaced atomically but without fsync (the lock stays short, and a start waiting
-// for it stays cheap): a power loss may undo the last counts, never tear the file. Not
+// for it stays cheap): a power loss may undo the last counts, never tear the file. One that
+// cannot be read (damaged, foreign) is moved to quarantine/ with its reason and the counts
+// start again, with a new install id; the problem is named (DamagedClientFile). Not
 // signal-safe.
 
 import CrumbsPlatform
@@ -145,10 +147,11 @@ package enum SessionMetricsFile {
   /// the metrics after it.
   @discardableResult
   static func countEnd(
-    _ session: PreviousSession, directory: String, queue: (SessionMetrics) -> Void = { _ in }
+    _ session: PreviousSession, directory: String, problem: (String) -> Void = { _ in },
+    queue: (SessionMetrics) -> Void = { _ in }
   ) throws(SystemCallError) -> SessionMetrics {
     try locked(directory) { (fd, path) throws(SystemCallError) in
-      var stored = load(directory)
+      var stored = load(directory, problem: problem)
       stored.sessions = try startCount(fd, path: path)
       let id = session.sessionID.description
       var counted = stored.countedSessionIDs ?? []
@@ -225,10 +228,13 @@ package enum SessionMetricsFile {
     }
   }
 
-  /// The metrics now (a new install id is made, and kept, the first time).
-  package static func read(directory: String) throws(SystemCallError) -> SessionMetrics {
+  /// The metrics now (a new install id is made, and kept, the first time; a damaged file is
+  /// quarantined and `problem` hears it).
+  package static func read(directory: String, problem: (String) -> Void = { _ in }) throws(SystemCallError)
+    -> SessionMetrics
+  {
     try locked(directory) { (fd, path) throws(SystemCallError) in
-      var stored = load(directory)
+      var stored = load(directory, problem: problem)
       stored.sessions = try startCount(fd, path: path)
       if !Syscall.fileExists(metricsPath(directory)), let bytes = try? JSONEncoder().encode(stored) {
         try Syscall.writeFileAtomically(metricsPath(directory), Array(bytes), durable: false)
@@ -237,11 +243,36 @@ package enum SessionMetricsFile {
     }
   }
 
-  /// `session-metrics.json`, or a fresh one when missing or unreadable.
-  private static func load(_ directory: String) -> Stored {
-    (try? Syscall.readFile(metricsPath(directory), limit: 1 << 20)).flatMap {
-      try? JSONDecoder().decode(Stored.self, from: Data($0))
-    } ?? Stored(installID: SessionID().description)
+  /// `session-metrics.json`, or a fresh one when missing or unreadable. An unreadable one is
+  /// moved to `quarantine/` with its reason (DamagedClientFile), never overwritten, and
+  /// `problem` hears it. Called under the lock.
+  private static func load(_ directory: String, problem: (String) -> Void = { _ in }) -> Stored {
+    let file = metricsPath(directory)
+    let damage: String
+    do {
+      let bytes = try Syscall.readFile(file, limit: maxFileSize + 1)
+      guard bytes.count <= maxFileSize else { throw SessionMetricsDamage.tooLarge(maxFileSize) }
+      return try JSONDecoder().decode(Stored.self, from: Data(bytes))
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+      return Stored(installID: SessionID().description)
+    } catch {
+      damage = "\(error)"
+    }
+    problem(DamagedClientFile.quarantine(file, directory: directory, what: "session metrics", damage: damage))
+    return Stored(installID: SessionID().description)
+  }
+
+  /// A larger `session-metrics.json` is not ours (it holds a few hundred counted ids and the
+  /// counts of at most `maxReleases` releases).
+  static let maxFileSize = 1 << 20
+
+  private enum SessionMetricsDamage: Error, CustomStringConvertible {
+    case tooLarge(Int)
+    var description: String {
+      switch self {
+      case .tooLarge(let limit): "larger than \(limit) bytes"
+      }
+    }
   }
 
   /// The number on the first line of `session-starts` (0 when empty, negative or not a number).

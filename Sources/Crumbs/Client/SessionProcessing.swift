@@ -35,7 +35,7 @@ extension CrumbsConfiguration {
     processor.sessionEnded = { session in
       do {
         // Queued by the run that counts it, under the metrics lock: once (SessionMetrics.swift).
-        try SessionMetricsFile.countEnd(session, directory: path) { metrics in
+        try SessionMetricsFile.countEnd(session, directory: path, problem: problem) { metrics in
           SessionSummaryQueue.enqueue([session], metrics: metrics, directory: path)
         }
       } catch {
