@@ -98,7 +98,8 @@ struct TerminationMessageTests {
     var name = [CChar](repeating: 0, count: 256)
     var start: UInt64 = 0
     #expect(crumbs_elf_symbol_testing_lookup_file(executable, offset - 1, &name, name.count, &start) == 1)
-    #expect(String(cString: name).contains("TerminationWorkload"), "\(String(cString: name))")
+    let symbol = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    #expect(symbol.contains("TerminationWorkload"), "\(symbol)")
   }
 
   @Test("a Swift trap names the signal the handler saw and the fatal message", arguments: variants)
