@@ -23,7 +23,7 @@ import Testing
   }
 
   // A frame we write: magic (4), FLG, BD, content size (8), descriptor checksum, then blocks
-  // (4-byte size each), the end mark and the content checksum (4).
+  // (4-byte size, the compressed bytes, a 4-byte checksum each) and the end mark (4).
   static let damages = [
     Damage(name: "3000 random bytes", reason: "not an LZ4 frame (bad magic number)") { _ in
       var generator = SystemRandomNumberGenerator()
@@ -34,9 +34,14 @@ import Testing
       frame[6] ^= 0x01
       return frame
     },
-    Damage(name: "a content checksum bit flipped", reason: "content checksum mismatch") { frame in
+    Damage(name: "a block checksum bit flipped", reason: "block checksum mismatch") { frame in
       var frame = frame
-      frame[frame.count - 1] ^= 0x80
+      frame[frame.count - 5] ^= 0x80
+      return frame
+    },
+    Damage(name: "a compressed byte flipped", reason: "block checksum mismatch") { frame in
+      var frame = frame
+      frame[frame.count / 2] ^= 0x10
       return frame
     },
     Damage(name: "an impossible block size", reason: "bad block size") { frame in
@@ -106,5 +111,24 @@ import Testing
     child.wait()
     #expect(child.exitCode == 0)
     try LZ4Frame.verify(try Syscall.readFile(directory.file("plain.lz4")))
+    // A frame with a content checksum (how trails were written before issue 26, and `lz4`'s
+    // default) still has it checked.
+    let withChecksum = try ChildProcess(
+      "/usr/bin/lz4", ["-q", "-f", directory.file("plain"), directory.file("checked.lz4")])
+    withChecksum.wait()
+    #expect(withChecksum.exitCode == 0)
+    var frame = try Syscall.readFile(directory.file("checked.lz4"))
+    try LZ4Frame.verify(frame)
+    frame[frame.count - 1] ^= 0x80
+    #expect(throws: LZ4Error(reason: "content checksum mismatch")) { try LZ4Frame.verify(frame) }
+  }
+
+  @Test func theTrailWeWriteHasBlockChecksumsAndNoContentChecksum() throws {
+    let fixture = try ReportFixture()
+    let trail = try #require(try fixture.reports[0].trailAttachment())
+    // FLG (byte 4): bit 4 block checksums, bit 3 content size, bit 2 content checksum.
+    #expect(trail[4] & 0x10 != 0)
+    #expect(trail[4] & 0x08 != 0)
+    #expect(trail[4] & 0x04 == 0)
   }
 }
