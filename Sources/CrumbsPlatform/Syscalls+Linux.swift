@@ -58,6 +58,9 @@ package enum Syscall {
 
   /// Creates `path` with mode 0700 if missing; an existing directory is accepted as it is.
   package static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(SystemCallError) {
+    // Usually there already (every launch after the first, on the caller's thread of
+    // CrumbsClient.start): one stat, where a mkdir first costs a failed mkdir and then the stat.
+    if isDirectory(path) { return }
     if Glibc.mkdir(path, mode) == 0 { return }
     let error = Errno(rawValue: Glibc.errno)
     if error == .fileExists, isDirectory(path) { return }

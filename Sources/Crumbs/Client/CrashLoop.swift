@@ -18,7 +18,8 @@
 // The two are merged by ring creation time (session start), newest first, and counted until a
 // clean session (CrashLoopStep: what counts, what resets, what passes).
 //
-// Cost at start: one listing of rings/, one small header read per waiting ring (the few fields
+// Cost at start: one listing of rings/ (its count of rings also tells `processBacklog` whether it
+// has work: the only listing of a start), one small header read per waiting ring (the few fields
 // of RingHeaderSummary), a crash record read per crashed one, and one read of crash-loop.json
 // by its own small parser (CrashLoopTallyJSON.swift; written with JSONEncoder, off the caller's
 // thread), measured in Benchmarks/README.md.
@@ -74,6 +75,9 @@ extension CrashLoop {
     /// image; `bySession` makes the processor's dictionary on the background thread.)
     package var counts: [(session: SessionID, count: Int)] = []
     package var problem: String?
+    /// The ring files waiting in rings/ (this session's excluded), ended or still written:
+    /// what `PostMortemProcessor.processBacklog` compares with its `maxWaitingSessions`.
+    package var waitingRings = 0
   }
 
   /// `counts` as PostMortemProcessor.crashLoopCounts takes them (each session once).
@@ -83,10 +87,12 @@ extension CrashLoop {
 
   /// Reads the waiting sessions, then the tally (see the design comment), and counts.
   package static func find(directory: RingDirectory, excluding: SessionID?) -> Found {
-    let waiting = CrashLoopEvidence.waiting(in: directory, excluding: excluding)
+    var rings = 0
+    let waiting = CrashLoopEvidence.waiting(in: directory, excluding: excluding, rings: &rings)
     let (tally, problem) = CrashLoopTally.read(directory: directory.path)
     var found = count(waiting: waiting, tally: tally)
     found.problem = problem
+    found.waitingRings = rings
     return found
   }
 

@@ -11,9 +11,13 @@ import Dispatch
 
 extension CrumbsClient {
   /// On the caller's thread of `start`: keeps rings/ bounded when sessions end faster than the
-  /// background work processes them (PostMortemProcessor.processBacklog: a directory listing
-  /// unless more than a few sessions wait). What it processed joins the previous sessions.
+  /// background work processes them (PostMortemProcessor.processBacklog), only when more than a
+  /// few sessions wait. What it processed joins the previous sessions.
   func processBacklog() {
+    // The crash-loop check listed rings/ just before: within the limit (every start but a crash
+    // loop's), nothing to do, not even making a processor (the client never changes the
+    // processor's `maxWaitingSessions`). Over it, processBacklog counts again for itself.
+    guard waitingRingsAtStart > PostMortemProcessor.defaultMaxWaitingSessions else { return }
     let backlog = makeProcessor().processBacklog(reportingSession: sessionID)
     if !backlog.sessions.isEmpty || !backlog.forkedSessions.isEmpty || !backlog.problems.isEmpty {
       state.withLock { $0.backlog = backlog }

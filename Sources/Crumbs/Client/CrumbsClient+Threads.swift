@@ -42,10 +42,10 @@ extension CrumbsClient {
 
   /// The responder to `crumbs threads`, when the configuration wants one and the client records,
   /// or why it could not start (no free signal): one of the client's `problems`.
-  static func startThreadDumps(_ configuration: CrumbsConfiguration, ring: BreadcrumbRing)
+  static func startThreadDumps(_ configuration: CrumbsConfiguration, ring: BreadcrumbRing, enabled: Bool)
     -> (responder: ThreadDumpResponder?, problem: String?)
   {
-    guard configuration.answersThreadDumps, persistedEnabled(configuration.directory) else {
+    guard configuration.answersThreadDumps, enabled else {
       return (nil, nil)
     }
     do {

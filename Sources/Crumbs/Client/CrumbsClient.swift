@@ -74,6 +74,9 @@ public final class CrumbsClient: @unchecked Sendable {
   /// The place in `crashLoop` of each of its sessions this launch will process, from the second
   /// on (their reports' `crumbs.crash_loop.count`).
   let crashLoopCounts: [(session: SessionID, count: Int)]
+  /// The rings the crash-loop check found waiting (this session's excluded): `processBacklog`
+  /// has nothing to do unless there are more than a processor keeps waiting.
+  let waitingRingsAtStart: Int
   public let store: ReportStore
   let directory: RingDirectory
   let uploader: ReportUploader?
@@ -187,6 +190,7 @@ public final class CrumbsClient: @unchecked Sendable {
     let loop = CrashLoop.find(directory: directory, excluding: ring.sessionID)
     crashLoop = loop.loop
     crashLoopCounts = loop.counts
+    waitingRingsAtStart = loop.waitingRings
     // A clean exit() is clean from the first moment, not once the background work has run. It
     // decides how the session ends, so it is armed even without automatic breadcrumbs: by the
     // recorder's own install, the code a recorder-only program runs too.
@@ -222,7 +226,8 @@ public final class CrumbsClient: @unchecked Sendable {
       let invalid = configuration.redaction.invalidPatterns
       if !invalid.isEmpty { state.withLock { $0.problems += invalid } }
     }
-    if !Self.persistedEnabled(configuration.directory) {
+    let enabled = Self.persistedEnabled(configuration.directory)
+    if !enabled {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler
       && (configuration.allowsAttachingDebugger || !Self.debuggerAttached())
@@ -239,7 +244,7 @@ public final class CrumbsClient: @unchecked Sendable {
       state.withLock { $0.problems.append(problem) }
     }
     // After the crash handler: the request signal is chosen below its capture signal.
-    let dumps = Self.startThreadDumps(configuration, ring: ring)
+    let dumps = Self.startThreadDumps(configuration, ring: ring, enabled: enabled)
     threadDumps = dumps.responder
     if let problem = dumps.problem { state.withLock { $0.problems.append(problem) } }
     do {

@@ -339,7 +339,7 @@ extension SystemFacts {
   /// in clock ticks since boot); 0 when unreadable. The handler subtracts it from the crash
   /// time to report the process uptime.
   package static var processStartBoottimeNanoseconds: UInt64 {
-    guard let ticks = ProcessIdentity.startTicks(of: 0) else { return 0 }
+    guard let ticks = ProcessIdentity.ownStartTicks() else { return 0 }
     let perSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
     return ticks * (1_000_000_000 / perSecond)
   }

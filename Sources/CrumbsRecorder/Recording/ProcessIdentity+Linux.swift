@@ -6,6 +6,7 @@
 
 import CrumbsPlatform
 import CrumbsSignalPath
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -29,7 +30,7 @@ package struct ProcessIdentity: Sendable, Equatable {
   /// This process, read now (a forked child is another process than its parent was).
   package static var current: ProcessIdentity {
     ProcessIdentity(
-      pid: Syscall.processID(), startTicks: startTicks(of: 0) ?? 0, bootID: SystemFacts.bootID,
+      pid: Syscall.processID(), startTicks: ownStartTicks() ?? 0, bootID: SystemFacts.bootID,
       pidNamespace: SystemFacts.pidNamespace(of: "self"))
   }
 
@@ -68,4 +69,21 @@ package struct ProcessIdentity: Sendable, Equatable {
     var state: CChar = 0
     return crumbs_process_stat(pid, &ticks, &state) ? ticks : nil
   }
+
+  /// This process's start ticks (`startTicks(of: 0)`), read once per process: the ring's header
+  /// and the crash record both need them on the caller's thread of `CrumbsClient.start`, and
+  /// each read of /proc/self/stat costs tens of microseconds there (the kernel formats the
+  /// whole line). Keyed by pid, so a forked child reads its own.
+  package static func ownStartTicks() -> UInt64? {
+    let pid = Syscall.processID()
+    // Atomics, not a lock: a fork while another thread held a lock would leave it held in the
+    // child. The ticks are stored before the pid that vouches for them.
+    if ownStartPID.load(ordering: .acquiring) == pid { return ownStartValue.load(ordering: .relaxed) }
+    guard let ticks = startTicks(of: 0) else { return nil }
+    ownStartValue.store(ticks, ordering: .relaxed)
+    ownStartPID.store(pid, ordering: .releasing)
+    return ticks
+  }
+  private static let ownStartPID = Atomic<Int32>(0)
+  private static let ownStartValue = Atomic<UInt64>(0)
 }

@@ -106,12 +106,23 @@ package enum CrashLoopEvidence {
   /// record; takes no lock (a lock taken even briefly could make a claimer skip a ring). Sessions
   /// still running, unreadable ones and forked children's are left out.
   package static func waiting(in directory: RingDirectory, excluding: SessionID?) -> [Waiting] {
+    var rings = 0
+    return waiting(in: directory, excluding: excluding, rings: &rings)
+  }
+
+  /// `waiting(in:excluding:)`, also counting in `rings` the ring files it listed (the sessions
+  /// waiting in rings/ but `excluding`'s, ended or not: `RingDirectory.waitingRingCount`), so
+  /// that `start` decides whether it has a backlog to process without listing rings/ again.
+  package static func waiting(in directory: RingDirectory, excluding: SessionID?, rings: inout Int)
+    -> [Waiting]
+  {
     let folder = directory.ringsPath
     guard let names = try? Syscall.directoryEntries(folder) else { return [] }
     var found: [Waiting] = []
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stem = String(name.prefix { $0 != "." })
       if let excluding, stem == excluding.description { continue }
+      rings += 1
       // The few header fields a step needs, without building RingHeaderInfo (RingHeaderSummary).
       let header = RingHeaderSummary.read(file: folder + "/" + name)
       let recordPath = folder + "/" + stem + ".crash"

@@ -175,7 +175,9 @@ public struct PostMortemProcessor: Sendable {
   public var sessionEnded: @Sendable (PreviousSession) -> Void = { _ in }
   /// Sessions left to wait for a full (background) run; beyond it `processBacklog` processes the
   /// oldest briefly. Each waiting session holds its ring (1 MiB by default) and crash record.
-  public var maxWaitingSessions = 4
+  public var maxWaitingSessions = defaultMaxWaitingSessions
+  /// `maxWaitingSessions` unless set: what CrumbsClient.start compares the rings it listed with.
+  public static let defaultMaxWaitingSessions = 4
   /// Reports of these sessions carry `crumbs.crash_loop.count` (CrashLoopStep.attributeKey) with
   /// the given count: the place of the session in the crash loop its client saw at start.
   public var crashLoopCounts: [SessionID: Int] = [:]
