@@ -218,7 +218,7 @@ public enum RingReader {
           continue
         }
         clock.stamp(&breadcrumb)
-        breadcrumbs.append(breadcrumb)
+        breadcrumbs.append(consume breadcrumb)
         validInLane += 1
       }
       counts.valid += Int(validInLane)
@@ -232,15 +232,17 @@ public enum RingReader {
         Int(clamping: written > present ? written - present : 0))
     }
     return RingContents(
-      header: layout.info, breadcrumbs: sortedByTime(breadcrumbs), counts: counts,
+      header: layout.info, breadcrumbs: sortedByTime(consume breadcrumbs), counts: counts,
       timesAreCalibrated: clock.isCalibrated)
   }
 }
 
 /// `breadcrumbs` in time order: ticks, then thread and its sequence (then the order decoded).
-/// Small keys are sorted and the breadcrumbs moved once: sorting the breadcrumbs themselves
-/// moved every one of them many times.
-func sortedByTime(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
+/// Small keys are sorted and the breadcrumbs then moved into place along the permutation's
+/// cycles: sorting the breadcrumbs themselves moved every one of them many times, and copying
+/// them into a new array retained each one's strings and released the old array's (a fifth of
+/// a ring read, issue 26).
+func sortedByTime(_ breadcrumbs: consuming [Breadcrumb]) -> [Breadcrumb] {
   var keys = breadcrumbs.enumerated().map { index, breadcrumb in
     (ticks: breadcrumb.ticks, thread: breadcrumb.threadID, sequence: breadcrumb.threadSequence, index: index)
   }
@@ -250,8 +252,31 @@ func sortedByTime(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
     if lhs.sequence != rhs.sequence { return lhs.sequence < rhs.sequence }
     return lhs.index < rhs.index
   }
-  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return breadcrumbs }
-  return keys.map { breadcrumbs[$0.index] }
+  var sorted = breadcrumbs
+  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return sorted }
+  // Position i receives the breadcrumb decoded at keys[i].index: each cycle of the permutation
+  // is walked once, its first breadcrumb held aside, every other one moved (not copied) once.
+  sorted.withUnsafeMutableBufferPointer { buffer in
+    guard let base = buffer.baseAddress else { return }
+    var placed = [Bool](repeating: false, count: buffer.count)
+    for start in 0..<buffer.count where !placed[start] {
+      placed[start] = true
+      guard keys[start].index != start else { continue }
+      let held = (base + start).move()
+      var current = start
+      while true {
+        let source = keys[current].index
+        if source == start {
+          (base + current).initialize(to: held)
+          break
+        }
+        (base + current).moveInitialize(from: base + source, count: 1)
+        placed[source] = true
+        current = source
+      }
+    }
+  }
+  return sorted
 }
 
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
