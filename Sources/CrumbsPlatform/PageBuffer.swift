@@ -5,6 +5,7 @@
 // Entry points, in call order:
 //   PageBuffer.isWorthIt(byteCount:)   whether a buffer this large should be one (else an Array)
 //   PageBuffer(byteCount:)             private zeroed pages (Syscall.mapAnonymous)
+//   PageBuffer(mappingFile:byteCount:path:)  a file's pages, read-only (Syscall.mapFileReadOnly)
 //   buffer.bytes                       the memory, valid while the buffer lives
 //   buffer.shrink(to:)                 fewer bytes in use (a file shorter than asked for)
 //   deinit                             the pages go back to the kernel (Syscall.unmap)
@@ -36,6 +37,17 @@ package final class PageBuffer {
     // mmap and munmap round the length up to whole pages themselves.
     mappedCount = max(byteCount, 1)
     base = try Syscall.mapAnonymous(size: mappedCount)
+    count = byteCount
+  }
+
+  /// The first `byteCount` bytes of the open regular file `fd` (its size when opened), mapped
+  /// read-only: `bytes` must not be written. Reading a 1 MiB ring so took a third less CPU
+  /// than reading it into zeroed pages (issue 26). The file must not shrink while the buffer
+  /// lives (an access past its new end would fault): for files Crumbs itself keeps at their
+  /// size, such as rings.
+  package init(mappingFile fd: Int32, byteCount: Int, path: String) throws(SystemCallError) {
+    mappedCount = max(byteCount, 1)
+    base = try Syscall.mapFileReadOnly(fd, size: mappedCount, path: path)
     count = byteCount
   }
 

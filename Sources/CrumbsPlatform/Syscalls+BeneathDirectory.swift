@@ -25,6 +25,9 @@ extension Syscall {
     package var size: Int
     /// Last modification, nanoseconds since the epoch.
     package var modifiedNanoseconds: UInt64
+    /// Last status change (ctime), nanoseconds since the epoch: a folder's changes when an entry
+    /// is added, removed or renamed in it.
+    package var changedNanoseconds: UInt64
     /// The file itself (device and inode), whatever path reached it.
     package var fileID: FileID
 
@@ -45,6 +48,8 @@ extension Syscall {
       size = max(0, Int(info.st_size))
       modifiedNanoseconds =
         UInt64(max(0, info.st_mtim.tv_sec)) * 1_000_000_000 + UInt64(max(0, info.st_mtim.tv_nsec))
+      changedNanoseconds =
+        UInt64(max(0, info.st_ctim.tv_sec)) * 1_000_000_000 + UInt64(max(0, info.st_ctim.tv_nsec))
     }
 
     /// In words, for reasons: "a symbolic link", "a folder"…

@@ -154,10 +154,11 @@ public enum RingReader {
     let layout = try RingHeaderValidation.validate(image)
     let slotSize = layout.slotSize
     let slotsStart = layout.slotsOffset
-    return decodeSlots(layout: layout) { slotIndex, destination in
+    // The image does not change under the reader: each slot is decoded where it is, not copied.
+    return decodeSlots(layout: layout) { slotIndex, _ in
       let start = slotsStart + slotIndex * slotSize
-      destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: image[start..<start + slotSize]))
-      return destination.loadUnaligned(as: UInt64.self)
+      let slot = UnsafeRawBufferPointer(rebasing: image[start..<start + slotSize])
+      return (slot.loadUnaligned(as: UInt64.self), slot)
     }
   }
 
@@ -178,14 +179,18 @@ public enum RingReader {
     // have been writing: read them again with the seqlock, from the mapping.
     (layout.info.ongoingHang, layout.info.hangDamage) = OngoingHang.read(UnsafePointer(header))
     return decodeSlots(layout: layout) { slotIndex, destination in
-      crumbs_ring_read_slot(ring, UInt32(slotIndex), destination.baseAddress)
+      (
+        crumbs_ring_read_slot(ring, UInt32(slotIndex), destination.baseAddress),
+        UnsafeRawBufferPointer(destination)
+      )
     }
   }
 
-  /// Decodes every slot through `copySlot(index, buffer) -> commit word` (0: never written; odd:
-  /// being written or changed during the copy; even: a consistent copy is in the buffer).
+  /// Decodes every slot through `copySlot(index, buffer) -> (commit word, slot)` (commit 0:
+  /// never written; odd: being written or changed during the copy; even: a consistent slot, in
+  /// the buffer or, from an image that cannot change, in place).
   static func decodeSlots(
-    layout: RingLayout, copySlot: (Int, UnsafeMutableRawBufferPointer) -> UInt64
+    layout: RingLayout, copySlot: (Int, UnsafeMutableRawBufferPointer) -> (UInt64, UnsafeRawBufferPointer)
   ) -> RingContents {
     var counts = SlotCounts()
     var breadcrumbs: [Breadcrumb] = []
@@ -199,7 +204,7 @@ public enum RingReader {
       var validInLane: UInt64 = 0
       var tornInLane: UInt64 = 0
       for offset in 0..<lane.slotCount {
-        let commit = copySlot(lane.firstSlot + offset, buffer)
+        let (commit, slot) = copySlot(lane.firstSlot + offset, buffer)
         if commit == 0 {
           counts.empty += 1
           continue
@@ -212,13 +217,13 @@ public enum RingReader {
         // The position must belong to this slot and must have been claimed (< head).
         guard position & (laneSlots - 1) == UInt64(offset), position < lane.head,
           var breadcrumb = SlotDecoder.decode(
-            UnsafeRawBufferPointer(buffer), position: position, lane: laneIndex, version: layout.info.version)
+            slot, position: position, lane: laneIndex, version: layout.info.version)
         else {
           tornInLane += 1
           continue
         }
         clock.stamp(&breadcrumb)
-        breadcrumbs.append(breadcrumb)
+        breadcrumbs.append(consume breadcrumb)
         validInLane += 1
       }
       counts.valid += Int(validInLane)
@@ -232,17 +237,26 @@ public enum RingReader {
         Int(clamping: written > present ? written - present : 0))
     }
     return RingContents(
-      header: layout.info, breadcrumbs: sortedByTime(breadcrumbs), counts: counts,
+      header: layout.info, breadcrumbs: sortedByTime(consume breadcrumbs), counts: counts,
       timesAreCalibrated: clock.isCalibrated)
   }
 }
 
 /// `breadcrumbs` in time order: ticks, then thread and its sequence (then the order decoded).
-/// Small keys are sorted and the breadcrumbs moved once: sorting the breadcrumbs themselves
-/// moved every one of them many times.
-func sortedByTime(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
-  var keys = breadcrumbs.enumerated().map { index, breadcrumb in
-    (ticks: breadcrumb.ticks, thread: breadcrumb.threadID, sequence: breadcrumb.threadSequence, index: index)
+/// Small keys are sorted and the breadcrumbs then moved into place along the permutation's
+/// cycles: sorting the breadcrumbs themselves moved every one of them many times, and copying
+/// them into a new array retained each one's strings and released the old array's (a fifth of
+/// a ring read, issue 26).
+func sortedByTime(_ breadcrumbs: consuming [Breadcrumb]) -> [Breadcrumb] {
+  // Through the buffer's subscript: the array's iterator hands out copies (a retain and release
+  // of each breadcrumb's strings).
+  var keys = breadcrumbs.withUnsafeBufferPointer { buffer in
+    buffer.indices.map { index in
+      (
+        ticks: buffer[index].ticks, thread: buffer[index].threadID, sequence: buffer[index].threadSequence,
+        index: index
+      )
+    }
   }
   keys.sort { lhs, rhs in
     if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
@@ -250,8 +264,31 @@ func sortedByTime(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
     if lhs.sequence != rhs.sequence { return lhs.sequence < rhs.sequence }
     return lhs.index < rhs.index
   }
-  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return breadcrumbs }
-  return keys.map { breadcrumbs[$0.index] }
+  var sorted = breadcrumbs
+  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return sorted }
+  // Position i receives the breadcrumb decoded at keys[i].index: each cycle of the permutation
+  // is walked once, its first breadcrumb held aside, every other one moved (not copied) once.
+  sorted.withUnsafeMutableBufferPointer { buffer in
+    guard let base = buffer.baseAddress else { return }
+    var placed = [Bool](repeating: false, count: buffer.count)
+    for start in 0..<buffer.count where !placed[start] {
+      placed[start] = true
+      guard keys[start].index != start else { continue }
+      let held = (base + start).move()
+      var current = start
+      while true {
+        let source = keys[current].index
+        if source == start {
+          (base + current).initialize(to: held)
+          break
+        }
+        (base + current).moveInitialize(from: base + source, count: 1)
+        placed[source] = true
+        current = source
+      }
+    }
+  }
+  return sorted
 }
 
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
@@ -261,7 +298,8 @@ package enum SlotDecoder {
   /// invalid UTF-8 becomes U+FFFD, which the breadcrumb's truncated flags then report.
   static func text(_ bytes: Slice<UnsafeRawBufferPointer>) -> (String, repaired: Bool) {
     // ASCII (most breadcrumbs) is valid as it is, and String(decoding:) over a typed buffer is
-    // a copy; String(validating:) over a raw slice is a generic call looking up metadata each time.
+    // a copy; String(validating:) over a raw slice is a generic call looking up metadata each time
+    // (and over a typed buffer too: tried in issue 26, the ring read took half as long again).
     let raw = UnsafeRawBufferPointer(rebasing: bytes)
     if isASCII(raw) {
       return (String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self), false)

@@ -73,6 +73,8 @@ public struct ReportStore: Sendable {
   public let path: String
   /// Applied after every `store` (and by the uploader before each pass).
   public var limits: StoreLimits
+  /// Report folders' sizes while unchanged, for `enforceLimits` (FolderSizes.swift).
+  var folderSizes = FolderSizes()
 
   /// The file that says why a dropped report was dropped.
   public static let droppedReasonFileName = "dropped.reason"

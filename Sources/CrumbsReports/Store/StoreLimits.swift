@@ -187,9 +187,11 @@ extension ReportStore {
     guard let directory = try? Syscall.openDirectory(folder(state), beneath: path) else { return 0 }
     defer { Syscall.close(directory) }
     var total = 0
-    for name in (try? Syscall.directoryEntries(of: directory, path: folder(state))) ?? [] {
-      total += folderBytes(named: name, in: directory)
+    let names = (try? Syscall.directoryEntries(of: directory, path: folder(state))) ?? []
+    for name in names {
+      total += folderBytes(named: name, in: directory, state: state)
     }
+    folderSizes.keep(only: Set(names), prefix: state.rawValue + "/")
     return total
   }
 
@@ -197,18 +199,26 @@ extension ReportStore {
   package func size(of id: String, in state: ReportState) -> Int {
     guard let directory = try? Syscall.openDirectory(folder(state), beneath: path) else { return 0 }
     defer { Syscall.close(directory) }
-    return folderBytes(named: id, in: directory)
+    return folderBytes(named: id, in: directory, state: state)
   }
 
-  private func folderBytes(named name: String, in directory: Int32) -> Int {
-    // O_DIRECTORY | O_NOFOLLOW refuses a link or a file itself: no stat first (one call less per
-    // report on every store, issue 26).
+  /// A report folder's bytes: remembered while the folder is unchanged (FolderSizes), else its
+  /// files listed and stat'ed.
+  private func folderBytes(named name: String, in directory: Int32, state: ReportState) -> Int {
+    // Read before the folder's status: a change after it is stamped later than the status says.
+    let listedAt = SystemClock.wallNanoseconds()
+    // Not followed: a link or a file where a report folder should be counts 0.
+    guard let status = Syscall.status(of: name, in: directory), status.kind == .directory else { return 0 }
+    let key = state.rawValue + "/" + name
+    if let bytes = folderSizes.bytes(key, status: status) { return bytes }
+    // O_DIRECTORY | O_NOFOLLOW: replaced by a link since the status, it is refused.
     guard let folder = try? Syscall.openDirectory(named: name, in: directory, path: name) else { return 0 }
     defer { Syscall.close(folder) }
     var total = 0
     for file in (try? Syscall.directoryEntries(of: folder, path: name)) ?? [] {
       if let status = Syscall.status(of: file, in: folder), status.kind == .regular { total += status.size }
     }
+    folderSizes.remember(key, status: status, bytes: total, listedAtNanoseconds: listedAt)
     return total
   }
 }
