@@ -4,8 +4,7 @@
 //
 // Entry points, in call order:
 //   PageBuffer.isWorthIt(byteCount:)   whether a buffer this large should be one (else an Array)
-//   PageBuffer(byteCount:)             private zeroed pages (Syscall.mapAnonymous)
-//   PageBuffer(mappingFile:byteCount:path:)  a file's pages, read-only (Syscall.mapFileReadOnly)
+//   PageBuffer(byteCount:populated:)   private zeroed pages (Syscall.mapAnonymous)
 //   buffer.bytes                       the memory, valid while the buffer lives
 //   buffer.shrink(to:)                 fewer bytes in use (a file shorter than asked for)
 //   deinit                             the pages go back to the kernel (Syscall.unmap)
@@ -33,21 +32,12 @@ package final class PageBuffer {
   /// How many bytes of it are in use: `byteCount` at first, less after `shrink(to:)`.
   package private(set) var count: Int
 
-  package init(byteCount: Int) throws(SystemCallError) {
+  /// `populated`: every page mapped at once (MAP_POPULATE), for a buffer that is about to be
+  /// filled whole (a file read into it), instead of a fault per page on first touch.
+  package init(byteCount: Int, populated: Bool = false) throws(SystemCallError) {
     // mmap and munmap round the length up to whole pages themselves.
     mappedCount = max(byteCount, 1)
-    base = try Syscall.mapAnonymous(size: mappedCount)
-    count = byteCount
-  }
-
-  /// The first `byteCount` bytes of the open regular file `fd` (its size when opened), mapped
-  /// read-only: `bytes` must not be written. Reading a 1 MiB ring so took a third less CPU
-  /// than reading it into zeroed pages (issue 26). The file must not shrink while the buffer
-  /// lives (an access past its new end would fault): for files Crumbs itself keeps at their
-  /// size, such as rings.
-  package init(mappingFile fd: Int32, byteCount: Int, path: String) throws(SystemCallError) {
-    mappedCount = max(byteCount, 1)
-    base = try Syscall.mapFileReadOnly(fd, size: mappedCount, path: path)
+    base = try Syscall.mapAnonymous(size: mappedCount, populated: populated)
     count = byteCount
   }
 

@@ -195,21 +195,13 @@ package enum Syscall {
     _ = madvise(base, size, MADV_RANDOM)
   }
 
-  /// The first `size` bytes of the open file `fd`, mapped read-only and private, every page
-  /// mapped at once (MAP_POPULATE: the page cache's own pages, no zeroing, no copy, no fault
-  /// per page). See PageBuffer(mappingFile:).
-  static func mapFileReadOnly(_ fd: Int32, size: Int, path: String) throws(SystemCallError)
+  /// `size` bytes of private, zeroed memory straight from the kernel (see PageBuffer), every
+  /// page mapped at once when `populated`.
+  static func mapAnonymous(size: Int, populated: Bool = false) throws(SystemCallError)
     -> UnsafeMutableRawPointer
   {
-    guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0), base != MAP_FAILED else {
-      throw SystemCallError(call: "mmap", path: path, errno: Errno(rawValue: Glibc.errno))
-    }
-    return base
-  }
-
-  /// `size` bytes of private, zeroed memory straight from the kernel (see PageBuffer).
-  static func mapAnonymous(size: Int) throws(SystemCallError) -> UnsafeMutableRawPointer {
-    guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+    let flags = MAP_PRIVATE | MAP_ANONYMOUS | (populated ? MAP_POPULATE : 0)
+    guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, flags, -1, 0),
       base != MAP_FAILED
     else {
       throw SystemCallError(call: "mmap", errno: Errno(rawValue: Glibc.errno))

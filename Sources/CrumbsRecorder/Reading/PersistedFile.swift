@@ -5,7 +5,6 @@
 //   PersistedFile.read(path, as:limit:image:)   the whole file into memory, then the parser
 //                                               (rings, crash records); 128 KiB or more in a
 //                                               PageBuffer, which leaves malloc's thresholds alone
-//                                               (a ring's is the file mapped read-only)
 //   PersistedFile.read(path, as:) { file in … } the open file, for parsers that read only parts
 //                                               of it with `file.bytes(at:count:)` (ELF modules)
 //
@@ -84,7 +83,7 @@ package struct PersistedFile {
   package let format: PersistedFormat
   /// Its size when it was opened.
   package let size: UInt64
-  fileprivate let descriptor: Int32
+  private let descriptor: Int32
 
   /// Opens `path`, hands it to `parse` and closes it. Errors name the path, the parser's too.
   package static func read<T>(
@@ -127,12 +126,11 @@ package struct PersistedFile {
         }.get()
       }
       // A ring (1 MiB by default) or a crash record: pages of its own, not malloc's (PageBuffer).
-      // A ring is mapped (its size never changes once made): a third less CPU than a read into
-      // fresh zeroed pages, which the kernel cleared, charged and faulted in one by one.
-      let mapped =
-        format == .ring ? try? PageBuffer(mappingFile: file.descriptor, byteCount: count, path: path) : nil
-      let buffer: PageBuffer
-      if let mapped { buffer = mapped } else { buffer = try file.pages(at: 0, count: count) }
+      // Read, not mapped: a mapped file that shrinks under the reader (another process, a
+      // hostile one) or whose disk fails a read faults with SIGBUS where a read returns an
+      // error, and a ring that cannot be read must be quarantined, not end the process at
+      // every start (mapping it was a third cheaper; issue 26 kept the read).
+      let buffer = try file.pages(at: 0, count: count)
       return try withExtendedLifetime(buffer) { () throws(PersistedFileError) in
         try parse(UnsafeRawBufferPointer(buffer.bytes))
       }
@@ -143,7 +141,9 @@ package struct PersistedFile {
   /// were read: fewer only where the file ends).
   package func pages(at offset: UInt64, count: Int) throws(PersistedFileError) -> PageBuffer {
     do throws(SystemCallError) {
-      let buffer = try PageBuffer(byteCount: count)
+      // Populated at once: the read fills every page, so faulting them in one by one only adds
+      // a fault per page.
+      let buffer = try PageBuffer(byteCount: count, populated: true)
       let read = try Syscall.read(descriptor, at: offset, into: buffer.bytes, path: path)
       buffer.shrink(to: read)
       return buffer
