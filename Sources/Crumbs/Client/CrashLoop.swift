@@ -87,8 +87,7 @@ extension CrashLoop {
 
   /// Reads the waiting sessions, then the tally (see the design comment), and counts.
   package static func find(directory: RingDirectory, excluding: SessionID?) -> Found {
-    var rings = 0
-    let waiting = CrashLoopEvidence.waiting(in: directory, excluding: excluding, rings: &rings)
+    let (waiting, rings) = CrashLoopEvidence.waiting(in: directory, excluding: excluding)
     let (tally, problem) = CrashLoopTally.read(directory: directory.path)
     var found = count(waiting: waiting, tally: tally)
     found.problem = problem

@@ -251,8 +251,11 @@ package enum SessionMetricsFile {
     let damage: String
     do {
       let bytes = try Syscall.readFile(file, limit: maxFileSize + 1)
-      guard bytes.count <= maxFileSize else { throw SessionMetricsDamage.tooLarge(maxFileSize) }
-      return try JSONDecoder().decode(Stored.self, from: Data(bytes))
+      if bytes.count > maxFileSize {
+        damage = "larger than \(maxFileSize) bytes"
+      } else {
+        return try JSONDecoder().decode(Stored.self, from: Data(bytes))
+      }
     } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
       return Stored(installID: SessionID().description)
     } catch {
@@ -265,15 +268,6 @@ package enum SessionMetricsFile {
   /// A larger `session-metrics.json` is not ours (it holds a few hundred counted ids and the
   /// counts of at most `maxReleases` releases).
   static let maxFileSize = 1 << 20
-
-  private enum SessionMetricsDamage: Error, CustomStringConvertible {
-    case tooLarge(Int)
-    var description: String {
-      switch self {
-      case .tooLarge(let limit): "larger than \(limit) bytes"
-      }
-    }
-  }
 
   /// The number on the first line of `session-starts` (0 when empty, negative or not a number).
   private static func startCount(_ fd: Int32, path: String) throws(SystemCallError) -> Int {

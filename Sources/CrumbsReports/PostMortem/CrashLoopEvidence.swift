@@ -101,23 +101,19 @@ package enum CrashLoopEvidence {
   }
 
   /// Every ended session waiting in `directory`'s rings/ (claimed ones included: their claimer
-  /// has not finished them, so they are not in the tally yet), except `excluding`, with its step.
-  /// Reads each ring's header (one small read) and, when the crash record is not untouched, the
-  /// record; takes no lock (a lock taken even briefly could make a claimer skip a ring). Sessions
-  /// still running, unreadable ones and forked children's are left out.
-  package static func waiting(in directory: RingDirectory, excluding: SessionID?) -> [Waiting] {
-    var rings = 0
-    return waiting(in: directory, excluding: excluding, rings: &rings)
-  }
-
-  /// `waiting(in:excluding:)`, also counting in `rings` the ring files it listed (the sessions
-  /// waiting in rings/ but `excluding`'s, ended or not: `RingDirectory.waitingRingCount`), so
-  /// that `start` decides whether it has a backlog to process without listing rings/ again.
-  package static func waiting(in directory: RingDirectory, excluding: SessionID?, rings: inout Int)
-    -> [Waiting]
+  /// has not finished them, so they are not in the tally yet), except `excluding`, with its step;
+  /// and how many ring files it listed (ended or still written, `excluding`'s left out: what
+  /// `RingDirectory.waitingRingCount` counts), so that `start` decides whether it has a backlog
+  /// to process without listing rings/ again. Reads each ring's header (one small read) and,
+  /// when the crash record is not untouched, the record; takes no lock (a lock taken even
+  /// briefly could make a claimer skip a ring). Sessions still running, unreadable ones and
+  /// forked children's are left out of `sessions`.
+  package static func waiting(in directory: RingDirectory, excluding: SessionID?)
+    -> (sessions: [Waiting], rings: Int)
   {
+    var rings = 0
     let folder = directory.ringsPath
-    guard let names = try? Syscall.directoryEntries(folder) else { return [] }
+    guard let names = try? Syscall.directoryEntries(folder) else { return ([], 0) }
     var found: [Waiting] = []
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stem = String(name.prefix { $0 != "." })
@@ -144,7 +140,7 @@ package enum CrashLoopEvidence {
           startedWallNanoseconds: header?.createdWallNanoseconds ?? record?.installWallNanoseconds ?? 0,
           step: step))
     }
-    return found
+    return (found, rings)
   }
 
   /// How the processor will judge the session (PostMortemProcessor.process), from its header
