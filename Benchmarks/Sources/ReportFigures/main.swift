@@ -20,10 +20,9 @@
 
 import BenchSummary
 import Crumbs
-import Foundation
-
 // The report path's trail steps on a ring's contents as read (text as bytes), one at a time.
 @_spi(Benchmarks) import CrumbsReports
+import Foundation
 
 #if canImport(Glibc)
   import Glibc
@@ -361,7 +360,8 @@ func trailMedian(_ rules: Redaction?) -> Double {
   for _ in 0..<15 {
     let started = threadCPUNanoseconds()
     // What TrailAttachment.make does, on the contents as read (as the report path does).
-    _ = try? LZ4Frame.compress(TrailAttachment.jsonLines(rules.map { $0.redacting(redactedRing) } ?? redactedRing))
+    _ = try? LZ4Frame.compress(
+      TrailAttachment.jsonLines(rules.map { $0.redacting(redactedRing) } ?? redactedRing))
     times.append(Double(threadCPUNanoseconds() - started))
   }
   return median(times)

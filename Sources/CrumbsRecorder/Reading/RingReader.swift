@@ -142,7 +142,8 @@ public struct RingContents: Sendable {
 
   init(header: RingHeaderInfo, breadcrumbs: [Breadcrumb], counts: SlotCounts, timesAreCalibrated: Bool) {
     self.init(
-      header: header, slots: BreadcrumbSlots(breadcrumbs), counts: counts, timesAreCalibrated: timesAreCalibrated)
+      header: header, slots: BreadcrumbSlots(breadcrumbs), counts: counts,
+      timesAreCalibrated: timesAreCalibrated)
   }
 }
 
@@ -239,7 +240,8 @@ public enum RingReader {
         let position = (commit >> 1) &- 1
         // The position must belong to this slot and must have been claimed (< head).
         guard position & (laneSlots - 1) == UInt64(offset), position < lane.head,
-          SlotDecoder.decode(slot, position: position, lane: laneIndex, version: layout.info.version, into: &slots)
+          SlotDecoder.decode(
+            slot, position: position, lane: laneIndex, version: layout.info.version, into: &slots)
         else {
           tornInLane += 1
           continue
@@ -258,7 +260,8 @@ public enum RingReader {
         Int(clamping: written > present ? written - present : 0))
     }
     slots.sortByTime()
-    return RingContents(header: layout.info, slots: slots, counts: counts, timesAreCalibrated: clock.isCalibrated)
+    return RingContents(
+      header: layout.info, slots: slots, counts: counts, timesAreCalibrated: clock.isCalibrated)
   }
 }
 

@@ -379,7 +379,8 @@ package struct CrashReportBuilder {
     return (
       trace,
       CrashReport.TraceBreadcrumb(
-        threadID: thread, threadSequence: breadcrumb.threadSequence, message: slots.string(breadcrumb.message),
+        threadID: thread, threadSequence: breadcrumb.threadSequence,
+        message: slots.string(breadcrumb.message),
         time: ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds))
     )
   }

@@ -140,42 +140,57 @@ package struct Redactor {
   /// rules as `breadcrumbs(_:)`, byte for byte (RedactionSlotsTests).
   package func redact(_ slots: inout BreadcrumbSlots) {
     guard !isIdentity else { return }
+    // The entries and spans are taken out of `slots` (changing them then copies nothing) and the
+    // text is read through one pointer; redacted text is gathered aside and appended after.
+    var entries: [BreadcrumbSlots.Entry] = []
+    var spans: [BreadcrumbSlots.Span] = []
+    swap(&entries, &slots.entries)
+    swap(&spans, &slots.attributeSpans)
+    var added: [UInt8] = []
+    let base = slots.bytes.count
+    func place(_ text: [UInt8]) -> BreadcrumbSlots.Span {
+      defer { added += text }
+      return BreadcrumbSlots.Span(start: base + added.count, count: text.count)
+    }
     // As in `breadcrumbs(_:)`: whether the key at each place matches is kept for the next
     // entry with the same key there.
     var lastKeys: [[UInt8]] = []
     var lastMatches: [Bool] = []
-    for index in slots.entries.indices {
-      let entry = slots.entries[index]
-      if let changed = slots.withText(entry.message, { changedText($0) }) {
-        slots.entries[index].message = changed.withUnsafeBufferPointer { slots.append($0) }
+    slots.bytes.withUnsafeBufferPointer { text in
+      func utf8(_ span: BreadcrumbSlots.Span) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: text[span.start..<span.start + span.count])
       }
-      for attribute in 0..<entry.attributeCount {
-        let keyIndex = slots.keySpan(entry, attribute)
-        let key = slots.attributeSpans[keyIndex]
-        let keyMatches: Bool
-        if attribute < lastKeys.count, slots.withText(key, { $0.elementsEqual(lastKeys[attribute]) }) {
-          keyMatches = lastMatches[attribute]
-        } else {
-          keyMatches = slots.withText(key) { containsKey($0) }
-          if attribute < lastKeys.count {
-            lastKeys[attribute] = slots.withText(key) { Array($0) }
-            lastMatches[attribute] = keyMatches
-          } else if attribute == lastKeys.count {
-            lastKeys.append(slots.withText(key) { Array($0) })
-            lastMatches.append(keyMatches)
+      for index in entries.indices {
+        if let changed = changedText(utf8(entries[index].message)) { entries[index].message = place(changed) }
+        let first = entries[index].firstAttribute * 2
+        for attribute in 0..<entries[index].attributeCount {
+          let keyIndex = first + attribute * 2
+          let key = utf8(spans[keyIndex])
+          let keyMatches: Bool
+          if attribute < lastKeys.count, key.elementsEqual(lastKeys[attribute]) {
+            keyMatches = lastMatches[attribute]
+          } else {
+            keyMatches = containsKey(key)
+            if attribute < lastKeys.count {
+              lastKeys[attribute] = Array(key)
+              lastMatches[attribute] = keyMatches
+            } else if attribute == lastKeys.count {
+              lastKeys.append(Array(key))
+              lastMatches.append(keyMatches)
+            }
           }
+          let value = utf8(spans[keyIndex + 1])
+          let changed =
+            keyMatches
+            ? (value.elementsEqual(Self.replacementBytes) ? nil : Self.replacementBytes)
+            : changedText(value)
+          if let changed { spans[keyIndex + 1] = place(changed) }
         }
-        let value = slots.attributeSpans[keyIndex + 1]
-        let changed: [UInt8]?
-        if keyMatches {
-          changed =
-            slots.withText(value) { $0.elementsEqual(Self.replacementBytes) } ? nil : Self.replacementBytes
-        } else {
-          changed = slots.withText(value) { changedText($0) }
-        }
-        if let changed { slots.attributeSpans[keyIndex + 1] = changed.withUnsafeBufferPointer { slots.append($0) } }
       }
     }
+    slots.bytes += added
+    swap(&entries, &slots.entries)
+    swap(&spans, &slots.attributeSpans)
   }
 
   /// Breadcrumbs with their messages and attribute values redacted (keys are kept). What does
@@ -315,7 +330,8 @@ package struct Redactor {
     }
     if !patterns.isEmpty {
       // Swift's Regex works on Strings: one is made only for text a pattern is tried on.
-      var current = result.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: text, as: UTF8.self)
+      var current =
+        result.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: text, as: UTF8.self)
       var changed = false
       for pattern in patterns where current.contains(pattern) {
         current = current.replacing(pattern, with: Redaction.replacement)

@@ -10,7 +10,9 @@ public enum TrailAttachment {
   public static let contentType = "application/x-ndjson+lz4"
 
   /// The uncompressed JSON Lines text (one line per breadcrumb, each ending in a newline).
-  public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] { jsonLines(BreadcrumbSlots(breadcrumbs)) }
+  public static func jsonLines(_ breadcrumbs: [Breadcrumb]) -> [UInt8] {
+    jsonLines(BreadcrumbSlots(breadcrumbs))
+  }
 
   /// The same from a ring's breadcrumbs as read (their text as bytes): what reports encode.
   package static func jsonLines(_ slots: BreadcrumbSlots) -> [UInt8] {
