@@ -56,7 +56,8 @@ package struct BreadcrumbSlots: Sendable {
     package var truncated: Bool { messageTruncated || attributesTruncated }
   }
 
-  /// Every text, UTF-8, one after the other (and any replaced text after them).
+  /// Every text, UTF-8: as read, each slot's payload from its message on (the attributes'
+  /// length bytes between the texts, unused), and any repaired or redacted text after.
   package var bytes: [UInt8] = []
   /// Keys and values, two per attribute, entry after entry.
   package var attributeSpans: [Span] = []

@@ -218,7 +218,7 @@ public enum RingReader {
     // Room for a typical breadcrumb's text (it grows past that): not the whole payload of every
     // slot, a block that large freed would raise malloc's mmap threshold past the ring image's
     // (PageBuffer.swift; PlatformTests).
-    var slots = BreadcrumbSlots(reservingCapacity: layout.slotCount, textBytes: layout.slotCount * 64)
+    var slots = BreadcrumbSlots(reservingCapacity: layout.slotCount, textBytes: layout.slotCount * 80)
     let clock = RingClock(layout: layout)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.slotSize, alignment: 8)
     defer { buffer.deallocate() }
@@ -268,18 +268,20 @@ public enum RingReader {
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
 /// that does not verify or parse; never traps.
 package enum SlotDecoder {
-  /// Appends the text of `bytes` to `slots` and says where, and whether it had to be repaired:
-  /// the C entry takes any bytes, and invalid UTF-8 is stored as `String(decoding:)` repairs it
-  /// (U+FFFD), which the breadcrumb's truncated flags then report. Valid text is copied as it is:
-  /// no String is made (see BreadcrumbSlots.swift).
+  /// Where the text at `offset..<offset + count` of `slot` is in `slots`, whose bytes from `base`
+  /// on are a copy of the slot's from `copied` on; and whether it had to be repaired: the C
+  /// entry takes any bytes, and invalid UTF-8 is appended as `String(decoding:)` repairs it
+  /// (U+FFFD), which the breadcrumb's truncated flags then report. Valid text is used where the
+  /// copy has it: no String is made (see BreadcrumbSlots.swift).
   static func text(
-    _ bytes: Slice<UnsafeRawBufferPointer>, into slots: inout BreadcrumbSlots
+    _ slot: UnsafeRawBufferPointer, _ offset: Int, _ count: Int, copiedFrom copied: Int, at base: Int,
+    into slots: inout BreadcrumbSlots
   ) -> (BreadcrumbSlots.Span, repaired: Bool) {
-    let raw = UnsafeRawBufferPointer(rebasing: bytes)
+    let raw = UnsafeRawBufferPointer(rebasing: slot[offset..<offset + count])
     let typed = raw.assumingMemoryBound(to: UInt8.self)
     // ASCII (most breadcrumbs) is valid as it is; String(validating:) only for the rest.
     if isASCII(raw) || String(validating: typed, as: UTF8.self) != nil {
-      return (slots.append(typed), false)
+      return (BreadcrumbSlots.Span(start: base + offset - copied, count: count), false)
     }
     return (slots.append(String(decoding: typed, as: UTF8.self)), true)
   }
@@ -358,7 +360,13 @@ package enum SlotDecoder {
     let messageLength = Int(slot.loadUnaligned(fromByteOffset: cursor, as: UInt16.self))
     cursor += 2
     guard messageLength <= end - cursor else { return nil }
-    let (message, messageRepaired) = text(slot[cursor..<cursor + messageLength], into: &slots)
+    // The payload from the message on, copied whole (one copy a slot, not one a text): the
+    // texts' spans point into it, past the attributes' length bytes.
+    let copied = cursor
+    let base = slots.bytes.count
+    slots.bytes.append(
+      contentsOf: UnsafeRawBufferPointer(rebasing: slot[copied..<end]).assumingMemoryBound(to: UInt8.self))
+    let (message, messageRepaired) = text(slot, cursor, messageLength, copiedFrom: copied, at: base, into: &slots)
     cursor += messageLength
 
     var attributesRepaired = false
@@ -370,9 +378,9 @@ package enum SlotDecoder {
       let valueLength = Int(slot[cursor + 1])
       cursor += 2
       guard keyLength + valueLength <= end - cursor else { return nil }
-      let (key, keyRepaired) = text(slot[cursor..<cursor + keyLength], into: &slots)
+      let (key, keyRepaired) = text(slot, cursor, keyLength, copiedFrom: copied, at: base, into: &slots)
       cursor += keyLength
-      let (value, valueRepaired) = text(slot[cursor..<cursor + valueLength], into: &slots)
+      let (value, valueRepaired) = text(slot, cursor, valueLength, copiedFrom: copied, at: base, into: &slots)
       cursor += valueLength
       attributesRepaired = attributesRepaired || keyRepaired || valueRepaired
       slots.attributeSpans.append(key)
