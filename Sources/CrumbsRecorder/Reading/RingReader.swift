@@ -1,7 +1,8 @@
 // RingReader.swift — reading a ring, after the fact or live.
 //
 // Entry points, in call order:
-//   RingReader.read(file:)   a ring file left by a live, crashed or killed process
+//   RingReader.read(file:)   a ring file left by a live, crashed or killed process: its tables,
+//                            then its slots a chunk at a time into one small buffer
 //   RingReader.read(image:)  the same from bytes in memory (what the fuzzer drives)
 //     → RingHeaderValidation.validate  every header field checked before any slot is touched
 //     → decodeSlots                    commit word, position, checksum, then the payload into
@@ -151,8 +152,61 @@ public enum RingReader {
   /// Reads a ring file. Errors say why the file is not a readable ring; damaged slots inside a
   /// good header are counted as torn, not thrown.
   public static func read(file path: String) throws(PersistedFileError) -> RingContents {
-    try PersistedFile.read(path, as: .ring, limit: 1 << 30, image: read(image:))
+    try PersistedFile.read(path, as: .ring) { file throws(PersistedFileError) in
+      guard file.size <= 1 << 30 else {
+        throw PersistedFileError(
+          .unreadable, "cannot read: \(file.size) bytes, more than \(1 << 30)", format: .ring)
+      }
+      let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+      let layout = try file.bytes(at: 0, count: tables).withUnsafeBytes { image in
+        Result { () throws(PersistedFileError) in
+          try RingHeaderValidation.validate(image, availableBytes: Int(clamping: file.size))
+        }
+      }.get()
+      // The slots are read a chunk at a time into one small buffer, in the order decodeSlots
+      // takes them (lane by lane, each in file order), and decoded there: the whole file read
+      // into fresh pages cost as much again as decoding it (the kernel zeroing and charging a
+      // page for each 4 KiB, issue 26). A slot is whole in a chunk; a failed or short read ends
+      // the reading with the error, as the whole file's read did.
+      let slotSize = layout.slotSize
+      let chunkSlots = max(1, Self.chunkBytes / slotSize)
+      let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSlots * slotSize, alignment: 8)
+      defer { chunk.deallocate() }
+      var chunkStart = 0
+      var chunkCount = 0
+      var failure: PersistedFileError?
+      let contents = decodeSlots(layout: layout) { slotIndex, _ in
+        if slotIndex < chunkStart || slotIndex >= chunkStart + chunkCount {
+          chunkStart = slotIndex
+          chunkCount = 0
+          guard failure == nil else { return (1, UnsafeRawBufferPointer(start: nil, count: 0)) }
+          let wanted = min(chunkSlots, layout.slotCount - slotIndex)
+          do throws(PersistedFileError) {
+            let read = try file.read(
+              at: UInt64(layout.slotsOffset + slotIndex * slotSize),
+              into: UnsafeMutableRawBufferPointer(start: chunk.baseAddress, count: wanted * slotSize))
+            guard read == wanted * slotSize else {
+              throw PersistedFileError(
+                .unreadable, "cannot read: the file shrank while it was read", format: .ring)
+            }
+            chunkCount = wanted
+          } catch {
+            failure = error
+            return (1, UnsafeRawBufferPointer(start: nil, count: 0))
+          }
+        }
+        let start = (slotIndex - chunkStart) * slotSize
+        let slot = UnsafeRawBufferPointer(rebasing: chunk[start..<start + slotSize])
+        return (slot.loadUnaligned(as: UInt64.self), slot)
+      }
+      if let failure { throw failure }
+      return contents
+    }
   }
+
+  /// How much of a ring file `read(file:)` reads at once: a small block malloc serves from its
+  /// arena (below its mmap threshold, see PageBuffer.swift), sixteen pages.
+  static let chunkBytes = 64 << 10
 
   /// Reads only a ring file's header (and lane table), validated as `read(file:)` validates it:
   /// the contents it returns hold no breadcrumbs (counts zero, times not calibrated). Costs one
@@ -366,7 +420,8 @@ package enum SlotDecoder {
     let base = slots.bytes.count
     slots.bytes.append(
       contentsOf: UnsafeRawBufferPointer(rebasing: slot[copied..<end]).assumingMemoryBound(to: UInt8.self))
-    let (message, messageRepaired) = text(slot, cursor, messageLength, copiedFrom: copied, at: base, into: &slots)
+    let (message, messageRepaired) = text(
+      slot, cursor, messageLength, copiedFrom: copied, at: base, into: &slots)
     cursor += messageLength
 
     var attributesRepaired = false
