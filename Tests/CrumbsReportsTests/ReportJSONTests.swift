@@ -108,7 +108,12 @@ import Testing
       .init(
         id: 4242, name: "main", state: .crashed, crashed: true, signal: "SIGSEGV",
         registers: [.init(name: "rip", value: "0x1")],
-        frames: [.init(index: 0, address: "0x1", function: "f", foundBy: .inserted)]),
+        frames: [
+          .init(
+            index: 0, address: "0x1", module: "/usr/bin/app", moduleOffset: "0x1", buildID: "abcdef0123",
+            function: "f", symbol: "$s3app1fyyF", symbolOffset: 4, file: "/src/f.swift", line: 7,
+            note: "inlined", foundBy: .inserted)
+        ]),
       .init(id: 4243, name: nil, state: .noAnswer, crashed: false, frames: []),
       .init(
         id: 4244, name: "worker", state: .alsoCrashed, crashed: false, signal: "SIGBUS", registers: [],
@@ -144,6 +149,42 @@ import Testing
 
   @Test func aReportWithEveryFieldSetIsWhatJSONEncoderWrote() throws {
     try Self.expectSameAsEncoder(Self.allFields)
+  }
+
+  /// A property added to `CrashReport`, or to a type in it, must be set in `allFields`: otherwise
+  /// the writer could leave it out and every test here would still pass (the encoder omits a nil,
+  /// and the decoded report has nil there too). Every stored property, at every depth, is set
+  /// (not nil, not empty) somewhere in `allFields`.
+  @Test func allFieldsLeavesNoPropertyUnset() {
+    var properties: Set<String> = []
+    var setSomewhere: Set<String> = []
+    func isSet(_ value: Any) -> Bool {
+      let mirror = Mirror(reflecting: value)
+      switch mirror.displayStyle {
+      case .optional, .collection, .dictionary, .set: return !mirror.children.isEmpty
+      default: return true
+      }
+    }
+    func walk(_ value: Any, _ path: String) {
+      let mirror = Mirror(reflecting: value)
+      switch mirror.displayStyle {
+      case .optional:
+        if let wrapped = mirror.children.first?.value { walk(wrapped, path) }
+      case .struct, .class:
+        for child in mirror.children {
+          guard let label = child.label else { continue }
+          properties.insert(path + "." + label)
+          if isSet(child.value) { setSomewhere.insert(path + "." + label) }
+          walk(child.value, path + "." + label)
+        }
+      case .collection:
+        for element in mirror.children { walk(element.value, path + "[]") }
+      default: break  // numbers, strings, enums, dictionaries: set when present
+      }
+    }
+    walk(Self.allFields, "report")
+    #expect(properties.count > 60, "the walk saw \(properties.count) properties")
+    #expect(properties.subtracting(setSomewhere).sorted() == [])
   }
 
   @Test func aReportWithNoOptionalFieldsIsWhatJSONEncoderWrote() throws {
