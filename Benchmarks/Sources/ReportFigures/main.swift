@@ -43,7 +43,9 @@ func fill(_ ring: BreadcrumbRing, count: Int) {
 }
 
 /// The steps of one path, each timed alone round after round (wall and thread CPU): medians,
-/// printed in the order first timed, with their sum to set against the whole path's figure.
+/// printed in the order first timed, with their sum to set against the whole path's figure. A
+/// step whose name starts with a space is a part of the step above or a comparison (the way it
+/// was done before): printed indented, left out of the sum.
 struct PhaseTimes {
   private var names: [String] = []
   private var wall: [String: [Double]] = [:]
@@ -67,8 +69,9 @@ struct PhaseTimes {
       Swift.print("    \(padded)  \(milliseconds(median(wall[name]!))) / \(milliseconds(median(cpu[name]!)))")
     }
     let padded = "sum" + String(repeating: " ", count: max(0, width - 3))
+    let steps = names.filter { !$0.hasPrefix(" ") }
     Swift.print(
-      "    \(padded)  \(milliseconds(names.map { median(wall[$0]!) }.reduce(0, +))) / \(milliseconds(names.map { median(cpu[$0]!) }.reduce(0, +)))"
+      "    \(padded)  \(milliseconds(steps.map { median(wall[$0]!) }.reduce(0, +))) / \(milliseconds(steps.map { median(cpu[$0]!) }.reduce(0, +)))"
     )
   }
 }
