@@ -75,10 +75,13 @@
 // holds the capturing thread's tid. A live capture takes it with a compare-exchange, or returns
 // "busy"; callers are serialized anyway (the Swift wrapper holds the crash handler's lock), so
 // busy means a crash holds it, for good. A crash:
-//   - on a thread that holds it for a live capture (the capture itself faulted): releases that
-//     capture's parked threads first, then captures every thread anew (TOOK_OVER_LIVE), and
-//     wakes every slot's word once it has listed them: a thread that parked for the old
-//     generation just before its slot was rewritten goes back instead of waiting its limit;
+//   - on a thread that holds it for a live capture (the capture itself faulted): closes that
+//     capture's requests not answered yet and releases its parked threads first (a thread
+//     answering after that finds its slot closed and goes back, instead of parking where nobody
+//     would release it while the crash waits for it to leave), then captures every thread anew
+//     (TOOK_OVER_LIVE), and wakes every slot's word once it has listed them: a thread that
+//     parked for the old generation just before its slot was rewritten goes back instead of
+//     waiting its limit;
 //   - on any other thread: waits for the live capture to finish, at most its own limit plus
 //     CRUMBS__LIVE_WAIT_MARGIN_NS (WAITED_FOR_LIVE); a live capture parks a thread only while it
 //     walks it, so the wait is short. Past the bound it lists only itself (CRUMBS_THREADS_BUSY)
@@ -195,6 +198,68 @@ static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
   return 0;
 }
 
+// MARK: - Tests only: an answer that comes after a take-over (crumbs_crash_testing.h)
+
+/// `crumbs__capture.late_answer`, step by step.
+enum {
+  CRUMBS__LATE_OFF = 0,
+  CRUMBS__LATE_ARMED = 1,   // the first thread answering a live capture's capture signal stops
+  CRUMBS__LATE_STOPPED = 2, // it waits, just short of its answer
+  CRUMBS__LATE_GO = 3,      // the crash took the capture over: it answers now
+  CRUMBS__LATE_DONE = 4,    // it answered, or found its slot closed
+};
+#define CRUMBS__LATE_LIMIT_NS (10ull * 1000000000u)
+
+/// Waits (at most CRUMBS__LATE_LIMIT_NS) while the word holds `step`.
+static void crumbs__late_wait_while(uint32_t step) {
+  uint32_t *word = &crumbs__capture.late_answer;
+  uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + CRUMBS__LATE_LIMIT_NS;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == step) {
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    if (now >= deadline) return;
+    crumbs__capture_futex(word, FUTEX_WAIT_PRIVATE, step, deadline - now);
+  }
+}
+
+static void crumbs__late_step(uint32_t step) {
+  __atomic_store_n(&crumbs__capture.late_answer, step, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+}
+
+/// Capture handler, right before its answer: the first thread a live capture asked with the
+/// capture signal stops until the crash that takes the capture over lets it go. True when it
+/// stopped (it then says when it is past its answer: CRUMBS__LATE_DONE).
+static bool crumbs__late_stop(const crumbs__capture_slot *slot) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (__atomic_load_n(&capture->late_answer, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED) return false;
+  if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) || slot->asked_with != capture->capture_signal) {
+    return false;
+  }
+  uint32_t armed = CRUMBS__LATE_ARMED;
+  if (!__atomic_compare_exchange_n(&capture->late_answer, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return false;
+  }
+  crumbs__capture_futex(&capture->late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__late_wait_while(CRUMBS__LATE_STOPPED);
+  return true;
+}
+
+void crumbs__capture_testing_late_paused(void) {
+  if (__atomic_load_n(&crumbs__capture.late_answer, __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) return;
+  crumbs__late_wait_while(CRUMBS__LATE_ARMED);
+}
+
+void crumbs__capture_testing_late_go(void) {
+  uint32_t stopped = CRUMBS__LATE_STOPPED;
+  if (!__atomic_compare_exchange_n(&crumbs__capture.late_answer, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__late_wait_while(CRUMBS__LATE_GO);
+}
+
 // MARK: - The other threads' side
 
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
@@ -244,9 +309,11 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
   slot->name[sizeof slot->name - 1] = '\0';
 
+  bool late = crumbs__late_stop(slot); // tests only
   uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
+    if (late) crumbs__late_step(CRUMBS__LATE_DONE);
     errno = saved_errno; // too late: the capture listed us as not answering
     return;
   }
@@ -254,6 +321,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
   __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
+  if (late) crumbs__late_step(CRUMBS__LATE_DONE);
 
   // The process is sure to die (the crash request's `process_ends`): this thread ends here
   // rather than park, be woken again and then be killed. Its stack and the slot stay as they
@@ -548,4 +616,8 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
 
 void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
   __atomic_store_n(&crumbs__capture.skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+void crumbs__thread_capture_testing_late_answer(bool enabled) {
+  __atomic_store_n(&crumbs__capture.late_answer, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }

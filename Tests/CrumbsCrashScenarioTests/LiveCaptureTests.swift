@@ -167,6 +167,26 @@ extension ThreadCaptureTests {
   }
 
   @Test(
+    "a thread answering the live capture just after the crash took it over does not park: the crash does not wait for it",
+    arguments: withoutBacktracer)
+  func lateAnswerAfterTakeOver(variant: ChildVariant) throws {
+    // The thread stops inside the capture handler just short of its answer and gives it once
+    // the crash has released the capture's parked threads (test hook, no timing): a loaded
+    // machine does the same by chance. Parked for a capture nobody would release any more, it
+    // kept the crash waiting for it to leave the handler for the whole deadline (10 s here).
+    guard
+      let (run, record) = try checkEveryThread(
+        variant: variant, block: "read",
+        environment: [
+          "CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1", "CRUMBS_TEST_LIVE_LATE_ANSWER": "1",
+        ])
+    else { return }
+    let table = try #require(record.threads)
+    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
+  }
+
+  @Test(
     "a crash on another thread while a live capture holds the threads waits for it, then captures every thread"
   )
   func crashMeetsLiveCapture() throws {
