@@ -96,7 +96,9 @@
 //   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
 //     until the threads an earlier capture released have left the handler (`inside`): a thread
 //     still in it blocks the signal it was asked with (and a Dispatch worker, every other), so
-//     it could not answer, and would be listed as not answering. A thread asked again while
+//     it could not answer, and would be listed as not answering. A leaving thread puts its own
+//     signal mask back before it counts itself out, so once `inside` says it has left, its
+//     status shows the mask it will answer with. A thread asked again while
 //     still inside (SIGPROF reaches a thread in the capture signal's handler) answers with where
 //     the first request found it (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
@@ -111,7 +113,8 @@
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
 // per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
 // SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (queries; SIGPROF's action,
-// exchanged when a capture takes it), sigemptyset, memset; through crumbs_proc_threads.c open,
+// exchanged when a capture takes it), sigemptyset, sigprocmask (a leaving thread's own mask
+// back), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
 // clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
@@ -125,6 +128,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 
@@ -210,9 +214,8 @@ enum {
 };
 #define CRUMBS__LATE_LIMIT_NS (10ull * 1000000000u)
 
-/// Waits (at most CRUMBS__LATE_LIMIT_NS) while the word holds `step`.
-static void crumbs__late_wait_while(uint32_t step) {
-  uint32_t *word = &crumbs__capture.late_answer;
+/// Waits (at most CRUMBS__LATE_LIMIT_NS) while `word` holds `step`.
+static void crumbs__testing_wait_while(uint32_t *word, uint32_t step) {
   uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + CRUMBS__LATE_LIMIT_NS;
   while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == step) {
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
@@ -241,13 +244,13 @@ static bool crumbs__late_stop(const crumbs__capture_slot *slot) {
     return false;
   }
   crumbs__capture_futex(&capture->late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__late_wait_while(CRUMBS__LATE_STOPPED);
+  crumbs__testing_wait_while(&capture->late_answer, CRUMBS__LATE_STOPPED);
   return true;
 }
 
 void crumbs__capture_testing_late_paused(void) {
   if (__atomic_load_n(&crumbs__capture.late_answer, __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) return;
-  crumbs__late_wait_while(CRUMBS__LATE_ARMED);
+  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_ARMED);
 }
 
 void crumbs__capture_testing_late_go(void) {
@@ -257,7 +260,29 @@ void crumbs__capture_testing_late_go(void) {
     return;
   }
   crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__late_wait_while(CRUMBS__LATE_GO);
+  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_GO);
+}
+
+/// Capture handler, leaving, once it has counted itself out: the first thread a live capture
+/// asked with SIGPROF stops until a crash's capture has asked every thread (tests only: a thread
+/// not yet out of the handler when the crash asks it, as on a loaded machine).
+static void crumbs__slow_leaver_stop(int asked_with) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t armed = CRUMBS__LATE_ARMED;
+  if (asked_with != SIGPROF || __atomic_load_n(&capture->slow_leaver, __ATOMIC_ACQUIRE) != armed ||
+      !__atomic_compare_exchange_n(&capture->slow_leaver, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__testing_wait_while(&capture->slow_leaver, CRUMBS__LATE_STOPPED);
+}
+
+void crumbs__capture_testing_slow_leaver_go(void) {
+  uint32_t stopped = CRUMBS__LATE_STOPPED;
+  if (__atomic_compare_exchange_n(&crumbs__capture.slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    crumbs__capture_futex(&crumbs__capture.slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
 }
 
 // MARK: - The other threads' side
@@ -310,6 +335,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   slot->name[sizeof slot->name - 1] = '\0';
 
   bool late = crumbs__late_stop(slot); // tests only
+  int asked_with = slot->asked_with;
   uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
@@ -339,10 +365,17 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
     if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
     crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
   }
-  thread->capture_context = outer;
+  // Its own signal mask back before it counts itself out: until the handler returns, the kernel
+  // blocks the signal it was asked with (and a Dispatch worker blocks every other one), so a
+  // capture that asks it once `inside` is 0 would read both blocked in its status and list it
+  // as not answering. A request that comes from here on runs this handler again at once, and,
+  // while capture_context is still set, answers with where the first request found it.
+  if (context != NULL) sigprocmask(SIG_SETMASK, &((const ucontext_t *)context)->uc_sigmask, NULL);
   if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
     crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
   }
+  crumbs__slow_leaver_stop(asked_with); // tests only
+  thread->capture_context = outer;
   errno = saved_errno;
 }
 
@@ -616,6 +649,10 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
 
 void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
   __atomic_store_n(&crumbs__capture.skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
+  __atomic_store_n(&crumbs__capture.slow_leaver, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }
 
 void crumbs__thread_capture_testing_late_answer(bool enabled) {

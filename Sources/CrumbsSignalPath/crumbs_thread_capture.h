@@ -77,7 +77,8 @@ typedef struct crumbs__capture_state {
   uint32_t answered;    // futex word: threads that answered
   /// Futex word: threads between their answer and leaving the handler (parked, or released and
   /// not yet out). The next capture waits for it to drop to 0 before it asks anyone: a thread
-  /// still inside blocks the signal it was asked with, and could not answer again.
+  /// still inside blocks the signal it was asked with, and could not answer again (a leaving
+  /// thread counts itself out once its own signal mask is back).
   uint32_t inside;
   uint32_t generation;  // atomic: bumped by every capture's listing
   uint32_t capturing;   // atomic: 1 from the first request to the release
@@ -94,6 +95,7 @@ typedef struct crumbs__capture_state {
   uint64_t deadline_ns;  // how long an asked thread has to answer
   uint32_t skip_mask_check; // tests only: ask threads whatever they block
   uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
+  uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
   /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
   /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
   struct sigaction sigprof_previous;
@@ -154,5 +156,8 @@ void crumbs__capture_testing_late_paused(void);
 /// Tests only: the crash that took a live capture over lets that thread give its answer now, and
 /// waits (at most 10 s) until it has (or found its slot closed).
 void crumbs__capture_testing_late_go(void);
+/// Tests only (crumbs_crash_testing_slow_leaver_of_live_capture): the crash's capture has asked
+/// every thread; the thread that stopped on its way out of a live capture's handler goes on.
+void crumbs__capture_testing_slow_leaver_go(void);
 
 #endif // CRUMBS_THREAD_CAPTURE_H

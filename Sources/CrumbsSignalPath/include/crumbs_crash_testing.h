@@ -45,6 +45,13 @@ void crumbs_crash_testing_live_capture_meets_crash(int fd);
 /// chance. Call before the capture, from an ordinary thread.
 void crumbs_crash_testing_late_answer_to_live_capture(bool enabled);
 
+/// Tests only: the first thread the next live capture asks with SIGPROF (one that blocks the
+/// capture signal, as Dispatch's workers do), once released, stops on its way out of the
+/// capture handler, after it has counted itself out, until a crash's capture has asked every
+/// thread (at most 10 s): a thread not yet out of the handler when the crash asks it, which a
+/// loaded machine produces by chance. Call before the capture, from an ordinary thread.
+void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
