@@ -96,11 +96,12 @@
 //   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
 //     until the threads an earlier capture released have left the handler (`inside`): a thread
 //     still in it blocks the signal it was asked with (and a Dispatch worker, every other), so
-//     it could not answer, and would be listed as not answering. A leaving thread puts its own
-//     signal mask back before it counts itself out, so once `inside` says it has left, its
-//     status shows the mask it will answer with. A thread asked again while
-//     still inside (SIGPROF reaches a thread in the capture signal's handler) answers with where
-//     the first request found it (crumbs__crash_thread.capture_context), not with the handler.
+//     it could not answer, and would be listed as not answering. A leaving thread unblocks the
+//     two request signals (as its interrupted code had them) before it counts itself out, so
+//     once `inside` says it has left, its status shows the mask it will answer with. A thread
+//     asked again while still inside (SIGPROF reaches a thread in the capture signal's handler,
+//     either reaches one past that unblocking) answers with where the first request found it
+//     (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
@@ -113,8 +114,8 @@
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
 // per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
 // SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (queries; SIGPROF's action,
-// exchanged when a capture takes it), sigemptyset, sigprocmask (a leaving thread's own mask
-// back), memset; through crumbs_proc_threads.c open,
+// exchanged when a capture takes it), sigemptyset, sigaddset, sigismember, sigprocmask (a
+// leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
 // clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
@@ -287,6 +288,26 @@ void crumbs__capture_testing_slow_leaver_go(void) {
 
 // MARK: - The other threads' side
 
+/// Leaving the handler, before it counts itself out (`inside`): the two signals that ask a
+/// thread (the capture signal, SIGPROF) unblocked again where the interrupted code had them
+/// unblocked. Until the handler returns, the kernel blocks the one it was asked with (and a
+/// Dispatch worker blocks every other one), so a capture that asks it once `inside` is 0 would
+/// read both blocked in its status and list it as not answering. A request that comes from here
+/// on runs this handler again at once and, while capture_context is still set, answers with
+/// where the first request found it. Only these two: any other signal still waits for the
+/// handler's return, so no handler of someone else's (one that might longjmp) runs on top of
+/// this one's bookkeeping.
+static void crumbs__unblock_requests(const void *context) {
+  if (context == NULL) return;
+  const sigset_t *interrupted = &((const ucontext_t *)context)->uc_sigmask;
+  sigset_t requests;
+  sigemptyset(&requests);
+  int capture_signal = crumbs__capture.capture_signal;
+  if (capture_signal != 0 && sigismember(interrupted, capture_signal) == 0) sigaddset(&requests, capture_signal);
+  if (sigismember(interrupted, SIGPROF) == 0) sigaddset(&requests, SIGPROF);
+  sigprocmask(SIG_UNBLOCK, &requests, NULL);
+}
+
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
   (void)signal_number;
   int saved_errno = errno;
@@ -365,12 +386,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
     if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
     crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
   }
-  // Its own signal mask back before it counts itself out: until the handler returns, the kernel
-  // blocks the signal it was asked with (and a Dispatch worker blocks every other one), so a
-  // capture that asks it once `inside` is 0 would read both blocked in its status and list it
-  // as not answering. A request that comes from here on runs this handler again at once, and,
-  // while capture_context is still set, answers with where the first request found it.
-  if (context != NULL) sigprocmask(SIG_SETMASK, &((const ucontext_t *)context)->uc_sigmask, NULL);
+  crumbs__unblock_requests(context);
   if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
     crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
   }
@@ -610,10 +626,13 @@ void crumbs__thread_capture_install(void) {
     capture->capture_signal = candidate;
     break;
   }
-  // Bind the calls only the capture makes (futex; getdents64, getrlimit, prctl through
-  // crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
+  // Bind the calls only the capture makes (futex, sigismember; getdents64, getrlimit, prctl
+  // through crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
   uint32_t word = 1;
   crumbs__capture_futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
+  sigset_t probe;
+  sigemptyset(&probe);
+  (void)sigismember(&probe, SIGPROF);
   crumbs__proc_threads_resolve();
 }
 

@@ -78,7 +78,7 @@ typedef struct crumbs__capture_state {
   /// Futex word: threads between their answer and leaving the handler (parked, or released and
   /// not yet out). The next capture waits for it to drop to 0 before it asks anyone: a thread
   /// still inside blocks the signal it was asked with, and could not answer again (a leaving
-  /// thread counts itself out once its own signal mask is back).
+  /// thread counts itself out once it has unblocked the two request signals again).
   uint32_t inside;
   uint32_t generation;  // atomic: bumped by every capture's listing
   uint32_t capturing;   // atomic: 1 from the first request to the release
