@@ -99,9 +99,9 @@
 //     it could not answer, and would be listed as not answering. A leaving thread unblocks the
 //     two request signals (as its interrupted code had them) before it counts itself out, so
 //     once `inside` says it has left, its status shows the mask it will answer with. A thread
-//     asked again while still inside (SIGPROF reaches a thread in the capture signal's handler,
-//     either reaches one past that unblocking) answers with where the first request found it
-//     (crumbs__crash_thread.capture_context), not with the handler.
+//     asked again while still inside (SIGPROF reaches a thread in the capture signal's handler;
+//     either signal reaches one past that unblocking) answers with where the first request
+//     found it (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
@@ -205,13 +205,13 @@ static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
 
 // MARK: - Tests only: an answer that comes after a take-over (crumbs_crash_testing.h)
 
-/// `crumbs__capture.late_answer`, step by step.
+/// The steps of `crumbs__capture.late_answer` (and of `slow_leaver`, which has no DONE).
 enum {
   CRUMBS__LATE_OFF = 0,
-  CRUMBS__LATE_ARMED = 1,   // the first thread answering a live capture's capture signal stops
-  CRUMBS__LATE_STOPPED = 2, // it waits, just short of its answer
-  CRUMBS__LATE_GO = 3,      // the crash took the capture over: it answers now
-  CRUMBS__LATE_DONE = 4,    // it answered, or found its slot closed
+  CRUMBS__LATE_ARMED = 1,   // the first thread of its kind to get there stops
+  CRUMBS__LATE_STOPPED = 2, // it waits (late_answer: just short of its answer)
+  CRUMBS__LATE_GO = 3,      // the crash says it may go on (late_answer: it answers now)
+  CRUMBS__LATE_DONE = 4,    // late_answer: it answered, or found its slot closed
 };
 #define CRUMBS__LATE_LIMIT_NS (10ull * 1000000000u)
 

@@ -30,8 +30,9 @@ static bool crumbs__acquire_for_crash(crumbs_crash_thread_table *table, uint32_t
     // crash asks every thread again under a new generation. A request not answered yet is
     // closed, not left open: a thread already inside the handler (past its `capturing` check)
     // would answer it after this loop and park for a capture nobody releases any more, and the
-    // crash would wait its whole deadline for that thread to leave (crumbs__capture_wait_for_leavers).
-    // Closed, its answer fails (compare-exchange: exactly one side wins) and it goes back at once.
+    // crash would wait its whole deadline for that thread to leave
+    // (crumbs__capture_wait_for_leavers). Closed, its answer fails (compare-exchange: exactly
+    // one side wins) and it goes back at once.
     uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
     for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
       if (!crumbs__capture_close(index)) crumbs__capture_release_slot(index);
