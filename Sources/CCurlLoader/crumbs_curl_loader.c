@@ -47,6 +47,23 @@ const char *crumbs_curl_library_name(void) {
   return named != NULL && named[0] != '\0' ? named : "libcurl.so.4";
 }
 
+// OpenSSL's initialisation (libcurl's global init runs it) registers OPENSSL_cleanup with
+// atexit unless told not to. That hook runs before every exit hook registered earlier (the
+// application's, Crumbs' own) while other threads still run — the uploader's thread can be in
+// the middle of a TLS exchange when a short-lived program returns from main — and frees what
+// they use: a crash at exit, in a process that did nothing wrong (openssl/openssl#6214, #10016).
+// Initialising it first with OPENSSL_INIT_NO_ATEXIT keeps it usable until the process ends; the
+// kernel frees its memory then. Only the first initialisation's options count: a program that
+// initialised OpenSSL itself before the first upload keeps its own choice. A libcurl built on
+// another TLS library has no OPENSSL_init_crypto among its dependencies: nothing to do.
+// dlsym on libcurl's handle searches libcurl and the libraries it depends on
+// (docs/platform-facts.md, "Dynamic loading").
+static void keep_tls_through_exit(void *library) {
+  int (*init_crypto)(uint64_t, const void *) =
+      (int (*)(uint64_t, const void *))dlsym(library, "OPENSSL_init_crypto");
+  if (init_crypto != NULL) (void)init_crypto(0x00080000u, NULL);  // OPENSSL_INIT_NO_ATEXIT
+}
+
 // Called with load_lock held, while neither loaded nor unusable.
 static void load(void) {
   // RTLD_LOCAL: curl's symbols stay out of the global namespace, as they were never linked.
@@ -65,6 +82,7 @@ static void load(void) {
   curl.slist_append = (void *(*)(void *, const char *))symbol(library, "curl_slist_append");
   curl.slist_free_all = (void (*)(void *))symbol(library, "curl_slist_free_all");
   if (unusable) return;
+  keep_tls_through_exit(library);
   // CURL_GLOBAL_DEFAULT; once, here, because curl_easy_init would otherwise do it without a lock
   // on versions whose global init is not thread-safe.
   int code = curl.global_init(3);

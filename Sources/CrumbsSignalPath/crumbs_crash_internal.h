@@ -184,6 +184,12 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
 void crumbs__thread_capture_testing_live(int fault, int meet_fd);
 /// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_skip_mask_check(bool skip);
+/// Tests only: an answer to the next live capture comes after a crash took it over
+/// (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_late_answer(bool enabled);
+/// Tests only: a thread leaves the next live capture's handler only once a crash has asked
+/// every thread (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_slow_leaver(bool enabled);
 
 // MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 

@@ -23,6 +23,14 @@ void crumbs_crash_testing_fault_inside_live_capture(bool enabled) {
 
 void crumbs_crash_testing_live_capture_meets_crash(int fd) { crumbs__thread_capture_testing_live(-1, fd); }
 
+void crumbs_crash_testing_late_answer_to_live_capture(bool enabled) {
+  crumbs__thread_capture_testing_late_answer(enabled);
+}
+
+void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled) {
+  crumbs__thread_capture_testing_slow_leaver(enabled);
+}
+
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result) {
   crumbs_cfi_testing_result empty = {0};

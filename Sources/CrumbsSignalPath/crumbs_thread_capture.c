@@ -75,10 +75,13 @@
 // holds the capturing thread's tid. A live capture takes it with a compare-exchange, or returns
 // "busy"; callers are serialized anyway (the Swift wrapper holds the crash handler's lock), so
 // busy means a crash holds it, for good. A crash:
-//   - on a thread that holds it for a live capture (the capture itself faulted): releases that
-//     capture's parked threads first, then captures every thread anew (TOOK_OVER_LIVE), and
-//     wakes every slot's word once it has listed them: a thread that parked for the old
-//     generation just before its slot was rewritten goes back instead of waiting its limit;
+//   - on a thread that holds it for a live capture (the capture itself faulted): closes that
+//     capture's requests not answered yet and releases its parked threads first (a thread
+//     answering after that finds its slot closed and goes back, instead of parking where nobody
+//     would release it while the crash waits for it to leave), then captures every thread anew
+//     (TOOK_OVER_LIVE), and wakes every slot's word once it has listed them: a thread that
+//     parked for the old generation just before its slot was rewritten goes back instead of
+//     waiting its limit;
 //   - on any other thread: waits for the live capture to finish, at most its own limit plus
 //     CRUMBS__LIVE_WAIT_MARGIN_NS (WAITED_FOR_LIVE); a live capture parks a thread only while it
 //     walks it, so the wait is short. Past the bound it lists only itself (CRUMBS_THREADS_BUSY)
@@ -93,9 +96,12 @@
 //   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
 //     until the threads an earlier capture released have left the handler (`inside`): a thread
 //     still in it blocks the signal it was asked with (and a Dispatch worker, every other), so
-//     it could not answer, and would be listed as not answering. A thread asked again while
-//     still inside (SIGPROF reaches a thread in the capture signal's handler) answers with where
-//     the first request found it (crumbs__crash_thread.capture_context), not with the handler.
+//     it could not answer, and would be listed as not answering. A leaving thread unblocks the
+//     two request signals (as its interrupted code had them) before it counts itself out, so
+//     once `inside` says it has left, its status shows the mask it will answer with. A thread
+//     asked again while still inside (SIGPROF reaches a thread in the capture signal's handler;
+//     either signal reaches one past that unblocking) answers with where the first request
+//     found it (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
@@ -108,7 +114,8 @@
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
 // per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
 // SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (queries; SIGPROF's action,
-// exchanged when a capture takes it), sigemptyset, memset; through crumbs_proc_threads.c open,
+// exchanged when a capture takes it), sigemptyset, sigaddset, sigismember, sigprocmask (a
+// leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
 // clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
@@ -122,6 +129,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 
@@ -195,7 +203,110 @@ static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
   return 0;
 }
 
+// MARK: - Tests only: an answer that comes after a take-over (crumbs_crash_testing.h)
+
+/// The steps of `crumbs__capture.late_answer` (and of `slow_leaver`, which has no DONE).
+enum {
+  CRUMBS__LATE_OFF = 0,
+  CRUMBS__LATE_ARMED = 1,   // the first thread of its kind to get there stops
+  CRUMBS__LATE_STOPPED = 2, // it waits (late_answer: just short of its answer)
+  CRUMBS__LATE_GO = 3,      // the crash says it may go on (late_answer: it answers now)
+  CRUMBS__LATE_DONE = 4,    // late_answer: it answered, or found its slot closed
+};
+#define CRUMBS__LATE_LIMIT_NS (10ull * 1000000000u)
+
+/// Waits (at most CRUMBS__LATE_LIMIT_NS) while `word` holds `step`.
+static void crumbs__testing_wait_while(uint32_t *word, uint32_t step) {
+  uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + CRUMBS__LATE_LIMIT_NS;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == step) {
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    if (now >= deadline) return;
+    crumbs__capture_futex(word, FUTEX_WAIT_PRIVATE, step, deadline - now);
+  }
+}
+
+static void crumbs__late_step(uint32_t step) {
+  __atomic_store_n(&crumbs__capture.late_answer, step, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+}
+
+/// Capture handler, right before its answer: the first thread a live capture asked with the
+/// capture signal stops until the crash that takes the capture over lets it go. True when it
+/// stopped (it then says when it is past its answer: CRUMBS__LATE_DONE).
+static bool crumbs__late_stop(const crumbs__capture_slot *slot) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (__atomic_load_n(&capture->late_answer, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED) return false;
+  if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) || slot->asked_with != capture->capture_signal) {
+    return false;
+  }
+  uint32_t armed = CRUMBS__LATE_ARMED;
+  if (!__atomic_compare_exchange_n(&capture->late_answer, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return false;
+  }
+  crumbs__capture_futex(&capture->late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__testing_wait_while(&capture->late_answer, CRUMBS__LATE_STOPPED);
+  return true;
+}
+
+void crumbs__capture_testing_late_paused(void) {
+  if (__atomic_load_n(&crumbs__capture.late_answer, __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) return;
+  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_ARMED);
+}
+
+void crumbs__capture_testing_late_go(void) {
+  uint32_t stopped = CRUMBS__LATE_STOPPED;
+  if (!__atomic_compare_exchange_n(&crumbs__capture.late_answer, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_GO);
+}
+
+/// Capture handler, leaving, once it has counted itself out: the first thread a live capture
+/// asked with SIGPROF stops until a crash's capture has asked every thread (tests only: a thread
+/// not yet out of the handler when the crash asks it, as on a loaded machine).
+static void crumbs__slow_leaver_stop(int asked_with) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t armed = CRUMBS__LATE_ARMED;
+  if (asked_with != SIGPROF || __atomic_load_n(&capture->slow_leaver, __ATOMIC_ACQUIRE) != armed ||
+      !__atomic_compare_exchange_n(&capture->slow_leaver, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__testing_wait_while(&capture->slow_leaver, CRUMBS__LATE_STOPPED);
+}
+
+void crumbs__capture_testing_slow_leaver_go(void) {
+  uint32_t stopped = CRUMBS__LATE_STOPPED;
+  if (__atomic_compare_exchange_n(&crumbs__capture.slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    crumbs__capture_futex(&crumbs__capture.slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
+}
+
 // MARK: - The other threads' side
+
+/// Leaving the handler, before it counts itself out (`inside`): the two signals that ask a
+/// thread (the capture signal, SIGPROF) unblocked again where the interrupted code had them
+/// unblocked. Until the handler returns, the kernel blocks the one it was asked with (and a
+/// Dispatch worker blocks every other one), so a capture that asks it once `inside` is 0 would
+/// read both blocked in its status and list it as not answering. A request that comes from here
+/// on runs this handler again at once and, while capture_context is still set, answers with
+/// where the first request found it. Only these two: any other signal still waits for the
+/// handler's return, so no handler of someone else's (one that might longjmp) runs on top of
+/// this one's bookkeeping.
+static void crumbs__unblock_requests(const void *context) {
+  if (context == NULL) return;
+  const sigset_t *interrupted = &((const ucontext_t *)context)->uc_sigmask;
+  sigset_t requests;
+  sigemptyset(&requests);
+  int capture_signal = crumbs__capture.capture_signal;
+  if (capture_signal != 0 && sigismember(interrupted, capture_signal) == 0) sigaddset(&requests, capture_signal);
+  if (sigismember(interrupted, SIGPROF) == 0) sigaddset(&requests, SIGPROF);
+  sigprocmask(SIG_UNBLOCK, &requests, NULL);
+}
 
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
   (void)signal_number;
@@ -244,9 +355,12 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
   slot->name[sizeof slot->name - 1] = '\0';
 
+  bool late = crumbs__late_stop(slot); // tests only
+  int asked_with = slot->asked_with;
   uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
+    if (late) crumbs__late_step(CRUMBS__LATE_DONE);
     errno = saved_errno; // too late: the capture listed us as not answering
     return;
   }
@@ -254,6 +368,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
   __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
+  if (late) crumbs__late_step(CRUMBS__LATE_DONE);
 
   // The process is sure to die (the crash request's `process_ends`): this thread ends here
   // rather than park, be woken again and then be killed. Its stack and the slot stay as they
@@ -271,10 +386,12 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
     if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
     crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
   }
-  thread->capture_context = outer;
+  crumbs__unblock_requests(context);
   if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
     crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
   }
+  crumbs__slow_leaver_stop(asked_with); // tests only
+  thread->capture_context = outer;
   errno = saved_errno;
 }
 
@@ -509,10 +626,13 @@ void crumbs__thread_capture_install(void) {
     capture->capture_signal = candidate;
     break;
   }
-  // Bind the calls only the capture makes (futex; getdents64, getrlimit, prctl through
-  // crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
+  // Bind the calls only the capture makes (futex, sigismember; getdents64, getrlimit, prctl
+  // through crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
   uint32_t word = 1;
   crumbs__capture_futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
+  sigset_t probe;
+  sigemptyset(&probe);
+  (void)sigismember(&probe, SIGPROF);
   crumbs__proc_threads_resolve();
 }
 
@@ -548,4 +668,12 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
 
 void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
   __atomic_store_n(&crumbs__capture.skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
+  __atomic_store_n(&crumbs__capture.slow_leaver, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
+}
+
+void crumbs__thread_capture_testing_late_answer(bool enabled) {
+  __atomic_store_n(&crumbs__capture.late_answer, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }

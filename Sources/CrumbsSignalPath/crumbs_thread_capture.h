@@ -77,7 +77,8 @@ typedef struct crumbs__capture_state {
   uint32_t answered;    // futex word: threads that answered
   /// Futex word: threads between their answer and leaving the handler (parked, or released and
   /// not yet out). The next capture waits for it to drop to 0 before it asks anyone: a thread
-  /// still inside blocks the signal it was asked with, and could not answer again.
+  /// still inside blocks the signal it was asked with, and could not answer again (a leaving
+  /// thread counts itself out once it has unblocked the two request signals again).
   uint32_t inside;
   uint32_t generation;  // atomic: bumped by every capture's listing
   uint32_t capturing;   // atomic: 1 from the first request to the release
@@ -93,6 +94,8 @@ typedef struct crumbs__capture_state {
   uint64_t limit_ns;     // a live capture's bound on its whole run (the crash waits that long)
   uint64_t deadline_ns;  // how long an asked thread has to answer
   uint32_t skip_mask_check; // tests only: ask threads whatever they block
+  uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
+  uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
   /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
   /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
   struct sigaction sigprof_previous;
@@ -146,5 +149,15 @@ void crumbs__capture_sigprof_give_back(void);
 /// Whether a thread a live capture asked with `signal_number` and that never ran its handler
 /// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
 bool crumbs__capture_pending_somewhere(int signal_number);
+
+/// Tests only (crumbs_crash_testing_late_answer_to_live_capture): the live capture, before its
+/// test fault, waits (at most 10 s) until a thread answering it has stopped short of its answer.
+void crumbs__capture_testing_late_paused(void);
+/// Tests only: the crash that took a live capture over lets that thread give its answer now, and
+/// waits (at most 10 s) until it has (or found its slot closed).
+void crumbs__capture_testing_late_go(void);
+/// Tests only (crumbs_crash_testing_slow_leaver_of_live_capture): the crash's capture has asked
+/// every thread; the thread that stopped on its way out of a live capture's handler goes on.
+void crumbs__capture_testing_slow_leaver_go(void);
 
 #endif // CRUMBS_THREAD_CAPTURE_H

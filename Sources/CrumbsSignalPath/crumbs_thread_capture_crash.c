@@ -27,11 +27,17 @@ static bool crumbs__acquire_for_crash(crumbs_crash_thread_table *table, uint32_t
   crumbs__capture_state *capture = &crumbs__capture;
   if (__atomic_load_n(&capture->owner, __ATOMIC_ACQUIRE) == own_tid) {
     // This thread crashed inside its own live capture: the threads it parked go first; the
-    // crash asks every thread again under a new generation.
+    // crash asks every thread again under a new generation. A request not answered yet is
+    // closed, not left open: a thread already inside the handler (past its `capturing` check)
+    // would answer it after this loop and park for a capture nobody releases any more, and the
+    // crash would wait its whole deadline for that thread to leave
+    // (crumbs__capture_wait_for_leavers). Closed, its answer fails (compare-exchange: exactly
+    // one side wins) and it goes back at once.
     uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
     for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
-      crumbs__capture_release_slot(index);
+      if (!crumbs__capture_close(index)) crumbs__capture_release_slot(index);
     }
+    crumbs__capture_testing_late_go(); // tests only: an answer after the take-over
     __atomic_store_n(&capture->capturing, 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
     table->flags |= CRUMBS_THREADS_TOOK_OVER_LIVE;
@@ -92,6 +98,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
   uint32_t count = capture->slot_count;
   for (uint32_t index = 1; index < count; index++) crumbs__capture_ask(index, ours, table);
+  crumbs__capture_testing_slow_leaver_go(); // tests only
 }
 
 /// Waits for the asked threads until the deadline, then closes the slots still waiting.

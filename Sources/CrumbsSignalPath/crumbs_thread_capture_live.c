@@ -122,6 +122,7 @@ static void crumbs__live_testing_meet(const crumbs_crash_record *record) {
 /// Tests only: a fault of the capture itself while a thread is parked.
 static void crumbs__live_testing_fault(void) {
   if (__atomic_exchange_n(&crumbs__live_testing_faults, 0u, __ATOMIC_ACQ_REL) == 0) return;
+  crumbs__capture_testing_late_paused(); // a thread stopped short of its answer, when asked
   volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
   *(volatile int *)unmapped = 1;
 }

@@ -150,6 +150,24 @@ extension ThreadCaptureTests {
   }
 
   @Test(
+    "a Dispatch-like thread still leaving the live capture's handler when the crash asks it still answers",
+    arguments: withoutBacktracer)
+  func slowLeaverAnswersTheCrash(variant: ChildVariant) throws {
+    // "like-dispatch" (SIGPROF is the only signal it takes) stops on its way out of the live
+    // capture's handler, once it has counted itself out, until the crash has asked every thread
+    // (test hook, no timing): a loaded machine does the same by chance. While the kernel still
+    // blocked SIGPROF for it there, the crash read both signals blocked and listed it as not
+    // answering, without frames; checkEveryThread wants it captured, asked with SIGPROF.
+    guard
+      let (run, record) = try checkEveryThread(
+        variant: variant, block: "read",
+        environment: ["CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_SLOW_LEAVER": "1"])
+    else { return }
+    let table = try #require(record.threads)
+    #expect(!table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+  }
+
+  @Test(
     "a crash inside a live capture, a thread parked: the crash releases it, takes over, captures every thread",
     arguments: withoutBacktracer)
   func crashInsideLiveCapture(variant: ChildVariant) throws {
@@ -164,6 +182,26 @@ extension ThreadCaptureTests {
     // when their park limit passed, and the handler would wait its deadline (10 s here) for them.
     #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
     #expect(!run.lines.contains { $0.hasPrefix("live-captured") }, "the capture faulted: \(run.lines)")
+  }
+
+  @Test(
+    "a thread answering the live capture just after the crash took it over does not park: the crash does not wait for it",
+    arguments: withoutBacktracer)
+  func lateAnswerAfterTakeOver(variant: ChildVariant) throws {
+    // The thread stops inside the capture handler just short of its answer and gives it once
+    // the crash has released the capture's parked threads (test hook, no timing): a loaded
+    // machine does the same by chance. Parked for a capture nobody would release any more, it
+    // kept the crash waiting for it to leave the handler for the whole deadline (10 s here).
+    guard
+      let (run, record) = try checkEveryThread(
+        variant: variant, block: "read",
+        environment: [
+          "CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1", "CRUMBS_TEST_LIVE_LATE_ANSWER": "1",
+        ])
+    else { return }
+    let table = try #require(record.threads)
+    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
   }
 
   @Test(

@@ -111,6 +111,36 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 
+  // client-tls-at-exit DIR URL: a short-lived CLI as above (delivering a non-fatal report to URL
+  // and flushing, which loads libcurl), with an exit hook registered before anything else, as an
+  // application's own would be. Exit hooks run last-registered first, so that hook runs after any
+  // hook the libraries loaded since registered, while the uploader's thread may still be in a TLS
+  // exchange. It prints "tls-at-exit usable" when OpenSSL (as libcurl loaded it) can still be
+  // used there, "tls-at-exit cleaned-up" when its own exit hook already tore it down, and
+  // "tls-at-exit absent" when no libcrypto.so.3 is loaded (a libcurl on another TLS library).
+  "client-tls-at-exit": { arguments in
+    guard arguments.count == 2 else { return 64 }
+    atexit {
+      var verdict = "absent"
+      if let crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD),
+        let symbol = dlsym(crypto, "OPENSSL_init_crypto")
+      {
+        let initialize = unsafeBitCast(
+          symbol, to: (@convention(c) (UInt64, UnsafeRawPointer?) -> Int32).self)
+        verdict = initialize(0, nil) == 1 ? "usable" : "cleaned-up"
+      }
+      print("tls-at-exit \(verdict)")
+      fflush(nil)
+    }
+    var configuration = CrumbsConfiguration(directory: arguments[0])
+    configuration.automaticBreadcrumbs = nil
+    configuration.destinations = [.otlp(endpoint: arguments[1])]
+    guard let client = startClient(configuration) else { return 1 }
+    client.send(message: "cli step failed")
+    _ = client.flush(timeout: 120)
+    return 0
+  },
+
   // client-hostile-settings DIR URL: a client whose settings are out of every range (a request
   // timeout of infinity, retry intervals of 1e300 and infinity, NaN jitter and close timeout)
   // delivering OTLP to URL (the test's server refuses with 503): reports a non-fatal message,

@@ -6,7 +6,9 @@
 //     products only, and linking no libcurl or FoundationNetworking) under
 //     swift-service-lifecycle's ServiceGroup: each SIGTERM leaves one
 //     "SIGTERM received" breadcrumb, a graceful shutdown, and a session the next launch records
-//     as terminated by SIGTERM, not as clean and not as a crash.
+//     as terminated by SIGTERM, not as clean and not as a crash;
+//   - a CLI's exit hooks: OpenSSL, loaded with libcurl, is still usable in them (its own exit
+//     hook used to tear it down under the uploader's thread).
 // Every wait is on an event (a line, a request, the process's exit), bounded with a wide margin.
 
 import CrumbsDeliveryTestSupport
@@ -56,6 +58,25 @@ import Testing
 
   @Test func theAsyncFlushDoesTheSame() throws {
     try runFlushingCLI(async: true)
+  }
+
+  /// OpenSSL, as libcurl loads it for the uploader, stays usable through the program's exit
+  /// hooks: its own hook (OPENSSL_cleanup, registered by default when it is initialised) ran
+  /// before the hooks registered earlier, while the uploader's thread could still be in a TLS
+  /// exchange — a crash at exit in a short-lived program that did nothing wrong.
+  @Test func tlsStaysUsableUntilAShortLivedProgramHasExited() throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer { _, _ in .respond(200) }
+    defer { server.stop() }
+    let cli = try ChildProcess(
+      ChildProcess.testChild, ["client-tls-at-exit", directory.path, server.baseURL + "/v1/logs"])
+    let verdict = try #require(cli.value(after: "tls-at-exit ", seconds: 300))
+    #expect(cli.wait(seconds: 60) == 0)
+    // libcurl was loaded and used: the report reached the server.
+    let bodies = server.requests.map { String(decoding: $0.body, as: UTF8.self) }
+    #expect(bodies.contains { $0.contains("cli step failed") }, "\(bodies.count) requests")
+    try #require(verdict != "absent", "this machine's libcurl does not use OpenSSL 3: nothing to check")
+    #expect(verdict == "usable")
   }
 
   @Test func aServerUnderServiceGroupEndsEachSessionAsTerminatedBySIGTERM() throws {

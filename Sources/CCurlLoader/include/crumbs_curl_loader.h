@@ -12,6 +12,9 @@
 // with secure_getenv at each try: a test hides libcurl with a path where none is, or a machine
 // points at one outside the linker's search path). A library that is not there is looked for
 // again at the next crumbs_curl_load, so one installed while the program runs is used.
+// Before libcurl's global init, OpenSSL (when libcurl uses it) is initialised without its exit
+// hook, so a short-lived program's exit never tears TLS down under the uploader's thread
+// (crumbs_curl_loader.c, docs/platform-facts.md).
 // Not signal-safe.
 
 #ifndef CRUMBS_CURL_LOADER_H

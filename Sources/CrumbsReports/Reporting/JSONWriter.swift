@@ -1,5 +1,5 @@
-// JSONWriter.swift — the one JSON writer: the trail, the Backtrace report, OTLP/JSON and the CLI
-// all write through it. Keys come out in the order written (JSONEncoder sorts or scrambles them;
+// JSONWriter.swift — the one JSON writer: the trail, report.json, the Backtrace report, OTLP/JSON
+// and the CLI all write through it. Keys come out in the order written (JSONEncoder sorts or scrambles them;
 // JSON Lines readers and people like a stable order), and scopes place every comma, brace and
 // bracket, so no caller writes punctuation by hand (one exception: `line`, a value of fixed
 // shape written raw, the trail's breadcrumbs, held by a test to what the scopes write):

@@ -385,19 +385,13 @@ public struct ReportStore: Sendable {
 
   // MARK: - Encoding
 
-  /// report.json's bytes (docs/formats.md): compact, keys sorted, slashes as they are. Not
-  /// pretty-printed: indenting cost a quarter to a third of `JSONEncoder`'s time on every
-  /// store (ReportFigures: 0.38 → 0.26 ms CPU, issue 26), and its readers are JSON parsers
-  /// (`crumbs report decode` pretty-prints it). Sorted, so one report always gives the same bytes.
+  /// report.json's bytes (docs/formats.md): compact, keys sorted, slashes as they are, written by
+  /// hand through the JSON writer (CrashReport+JSON.swift): `JSONEncoder` (and before it, its
+  /// pretty-printing) cost a third of the store step's CPU on every report (issue 26). Its
+  /// readers are JSON parsers (`crumbs report decode` pretty-prints it). Sorted, so one report
+  /// always gives the same bytes. It no longer fails; `throws` stays for its callers.
   static func encode(_ report: CrashReport) throws(SystemCallError) -> [UInt8] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    do {
-      return Array(try encoder.encode(report))
-    } catch {
-      // Every field is a plain value: encoding cannot fail short of memory exhaustion.
-      throw SystemCallError(call: "encode report", path: report.id, refusal: .other("\(error)"))
-    }
+    report.jsonBytes
   }
 
   /// Decodes report JSON. A report folder is untrusted input: every attachment it names must be

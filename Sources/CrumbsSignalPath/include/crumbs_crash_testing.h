@@ -37,6 +37,21 @@ void crumbs_crash_testing_fault_inside_live_capture(bool enabled);
 /// -1 turns it off. Call before the capture, from an ordinary thread.
 void crumbs_crash_testing_live_capture_meets_crash(int fd);
 
+/// Tests only: with crumbs_crash_testing_fault_inside_live_capture, one thread the next live
+/// capture asks with the capture signal stops inside the capture handler just short of its
+/// answer; the capture faults once it has stopped, and the crash that takes the capture over
+/// lets it answer right after it has released the capture's parked threads (each wait at most
+/// 10 s): the answer that comes late, after the take-over, which a loaded machine produces by
+/// chance. Call before the capture, from an ordinary thread.
+void crumbs_crash_testing_late_answer_to_live_capture(bool enabled);
+
+/// Tests only: the first thread the next live capture asks with SIGPROF (one that blocks the
+/// capture signal, as Dispatch's workers do), once released, stops on its way out of the
+/// capture handler, after it has counted itself out, until a crash's capture has asked every
+/// thread (at most 10 s): a thread not yet out of the handler when the crash asks it, which a
+/// loaded machine produces by chance. Call before the capture, from an ordinary thread.
+void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
