@@ -1,7 +1,7 @@
-// SortedByTimeTests.swift — the reader's time order (sortedByTime), which moves breadcrumbs
-// into place along the permutation's cycles instead of copying them: the same order as a plain
-// sort by (ticks, thread, sequence, decoded order), every breadcrumb kept whole, for orders
-// that are already sorted, reversed, one long cycle, many short ones, and shuffled.
+// SortedByTimeTests.swift — the reader's time order (BreadcrumbSlots.sortByTime), which sorts
+// the entries and leaves their text where it is: the same order as a plain sort by (ticks,
+// thread, sequence, decoded order), every breadcrumb kept whole, for orders that are already
+// sorted, reversed, one long cycle, many short ones, and shuffled.
 
 import Testing
 
@@ -46,9 +46,11 @@ import Testing
       crumb(index, ticks: tick, thread: UInt32(index % 3), sequence: UInt32(index))
     }
     let expected = reference(crumbs)
-    let sorted = sortedByTime(crumbs)
-    #expect(sorted == expected)
-    #expect(crumbs.map(\.ticks) == ticks, "the input is left as it was")
-    #expect(sortedByTime([]).isEmpty)
+    var slots = BreadcrumbSlots(crumbs)
+    slots.sortByTime()
+    #expect(slots.breadcrumbs == expected)
+    var empty = BreadcrumbSlots([])
+    empty.sortByTime()
+    #expect(empty.breadcrumbs.isEmpty)
   }
 }

@@ -3,10 +3,12 @@
 //
 // Entry points, in call order:
 //   PersistedFile.read(path, as:limit:image:)   the whole file into memory, then the parser
-//                                               (rings, crash records); 128 KiB or more in a
+//                                               (crash records); 128 KiB or more in a
 //                                               PageBuffer, which leaves malloc's thresholds alone
 //   PersistedFile.read(path, as:) { file in … } the open file, for parsers that read only parts
 //                                               of it with `file.bytes(at:count:)` (ELF modules)
+//                                               or `file.read(at:into:)` (rings, a chunk of
+//                                               slots at a time)
 //
 // Every reader of persisted bytes throws the one `PersistedFileError`: which file, what kind of
 // file, what kind of problem, and the errno when a system call failed. Parsers throw it without a
@@ -147,6 +149,19 @@ package struct PersistedFile {
       let read = try Syscall.read(descriptor, at: offset, into: buffer.bytes, path: path)
       buffer.shrink(to: read)
       return buffer
+    } catch {
+      throw PersistedFileError(
+        .unreadable, "cannot read: \(error.cause)", format: format, path: path, errno: error.errno)
+    }
+  }
+
+  /// Fills `buffer` from `offset` and says how many bytes it read: fewer only where the file
+  /// ends (RingReader.read(file:) reads its slots a chunk at a time with it).
+  package func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws(PersistedFileError)
+    -> Int
+  {
+    do {
+      return try Syscall.read(descriptor, at: offset, into: buffer, path: path)
     } catch {
       throw PersistedFileError(
         .unreadable, "cannot read: \(error.cause)", format: format, path: path, errno: error.errno)

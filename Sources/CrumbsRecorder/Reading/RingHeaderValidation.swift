@@ -259,7 +259,7 @@ package struct RingClock {
     }
   }
 
-  package func stamp(_ breadcrumb: inout Breadcrumb) {
+  package func stamp(_ breadcrumb: inout BreadcrumbSlots.Entry) {
     let deltaTicks = Double(Int64(bitPattern: breadcrumb.ticks &- anchor.ticks))
     let scaled = (deltaTicks / ticksPerNanosecond).rounded()
     // Garbage ticks (a damaged file that still verified) must not trap the conversion.

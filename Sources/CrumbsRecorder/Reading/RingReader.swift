@@ -1,10 +1,13 @@
 // RingReader.swift — reading a ring, after the fact or live.
 //
 // Entry points, in call order:
-//   RingReader.read(file:)   a ring file left by a live, crashed or killed process
+//   RingReader.read(file:)   a ring file left by a live, crashed or killed process: its tables,
+//                            then its slots a chunk at a time into one small buffer
 //   RingReader.read(image:)  the same from bytes in memory (what the fuzzer drives)
 //     → RingHeaderValidation.validate  every header field checked before any slot is touched
-//     → decodeSlots                    commit word, position, checksum, then the payload
+//     → decodeSlots                    commit word, position, checksum, then the payload into
+//                                      BreadcrumbSlots (text kept as bytes: Breadcrumbs and their
+//                                      strings are made only when `breadcrumbs` is read)
 //   RingReader.readLive               a mapped ring while writers run (BreadcrumbRing.snapshot)
 //
 // A reader never returns a torn slot (commit word not DONE, position not matching the slot,
@@ -117,20 +120,93 @@ public enum RingState: String, Sendable, Equatable, Codable {
 /// Everything a reader found in a ring.
 public struct RingContents: Sendable {
   public var header: RingHeaderInfo
-  /// Oldest to newest.
-  public var breadcrumbs: [Breadcrumb]
+  /// Oldest to newest. Made from the bytes read each time it is read (`slots`): keep the array
+  /// rather than reading it again.
+  public var breadcrumbs: [Breadcrumb] {
+    get { slots.breadcrumbs }
+    set { slots = BreadcrumbSlots(newValue) }
+  }
+  /// The breadcrumbs as read, their text as bytes: what the report path works on (see
+  /// BreadcrumbSlots.swift).
+  package var slots: BreadcrumbSlots
   public var counts: SlotCounts
   /// False when the ring's clock could not be calibrated (it died within milliseconds of its
   /// creation, in another boot): times are then the creation time plus raw ticks as nanoseconds.
   public var timesAreCalibrated: Bool
+
+  package init(header: RingHeaderInfo, slots: BreadcrumbSlots, counts: SlotCounts, timesAreCalibrated: Bool) {
+    self.header = header
+    self.slots = slots
+    self.counts = counts
+    self.timesAreCalibrated = timesAreCalibrated
+  }
+
+  init(header: RingHeaderInfo, breadcrumbs: [Breadcrumb], counts: SlotCounts, timesAreCalibrated: Bool) {
+    self.init(
+      header: header, slots: BreadcrumbSlots(breadcrumbs), counts: counts,
+      timesAreCalibrated: timesAreCalibrated)
+  }
 }
 
 public enum RingReader {
   /// Reads a ring file. Errors say why the file is not a readable ring; damaged slots inside a
   /// good header are counted as torn, not thrown.
   public static func read(file path: String) throws(PersistedFileError) -> RingContents {
-    try PersistedFile.read(path, as: .ring, limit: 1 << 30, image: read(image:))
+    try PersistedFile.read(path, as: .ring) { file throws(PersistedFileError) in
+      guard file.size <= 1 << 30 else {
+        throw PersistedFileError(
+          .unreadable, "cannot read: \(file.size) bytes, more than \(1 << 30)", format: .ring)
+      }
+      let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+      let layout = try file.bytes(at: 0, count: tables).withUnsafeBytes { image in
+        Result { () throws(PersistedFileError) in
+          try RingHeaderValidation.validate(image, availableBytes: Int(clamping: file.size))
+        }
+      }.get()
+      // The slots are read a chunk at a time into one small buffer, in the order decodeSlots
+      // takes them (lane by lane, each in file order), and decoded there: the whole file read
+      // into fresh pages cost as much again as decoding it (the kernel zeroing and charging a
+      // page for each 4 KiB, issue 26). A slot is whole in a chunk; a failed or short read ends
+      // the reading with the error, as the whole file's read did.
+      let slotSize = layout.slotSize
+      let chunkSlots = max(1, Self.chunkBytes / slotSize)
+      let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSlots * slotSize, alignment: 8)
+      defer { chunk.deallocate() }
+      var chunkStart = 0
+      var chunkCount = 0
+      var failure: PersistedFileError?
+      let contents = decodeSlots(layout: layout) { slotIndex, _ in
+        if slotIndex < chunkStart || slotIndex >= chunkStart + chunkCount {
+          chunkStart = slotIndex
+          chunkCount = 0
+          guard failure == nil else { return (1, UnsafeRawBufferPointer(start: nil, count: 0)) }
+          let wanted = min(chunkSlots, layout.slotCount - slotIndex)
+          do throws(PersistedFileError) {
+            let read = try file.read(
+              at: UInt64(layout.slotsOffset + slotIndex * slotSize),
+              into: UnsafeMutableRawBufferPointer(start: chunk.baseAddress, count: wanted * slotSize))
+            guard read == wanted * slotSize else {
+              throw PersistedFileError(
+                .unreadable, "cannot read: the file shrank while it was read", format: .ring)
+            }
+            chunkCount = wanted
+          } catch {
+            failure = error
+            return (1, UnsafeRawBufferPointer(start: nil, count: 0))
+          }
+        }
+        let start = (slotIndex - chunkStart) * slotSize
+        let slot = UnsafeRawBufferPointer(rebasing: chunk[start..<start + slotSize])
+        return (slot.loadUnaligned(as: UInt64.self), slot)
+      }
+      if let failure { throw failure }
+      return contents
+    }
   }
+
+  /// How much of a ring file `read(file:)` reads at once: a small block malloc serves from its
+  /// arena (below its mmap threshold, see PageBuffer.swift), sixteen pages.
+  static let chunkBytes = 64 << 10
 
   /// Reads only a ring file's header (and lane table), validated as `read(file:)` validates it:
   /// the contents it returns hold no breadcrumbs (counts zero, times not calibrated). Costs one
@@ -193,8 +269,10 @@ public enum RingReader {
     layout: RingLayout, copySlot: (Int, UnsafeMutableRawBufferPointer) -> (UInt64, UnsafeRawBufferPointer)
   ) -> RingContents {
     var counts = SlotCounts()
-    var breadcrumbs: [Breadcrumb] = []
-    breadcrumbs.reserveCapacity(layout.slotCount)
+    // Room for a typical breadcrumb's text (it grows past that): not the whole payload of every
+    // slot, a block that large freed would raise malloc's mmap threshold past the ring image's
+    // (PageBuffer.swift; PlatformTests).
+    var slots = BreadcrumbSlots(reservingCapacity: layout.slotCount, textBytes: layout.slotCount * 80)
     let clock = RingClock(layout: layout)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.slotSize, alignment: 8)
     defer { buffer.deallocate() }
@@ -216,14 +294,13 @@ public enum RingReader {
         let position = (commit >> 1) &- 1
         // The position must belong to this slot and must have been claimed (< head).
         guard position & (laneSlots - 1) == UInt64(offset), position < lane.head,
-          var breadcrumb = SlotDecoder.decode(
-            slot, position: position, lane: laneIndex, version: layout.info.version)
+          SlotDecoder.decode(
+            slot, position: position, lane: laneIndex, version: layout.info.version, into: &slots)
         else {
           tornInLane += 1
           continue
         }
-        clock.stamp(&breadcrumb)
-        breadcrumbs.append(consume breadcrumb)
+        clock.stamp(&slots.entries[slots.entries.count - 1])
         validInLane += 1
       }
       counts.valid += Int(validInLane)
@@ -236,76 +313,31 @@ public enum RingReader {
       counts.overwritten = counts.overwritten.saturatingAdd(
         Int(clamping: written > present ? written - present : 0))
     }
+    slots.sortByTime()
     return RingContents(
-      header: layout.info, breadcrumbs: sortedByTime(consume breadcrumbs), counts: counts,
-      timesAreCalibrated: clock.isCalibrated)
+      header: layout.info, slots: slots, counts: counts, timesAreCalibrated: clock.isCalibrated)
   }
-}
-
-/// `breadcrumbs` in time order: ticks, then thread and its sequence (then the order decoded).
-/// Small keys are sorted and the breadcrumbs then moved into place along the permutation's
-/// cycles: sorting the breadcrumbs themselves moved every one of them many times, and copying
-/// them into a new array retained each one's strings and released the old array's (a fifth of
-/// a ring read, issue 26).
-func sortedByTime(_ breadcrumbs: consuming [Breadcrumb]) -> [Breadcrumb] {
-  // Through the buffer's subscript: the array's iterator hands out copies (a retain and release
-  // of each breadcrumb's strings).
-  var keys = breadcrumbs.withUnsafeBufferPointer { buffer in
-    buffer.indices.map { index in
-      (
-        ticks: buffer[index].ticks, thread: buffer[index].threadID, sequence: buffer[index].threadSequence,
-        index: index
-      )
-    }
-  }
-  keys.sort { lhs, rhs in
-    if lhs.ticks != rhs.ticks { return lhs.ticks < rhs.ticks }
-    if lhs.thread != rhs.thread { return lhs.thread < rhs.thread }
-    if lhs.sequence != rhs.sequence { return lhs.sequence < rhs.sequence }
-    return lhs.index < rhs.index
-  }
-  var sorted = breadcrumbs
-  if keys.enumerated().allSatisfy({ $0.offset == $0.element.index }) { return sorted }
-  // Position i receives the breadcrumb decoded at keys[i].index: each cycle of the permutation
-  // is walked once, its first breadcrumb held aside, every other one moved (not copied) once.
-  sorted.withUnsafeMutableBufferPointer { buffer in
-    guard let base = buffer.baseAddress else { return }
-    var placed = [Bool](repeating: false, count: buffer.count)
-    for start in 0..<buffer.count where !placed[start] {
-      placed[start] = true
-      guard keys[start].index != start else { continue }
-      let held = (base + start).move()
-      var current = start
-      while true {
-        let source = keys[current].index
-        if source == start {
-          (base + current).initialize(to: held)
-          break
-        }
-        (base + current).moveInitialize(from: base + source, count: 1)
-        placed[source] = true
-        current = source
-      }
-    }
-  }
-  return sorted
 }
 
 /// Decodes the payload of one slot copy whose commit word said DONE. Returns nil for anything
 /// that does not verify or parse; never traps.
 package enum SlotDecoder {
-  /// The text of `bytes`, and whether it had to be repaired: the C entry takes any bytes, and
-  /// invalid UTF-8 becomes U+FFFD, which the breadcrumb's truncated flags then report.
-  static func text(_ bytes: Slice<UnsafeRawBufferPointer>) -> (String, repaired: Bool) {
-    // ASCII (most breadcrumbs) is valid as it is, and String(decoding:) over a typed buffer is
-    // a copy; String(validating:) over a raw slice is a generic call looking up metadata each time
-    // (and over a typed buffer too: tried in issue 26, the ring read took half as long again).
-    let raw = UnsafeRawBufferPointer(rebasing: bytes)
-    if isASCII(raw) {
-      return (String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self), false)
+  /// Where the text at `offset..<offset + count` of `slot` is in `slots`, whose bytes from `base`
+  /// on are a copy of the slot's from `copied` on; and whether it had to be repaired: the C
+  /// entry takes any bytes, and invalid UTF-8 is appended as `String(decoding:)` repairs it
+  /// (U+FFFD), which the breadcrumb's truncated flags then report. Valid text is used where the
+  /// copy has it: no String is made (see BreadcrumbSlots.swift).
+  static func text(
+    _ slot: UnsafeRawBufferPointer, _ offset: Int, _ count: Int, copiedFrom copied: Int, at base: Int,
+    into slots: inout BreadcrumbSlots
+  ) -> (BreadcrumbSlots.Span, repaired: Bool) {
+    let raw = UnsafeRawBufferPointer(rebasing: slot[offset..<offset + count])
+    let typed = raw.assumingMemoryBound(to: UInt8.self)
+    // ASCII (most breadcrumbs) is valid as it is; String(validating:) only for the rest.
+    if isASCII(raw) || String(validating: typed, as: UTF8.self) != nil {
+      return (BreadcrumbSlots.Span(start: base + offset - copied, count: count), false)
     }
-    if let valid = String(validating: bytes, as: UTF8.self) { return (valid, false) }
-    return (String(decoding: bytes, as: UTF8.self), true)
+    return (slots.append(String(decoding: typed, as: UTF8.self)), true)
   }
 
   /// Whether every byte is below 0x80, eight at a time.
@@ -341,9 +373,28 @@ package enum SlotDecoder {
     return checksum
   }
 
+  /// Appends the breadcrumb in `slot` to `slots`; false (and `slots` as it was) when the slot
+  /// does not verify or parse. Never traps.
   package static func decode(
-    _ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int, version: UInt32
-  ) -> Breadcrumb? {
+    _ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int, version: UInt32,
+    into slots: inout BreadcrumbSlots
+  ) -> Bool {
+    let bytesBefore = slots.bytes.count
+    let spansBefore = slots.attributeSpans.count
+    guard let entry = decodeEntry(slot, position: position, lane: lane, version: version, into: &slots) else {
+      slots.bytes.removeSubrange(bytesBefore...)
+      slots.attributeSpans.removeSubrange(spansBefore...)
+      return false
+    }
+    slots.entries.append(entry)
+    return true
+  }
+
+  /// The entry of `slot`, its text appended to `slots` (left there on failure: `decode` trims it).
+  private static func decodeEntry(
+    _ slot: UnsafeRawBufferPointer, position: UInt64, lane: Int, version: UInt32,
+    into slots: inout BreadcrumbSlots
+  ) -> BreadcrumbSlots.Entry? {
     let slotSize = slot.count
     let payloadOffset = Int(CRUMBS_SLOT_PAYLOAD_OFFSET)
     guard slotSize >= Int(CRUMBS_SLOT_MIN_SIZE) else { return nil }
@@ -363,42 +414,49 @@ package enum SlotDecoder {
     let messageLength = Int(slot.loadUnaligned(fromByteOffset: cursor, as: UInt16.self))
     cursor += 2
     guard messageLength <= end - cursor else { return nil }
-    let (message, messageRepaired) = text(slot[cursor..<cursor + messageLength])
+    // The payload from the message on, copied whole (one copy a slot, not one a text): the
+    // texts' spans point into it, past the attributes' length bytes.
+    let copied = cursor
+    let base = slots.bytes.count
+    slots.bytes.append(
+      contentsOf: UnsafeRawBufferPointer(rebasing: slot[copied..<end]).assumingMemoryBound(to: UInt8.self))
+    let (message, messageRepaired) = text(
+      slot, cursor, messageLength, copiedFrom: copied, at: base, into: &slots)
     cursor += messageLength
 
     var attributesRepaired = false
-    var attributes: [Breadcrumb.Attribute] = []
-    attributes.reserveCapacity(Int(header.attribute_count))
-    for _ in 0..<Int(header.attribute_count) {
+    let firstAttribute = slots.attributeSpans.count / 2
+    let attributeCount = Int(header.attribute_count)
+    for _ in 0..<attributeCount {
       guard end - cursor >= 2 else { return nil }
       let keyLength = Int(slot[cursor])
       let valueLength = Int(slot[cursor + 1])
       cursor += 2
       guard keyLength + valueLength <= end - cursor else { return nil }
-      let (key, keyRepaired) = text(slot[cursor..<cursor + keyLength])
+      let (key, keyRepaired) = text(slot, cursor, keyLength, copiedFrom: copied, at: base, into: &slots)
       cursor += keyLength
-      let (value, valueRepaired) = text(slot[cursor..<cursor + valueLength])
+      let (value, valueRepaired) = text(slot, cursor, valueLength, copiedFrom: copied, at: base, into: &slots)
       cursor += valueLength
       attributesRepaired = attributesRepaired || keyRepaired || valueRepaired
-      attributes.append(.init(key: key, value: value))
+      slots.attributeSpans.append(key)
+      slots.attributeSpans.append(value)
     }
     guard cursor == end else { return nil }
 
     let flags = UInt32(header.flags)
-    return Breadcrumb(
+    return BreadcrumbSlots.Entry(
       id: UInt64(lane) << 48 | (position & 0xFFFF_FFFF_FFFF),
+      ticks: header.ticks,
       threadSequence: header.thread_seq,
       threadID: header.thread_id,
-      wallTimeNanoseconds: 0,
-      monotonicNanoseconds: 0,
-      ticks: header.ticks,
       level: level,
       type: type,
-      message: message,
-      attributes: attributes,
       messageTruncated: flags & UInt32(CRUMBS_SLOT_MESSAGE_TRUNCATED) != 0 || messageRepaired,
       attributesTruncated: flags & UInt32(CRUMBS_SLOT_ATTRIBUTES_TRUNCATED) != 0 || attributesRepaired,
-      fromSignalHandler: flags & UInt32(CRUMBS_SLOT_FROM_SIGNAL_HANDLER) != 0)
+      fromSignalHandler: flags & UInt32(CRUMBS_SLOT_FROM_SIGNAL_HANDLER) != 0,
+      message: message,
+      firstAttribute: firstAttribute,
+      attributeCount: attributeCount)
   }
 }
 

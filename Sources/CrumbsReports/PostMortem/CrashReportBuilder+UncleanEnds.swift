@@ -145,7 +145,7 @@ extension CrashReportBuilder {
       report.exceptionMessage =
         "shutdown did not finish" + within
         + "; the process was killed without a clean exit (SIGKILL after a grace period?)" + hang
-        + (ring.breadcrumbs.last.map { "; last breadcrumb: \"\($0.message)\"" } ?? "")
+        + (ring.slots.entries.last.map { "; last breadcrumb: \"\(ring.slots.string($0.message))\"" } ?? "")
     }
   }
 
@@ -153,7 +153,7 @@ extension CrashReportBuilder {
   /// last look at a hang going on; nil when it shows neither (no trail read).
   static func lastSignOfLife(_ ring: RingContents) -> UInt64? {
     let times =
-      ring.breadcrumbs.map(\.wallTimeNanoseconds)
+      ring.slots.entries.map(\.wallTimeNanoseconds)
       + [ring.header.ongoingHang?.seenWallNanoseconds].compactMap { $0 }
     return times.max()
   }

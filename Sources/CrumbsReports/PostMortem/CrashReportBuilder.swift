@@ -123,7 +123,7 @@ package struct CrashReportBuilder {
     report.resource["crumbs.process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
     report.resource["crumbs.host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
     report.resource["host.arch"] = record.architecture == "x86_64" ? "amd64" : record.architecture
-    if let ring, let (trace, origin) = Self.lastTrace(ring.breadcrumbs, thread: record.threadID) {
+    if let ring, let (trace, origin) = Self.lastTrace(ring.slots, thread: record.threadID) {
       report.trace = trace
       report.traceBreadcrumb = origin
     }
@@ -237,7 +237,7 @@ package struct CrashReportBuilder {
     -> CrashReport
   {
     let header = ring.header
-    let lastSignOfLife = ring.breadcrumbs.last?.wallTimeNanoseconds ?? header.createdWallNanoseconds
+    let lastSignOfLife = ring.slots.entries.last?.wallTimeNanoseconds ?? header.createdWallNanoseconds
     var report = base(
       id: header.sessionID.description, kind: .abnormalTermination, sessionID: header.sessionID,
       time: lastSignOfLife, ring: ring, trailSize: trailSize, pid: header.pid,
@@ -363,15 +363,15 @@ package struct CrashReportBuilder {
 
   /// The trace of `thread`'s last breadcrumb that carried one (TraceContext's reserved
   /// attributes), and that breadcrumb.
-  package static func lastTrace(_ breadcrumbs: [Breadcrumb], thread: UInt32)
+  /// On a ring's breadcrumbs as read: only the values looked up are made Strings.
+  package static func lastTrace(_ slots: BreadcrumbSlots, thread: UInt32)
     -> (TraceContext, CrashReport.TraceBreadcrumb)?
   {
-    var found: (TraceContext, Breadcrumb)?
+    var found: (TraceContext, BreadcrumbSlots.Entry)?
     // The thread's own sequence number orders its breadcrumbs exactly (times may tie).
-    for breadcrumb in breadcrumbs where breadcrumb.threadID == thread {
+    for breadcrumb in slots.entries where breadcrumb.threadID == thread {
       if let (_, newest) = found, newest.threadSequence > breadcrumb.threadSequence { continue }
-      let attributes = breadcrumb.attributes
-      if let trace = TraceContext(attributes: { key in attributes.first { $0.key == key }?.value }) {
+      if let trace = TraceContext(attributes: { key in slots.value(breadcrumb, key: key) }) {
         found = (trace, breadcrumb)
       }
     }
@@ -379,7 +379,8 @@ package struct CrashReportBuilder {
     return (
       trace,
       CrashReport.TraceBreadcrumb(
-        threadID: thread, threadSequence: breadcrumb.threadSequence, message: breadcrumb.message,
+        threadID: thread, threadSequence: breadcrumb.threadSequence,
+        message: slots.string(breadcrumb.message),
         time: ISO8601.string(nanoseconds: breadcrumb.wallTimeNanoseconds))
     )
   }

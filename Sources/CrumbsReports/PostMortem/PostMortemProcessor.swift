@@ -360,7 +360,7 @@ public struct PostMortemProcessor: Sendable {
     // Redacted before the trail is encoded and the report built.
     ring = ring.map(redactor.contents)
     do {
-      let trail = try ring.flatMap { try TrailAttachment.make($0.breadcrumbs) }
+      let trail = try ring.flatMap { try TrailAttachment.make($0.slots) }
       var builder = CrashReportBuilder(
         attributes: metadata?.attributes ?? attributes,
         appVersion: Self.appVersion(metadata: metadata, header: ring?.header, otherwise: appVersion),
@@ -471,11 +471,12 @@ package enum OOMEvidence {
     if header.receivedMemoryWarning {
       evidence.append("the session recorded memory-pressure warnings")
     }
-    let pressure = contents.breadcrumbs.filter {
-      $0.type == .system && $0.level >= .warning && $0.attributes.contains { $0.key == "memory.pressure" }
+    let slots = contents.slots
+    let pressure = slots.entries.last {
+      $0.type == .system && $0.level >= .warning && slots.value($0, key: "memory.pressure") != nil
     }
-    if let last = pressure.last {
-      evidence.append("last memory-pressure breadcrumb: \(last.message)")
+    if let last = pressure {
+      evidence.append("last memory-pressure breadcrumb: \(slots.string(last.message))")
     }
     return evidence
   }

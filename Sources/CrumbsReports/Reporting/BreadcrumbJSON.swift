@@ -19,52 +19,11 @@ extension Breadcrumb {
     return String(decoding: json.bytes, as: UTF8.self)
   }
 
-  /// Appends this breadcrumb's JSON object (no newline) to `json`: written raw
-  /// (`JSONWriter.line`), the trail's thousands of lines being most of a report's encoding.
-  /// BreadcrumbJSONTests holds it to `writeJSONThroughScopes`, the same object written through
-  /// the writer's scopes.
+  /// Appends this breadcrumb's JSON object (no newline) to `json`: written as a trail's entry
+  /// is (BreadcrumbSlots.writeJSON), from a copy of its text. BreadcrumbJSONTests holds it to
+  /// `writeJSONThroughScopes`, the same object written through the writer's scopes.
   package func writeJSON(into json: inout JSONWriter) {
-    // The fixed part (keys, punctuation, three integers, a timestamp, names, the optional
-    // flags) is under 320 bytes; the text, escaped, at most six bytes per byte.
-    var bound = 320 + JSONWriter.escapedBound(message.utf8.count)
-    for index in attributes.indices {
-      bound +=
-        2 + JSONWriter.escapedBound(attributes[index].key.utf8.count)
-        + JSONWriter.escapedBound(attributes[index].value.utf8.count)
-    }
-    json.line(bound: bound) { line in
-      line.raw("{\"timestamp\":")
-      line.timestamp(nanoseconds: wallTimeNanoseconds, fractionDigits: 6)
-      line.raw(",\"id\":")
-      line.integer(id)
-      line.raw(",\"seq\":")
-      line.integer(UInt64(threadSequence))
-      line.raw(",\"thread\":")
-      line.integer(UInt64(threadID))
-      line.raw(",\"level\":\"")
-      line.raw(level.staticName)
-      line.raw("\",\"type\":\"")
-      line.raw(type.staticName)
-      line.raw("\",\"message\":")
-      line.string(message)
-      line.raw(",\"attributes\":{")
-      for index in attributes.indices {
-        if index > 0 { line.raw(",") }
-        line.string(attributes[index].key)
-        line.raw(":")
-        line.string(attributes[index].value)
-      }
-      line.raw("}")
-      if truncated {
-        switch (messageTruncated, attributesTruncated) {
-        case (true, true): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\",\"attributes\"]")
-        case (true, false): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\"]")
-        default: line.raw(",\"truncated\":true,\"truncated_parts\":[\"attributes\"]")
-        }
-      }
-      if fromSignalHandler { line.raw(",\"signal_handler\":true") }
-      line.raw("}")
-    }
+    BreadcrumbSlots([self]).writeJSON(0, into: &json)
   }
 
   /// The same object as `writeJSON`, written through the writer's scopes: what the raw line is
@@ -94,5 +53,78 @@ extension Breadcrumb {
   /// What was cut to fit the slot: `["message"]`, `["attributes"]`, both, or none.
   package var truncatedParts: [String] {
     (messageTruncated ? ["message"] : []) + (attributesTruncated ? ["attributes"] : [])
+  }
+}
+
+extension BreadcrumbSlots {
+  /// Appends every entry's JSON object, each followed by a newline: the trail's JSON Lines,
+  /// written from the text's bytes where they are (no String made).
+  package func writeJSONLines(into json: inout JSONWriter) {
+    bytes.withUnsafeBufferPointer { text in
+      attributeSpans.withUnsafeBufferPointer { spans in
+        for entry in entries {
+          Self.writeJSON(entry, text: text, spans: spans, into: &json)
+          json.newline()
+        }
+      }
+    }
+  }
+
+  /// Appends entry `index`'s JSON object (no newline) to `json`.
+  package func writeJSON(_ index: Int, into json: inout JSONWriter) {
+    bytes.withUnsafeBufferPointer { text in
+      attributeSpans.withUnsafeBufferPointer { spans in
+        Self.writeJSON(entries[index], text: text, spans: spans, into: &json)
+      }
+    }
+  }
+
+  /// The one JSON form of a breadcrumb (see the file's comment): written raw
+  /// (`JSONWriter.line`), the trail's thousands of lines being most of a report's encoding.
+  private static func writeJSON(
+    _ entry: Entry, text: UnsafeBufferPointer<UInt8>, spans: UnsafeBufferPointer<Span>,
+    into json: inout JSONWriter
+  ) {
+    func utf8(_ span: Span) -> UnsafeBufferPointer<UInt8> {
+      UnsafeBufferPointer(rebasing: text[span.start..<span.start + span.count])
+    }
+    let attributes = entry.firstAttribute * 2..<(entry.firstAttribute + entry.attributeCount) * 2
+    // The fixed part (keys, punctuation, three integers, a timestamp, names, the optional
+    // flags) is under 320 bytes; the text, escaped, at most six bytes per byte.
+    var bound = 320 + JSONWriter.escapedBound(entry.message.count)
+    for index in attributes { bound += 1 + JSONWriter.escapedBound(spans[index].count) }
+    json.line(bound: bound) { line in
+      line.raw("{\"timestamp\":")
+      line.timestamp(nanoseconds: entry.wallTimeNanoseconds, fractionDigits: 6)
+      line.raw(",\"id\":")
+      line.integer(entry.id)
+      line.raw(",\"seq\":")
+      line.integer(UInt64(entry.threadSequence))
+      line.raw(",\"thread\":")
+      line.integer(UInt64(entry.threadID))
+      line.raw(",\"level\":\"")
+      line.raw(entry.level.staticName)
+      line.raw("\",\"type\":\"")
+      line.raw(entry.type.staticName)
+      line.raw("\",\"message\":")
+      line.string(utf8: utf8(entry.message))
+      line.raw(",\"attributes\":{")
+      for index in stride(from: attributes.lowerBound, to: attributes.upperBound, by: 2) {
+        if index > attributes.lowerBound { line.raw(",") }
+        line.string(utf8: utf8(spans[index]))
+        line.raw(":")
+        line.string(utf8: utf8(spans[index + 1]))
+      }
+      line.raw("}")
+      if entry.truncated {
+        switch (entry.messageTruncated, entry.attributesTruncated) {
+        case (true, true): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\",\"attributes\"]")
+        case (true, false): line.raw(",\"truncated\":true,\"truncated_parts\":[\"message\"]")
+        default: line.raw(",\"truncated\":true,\"truncated_parts\":[\"attributes\"]")
+        }
+      }
+      if entry.fromSignalHandler { line.raw(",\"signal_handler\":true") }
+      line.raw("}")
+    }
   }
 }

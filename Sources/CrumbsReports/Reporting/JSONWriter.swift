@@ -405,6 +405,12 @@ package struct JSONLine {
     }
   }
 
+  /// `string(_:)` for text already as UTF-8 bytes (a ring's, read in place: BreadcrumbSlots).
+  package mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
+    precondition(count + JSONWriter.escapedBound(utf8.count) <= bound, "JSONLine bound too small")
+    count += JSONWriter.escape(utf8, into: out + count)
+  }
+
   package mutating func integer(_ value: UInt64) {
     precondition(count + 20 <= bound, "JSONLine bound too small")
     count += JSONWriter.digits(value, into: out + count)

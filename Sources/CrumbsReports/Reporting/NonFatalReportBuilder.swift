@@ -95,7 +95,7 @@ package struct NonFatalReportBuilder {
     let contents = redactor.contents(ring.snapshot())
     var files: [(name: String, bytes: [UInt8])] = []
     var trailSize: Int?
-    if let trail = try? TrailAttachment.make(contents.breadcrumbs) {
+    if let trail = try? TrailAttachment.make(contents.slots) {
       files.append(trail)
       trailSize = trail.bytes.count
     }

@@ -18,7 +18,9 @@
 //   Redaction.redactor()          the rules compiled once per report (patterns that do not
 //                                 compile are skipped and named in `problems`)
 //   Redactor.contents(_:)         a ring's breadcrumbs (messages, attribute values) before the
-//                                 trail attachment is encoded and the report built from them:
+//                                 trail attachment is encoded and the report built from them,
+//                                 on their bytes (`redact(_:)`, BreadcrumbSlots): no String made
+//                                 for text with nothing to redact:
 //                                 PostMortemProcessor.process (crash, abnormal end: the client's
 //                                 next launch and `crumbs collect`), NonFatalReportBuilder.build
 //                                 (non-fatal and hang reports)
@@ -124,12 +126,71 @@ package struct Redactor {
 
   // MARK: - Reports and breadcrumbs
 
-  /// A ring's contents with every breadcrumb's message and attribute values redacted.
+  /// A ring's contents with every breadcrumb's message and attribute values redacted, on their
+  /// bytes (BreadcrumbSlots): no String is made for text with nothing to redact.
   package func contents(_ contents: RingContents) -> RingContents {
     guard !isIdentity else { return contents }
     var contents = contents
-    contents.breadcrumbs = breadcrumbs(contents.breadcrumbs)
+    redact(&contents.slots)
     return contents
+  }
+
+  /// `slots` with every message and attribute value redacted (keys are kept): a redacted text is
+  /// appended to the bytes and its entry pointed at it, the rest stays where it is. The same
+  /// rules as `breadcrumbs(_:)`, byte for byte (RedactionSlotsTests).
+  package func redact(_ slots: inout BreadcrumbSlots) {
+    guard !isIdentity else { return }
+    // The entries and spans are taken out of `slots` (changing them then copies nothing) and the
+    // text is read through one pointer; redacted text is gathered aside and appended after.
+    var entries: [BreadcrumbSlots.Entry] = []
+    var spans: [BreadcrumbSlots.Span] = []
+    swap(&entries, &slots.entries)
+    swap(&spans, &slots.attributeSpans)
+    var added: [UInt8] = []
+    let base = slots.bytes.count
+    func place(_ text: [UInt8]) -> BreadcrumbSlots.Span {
+      defer { added += text }
+      return BreadcrumbSlots.Span(start: base + added.count, count: text.count)
+    }
+    // As in `breadcrumbs(_:)`: whether the key at each place matches is kept for the next
+    // entry with the same key there.
+    var lastKeys: [[UInt8]] = []
+    var lastMatches: [Bool] = []
+    slots.bytes.withUnsafeBufferPointer { text in
+      func utf8(_ span: BreadcrumbSlots.Span) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: text[span.start..<span.start + span.count])
+      }
+      for index in entries.indices {
+        if let changed = changedText(utf8(entries[index].message)) { entries[index].message = place(changed) }
+        let first = entries[index].firstAttribute * 2
+        for attribute in 0..<entries[index].attributeCount {
+          let keyIndex = first + attribute * 2
+          let key = utf8(spans[keyIndex])
+          let keyMatches: Bool
+          if attribute < lastKeys.count, key.elementsEqual(lastKeys[attribute]) {
+            keyMatches = lastMatches[attribute]
+          } else {
+            keyMatches = containsKey(key)
+            if attribute < lastKeys.count {
+              lastKeys[attribute] = Array(key)
+              lastMatches[attribute] = keyMatches
+            } else if attribute == lastKeys.count {
+              lastKeys.append(Array(key))
+              lastMatches.append(keyMatches)
+            }
+          }
+          let value = utf8(spans[keyIndex + 1])
+          let changed =
+            keyMatches
+            ? (value.elementsEqual(Self.replacementBytes) ? nil : Self.replacementBytes)
+            : changedText(value)
+          if let changed { spans[keyIndex + 1] = place(changed) }
+        }
+      }
+    }
+    slots.bytes += added
+    swap(&entries, &slots.entries)
+    swap(&spans, &slots.attributeSpans)
   }
 
   /// Breadcrumbs with their messages and attribute values redacted (keys are kept). What does
@@ -247,18 +308,36 @@ package struct Redactor {
   }
 
   private func changedText(_ text: String) -> String? {
+    var text = text
+    return text.withUTF8 { changedText($0) }.map { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// `changedText` on UTF-8 bytes (a breadcrumb's, in place): the one implementation of it.
+  private func changedText(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
     guard !isIdentity else { return nil }
     // Most text has neither a separator (`=`, `:`) nor a slash: one pass, eight bytes at a time,
     // settles it before the keys and home directories are looked for.
-    if patterns.isEmpty {
-      var text = text
-      if !text.withUTF8({ Self.mayNeedWork($0) }) { return nil }
+    if patterns.isEmpty, !Self.mayNeedWork(text) { return nil }
+    var result = keys.isEmpty || !mayHoldPair(text) ? nil : pairsRedacted(Array(text))
+    if homes {
+      let shortened =
+        if let current = result {
+          current.withUnsafeBufferPointer { Self.mayHoldHome($0) } ? homesShortened(current) : nil
+        } else {
+          Self.mayHoldHome(text) ? homesShortened(Array(text)) : nil
+        }
+      if let shortened { result = shortened }
     }
-    var result = keys.isEmpty ? nil : pairsRedacted(text)
-    if let shortened = homesShortened(result ?? text) { result = shortened }
-    for pattern in patterns {
-      let current = result ?? text
-      if current.contains(pattern) { result = current.replacing(pattern, with: Redaction.replacement) }
+    if !patterns.isEmpty {
+      // Swift's Regex works on Strings: one is made only for text a pattern is tried on.
+      var current =
+        result.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: text, as: UTF8.self)
+      var changed = false
+      for pattern in patterns where current.contains(pattern) {
+        current = current.replacing(pattern, with: Redaction.replacement)
+        changed = true
+      }
+      if changed { result = Array(current.utf8) }
     }
     return result
   }
@@ -267,7 +346,11 @@ package struct Redactor {
     guard homes else { return nil }
     var text = text
     guard text.withUTF8({ Self.mayHoldHome($0) }) else { return nil }
-    let bytes = Array(text.utf8)
+    return homesShortened(Array(text.utf8)).map { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// Home directories shortened in `bytes`, nil when there was none.
+  private func homesShortened(_ bytes: [UInt8]) -> [UInt8]? {
     var out: [UInt8] = []
     var copied = 0
     var index = 0
@@ -299,14 +382,12 @@ package struct Redactor {
     }
     guard copied > 0 else { return nil }
     out += bytes[copied...]
-    return String(decoding: out, as: UTF8.self)
+    return out
   }
 
-  /// The text with the value of every sensitive `key=value` / `key: value` pair replaced.
-  private func pairsRedacted(_ text: String) -> String? {
-    var text = text
-    guard text.withUTF8({ mayHoldPair($0) }) else { return nil }
-    let bytes = Array(text.utf8)
+  /// The text with the value of every sensitive `key=value` / `key: value` pair replaced, nil
+  /// when there was none.
+  private func pairsRedacted(_ bytes: [UInt8]) -> [UInt8]? {
     var out: [UInt8] = []
     var copied = 0
     var index = 0
@@ -348,7 +429,7 @@ package struct Redactor {
     }
     guard copied > 0 else { return nil }
     out += bytes[copied...]
-    return String(decoding: out, as: UTF8.self)
+    return out
   }
 
   /// The value after a separator at `start`: past blanks, inside its quotes when quoted (to the
