@@ -61,9 +61,10 @@ struct RingTailCommand: ParsableCommand {
         LineWriter.error("crumbs: \(error)")
         throw ExitCode(1)
       }
+      let breadcrumbs = contents.breadcrumbs  // made from the bytes read at each access: once
       var stillHeld = Set<PrintedKey>()
-      stillHeld.reserveCapacity(contents.breadcrumbs.count)
-      for breadcrumb in contents.breadcrumbs {
+      stillHeld.reserveCapacity(breadcrumbs.count)
+      for breadcrumb in breadcrumbs {
         let key = PrintedKey(id: breadcrumb.id, sequence: breadcrumb.threadSequence)
         stillHeld.insert(key)
         if !printed.contains(key) { output.write(line: format.line(breadcrumb)) }
