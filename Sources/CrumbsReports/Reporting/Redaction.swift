@@ -136,10 +136,12 @@ package struct Redactor {
   }
 
   /// `slots` with every message and attribute value redacted (keys are kept): a redacted text is
-  /// appended to the bytes and its entry pointed at it, the rest stays where it is. The same
-  /// rules as `breadcrumbs(_:)`, byte for byte (RedactionSlotsTests).
-  package func redact(_ slots: inout BreadcrumbSlots) {
-    guard !isIdentity else { return }
+  /// appended to the bytes and its entry pointed at it, the rest stays where it is. The one
+  /// implementation of the breadcrumb rules (`breadcrumbs(_:)` goes through it).
+  /// Returns whether anything was redacted.
+  @discardableResult
+  package func redact(_ slots: inout BreadcrumbSlots) -> Bool {
+    guard !isIdentity else { return false }
     // The entries and spans are taken out of `slots` (changing them then copies nothing) and the
     // text is read through one pointer; redacted text is gathered aside and appended after.
     var entries: [BreadcrumbSlots.Entry] = []
@@ -147,8 +149,10 @@ package struct Redactor {
     swap(&entries, &slots.entries)
     swap(&spans, &slots.attributeSpans)
     var added: [UInt8] = []
+    var redactedAny = false
     let base = slots.bytes.count
     func place(_ text: [UInt8]) -> BreadcrumbSlots.Span {
+      redactedAny = true
       defer { added += text }
       return BreadcrumbSlots.Span(start: base + added.count, count: text.count)
     }
@@ -188,47 +192,21 @@ package struct Redactor {
         }
       }
     }
+    let changed = redactedAny
     slots.bytes += added
     swap(&entries, &slots.entries)
     swap(&spans, &slots.attributeSpans)
+    return changed
   }
 
   /// Breadcrumbs with their messages and attribute values redacted (keys are kept). What does
   /// not change keeps its storage: a trail with nothing to redact costs a scan, not a copy.
   package func breadcrumbs(_ breadcrumbs: [Breadcrumb]) -> [Breadcrumb] {
     guard !isIdentity else { return breadcrumbs }
-    // Changed in place: the array (and a breadcrumb's attributes) is copied only when something
-    // is redacted, where a `map` rebuilt every breadcrumb of the trail.
-    // A trail's breadcrumbs mostly repeat their keys in the same places: whether the key at
-    // each place matches is kept for the next breadcrumb with the same key there.
-    var lastKeys: [String] = []
-    var lastMatches: [Bool] = []
-    var result = breadcrumbs
-    for index in result.indices {
-      if let message = changedText(result[index].message) { result[index].message = message }
-      for attributeIndex in result[index].attributes.indices {
-        let attribute = result[index].attributes[attributeIndex]
-        let keyMatches: Bool
-        if attributeIndex < lastKeys.count, lastKeys[attributeIndex] == attribute.key {
-          keyMatches = lastMatches[attributeIndex]
-        } else {
-          keyMatches = matches(attribute.key)
-          if attributeIndex < lastKeys.count {
-            lastKeys[attributeIndex] = attribute.key
-            lastMatches[attributeIndex] = keyMatches
-          } else if attributeIndex == lastKeys.count {
-            lastKeys.append(attribute.key)
-            lastMatches.append(keyMatches)
-          }
-        }
-        let changed =
-          keyMatches
-          ? (attribute.value == Redaction.replacement ? nil : Redaction.replacement)
-          : changedText(attribute.value)
-        if let changed { result[index].attributes[attributeIndex].value = changed }
-      }
-    }
-    return result
+    // One implementation of the rules, on bytes (`redact(_:)`); the array is rebuilt only when
+    // something was redacted.
+    var slots = BreadcrumbSlots(breadcrumbs)
+    return redact(&slots) ? slots.breadcrumbs : breadcrumbs
   }
 
   /// The report with everything a person's data may be in redacted (see the file's comment);
