@@ -107,6 +107,11 @@ typedef struct crumbs__crash_thread {
   /// asked again while still in it (SIGPROF, since the capture signal is blocked there), the
   /// thread answers with where the first one found it, not with the handler's own frames.
   const void *volatile capture_context;
+  /// Runs of the capture handler on this thread (a second one nests inside the first when
+  /// SIGPROF asks a thread in the capture signal's handler): a crash on this thread inside one
+  /// does not wait for itself to leave (crumbs__capture_wait_for_leavers).
+  uint32_t capture_depth;
+  uint32_t capture_tid_entry; // 1 + its entry in crumbs__capture.inside_tids, 0 when none
 } crumbs__crash_thread;
 
 /// `crumbs__crash_thread.chain_stage`.
@@ -190,6 +195,8 @@ void crumbs__thread_capture_testing_late_answer(bool enabled);
 /// Tests only: a thread leaves the next live capture's handler only once a crash has asked
 /// every thread (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_slow_leaver(bool enabled);
+/// Tests only: see crumbs_crash_testing_stale_request_to_live_capture.
+void crumbs__thread_capture_testing_stale_request(bool enabled);
 
 // MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 

@@ -31,6 +31,10 @@ void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled) {
   crumbs__thread_capture_testing_slow_leaver(enabled);
 }
 
+void crumbs_crash_testing_stale_request_to_live_capture(bool enabled) {
+  crumbs__thread_capture_testing_stale_request(enabled);
+}
+
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result) {
   crumbs_cfi_testing_result empty = {0};

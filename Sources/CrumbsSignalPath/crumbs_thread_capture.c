@@ -94,14 +94,20 @@
 //     (or by the take-over); the crash's own signal then reaches it once it has left the
 //     handler (the capture signal is blocked inside its own handler, so it stays pending).
 //   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
-//     until the threads an earlier capture released have left the handler (`inside`): a thread
-//     still in it blocks the signal it was asked with (and a Dispatch worker, every other), so
-//     it could not answer, and would be listed as not answering. A leaving thread unblocks the
-//     two request signals (as its interrupted code had them) before it counts itself out, so
-//     once `inside` says it has left, its status shows the mask it will answer with. A thread
-//     asked again while still inside (SIGPROF reaches a thread in the capture signal's handler;
-//     either signal reaches one past that unblocking) answers with where the first request
-//     found it (crumbs__crash_thread.capture_context), not with the handler.
+//     until every run of the handler has left it (`inside`, counted from the handler's first
+//     instruction to its last, whatever the run did: answered and parked, released, or turned
+//     away as a request that came after its capture): a thread still in it blocks the signal it
+//     was asked with (and a Dispatch worker, every other), so it could not answer, and would be
+//     listed as not answering. A leaving thread unblocks the two request signals (as its
+//     interrupted code had them) before it counts itself out, so once `inside` says it has left,
+//     its status shows the mask it will answer with. A request that was still on its way when
+//     the capture waited (a live capture's SIGPROF that a crash taking it over made stale) can
+//     bring a thread in afterwards: one found blocking both signals while its tid is in
+//     `inside_tids` is not listed as not answering but deferred, and asked again once its
+//     leaving bumps `answered` (crumbs__capture_ask_again). A thread asked again while still
+//     inside (SIGPROF reaches a thread in the capture signal's handler; either signal reaches
+//     one past that unblocking) answers with where the first request found it
+//     (crumbs__crash_thread.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
@@ -249,9 +255,15 @@ static bool crumbs__late_stop(const crumbs__capture_slot *slot) {
   return true;
 }
 
-void crumbs__capture_testing_late_paused(void) {
-  if (__atomic_load_n(&crumbs__capture.late_answer, __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) return;
-  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_ARMED);
+bool crumbs__capture_testing_late_paused(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t *hooks[] = {&capture->late_answer, &capture->stale_request};
+  for (unsigned k = 0; k < sizeof hooks / sizeof hooks[0]; k++) {
+    if (__atomic_load_n(hooks[k], __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) continue;
+    crumbs__testing_wait_while(hooks[k], CRUMBS__LATE_ARMED);
+    if (__atomic_load_n(hooks[k], __ATOMIC_ACQUIRE) == CRUMBS__LATE_ARMED) return false;
+  }
+  return true;
 }
 
 void crumbs__capture_testing_late_go(void) {
@@ -279,11 +291,56 @@ static void crumbs__slow_leaver_stop(int asked_with) {
 }
 
 void crumbs__capture_testing_slow_leaver_go(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
   uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (__atomic_compare_exchange_n(&crumbs__capture.slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+  if (__atomic_compare_exchange_n(&capture->slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
-    crumbs__capture_futex(&crumbs__capture.slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+    crumbs__capture_futex(&capture->slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
   }
+  uint32_t leaving = CRUMBS__LATE_DONE; // the stale request's thread, stopped on its way out
+  if (__atomic_compare_exchange_n(&capture->stale_request, &leaving, CRUMBS__LATE_OFF, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
+}
+
+/// Capture handler, at its door (before it counts itself in): the first thread the live capture
+/// asked with SIGPROF waits there until the crash that took the capture over lets it in
+/// (crumbs__capture_testing_stale_go): a request delivered late.
+static void crumbs__stale_request_hold(int signal_number) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t armed = CRUMBS__LATE_ARMED;
+  if (signal_number != SIGPROF || __atomic_load_n(&capture->stale_request, __ATOMIC_ACQUIRE) != armed ||
+      !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) ||
+      !__atomic_compare_exchange_n(&capture->stale_request, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_STOPPED);
+}
+
+/// Capture handler, on its way out of a request it did not answer: the held-back thread says so
+/// and stays inside until the crash has asked every thread (crumbs__capture_testing_slow_leaver_go).
+static void crumbs__stale_request_linger(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t let_in = CRUMBS__LATE_GO;
+  if (!__atomic_compare_exchange_n(&capture->stale_request, &let_in, CRUMBS__LATE_DONE, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_DONE);
+}
+
+void crumbs__capture_testing_stale_go(void) {
+  uint32_t stopped = CRUMBS__LATE_STOPPED;
+  if (!__atomic_compare_exchange_n(&crumbs__capture.stale_request, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  crumbs__capture_futex(&crumbs__capture.stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__testing_wait_while(&crumbs__capture.stale_request, CRUMBS__LATE_GO);
 }
 
 // MARK: - The other threads' side
@@ -308,17 +365,57 @@ static void crumbs__unblock_requests(const void *context) {
   sigprocmask(SIG_UNBLOCK, &requests, NULL);
 }
 
-void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
-  (void)signal_number;
-  int saved_errno = errno;
-  uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+/// The handler's first step on this thread: counted in `inside` (and its tid listed in
+/// `inside_tids`, once per thread) before anything else, so that a capture that finds it blocking
+/// both request signals knows it is only in here and waits for it instead of listing it as not
+/// answering; and the context this run shows if asked again while inside (the outermost run's).
+static void crumbs__capture_enter(crumbs__crash_thread *thread, const void *context) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
+  if (thread->capture_depth++ == 0) {
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    thread->capture_tid_entry = 0;
+    for (uint32_t entry = 0; entry < CRUMBS__CAPTURE_SLOTS; entry++) {
+      uint32_t free_entry = 0;
+      if (__atomic_compare_exchange_n(&capture->inside_tids[entry], &free_entry, tid, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        thread->capture_tid_entry = entry + 1;
+        break;
+      }
+    }
+  }
+  if (thread->capture_context == NULL) thread->capture_context = context;
+}
+
+/// The handler's last step, on every way out (before SYS_exit too): the request signals
+/// unblocked (crumbs__unblock_requests), then counted out, then `answered` bumped so that a
+/// capture waiting to ask this thread again wakes. `capture_context` stays this run's until the
+/// handler returns (the caller puts `outer` back): a request from here on shows the interrupted
+/// code, not the handler.
+static void crumbs__capture_leave(crumbs__crash_thread *thread, const void *context) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__unblock_requests(context);
+  if (--thread->capture_depth == 0 && thread->capture_tid_entry != 0) {
+    __atomic_store_n(&capture->inside_tids[thread->capture_tid_entry - 1], 0u, __ATOMIC_RELEASE);
+    thread->capture_tid_entry = 0;
+  }
+  if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
+    crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
+  __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
+}
+
+/// The request itself, between crumbs__capture_enter and crumbs__capture_leave: fills the slot,
+/// answers and parks (or ends the thread: `process_ends`). Returns the signal it was asked with
+/// when it parked, 0 when it did not answer (a stray signal, or a request after its capture).
+static int crumbs__capture_answer(siginfo_t *info, const void *context, const void *outer, uint64_t entered) {
   crumbs__capture_state *capture = &crumbs__capture;
   // Only a capture's request parks a thread: a stray kill of this signal (or one arriving
   // after its capture) does nothing.
   if (!__atomic_load_n(&capture->capturing, __ATOMIC_ACQUIRE) || info == NULL ||
       info->si_code != SI_TKILL || info->si_pid != getpid()) {
-    errno = saved_errno;
-    return;
+    return 0;
   }
   uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
   uint32_t tid = (uint32_t)syscall(SYS_gettid);
@@ -330,16 +427,12 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
       break;
     }
   }
-  if (slot == NULL || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) {
-    errno = saved_errno;
-    return;
-  }
+  if (slot == NULL || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return 0;
   // A thread that crashed waits in the crash handler (for the first crash to end the process,
   // or for a live capture to finish): its own fault's context is the one worth showing. One
   // asked again while still in this handler (released, not yet back: a crash's request right
   // after a live capture) shows where the first request found it.
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  const void *outer = thread->capture_context;
   const void *shown = outer != NULL ? outer : context;
   slot->also_crashed = 0;
   if (thread->depth > 0 && thread->crash_context != NULL) {
@@ -361,11 +454,8 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
     if (late) crumbs__late_step(CRUMBS__LATE_DONE);
-    errno = saved_errno; // too late: the capture listed us as not answering
-    return;
+    return 0; // too late: the capture listed us as not answering
   }
-  thread->capture_context = shown;
-  __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
   __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
   if (late) crumbs__late_step(CRUMBS__LATE_DONE);
@@ -375,7 +465,7 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   // are (the thread's memory is not unmapped and nothing unwinds), so the crashing thread walks
   // it all the same, and the kernel has one thread fewer to wake and end at the death.
   if (__atomic_load_n(&capture->ending, __ATOMIC_ACQUIRE) != 0) {
-    __atomic_fetch_sub(&capture->inside, 1, __ATOMIC_ACQ_REL);
+    crumbs__capture_leave(thread, context);
     syscall(SYS_exit, 0);
   }
 
@@ -386,10 +476,19 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
     if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
     crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
   }
-  crumbs__unblock_requests(context);
-  if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
-    crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  }
+  return asked_with;
+}
+
+void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  crumbs__stale_request_hold(signal_number); // tests only
+  uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  const void *outer = thread->capture_context;
+  crumbs__capture_enter(thread, context);
+  int asked_with = crumbs__capture_answer(info, context, outer, entered);
+  if (asked_with == 0) crumbs__stale_request_linger(); // tests only
+  crumbs__capture_leave(thread, context);
   crumbs__slow_leaver_stop(asked_with); // tests only
   thread->capture_context = outer;
   errno = saved_errno;
@@ -444,12 +543,24 @@ static void crumbs__settle_slot(crumbs__capture_slot *slot, uint32_t state) {
                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/// Whether thread `tid` is inside the capture handler now (`inside_tids`).
+static bool crumbs__inside_handler(uint32_t tid) {
+  for (uint32_t entry = 0; entry < CRUMBS__CAPTURE_SLOTS; entry++) {
+    if (__atomic_load_n(&crumbs__capture.inside_tids[entry], __ATOMIC_ACQUIRE) == tid) return true;
+  }
+  return false;
+}
+
 bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_thread_table *table) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs__capture_slot *slot = &capture->slots[index];
   uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  capture->capture_usable = capture_usable ? 1u : 0u;
+  slot->deferred = 0;
   // Answered already: a signal an earlier capture sent reached it once this one was listed.
   if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
+  // Read before the status: a thread that leaves the handler between the two bumps it.
+  uint32_t news = __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE);
   char state = '?';
   uint64_t blocked = 0;
   // A zombie is a thread that has exited: the main thread after pthread_exit stays listed, as
@@ -462,6 +573,16 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   if (__atomic_load_n(&capture->skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
   int signal_number = crumbs__signal_for(blocked, capture_usable);
   if (state == 'T' || state == 't') signal_number = 0; // stopped or traced: cannot run
+  if (signal_number == 0 && state != 'T' && state != 't' &&
+      (crumbs__inside_handler(slot->tid) || __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE) != news)) {
+    // Both blocked, but perhaps only because it is inside the capture handler (a request that
+    // came after its capture ended, still being turned away; a live capture's thread not yet
+    // out): the kernel blocks the signal a handler runs for until it returns. Asked again once
+    // it has left (crumbs__capture_ask_again; its leaving bumps `answered`).
+    slot->deferred = 1;
+    slot->asked_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    return true;
+  }
   if (signal_number == 0) {
     // Blocked or stopped: no answer can come, so none is waited for. Not asked at all when no
     // signal could be used (the capture signal taken, SIGPROF someone's).
@@ -478,10 +599,19 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   return false;
 }
 
+bool crumbs__capture_ask_again(uint32_t index, crumbs_crash_thread_table *table) {
+  crumbs__capture_slot *slot = &crumbs__capture.slots[index];
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  if (!slot->deferred || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
+  if (crumbs__inside_handler(slot->tid)) return true; // not out yet: its leaving wakes us again
+  return crumbs__capture_ask(index, crumbs__capture.capture_usable != 0, table);
+}
+
 void crumbs__capture_wait_for_leavers(uint64_t timeout_ns) {
   crumbs__capture_state *capture = &crumbs__capture;
   uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
-  uint32_t self = crumbs__crash_this_thread.capture_context != NULL ? 1u : 0u;
+  // The caller's own runs of the handler (it crashed in there) never leave before it does.
+  uint32_t self = crumbs__crash_this_thread.capture_depth;
   while (true) {
     uint32_t inside = __atomic_load_n(&capture->inside, __ATOMIC_ACQUIRE);
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
@@ -659,6 +789,7 @@ void crumbs__thread_capture_forked(void) {
   __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->inside, 0u, __ATOMIC_RELEASE);
+  memset(capture->inside_tids, 0, sizeof capture->inside_tids);
 }
 
 void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
@@ -672,6 +803,10 @@ void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
 
 void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
   __atomic_store_n(&crumbs__capture.slow_leaver, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
+}
+
+void crumbs__thread_capture_testing_stale_request(bool enabled) {
+  __atomic_store_n(&crumbs__capture.stale_request, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }
 
 void crumbs__thread_capture_testing_late_answer(bool enabled) {

@@ -60,7 +60,10 @@ typedef struct crumbs__capture_slot {
   int32_t asked_with;     // the signal sent (0: none)
   int32_t also_crashed;   // the signal of a thread that crashed too, else 0
   uint32_t register_count;
-  uint32_t reserved;
+  /// 1 while the thread's answer waits for it to leave the capture handler: asked, it blocked
+  /// both request signals because it was inside the handler (for an earlier request), so no
+  /// signal was sent yet; crumbs__capture_ask_again asks it once it has left.
+  uint32_t deferred;
   uint64_t asked_ns;      // CLOCK_MONOTONIC: when the signal was sent
   uint64_t entered_ns;    // CLOCK_MONOTONIC: when its handler started (the pause's start)
   crumbs__context_registers context;
@@ -74,12 +77,22 @@ typedef struct crumbs__capture_slot {
 typedef struct crumbs__capture_state {
   crumbs__capture_slot slots[CRUMBS__CAPTURE_SLOTS];
   uint32_t slot_count;  // slots in use (written before any signal is sent)
-  uint32_t answered;    // futex word: threads that answered
-  /// Futex word: threads between their answer and leaving the handler (parked, or released and
-  /// not yet out). The next capture waits for it to drop to 0 before it asks anyone: a thread
-  /// still inside blocks the signal it was asked with, and could not answer again (a leaving
-  /// thread counts itself out once it has unblocked the two request signals again).
+  /// Futex word, bumped by every answer and by every thread leaving the handler: what the
+  /// capturing thread waits on (an answer came, or a thread that could not be asked while it was
+  /// inside the handler can be asked now).
+  uint32_t answered;
+  /// Futex word: runs of the capture handler in progress, each counted from its first
+  /// instruction to its last (answering, parked, released and not yet out, or going back at
+  /// once: a request that came after its capture ended). The next capture waits for it to drop
+  /// to 0 before it asks anyone: a thread still inside blocks the signal it was asked with, and
+  /// could not answer again (a leaving thread counts itself out once it has unblocked the two
+  /// request signals again).
   uint32_t inside;
+  /// The tids of the threads inside the handler (`inside`), one entry per thread, 0 where free:
+  /// a thread asked while it is in there is not "blocking both signals" for good, only until it
+  /// leaves (crumbs__capture_ask defers it). A thread that finds no free entry is not listed.
+  uint32_t inside_tids[CRUMBS__CAPTURE_SLOTS];
+  uint32_t capture_usable; // this capture: the capture signal is ours (crumbs__capture_ask_again)
   uint32_t generation;  // atomic: bumped by every capture's listing
   uint32_t capturing;   // atomic: 1 from the first request to the release
   uint32_t ending;      // atomic, crash only: answering threads end instead of parking
@@ -96,6 +109,7 @@ typedef struct crumbs__capture_state {
   uint32_t skip_mask_check; // tests only: ask threads whatever they block
   uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
   uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
+  uint32_t stale_request;   // tests only: crumbs__capture_testing_stale_* (a futex word)
   /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
   /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
   struct sigaction sigprof_previous;
@@ -118,6 +132,10 @@ bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid);
 /// there first); otherwise the slot says why not (GONE, LATE, NOT_ASKED). `capture_usable`: the
 /// capture signal is ours. Sets `table`'s USED_SIGPROF flag when SIGPROF asked it.
 bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_thread_table *table);
+/// Asks slot `index`'s thread again when its first ask was deferred (`deferred`: it was inside
+/// the capture handler then) and it has left the handler since: true when an answer is still to
+/// be waited for. Call after reading `answered`, before waiting on it.
+bool crumbs__capture_ask_again(uint32_t index, crumbs_crash_thread_table *table);
 /// Waits (at most `timeout_ns`) until no thread but the caller (when it is inside the capture
 /// handler itself: it crashed there) is left inside it from an earlier capture (`inside`).
 void crumbs__capture_wait_for_leavers(uint64_t timeout_ns);
@@ -150,14 +168,21 @@ void crumbs__capture_sigprof_give_back(void);
 /// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
 bool crumbs__capture_pending_somewhere(int signal_number);
 
-/// Tests only (crumbs_crash_testing_late_answer_to_live_capture): the live capture, before its
-/// test fault, waits (at most 10 s) until a thread answering it has stopped short of its answer.
-void crumbs__capture_testing_late_paused(void);
+/// Tests only (crumbs_crash_testing_late_answer_to_live_capture,
+/// crumbs_crash_testing_stale_request_to_live_capture): the live capture, before its test fault,
+/// waits (at most 10 s) until the thread each armed hook stops has stopped. False when one never
+/// did (the capture then does not fault: the test sees no take-over).
+bool crumbs__capture_testing_late_paused(void);
 /// Tests only: the crash that took a live capture over lets that thread give its answer now, and
 /// waits (at most 10 s) until it has (or found its slot closed).
 void crumbs__capture_testing_late_go(void);
 /// Tests only (crumbs_crash_testing_slow_leaver_of_live_capture): the crash's capture has asked
 /// every thread; the thread that stopped on its way out of a live capture's handler goes on.
 void crumbs__capture_testing_slow_leaver_go(void);
+/// Tests only (crumbs_crash_testing_stale_request_to_live_capture): the crash that took a live
+/// capture over has waited for the handler's leavers; the thread whose request from the live
+/// capture was held back enters the handler now, and the crash waits (at most 10 s) until that
+/// thread is on its way out (its request is stale: its slot was closed).
+void crumbs__capture_testing_stale_go(void);
 
 #endif // CRUMBS_THREAD_CAPTURE_H

@@ -77,6 +77,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   // Threads a live capture just released may still be leaving its handler, blocking the signal
   // they were asked with: they could not answer the crash's. They are on their way out.
   crumbs__capture_wait_for_leavers(__atomic_load_n(&capture->deadline_ns, __ATOMIC_RELAXED));
+  crumbs__capture_testing_stale_go(); // tests only
   capture->requested_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   bool listed = crumbs__capture_list(table, own_tid);
   // A thread the taken-over capture parked just before the listing rewrote its slot waits on a
@@ -106,8 +107,10 @@ static void crumbs__wait_for_answers(crumbs_crash_thread_table *table) {
   crumbs__capture_state *capture = &crumbs__capture;
   uint64_t deadline = capture->requested_ns + __atomic_load_n(&capture->deadline_ns, __ATOMIC_RELAXED);
   while (true) {
-    // Read before the slots: an answer after it changes the word, so the wait returns at once.
+    // Read before the slots: an answer (or a thread leaving the handler) after it changes the
+    // word, so the wait returns at once.
     uint32_t answered = __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE);
+    for (uint32_t index = 1; index < capture->slot_count; index++) crumbs__capture_ask_again(index, table);
     if (!crumbs__capture_waiting()) return;
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     if (now >= deadline) break;

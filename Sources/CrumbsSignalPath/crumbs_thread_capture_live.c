@@ -122,7 +122,8 @@ static void crumbs__live_testing_meet(const crumbs_crash_record *record) {
 /// Tests only: a fault of the capture itself while a thread is parked.
 static void crumbs__live_testing_fault(void) {
   if (__atomic_exchange_n(&crumbs__live_testing_faults, 0u, __ATOMIC_ACQ_REL) == 0) return;
-  crumbs__capture_testing_late_paused(); // a thread stopped short of its answer, when asked
+  // A thread stopped where a test hook holds it, when one is armed; none: no fault, no take-over.
+  if (!crumbs__capture_testing_late_paused()) return;
   volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
   *(volatile int *)unmapped = 1;
 }
@@ -176,8 +177,15 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
       if (next >= count || now >= run->stop_at) break;
       continue;
     }
-    // Wait for an answer, at most until the earliest deadline among the waiting.
+    // Wait for an answer, at most until the earliest deadline among the waiting (a thread asked
+    // while inside the handler is asked again once it has left: crumbs__capture_ask_again).
     uint32_t answered = __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE);
+    uint32_t still = 0;
+    for (uint32_t k = 0; k < waiting_count; k++) {
+      if (crumbs__capture_ask_again(waiting[k], run->table)) waiting[still++] = waiting[k];
+    }
+    waiting_count = still;
+    if (waiting_count == 0) continue;
     bool any = false;
     uint64_t earliest = run->stop_at;
     for (uint32_t k = 0; k < waiting_count; k++) {
@@ -204,7 +212,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
       } else if (!parked && (now >= slot->asked_ns + run->answer_deadline_ns || now >= run->stop_at) &&
                  crumbs__capture_close(index)) {
         run->table->flags |= CRUMBS_THREADS_DEADLINE_PASSED;
-        crumbs__owe(slot->tid, slot->asked_with);
+        if (slot->asked_with != 0) crumbs__owe(slot->tid, slot->asked_with); // 0: deferred, never sent
       } else {
         waiting[kept++] = index;
       }

@@ -94,13 +94,17 @@ let liveCaptureScenarios: [String: @Sendable ([String]) -> Int32] = [
 /// CRUMBS_TEST_LIVE_LATE_ANSWER=1 too, one thread's answer to the capture comes right after the
 /// take-over (crumbs_crash_testing_late_answer_to_live_capture); with
 /// CRUMBS_TEST_LIVE_SLOW_LEAVER=1, the thread it asks with SIGPROF is still on its way out of
-/// the capture handler when the crash asks it (crumbs_crash_testing_slow_leaver_of_live_capture).
+/// the capture handler when the crash asks it (crumbs_crash_testing_slow_leaver_of_live_capture);
+/// with CRUMBS_TEST_LIVE_STALE_REQUEST=1 (and the fault), the capture's SIGPROF reaches its thread
+/// only once the crash has taken the capture over, and the thread is still turning it away when
+/// the crash asks it (crumbs_crash_testing_stale_request_to_live_capture).
 func takeLiveCaptureFirst() {
   guard getenv("CRUMBS_TEST_LIVE_FIRST") != nil else { return }
   let fault = getenv("CRUMBS_TEST_LIVE_FAULT") != nil
   crumbs_crash_testing_fault_inside_live_capture(fault)
   crumbs_crash_testing_late_answer_to_live_capture(getenv("CRUMBS_TEST_LIVE_LATE_ANSWER") != nil)
   crumbs_crash_testing_slow_leaver_of_live_capture(getenv("CRUMBS_TEST_LIVE_SLOW_LEAVER") != nil)
+  crumbs_crash_testing_stale_request_to_live_capture(getenv("CRUMBS_TEST_LIVE_STALE_REQUEST") != nil)
   if fault {
     print("crashing")
     fflush(nil)

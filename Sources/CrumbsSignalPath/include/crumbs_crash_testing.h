@@ -52,6 +52,17 @@ void crumbs_crash_testing_late_answer_to_live_capture(bool enabled);
 /// loaded machine produces by chance. Call before the capture, from an ordinary thread.
 void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled);
 
+/// Tests only: with crumbs_crash_testing_fault_inside_live_capture, the first thread the next
+/// live capture asks with SIGPROF (one that blocks the capture signal, as Dispatch's workers
+/// do) holds that request back at the handler's door, as if the signal were delivered late;
+/// the capture faults once it has, and the crash that takes the capture over lets it in once
+/// the crash has waited for the handler's leavers. Its request is stale then (its slot was
+/// closed): the thread stops on its way out, inside the handler (the kernel blocking SIGPROF,
+/// so its status shows both request signals blocked), until the crash has asked every thread.
+/// Each wait at most 10 s: what a loaded machine produces by chance. Call before the capture,
+/// from an ordinary thread.
+void crumbs_crash_testing_stale_request_to_live_capture(bool enabled);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
