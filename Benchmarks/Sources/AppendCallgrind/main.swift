@@ -1,6 +1,7 @@
 // AppendCallgrind — N appends of one kind, for `callgrind.sh` to count instructions.
 //
-// Usage: AppendCallgrind KIND N   (KIND: baseline, literal, runtime, global, c-entry; see AppendKind)
+// Usage: AppendCallgrind KIND N   (KIND: baseline, floor-with-clock, literal, runtime, global, c-entry;
+// see AppendKind)
 //
 // Set-up (mapping the rings, the first append's tid lookup) costs the same whatever N is, so
 // callgrind.sh runs two N and divides the difference in instructions by the difference in N.

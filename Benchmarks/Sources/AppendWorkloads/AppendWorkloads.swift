@@ -109,6 +109,10 @@ public final class BaselineFixture: @unchecked Sendable {
 public enum AppendKind: String, CaseIterable, Sendable {
   /// The C floor: fetch_add + copy of the same bytes + release store (CBaselineAppend).
   case baseline
+  /// The C floor plus one read of the clock the ring reads (RDTSC on x86_64), stored in the
+  /// slot: the least a ring whose entries carry their time does (not a goal's floor; it says
+  /// how much of the distance to the floor the clock alone takes on this CPU).
+  case stampedBaseline = "floor-with-clock"
   /// `ring.append("GET /api/…", level: .info, type: .http, attributes: ["method": "GET",
   /// "status": "200"])`: every string a literal.
   case literal
@@ -120,10 +124,14 @@ public enum AppendKind: String, CaseIterable, Sendable {
   /// The C entry that takes lengths, `crumbs_add_breadcrumb_utf8`: the ring without Swift.
   case cEntry = "c-entry"
 
+  /// Whether the kind is one of the C floors (no breadcrumb to check in a ring).
+  public var isFloor: Bool { self == .baseline || self == .stampedBaseline }
+
   /// What the kind measures, for tables.
   public var label: String {
     switch self {
     case .baseline: "C floor (fetch_add + 120 B copy + release store)"
+    case .stampedBaseline: "C floor + one clock read (RDTSC), for comparison"
     case .literal: "ring.append, all literals"
     case .runtime: "ring.append, run-time message and value"
     case .global: "addBreadcrumb, run-time message and value"
@@ -153,6 +161,7 @@ public final class Workloads: Sendable {
   public func run(_ kind: AppendKind, count: Int) {
     switch kind {
     case .baseline: appendToBaseline(baseline, count: count)
+    case .stampedBaseline: appendToBaselineStamped(baseline, count: count)
     case .literal: appendLiterals(ring.ring, count: count)
     case .runtime: appendRuntimeValues(ring.ring, message: message, status: status, count: count)
     case .global:
@@ -167,7 +176,7 @@ public final class Workloads: Sendable {
   /// attributes, level, type, not cut), after one append of each kind: otherwise the figures
   /// would measure something else.
   public func check() -> Bool {
-    for kind in AppendKind.allCases where kind != .baseline {
+    for kind in AppendKind.allCases where !kind.isFloor {
       run(kind, count: 1)
       let fixture = kind == .global || kind == .cEntry ? installedRing : ring
       guard let newest = fixture.ring.snapshot().breadcrumbs.last,
@@ -229,6 +238,17 @@ nonisolated(unsafe) private let cMethodKey = strdup("method")!
 nonisolated(unsafe) private let cMethodValue = strdup("GET")!
 nonisolated(unsafe) private let cStatusKey = strdup("status")!
 nonisolated(unsafe) private let cStatusValue = strdup("200")!
+
+/// `count` baseline appends with a timestamp (crumbs_baseline_append_stamped).
+@inline(never)
+public func appendToBaselineStamped(_ baseline: BaselineFixture, count: Int) {
+  let ring = UnsafePointer(baseline.ring)
+  let record = UnsafeRawPointer(baseline.record)
+  let length = baseline.recordLength
+  for _ in 0..<count {
+    crumbs_baseline_append_stamped(ring, record, length)
+  }
+}
 
 /// `count` baseline appends.
 @inline(never)
