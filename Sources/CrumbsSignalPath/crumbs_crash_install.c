@@ -321,8 +321,8 @@ uint32_t crumbs_crash_refresh_modules(bool force) {
   return crumbs__crash_scan_modules(record, NULL);
 }
 
-void crumbs_crash_uninstall(void) {
-  if (!crumbs__installed) return;
+bool crumbs_crash_uninstall(void) {
+  if (!crumbs__installed) return false;
   crumbs__altstack_stop();
   crumbs__terminate_uninstall();
   crumbs__thread_capture_uninstall();
@@ -342,10 +342,15 @@ void crumbs_crash_uninstall(void) {
     crumbs__crash_installed.replacer[signal_number] = crumbs__no_action;
   }
   crumbs__altstack_restore_install_thread();
+  // Checked once no handler of ours can be entered any more: a crash that got in before is
+  // recording (or has recorded) into the record, which the caller must then keep.
+  crumbs_crash_record *record = __atomic_load_n(&crumbs__crash_installed.record, __ATOMIC_ACQUIRE);
+  bool crashed = record != NULL && __atomic_load_n(&record->state, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_ARMED;
   __atomic_store_n(&crumbs__crash_installed.ring, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__crash_installed.record, NULL, __ATOMIC_RELEASE);
   crumbs__crash_installed.record_path[0] = '\0';
   crumbs__installed = 0;
+  return crashed;
 }
 
 void crumbs_crash_guard_alternate_stacks(void) { crumbs__altstack_guard_rest(); }

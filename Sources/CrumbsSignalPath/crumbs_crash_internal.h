@@ -197,6 +197,8 @@ void crumbs__thread_capture_testing_late_answer(bool enabled);
 void crumbs__thread_capture_testing_slow_leaver(bool enabled);
 /// Tests only: see crumbs_crash_testing_stale_request_to_live_capture.
 void crumbs__thread_capture_testing_stale_request(bool enabled);
+/// Tests only: see crumbs_crash_testing_uninstall_meets_crash.
+void crumbs__thread_capture_testing_uninstall_meets_crash(int fd);
 
 // MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 

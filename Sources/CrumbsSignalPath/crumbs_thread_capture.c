@@ -123,7 +123,8 @@
 // exchanged when a capture takes it), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
-// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c). Each is bound at
+// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); write (a test hook
+// only: crumbs__capture_testing_uninstall_meet). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
@@ -766,17 +767,54 @@ void crumbs__thread_capture_install(void) {
   crumbs__proc_threads_resolve();
 }
 
+/// Tests only: a crash that holds the capture, listed its threads and is about to ask them
+/// tells the thread waiting to uninstall (a byte on the descriptor), and waits (at most 10 s)
+/// until that uninstall has dealt with the capture's signals (`uninstall_met`).
+static int crumbs__uninstall_meet_fd = -1;
+
+void crumbs__thread_capture_testing_uninstall_meets_crash(int fd) {
+  __atomic_store_n(&crumbs__capture.uninstall_met, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__uninstall_meet_fd, fd, __ATOMIC_RELEASE);
+}
+
+void crumbs__capture_testing_uninstall_meet(void) {
+  int fd = __atomic_exchange_n(&crumbs__uninstall_meet_fd, -1, __ATOMIC_ACQ_REL);
+  char byte = 1;
+  if (fd < 0 || write(fd, &byte, 1) != 1) return;
+  crumbs__testing_wait_while(&crumbs__capture.uninstall_met, 0u);
+}
+
+/// The end of an uninstall's part in the capture (tests only: what the crash above waits for).
+static void crumbs__uninstall_done(void) {
+  __atomic_store_n(&crumbs__capture.uninstall_met, 1u, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&crumbs__capture.uninstall_met, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+}
+
 void crumbs__thread_capture_uninstall(void) {
   crumbs__capture_state *capture = &crumbs__capture;
+  // A capture in progress asks threads with these two signals: given back now, SIG_DFL on the
+  // real-time capture signal would end the process with it, SIG_IGN on SIGPROF drop the request.
+  // Uninstall holds the capture while it gives them back; one held by somebody else (a crash:
+  // live captures run under the lock uninstall holds) keeps them ours, for good.
+  uint32_t own_tid = (uint32_t)syscall(SYS_gettid), free_owner = 0;
+  if (!__atomic_compare_exchange_n(&capture->owner, &free_owner, own_tid, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    crumbs__uninstall_done();
+    return;
+  }
   // A signal a live capture sent to a thread that has not run it yet stays ours: SIG_DFL would
   // end the process when it is delivered (crumbs_thread_capture_live.c keeps the list).
   if (!crumbs__capture_pending_somewhere(SIGPROF)) crumbs__capture_sigprof_give_back();
-  if (capture->capture_signal == 0) return;
-  if (crumbs__capture_pending_somewhere(capture->capture_signal)) return;
-  if (crumbs__capture_handles(capture->capture_signal)) {
-    sigaction(capture->capture_signal, &crumbs__capture_previous, NULL);
+  if (capture->capture_signal != 0 && !crumbs__capture_pending_somewhere(capture->capture_signal)) {
+    if (crumbs__capture_handles(capture->capture_signal)) {
+      sigaction(capture->capture_signal, &crumbs__capture_previous, NULL);
+    }
+    capture->capture_signal = 0;
   }
-  capture->capture_signal = 0;
+  // A crash that waited for the capture meanwhile takes it now, and finds the signals gone.
+  __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&capture->owner, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__uninstall_done();
 }
 
 int crumbs__thread_capture_signal(void) { return crumbs__capture.capture_signal; }

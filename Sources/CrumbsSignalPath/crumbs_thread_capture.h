@@ -110,6 +110,7 @@ typedef struct crumbs__capture_state {
   uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
   uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
   uint32_t stale_request;   // tests only: crumbs__capture_testing_stale_* (a futex word)
+  uint32_t uninstall_met;   // tests only: 1 once an uninstall dealt with the signals (a futex word)
   /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
   /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
   struct sigaction sigprof_previous;
@@ -184,5 +185,9 @@ void crumbs__capture_testing_slow_leaver_go(void);
 /// capture was held back enters the handler now, and the crash waits (at most 10 s) until that
 /// thread is on its way out (its request is stale: its slot was closed).
 void crumbs__capture_testing_stale_go(void);
+/// Tests only (crumbs_crash_testing_uninstall_meets_crash): the crash's capture, about to ask
+/// the threads it listed, lets an uninstall run and waits (at most 10 s) until it has dealt
+/// with the capture's signals.
+void crumbs__capture_testing_uninstall_meet(void);
 
 #endif // CRUMBS_THREAD_CAPTURE_H

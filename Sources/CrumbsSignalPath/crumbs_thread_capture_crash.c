@@ -97,6 +97,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   if (process_ends) table->flags |= CRUMBS_THREADS_ENDED;
   if (hold) table->flags |= CRUMBS_THREADS_KEPT_FOR_DUMP;
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
+  crumbs__capture_testing_uninstall_meet(); // tests only
   uint32_t count = capture->slot_count;
   for (uint32_t index = 1; index < count; index++) crumbs__capture_ask(index, ours, table);
   crumbs__capture_testing_slow_leaver_go(); // tests only

@@ -229,6 +229,32 @@ extension ThreadCaptureTests {
   }
 
   @Test(
+    "an uninstall that meets a crash on another thread leaves it the capture's signals and its record file"
+  )
+  func uninstallMeetsCrash() throws {
+    // The crash holds the capture and has listed the threads when "closer" uninstalls the crash
+    // handler (test hook: the crash tells it, then waits until the uninstall has dealt with the
+    // capture's signals; no timing). Uninstall gave the real-time capture signal back to SIG_DFL,
+    // so the crash's request killed the process with it, and it unlinked the record file the
+    // crash was writing: no report at all. Now the capture's signals stay ours while a crash
+    // holds the capture, and a record that holds a crash is kept.
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "uninstall-meets-crash", variant: ChildVariant(release: false, backtracer: false),
+      directory: directory, environment: roomToAnswer)
+    let context = run.lines.joined(separator: " | ")
+    #expect(run.signal == SIGSEGV, "\(context)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath, "no record file: \(context)"))
+    #expect(record.status == .complete)
+    let table = try #require(record.threads)
+    #expect(!table.signalTaken, "flags \(table.flags)")
+    for index in 0..<10 {
+      let blocker = table.threads.first { $0.name == "blocker-0\(index)" }
+      #expect(blocker?.state == .captured && blocker?.askedWith == table.captureSignal, "blocker-0\(index)")
+    }
+  }
+
+  @Test(
     "a crash on another thread while a live capture holds the threads waits for it, then captures every thread"
   )
   func crashMeetsLiveCapture() throws {

@@ -29,6 +29,11 @@ import Foundation
 //                                 (crumbs_crash_testing_live_capture_meets_crash); prints
 //                                 "live-captured N" when it returns, and parks the main thread:
 //                                 the crash ends the process.
+//   uninstall-meets-crash DIR     ring + crash handler, 10 blockers and a thread "closer" that
+//                                 uninstalls the crash handler when the crash, holding the
+//                                 capture and about to ask the threads, tells it to
+//                                 (crumbs_crash_testing_uninstall_meets_crash); prints
+//                                 "crashing", then the main thread crashes.
 // The all-threads crash scenario (CrashScenarios.swift) takes a live capture before it crashes
 // with CRUMBS_TEST_LIVE_FIRST=1 (takeLiveCaptureFirst).
 #if canImport(Glibc)
@@ -66,6 +71,25 @@ let liveCaptureScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("message \(error)")
       return 0
     }
+  },
+  "uninstall-meets-crash": crashing { _ in
+    print("threads \(crumbs_test_start_blocked_threads(10, 0))")
+    var descriptors: [Int32] = [-1, -1]
+    guard pipe(&descriptors) == 0 else {
+      print("error cannot make the pipe")
+      return
+    }
+    let told = descriptors[0]
+    Thread.detachNewThread {
+      crumbs_test_set_thread_name("closer")
+      var byte: UInt8 = 0
+      guard read(told, &byte, 1) == 1 else { return }
+      CrashHandler.uninstall()
+    }
+    crumbs_crash_testing_uninstall_meets_crash(descriptors[1])
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
   },
   "live-capture-meets-crash": crashing { _ in
     print("threads \(crumbs_test_start_blocked_threads(10, 0))")

@@ -244,13 +244,14 @@ public enum CrashHandler {
 
   /// Restores every signal's previous action (unless another library replaced ours since: its
   /// handler stays), the installing thread's previous alternate stack, and removes the
-  /// untouched record file. Idempotent.
+  /// untouched record file. A crash being recorded on another thread meanwhile keeps the
+  /// thread capture's signals and its record file (the next launch reports it). Idempotent.
   public static func uninstall() {
     installation.withLock { current in
       guard let existing = current else { return }
       let path = currentRecordPath
-      crumbs_crash_uninstall()
-      release(existing.record, descriptor: existing.descriptor, path: path)
+      let crashed = crumbs_crash_uninstall()
+      release(existing.record, descriptor: existing.descriptor, path: crashed ? "" : path)
       current = nil
     }
   }
@@ -329,7 +330,8 @@ public enum CrashHandler {
     _ record: UnsafeMutablePointer<crumbs_crash_record>, descriptor: Int32, path: String
   ) {
     Syscall.close(descriptor)
-    // "": a forked child that has no record of its own; the inherited one is its parent's.
+    // "": a forked child that has no record of its own (the inherited one is its parent's), or a
+    // record a crash is being written into (it is the next launch's).
     if !path.isEmpty { _ = try? Syscall.unlink(path) }
   }
 }

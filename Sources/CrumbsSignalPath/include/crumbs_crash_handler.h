@@ -140,8 +140,12 @@ uint32_t crumbs_crash_refresh_modules(bool force);
 
 /// Restores the previous action of every signal still ours, the install thread's previous
 /// alternate stack, and stops handing out alternate stacks. The pool stays mapped: threads may
-/// still point their alternate stack at it. Not signal-safe.
-void crumbs_crash_uninstall(void);
+/// still point their alternate stack at it. A crash being recorded on another thread keeps
+/// what it uses: the capture's two signals stay ours while it holds the capture (waited for at
+/// most the capture's own bound, then left as they are), and the return value says the record
+/// holds a crash (its state is no longer ARMED): the caller keeps the record file then, for the
+/// next launch. Not signal-safe.
+bool crumbs_crash_uninstall(void);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,12 @@ void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled);
 /// from an ordinary thread.
 void crumbs_crash_testing_stale_request_to_live_capture(bool enabled);
 
+/// Tests only: the next crash, once it holds the thread capture and has listed the threads,
+/// writes one byte to `fd` (for a thread waiting to uninstall the crash handler) and waits (at
+/// most 10 s) until that uninstall has dealt with the capture's signals, then asks the threads:
+/// an uninstall that meets a crash. -1 turns it off. Call from an ordinary thread.
+void crumbs_crash_testing_uninstall_meets_crash(int fd);
+
 /// Tests only: the guard page below alternate stack `index` (0 ... pool count) of the pool the
 /// crash handler reserved, NULL before it is reserved. A store there must fault.
 void *crumbs_crash_testing_altstack_guard(unsigned index);
