@@ -123,8 +123,8 @@
 // exchanged when a capture takes it), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
-// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); write (a test hook
-// only: crumbs__capture_testing_uninstall_meet). Each is bound at
+// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); the test hooks'
+// (crumbs_thread_capture_testing.c). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
@@ -208,140 +208,6 @@ static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
   if (capture_usable && !(blocked & (1ull << (capture_signal - 1)))) return capture_signal;
   if (!(blocked & (1ull << (SIGPROF - 1))) && crumbs__capture_sigprof_usable()) return SIGPROF;
   return 0;
-}
-
-// MARK: - Tests only: an answer that comes after a take-over (crumbs_crash_testing.h)
-
-/// The steps of `crumbs__capture.late_answer` (and of `slow_leaver`, which has no DONE).
-enum {
-  CRUMBS__LATE_OFF = 0,
-  CRUMBS__LATE_ARMED = 1,   // the first thread of its kind to get there stops
-  CRUMBS__LATE_STOPPED = 2, // it waits (late_answer: just short of its answer)
-  CRUMBS__LATE_GO = 3,      // the crash says it may go on (late_answer: it answers now)
-  CRUMBS__LATE_DONE = 4,    // late_answer: it answered, or found its slot closed
-};
-#define CRUMBS__LATE_LIMIT_NS (10ull * 1000000000u)
-
-/// Waits (at most CRUMBS__LATE_LIMIT_NS) while `word` holds `step`.
-static void crumbs__testing_wait_while(uint32_t *word, uint32_t step) {
-  uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + CRUMBS__LATE_LIMIT_NS;
-  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == step) {
-    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
-    if (now >= deadline) return;
-    crumbs__capture_futex(word, FUTEX_WAIT_PRIVATE, step, deadline - now);
-  }
-}
-
-static void crumbs__late_step(uint32_t step) {
-  __atomic_store_n(&crumbs__capture.late_answer, step, __ATOMIC_RELEASE);
-  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-}
-
-/// Capture handler, right before its answer: the first thread a live capture asked with the
-/// capture signal stops until the crash that takes the capture over lets it go. True when it
-/// stopped (it then says when it is past its answer: CRUMBS__LATE_DONE).
-static bool crumbs__late_stop(const crumbs__capture_slot *slot) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  if (__atomic_load_n(&capture->late_answer, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED) return false;
-  if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) || slot->asked_with != capture->capture_signal) {
-    return false;
-  }
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (!__atomic_compare_exchange_n(&capture->late_answer, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return false;
-  }
-  crumbs__capture_futex(&capture->late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->late_answer, CRUMBS__LATE_STOPPED);
-  return true;
-}
-
-bool crumbs__capture_testing_late_paused(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t *hooks[] = {&capture->late_answer, &capture->stale_request};
-  for (unsigned k = 0; k < sizeof hooks / sizeof hooks[0]; k++) {
-    if (__atomic_load_n(hooks[k], __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) continue;
-    crumbs__testing_wait_while(hooks[k], CRUMBS__LATE_ARMED);
-    if (__atomic_load_n(hooks[k], __ATOMIC_ACQUIRE) == CRUMBS__LATE_ARMED) return false;
-  }
-  return true;
-}
-
-void crumbs__capture_testing_late_go(void) {
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (!__atomic_compare_exchange_n(&crumbs__capture.late_answer, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_GO);
-}
-
-/// Capture handler, leaving, once it has counted itself out: the first thread a live capture
-/// asked with SIGPROF stops until a crash's capture has asked every thread (tests only: a thread
-/// not yet out of the handler when the crash asks it, as on a loaded machine).
-static void crumbs__slow_leaver_stop(int asked_with) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (asked_with != SIGPROF || __atomic_load_n(&capture->slow_leaver, __ATOMIC_ACQUIRE) != armed ||
-      !__atomic_compare_exchange_n(&capture->slow_leaver, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__testing_wait_while(&capture->slow_leaver, CRUMBS__LATE_STOPPED);
-}
-
-void crumbs__capture_testing_slow_leaver_go(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (__atomic_compare_exchange_n(&capture->slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    crumbs__capture_futex(&capture->slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  }
-  uint32_t leaving = CRUMBS__LATE_DONE; // the stale request's thread, stopped on its way out
-  if (__atomic_compare_exchange_n(&capture->stale_request, &leaving, CRUMBS__LATE_OFF, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  }
-}
-
-/// Capture handler, at its door (before it counts itself in): the first thread the live capture
-/// asked with SIGPROF waits there until the crash that took the capture over lets it in
-/// (crumbs__capture_testing_stale_go): a request delivered late.
-static void crumbs__stale_request_hold(int signal_number) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (signal_number != SIGPROF || __atomic_load_n(&capture->stale_request, __ATOMIC_ACQUIRE) != armed ||
-      !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) ||
-      !__atomic_compare_exchange_n(&capture->stale_request, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_STOPPED);
-}
-
-/// Capture handler, on its way out of a request it did not answer: the held-back thread says so
-/// and stays inside until the crash has asked every thread (crumbs__capture_testing_slow_leaver_go).
-static void crumbs__stale_request_linger(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t let_in = CRUMBS__LATE_GO;
-  if (!__atomic_compare_exchange_n(&capture->stale_request, &let_in, CRUMBS__LATE_DONE, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_DONE);
-}
-
-void crumbs__capture_testing_stale_go(void) {
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (!__atomic_compare_exchange_n(&crumbs__capture.stale_request, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&crumbs__capture.stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&crumbs__capture.stale_request, CRUMBS__LATE_GO);
 }
 
 // MARK: - The other threads' side
@@ -449,17 +315,17 @@ static int crumbs__capture_answer(siginfo_t *info, const void *context, const vo
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
   slot->name[sizeof slot->name - 1] = '\0';
 
-  bool late = crumbs__late_stop(slot); // tests only
+  bool late = crumbs__capture_testing_late_stop(slot); // tests only
   int asked_with = slot->asked_with;
   uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
-    if (late) crumbs__late_step(CRUMBS__LATE_DONE);
+    if (late) crumbs__capture_testing_late_done();
     return 0; // too late: the capture listed us as not answering
   }
   __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
-  if (late) crumbs__late_step(CRUMBS__LATE_DONE);
+  if (late) crumbs__capture_testing_late_done();
 
   // The process is sure to die (the crash request's `process_ends`): this thread ends here
   // rather than park, be woken again and then be killed. Its stack and the slot stay as they
@@ -482,15 +348,15 @@ static int crumbs__capture_answer(siginfo_t *info, const void *context, const vo
 
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  crumbs__stale_request_hold(signal_number); // tests only
+  crumbs__capture_testing_stale_hold(signal_number); // tests only
   uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   const void *outer = thread->capture_context;
   crumbs__capture_enter(thread, context);
   int asked_with = crumbs__capture_answer(info, context, outer, entered);
-  if (asked_with == 0) crumbs__stale_request_linger(); // tests only
+  if (asked_with == 0) crumbs__capture_testing_stale_linger(); // tests only
   crumbs__capture_leave(thread, context);
-  crumbs__slow_leaver_stop(asked_with); // tests only
+  crumbs__capture_testing_slow_leaver_stop(asked_with); // tests only
   thread->capture_context = outer;
   errno = saved_errno;
 }
@@ -767,29 +633,6 @@ void crumbs__thread_capture_install(void) {
   crumbs__proc_threads_resolve();
 }
 
-/// Tests only: a crash that holds the capture, listed its threads and is about to ask them
-/// tells the thread waiting to uninstall (a byte on the descriptor), and waits (at most 10 s)
-/// until that uninstall has dealt with the capture's signals (`uninstall_met`).
-static int crumbs__uninstall_meet_fd = -1;
-
-void crumbs__thread_capture_testing_uninstall_meets_crash(int fd) {
-  __atomic_store_n(&crumbs__capture.uninstall_met, 0u, __ATOMIC_RELEASE);
-  __atomic_store_n(&crumbs__uninstall_meet_fd, fd, __ATOMIC_RELEASE);
-}
-
-void crumbs__capture_testing_uninstall_meet(void) {
-  int fd = __atomic_exchange_n(&crumbs__uninstall_meet_fd, -1, __ATOMIC_ACQ_REL);
-  char byte = 1;
-  if (fd < 0 || write(fd, &byte, 1) != 1) return;
-  crumbs__testing_wait_while(&crumbs__capture.uninstall_met, 0u);
-}
-
-/// The end of an uninstall's part in the capture (tests only: what the crash above waits for).
-static void crumbs__uninstall_done(void) {
-  __atomic_store_n(&crumbs__capture.uninstall_met, 1u, __ATOMIC_RELEASE);
-  crumbs__capture_futex(&crumbs__capture.uninstall_met, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-}
-
 void crumbs__thread_capture_uninstall(void) {
   crumbs__capture_state *capture = &crumbs__capture;
   // A capture in progress asks threads with these two signals: given back now, SIG_DFL on the
@@ -799,7 +642,7 @@ void crumbs__thread_capture_uninstall(void) {
   uint32_t own_tid = (uint32_t)syscall(SYS_gettid), free_owner = 0;
   if (!__atomic_compare_exchange_n(&capture->owner, &free_owner, own_tid, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
-    crumbs__uninstall_done();
+    crumbs__capture_testing_uninstall_done();
     return;
   }
   // A signal a live capture sent to a thread that has not run it yet stays ours: SIG_DFL would
@@ -814,7 +657,7 @@ void crumbs__thread_capture_uninstall(void) {
   // A crash that waited for the capture meanwhile takes it now, and finds the signals gone.
   __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->owner, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__uninstall_done();
+  crumbs__capture_testing_uninstall_done();
 }
 
 int crumbs__thread_capture_signal(void) { return crumbs__capture.capture_signal; }
@@ -828,25 +671,4 @@ void crumbs__thread_capture_forked(void) {
   __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->inside, 0u, __ATOMIC_RELEASE);
   memset(capture->inside_tids, 0, sizeof capture->inside_tids);
-}
-
-void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns) {
-  __atomic_store_n(&crumbs__capture.deadline_ns, deadline_ns != 0 ? deadline_ns : CRUMBS__CAPTURE_DEADLINE_NS,
-                   __ATOMIC_RELAXED);
-}
-
-void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
-  __atomic_store_n(&crumbs__capture.skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
-}
-
-void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
-  __atomic_store_n(&crumbs__capture.slow_leaver, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
-}
-
-void crumbs__thread_capture_testing_stale_request(bool enabled) {
-  __atomic_store_n(&crumbs__capture.stale_request, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
-}
-
-void crumbs__thread_capture_testing_late_answer(bool enabled) {
-  __atomic_store_n(&crumbs__capture.late_answer, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }

@@ -2,8 +2,8 @@
 // (crumbs_thread_capture.c: every thread at once, at crash time) and the live one
 // (crumbs_thread_capture_live.c: a few threads at a time, the process running on). One set of
 // slots, one capture signal handler, one listing, one way to ask a thread, walk its stack and
-// release it; crumbs_thread_capture.c's design comment says who may use them when. Internal to
-// CrumbsSignalPath.
+// release it; crumbs_thread_capture.c's design comment says who may use them when, and
+// crumbs_thread_capture_testing.c holds the tests' hooks into them. Internal to CrumbsSignalPath.
 //
 // ASYNC-SIGNAL-SAFE: every function declared here (their libc calls are listed in
 // crumbs_thread_capture.c and crumbs_thread_capture_live.c).
@@ -169,6 +169,20 @@ void crumbs__capture_sigprof_give_back(void);
 /// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
 bool crumbs__capture_pending_somewhere(int signal_number);
 
+// Tests only: the hooks of crumbs_thread_capture_testing.c (its design comment says when each
+// runs). The capture handler's stops:
+/// Right before the answer: true when this thread stopped (late_answer) and must say it is past
+/// its answer (crumbs__capture_testing_late_done).
+bool crumbs__capture_testing_late_stop(const crumbs__capture_slot *slot);
+void crumbs__capture_testing_late_done(void);
+/// At the handler's door, before it counts itself in (stale_request).
+void crumbs__capture_testing_stale_hold(int signal_number);
+/// On the way out of a request it did not answer (stale_request).
+void crumbs__capture_testing_stale_linger(void);
+/// On the way out, once counted out (slow_leaver).
+void crumbs__capture_testing_slow_leaver_stop(int asked_with);
+/// Uninstall has dealt with the capture's signals (uninstall_meets_crash).
+void crumbs__capture_testing_uninstall_done(void);
 /// Tests only (crumbs_crash_testing_late_answer_to_live_capture,
 /// crumbs_crash_testing_stale_request_to_live_capture): the live capture, before its test fault,
 /// waits (at most 10 s) until the thread each armed hook stops has stopped. False when one never

@@ -167,21 +167,28 @@ extension ThreadCaptureTests {
     #expect(!table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
   }
 
+  /// The all-threads crash after a live capture that faults while a thread is parked, with the
+  /// test hooks `hooks` (CRUMBS_TEST_LIVE_* of takeLiveCaptureFirst) armed: checkEveryThread's
+  /// checks, the crash took the capture over (a hook that never fired keeps the capture from
+  /// faulting: no take-over), and it never waited its deadline (10 s here) for a thread.
+  func checkTakeOver(variant: ChildVariant, hooks: [String] = []) throws {
+    var environment = ["CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1"]
+    for hook in hooks { environment[hook] = "1" }
+    guard let (run, record) = try checkEveryThread(variant: variant, block: "read", environment: environment)
+    else { return }
+    let table = try #require(record.threads)
+    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
+    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
+    #expect(!run.lines.contains { $0.hasPrefix("live-captured") }, "the capture faulted: \(run.lines)")
+  }
+
   @Test(
     "a crash inside a live capture, a thread parked: the crash releases it, takes over, captures every thread",
     arguments: withoutBacktracer)
   func crashInsideLiveCapture(variant: ChildVariant) throws {
-    guard
-      let (run, record) = try checkEveryThread(
-        variant: variant, block: "read",
-        environment: ["CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1"])
-    else { return }
-    let table = try #require(record.threads)
-    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
-    // The threads the capture had parked were let go at once: parked, they could answer only
-    // when their park limit passed, and the handler would wait its deadline (10 s here) for them.
-    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
-    #expect(!run.lines.contains { $0.hasPrefix("live-captured") }, "the capture faulted: \(run.lines)")
+    // The threads the capture had parked are let go at once: parked, they could answer only
+    // when their park limit passed, and the handler would wait its deadline for them.
+    try checkTakeOver(variant: variant)
   }
 
   @Test(
@@ -191,17 +198,8 @@ extension ThreadCaptureTests {
     // The thread stops inside the capture handler just short of its answer and gives it once
     // the crash has released the capture's parked threads (test hook, no timing): a loaded
     // machine does the same by chance. Parked for a capture nobody would release any more, it
-    // kept the crash waiting for it to leave the handler for the whole deadline (10 s here).
-    guard
-      let (run, record) = try checkEveryThread(
-        variant: variant, block: "read",
-        environment: [
-          "CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1", "CRUMBS_TEST_LIVE_LATE_ANSWER": "1",
-        ])
-    else { return }
-    let table = try #require(record.threads)
-    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
-    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
+    // kept the crash waiting for it to leave the handler for the whole deadline.
+    try checkTakeOver(variant: variant, hooks: ["CRUMBS_TEST_LIVE_LATE_ANSWER"])
   }
 
   @Test(
@@ -215,17 +213,7 @@ extension ThreadCaptureTests {
     // kernel blocks SIGPROF for it: the crash read both signals blocked and listed it as not
     // answering, without frames (seen in CI runs as a flaky crashInsideLiveCapture). Now the
     // crash asks it again once it has left; checkEveryThread wants it captured, asked with SIGPROF.
-    guard
-      let (run, record) = try checkEveryThread(
-        variant: variant, block: "read",
-        environment: [
-          "CRUMBS_TEST_LIVE_FIRST": "1", "CRUMBS_TEST_LIVE_FAULT": "1", "CRUMBS_TEST_LIVE_STALE_REQUEST": "1",
-        ])
-    else { return }
-    let table = try #require(record.threads)
-    // The hooks held the thread where they should (otherwise the capture does not fault).
-    #expect(table.tookOverLiveCapture, "flags \(table.flags): \(run.lines)")
-    #expect(record.handlerDurationNanoseconds < 5_000_000_000, "\(record.handlerDurationNanoseconds) ns")
+    try checkTakeOver(variant: variant, hooks: ["CRUMBS_TEST_LIVE_STALE_REQUEST"])
   }
 
   @Test(
