@@ -43,7 +43,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
   ],
   targets: [
-    .target(name: "CBaselineAppend"),
+    // The floor reads the ring's own clock (crumbs_ring_append.h's crumbs_clock_ticks) for its
+    // timestamped variant; nothing else of Crumbs.
+    .target(name: "CBaselineAppend", dependencies: [.product(name: "CrumbsRecorder", package: "Crumbs")]),
     .target(name: "BenchSummary"),
     .target(
       name: "AppendWorkloads",

@@ -160,8 +160,8 @@ public final class Workloads: Sendable {
   /// `count` appends of `kind`.
   public func run(_ kind: AppendKind, count: Int) {
     switch kind {
-    case .baseline: appendToBaseline(baseline, count: count)
-    case .stampedBaseline: appendToBaselineStamped(baseline, count: count)
+    case .baseline: appendToBaseline(baseline, stamped: false, count: count)
+    case .stampedBaseline: appendToBaseline(baseline, stamped: true, count: count)
     case .literal: appendLiterals(ring.ring, count: count)
     case .runtime: appendRuntimeValues(ring.ring, message: message, status: status, count: count)
     case .global:
@@ -239,25 +239,16 @@ nonisolated(unsafe) private let cMethodValue = strdup("GET")!
 nonisolated(unsafe) private let cStatusKey = strdup("status")!
 nonisolated(unsafe) private let cStatusValue = strdup("200")!
 
-/// `count` baseline appends with a timestamp (crumbs_baseline_append_stamped).
+/// `count` baseline appends; `stamped`: each with the clock read (crumbs_baseline_append_stamped).
 @inline(never)
-public func appendToBaselineStamped(_ baseline: BaselineFixture, count: Int) {
+public func appendToBaseline(_ baseline: BaselineFixture, stamped: Bool, count: Int) {
   let ring = UnsafePointer(baseline.ring)
   let record = UnsafeRawPointer(baseline.record)
   let length = baseline.recordLength
-  for _ in 0..<count {
-    crumbs_baseline_append_stamped(ring, record, length)
-  }
-}
-
-/// `count` baseline appends.
-@inline(never)
-public func appendToBaseline(_ baseline: BaselineFixture, count: Int) {
-  let ring = UnsafePointer(baseline.ring)
-  let record = UnsafeRawPointer(baseline.record)
-  let length = baseline.recordLength
-  for _ in 0..<count {
-    crumbs_baseline_append(ring, record, length)
+  if stamped {
+    for _ in 0..<count { crumbs_baseline_append_stamped(ring, record, length) }
+  } else {
+    for _ in 0..<count { crumbs_baseline_append(ring, record, length) }
   }
 }
 

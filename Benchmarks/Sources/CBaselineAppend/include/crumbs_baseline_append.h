@@ -19,9 +19,10 @@
 #ifndef CRUMBS_BASELINE_APPEND_H
 #define CRUMBS_BASELINE_APPEND_H
 
+#include "crumbs_ring_append.h"
+
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,22 +45,6 @@ typedef struct crumbs_baseline_ring {
 int crumbs_baseline_open(crumbs_baseline_ring *ring, const char *path, uint32_t slot_count,
                          uint32_t slot_size);
 
-/// The CPU's cycle counter where it has one user space reads in one instruction (x86_64: RDTSC;
-/// aarch64: CNTVCT_EL0), else CLOCK_MONOTONIC: the clock Crumbs' ring reads per breadcrumb.
-static inline uint64_t crumbs_baseline_clock(void) {
-#if defined(__x86_64__)
-  return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-  uint64_t value;
-  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(value));
-  return value;
-#else
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-#endif
-}
-
 /// Unmaps and closes. The file stays: the caller unlinks it.
 void crumbs_baseline_close(crumbs_baseline_ring *ring);
 
@@ -74,12 +59,13 @@ static inline void crumbs_baseline_append(const crumbs_baseline_ring *ring, cons
   __atomic_store_n((uint64_t *)slot, position + 1, __ATOMIC_RELEASE);
 }
 
-/// crumbs_baseline_append plus a timestamp: the clock read once (crumbs_baseline_clock) and
+/// crumbs_baseline_append plus a timestamp: the ring's clock read once (crumbs_clock_ticks, the
+/// CPU's counter: RDTSC on x86_64, CNTVCT_EL0 on aarch64, CLOCK_MONOTONIC elsewhere) and
 /// stored at bytes 8..<16 of the slot, the record's bytes 16..<length after it. The least any
 /// ring whose entries carry their time must do (a logger's front end reads the same clock).
 static inline void crumbs_baseline_append_stamped(const crumbs_baseline_ring *ring, const void *record,
                                                   size_t length) {
-  uint64_t ticks = crumbs_baseline_clock();
+  uint64_t ticks = crumbs_clock_ticks(CRUMBS_CLOCK_CPU_COUNTER);
   uint64_t position = __atomic_fetch_add(ring->counter, 1, __ATOMIC_RELAXED);
   unsigned char *slot = ring->slots + (size_t)(position & ring->slot_mask) * ring->slot_size;
   __builtin_memcpy(slot + 8, &ticks, 8);
