@@ -236,11 +236,10 @@ static void crumbs__unblock_requests(const void *context) {
 /// `inside_tids`, once per thread) before anything else, so that a capture that finds it blocking
 /// both request signals knows it is only in here and waits for it instead of listing it as not
 /// answering; and the context this run shows if asked again while inside (the outermost run's).
-static void crumbs__capture_enter(crumbs__crash_thread *thread, const void *context) {
+static void crumbs__capture_enter(crumbs__crash_thread *thread, uint32_t tid, const void *context) {
   crumbs__capture_state *capture = &crumbs__capture;
   __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
   if (thread->capture_depth++ == 0) {
-    uint32_t tid = (uint32_t)syscall(SYS_gettid);
     thread->capture_tid_entry = 0;
     for (uint32_t entry = 0; entry < CRUMBS__CAPTURE_SLOTS; entry++) {
       uint32_t free_entry = 0;
@@ -276,7 +275,8 @@ static void crumbs__capture_leave(crumbs__crash_thread *thread, const void *cont
 /// The request itself, between crumbs__capture_enter and crumbs__capture_leave: fills the slot,
 /// answers and parks (or ends the thread: `process_ends`). Returns the signal it was asked with
 /// when it parked, 0 when it did not answer (a stray signal, or a request after its capture).
-static int crumbs__capture_answer(siginfo_t *info, const void *context, const void *outer, uint64_t entered) {
+static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *context, const void *outer,
+                                  uint64_t entered) {
   crumbs__capture_state *capture = &crumbs__capture;
   // Only a capture's request parks a thread: a stray kill of this signal (or one arriving
   // after its capture) does nothing.
@@ -285,7 +285,6 @@ static int crumbs__capture_answer(siginfo_t *info, const void *context, const vo
     return 0;
   }
   uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
-  uint32_t tid = (uint32_t)syscall(SYS_gettid);
   uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
   crumbs__capture_slot *slot = NULL;
   for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
@@ -352,8 +351,10 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   const void *outer = thread->capture_context;
-  crumbs__capture_enter(thread, context);
-  int asked_with = crumbs__capture_answer(info, context, outer, entered);
+  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
+  uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  crumbs__capture_enter(thread, tid, context);
+  int asked_with = crumbs__capture_answer(info, tid, context, outer, entered);
   if (asked_with == 0) crumbs__capture_testing_stale_linger(); // tests only
   crumbs__capture_leave(thread, context);
   crumbs__capture_testing_slow_leaver_stop(asked_with); // tests only
@@ -439,8 +440,9 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   }
   if (__atomic_load_n(&capture->skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
   int signal_number = crumbs__signal_for(blocked, capture_usable);
-  if (state == 'T' || state == 't') signal_number = 0; // stopped or traced: cannot run
-  if (signal_number == 0 && state != 'T' && state != 't' &&
+  bool stopped = state == 'T' || state == 't';
+  if (stopped) signal_number = 0; // stopped or traced: cannot run
+  if (signal_number == 0 && !stopped &&
       (crumbs__inside_handler(slot->tid) || __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE) != news)) {
     // Both blocked, but perhaps only because it is inside the capture handler (a request that
     // came after its capture ended, still being turned away; a live capture's thread not yet

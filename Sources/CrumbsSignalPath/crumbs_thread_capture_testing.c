@@ -21,7 +21,7 @@
 
 // MARK: - An answer after a take-over, a slow leaver, a stale request
 
-/// The steps of `crumbs__capture.late_answer` (and of `slow_leaver`, which has no DONE).
+/// The steps of the hooks' words (`late_answer`, `stale_request`; `slow_leaver` has no DONE).
 enum {
   CRUMBS__LATE_OFF = 0,
   CRUMBS__LATE_ARMED = 1,   // the first thread of its kind to get there stops
@@ -41,31 +41,34 @@ static void crumbs__testing_wait_while(uint32_t *word, uint32_t step) {
   }
 }
 
-static void crumbs__late_step(uint32_t step) {
-  __atomic_store_n(&crumbs__capture.late_answer, step, __ATOMIC_RELEASE);
-  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+/// Moves `word` from step `from` to step `to` (a compare-exchange: one thread of those getting
+/// there does) and wakes whoever waits on it; then, when `wait`, waits while it holds `to`. True
+/// when it moved. A word not at `from` costs one load (a disarmed hook).
+static bool crumbs__testing_advance(uint32_t *word, uint32_t from, uint32_t to, bool wait) {
+  if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != from ||
+      !__atomic_compare_exchange_n(word, &from, to, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return false;
+  }
+  crumbs__capture_futex(word, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  if (wait) crumbs__testing_wait_while(word, to);
+  return true;
 }
 
 /// Capture handler, right before its answer: the first thread a live capture asked with the
 /// capture signal stops until the crash that takes the capture over lets it go. True when it
-/// stopped (it then says when it is past its answer: CRUMBS__LATE_DONE).
+/// stopped (it then says when it is past its answer: crumbs__capture_testing_late_done).
 bool crumbs__capture_testing_late_stop(const crumbs__capture_slot *slot) {
   crumbs__capture_state *capture = &crumbs__capture;
   if (__atomic_load_n(&capture->late_answer, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED) return false;
   if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) || slot->asked_with != capture->capture_signal) {
     return false;
   }
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (!__atomic_compare_exchange_n(&capture->late_answer, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return false;
-  }
-  crumbs__capture_futex(&capture->late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->late_answer, CRUMBS__LATE_STOPPED);
-  return true;
+  return crumbs__testing_advance(&capture->late_answer, CRUMBS__LATE_ARMED, CRUMBS__LATE_STOPPED, true);
 }
 
-void crumbs__capture_testing_late_done(void) { crumbs__late_step(CRUMBS__LATE_DONE); }
+void crumbs__capture_testing_late_done(void) {
+  crumbs__testing_advance(&crumbs__capture.late_answer, CRUMBS__LATE_GO, CRUMBS__LATE_DONE, false);
+}
 
 bool crumbs__capture_testing_late_paused(void) {
   crumbs__capture_state *capture = &crumbs__capture;
@@ -79,41 +82,22 @@ bool crumbs__capture_testing_late_paused(void) {
 }
 
 void crumbs__capture_testing_late_go(void) {
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (!__atomic_compare_exchange_n(&crumbs__capture.late_answer, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&crumbs__capture.late_answer, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&crumbs__capture.late_answer, CRUMBS__LATE_GO);
+  crumbs__testing_advance(&crumbs__capture.late_answer, CRUMBS__LATE_STOPPED, CRUMBS__LATE_GO, true);
 }
 
 /// Capture handler, leaving, once it has counted itself out: the first thread a live capture
 /// asked with SIGPROF stops until a crash's capture has asked every thread (tests only: a thread
 /// not yet out of the handler when the crash asks it, as on a loaded machine).
 void crumbs__capture_testing_slow_leaver_stop(int asked_with) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (asked_with != SIGPROF || __atomic_load_n(&capture->slow_leaver, __ATOMIC_ACQUIRE) != armed ||
-      !__atomic_compare_exchange_n(&capture->slow_leaver, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__testing_wait_while(&capture->slow_leaver, CRUMBS__LATE_STOPPED);
+  if (asked_with != SIGPROF) return;
+  crumbs__testing_advance(&crumbs__capture.slow_leaver, CRUMBS__LATE_ARMED, CRUMBS__LATE_STOPPED, true);
 }
 
 void crumbs__capture_testing_slow_leaver_go(void) {
   crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (__atomic_compare_exchange_n(&capture->slow_leaver, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    crumbs__capture_futex(&capture->slow_leaver, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  }
-  uint32_t leaving = CRUMBS__LATE_DONE; // the stale request's thread, stopped on its way out
-  if (__atomic_compare_exchange_n(&capture->stale_request, &leaving, CRUMBS__LATE_OFF, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  }
+  crumbs__testing_advance(&capture->slow_leaver, CRUMBS__LATE_STOPPED, CRUMBS__LATE_GO, false);
+  // The stale request's thread, stopped on its way out.
+  crumbs__testing_advance(&capture->stale_request, CRUMBS__LATE_DONE, CRUMBS__LATE_OFF, false);
 }
 
 /// Capture handler, at its door (before it counts itself in): the first thread the live capture
@@ -121,38 +105,21 @@ void crumbs__capture_testing_slow_leaver_go(void) {
 /// (crumbs__capture_testing_stale_go): a request delivered late.
 void crumbs__capture_testing_stale_hold(int signal_number) {
   crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t armed = CRUMBS__LATE_ARMED;
-  if (signal_number != SIGPROF || __atomic_load_n(&capture->stale_request, __ATOMIC_ACQUIRE) != armed ||
-      !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) ||
-      !__atomic_compare_exchange_n(&capture->stale_request, &armed, CRUMBS__LATE_STOPPED, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
+  if (signal_number != SIGPROF || __atomic_load_n(&capture->stale_request, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED ||
+      !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE)) {
     return;
   }
-  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_STOPPED);
+  crumbs__testing_advance(&capture->stale_request, CRUMBS__LATE_ARMED, CRUMBS__LATE_STOPPED, true);
 }
 
 /// Capture handler, on its way out of a request it did not answer: the held-back thread says so
 /// and stays inside until the crash has asked every thread (crumbs__capture_testing_slow_leaver_go).
 void crumbs__capture_testing_stale_linger(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t let_in = CRUMBS__LATE_GO;
-  if (!__atomic_compare_exchange_n(&capture->stale_request, &let_in, CRUMBS__LATE_DONE, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&capture->stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&capture->stale_request, CRUMBS__LATE_DONE);
+  crumbs__testing_advance(&crumbs__capture.stale_request, CRUMBS__LATE_GO, CRUMBS__LATE_DONE, true);
 }
 
 void crumbs__capture_testing_stale_go(void) {
-  uint32_t stopped = CRUMBS__LATE_STOPPED;
-  if (!__atomic_compare_exchange_n(&crumbs__capture.stale_request, &stopped, CRUMBS__LATE_GO, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  crumbs__capture_futex(&crumbs__capture.stale_request, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__testing_wait_while(&crumbs__capture.stale_request, CRUMBS__LATE_GO);
+  crumbs__testing_advance(&crumbs__capture.stale_request, CRUMBS__LATE_STOPPED, CRUMBS__LATE_GO, true);
 }
 
 // MARK: - An uninstall that meets a crash
