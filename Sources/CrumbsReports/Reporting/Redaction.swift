@@ -192,11 +192,10 @@ package struct Redactor {
         }
       }
     }
-    let changed = redactedAny
     slots.bytes += added
     swap(&entries, &slots.entries)
     swap(&spans, &slots.attributeSpans)
-    return changed
+    return redactedAny
   }
 
   /// Breadcrumbs with their messages and attribute values redacted (keys are kept). What does
