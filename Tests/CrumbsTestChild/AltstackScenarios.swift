@@ -1,0 +1,60 @@
+import Crumbs
+import CrumbsSignalPath
+import CrumbsTestChildC
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// Alternate stacks at scale: what they cost in mappings, and that the pool's growth keeps its
+// guards (crumbs_altstack.c). Each takes the directory as its first argument.
+let altstackScenarios: [String: @Sendable ([String]) -> Int32] = [
+  // CRUMBS_TEST_THREADS (default 2000) threads held alive at once, twice (the second group after
+  // the first was joined). Prints per group "groupN STARTED ERROR WITH-ONE DISTINCT REUSED DELTA":
+  // threads started, pthread_create's error, threads with an alternate stack of the configured
+  // size, how many different ones, how many the first group had, and the mappings the group
+  // added (/proc/self/maps lines). CRUMBS_TEST_NO_CRUMBS=1: Crumbs is not installed at all (the
+  // baseline); the usual crash scenario environment otherwise (CRUMBS_TEST_POOL,
+  // CRUMBS_TEST_NO_NEW_THREAD_STACKS).
+  "altstack-mappings": { arguments in
+    if getenv("CRUMBS_TEST_NO_CRUMBS") == nil {
+      guard setUp(arguments) else { return 70 }
+    }
+    let count = getenv("CRUMBS_TEST_THREADS").flatMap { UInt32(String(cString: $0)) } ?? 2000
+    let size = UInt64(CrashHandlerOptions().alternateStackSize)
+    for group in 1...2 {
+      let before = crumbs_test_count_mappings()
+      var held = crumbs_test_held_stacks()
+      crumbs_test_hold_threads(count, size, &held)
+      let after = crumbs_test_count_mappings()
+      print(
+        "group\(group) \(held.started) \(held.error) \(held.with_one) \(held.distinct) \(held.reused) \(after - before)"
+      )
+      fflush(nil)
+      crumbs_test_release_threads()
+    }
+    print("done")
+    fflush(nil)
+    return 0
+  },
+  // Run with CRUMBS_TEST_POOL=1: a few threads are held, so some get a stack of a chunk the pool
+  // grew by; a store into the guard page below such a stack must fault (guard regions do not
+  // show in /proc/self/maps). Prints "guard ADDRESS".
+  "altstack-guard-grown": crashing { _ in
+    let options = handlerOptions()
+    var held = crumbs_test_held_stacks()
+    crumbs_test_hold_threads(4, UInt64(options.alternateStackSize), &held)
+    // The first pool: from the guard of its first stack to the end of the installing thread's.
+    let low = UInt64(UInt(bitPattern: crumbs_crash_testing_altstack_guard(0)))
+    let last = crumbs_crash_testing_altstack_guard(UInt32(options.alternateStackPoolCount))
+    let high = UInt64(UInt(bitPattern: last)) + 4096 + UInt64(options.alternateStackSize)
+    let guardAddress = crumbs_test_held_guard_outside(low, high)
+    guard let guardPage = UnsafeMutableRawPointer(bitPattern: UInt(guardAddress)) else {
+      print("no grown stack: \(held.started) threads, \(held.with_one) with a stack")
+      return
+    }
+    print("guard \(guardAddress)")
+    armAndFlush()
+    guardPage.storeBytes(of: 1, as: UInt8.self)
+  },
+]
