@@ -35,7 +35,9 @@ struct ThreadsCommandHostileTests {
   }
 
   /// A dump-hostile child running as the second user in `directory` (handed over to that user).
-  func startHostile(_ directory: TestDirectory, mode: String, target: String = "/", user: (uid: UInt32, gid: UInt32))
+  func startHostile(
+    _ directory: TestDirectory, mode: String, target: String = "/", user: (uid: UInt32, gid: UInt32)
+  )
     throws -> (child: ChildProcess, ring: String, lines: [String])
   {
     try #require(chown(directory.path, user.uid, user.gid) == 0)
@@ -80,7 +82,8 @@ struct ThreadsCommandHostileTests {
     }
     try #require(hostile.lines.last == "ready", "\(hostile.lines)")
 
-    let result = try CLIProcess.run(["threads", "\(hostile.child.pid)", "--timeout", "30"], timeoutSeconds: 90)
+    let result = try CLIProcess.run(
+      ["threads", "\(hostile.child.pid)", "--timeout", "30"], timeoutSeconds: 90)
     let planted = hostile.child.value(after: "planted ", seconds: 60)
     #expect(planted != nil, "the target never planted its link")
     #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
@@ -106,7 +109,8 @@ struct ThreadsCommandHostileTests {
     defer { Syscall.close(watch) }
     _ = try Syscall.addWatch(watch, Syscall.directoryName(of: hostile.ring), mask: UInt32(IN_OPEN))
 
-    let result = try CLIProcess.run(["threads", "\(hostile.child.pid)", "--timeout", "30"], timeoutSeconds: 90)
+    let result = try CLIProcess.run(
+      ["threads", "\(hostile.child.pid)", "--timeout", "30"], timeoutSeconds: 90)
     let planted = try #require(hostile.child.value(after: "planted ", seconds: 60), "no FIFO planted")
     #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
     #expect(result.stderr.contains("not a regular file"), "\(result.stderr)")
@@ -134,7 +138,8 @@ struct ThreadsCommandHostileTests {
       print("skipped pidReusedBeforeTheRequest: no fanotify permission events here (\(line))")
       return
     }
-    let target = try #require(lines.first { $0.hasPrefix("target ") }.flatMap { Int32($0.dropFirst(7)) }, "\(lines)")
+    let target = try #require(
+      lines.first { $0.hasPrefix("target ") }.flatMap { Int32($0.dropFirst(7)) }, "\(lines)")
 
     let result = try CLIProcess.run(["threads", "\(target)", "--timeout", "30"], timeoutSeconds: 90)
     var after = referee.readLines(until: "ready", seconds: 60)

@@ -48,7 +48,8 @@ let hostileDumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       let answer = RingDirectory.threadDumpPath(forRing: rings + "/" + ring, cookie: UInt32(cookie))
       // Made under another name, then renamed into place, as an answer is.
       let staged = answer + ".staged"
-      let made = mode == "fifo" ? mkfifo(staged, 0o644) : symlink(arguments.count > 2 ? arguments[2] : "/", staged)
+      let made =
+        mode == "fifo" ? mkfifo(staged, 0o644) : symlink(arguments.count > 2 ? arguments[2] : "/", staged)
       let planted = made == 0 ? rename(staged, answer) : made
       print(planted == 0 ? "planted \(answer)" : "plant-failed \(errno)")
       fflush(nil)
