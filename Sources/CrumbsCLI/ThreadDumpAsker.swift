@@ -21,7 +21,7 @@
 //                                    out, is an error in words
 //   readAnswer(cookie:)              the answer opened beneath the folder's descriptor: looked at
 //                                    before it is opened (a link, FIFO or device is refused, never
-//                                    opened), a regular file of the ring's owner, read within a
+//                                    opened), a regular file of the process's user, read within a
 //                                    bound, then unlinked there; the caller decodes it as
 //                                    untrusted bytes (ThreadDumpAnswer)
 //
@@ -59,18 +59,19 @@ final class ThreadDumpAsker {
   private let process: Int32
   /// The ring's folder, opened beneath the process's root without following links.
   private let folder: Int32
-  /// The ring file's owner: the answer must be a file of the same user.
-  private let owner: UInt32
+  /// The process's uids (real, effective, saved, file system): the ring and the answer must be
+  /// files of one of them.
+  private let users: Set<UInt32>
 
   private init(
-    pid: Int32, ringPath: String, header: RingHeaderInfo, process: Int32, folder: Int32, owner: UInt32
+    pid: Int32, ringPath: String, header: RingHeaderInfo, process: Int32, folder: Int32, users: Set<UInt32>
   ) {
     self.pid = pid
     self.ringPath = ringPath
     self.header = header
     self.process = process
     self.folder = folder
-    self.owner = owner
+    self.users = users
   }
 
   deinit {
@@ -190,7 +191,7 @@ final class ThreadDumpAsker {
       keep = true
       handedOver = true
       return ThreadDumpAsker(
-        pid: pid, ringPath: mapped, header: header, process: process, folder: folder, owner: ring.owner)
+        pid: pid, ringPath: mapped, header: header, process: process, folder: folder, users: users)
     }
     if withoutDumps {
       throw ThreadDumpFailure("process \(pid) did not enable thread dumps (no Crumbs client running?)")
@@ -320,12 +321,12 @@ final class ThreadDumpAsker {
   }
 
   /// Reads the answer to `cookie` and removes it (it is ours: no one else asked with its
-  /// cookie). Only a regular file of the ring's owner is opened (a link, FIFO or device at its
+  /// cookie). Only a regular file of the process's user is opened (a link, FIFO or device at its
   /// name is refused without being opened), and at most `answerLimit` bytes of it are read.
   func readAnswer(cookie: UInt32) throws(ThreadDumpFailure) -> [UInt8] {
     let name = answerName(cookie: cookie)
     let path = Syscall.directoryName(of: ringPath) + "/" + name
-    defer { _ = unlinkat(folder, name, 0) }
+    defer { _ = try? Syscall.unlink(named: name, in: folder, path: path) }
     let file: Syscall.OpenedFile
     do {
       file = try Syscall.openRegularFile(named: name, in: folder, path: path)
@@ -333,9 +334,9 @@ final class ThreadDumpAsker {
       throw ThreadDumpFailure("refused the answer \(path): \(error)")
     }
     defer { Syscall.close(file.fd) }
-    guard file.owner == owner else {
+    guard users.contains(file.owner) else {
       throw ThreadDumpFailure(
-        "refused the answer \(path): owned by uid \(file.owner), not by the ring's owner (uid \(owner))")
+        "refused the answer \(path): owned by uid \(file.owner), not by the process's user")
     }
     do {
       return try Syscall.readAll(file.fd, limit: Self.answerLimit, path: path)

@@ -282,6 +282,16 @@ extension Syscall {
     try retrying("rename", path: path) { renameat(directory, name, newDirectory, newName) }
   }
 
+  /// Unlinks the entry `name` of the open `directory` unless it is a folder (a link is removed,
+  /// never followed); one already gone is no error.
+  package static func unlink(named name: String, in directory: Int32, path: String) throws(SystemCallError) {
+    do {
+      try retrying("unlink", path: path) { unlinkat(directory, name, 0) }
+    } catch {
+      if error.errno != .noSuchFileOrDirectory { throw error }
+    }
+  }
+
   /// Removes the entry `name` of the open `directory`: a file or link is unlinked (never
   /// followed), a folder is opened with O_NOFOLLOW, emptied the same way and removed. Best
   /// effort: what cannot be removed stays.
