@@ -30,7 +30,7 @@
 //     created after install goes without, however many there are at once; only the signal-safe
 //     hook, which makes no mapping, can find nothing left. One growth at a time (a flag the
 //     others wait on, a bounded number of sched_yield rounds), so a burst of new threads maps
-//     one chunk, not one each. Chunks are never unmapped: a thread may run on its stack until
+//     one chunk, not one each (but for a thread that gave up waiting: a spare chunk). Chunks are never unmapped: a thread may run on its stack until
 //     its very end, and every stack is reused by later threads (the free list);
 //   - at thread exit (the key's destructor, off the hot path): disable the thread's alternate
 //     stack if it is still ours (sigaltstack), then push it on the free list. A stack is never
@@ -283,8 +283,9 @@ static void crumbs__altstack_set_guard(unsigned char *guard) {
 /// (no room for a chunk, or the mapping failed: the thread goes without). Set-up context only
 /// (mmap, madvise or mprotect, sched_yield).
 static uint32_t crumbs__altstack_grow(void) {
-  // Wait for a growth under way rather than map a chunk of our own; a bounded wait: a grower
-  // that is slow (descheduled) costs at most one spare chunk.
+  // Wait for a growth under way rather than map a chunk of our own; a bounded wait: when the
+  // grower is slow (descheduled), a thread that gave up waiting maps a spare chunk (a mapping
+  // more, its stacks kept for later threads), never goes without.
   bool holding = false;
   for (int round = 0; round < 1000 && !holding; round++) {
     uint32_t taken = crumbs__altstack_take();

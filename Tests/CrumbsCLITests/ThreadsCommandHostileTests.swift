@@ -119,6 +119,38 @@ struct ThreadsCommandHostileTests {
       "the CLI opened the FIFO before looking at what it is")
   }
 
+  /// The checks above must not keep a user from dumping their own process: the same second
+  /// user runs both the target and the CLI.
+  @Test("a user who is not root still dumps their own process")
+  func ownUserDumps() throws {
+    guard let user = try Self.secondUser() else {
+      print("skipped ownUserDumps: needs root (a second user)")
+      return
+    }
+    let directory = TestDirectory()
+    try #require(chown(directory.path, user.uid, user.gid) == 0)
+    let gate = try StartGate(in: directory)
+    try #require(chown(gate.path, user.uid, user.gid) == 0)
+    let asUser = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--"]
+    let target = try ChildProcess(
+      "/usr/bin/setpriv",
+      asUser + [ChildProcess.testChild, "dump-target", directory.file("crumbs"), gate.path])
+    defer {
+      gate.open()
+      target.signal(SIGKILL)
+      target.wait(seconds: 60)
+    }
+    let lines = target.readLines(until: "ready", seconds: 120)
+    try #require(lines.last == "ready", "\(lines)")
+    let result = CLIProcess.Result(
+      try Subprocess.run(
+        "/usr/bin/setpriv", asUser + [CLIProcess.executable, "threads", "\(target.pid)", "--timeout", "30"],
+        timeoutMilliseconds: 90_000))
+    #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+    #expect(result.stdout.hasPrefix("Thread dump of pid \(target.pid)"), "\(result.stdout)")
+    #expect(result.stdout.contains("\"parked-reader\" tid="), "\(result.stdout)")
+  }
+
   @Test("the pid is reused between reading the ring and the request: the new process is not signalled")
   func pidReusedBeforeTheRequest() throws {
     guard getuid() == 0 else {
