@@ -80,14 +80,33 @@ struct AlternateStackMappingTests {
       "\(second.mappingsAdded) mappings for the second group")
   }
 
-  /// A stack of a chunk the pool grew by has its guard below it (a guard region: it does not
-  /// show in /proc/self/maps, so only a fault tells): a store there faults and is recorded.
-  @Test("the guard below an alternate stack of a grown chunk faults")
-  func grownStackGuard() throws {
+  /// On a kernel without guard regions (made to answer as one: a seccomp filter fails
+  /// MADV_GUARD_INSTALL with EINVAL) the guards are PROT_NONE pages, which split the chunks: the
+  /// documented cost, 2 mappings a stack, so twice a thread's own. Every thread still has its
+  /// stack.
+  @Test("without guard regions, each stack costs 2 mappings, as documented")
+  func mappingsWithoutGuardRegions() throws {
+    let (baseline, _) = try held(["CRUMBS_TEST_NO_CRUMBS": "1"])
+    let (first, _) = try held(["CRUMBS_TEST_NO_GUARD_REGIONS": "1"])
+    try #require(first.started == Self.threads, "\(first)")
+    #expect(first.withStack == Self.threads && first.distinct == Self.threads, "\(first)")
+    print(
+      "without guard regions: \(Double(first.mappingsAdded) / Double(Self.threads)) mappings per thread, "
+        + "\(Double(baseline.mappingsAdded) / Double(Self.threads)) without Crumbs")
+    #expect(Double(first.mappingsAdded) <= 2.1 * Double(baseline.mappingsAdded), "\(first)")
+  }
+
+  /// A stack of a chunk the pool grew by has its guard below it (a guard region does not show
+  /// in /proc/self/maps, so only a fault tells; without guard regions, a PROT_NONE page): a
+  /// store there faults and is recorded.
+  @Test("the guard below an alternate stack of a grown chunk faults", arguments: [true, false])
+  func grownStackGuard(guardRegions: Bool) throws {
     let directory = TestDirectory()
+    var environment = ["CRUMBS_TEST_POOL": "1"]
+    if !guardRegions { environment["CRUMBS_TEST_NO_GUARD_REGIONS"] = "1" }
     let run = try runCrashScenario(
       "altstack-guard-grown", variant: ChildVariant(release: false, backtracer: false),
-      directory: directory, environment: ["CRUMBS_TEST_POOL": "1"])
+      directory: directory, environment: environment)
     let guardAddress = try #require(run.facts["guard"].flatMap { UInt64($0) }, "\(run.lines)")
     #expect(run.signal == SIGSEGV, "\(run.lines)")
     let record = try CrashRecord.read(file: try #require(run.recordPath))

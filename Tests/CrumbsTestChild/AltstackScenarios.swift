@@ -8,6 +8,8 @@ import CrumbsTestChildC
 
 // Alternate stacks at scale: what they cost in mappings, and that the pool's growth keeps its
 // guards (crumbs_altstack.c). Each takes the directory as its first argument.
+// CRUMBS_TEST_NO_GUARD_REGIONS=1: madvise(MADV_GUARD_INSTALL) fails with EINVAL, as on a
+// kernel before 6.13 (crumbs_test_refuse_guard_regions), from before install on.
 let altstackScenarios: [String: @Sendable ([String]) -> Int32] = [
   // CRUMBS_TEST_THREADS (default 2000) threads held alive at once, twice (the second group after
   // the first was joined). Prints per group "groupN STARTED ERROR WITH-ONE DISTINCT REUSED DELTA":
@@ -17,6 +19,7 @@ let altstackScenarios: [String: @Sendable ([String]) -> Int32] = [
   // baseline); the usual crash scenario environment otherwise (CRUMBS_TEST_POOL,
   // CRUMBS_TEST_NO_NEW_THREAD_STACKS).
   "altstack-mappings": { arguments in
+    guard refuseGuardRegionsWhenAsked() else { return 69 }
     if getenv("CRUMBS_TEST_NO_CRUMBS") == nil {
       guard setUp(arguments) else { return 70 }
     }
@@ -40,21 +43,37 @@ let altstackScenarios: [String: @Sendable ([String]) -> Int32] = [
   // Run with CRUMBS_TEST_POOL=1: a few threads are held, so some get a stack of a chunk the pool
   // grew by; a store into the guard page below such a stack must fault (guard regions do not
   // show in /proc/self/maps). Prints "guard ADDRESS".
-  "altstack-guard-grown": crashing { _ in
-    let options = handlerOptions()
-    var held = crumbs_test_held_stacks()
-    crumbs_test_hold_threads(4, UInt64(options.alternateStackSize), &held)
-    // The first pool: from the guard of its first stack to the end of the installing thread's.
-    let low = UInt64(UInt(bitPattern: crumbs_crash_testing_altstack_guard(0)))
-    let last = crumbs_crash_testing_altstack_guard(UInt32(options.alternateStackPoolCount))
-    let high = UInt64(UInt(bitPattern: last)) + 4096 + UInt64(options.alternateStackSize)
-    let guardAddress = crumbs_test_held_guard_outside(low, high)
-    guard let guardPage = UnsafeMutableRawPointer(bitPattern: UInt(guardAddress)) else {
-      print("no grown stack: \(held.started) threads, \(held.with_one) with a stack")
-      return
-    }
-    print("guard \(guardAddress)")
-    armAndFlush()
-    guardPage.storeBytes(of: 1, as: UInt8.self)
+  "altstack-guard-grown": { arguments in
+    guard refuseGuardRegionsWhenAsked() else { return 69 }
+    return guardOfGrownStack(arguments)
   },
 ]
+
+/// With CRUMBS_TEST_NO_GUARD_REGIONS set, makes guard regions fail as an older kernel does;
+/// false (after printing why) when that could not be set up.
+func refuseGuardRegionsWhenAsked() -> Bool {
+  guard getenv("CRUMBS_TEST_NO_GUARD_REGIONS") != nil else { return true }
+  guard crumbs_test_refuse_guard_regions() == 0 else {
+    print("no-seccomp \(errno)")
+    return false
+  }
+  return true
+}
+
+let guardOfGrownStack = crashing { _ in
+  let options = handlerOptions()
+  var held = crumbs_test_held_stacks()
+  crumbs_test_hold_threads(4, UInt64(options.alternateStackSize), &held)
+  // The first pool: from the guard of its first stack to the end of the installing thread's.
+  let low = UInt64(UInt(bitPattern: crumbs_crash_testing_altstack_guard(0)))
+  let last = crumbs_crash_testing_altstack_guard(UInt32(options.alternateStackPoolCount))
+  let high = UInt64(UInt(bitPattern: last)) + 4096 + UInt64(options.alternateStackSize)
+  let guardAddress = crumbs_test_held_guard_outside(low, high)
+  guard let guardPage = UnsafeMutableRawPointer(bitPattern: UInt(guardAddress)) else {
+    print("no grown stack: \(held.started) threads, \(held.with_one) with a stack")
+    return
+  }
+  print("guard \(guardAddress)")
+  armAndFlush()
+  guardPage.storeBytes(of: 1, as: UInt8.self)
+}

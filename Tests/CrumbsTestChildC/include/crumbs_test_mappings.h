@@ -30,4 +30,9 @@ uint64_t crumbs_test_held_guard_outside(uint64_t low, uint64_t high);
 /// Wakes the held threads and joins them; their alternate stacks are remembered for the next
 /// group's `reused`.
 void crumbs_test_release_threads(void);
+
+/// Makes this thread, and every thread it creates from now on, see madvise(MADV_GUARD_INSTALL)
+/// fail with EINVAL, as a kernel before 6.13 answers (a seccomp filter: the real refusal of an
+/// older kernel, without one). Returns 0, or -1 (errno set).
+int crumbs_test_refuse_guard_regions(void);
 #endif
