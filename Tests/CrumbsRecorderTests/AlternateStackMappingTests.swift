@@ -80,6 +80,24 @@ struct AlternateStackMappingTests {
       "\(second.mappingsAdded) mappings for the second group")
   }
 
+  /// In a forked child every stack but the forking thread's is free again, chunks included:
+  /// the child's threads each get one of their own, never one given twice, never the forking
+  /// thread's.
+  @Test("a forked child hands out the grown pool's stacks once each")
+  func forkedChildStacks() throws {
+    let directory = TestDirectory()
+    let child = try Subprocess(
+      ChildProcess.testChild, ["altstack-fork", directory.path],
+      environment: ["SWIFT_BACKTRACE": "enable=no", "CRUMBS_TEST_POOL": "1"],
+      standardError: .file(directory.file("stderr.txt")))
+    let lines = child.readLines(until: "done", seconds: 120)
+    child.wait(seconds: 60)
+    #expect(child.exitCode == 0, "\(lines)")
+    #expect(lines.contains("parent 100 100 100"), "\(lines)")
+    #expect(lines.contains("child 200 200 200 0"), "\(lines)")
+    #expect(lines.contains("child-exit 0"), "\(lines)")
+  }
+
   /// On a kernel without guard regions (made to answer as one: a seccomp filter fails
   /// MADV_GUARD_INSTALL with EINVAL) the guards are PROT_NONE pages, which split the chunks: the
   /// documented cost, 2 mappings a stack, so twice a thread's own. Every thread still has its

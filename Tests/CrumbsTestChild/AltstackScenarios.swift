@@ -43,6 +43,37 @@ let altstackScenarios: [String: @Sendable ([String]) -> Int32] = [
   // Run with CRUMBS_TEST_POOL=1: a few threads are held, so some get a stack of a chunk the pool
   // grew by; a store into the guard page below such a stack must fault (guard regions do not
   // show in /proc/self/maps). Prints "guard ADDRESS".
+  // Run with CRUMBS_TEST_POOL=1: 100 threads hold stacks (the pool grew by chunks), then the
+  // main thread forks; in the child (where only the forking thread lives, and every other stack
+  // is free again) 200 threads are held. The child prints "child STARTED WITH-ONE DISTINCT
+  // MINE" (MINE: how many have the forking thread's own stack), the parent "child-exit STATUS"
+  // and "done".
+  "altstack-fork": { arguments in
+    guard setUp(arguments) else { return 70 }
+    let size = UInt64(CrashHandlerOptions().alternateStackSize)
+    var held = crumbs_test_held_stacks()
+    crumbs_test_hold_threads(100, size, &held)
+    print("parent \(held.started) \(held.with_one) \(held.distinct)")
+    fflush(nil)
+    let child = fork()
+    if child == 0 {
+      crumbs_test_forget_held_threads()
+      var own = stack_t()
+      sigaltstack(nil, &own)
+      var inChild = crumbs_test_held_stacks()
+      crumbs_test_hold_threads(200, size, &inChild)
+      let mine = crumbs_test_held_count_of(UInt64(UInt(bitPattern: own.ss_sp)))
+      print("child \(inChild.started) \(inChild.with_one) \(inChild.distinct) \(mine)")
+      fflush(nil)
+      _exit(0)
+    }
+    var status: Int32 = 0
+    waitpid(child, &status, 0)
+    print("child-exit \(status)")
+    print("done")
+    fflush(nil)
+    return 0
+  },
   "altstack-guard-grown": { arguments in
     guard refuseGuardRegionsWhenAsked() else { return 69 }
     return guardOfGrownStack(arguments)

@@ -120,6 +120,23 @@ uint64_t crumbs_test_held_guard_outside(uint64_t low, uint64_t high) {
   return 0;
 }
 
+void crumbs_test_forget_held_threads(void) {
+  pthread_mutex_init(&crumbs_test_lock, NULL);
+  pthread_cond_init(&crumbs_test_changed, NULL);
+  crumbs_test_threads = NULL;
+  crumbs_test_stacks = NULL;
+  crumbs_test_held = 0;
+}
+
+uint32_t crumbs_test_held_count_of(uint64_t stack) {
+  uint32_t count = 0;
+  for (uint32_t index = 0; index < crumbs_test_held; index++) {
+    stack_t held = crumbs_test_stacks[index];
+    count += !(held.ss_flags & SS_DISABLE) && (uint64_t)(uintptr_t)held.ss_sp == stack;
+  }
+  return count;
+}
+
 void crumbs_test_release_threads(void) {
   pthread_mutex_lock(&crumbs_test_lock);
   crumbs_test_released = true;

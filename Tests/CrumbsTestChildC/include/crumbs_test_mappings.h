@@ -27,6 +27,13 @@ void crumbs_test_hold_threads(uint32_t count, uint64_t size, crumbs_test_held_st
 /// (the first pool), or 0 when none does.
 uint64_t crumbs_test_held_guard_outside(uint64_t low, uint64_t high);
 
+/// In a forked child: the held threads are the parent's (none of them lives here); starts
+/// afresh, the lock and condition variable too (the parent's waiters would be waited for).
+void crumbs_test_forget_held_threads(void);
+
+/// How many held threads have `stack` (an ss_sp) as their alternate stack.
+uint32_t crumbs_test_held_count_of(uint64_t stack);
+
 /// Wakes the held threads and joins them; their alternate stacks are remembered for the next
 /// group's `reused`.
 void crumbs_test_release_threads(void);
