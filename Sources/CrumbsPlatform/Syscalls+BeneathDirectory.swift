@@ -167,6 +167,44 @@ extension Syscall {
     return try readAll(fd, limit: limit, path: path)
   }
 
+  /// O_PATH (Linux 2.6.39): a descriptor that only names a file, for fstat and as the start of
+  /// a lookup; opening one runs no open of the file itself (no device, FIFO or fsnotify open).
+  /// Glibc does not export it to Swift (a _GNU_SOURCE name); the value is the same on x86_64
+  /// and aarch64.
+  package static let openPathOnly: Int32 = 0o10_000_000
+
+  /// A regular file opened for reading by `openRegularFile(named:in:path:)`.
+  package struct OpenedFile {
+    package var fd: Int32
+    package var size: UInt64
+    /// Its owner's uid.
+    package var owner: UInt32
+  }
+
+  /// Opens the regular file `name` of the open `directory` for reading, looking before opening:
+  /// the name is first opened as a mere reference (O_PATH, O_NOFOLLOW: no open of a device or
+  /// FIFO happens, a symbolic link is the link itself), checked with fstat, and only a regular
+  /// file is then opened for reading through /proc/self/fd (the same file, whatever the name
+  /// names by then; O_NONBLOCK). A symbolic link is refused as `.symbolicLink`, anything else
+  /// but a regular file as `.notARegularFile`. The caller closes `fd`.
+  package static func openRegularFile(named name: String, in directory: Int32, path: String)
+    throws(SystemCallError) -> OpenedFile
+  {
+    let reference = try retrying("open", path: path) {
+      openat(directory, name, openPathOnly | O_NOFOLLOW | O_CLOEXEC)
+    }
+    defer { close(reference) }
+    var info = stat()
+    try retrying("fstat", path: path) { Glibc.fstat(reference, &info) }
+    switch info.st_mode & S_IFMT {
+    case S_IFREG: break
+    case S_IFLNK: throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+    default: throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+    }
+    let fd = try open("/proc/self/fd/\(reference)", O_RDONLY | O_NONBLOCK | O_NOCTTY)
+    return OpenedFile(fd: fd, size: UInt64(max(0, info.st_size)), owner: info.st_uid)
+  }
+
   /// Creates the file `name` (0600) in the open `directory`, a folder no one else reads (a
   /// report being assembled), with `bytes`, and returns it still open: the caller fsyncs it when
   /// it must be durable (after its other writes, so one journal commit can take them all) and
@@ -242,6 +280,16 @@ extension Syscall {
     named name: String, in directory: Int32, to newName: String, in newDirectory: Int32, path: String
   ) throws(SystemCallError) {
     try retrying("rename", path: path) { renameat(directory, name, newDirectory, newName) }
+  }
+
+  /// Unlinks the entry `name` of the open `directory` unless it is a folder (a link is removed,
+  /// never followed); one already gone is no error.
+  package static func unlink(named name: String, in directory: Int32, path: String) throws(SystemCallError) {
+    do {
+      try retrying("unlink", path: path) { unlinkat(directory, name, 0) }
+    } catch {
+      if error.errno != .noSuchFileOrDirectory { throw error }
+    }
   }
 
   /// Removes the entry `name` of the open `directory`: a file or link is unlinked (never
