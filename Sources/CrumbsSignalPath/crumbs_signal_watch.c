@@ -10,16 +10,17 @@
 // could not say why the crash left no record. Seen here, the change is written at once into
 // the crash record's `replaced_signals` (a mapped file: it survives any death), and cleared
 // when Crumbs takes the signal back. The check stays as the fallback for what this misses:
-// raw rt_sigaction system calls, bsd_signal/sysv_signal/sigset, a shared library's signal(),
-// and musl (not compiled there).
+// raw rt_sigaction system calls, bsd_signal/sysv_signal/sigset, a library loaded with
+// RTLD_DEEPBIND (its calls reach its own libc first), and musl (not compiled there).
 //
 // It is also how the handler learns that a handler given the first chance at a fault gave up
 // (crumbs_crash_handler.c): setting SIG_DFL for the signal while we call it means the fault
 // will kill the process, and the crash is recorded before it raises the signal or returns.
 //
 // Entry points (libc's names, found before libc's by the dynamic linker, and by the static
-// linker over static glibc's weak definitions; shared libraries reach ours only for the names
-// the executable exports, which docs/platform-facts.md lists — `sigaction` is, `signal` is not):
+// linker over static glibc's weak definitions; the linker exports both from the executable,
+// since libc.so defines the same names, so a shared library's calls reach ours too:
+// docs/platform-facts.md):
 //   sigaction     the next sigaction, then crumbs__crash_note_action with the action asked for
 //   signal        the next signal (glibc's is BSD signal: SA_RESTART unless siginterrupt() made
 //                 the signal interrupting, the signal blocked in its own handler), then

@@ -5,7 +5,9 @@ import CrumbsTestChildC
 // (crumbs_signal_watch.c). Each sets Crumbs up as the crash scenarios do (ring + crash handler,
 // `setUp`) in the directory given as the first argument, then exits 0 after its last line.
 // CRUMBS_TEST_SIGNAL_LIBRARY names a library the test built (SignalChainTests' signalUserSource):
-// loaded with dlopen, it sets actions with its own calls, as any library of the app would.
+// loaded with dlopen, it sets actions with its own calls, as any library of the app would; with
+// CRUMBS_TEST_DEEPBIND=1 it is loaded with RTLD_DEEPBIND, so its calls go to its own
+// dependencies' definitions (libc's) before the executable's.
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -20,8 +22,9 @@ let signalChainScenarios: [String: @Sendable ([String]) -> Int32] = [
   // "replaced LIST", the record's replaced signals. Prints "done".
   "signal-chain": { arguments in
     guard setUp(arguments), let library = signalUserLibrary(),
-      let claim = function("crumbs_interposer_claim", in: nil, as: (@convention(c) (Int32) -> Int32).self),
-      let claimedRan = function("crumbs_interposer_claimed_ran", in: nil, as: (@convention(c) () -> Int32).self)
+      let claim = cFunction("crumbs_interposer_claim", in: nil, as: (@convention(c) (Int32) -> Int32).self),
+      let claimedRan = cFunction(
+        "crumbs_interposer_claimed_ran", in: nil, as: (@convention(c) () -> Int32).self)
     else { return 70 }
     var action = sigaction()
     action.__sigaction_handler.sa_handler = { _ in }
@@ -93,12 +96,15 @@ struct SignalUserLibrary {
 
 /// Loads CRUMBS_TEST_SIGNAL_LIBRARY; prints an "error" line and returns nil when it cannot.
 func signalUserLibrary() -> SignalUserLibrary? {
-  guard let path = getenv("CRUMBS_TEST_SIGNAL_LIBRARY"), let handle = dlopen(path, RTLD_NOW),
-    let setAction = function("crumbs_signal_user_sigaction", in: handle, as: (@convention(c) (Int32) -> Int32).self),
-    let setSignal = function("crumbs_signal_user_signal", in: handle, as: (@convention(c) (Int32) -> Int32).self),
-    let interrupt = function(
+  let binding = getenv("CRUMBS_TEST_DEEPBIND") != nil ? RTLD_DEEPBIND : 0
+  guard let path = getenv("CRUMBS_TEST_SIGNAL_LIBRARY"), let handle = dlopen(path, RTLD_NOW | binding),
+    let setAction = cFunction(
+      "crumbs_signal_user_sigaction", in: handle, as: (@convention(c) (Int32) -> Int32).self),
+    let setSignal = cFunction(
+      "crumbs_signal_user_signal", in: handle, as: (@convention(c) (Int32) -> Int32).self),
+    let interrupt = cFunction(
       "crumbs_signal_user_siginterrupt", in: handle, as: (@convention(c) (Int32, Int32) -> Int32).self),
-    let ran = function("crumbs_signal_user_ran", in: handle, as: (@convention(c) () -> Int32).self)
+    let ran = cFunction("crumbs_signal_user_ran", in: handle, as: (@convention(c) () -> Int32).self)
   else {
     print("error cannot load CRUMBS_TEST_SIGNAL_LIBRARY: \(dlerror().map { String(cString: $0) } ?? "unset")")
     return nil
@@ -108,7 +114,9 @@ func signalUserLibrary() -> SignalUserLibrary? {
 
 /// `name` in `handle` (nil: every loaded module, RTLD_DEFAULT) as a C function of type `type`;
 /// prints an "error" line and returns nil when there is none.
-func function<Function>(_ name: String, in handle: UnsafeMutableRawPointer?, as type: Function.Type) -> Function? {
+func cFunction<Function>(_ name: String, in handle: UnsafeMutableRawPointer?, as type: Function.Type)
+  -> Function?
+{
   guard let symbol = dlsym(handle, name) else {
     print("error no \(name)")
     return nil
