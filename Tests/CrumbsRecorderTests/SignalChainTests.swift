@@ -55,6 +55,24 @@ struct SignalChainTests {
     #expect(record.replacedSignals == [SIGBUS])
   }
 
+  @Test(
+    "a signal an interposer claimed before install keeps its handler, and its crash is recorded through it")
+  func claimedCrashSignal() throws {
+    let directory = TestDirectory()
+    let interposer = try compileSharedLibrary(interposerSource, named: "signal_interposer", in: directory)
+    let run = try runCrashScenario(
+      "claimed-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["LD_PRELOAD": interposer])
+    // Crumbs' install reached the interposer, which kept its own handler in the kernel (as
+    // libjsig keeps a JVM's) and chains to Crumbs' for a fault it does not own.
+    #expect(run.facts["kernel-handler"] == "interposer", "\(run.lines) \(run.stderr)")
+    #expect(run.signal == SIGSEGV, "\(run.status) \(run.lines)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .complete)
+    #expect(record.signal.number == SIGSEGV)
+    #expect(record.signal.faultAddress == 0)
+  }
+
   /// The library is loaded with dlopen as usual (its calls reach the executable's definitions,
   /// which the linker exports since libc.so defines the same names) or with RTLD_DEEPBIND (its
   /// calls reach libc's first). In the latter, a second copy of libc's set of interrupting
@@ -89,12 +107,14 @@ struct SignalChainTests {
 /// the next definition (libc's). `crumbs_interposer_claim(signal)` installs its own handler for
 /// the signal, as libjsig lets the JVM do; from then on a sigaction or signal for it only saves
 /// the action asked for, which its handler calls after counting (libjsig's chaining).
-/// `crumbs_interposer_claimed_ran()` says how many times that handler ran.
+/// `crumbs_interposer_claimed_ran()` says how many times that handler ran,
+/// `crumbs_interposer_handler()` where it is.
 let interposerSource = """
   #define _GNU_SOURCE
   #include <dlfcn.h>
   #include <fcntl.h>
   #include <signal.h>
+  #include <stdint.h>
   #include <stdlib.h>
   #include <string.h>
   #include <unistd.h>
@@ -159,6 +179,8 @@ let interposerSource = """
   }
 
   int crumbs_interposer_claimed_ran(void) { return claimed_ran; }
+
+  uintptr_t crumbs_interposer_handler(void) { return (uintptr_t)claimed_handler; }
 
   int sigaction(int signal_number, const struct sigaction *action, struct sigaction *old_action) {
     note("sigaction", signal_number, action != NULL);

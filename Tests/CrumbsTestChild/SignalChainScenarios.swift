@@ -43,6 +43,23 @@ let signalChainScenarios: [String: @Sendable ([String]) -> Int32] = [
     fflush(nil)
     return 0
   },
+  // claimed-crash DIR, with the LD_PRELOAD interposer: it claims SIGSEGV before Crumbs is set
+  // up (a JVM created first, through libjsig), so Crumbs' install only becomes the action the
+  // interposer's handler chains to. Prints "kernel-handler interposer" when the kernel still runs
+  // the interposer's handler after install ("other" when something replaced it), then stores to
+  // address 0: the interposer's handler calls Crumbs', which records the crash.
+  "claimed-crash": { arguments in
+    guard
+      let claim = cFunction("crumbs_interposer_claim", in: nil, as: (@convention(c) (Int32) -> Int32).self),
+      let handler = cFunction("crumbs_interposer_handler", in: nil, as: (@convention(c) () -> UInt).self),
+      claim(SIGSEGV) == 0, setUp(arguments)
+    else { return 70 }
+    print("kernel-handler \(crumbs_test_kernel_handler(SIGSEGV) == handler() ? "interposer" : "other")")
+    printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+    armAndFlush()
+    crumbs_test_null_deref()
+    return 71
+  },
   // interrupting-alarm DIR: SIGALRM made interrupting by siginterrupt(SIGALRM, 1), then given a
   // handler by signal(), each by the app or by the library as CRUMBS_TEST_INTERRUPT_BY says
   // ("app": the app's siginterrupt, the library's signal; "library": the other way round). Prints

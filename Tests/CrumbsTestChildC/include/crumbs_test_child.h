@@ -206,6 +206,9 @@ int crumbs_test_attach_tracer(void);
 /// siginterrupt(signal_number, flag), called from the test child itself (so it reaches whatever
 /// definition the executable binds: Crumbs' own, where it has one). Returns its result.
 int crumbs_test_siginterrupt(int signal_number, int flag);
+/// The handler the kernel runs for `signal_number`, asked with the raw rt_sigaction system call
+/// (past every sigaction definition, ours and a preloaded one's); 0 on failure.
+uintptr_t crumbs_test_kernel_handler(int signal_number);
 
 #ifdef __cplusplus
 }
