@@ -8,7 +8,7 @@
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
 //   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's
-//   own, past any interposer: crumbs_signal_watch.h),
+//   own, past any interposer: crumbs_libc_sigaction.h),
 //   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
 //   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
 //   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
@@ -78,7 +78,7 @@
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
 #include "crumbs_die_by_signal.h"
-#include "crumbs_signal_watch.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>

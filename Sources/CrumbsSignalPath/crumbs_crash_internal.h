@@ -10,7 +10,7 @@
 //   crumbs_signal_watch.c    sigaction/signal in front of the next definition (a preloaded
 //                            interposer, else libc's): a crash signal's action set by another
 //                            library is noticed when it happens; libc's own sigaction for
-//                            code in signal handlers (crumbs_signal_watch.h)
+//                            code in signal handlers is crumbs_libc_sigaction.c
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe); its pieces
 //                            crumbs_unwind_memory.c, crumbs_unwind_async.c, crumbs_unwind_scan.c

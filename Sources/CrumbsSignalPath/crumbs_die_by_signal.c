@@ -1,12 +1,12 @@
 // crumbs_die_by_signal.c — end the process by a signal (see crumbs_die_by_signal.h).
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. libc calls: memset, sigaction (libc's own, past
-// any interposer: crumbs__libc_sigaction, crumbs_signal_watch.h), sigemptyset, sigaddset,
+// any interposer: crumbs__libc_sigaction, crumbs_libc_sigaction.h), sigemptyset, sigaddset,
 // sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill). No malloc, no locks, no stdio.
 
 #define _GNU_SOURCE
 #include "crumbs_die_by_signal.h"
-#include "crumbs_signal_watch.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <signal.h>
 #include <string.h>

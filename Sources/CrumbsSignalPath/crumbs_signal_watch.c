@@ -25,7 +25,7 @@
 //   signal        the next signal (glibc's is BSD signal: SA_RESTART unless siginterrupt() made
 //                 the signal interrupting, the signal blocked in its own handler), then
 //                 crumbs__crash_note_action with the handler asked for
-//   crumbs__libc_sigaction  libc's own, for Crumbs' code in signal handlers (crumbs_signal_watch.h)
+// Crumbs' code in signal handlers calls libc's own instead (crumbs_libc_sigaction.h).
 //
 // The next definition. In a dynamic link it is whatever comes after the executable in the
 // search order: a library preloaded with LD_PRELOAD (HotSpot's libjsig.so, a sandbox, a tracer),
@@ -44,7 +44,7 @@
 // stay callable from a signal handler. Until then — calls from other libraries' constructors,
 // which run before the executable's (the Swift runtime's backtracer installs its handlers
 // there), and a call made while dlsym runs (from inside it, or on another thread) — ours calls
-// libc's directly (`__sigaction`; `bsd_signal`, glibc's signal under its other name): a
+// libc's directly (crumbs__libc_sigaction; `bsd_signal`, glibc's signal under its other name): a
 // preloaded interposer does not see those few, as it saw none before. A sanitizer's interceptor
 // (linked into the executable, where RTLD_NEXT would skip it; see crumbs_thread_start.c) is the
 // next definition whenever one is linked; it finds libc's (or a preloaded one) by its own dlsym.
@@ -60,10 +60,10 @@
 // Crumbs' own calls: its installs (crumbs_crash_install.c, the thread capture's and the thread
 // dump's signals) go through ours like any library's, so an interposer sees them; what runs in a
 // signal handler (dying by a signal, "is our handler the one the kernel calls", taking SIGPROF
-// for a capture) calls crumbs__libc_sigaction instead (crumbs_signal_watch.h says why).
+// for a capture) calls crumbs__libc_sigaction instead (crumbs_libc_sigaction.h says why).
 //
-// ASYNC-SIGNAL-SAFE on our side: sigaction, signal and crumbs__libc_sigaction call the next
-// definition through a pointer stored before main, or libc's `__sigaction` / `bsd_signal` (both
+// ASYNC-SIGNAL-SAFE on our side: sigaction and signal call the next definition through a
+// pointer stored before main, or libc's own (crumbs__libc_sigaction, `bsd_signal`: both
 // async-signal-safe); then memset, and getpid and syscall(SYS_gettid) through
 // crumbs__crash_note_action; atomics. No malloc, no locks, no dlsym. Whether the next definition
 // is signal-safe is its own business (libc's is; libjsig's takes a mutex). The constructor is
@@ -71,8 +71,8 @@
 // of ours stands in front of libc (the client's periodic check covers it).
 
 #define _GNU_SOURCE
-#include "crumbs_signal_watch.h"
 #include "crumbs_crash_internal.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -86,14 +86,14 @@
 typedef int (*crumbs__sigaction_function)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*crumbs__signal_function)(int, sighandler_t);
 
-// libc's own (see above). `__sigaction`: libc.so.6 (GLIBC_2.2.5) and libc.a. `bsd_signal`: the
-// same function as glibc's `signal` (libc.so.6 GLIBC_2.2.5, libc.a), which <signal.h> declares
-// only for old X/Open. `__bsd_signal`: libc.a only (weak: NULL in a dynamic link).
-extern int __sigaction(int, const struct sigaction *, struct sigaction *);
+// libc's own signal (see above). `bsd_signal`: the same function as glibc's `signal` (libc.so.6
+// GLIBC_2.2.5, libc.a), which <signal.h> declares only for old X/Open. `__bsd_signal`: libc.a
+// only (weak: NULL in a dynamic link).
 extern sighandler_t bsd_signal(int, sighandler_t);
 extern sighandler_t __bsd_signal(int, sighandler_t) __attribute__((weak));
 
 // A sanitizer's interceptors, when one is linked (weak: NULL otherwise); see crumbs_thread_start.c.
+// With one, crumbs__libc_sigaction calls its sigaction interceptor.
 extern int ___interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
     __attribute__((weak));
 extern int __interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
@@ -106,13 +106,6 @@ extern sighandler_t __interceptor_signal(int, sighandler_t) __attribute__((weak)
 /// and with a sanitizer (whose interceptors come first).
 static crumbs__sigaction_function crumbs__next_sigaction_found;
 static crumbs__signal_function crumbs__next_signal_found;
-
-int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
-                           struct sigaction *old_action) {
-  if (___interceptor_sigaction != NULL) return ___interceptor_sigaction(signal_number, action, old_action);
-  if (__interceptor_sigaction != NULL) return __interceptor_sigaction(signal_number, action, old_action);
-  return __sigaction(signal_number, action, old_action);
-}
 
 static int crumbs__next_sigaction(int signal_number, const struct sigaction *action,
                                   struct sigaction *old_action) {
@@ -130,7 +123,7 @@ static sighandler_t crumbs__next_signal(int signal_number, sighandler_t handler)
 }
 
 /// Finds the next sigaction and signal (see "When it is found" above). NOT SIGNAL-SAFE (dlsym);
-/// the loader runs it once, before main, first of the executable's constructors.
+/// runs once, before main, first of the executable's constructors.
 __attribute__((constructor(101))) static void crumbs__find_next_definitions(void) {
   // Binds `__sigaction` now, so a signal handler's first call takes no lazy binding.
   struct sigaction probe;
@@ -176,13 +169,6 @@ sighandler_t signal(int signal_number, sighandler_t handler) {
     errno = saved_errno;
   }
   return previous;
-}
-
-#else
-
-int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
-                           struct sigaction *old_action) {
-  return sigaction(signal_number, action, old_action);
 }
 
 #endif

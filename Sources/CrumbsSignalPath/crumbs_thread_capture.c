@@ -120,7 +120,7 @@
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
 // per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
 // SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
-// crumbs_signal_watch.h; queries, and SIGPROF's action, exchanged when a capture takes it and
+// crumbs_libc_sigaction.h; queries, and SIGPROF's action, exchanged when a capture takes it and
 // given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
@@ -131,7 +131,7 @@
 #define _GNU_SOURCE
 #include "crumbs_thread_capture.h"
 #include "crumbs_format.h"
-#include "crumbs_signal_watch.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>
