@@ -7,7 +7,8 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
-//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only),
+//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's
+//   own, past any interposer: crumbs_libc_sigaction.h),
 //   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
 //   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
 //   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
@@ -77,6 +78,7 @@
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
 #include "crumbs_die_by_signal.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -159,7 +161,7 @@ static bool crumbs__gives_up(const struct sigaction *action) {
 /// sigaction is only queried. Safe to call from a signal handler.
 static bool crumbs__called_by_the_kernel(int signal_number) {
   struct sigaction current;
-  return sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current);
+  return crumbs__libc_sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current);
 }
 
 // MARK: - The handler
@@ -302,7 +304,7 @@ static crumbs__first_chance_result crumbs__first_chance(int signal_number, sigin
     crumbs__call(action, signal_number, info, context);
     thread->chain_stage = CRUMBS__CHAIN_NONE;
     struct sigaction now;
-    if (sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) return CRUMBS__RECOVERED;
+    if (crumbs__libc_sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) return CRUMBS__RECOVERED;
     return crumbs__gives_up(&now) ? CRUMBS__GAVE_UP : CRUMBS__RECOVERED;
   }
   return CRUMBS__RECORD;
