@@ -20,8 +20,9 @@
 //                       modules' paths, the resource (executable path) and every message
 //
 // Entry points, in call order:
-//   Redaction.redactor()          the rules compiled once per report (patterns that do not
-//                                 compile are skipped and named in `problems`)
+//   Redaction.redactor()          the rules compiled once per report, with the report's step
+//                                 budget for value patterns (a refused pattern makes every
+//                                 text redacted whole; `problems` names it for the damage)
 //   Redactor.contents(_:)         a ring's breadcrumbs (messages, attribute values) before the
 //                                 trail attachment is encoded and the report built from them,
 //                                 on their bytes (`redact(_:)`, BreadcrumbSlots): no String made
@@ -394,7 +395,7 @@ package struct Redactor {
 
   /// `bytes` with every match of `pattern` replaced. The steps allowed: what is left of the
   /// report's budget, and at most a few passes over the text per instruction (a pass never
-  /// needs more than about 3 steps per instruction and byte).
+  /// needs more than about 4 steps per instruction and byte).
   private func patternApplied(_ pattern: ValuePattern, _ bytes: UnsafeBufferPointer<UInt8>) -> PatternOutcome
   {
     let allowed = min(budget.remaining, (bytes.count + 1) * 8 * pattern.program.count + 4096)

@@ -14,11 +14,17 @@
 //   \d \w \s \D \W \S    ASCII digits, ASCII word characters (`[A-Za-z0-9_]`), blanks and line
 //                        ends (`[ \t\n\r\f\v]`), and their complements
 //   ^ $ \A \z \Z         the start and the end of the text (one text is one line, mostly)
-//   \b \B                a word boundary (ASCII word characters), not one
+//   \b \B                a word boundary, not one: between an ASCII word character and
+//                        anything else, as in PCRE (Swift Regex's default is Unicode's word
+//                        boundaries, which also stand at the text's start and end)
 //   (…) (?:…) (?<n>…)    groups (nothing is captured: the whole match is replaced)
 //   |                    alternation, leftmost first (as Swift Regex and PCRE choose)
 //   * + ? {n} {n,} {n,m} {,m}   repetition (n, m ≤ 1000), greedy, or lazy with a `?` after
 //   (?i)                 at the very start: ASCII letters match either case
+// Matches are those of Swift Regex (ValuePatternTests compares them on random patterns), but
+// for one kind: a repetition nested in a repetition where both may match nothing
+// (`((.*?|$)+x)?`) can end a match elsewhere than backtracking would; what is redacted is then
+// a different extent, never nothing.
 // Refused (Redaction.invalidPatterns names them, and why; CrumbsClient.start throws): back
 // references, look-around, possessive and atomic forms, `\p{…}`, POSIX and nested classes,
 // inline options elsewhere, and a program over `maxInstructions` (`(a{1000}){1000}`).
@@ -54,6 +60,9 @@ package struct ValuePattern {
     case scalar(Int)
     /// Goes on at both, the first preferred.
     case split(Int, Int)
+    /// A loop's test after its body: as `split`; met again at the same place (its body matched
+    /// nothing), it goes on at `exit` only, as backtracking ends a loop on an empty iteration.
+    case loop(Int, Int, exit: Int)
     case jump(Int)
     /// Goes on at the next instruction when it holds where the thread is.
     case assert(Assertion)
@@ -243,8 +252,6 @@ private struct Parser {
     case "{": bounds = try counts()
     default: return atom
     }
-    if case .assertion = atom { throw error("nothing to repeat (an anchor)") }
-    if case .empty = atom { throw error("nothing to repeat") }
     index += 1
     var greedy = true
     if current == "?" {
@@ -541,8 +548,8 @@ private struct Compiler {
       }
       for jump in jumps { program[jump] = .jump(program.count) }
     case .repetition(let inner, let minimum, let maximum, let greedy):
-      for _ in 0..<minimum { try emit(inner) }
       if let maximum {
+        for _ in 0..<minimum { try emit(inner) }
         // Each optional copy skips to the end when it is not taken.
         var splits: [Int] = []
         for _ in minimum..<maximum {
@@ -551,11 +558,17 @@ private struct Compiler {
         }
         for split in splits { program[split] = ordered(split + 1, program.count, greedy: greedy) }
       } else {
-        // loop: split body, end; body; jump loop
-        let loop = try add(.split(0, 0))
+        // `x{n,}` as n - 1 copies and `x+`, `x*` as `(x+)?`: the loop's test comes after the
+        // body, so an iteration that matched nothing meets it again at once and leaves the loop
+        // there, with the preference backtracking gives that way out (Instruction.loop).
+        for _ in 0..<max(minimum - 1, 0) { try emit(inner) }
+        let skip = minimum == 0 ? try add(.split(0, 0)) : nil
+        let body = program.count
         try emit(inner)
-        _ = try add(.jump(loop))
-        program[loop] = ordered(loop + 1, program.count, greedy: greedy)
+        let test = try add(.split(0, 0))
+        let (first, second) = greedy ? (body, test + 1) : (test + 1, body)
+        program[test] = .loop(first, second, exit: test + 1)
+        if let skip { program[skip] = .split(first, second) }
       }
     }
   }
