@@ -63,6 +63,49 @@ struct ValuePatternTests {
     #expect(found == [0..<2, 2..<4, 4..<6])
   }
 
+  /// Random patterns of the language on random short texts (SplitMix64: SymbolicationTests): the same non-empty matches as Swift
+  /// Regex finds (texts short enough for its backtracking).
+  @Test func randomPatternsMatchAsSwiftRegexDoes() throws {
+    var random = SplitMix64(seed: 35)
+    // No `\b`: Swift's default is Unicode's word boundaries (one at the text's start and end
+    // whatever is there), this matcher's the ASCII one of PCRE (between \w and \W).
+    let atoms = ["a", "b", "c", ".", "[ab]", "[^a ]", #"\d"#, #"\w"#, #"\s"#, " ", "^", "$"]
+    let quantifiers = ["", "", "", "*", "+", "?", "{1,2}", "*?", "+?", "??", "{2}"]
+    func piece(_ depth: Int) -> String {
+      let atom: String
+      if depth < 2 && random.next() % 4 == 0 {
+        let branches = (0...(random.next() % 2)).map { _ in sequence(depth + 1) }
+        atom = "(" + branches.joined(separator: "|") + ")"
+      } else {
+        atom = atoms[Int(random.next() % UInt64(atoms.count))]
+      }
+      if atom == "^" || atom == "$" { return atom }
+      return atom + quantifiers[Int(random.next() % UInt64(quantifiers.count))]
+    }
+    func sequence(_ depth: Int) -> String { (0...(random.next() % 3)).map { _ in piece(depth) }.joined() }
+    let alphabet = Array("ab1 c")
+    var compared = 0
+    for _ in 0..<300 {
+      let pattern = sequence(0)
+      // Swift refuses a repeated anchor (`^*`); this language takes it (it matches nothing).
+      guard let regex = try? Regex(pattern) else { continue }
+      let compiled = try ValuePattern(pattern)
+      compared += 1
+      for _ in 0..<10 {
+        let text = String((0..<(random.next() % 10)).map { _ in alphabet[Int(random.next() % 5)] })
+        let expected = text.matches(of: regex).map(\.range).filter { !$0.isEmpty }.map {
+          text.utf8.distance(
+            from: text.startIndex, to: $0.lowerBound)..<text.utf8.distance(
+              from: text.startIndex, to: $0.upperBound)
+        }
+        var budget = Int.max
+        let found = Array(text.utf8).withUnsafeBufferPointer { compiled.matches(in: $0, budget: &budget) }
+        #expect(found == expected, "\(pattern) on \(text.debugDescription)")
+      }
+    }
+    #expect(compared > 250)
+  }
+
   @Test func countsWithoutALowerBound() throws {
     #expect(try replaced("x{,2}y", "xxxy y") == "x[redacted] [redacted]")
   }

@@ -90,6 +90,27 @@ import Testing
     }
   }
 
+  /// A value pattern outside the linear-time subset is refused at start, with why, before
+  /// anything is made (it used to be skipped: the processors then redacted without it).
+  @Test func aRefusedPatternStopsStart() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var configuration = CrumbsConfiguration(directory: directory.file("crumbs"))
+      configuration.hangs = nil
+      configuration.automaticBreadcrumbs = nil
+      configuration.redaction.valuePatterns = [Redaction.emailAddresses, #"(\w+) \1"#]
+      do throws(CrumbsError) {
+        let client = try CrumbsClient.start(configuration, shared: false)
+        client.close()
+        Issue.record("started with a back reference: \(client.problems)")
+      } catch {
+        guard case .redactionPatterns(let problems) = error else { throw error }
+        #expect(problems.count == 1 && problems[0].contains(#"\1 is not supported"#), "\(problems)")
+      }
+      #expect(!Syscall.isDirectory(directory.file("crumbs")))
+    }
+  }
+
   /// The crash handler's termination line (issue 35, cases 15 and 16), which Kubernetes keeps
   /// in the pod's status, from a real crash.
   @Suite(.serialized) struct TerminationLine {
