@@ -170,6 +170,17 @@ struct RedactionTests {
       try Syscall.writeFileAtomically(file, metadata.encoded())
       #expect(try SessionMetadata.read(file: file).redaction == redaction)
     }
+    // A file from before URL credentials had their switch: on, as by default.
+    let before = directory.file("before.session.json")
+    try Syscall.writeFileAtomically(
+      before,
+      Array(
+        (#"{"format":1,"sessionID":"\#(SessionID())","replacedCrashSignals":[],"#
+          + #""redaction":{"keys":["pin"],"valuePatterns":[],"shortensHomeDirectories":false},"#
+          + #""attributes":{},"attachments":[],"omitted":0}"#).utf8))
+    #expect(
+      try SessionMetadata.read(file: before).redaction
+        == Redaction(keys: ["pin"], shortensHomeDirectories: false, redactsURLCredentials: true))
     let older = SessionMetadata(sessionID: SessionID(), appVersion: "1")
     let file = directory.file("old.session.json")
     try Syscall.writeFileAtomically(file, older.encoded())
