@@ -70,7 +70,8 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
       head +=
         ",\"redaction\":{\"keys\":[" + Self.commaSeparated(redaction.keys.map(jsonQuoted))
         + "],\"valuePatterns\":[" + Self.commaSeparated(redaction.valuePatterns.map(jsonQuoted))
-        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)}"
+        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)"
+        + ",\"redactsURLCredentials\":\(redaction.redactsURLCredentials)}"
     }
     var resourceOmitted = 0
     if let resource {
