@@ -80,22 +80,30 @@ import Testing
 
   // MARK: - Case 4: a FIFO named like a ring
 
-  /// A FIFO named `x.ring` appears in rings/ and is closed after a write open (what a ring
-  /// writer's exit looks like to inotify): the watching collector neither blocks on it nor stops
-  /// reporting, quarantines it with its reason, reports a later crash and stops on SIGTERM.
+  /// A FIFO named `x.ring` appears in one watched directory's rings/ and is closed after a
+  /// write open (what a ring writer's exit looks like to inotify): the watching collector neither
+  /// blocks on it nor stops reporting — a crash in the other watched directory is reported (no
+  /// client ever starts in the first, which would open the FIFO for writing and free a blocked
+  /// reader) — quarantines it with its reason, and ends on SIGTERM.
   @Test func aFIFONamedLikeARingNeitherWedgesTheWatcherNorHidesLaterCrashes() throws {
     let directory = TestDirectory()
+    let hostile = directory.file("hostile")
     let crumbs = directory.file("crumbs")
+    _ = try RingDirectory(path: hostile)
     _ = try RingDirectory(path: crumbs)
     let arrivals = try ServerArrivals()
     defer { arrivals.server.stop() }
     let collector = try CLIProcess.start([
-      "collect", "--watch", "--dir", crumbs, "--otlp", arrivals.server.baseURL,
+      "collect", "--watch", "--dir", hostile, "--dir", crumbs, "--otlp", arrivals.server.baseURL,
     ])
     defer { if collector.exitCode == nil { kill(collector.pid, SIGKILL) } }
     try #require(collector.value(after: "watching ") != nil, "the collector set up its watches")
+    // A first crash reported: the collector's first passes are over and it is in its loop (a
+    // pass would claim the FIFO before any check of it).
+    let first = try crashChild(crumbs)
+    #expect(try arrivals.waitForReport(session: first, seconds: 30) != nil)
 
-    let fifo = crumbs + "/rings/x.ring"
+    let fifo = hostile + "/rings/x.ring"
     #expect(mkfifo(fifo, 0o600) == 0)
     let writer = open(fifo, O_RDWR | O_NONBLOCK)
     #expect(writer >= 0)
@@ -103,8 +111,9 @@ import Testing
 
     let session = try crashChild(crumbs)
     let report = try arrivals.waitForReport(session: session, seconds: 30)
-    #expect(report != nil, "the crash after the FIFO was reported")
-    #expect(files(crumbs + "/quarantine").contains("x.ring.reason"), "\(files(crumbs + "/quarantine"))")
+    #expect(report != nil, "the crash in the other directory, after the FIFO, was reported")
+    let quarantined = files(hostile + "/quarantine")
+    #expect(quarantined.contains("x.ring.reason"), "\(quarantined)")
     #expect(!Syscall.fileExists(fifo))
 
     kill(collector.pid, SIGTERM)
