@@ -58,7 +58,9 @@ import Testing
     let outside = scratch.file("outside.txt")
     try Syscall.writeFileAtomically(outside, Array("root's file outside\n".utf8), durable: false)
     let crumbs = scratch.file("crumbs")
-    let rings = try killedSession(in: crumbs) { [outside, $0 + "/app.log", $0 + "/roots.log", "/proc/self/environ"] }
+    let rings = try killedSession(in: crumbs) {
+      [outside, $0 + "/app.log", $0 + "/roots.log", "/proc/self/environ"]
+    }
     try Syscall.writeFileAtomically(crumbs + "/app.log", Array("the app's log\n".utf8), durable: false)
     try Syscall.writeFileAtomically(crumbs + "/roots.log", Array("root's log\n".utf8), durable: false)
     // The app's user owns its Crumbs directory and all it wrote; roots.log stays root's.

@@ -93,6 +93,8 @@ package struct SessionSummaryOutbox: DeliveryOutbox {
       return
     }
     guard !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
-    _ = try? Syscall.unlink(SessionSummaryQueue.folder(directory) + "/" + event.key)
+    guard let queue = SessionSummaryQueue.open(directory) else { return }
+    defer { Syscall.close(queue) }
+    Syscall.removeTree(named: event.key, in: queue)
   }
 }
