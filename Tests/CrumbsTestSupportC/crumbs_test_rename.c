@@ -1,8 +1,8 @@
 // Test-only: a hostile app's symbolic-link swap, renameat2(RENAME_EXCHANGE) in a loop, run while
 // a processor works in the directory (RingDirectoryLinkSwapTests). Only the system call.
+#define _GNU_SOURCE // syscall
 #include "crumbs_test_support.h"
 
-#include <errno.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
