@@ -88,9 +88,15 @@ extension Syscall {
     guard path == root || path.hasPrefix(prefix) else {
       throw SystemCallError(call: "open", path: path, refusal: .other("not inside \(root)"))
     }
+    // `..` would climb out of `root` (and `.` is never needed): refused before anything opens.
+    let components = path.dropFirst(root.count).split(separator: "/")
+    guard !components.contains(where: { $0 == ".." || $0 == "." }) else {
+      throw SystemCallError(
+        call: "open", path: path, refusal: .other("a '.' or '..' component below \(root)"))
+    }
     var fd = try open(root, O_RDONLY | O_DIRECTORY)
     var walked = String(prefix.dropLast())
-    for component in path.dropFirst(root.count).split(separator: "/") {
+    for component in components {
       walked += "/" + component
       do {
         let next = try openDirectory(named: String(component), in: fd, path: walked)

@@ -47,6 +47,21 @@ import Testing
     #expect(fileCount(victim) == 40)
   }
 
+  /// A path below the Crumbs directory that climbs out of it with `..` is refused before any
+  /// open, as a link on the way is.
+  @Test func openingBeneathTheDirectoryRefusesDotDot() throws {
+    let scratch = TestDirectory()
+    let directory = try RingDirectory(path: scratch.file("crumbs"))
+    _ = try victimFolder(scratch)
+    #expect(throws: SystemCallError.self) {
+      Syscall.close(try Syscall.openDirectory(directory.ringsPath + "/../../victim", beneath: directory.path))
+    }
+    #expect(symlink(scratch.path, directory.path + "/up") == 0)
+    #expect(throws: SystemCallError.self) {
+      Syscall.close(try Syscall.openDirectory(directory.path + "/up/victim", beneath: directory.path))
+    }
+  }
+
   /// The race: another thread exchanges quarantine/ with a link to the victim folder as fast as
   /// it can (a bounded number of times) while bad rings are quarantined, each move trimming a
   /// full quarantine folder. Not one victim file may go.
