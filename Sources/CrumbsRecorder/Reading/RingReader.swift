@@ -154,9 +154,9 @@ public enum RingReader {
   /// good header are counted as torn, not thrown.
   public static func read(file path: String) throws(PersistedFileError) -> RingContents {
     try PersistedFile.read(path, as: .ring) { file throws(PersistedFileError) in
-      guard file.size <= 1 << 30 else {
+      guard file.size <= UInt64(RingOptions.maxFileSize) else {
         throw PersistedFileError(
-          .unreadable, "cannot read: \(file.size) bytes, more than \(1 << 30)", format: .ring)
+          .unreadable, "cannot read: \(file.size) bytes, more than \(RingOptions.maxFileSize)", format: .ring)
       }
       let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
       let layout = try file.bytes(at: 0, count: tables).withUnsafeBytes { image in
