@@ -11,8 +11,17 @@
 //                                    was delivered
 //   pass(index)                      open the directory if it has become a Crumbs directory
 //                                    (CollectedDirectory.open), process every ended session
-//                                    (PostMortemProcessor.run), deliver (between attempts it
-//                                    stops once SIGTERM/SIGINT is pending), print what happened
+//                                    (PostMortemProcessor.run), deliver, print what happened
+//
+// Stopping and sharing: a pass asks, before each session and each delivery attempt, whether
+// SIGTERM/SIGINT is pending (a poll of the signalfd) or its time slice (`slice`) is used up;
+// the transport gives up a request in flight once the signal is pending (CurlTransport.abandons,
+// asked at least once a second). So the collector stops within one session's processing or a
+// second of a request, whatever it was doing, and a directory with a long backlog (many or
+// large rings) is processed a slice at a time, in turn with the others: its bad input delays
+// the others by a slice at most. What a pass did not get to stays as it was (claimed rings are
+// released, never half-processed: a report is stored by a rename, a ring removed only after
+// its report) and the next pass takes it up (`CollectPass.unfinished`).
 //
 // A directory whose app turned Crumbs off (`setEnabled(false)`: the `disabled` file) is still
 // processed, as the client processes it, but nothing is sent from it. The app's consent handler
@@ -73,6 +82,8 @@ struct CollectPass {
   /// Wall-clock nanoseconds when a pending report is next due, if one waits.
   var nextDueUnixNano: UInt64?
   var failed = false
+  /// The pass stopped early (a signal, or its slice was used up): more is left to do.
+  var unfinished = false
 }
 
 final class CollectEngine {
@@ -98,31 +109,51 @@ final class CollectEngine {
   /// processed.
   func collectOnce() -> Bool {
     var ok = true
-    for index in directories.indices {
-      if stopRequested { return false }
-      let directory = directories[index]
-      guard Syscall.isDirectory(directory.path) else {
-        printError("crumbs collect: no such directory: \(directory.path)")
-        ok = false
-        continue
+    // Round by round, each directory a slice at a time, until every one is done.
+    var left = Array(directories.indices)
+    while !left.isEmpty {
+      var unfinished: [Int] = []
+      for index in left {
+        if stopRequested { return false }
+        let (done, passed) = collectOnce(index)
+        if !passed { ok = false }
+        if !done { unfinished.append(index) }
       }
-      guard Syscall.isDirectory(directory.ringsPath) else {
-        printError("crumbs collect: \(directory.path) is not a Crumbs directory: it has no rings/ folder")
-        ok = false
-        continue
-      }
-      let pass = pass(index, quiet: false)
-      if pass.failed || pass.pending > 0 || pass.dropped > 0 || pass.lockBusy { ok = false }
+      left = unfinished
     }
     return ok
   }
 
+  /// One slice of the one-shot run on directory `index`: whether it is done, and whether
+  /// everything in it was processed and delivered.
+  private func collectOnce(_ index: Int) -> (done: Bool, ok: Bool) {
+    let directory = directories[index]
+    guard Syscall.isDirectory(directory.path) else {
+      printError("crumbs collect: no such directory: \(directory.path)")
+      return (true, false)
+    }
+    guard Syscall.isDirectory(directory.ringsPath) else {
+      printError("crumbs collect: \(directory.path) is not a Crumbs directory: it has no rings/ folder")
+      return (true, false)
+    }
+    let pass = pass(index, quiet: false)
+    if pass.unfinished { return (false, true) }
+    return (true, !(pass.failed || pass.pending > 0 || pass.dropped > 0 || pass.lockBusy))
+  }
+
   /// Whether SIGTERM or SIGINT is pending (left pending: the watcher reads it).
-  var stopRequested: Bool {
+  var stopRequested: Bool { Self.signalPending(signals) }
+
+  /// Whether the signalfd `signals` has a signal to read (one poll, nothing read).
+  static func signalPending(_ signals: Int32) -> Bool {
     var descriptor = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
     try? Syscall.poll(&descriptor, timeoutMilliseconds: 0)
     return descriptor[0].revents & Int16(POLLIN) != 0
   }
+
+  /// How long one pass works on one directory before it yields to the others (see the file
+  /// comment): one session's processing or one request more, at most.
+  static let sliceNanoseconds: UInt64 = 2_000_000_000
 
   /// Processes and delivers directory `index` (see the file comment). `quiet` prints nothing
   /// when nothing happened (a watcher's passes).
@@ -135,7 +166,18 @@ final class CollectEngine {
       return result
     }
     guard let processor = directory.processor, let uploader = directory.uploader else { return result }
-    let outcome = processor.run()
+    // The slice ends a pass only after its first session: a pass always gets something done.
+    let deadline = SystemClock.monotonicNanoseconds() &+ Self.sliceNanoseconds
+    var asked = 0
+    var sliceUsed = false
+    let stopping = {
+      if self.stopRequested { return true }
+      asked += 1
+      sliceUsed = sliceUsed || (asked > 1 && SystemClock.monotonicNanoseconds() >= deadline)
+      return sliceUsed
+    }
+    let outcome = processor.run(stopping: stopping)
+    result.unfinished = outcome.interrupted
     for problem in outcome.problems { printError("crumbs collect: \(directory.path): \(problem)") }
     for file in outcome.quarantined {
       printError("crumbs collect: quarantined \(file.originalPath): \(file.reason)")
@@ -166,7 +208,8 @@ final class CollectEngine {
       flushStandardOutput()
       return result
     }
-    let delivery = uploader.deliverPending(stopping: { self.stopRequested })
+    let delivery = uploader.deliverPending(stopping: stopping)
+    result.unfinished = result.unfinished || sliceUsed || stopRequested
     result.lockBusy = delivery.lockBusy
     result.delivered = delivery.finished.filter { $0.state == .sent }.count
     result.dropped = delivery.finished.filter { $0.state == .dropped }.count
