@@ -23,6 +23,14 @@
 // released, never half-processed: a report is stored by a rename, a ring removed only after
 // its report) and the next pass takes it up (`CollectPass.unfinished`).
 //
+// Whose files: everything a pass creates in a directory (reports/ and its folders, the session
+// starts, metrics, quarantine) must stay usable by the app that owns it, whose own next start
+// moves and deletes them. So a pass runs as the directory's owner: as is when the collector is
+// that uid; with the calling thread's filesystem uid and gid switched to the directory's owner
+// and group when it runs as root (Syscall.setFilesystemIdentity: what it creates is the
+// owner's, and what it opens is checked as the owner's, never with root's privileges); and not
+// at all, said once, when it runs as any other uid: it would leave files the owner cannot use.
+//
 // A directory whose app turned Crumbs off (`setEnabled(false)`: the `disabled` file) is still
 // processed, as the client processes it, but nothing is sent from it. The app's consent handler
 // lives in the app: the collector cannot ask it, so from a directory whose app configured one
@@ -42,6 +50,9 @@ final class CollectedDirectory {
   let path: String
   private(set) var processor: PostMortemProcessor?
   private(set) var uploader: ReportUploader?
+
+  /// Whether the refusal to work as another uid here was said already (said once).
+  var refusalSaid = false
 
   init(path: String) { self.path = path }
 
@@ -159,6 +170,43 @@ final class CollectEngine {
   /// when nothing happened (a watcher's passes).
   func pass(_ index: Int, quiet: Bool) -> CollectPass {
     let directory = directories[index]
+    guard let owner = Syscall.owner(ofPath: directory.path) else { return pass(directory, quiet: quiet) }
+    let me = Syscall.effectiveUserID()
+    if owner.uid == me { return pass(directory, quiet: quiet) }
+    var result = CollectPass()
+    guard me == 0 else {
+      if !directory.refusalSaid {
+        printError(
+          "crumbs collect: \(directory.path) belongs to uid \(owner.uid): the collector (uid \(me)) would "
+            + "leave files there that the app cannot use; run it as uid \(owner.uid), or as root (which "
+            + "works there as uid \(owner.uid))")
+        directory.refusalSaid = true
+      }
+      result.failed = true
+      return result
+    }
+    let before = Syscall.filesystemIdentity()
+    do {
+      try Syscall.setFilesystemIdentity(uid: owner.uid, gid: owner.gid)
+    } catch {
+      printError("crumbs collect: \(directory.path): cannot work as its owner, uid \(owner.uid): \(error)")
+      result.failed = true
+      return result
+    }
+    defer {
+      do {
+        try Syscall.setFilesystemIdentity(uid: before.uid, gid: before.gid)
+      } catch {
+        // Never go on as another directory's owner.
+        printError("crumbs collect: cannot switch back from uid \(owner.uid): \(error)")
+        exit(1)
+      }
+    }
+    return pass(directory, quiet: quiet)
+  }
+
+  /// The pass itself, as whoever the caller made this thread.
+  private func pass(_ directory: CollectedDirectory, quiet: Bool) -> CollectPass {
     var result = CollectPass()
     if let problem = directory.open(engine: self) {
       printError("crumbs collect: \(problem)")
