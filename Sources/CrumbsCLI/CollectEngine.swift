@@ -7,14 +7,14 @@
 //
 // Entry points, in call order:
 //   CollectEngine(directories:destinations:transport:summaryResource:signals:)
-//   collectOnce()                    one-shot: pass(index) for every directory; true when all
-//                                    was delivered
+//   collectOnce()                    one-shot: pass(index) for every directory, round by round
+//                                    until each is done; true when all was delivered
 //   pass(index)                      open the directory if it has become a Crumbs directory
 //                                    (CollectedDirectory.open), process every ended session
 //                                    (PostMortemProcessor.run), deliver, print what happened
 //
 // Stopping and sharing: a pass asks, before each session and each delivery attempt, whether
-// SIGTERM/SIGINT is pending (a poll of the signalfd) or its time slice (`slice`) is used up;
+// SIGTERM/SIGINT is pending (a poll of the signalfd) or its time slice (`sliceNanoseconds`) is used up;
 // the transport gives up a request in flight once the signal is pending (CurlTransport.abandons,
 // asked at least once a second). So the collector stops within one session's processing or a
 // second of a request, whatever it was doing, and a directory with a long backlog (many or
