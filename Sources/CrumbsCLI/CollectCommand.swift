@@ -8,8 +8,8 @@
 // 1 something was not done: a report stays pending (the server refused or did not answer, its
 // next attempt is not due yet, another process held the store's delivery lock) or was dropped,
 // a directory is missing, not a Crumbs directory or could not be processed; 64 usage error.
-// With --watch: 0 after SIGTERM or SIGINT (the pass in flight finished first), 1 when the
-// watch cannot be set up.
+// With --watch: 0 after SIGTERM or SIGINT (within one session's processing or a second of a
+// request in flight: what is left waits for the next run), 1 when the watch cannot be set up.
 // Not signal-safe (an ordinary command-line program).
 
 import ArgumentParser
@@ -87,10 +87,12 @@ struct CollectCommand: ParsableCommand {
         "no destination: give --otlp URL or --backtrace URL, or set OTEL_EXPORTER_OTLP_ENDPOINT",
         CLIExit.usage)
     }
+    // A request in flight is given up once SIGTERM/SIGINT is pending (the report stays pending).
+    var transport = CurlTransport(timeout: destination.timeout)
+    transport.abandons = { CollectEngine.signalPending(signals) }
     let engine = CollectEngine(
       directories: directories.map(absolute), destinations: destinations,
-      transport: CurlTransport(timeout: destination.timeout), summaryResource: otel.resource(appName: nil),
-      signals: signals)
+      transport: transport, summaryResource: otel.resource(appName: nil), signals: signals)
     if watch {
       var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)
       try watcher.run()

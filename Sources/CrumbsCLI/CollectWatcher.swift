@@ -18,8 +18,13 @@
 //     rescan                      every --rescan seconds: every directory's pass, arm() again
 //                                 (the safety net: a ring whose last descriptor a forked child
 //                                 keeps gives no event when its writer dies)
-//     SIGTERM / SIGINT            the loop ends after the pass in flight (a pass stops starting
-//                                 delivery attempts once one is pending); exit 0
+//     SIGTERM / SIGINT            the loop ends; a pass in flight stops before its next session
+//                                 or delivery attempt, a request in flight within a second
+//                                 (CollectEngine's file comment); exit 0
+//     due passes                  one slice each, in turn (CollectEngine.sliceNanoseconds); a
+//                                 directory with more to do goes back to the end of the queue, and
+//                                 the poll does not wait while one is queued: a directory's long
+//                                 backlog never holds up another's new crash by more than a slice
 //
 // Why the ring's close: the writer holds its ring open (descriptor and read-write mapping) for
 // its whole life, and the kernel emits IN_CLOSE_WRITE when the last reference to a writable open
@@ -85,7 +90,8 @@ struct CollectWatcher {
   private var rechecks: [String: Recheck] = [:]
   /// Directory → when a pass is due again for delivery (monotonic ns).
   private var deliveryDue: [Int: UInt64] = [:]
-  private var due = Set<Int>()
+  /// Directories due a pass, in the order they became due (each at most once).
+  private var due = DueQueue()
   private var nextRescan: UInt64 = 0
 
   init(engine: CollectEngine, signals: Int32, rescanSeconds: Double) throws {
@@ -109,7 +115,7 @@ struct CollectWatcher {
     let count = engine.directories.count
     print("watching \(count) director\(count == 1 ? "y" : "ies")")
     flushStandardOutput()
-    due = Set(engine.directories.indices)
+    due.insertAll(engine.directories.indices)
     nextRescan = SystemClock.monotonicNanoseconds() &+ rescanNanoseconds
     while true {
       runDuePasses()
@@ -120,7 +126,7 @@ struct CollectWatcher {
       ]
       descriptors += waits.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
       do {
-        try Syscall.poll(&descriptors, timeoutMilliseconds: timeoutMilliseconds())
+        try Syscall.poll(&descriptors, timeoutMilliseconds: due.isEmpty ? timeoutMilliseconds() : 0)
       } catch {
         throw fail("collect", "\(error)")
       }
@@ -176,7 +182,7 @@ struct CollectWatcher {
     var rearm = false
     for event in Syscall.inotifyEvents(inotify) {
       if event.overflowed {
-        due = Set(engine.directories.indices)
+        due.insertAll(engine.directories.indices)
         rearm = true
         continue
       }
@@ -266,23 +272,42 @@ struct CollectWatcher {
     }
     if nextRescan <= now {
       arm()
-      due = Set(engine.directories.indices)
+      due.insertAll(engine.directories.indices)
       nextRescan = now &+ rescanNanoseconds
     }
   }
 
+  /// One round: a slice for each directory due now; those with more to do are due again after
+  /// the others (and after the events that came in meanwhile).
   private mutating func runDuePasses() {
-    while let index = due.popFirst() {
+    var unfinished: [Int] = []
+    for _ in 0..<due.count {
+      guard let index = due.popFirst() else { break }
       if engine.stopRequested { return }
       let pass = engine.pass(index, quiet: true)
       deliveryDue[index] = nil
       let now = SystemClock.monotonicNanoseconds()
-      if pass.lockBusy {
+      if pass.unfinished {
+        unfinished.append(index)
+      } else if pass.lockBusy {
         deliveryDue[index] = now &+ Self.busyRetryNanoseconds
       } else if pass.pending > 0, let next = pass.nextDueUnixNano {
         let wall = SystemClock.wallNanoseconds()
         deliveryDue[index] = now &+ min(next > wall ? next - wall : 0, rescanNanoseconds)
       }
     }
+    due.insertAll(unfinished)
   }
+}
+
+/// Directory indices waiting for a pass, first come first served, each at most once.
+struct DueQueue {
+  private var order: [Int] = []
+
+  var isEmpty: Bool { order.isEmpty }
+  var count: Int { order.count }
+
+  mutating func insert(_ index: Int) { if !order.contains(index) { order.append(index) } }
+  mutating func insertAll(_ indices: some Sequence<Int>) { for index in indices { insert(index) } }
+  mutating func popFirst() -> Int? { order.isEmpty ? nil : order.removeFirst() }
 }

@@ -71,6 +71,11 @@ public struct CurlTransport: HTTPTransport {
   /// `maxTimeout` (see `usableTimeout(_:)`).
   public let timeout: Double
 
+  /// Asked in curl's progress callback (at least once a second): true abandons the request in
+  /// flight (it fails, the report stays pending). `crumbs collect` gives up a request once
+  /// SIGTERM is pending, so it stops within a second of it, not after the request's timeout.
+  package var abandons: @Sendable () -> Bool = { false }
+
   public init(timeout: Double = 30) { self.timeout = Self.usableTimeout(timeout) ?? Self.defaultTimeout }
 
   /// `seconds` as a request timeout: at most `maxTimeout` (infinity included); nil when it is not
@@ -121,7 +126,8 @@ public struct CurlTransport: HTTPTransport {
 
     // At most 86_400_000 ms (usableTimeout): four times it fits a long anywhere.
     let timeoutMilliseconds = max(1, Int(timeout * 1000))
-    let exchange = CurlExchange(body: request.body, idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000)
+    let exchange = CurlExchange(
+      body: request.body, idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000, abandons: abandons)
     let context = Unmanaged.passUnretained(exchange).toOpaque()
     var failed = false
     func set(_ option: Int, _ value: Int) {
@@ -224,14 +230,19 @@ private final class CurlExchange {
   /// Whether the idle watch stopped the transfer.
   var idledOut = false
 
-  init(body: [UInt8], idleNanoseconds: UInt64) {
+  /// True once the request in flight must be given up (CurlTransport.abandons).
+  let abandons: @Sendable () -> Bool
+
+  init(body: [UInt8], idleNanoseconds: UInt64, abandons: @escaping @Sendable () -> Bool) {
     requestBody = body
     self.idleNanoseconds = idleNanoseconds
+    self.abandons = abandons
   }
 
   /// curl's progress callback: false stops the transfer, once nothing moved for the timeout.
   /// Header bytes, which curl's body counts leave out, count as progress in `header(_:)`.
   func progress(downloaded: Int64, uploaded: Int64) -> Bool {
+    if abandons() { return false }  // CURLE_ABORTED_BY_CALLBACK: a transport error
     let now = SystemClock.monotonicNanoseconds()
     if (downloaded, uploaded) != lastCounts {
       lastCounts = (downloaded, uploaded)

@@ -72,6 +72,7 @@ extension ReportUploader {
 
   private func runLoop(_ run: Run) {
     while !run.isStopping {
+      ForkedSessionReaper.startIfForked()  // a background pass: the reaper's thread, once forked
       let pass = deliverPending(stopping: { run.isStopping })
       // Sleep until the next report is due (at most a minute: new reports may arrive from
       // another process), or until woken or stopped.

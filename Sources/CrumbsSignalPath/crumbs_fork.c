@@ -10,8 +10,12 @@
 // errno of the forking code is kept. The thread capture's state is reset first (atomic stores,
 // crumbs__thread_capture_forked): a live capture another thread of the parent was running is
 // not in the child.
+// ASYNC-SIGNAL-SAFE too: crumbs__fork_parent, the parent's fork handler, which runs wherever
+// fork() was called, a signal handler included: one atomic add, and on every
+// CRUMBS_FORK_REAP_INTERVAL-th fork a futex wake (syscall). crumbs_fork_count reads the count.
 // Not signal-safe (set-up): crumbs_fork_track (pthread_atfork, sysconf, once), and
-// crumbs_fork_untrack, crumbs_ring_file_init (lock-free, but meant for ordinary threads).
+// crumbs_fork_untrack, crumbs_ring_file_init (lock-free, but meant for ordinary threads);
+// crumbs_fork_wait (a futex wait, for the reaper's own thread).
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
@@ -20,6 +24,7 @@
 #include "crumbs_fork.h"
 #include "crumbs_process.h"
 #include "crumbs_ring.h"
+#include "crumbs_thread_capture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +42,12 @@ static int crumbs__fork_handler_registered; // atomic
 // sysconf(_SC_CLK_TCK), read at set-up: the child converts its start time to nanoseconds.
 static uint64_t crumbs__fork_ticks_per_second = 100;
 
+// Forks this process made with the handlers run (atomic, wraps; a futex word): the reaper's
+// thread waits on it. Reset to 0 in a child: its own forks are counted from there.
+static uint32_t crumbs__fork_parent_count;
+
 static void crumbs__fork_child(void);
+static void crumbs__fork_parent(void);
 
 // MARK: - The table (set-up)
 
@@ -58,7 +68,7 @@ bool crumbs_fork_track(crumbs_ring_file *file) {
   if (__atomic_exchange_n(&crumbs__fork_handler_registered, 1, __ATOMIC_ACQ_REL) == 0) {
     long ticks = sysconf(_SC_CLK_TCK);
     if (ticks > 0) crumbs__fork_ticks_per_second = (uint64_t)ticks;
-    pthread_atfork(NULL, NULL, crumbs__fork_child);
+    pthread_atfork(NULL, crumbs__fork_parent, crumbs__fork_child);
   }
   for (uint32_t index = 0; index < CRUMBS_FORK_MAX_RINGS; index++) {
     crumbs_ring_file *expected = NULL;
@@ -78,6 +88,26 @@ void crumbs_fork_untrack(crumbs_ring_file *file) {
       return;
     }
   }
+}
+
+// MARK: - In the parent (async-signal-safe)
+
+/// Counts the fork and, every CRUMBS_FORK_REAP_INTERVAL-th, wakes the thread that reaps what
+/// ended children left (ForkedSessionReaper). Nothing else: fork() may have been called from a
+/// signal handler, which may have interrupted a thread holding any lock and any allocator.
+static void crumbs__fork_parent(void) {
+  int saved_errno = errno;
+  uint32_t count = __atomic_add_fetch(&crumbs__fork_parent_count, 1, __ATOMIC_RELEASE);
+  if (count % CRUMBS_FORK_REAP_INTERVAL == 0) {
+    crumbs__capture_futex(&crumbs__fork_parent_count, FUTEX_WAKE_PRIVATE, INT32_MAX, 0);
+  }
+  errno = saved_errno;
+}
+
+uint32_t crumbs_fork_count(void) { return __atomic_load_n(&crumbs__fork_parent_count, __ATOMIC_ACQUIRE); }
+
+void crumbs_fork_wait(uint32_t seen) {
+  crumbs__capture_futex(&crumbs__fork_parent_count, FUTEX_WAIT_PRIVATE, seen, 0);
 }
 
 // MARK: - In the child (async-signal-safe)
@@ -266,6 +296,7 @@ static bool crumbs__fork_follow_record(crumbs_crash_record *inherited,
 static void crumbs__fork_child(void) {
   int saved_errno = errno;
   crumbs__thread_capture_forked();
+  __atomic_store_n(&crumbs__fork_parent_count, 0, __ATOMIC_RELAXED);
   uint32_t pid = (uint32_t)getpid();
   uint64_t start_ticks = 0;
   char process_state = 0;

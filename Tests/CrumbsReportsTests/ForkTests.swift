@@ -202,4 +202,28 @@ struct ForkTests {
     #expect(crashes.first?.report.exceptionType == "SIGSEGV")
     #expect(crashes.first?.report.resource["process.pid"] == facts["crashed-child"])
   }
+
+  @Test(
+    "fork() from a signal handler: the parent's fork handler allocates nothing, and the reaper thread removes the children's files"
+  )
+  func forkFromSignalHandler() throws {
+    // Issue 35 case 14: the fork handler used to run the reaping (Swift, malloc, a mutex,
+    // a directory listing) on every 8th fork, also inside a signal handler's fork().
+    let directory = TestDirectory()
+    let forks = 64
+    let child = try start(
+      "fork-in-signal-handler", in: directory, withoutForkHandlers: false, extra: ["\(forks)"])
+    defer { child.signal(SIGKILL) }
+    // Bounded: a fork handler that deadlocks in the signal handler never prints.
+    let lines = child.readLines(until: "reaped", seconds: 120)
+    let facts = facts(lines)
+    #expect(facts["allocations"] == "0", "allocations inside fork() in the parent: \(lines)")
+    #expect(lines.last == "reaped", "\(lines)")
+    // Counted while the parent still runs: every child had ended before the reaper's round,
+    // so only the parent's own ring is left.
+    let names = try Syscall.directoryEntries(directory.path + "/rings")
+    #expect(names.filter { $0.hasSuffix(".ring") }.count == 1, "\(names.count) files: \(names.sorted())")
+    child.signal(SIGKILL)
+    child.wait(seconds: 60)
+  }
 }

@@ -18,8 +18,14 @@ import CrumbsTestChildC
 //   fork-exec-loop DIR N   a forked child crashes (null store), a forked worker stays alive
 //                          (stdout and stderr on /dev/null), then N children fork and exec
 //                          /bin/true, each reaped; prints `crashed-child PID`, `worker PID`,
-//                          `looped` and waits to be killed, so the files its children left can be
-//                          counted while it runs
+//                          `looped` (once the reaper thread, started after the first fork as a
+//                          background pass starts it, has caught up) and waits to be killed, so
+//                          the files its children left can be counted while it runs
+//   fork-in-signal-handler DIR N   raises SIGUSR1 N times; its handler forks a child that
+//                          _exits at once (crumbs_test_fork_signals.c); prints `allocations` (made
+//                          inside fork() in the parent, fork handlers included), then starts the
+//                          reaper as a background pass would, prints `reaped` once it caught up
+//                          (or `reaped-timeout`), and waits to be killed
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -66,6 +72,7 @@ let forkScenarios: [String: @Sendable ([String]) -> Int32] = [
       _exit(71)
     }
     _ = reap(crashed)
+    ForkedSessionReaper.startIfForked()  // as a background pass (the client's) does
     print("crashed-child \(crashed)")
     fflush(nil)
     var ends: [Int32] = [-1, -1]
@@ -96,7 +103,23 @@ let forkScenarios: [String: @Sendable ([String]) -> Int32] = [
         return 72
       }
     }
+    guard waitForReaper() else {
+      print("error the reaper thread did not catch up")
+      return 74
+    }
     print("looped")
+    fflush(nil)
+    while true { pause() }
+  },
+  "fork-in-signal-handler": { arguments in
+    guard arguments.count >= 2, let count = Int32(arguments[1]), setUp(arguments) else { return 70 }
+    _ = crumbs_exit_hook_install(true)
+    print("pid \(getpid())")
+    let allocations = crumbs_test_fork_from_signal_handler(count)
+    print("allocations \(allocations)")
+    fflush(nil)
+    ForkedSessionReaper.startIfForked()  // as a background pass (the client's) does
+    print(waitForReaper() ? "reaped" : "reaped-timeout")
     fflush(nil)
     while true { pause() }
   },
@@ -138,6 +161,18 @@ func setUpAndFork(_ arguments: [String]) -> pid_t? {
 /// fork(), or with CRUMBS_TEST_RAW_FORK set, a fork that runs no fork handlers.
 func forkAsAsked() -> pid_t {
   getenv("CRUMBS_TEST_RAW_FORK") != nil ? crumbs_test_fork_without_handlers() : fork()
+}
+
+/// Waits (at most 60 s) until the reaper thread's last round began fewer than `interval` forks
+/// ago and that round finished.
+func waitForReaper() -> Bool {
+  let deadline = nanoseconds(CLOCK_MONOTONIC) + 60_000_000_000
+  while ForkedSessionReaper.forksSinceRound >= ForkedSessionReaper.interval {
+    if nanoseconds(CLOCK_MONOTONIC) > deadline { return false }
+    var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+    nanosleep(&pause, nil)
+  }
+  return true
 }
 
 /// Waits for `child` and returns its raw wait status (-1 when waitpid failed).

@@ -188,6 +188,7 @@ final class HangWatchdog: Sendable {
       }
       guard !stopping else { return }
       check(watched, now: SystemClock.monotonicNanoseconds())
+      ForkedSessionReaper.startIfForked()  // a background pass: the reaper's thread, once forked
       let checks = state.withLock { state in
         state.checks &+= 1
         return state.checks

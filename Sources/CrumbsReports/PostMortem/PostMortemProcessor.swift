@@ -119,6 +119,9 @@ public struct PostMortemOutcome: Sendable {
   public var removedLeftovers: [String] = []
   /// What went wrong without stopping the run.
   public var problems: [String] = []
+  /// The run stopped early (its `stopping` said so): the sessions it had not processed yet were
+  /// released untouched, left for the next run.
+  public var interrupted = false
 
   /// The most recent previous session.
   public var lastSession: PreviousSession? { sessions.last }
@@ -210,12 +213,20 @@ public struct PostMortemProcessor: Sendable {
 
   /// Processes every leftover ring except `reportingSession`'s own, newest first (so that a
   /// process that lives only long enough for one report makes the newest one).
-  public func run(reportingSession: SessionID? = nil) -> PostMortemOutcome {
+  /// `stopping` is asked before each session: once it says true, the rest are released
+  /// untouched (`interrupted`), so a caller that must stop (a signal, a time slice) waits for
+  /// one session's processing at most; what is left waits for the next run.
+  public func run(reportingSession: SessionID? = nil, stopping: () -> Bool = { false }) -> PostMortemOutcome {
     var outcome = PostMortemOutcome()
     outcome.removedLeftovers = directory.removeAbandonedTemporaryFiles() + store.removeLeftovers()
     let (claimed, problems) = directory.claimLeftovers(excluding: reportingSession)
     outcome.problems += problems
     for (ring, _) in Self.byAge(claimed).reversed() {
+      if outcome.interrupted || stopping() {
+        outcome.interrupted = true
+        ring.release()
+        continue
+      }
       record(process(ring, reportingSession: reportingSession, into: &outcome), into: &outcome)
     }
     outcome.sort()

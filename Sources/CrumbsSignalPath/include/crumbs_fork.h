@@ -34,6 +34,9 @@
 //   crumbs_fork_track        add it to the table the child handler walks (registers the handler)
 //   [fork]                   the child handler, as above
 //   crumbs_fork_untrack      remove it (the ring is closing)
+// The parent's handler only counts the fork (crumbs_fork_count) and wakes the thread that
+// reaps ended children's files every CRUMBS_FORK_REAP_INTERVAL-th fork (crumbs_fork_wait):
+// fork() may be called from a signal handler, so nothing else runs there.
 //
 // SIGNAL SAFETY: the child handler runs in a forked child of a possibly multithreaded process,
 // where only async-signal-safe calls may be made. libc calls there: getpid, getrandom, open,
@@ -69,6 +72,19 @@ typedef struct crumbs_ring_file {
   uint32_t reserved;
   char path[CRUMBS_RING_FILE_PATH_SIZE]; // "" when too long: detached, not followed, in a child
 } crumbs_ring_file;
+
+/// Forks between two rounds of the reaper (ForkedSessionReaper): the parent's fork handler
+/// wakes its thread on every such fork.
+#define CRUMBS_FORK_REAP_INTERVAL 8u
+
+/// Forks this process made through fork() (the parent's handler ran) since it started or was
+/// itself forked; wraps. Lock-free.
+uint32_t crumbs_fork_count(void);
+
+/// Waits until the fork count is no longer `seen` and a handler woke the waiter (every
+/// CRUMBS_FORK_REAP_INTERVAL-th fork), or spuriously: callers read crumbs_fork_count again.
+/// For the reaper's own thread; not signal-safe.
+void crumbs_fork_wait(uint32_t seen);
 
 /// Fills `file`. `path` longer than CRUMBS_RING_FILE_PATH_SIZE - 1 bytes is kept as "". Pure.
 void crumbs_ring_file_init(crumbs_ring_file *file, const crumbs_ring *ring, uint64_t mapped_size,
