@@ -563,6 +563,12 @@ static bool crumbs__stack_wanted(uint32_t index) {
   return crumbs__capture.slots[index].reading || crumbs__parked(index);
 }
 
+/// The stack pointer that finds slot `slot`'s stack: the one the kernel saved at its blocked
+/// call while it is being read there, else the one its answer copied.
+static uint64_t crumbs__stack_sp(const crumbs__capture_slot *slot) {
+  return slot->reading ? slot->blocked.sp : slot->context.sp;
+}
+
 /// One maps line against every parked thread still without bounds: the file is read once.
 static bool crumbs__find_stacks(const char *line, size_t length, void *context) {
   (void)context;
@@ -573,7 +579,8 @@ static bool crumbs__find_stacks(const char *line, size_t length, void *context) 
   for (uint32_t index = 1; index < count; index++) {
     const crumbs__capture_slot *slot = &capture->slots[index];
     if (capture->stack_source[index] != CRUMBS_STACK_UNKNOWN || !crumbs__stack_wanted(index)) continue;
-    uint64_t probe = slot->context.sp != 0 ? slot->context.sp : slot->context.fp;
+    uint64_t sp = crumbs__stack_sp(slot);
+    uint64_t probe = sp != 0 ? sp : slot->context.fp;
     if (probe >= entry.start && probe < entry.end) {
       capture->stack_low[index] = entry.start;
       capture->stack_high[index] = entry.end;
@@ -590,7 +597,7 @@ void crumbs__capture_find_stacks(void) {
   for (uint32_t index = 1; index < count; index++) {
     if (capture->stack_source[index] != CRUMBS__STACK_NOT_LOOKED || !crumbs__stack_wanted(index)) continue;
     const crumbs__capture_slot *slot = &capture->slots[index];
-    uint64_t sp = slot->context.sp, fp = slot->context.fp;
+    uint64_t sp = crumbs__stack_sp(slot), fp = slot->reading ? 0 : slot->context.fp;
     capture->stack_source[index] = CRUMBS_STACK_UNKNOWN;
     if (slot->stack_high != 0 && ((sp >= slot->stack_low && sp < slot->stack_high) ||
                                   (fp >= slot->stack_low && fp < slot->stack_high))) {

@@ -233,9 +233,6 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
     if (!crumbs__proc_thread_syscall(slot->tid, &slot->blocked)) continue;
     slot->seccomp = facts.seccomp;
     slot->switches = facts.switches;
-    slot->context.sp = slot->blocked.sp;
-    slot->context.pc = slot->blocked.pc;
-    slot->context.fp = 0;
     slot->reading = 1;
     candidates++;
   }
@@ -258,8 +255,8 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
       continue;
     }
     if (walked) memset(&run->table->threads[index], 0, sizeof run->table->threads[index]);
-    // Asked with a signal like a running thread: its stack is looked for again where it answers.
-    memset(&slot->context, 0, sizeof slot->context);
+    // Asked with a signal like a running thread (or answering one an earlier capture left
+    // pending): its stack is looked for again where it answers.
     capture->stack_source[index] = CRUMBS__STACK_NOT_LOOKED;
   }
 }
