@@ -453,8 +453,13 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
     // Under a seccomp filter: the handler's own system calls (gettid, futex…) could kill the
     // thread (strict mode allows only read, write, exit and sigreturn) or, with
     // SECCOMP_RET_KILL_PROCESS, the whole process. Never signalled, in a crash too: a process
-    // killed that way would leave its crash record unfinished.
+    // killed that way would leave its crash record unfinished. A crash walks it where it blocks
+    // when it is blocked in a system call (crumbs__capture_write_entry); a live capture has done
+    // so already (crumbs_thread_capture_live.c).
     slot->not_signalled |= CRUMBS_NOT_SIGNALLED_SECCOMP;
+    if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) && crumbs__proc_thread_read(slot->tid, true, &facts)) {
+      (void)crumbs__capture_note_blocked(slot, &facts);
+    }
     crumbs__settle_slot(slot, CRUMBS__SLOT_NOT_ASKED);
     return false;
   }
@@ -611,6 +616,62 @@ void crumbs__capture_find_stacks(void) {
   if (need_maps) crumbs__crash_each_maps_line(crumbs__find_stacks, NULL);
 }
 
+bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts) {
+  if (facts->state != 'S' && facts->state != 'D') return false;
+  // The status (its switch count) first, then the call: a count read before the call line
+  // covers it.
+  if (!crumbs__proc_thread_syscall(slot->tid, &slot->blocked)) return false;
+  slot->seccomp = facts->seccomp;
+  slot->switches = facts->switches;
+  slot->reading = 1;
+  return true;
+}
+
+/// Whether two readings of a thread's syscall line name the same blocked call at the same place.
+static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs__blocked_syscall *second) {
+  if (first->number != second->number || first->sp != second->sp || first->pc != second->pc) return false;
+  for (unsigned index = 0; index < 6; index++) {
+    if (first->arguments[index] != second->arguments[index]) return false;
+  }
+  return true;
+}
+
+bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__capture_slot *slot = &capture->slots[index];
+  memset(entry, 0, sizeof *entry);
+  entry->tid = slot->tid;
+  entry->state = CRUMBS_THREAD_CAPTURED;
+  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
+  entry->blocked_syscall = slot->blocked.number;
+  uint32_t source = capture->stack_source[index];
+  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
+  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
+  entry->stack_low = known ? capture->stack_low[index] : 0;
+  entry->stack_high = known ? capture->stack_high[index] : 0;
+  // What the kernel saved at the call's entry: the user pc (right after the syscall
+  // instruction, in libc's wrapper) and sp; no other register. CFI steps out of the wrapper
+  // from those alone (its CFA is sp-based); a caller whose CFA needs the frame pointer is
+  // bridged by the checked stack scan, which recovers the frame pointer from the frame record
+  // it finds (crumbs_unwind_scan.c).
+  crumbs__unwind_registers registers;
+  memset(&registers, 0, sizeof registers);
+  registers.values[CRUMBS__REG_SP] = slot->blocked.sp;
+  registers.known = 1ull << CRUMBS__REG_SP;
+  registers.pc = slot->blocked.pc;
+  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+  entry->frame_count = crumbs__crash_unwind(record, &registers, entry->stack_low, entry->stack_high, entry->frames,
+                                            entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
+  entry->backtrace_stop = stop;
+  crumbs__blocked_syscall again;
+  crumbs__thread_facts after;
+  bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
+              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
+              after.switches == slot->switches;
+  if (!same) memset(entry, 0, sizeof *entry);
+  return same;
+}
+
 bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
                                  crumbs_crash_thread *entry, crumbs_crash_thread_table *table) {
   crumbs__capture_state *capture = &crumbs__capture;
@@ -621,6 +682,20 @@ bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t ind
   entry->tid = slot->tid;
   entry->asked_with = slot->asked_with;
   entry->not_signalled = slot->not_signalled;
+  if (state == CRUMBS__SLOT_NOT_ASKED && slot->reading) {
+    // Not signalled (a seccomp filter), but blocked in a system call: walked where it blocks.
+    crumbs__capture_slot *reading = &capture->slots[index];
+    bool walked = crumbs__capture_walk_blocked(record, index, entry);
+    reading->reading = 0;
+    if (walked) {
+      crumbs__proc_thread_name(slot->tid, entry->name);
+      table->captured++;
+      return true;
+    }
+    entry->tid = slot->tid;
+    entry->asked_with = slot->asked_with;
+    entry->not_signalled = slot->not_signalled;
+  }
   if (state != CRUMBS__SLOT_ANSWERED) {
     entry->state = state == CRUMBS__SLOT_NOT_ASKED ? CRUMBS_THREAD_NOT_ASKED : CRUMBS_THREAD_NO_ANSWER;
     if (entry->state == CRUMBS_THREAD_NO_ANSWER) table->no_answer++;

@@ -168,6 +168,17 @@ bool crumbs__capture_close(uint32_t index);
 /// looked for yet: registered bounds that hold the SP (or the FP), else one read of
 /// /proc/thread-self/maps for all of them.
 void crumbs__capture_find_stacks(void);
+/// Whether slot `slot`'s thread, whose status `facts` holds (read with its switch counts), is
+/// blocked in a system call now: its syscall line noted (`blocked`, `switches`, `seccomp`) and
+/// `reading` set, to be walked where it blocks (crumbs__capture_walk_blocked) once its stack is
+/// found (crumbs__capture_find_stacks).
+bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts);
+/// Walks slot `index` (`reading`) from where it blocks into `entry`, then reads its syscall line
+/// and status again: true when it stayed in that same call the whole time (same line, still
+/// asleep, not one context switch since the first reading), so the frames are those of a stack
+/// that did not change (CAPTURED, CRUMBS_NOT_SIGNALLED_IN_SYSCALL, no registers). Otherwise the
+/// entry is cleared.
+bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry);
 /// Writes slot `index` into `entry`: an answered thread's registers and the walk of its stack
 /// (crumbs__crash_unwind over `record`'s modules, read only), or tid and name of one that did
 /// not answer. Counts it into `table`. False for a GONE slot (nothing written).

@@ -161,61 +161,10 @@ static void crumbs__live_walk_and_release(crumbs__live_run *run, uint32_t index)
   }
 }
 
-/// Whether two readings of a thread's syscall line name the same blocked call at the same place.
-static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs__blocked_syscall *second) {
-  if (first->number != second->number || first->sp != second->sp || first->pc != second->pc) return false;
-  for (unsigned index = 0; index < 6; index++) {
-    if (first->arguments[index] != second->arguments[index]) return false;
-  }
-  return true;
-}
-
-/// Walks slot `index` (being read: `reading`) from where it blocks into its entry, then reads
-/// its syscall line and status again: true when the thread stayed in that same call the whole
-/// time (same line, still sleeping, not one context switch since the first reading), so the
-/// frames are those of a stack that did not change. Otherwise the entry is cleared.
-static bool crumbs__live_walk_blocked(crumbs__live_run *run, uint32_t index) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  crumbs__capture_slot *slot = &capture->slots[index];
-  crumbs_crash_thread *entry = &run->table->threads[index];
-  memset(entry, 0, sizeof *entry);
-  entry->tid = slot->tid;
-  entry->state = CRUMBS_THREAD_CAPTURED;
-  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
-  entry->blocked_syscall = slot->blocked.number;
-  uint32_t source = capture->stack_source[index];
-  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
-  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
-  entry->stack_low = known ? capture->stack_low[index] : 0;
-  entry->stack_high = known ? capture->stack_high[index] : 0;
-  // What the kernel saved at the call's entry: the user pc (right after the syscall
-  // instruction, in libc's wrapper) and sp; no other register. CFI steps out of the wrapper
-  // from those alone (its CFA is sp-based); a caller whose CFA needs the frame pointer is
-  // bridged by the checked stack scan, which recovers the frame pointer from the frame record
-  // it finds (crumbs_unwind_scan.c).
-  crumbs__unwind_registers registers;
-  memset(&registers, 0, sizeof registers);
-  registers.values[CRUMBS__REG_SP] = slot->blocked.sp;
-  registers.known = 1ull << CRUMBS__REG_SP;
-  registers.pc = slot->blocked.pc;
-  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-  entry->frame_count = crumbs__crash_unwind(run->record, &registers, entry->stack_low, entry->stack_high,
-                                            entry->frames, entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES,
-                                            &stop);
-  entry->backtrace_stop = stop;
-  crumbs__blocked_syscall again;
-  crumbs__thread_facts after;
-  bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
-              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
-              after.switches == slot->switches;
-  if (!same) memset(entry, 0, sizeof *entry);
-  return same;
-}
-
 /// Before any signal: every thread blocked in a system call is walked from where it blocks
 /// (/proc/self/task/<tid>/syscall: the call, the user sp and pc), without a signal. Its user
 /// stack cannot change while it stays in the kernel, and a reading before and after the walk
-/// proves it stayed (crumbs__live_walk_blocked). Such a slot becomes READ; one that left its call
+/// proves it stayed (crumbs__capture_walk_blocked). Such a slot becomes READ; one that left its call
 /// meanwhile stays ASKED and is asked with a signal like a running thread. A blocked call is
 /// never interrupted this way: a hang report must not change what the app's calls return.
 static void crumbs__live_read_blocked(crumbs__live_run *run) {
@@ -229,12 +178,8 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
     if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) continue;
     crumbs__thread_facts facts;
     // The status first, then the call: a switch count read before the call line covers it.
-    if (!crumbs__proc_thread_read(slot->tid, true, &facts) || (facts.state != 'S' && facts.state != 'D')) continue;
-    if (!crumbs__proc_thread_syscall(slot->tid, &slot->blocked)) continue;
-    slot->seccomp = facts.seccomp;
-    slot->switches = facts.switches;
-    slot->reading = 1;
-    candidates++;
+    if (!crumbs__proc_thread_read(slot->tid, true, &facts)) continue;
+    if (crumbs__capture_note_blocked(slot, &facts)) candidates++;
   }
   if (candidates == 0) return;
   crumbs__capture_find_stacks();
@@ -242,7 +187,8 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
   for (uint32_t index = 1; index < count; index++) {
     crumbs__capture_slot *slot = &capture->slots[index];
     if (!slot->reading) continue;
-    bool walked = crumbs__context_clock_ns(CLOCK_MONOTONIC) < run->stop_at && crumbs__live_walk_blocked(run, index);
+    bool walked = crumbs__context_clock_ns(CLOCK_MONOTONIC) < run->stop_at &&
+                  crumbs__capture_walk_blocked(run->record, index, &run->table->threads[index]);
     slot->reading = 0;
     uint32_t expected = asked;
     // An answer to a signal an earlier capture left pending wins: that thread ran, so the
