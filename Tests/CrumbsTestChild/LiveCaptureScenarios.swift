@@ -44,6 +44,8 @@ import Foundation
 //   live-capture-seccomp DIR      the same with "sc-strict" (strict seccomp, blocked in read),
 //                                 "sc-filter" (a SECCOMP_RET_KILL_PROCESS filter, spinning) and
 //                                 "hc-spin"; the process must survive the capture.
+//   seccomp-threads-crash DIR     ring + crash handler, the same seccomp threads and "hc-spin",
+//                                 then the main thread crashes (a null store).
 // The all-threads crash scenario (CrashScenarios.swift) takes a live capture before it crashes
 // with CRUMBS_TEST_LIVE_FIRST=1 (takeLiveCaptureFirst).
 #if canImport(Glibc)
@@ -78,6 +80,12 @@ let liveCaptureScenarios: [String: @Sendable ([String]) -> Int32] = [
   "live-capture-seccomp": { arguments in
     guard setUp(arguments) else { return 70 }
     return LiveCaptureWorkload.captureHostCalls(directory: arguments[0], seccomp: true)
+  },
+  "seccomp-threads-crash": crashing { _ in
+    print("started \(crumbs_test_start_host_calls(1))")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
   },
   "live-capture-uninstalled": { _ in
     do throws(LiveThreadCaptureError) {
