@@ -73,6 +73,10 @@ struct ReportPrinter {
           ? "  " + style.red("crashed") + style.dim(" (stack trace above)")
           : "  " + style.dim(thread.state.description)
         if let signal = thread.signal, !thread.crashed { heading += " " + style.red(signal) }
+        if let reasons = thread.notSignalled, !reasons.isEmpty {
+          heading += style.dim(
+            " (not signalled: \(reasons.map(Self.notSignalledPhrase).joined(separator: ", ")))")
+        }
         lines.append(heading)
         if thread.crashed { continue }
         let shown = thread.frames.prefix(threadFrameLimit)
@@ -109,6 +113,18 @@ struct ReportPrinter {
       row("trail", stored.attachmentPath(attachment) + style.dim("  (read it with: lz4 -dc FILE)"))
     }
     return lines.joined(separator: "\n")
+  }
+
+  /// A `CrashReport.Thread.notSignalled` reason as a person reads it.
+  static func notSignalledPhrase(_ reason: String) -> String {
+    switch reason {
+    case "seccomp": "under a seccomp filter"
+    case "in_system_call": "blocked in a system call, walked where it waits"
+    case "blocks_signals": "blocks the capture's signals"
+    case "stopped": "stopped or traced"
+    case "no_signal": "no capture signal available"
+    default: reason
+    }
   }
 
   /// "102 at crash time: 101 captured, 1 did not answer" ("… when the hang was seen" for a hang).

@@ -103,7 +103,12 @@ struct ThreadDumpPrinter {
         + "each paused at most \(Self.milliseconds(answer.longestPauseNanoseconds))")
     for thread in threads {
       lines.append("")
-      lines.append("\(jsonQuoted(thread.name ?? "")) tid=\(thread.id) \(thread.state.description)")
+      var heading = "\(jsonQuoted(thread.name ?? "")) tid=\(thread.id) \(thread.state.description)"
+      if let reasons = thread.notSignalled, !reasons.isEmpty {
+        heading +=
+          " (not signalled: \(reasons.map(ReportPrinter.notSignalledPhrase).joined(separator: ", ")))"
+      }
+      lines.append(heading)
       if thread.frames.isEmpty { lines.append("    (no frames)") }
       for frame in thread.frames { lines.append("    at " + Self.line(frame)) }
     }

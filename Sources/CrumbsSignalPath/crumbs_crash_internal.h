@@ -191,6 +191,8 @@ void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
 void crumbs__thread_capture_testing_live(int fault, int meet_fd);
 /// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_skip_mask_check(bool skip);
+/// Tests only: live captures signal blocked threads too (crumbs_crash_testing.h).
+void crumbs__thread_capture_testing_signal_blocked(bool enabled);
 /// Tests only: an answer to the next live capture comes after a crash took it over
 /// (crumbs_crash_testing.h).
 void crumbs__thread_capture_testing_late_answer(bool enabled);
@@ -274,6 +276,30 @@ bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_
 /// returns false. Returns false when the directory cannot be read. Safe to call from a signal
 /// handler (a static buffer: one caller at a time).
 bool crumbs__proc_each_thread(bool (*thread)(uint32_t tid, void *context), void *context);
+/// What a thread's /proc/self/task/<tid>/status says (crumbs__proc_thread_read).
+typedef struct crumbs__thread_facts {
+  char state;        // the State letter ('?' unread)
+  uint32_t seccomp;  // Seccomp: 0 none, 1 strict, 2 filter
+  uint64_t blocked;  // SigBlk (bit n - 1 for signal n)
+  uint64_t pending;  // SigPnd: its own pending signals
+  uint64_t switches; // voluntary + nonvoluntary context switches (when asked for)
+  uint32_t found;    // which lines were seen (internal)
+} crumbs__thread_facts;
+/// Reads thread `tid`'s status into `facts`; `switches`: read on to the context-switch counts
+/// at the file's end. False when it cannot be read (the thread exited) or holds neither State
+/// nor SigBlk. Safe to call from a signal handler (crumbs__crash_each_line).
+bool crumbs__proc_thread_read(uint32_t tid, bool switches, crumbs__thread_facts *facts);
+/// A thread blocked in a system call, as /proc/self/task/<tid>/syscall shows it: the call's
+/// number and arguments, and the user sp and pc the kernel saved at its entry.
+typedef struct crumbs__blocked_syscall {
+  int32_t number;
+  uint64_t arguments[6];
+  uint64_t sp, pc;
+} crumbs__blocked_syscall;
+/// Whether thread `tid` is blocked in a system call now (not "running", not blocked outside one,
+/// as in a page fault): fills `out`. Safe to call from a signal handler (open, read, close;
+/// a static buffer).
+bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out);
 /// A thread's scheduling state letter, blocked-signal mask and (when `pending` is not NULL) its
 /// own pending signals (bit n - 1 for signal n), from /proc/self/task/<tid>/status read line by
 /// line. False when it cannot be read (the thread exited) or holds neither line. Safe to call

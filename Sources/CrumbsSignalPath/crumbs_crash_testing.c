@@ -13,6 +13,10 @@ void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
   crumbs__thread_capture_testing_skip_mask_check(enabled);
 }
 
+void crumbs_crash_testing_live_capture_signals_blocked(bool enabled) {
+  crumbs__thread_capture_testing_signal_blocked(enabled);
+}
+
 void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds) {
   crumbs__thread_capture_testing_deadline_ns((uint64_t)milliseconds * 1000000u);
 }

@@ -8,6 +8,10 @@
 // (malloc, locks) are not allowed: the task directory is read with getdents64 into a static
 // buffer, the status files line by line through crumbs__crash_each_line.
 //
+// Also what a live capture needs to walk a thread blocked in a system call without signalling it:
+// its /proc/self/task/<tid>/syscall line (the call, its arguments, the user sp and pc the kernel
+// saved) and its context-switch counts (a thread that ran in between has switched since).
+//
 // ASYNC-SIGNAL-SAFE: everything in this file but crumbs__proc_threads_resolve (install). No
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture
 // (crumbs_thread_capture.c, "Who captures"). libc calls: open, read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit,
@@ -70,13 +74,19 @@ void crumbs__proc_threads_resolve(void) {
 
 // MARK: - One thread
 
-/// What crumbs__proc_thread_status gathers, line by line.
+/// What crumbs__proc_thread_read gathers, line by line, and which lines it still wants.
 typedef struct crumbs__status_lines {
-  char state;
-  uint64_t blocked;
-  uint64_t pending;
-  uint32_t found; // 1: State seen, 2: SigBlk seen (SigPnd comes before it)
+  crumbs__thread_facts *facts;
+  uint32_t wanted; // CRUMBS__FACT_* bits still to find
 } crumbs__status_lines;
+
+enum {
+  CRUMBS__FACT_STATE = 1u << 0,
+  CRUMBS__FACT_BLOCKED = 1u << 1,
+  CRUMBS__FACT_SECCOMP = 1u << 2,
+  CRUMBS__FACT_VOLUNTARY = 1u << 3,
+  CRUMBS__FACT_INVOLUNTARY = 1u << 4,
+};
 
 /// The hex mask after a status line's "Name:\t" (`skip` bytes).
 static uint64_t crumbs__status_mask(const char *line, size_t length, size_t skip) {
@@ -90,20 +100,63 @@ static uint64_t crumbs__status_mask(const char *line, size_t length, size_t skip
   return mask;
 }
 
-/// One line of a status file: "State:\tS (sleeping)", "SigPnd:\t…" or "SigBlk:\t…". Stops the
-/// read once State and SigBlk are seen (SigPnd, the thread's own pending signals, comes first).
+/// The decimal number after a status line's "Name:\t" (`skip` bytes).
+static uint64_t crumbs__status_decimal(const char *line, size_t length, size_t skip) {
+  uint64_t value = 0;
+  for (size_t digit = skip; digit < length && line[digit] >= '0' && line[digit] <= '9'; digit++) {
+    value = value * 10 + (uint64_t)(line[digit] - '0');
+  }
+  return value;
+}
+
+/// Whether `line` starts with `key` (a literal): its length, else 0.
+static size_t crumbs__status_key(const char *line, size_t length, const char *key, size_t key_length) {
+  return length > key_length && memcmp(line, key, key_length) == 0 ? key_length : 0;
+}
+#define CRUMBS__KEY(line, length, literal) crumbs__status_key(line, length, literal, sizeof literal - 1)
+
+/// One line of a status file: State, SigPnd, SigBlk, Seccomp and the two context-switch counts.
+/// Stops the read once every wanted line is seen (SigPnd, the thread's own pending signals,
+/// comes before SigBlk).
 static bool crumbs__status_line(const char *line, size_t length, void *context) {
   crumbs__status_lines *status = (crumbs__status_lines *)context;
-  if (length > 7 && memcmp(line, "State:\t", 7) == 0) {
-    status->state = line[7];
-    status->found |= 1u;
-  } else if (length > 8 && memcmp(line, "SigPnd:\t", 8) == 0) {
-    status->pending = crumbs__status_mask(line, length, 8);
-  } else if (length > 8 && memcmp(line, "SigBlk:\t", 8) == 0) {
-    status->blocked = crumbs__status_mask(line, length, 8);
-    status->found |= 2u;
+  crumbs__thread_facts *facts = status->facts;
+  size_t skip;
+  if ((skip = CRUMBS__KEY(line, length, "State:\t")) != 0) {
+    facts->state = line[skip];
+    facts->found |= CRUMBS__FACT_STATE;
+  } else if ((skip = CRUMBS__KEY(line, length, "SigPnd:\t")) != 0) {
+    facts->pending = crumbs__status_mask(line, length, skip);
+  } else if ((skip = CRUMBS__KEY(line, length, "SigBlk:\t")) != 0) {
+    facts->blocked = crumbs__status_mask(line, length, skip);
+    facts->found |= CRUMBS__FACT_BLOCKED;
+  } else if ((skip = CRUMBS__KEY(line, length, "Seccomp:\t")) != 0) {
+    facts->seccomp = (uint32_t)crumbs__status_decimal(line, length, skip);
+    facts->found |= CRUMBS__FACT_SECCOMP;
+  } else if ((skip = CRUMBS__KEY(line, length, "voluntary_ctxt_switches:\t")) != 0) {
+    facts->switches += crumbs__status_decimal(line, length, skip);
+    facts->found |= CRUMBS__FACT_VOLUNTARY;
+  } else if ((skip = CRUMBS__KEY(line, length, "nonvoluntary_ctxt_switches:\t")) != 0) {
+    facts->switches += crumbs__status_decimal(line, length, skip);
+    facts->found |= CRUMBS__FACT_INVOLUNTARY;
   }
-  return status->found != 3u;
+  return (facts->found & status->wanted) != status->wanted;
+}
+
+bool crumbs__proc_thread_read(uint32_t tid, bool switches, crumbs__thread_facts *facts) {
+  static char path[48];
+  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
+  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
+  crumbs__format_append(path, sizeof path, length, "/status");
+  memset(facts, 0, sizeof *facts);
+  facts->state = '?';
+  // Seccomp comes after SigBlk; the switch counts end the file. A kernel without seccomp has no
+  // Seccomp line: the read then goes on to the end, and `seccomp` stays 0.
+  uint32_t wanted = CRUMBS__FACT_STATE | CRUMBS__FACT_BLOCKED | CRUMBS__FACT_SECCOMP;
+  if (switches) wanted |= CRUMBS__FACT_VOLUNTARY | CRUMBS__FACT_INVOLUNTARY;
+  crumbs__status_lines status = {facts, wanted};
+  if (!crumbs__crash_each_line(path, crumbs__status_line, &status)) return false;
+  return (facts->found & (CRUMBS__FACT_STATE | CRUMBS__FACT_BLOCKED)) != 0;
 }
 
 /// A thread's scheduling state letter, blocked-signal mask and own pending signals (bit n - 1
@@ -112,18 +165,59 @@ static bool crumbs__status_line(const char *line, size_t length, void *context) 
 /// kilobytes), and a mask not found would ask a thread with a signal it blocks, then wait the
 /// whole deadline for it. False when it cannot be read (the thread exited) or holds neither line.
 bool crumbs__proc_thread_status(uint32_t tid, char *state, uint64_t *blocked, uint64_t *pending) {
-  static char path[48];
-  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
-  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
-  crumbs__format_append(path, sizeof path, length, "/status");
-  crumbs__status_lines status = {'?', 0, 0, 0};
-  if (!crumbs__crash_each_line(path, crumbs__status_line, &status) || status.found == 0) return false;
-  *state = status.state;
-  *blocked = status.blocked;
-  if (pending != NULL) *pending = status.pending;
+  crumbs__thread_facts facts;
+  if (!crumbs__proc_thread_read(tid, false, &facts)) return false;
+  *state = facts.state;
+  *blocked = facts.blocked;
+  if (pending != NULL) *pending = facts.pending;
   return true;
 }
 
+/// Parses one hex number ("0x…", or bare) of a syscall line at `*at`, moving past it and one
+/// space. False when there is none.
+static bool crumbs__syscall_hex(const char *text, size_t length, size_t *at, uint64_t *value) {
+  size_t index = *at;
+  if (index + 2 <= length && text[index] == '0' && text[index + 1] == 'x') index += 2;
+  size_t first = index;
+  uint64_t result = 0;
+  for (; index < length && index - first < 16; index++) {
+    char c = text[index];
+    uint64_t digit = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+    if (digit == 16) break;
+    result = result << 4 | digit;
+  }
+  if (index == first) return false;
+  if (index < length && text[index] == ' ') index++;
+  *at = index;
+  *value = result;
+  return true;
+}
+
+bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out) {
+  static char path[48];
+  static char text[256];
+  size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
+  length = crumbs__format_append_decimal(path, sizeof path, length, tid);
+  crumbs__format_append(path, sizeof path, length, "/syscall");
+  memset(out, 0, sizeof *out);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t count = read(fd, text, sizeof text - 1);
+  close(fd);
+  // "running", or "-1 SP PC" (blocked, but not in a system call), or "NR A1 … A6 SP PC".
+  if (count <= 0 || text[0] < '0' || text[0] > '9') return false;
+  size_t at = 0, end = (size_t)count;
+  int64_t number = 0;
+  for (; at < end && text[at] >= '0' && text[at] <= '9' && number < 100000; at++) number = number * 10 + (text[at] - '0');
+  if (at >= end || text[at] != ' ') return false;
+  at++;
+  for (unsigned index = 0; index < 6; index++) {
+    if (!crumbs__syscall_hex(text, end, &at, &out->arguments[index])) return false;
+  }
+  if (!crumbs__syscall_hex(text, end, &at, &out->sp) || !crumbs__syscall_hex(text, end, &at, &out->pc)) return false;
+  out->number = (int32_t)number;
+  return out->sp != 0 && out->pc != 0;
+}
 
 /// Reads `/proc/self/task/<tid>/comm` into `name` (16 bytes, NUL-terminated, newline dropped).
 void crumbs__proc_thread_name(uint32_t tid, char name[16]) {

@@ -17,14 +17,19 @@
 //                                    readers are crumbs_proc_threads.c's), gives each other tid a
 //                                    slot (at most CRUMBS_CRASH_MAX_THREADS - 1; the rest only
 //                                    counted) and asks each (crumbs__capture_ask): reads its
-//                                    /proc/self/task/<tid>/status (State, SigBlk, line by line,
-//                                    however long the lines before them; a zombie, such as a main
-//                                    thread that called pthread_exit, has exited and is not
+//                                    /proc/self/task/<tid>/status (State, SigBlk, Seccomp, line by
+//                                    line, however long the lines before them; a zombie, such as a
+//                                    main thread that called pthread_exit, has exited and is not
 //                                    listed) and sends it, with tgkill, the capture signal, or
 //                                    SIGPROF when it blocks the capture signal, or nothing: a
 //                                    stopped thread, or one blocking both, is "did not answer" at
-//                                    once, without making anyone wait. Threads created after the
-//                                    listing are not asked: one pass, bounded.
+//                                    once, without making anyone wait; a thread under a seccomp
+//                                    filter is "not asked" (CRUMBS_NOT_SIGNALLED_SECCOMP): the
+//                                    handler's own system calls could kill it, or the whole
+//                                    process (SECCOMP_RET_KILL_PROCESS). Threads created after the
+//                                    listing are not asked: one pass, bounded. (A live capture
+//                                    first walks the threads blocked in a system call where they
+//                                    block, and asks only the others: crumbs_thread_capture_live.c.)
 //                                    Why SIGPROF: Dispatch's worker threads (and so Swift
 //                                    concurrency's, on Linux) block every signal but the
 //                                    synchronous ones, SIGPIPE and SIGPROF; the Swift runtime's
@@ -118,8 +123,12 @@
 //
 // ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
-// per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
-// SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
+// per slot, by the one thread the slot names. The capture handler itself (the other threads'
+// side) makes only these system calls: gettid, prctl(PR_GET_NAME), futex, rt_sigprocmask on its
+// way out, clock_gettime where the vDSO cannot answer, and exit when the process ends; it checks
+// a request's sender against the pid the capturing thread noted (`pid`), not with getpid.
+// libc calls: syscall(SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid (the capturing
+// thread, at its listing), prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
 // crumbs_libc_sigaction.h; queries, and SIGPROF's action, exchanged when a capture takes it and
 // given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
@@ -163,7 +172,8 @@ bool crumbs__capture_handles(int signal_number) {
 }
 
 /// The capture handler's action (SA_SIGINFO | SA_ONSTACK | SA_RESTART: a thread interrupted in
-/// a system call resumes it once released).
+/// a system call that restarts resumes it once released; nanosleep, poll, epoll_wait never do,
+/// which is why a live capture signals no thread blocked in a system call).
 static struct sigaction crumbs__capture_action(void) {
   struct sigaction action;
   memset(&action, 0, sizeof action);
@@ -283,7 +293,7 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   // Only a capture's request parks a thread: a stray kill of this signal (or one arriving
   // after its capture) does nothing.
   if (!__atomic_load_n(&capture->capturing, __ATOMIC_ACQUIRE) || info == NULL ||
-      info->si_code != SI_TKILL || info->si_pid != getpid()) {
+      info->si_code != SI_TKILL || (uint32_t)info->si_pid != __atomic_load_n(&capture->pid, __ATOMIC_ACQUIRE)) {
     return 0;
   }
   uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
@@ -397,6 +407,8 @@ bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid) {
   __atomic_store_n(&capture->generation, generation, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->answered, 0u, __ATOMIC_RELEASE);
   capture->sigprof_state = 0;
+  capture->signals_sent = 0;
+  __atomic_store_n(&capture->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
   __atomic_store_n(&capture->slot_count, 1u, __ATOMIC_RELEASE);
   crumbs__listing listing = {table, own_tid, 1, CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED)};
   if (!crumbs__proc_each_thread(crumbs__list_thread, &listing)) return false;
@@ -431,18 +443,32 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
   // Read before the status: a thread that leaves the handler between the two bumps it.
   uint32_t news = __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE);
-  char state = '?';
-  uint64_t blocked = 0;
+  crumbs__thread_facts facts;
   // A zombie is a thread that has exited: the main thread after pthread_exit stays listed, as
   // a zombie, until the whole process ends; a signal sent to it is never handled.
-  if (!crumbs__proc_thread_status(slot->tid, &state, &blocked, NULL) || state == 'Z' || state == 'X' ||
-      state == 'x') {
+  if (!crumbs__proc_thread_read(slot->tid, false, &facts) || facts.state == 'Z' || facts.state == 'X' ||
+      facts.state == 'x') {
     crumbs__settle_slot(slot, CRUMBS__SLOT_GONE); // exited since the listing (or before it): not listed
     return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_GONE);
   }
+  if (facts.seccomp != 0) {
+    // Under a seccomp filter: the handler's own system calls (gettid, futex…) could kill the
+    // thread (strict mode allows only read, write, exit and sigreturn) or, with
+    // SECCOMP_RET_KILL_PROCESS, the whole process. Never signalled, in a crash too: a process
+    // killed that way would leave its crash record unfinished. A crash walks it where it blocks
+    // when it is blocked in a system call (crumbs__capture_write_entry); a live capture has done
+    // so already (crumbs_thread_capture_live.c).
+    slot->not_signalled |= CRUMBS_NOT_SIGNALLED_SECCOMP;
+    if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) && crumbs__proc_thread_read(slot->tid, true, &facts)) {
+      (void)crumbs__capture_note_blocked(slot, &facts);
+    }
+    crumbs__settle_slot(slot, CRUMBS__SLOT_NOT_ASKED);
+    return false;
+  }
+  uint64_t blocked = facts.blocked;
   if (__atomic_load_n(&capture->skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
   int signal_number = crumbs__signal_for(blocked, capture_usable);
-  bool stopped = state == 'T' || state == 't';
+  bool stopped = facts.state == 'T' || facts.state == 't';
   if (stopped) signal_number = 0; // stopped or traced: cannot run
   if (signal_number == 0 && !stopped &&
       (crumbs__inside_handler(slot->tid) || __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE) != news)) {
@@ -458,13 +484,19 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
     // Blocked or stopped: no answer can come, so none is waited for. Not asked at all when no
     // signal could be used (the capture signal taken, SIGPROF someone's).
     bool could_ask = capture_usable || capture->sigprof_state > 0;
+    slot->not_signalled |= stopped      ? CRUMBS_NOT_SIGNALLED_STOPPED
+                           : could_ask ? CRUMBS_NOT_SIGNALLED_BLOCKS_SIGNALS
+                                       : CRUMBS_NOT_SIGNALLED_NO_SIGNAL;
     crumbs__settle_slot(slot, could_ask ? CRUMBS__SLOT_LATE : CRUMBS__SLOT_NOT_ASKED);
     return false;
   }
   slot->asked_with = signal_number;
   if (signal_number == SIGPROF) table->flags |= CRUMBS_THREADS_USED_SIGPROF;
   slot->asked_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
-  if (syscall(SYS_tgkill, getpid(), slot->tid, signal_number) == 0) return true;
+  if (syscall(SYS_tgkill, (pid_t)capture->pid, slot->tid, signal_number) == 0) {
+    capture->signals_sent++;
+    return true;
+  }
   // ESRCH: it exited since the listing (not listed); anything else: not asked.
   crumbs__settle_slot(slot, errno == ESRCH ? CRUMBS__SLOT_GONE : CRUMBS__SLOT_NOT_ASKED);
   return false;
@@ -533,6 +565,17 @@ static bool crumbs__parked(uint32_t index) {
          CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ANSWERED);
 }
 
+/// Whether slot `index`'s stack is to be walked now: parked, or being read where it blocks.
+static bool crumbs__stack_wanted(uint32_t index) {
+  return crumbs__capture.slots[index].reading || crumbs__parked(index);
+}
+
+/// The stack pointer that finds slot `slot`'s stack: the one the kernel saved at its blocked
+/// call while it is being read there, else the one its answer copied.
+static uint64_t crumbs__stack_sp(const crumbs__capture_slot *slot) {
+  return slot->reading ? slot->blocked.sp : slot->context.sp;
+}
+
 /// One maps line against every parked thread still without bounds: the file is read once.
 static bool crumbs__find_stacks(const char *line, size_t length, void *context) {
   (void)context;
@@ -542,8 +585,9 @@ static bool crumbs__find_stacks(const char *line, size_t length, void *context) 
   uint32_t count = capture->slot_count;
   for (uint32_t index = 1; index < count; index++) {
     const crumbs__capture_slot *slot = &capture->slots[index];
-    if (capture->stack_source[index] != CRUMBS_STACK_UNKNOWN || !crumbs__parked(index)) continue;
-    uint64_t probe = slot->context.sp != 0 ? slot->context.sp : slot->context.fp;
+    if (capture->stack_source[index] != CRUMBS_STACK_UNKNOWN || !crumbs__stack_wanted(index)) continue;
+    uint64_t sp = crumbs__stack_sp(slot);
+    uint64_t probe = sp != 0 ? sp : slot->context.fp;
     if (probe >= entry.start && probe < entry.end) {
       capture->stack_low[index] = entry.start;
       capture->stack_high[index] = entry.end;
@@ -558,9 +602,9 @@ void crumbs__capture_find_stacks(void) {
   uint32_t count = capture->slot_count;
   bool need_maps = false;
   for (uint32_t index = 1; index < count; index++) {
-    if (capture->stack_source[index] != CRUMBS__STACK_NOT_LOOKED || !crumbs__parked(index)) continue;
+    if (capture->stack_source[index] != CRUMBS__STACK_NOT_LOOKED || !crumbs__stack_wanted(index)) continue;
     const crumbs__capture_slot *slot = &capture->slots[index];
-    uint64_t sp = slot->context.sp, fp = slot->context.fp;
+    uint64_t sp = crumbs__stack_sp(slot), fp = slot->reading ? 0 : slot->context.fp;
     capture->stack_source[index] = CRUMBS_STACK_UNKNOWN;
     if (slot->stack_high != 0 && ((sp >= slot->stack_low && sp < slot->stack_high) ||
                                   (fp >= slot->stack_low && fp < slot->stack_high))) {
@@ -574,6 +618,62 @@ void crumbs__capture_find_stacks(void) {
   if (need_maps) crumbs__crash_each_maps_line(crumbs__find_stacks, NULL);
 }
 
+bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts) {
+  if (facts->state != 'S' && facts->state != 'D') return false;
+  // The status (its switch count) first, then the call: a count read before the call line
+  // covers it.
+  if (!crumbs__proc_thread_syscall(slot->tid, &slot->blocked)) return false;
+  slot->seccomp = facts->seccomp;
+  slot->switches = facts->switches;
+  slot->reading = 1;
+  return true;
+}
+
+/// Whether two readings of a thread's syscall line name the same blocked call at the same place.
+static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs__blocked_syscall *second) {
+  if (first->number != second->number || first->sp != second->sp || first->pc != second->pc) return false;
+  for (unsigned index = 0; index < 6; index++) {
+    if (first->arguments[index] != second->arguments[index]) return false;
+  }
+  return true;
+}
+
+bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__capture_slot *slot = &capture->slots[index];
+  memset(entry, 0, sizeof *entry);
+  entry->tid = slot->tid;
+  entry->state = CRUMBS_THREAD_CAPTURED;
+  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
+  entry->blocked_syscall = slot->blocked.number;
+  uint32_t source = capture->stack_source[index];
+  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
+  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
+  entry->stack_low = known ? capture->stack_low[index] : 0;
+  entry->stack_high = known ? capture->stack_high[index] : 0;
+  // What the kernel saved at the call's entry: the user pc (right after the syscall
+  // instruction, in libc's wrapper) and sp; no other register. CFI steps out of the wrapper
+  // from those alone (its CFA is sp-based); a caller whose CFA needs the frame pointer is
+  // bridged by the checked stack scan, which recovers the frame pointer from the frame record
+  // it finds (crumbs_unwind_scan.c).
+  crumbs__unwind_registers registers;
+  memset(&registers, 0, sizeof registers);
+  registers.values[CRUMBS__REG_SP] = slot->blocked.sp;
+  registers.known = 1ull << CRUMBS__REG_SP;
+  registers.pc = slot->blocked.pc;
+  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+  entry->frame_count = crumbs__crash_unwind(record, &registers, entry->stack_low, entry->stack_high, entry->frames,
+                                            entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
+  entry->backtrace_stop = stop;
+  crumbs__blocked_syscall again;
+  crumbs__thread_facts after;
+  bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
+              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
+              after.switches == slot->switches;
+  if (!same) memset(entry, 0, sizeof *entry);
+  return same;
+}
+
 bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
                                  crumbs_crash_thread *entry, crumbs_crash_thread_table *table) {
   crumbs__capture_state *capture = &crumbs__capture;
@@ -583,6 +683,21 @@ bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t ind
   memset(entry, 0, sizeof *entry);
   entry->tid = slot->tid;
   entry->asked_with = slot->asked_with;
+  entry->not_signalled = slot->not_signalled;
+  if (state == CRUMBS__SLOT_NOT_ASKED && slot->reading) {
+    // Not signalled (a seccomp filter), but blocked in a system call: walked where it blocks.
+    crumbs__capture_slot *reading = &capture->slots[index];
+    bool walked = crumbs__capture_walk_blocked(record, index, entry);
+    reading->reading = 0;
+    if (walked) {
+      crumbs__proc_thread_name(slot->tid, entry->name);
+      table->captured++;
+      return true;
+    }
+    entry->tid = slot->tid;
+    entry->asked_with = slot->asked_with;
+    entry->not_signalled = slot->not_signalled;
+  }
   if (state != CRUMBS__SLOT_ANSWERED) {
     entry->state = state == CRUMBS__SLOT_NOT_ASKED ? CRUMBS_THREAD_NOT_ASKED : CRUMBS_THREAD_NO_ANSWER;
     if (entry->state == CRUMBS_THREAD_NO_ANSWER) table->no_answer++;

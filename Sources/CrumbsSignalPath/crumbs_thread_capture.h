@@ -47,6 +47,8 @@ enum {
   CRUMBS__SLOT_GONE = 4,      // exited since the listing (no status, or tgkill ESRCH): not listed
   CRUMBS__SLOT_NOT_ASKED = 5, // no signal could ask it (both someone else's), or tgkill failed
   CRUMBS__SLOT_RELEASED = 6,  // answered, walked, and let go: it leaves its handler
+  CRUMBS__SLOT_READ = 7,      // live only: walked where it blocks in a system call, never
+                              // signalled (crumbs_thread_capture_live.c); its entry is written
 };
 #define CRUMBS__SLOT_WORD(generation, state) (((generation) << 3) | (uint32_t)(state))
 #define CRUMBS__SLOT_STATE(word) ((word) & 7u)
@@ -71,6 +73,14 @@ typedef struct crumbs__capture_slot {
   uint64_t stack_low, stack_high; // registered bounds (crumbs__crash_this_thread), or 0
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS];
   char name[16];
+  /// Why no signal asked it (CRUMBS_NOT_SIGNALLED_*), written by the capturing thread.
+  uint32_t not_signalled;
+  /// Live only, capturing thread: 1 while its stack is read where it blocks in `blocked`
+  /// (status read with `switches` context switches), before the frames are trusted.
+  uint32_t reading;
+  uint32_t seccomp;
+  uint64_t switches;
+  crumbs__blocked_syscall blocked;
 } crumbs__capture_slot;
 
 /// The one capture in progress (crash or live), and who holds it.
@@ -93,6 +103,11 @@ typedef struct crumbs__capture_state {
   /// leaves (crumbs__capture_ask defers it). A thread that finds no free entry is not listed.
   uint32_t inside_tids[CRUMBS__CAPTURE_SLOTS];
   uint32_t capture_usable; // this capture: the capture signal is ours (crumbs__capture_ask_again)
+  /// This process's pid, set by the capturing thread at its listing: the handler checks a
+  /// request's sender against it instead of asking the kernel (one system call fewer in every
+  /// asked thread).
+  uint32_t pid;
+  uint32_t signals_sent; // this capture: signals sent (tgkill succeeded)
   uint32_t generation;  // atomic: bumped by every capture's listing
   uint32_t capturing;   // atomic: 1 from the first request to the release
   uint32_t ending;      // atomic, crash only: answering threads end instead of parking
@@ -107,6 +122,7 @@ typedef struct crumbs__capture_state {
   uint64_t limit_ns;     // a live capture's bound on its whole run (the crash waits that long)
   uint64_t deadline_ns;  // how long an asked thread has to answer
   uint32_t skip_mask_check; // tests only: ask threads whatever they block
+  uint32_t signal_blocked;  // tests only: live captures signal blocked threads too
   uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
   uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
   uint32_t stale_request;   // tests only: crumbs__capture_testing_stale_* (a futex word)
@@ -148,9 +164,21 @@ void crumbs__capture_wake_all(void);
 /// Slot `index` still waiting for its answer becomes LATE (compare-exchange: exactly one side
 /// wins against the answer). True when it did.
 bool crumbs__capture_close(uint32_t index);
-/// The stacks of the parked slots not looked for yet: registered bounds that hold the SP (or
-/// the FP), else one read of /proc/thread-self/maps for all of them.
+/// The stacks of the parked slots (and those being read where they block: `reading`) not
+/// looked for yet: registered bounds that hold the SP (or the FP), else one read of
+/// /proc/thread-self/maps for all of them.
 void crumbs__capture_find_stacks(void);
+/// Whether slot `slot`'s thread, whose status `facts` holds (read with its switch counts), is
+/// blocked in a system call now: its syscall line noted (`blocked`, `switches`, `seccomp`) and
+/// `reading` set, to be walked where it blocks (crumbs__capture_walk_blocked) once its stack is
+/// found (crumbs__capture_find_stacks).
+bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts);
+/// Walks slot `index` (`reading`) from where it blocks into `entry`, then reads its syscall line
+/// and status again: true when it stayed in that same call the whole time (same line, still
+/// asleep, not one context switch since the first reading), so the frames are those of a stack
+/// that did not change (CAPTURED, CRUMBS_NOT_SIGNALLED_IN_SYSCALL, no registers). Otherwise the
+/// entry is cleared.
+bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry);
 /// Writes slot `index` into `entry`: an answered thread's registers and the walk of its stack
 /// (crumbs__crash_unwind over `record`'s modules, read only), or tid and name of one that did
 /// not answer. Counts it into `table`. False for a GONE slot (nothing written).

@@ -9,7 +9,12 @@
 //      a parked thread may hold the allocator's lock;
 //   2. takes the capture (crumbs__capture.owner: busy when a crash holds it; crumbs_thread_capture.c,
 //      "Who captures", has the rules against a crash);
-//   3. lists /proc/self/task under a new generation, then asks a window of threads at a time
+//   3. lists /proc/self/task under a new generation; walks every thread blocked in a system call
+//      where it blocks, without a signal (crumbs__live_read_blocked: its /proc/self/task/<tid>/
+//      syscall line gives the call and the user sp and pc; the walk is kept only when a second
+//      reading after it shows the thread stayed in that call, not one context switch since), so
+//      a hang report never interrupts a blocked call (nanosleep, poll, epoll_wait return EINTR
+//      to any signal, whatever SA_RESTART says); then asks a window of the other threads at a time
 //      (crumbs__capture_ask: the capture signal, SIGPROF for a thread that blocks it, nothing for
 //      a blocked or stopped one). As each one answers it is walked (crumbs__capture_write_entry,
 //      over the installed record's module table, rows checked but never flagged: the record is
@@ -156,6 +161,52 @@ static void crumbs__live_walk_and_release(crumbs__live_run *run, uint32_t index)
   }
 }
 
+/// Before any signal: every thread blocked in a system call is walked from where it blocks
+/// (/proc/self/task/<tid>/syscall: the call, the user sp and pc), without a signal. Its user
+/// stack cannot change while it stays in the kernel, and a reading before and after the walk
+/// proves it stayed (crumbs__capture_walk_blocked). Such a slot becomes READ; one that left its call
+/// meanwhile stays ASKED and is asked with a signal like a running thread. A blocked call is
+/// never interrupted this way: a hang report must not change what the app's calls return.
+static void crumbs__live_read_blocked(crumbs__live_run *run) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (__atomic_load_n(&capture->signal_blocked, __ATOMIC_ACQUIRE)) return; // tests only
+  uint32_t count = capture->slot_count, candidates = 0;
+  uint32_t asked = CRUMBS__SLOT_WORD(__atomic_load_n(&capture->generation, __ATOMIC_ACQUIRE), CRUMBS__SLOT_ASKED);
+  for (uint32_t index = 1; index < count; index++) {
+    crumbs__capture_slot *slot = &capture->slots[index];
+    if (crumbs__context_clock_ns(CLOCK_MONOTONIC) >= run->stop_at) break;
+    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) continue;
+    crumbs__thread_facts facts;
+    // The status first, then the call: a switch count read before the call line covers it.
+    if (!crumbs__proc_thread_read(slot->tid, true, &facts)) continue;
+    if (crumbs__capture_note_blocked(slot, &facts)) candidates++;
+  }
+  if (candidates == 0) return;
+  crumbs__capture_find_stacks();
+  uint32_t read_word = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_READ;
+  for (uint32_t index = 1; index < count; index++) {
+    crumbs__capture_slot *slot = &capture->slots[index];
+    if (!slot->reading) continue;
+    bool walked = crumbs__context_clock_ns(CLOCK_MONOTONIC) < run->stop_at &&
+                  crumbs__capture_walk_blocked(run->record, index, &run->table->threads[index]);
+    slot->reading = 0;
+    uint32_t expected = asked;
+    // An answer to a signal an earlier capture left pending wins: that thread ran, so the
+    // walk was already refused; compare-exchange all the same.
+    if (walked && __atomic_compare_exchange_n(&slot->state, &expected, read_word, false, __ATOMIC_ACQ_REL,
+                                              __ATOMIC_ACQUIRE)) {
+      crumbs__proc_thread_name(slot->tid, run->table->threads[index].name);
+      run->table->captured++;
+      run->stats->read_blocked++;
+      continue;
+    }
+    if (walked) memset(&run->table->threads[index], 0, sizeof run->table->threads[index]);
+    // Asked with a signal like a running thread (or answering one an earlier capture left
+    // pending): its stack is looked for again where it answers.
+    capture->stack_source[index] = CRUMBS__STACK_NOT_LOOKED;
+  }
+}
+
 /// Asks the threads a window at a time; walks and releases each as it answers.
 static void crumbs__live_ask_all(crumbs__live_run *run) {
   crumbs__capture_state *capture = &crumbs__capture;
@@ -163,7 +214,9 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
   if (!ours && capture->capture_signal != 0) run->table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
   uint32_t generation = __atomic_load_n(&capture->generation, __ATOMIC_ACQUIRE);
   uint32_t parked_word = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ANSWERED);
+  uint32_t read_word = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_READ);
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
+  crumbs__live_read_blocked(run);
   uint32_t count = capture->slot_count, next = 1;
   uint32_t waiting[CRUMBS__CAPTURE_SLOTS];
   uint32_t waiting_count = 0;
@@ -171,6 +224,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     while (waiting_count < run->window && next < count && now < run->stop_at) {
       uint32_t index = next++;
+      if (__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE) == read_word) continue;
       if (crumbs__capture_ask(index, ours, run->table)) waiting[waiting_count++] = index;
     }
     if (waiting_count == 0) {
@@ -234,7 +288,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
   // exited since the listing leaves its entry empty (state 0), dropped below.
   for (uint32_t index = 1; index < count; index++) {
     uint32_t state = CRUMBS__SLOT_STATE(__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE));
-    if (state == CRUMBS__SLOT_RELEASED) continue;
+    if (state == CRUMBS__SLOT_RELEASED || state == CRUMBS__SLOT_READ) continue;
     crumbs_crash_thread *entry = &run->table->threads[index];
     if (!crumbs__capture_write_entry(run->record, index, entry, run->table)) memset(entry, 0, sizeof *entry);
   }
@@ -305,6 +359,7 @@ __attribute__((noinline)) int crumbs_capture_threads_live(crumbs_crash_thread_ta
     crumbs__crash_check_modules_stop();
     // SIGPROF goes back once no thread it was sent to can still receive it.
     if (!crumbs__capture_pending_somewhere(SIGPROF)) crumbs__capture_sigprof_give_back();
+    stats->signalled = capture->signals_sent;
   } else {
     out->flags |= CRUMBS_THREADS_LISTING_FAILED;
     status = CRUMBS_LIVE_CAPTURE_LISTING_FAILED;

@@ -158,6 +158,10 @@ void crumbs__thread_capture_testing_skip_mask_check(bool skip) {
   __atomic_store_n(&crumbs__capture.skip_mask_check, skip ? 1u : 0u, __ATOMIC_RELEASE);
 }
 
+void crumbs__thread_capture_testing_signal_blocked(bool enabled) {
+  __atomic_store_n(&crumbs__capture.signal_blocked, enabled ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
 void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
   __atomic_store_n(&crumbs__capture.slow_leaver, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }

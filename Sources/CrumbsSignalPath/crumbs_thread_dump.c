@@ -16,15 +16,23 @@
 // with its request. A later install in the same process takes the same signal again while it is
 // still ours; another library may take it over at any time with its own sigaction.
 //
-// ASYNC-SIGNAL-SAFE: crumbs__thread_dump_handler. libc calls: getpid, write (and errno saved and
-// restored); atomics. Not signal-safe (set-up): crumbs_thread_dump_install/uninstall (getpid,
-// sigaction, sched_yield).
+// The handler makes one system call, the write: the request is process-directed, so the kernel
+// may run it on any thread that does not block the signal, one under a seccomp filter too, where
+// any other call could kill the thread (strict mode allows read, write, exit and sigreturn) or
+// the process. A forked child, which inherited the handler but not the responder, is told apart
+// without getpid: the child side of fork (pthread_atfork, registered at the first install) makes
+// the handler inert there.
+//
+// ASYNC-SIGNAL-SAFE: crumbs__thread_dump_handler and crumbs__thread_dump_forked. libc calls:
+// write (and errno saved and restored); atomics. Not signal-safe (set-up):
+// crumbs_thread_dump_install/uninstall (sigaction, sched_yield, pthread_atfork).
 
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
 #include "crumbs_thread_dump.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -33,7 +41,7 @@
 static int crumbs__dump_signal;                 // atomic; the signal taken (0: never), kept inert
 static bool crumbs__dump_installed;             // set-up only: between install and uninstall
 static int crumbs__dump_descriptor = -1;        // atomic; the wake pipe's write end, -1: inert
-static int crumbs__dump_pid;                    // atomic; the installing process (not a forked child)
+static bool crumbs__dump_fork_registered;       // set-up only: crumbs__thread_dump_forked registered
 static uint32_t crumbs__dump_active;            // atomic; handlers between their check and their write
 static crumbs_ring_header *crumbs__dump_header; // the header naming the signal, or NULL
 
@@ -47,7 +55,7 @@ static void crumbs__thread_dump_handler(int signal_number, siginfo_t *info, void
   int saved_errno = errno;
   __atomic_add_fetch(&crumbs__dump_active, 1u, __ATOMIC_SEQ_CST);
   int descriptor = __atomic_load_n(&crumbs__dump_descriptor, __ATOMIC_SEQ_CST);
-  if (descriptor >= 0 && getpid() == __atomic_load_n(&crumbs__dump_pid, __ATOMIC_RELAXED)) {
+  if (descriptor >= 0) {
     uint32_t cookie = info->si_code == SI_QUEUE ? (uint32_t)info->si_value.sival_int : 0u;
     unsigned char bytes[4] = {(unsigned char)cookie, (unsigned char)(cookie >> 8),
                               (unsigned char)(cookie >> 16), (unsigned char)(cookie >> 24)};
@@ -59,6 +67,10 @@ static void crumbs__thread_dump_handler(int signal_number, siginfo_t *info, void
   __atomic_sub_fetch(&crumbs__dump_active, 1u, __ATOMIC_SEQ_CST);
   errno = saved_errno;
 }
+
+/// The child side of fork: the responder thread and its pipe stay in the parent, so a request
+/// reaching the child is dropped (its pipe's write end is the parent's).
+static void crumbs__thread_dump_forked(void) { __atomic_store_n(&crumbs__dump_descriptor, -1, __ATOMIC_SEQ_CST); }
 
 static bool crumbs__dump_is_ours(int signal_number) {
   struct sigaction current;
@@ -97,7 +109,10 @@ static int crumbs__dump_choose(void) {
 
 int crumbs_thread_dump_install(const crumbs_ring *ring, int wake_descriptor) {
   if (crumbs__dump_installed) return -1;
-  __atomic_store_n(&crumbs__dump_pid, (int)getpid(), __ATOMIC_RELAXED);
+  if (!crumbs__dump_fork_registered) {
+    crumbs__dump_fork_registered = pthread_atfork(NULL, NULL, crumbs__thread_dump_forked) == 0;
+    if (!crumbs__dump_fork_registered) return 0; // no way to keep a forked child from answering
+  }
   __atomic_store_n(&crumbs__dump_descriptor, wake_descriptor, __ATOMIC_SEQ_CST);
   int signal_number = crumbs__dump_choose();
   if (signal_number == 0) {

@@ -88,6 +88,39 @@ struct ThreadsCommandTests {
     #expect(target.child.exitCode == 0)
   }
 
+  @Test("threads under seccomp are never signalled: listed with why, and the process lives")
+  func seccompThreadsAreNotSignalled() throws {
+    // Issue 35, case 11: "sc-strict" (strict seccomp, blocked in read) and "sc-filter" (a
+    // SECCOMP_RET_KILL_PROCESS filter, spinning). The dump's capture used to signal both: the
+    // capture handler's first system call killed the strict thread, then the whole process, and
+    // the dump never came.
+    let directory = TestDirectory()
+    let target = try startTarget(directory, environment: ["CRUMBS_TEST_SECCOMP_THREADS": "1"])
+    try #require(target.lines.last == "ready", "\(target.lines)")
+
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    #expect(result.status == 0, "\(result.stderr)")
+    let blocks = threadBlocks(result.stdout)
+    let filtered = blocks.first { $0.first?.hasPrefix("\"sc-filter\" tid=") == true }
+    #expect(
+      filtered?.first?.hasSuffix(" not asked (not signalled: under a seccomp filter)") == true,
+      "\(result.stdout)")
+    let strict = blocks.first { $0.first?.hasPrefix("\"sc-strict\" tid=") == true }
+    #expect(
+      strict?.first?.hasSuffix(
+        " captured (not signalled: under a seccomp filter, blocked in a system call, walked where it waits)")
+        == true, "\(result.stdout)")
+    #expect(
+      strict?.dropFirst().contains { $0.hasPrefix("    at crumbs_test_seccomp_strict_waiting") } == true,
+      "\(result.stdout)")
+
+    target.gate.open()
+    let lines = target.child.readLines(until: "closed", seconds: 120)
+    #expect(lines.contains("host strict read returned 1 byte x") && lines.contains("results 3"), "\(lines)")
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0, "\(lines)")
+  }
+
   @Test("--json: one object whose threads decode as report threads")
   func dumpsAsJSON() throws {
     let directory = TestDirectory()

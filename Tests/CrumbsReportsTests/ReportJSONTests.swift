@@ -118,9 +118,11 @@ import Testing
       .init(
         id: 4244, name: "worker", state: .alsoCrashed, crashed: false, signal: "SIGBUS", registers: [],
         frames: [.init(index: 0, address: "0x9", foundBy: .async)]),
-      .init(id: 4245, name: "w", state: .notAsked, crashed: false, frames: []),
+      .init(id: 4245, name: "w", state: .notAsked, crashed: false, frames: [], notSignalled: ["seccomp"]),
       .init(id: 4246, name: "r", state: .requesting, crashed: false, frames: []),
-      .init(id: 4247, name: "c", state: .captured, crashed: false, frames: []),
+      .init(
+        id: 4247, name: "c", state: .captured, crashed: false, frames: [],
+        notSignalled: ["seccomp", "in_system_call"], blockedSystemCall: 0),
       .init(id: 4248, name: "u", state: .unknown, crashed: false, frames: []),
     ],
     threadsNotRecorded: 17,

@@ -47,10 +47,18 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("error parked threads")
       return 1
     }
+    // CRUMBS_TEST_SECCOMP_THREADS: "sc-strict", "sc-filter" and "hc-spin" as well
+    // (crumbs_test_start_host_calls); once the gate opens, their own results.
+    let hostCalls = getenv("CRUMBS_TEST_SECCOMP_THREADS") != nil ? crumbs_test_start_host_calls(1) : 0
+    guard hostCalls >= 0 else {
+      print("error seccomp threads")
+      return 1
+    }
     print("dump-signal \(ThreadDumpRequests.installedSignal)")
     for problem in client?.problems ?? [] { print("problem \(problem)") }
     fflush(nil)
     guard crumbs_test_wait_at_gate(gates.first!) == 0 else { return 1 }
+    if hostCalls > 0 { print("results \(crumbs_test_finish_host_calls(hostCalls))") }
     print("alive")
     client?.close()
     ring?.close()

@@ -34,6 +34,18 @@ import Foundation
 //                                 capture and about to ask the threads, tells it to
 //                                 (crumbs_crash_testing_uninstall_meets_crash); prints
 //                                 "crashing", then the main thread crashes.
+//   live-capture-host-calls DIR   ring + crash handler, then threads blocked in sleep(3),
+//                                 nanosleep, poll, epoll_wait and read ("hc-*", each in its own
+//                                 crumbs_test_host_* function) and one spinning ("hc-spin");
+//                                 once each blocking thread is inside its call, one capture
+//                                 (DIR/snapshot-1.json, DIR/threads-1.json), "captured N
+//                                 SIGNALS READ", then the calls' own results as the threads
+//                                 print them ("host sleep returned 0 after 3001 ms", …), "done".
+//   live-capture-seccomp DIR      the same with "sc-strict" (strict seccomp, blocked in read),
+//                                 "sc-filter" (a SECCOMP_RET_KILL_PROCESS filter, spinning) and
+//                                 "hc-spin"; the process must survive the capture.
+//   seccomp-threads-crash DIR     ring + crash handler, the same seccomp threads and "hc-spin",
+//                                 then the main thread crashes (a null store).
 // The all-threads crash scenario (CrashScenarios.swift) takes a live capture before it crashes
 // with CRUMBS_TEST_LIVE_FIRST=1 (takeLiveCaptureFirst).
 #if canImport(Glibc)
@@ -60,6 +72,20 @@ let liveCaptureScenarios: [String: @Sendable ([String]) -> Int32] = [
     print("echo \(crumbs_test_echo(30_000) == 0 ? "ok" : "failed")")
     print("done")
     return 0
+  },
+  "live-capture-host-calls": { arguments in
+    guard setUp(arguments) else { return 70 }
+    return LiveCaptureWorkload.captureHostCalls(directory: arguments[0], seccomp: false)
+  },
+  "live-capture-seccomp": { arguments in
+    guard setUp(arguments) else { return 70 }
+    return LiveCaptureWorkload.captureHostCalls(directory: arguments[0], seccomp: true)
+  },
+  "seccomp-threads-crash": crashing { _ in
+    print("started \(crumbs_test_start_host_calls(1))")
+    print("crashing")
+    fflush(nil)
+    crumbs_test_null_deref()
   },
   "live-capture-uninstalled": { _ in
     do throws(LiveThreadCaptureError) {
@@ -99,6 +125,7 @@ let liveCaptureScenarios: [String: @Sendable ([String]) -> Int32] = [
       return
     }
     crumbs_crash_testing_live_capture_meets_crash(descriptors[1])
+    crumbs_crash_testing_live_capture_signals_blocked(true)  // the meeting waits for a parked thread
     print("crashing")
     fflush(nil)
     do {
@@ -129,6 +156,11 @@ func takeLiveCaptureFirst() {
   crumbs_crash_testing_late_answer_to_live_capture(getenv("CRUMBS_TEST_LIVE_LATE_ANSWER") != nil)
   crumbs_crash_testing_slow_leaver_of_live_capture(getenv("CRUMBS_TEST_LIVE_SLOW_LEAVER") != nil)
   crumbs_crash_testing_stale_request_to_live_capture(getenv("CRUMBS_TEST_LIVE_STALE_REQUEST") != nil)
+  // The hooks stop threads the capture parked: the blocked ones must be signalled to park.
+  crumbs_crash_testing_live_capture_signals_blocked(
+    ["CRUMBS_TEST_LIVE_FAULT", "CRUMBS_TEST_LIVE_SLOW_LEAVER", "CRUMBS_TEST_LIVE_STALE_REQUEST"].contains {
+      (name: String) in getenv(name) != nil
+    })
   if fault {
     print("crashing")
     fflush(nil)
@@ -150,6 +182,36 @@ enum LiveCaptureWorkload {
   @inline(never) static func parkedInTask() async {
     crumbs_test_park_in_read("task-parked")
     print("unreachable: task-parked")
+  }
+
+  /// The host-call threads (crumbs_test_start_host_calls), one capture while they block or
+  /// spin, written out as `captureTwice` writes its first; then the threads' own results.
+  @inline(never) static func captureHostCalls(directory: String, seccomp: Bool) -> Int32 {
+    let started = crumbs_test_start_host_calls(seccomp ? 1 : 0)
+    guard started > 0 else {
+      print("error cannot start the host-call threads")
+      return 1
+    }
+    print("started \(started)")
+    fflush(nil)
+    do {
+      let snapshot = try LiveThreadCapture.capture()
+      let threads = CrashReportBuilder.threads(
+        of: snapshot, symbolicator: LiveSymbolicator(options: Symbolicator.Options()))
+      let encoder = JSONEncoder()
+      try encoder.encode(snapshot).write(to: URL(fileURLWithPath: "\(directory)/snapshot-1.json"))
+      try encoder.encode(threads).write(to: URL(fileURLWithPath: "\(directory)/threads-1.json"))
+      print(
+        "captured \(snapshot.table.threads.count) \(snapshot.signalsSent ?? 0) \(snapshot.readWithoutSignal ?? 0)"
+      )
+    } catch {
+      print("error \(error)")
+      return 1
+    }
+    fflush(nil)
+    print("results \(crumbs_test_finish_host_calls(started))")
+    print("done")
+    return 0
   }
 
   /// Two captures in a row, each written out; 0, or the exit status of a failure.

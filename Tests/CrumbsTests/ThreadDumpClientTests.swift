@@ -33,7 +33,9 @@ struct ThreadDumpClientTests {
       #expect(thread?[4].split(separator: "|").contains(Substring(function)) == true, "\(name): \(context)")
     }
     let pause = lines.first { $0.hasPrefix("pause ") }.flatMap { UInt64($0.dropFirst(6)) }
-    #expect(pause.map { $0 > 0 } == true, "\(context)")
+    // The parked threads block in system calls: walked where they block, never paused (a
+    // runtime thread that happened to run may have been).
+    #expect(pause != nil, "\(context)")
   }
 
   @Test("a flood of requests: bounded takes, the rest dropped; a tgkill from inside is no request")

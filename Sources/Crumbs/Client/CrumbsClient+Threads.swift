@@ -24,8 +24,13 @@ public struct ThreadCaptureError: Error, Equatable, CustomStringConvertible {
 }
 
 extension CrumbsClient {
-  /// Every thread's stack now, the way `crumbs threads PID` prints it: each thread is paused
-  /// only while its registers and stack are copied, then runs on. Symbolicated in this process
+  /// Every thread's stack now, the way `crumbs threads PID` prints it. A thread blocked in a
+  /// system call (`sleep`, `read`, `poll`, a lock) is walked where it blocks without a signal:
+  /// its call returns what it would have without the capture (`notSignalled` says
+  /// `in_system_call`). A thread under a seccomp filter is never signalled (`seccomp`; without
+  /// frames when it was running). Every other thread is paused by a signal only while its
+  /// registers and stack are copied, then runs on; a blocking call it enters just as the signal
+  /// arrives is interrupted once (docs/hangs.md lists what still can be). Symbolicated in this process
   /// (the client's symbolication options; symbol tables kept between calls). At most one
   /// capture runs at a time in the process: a call during another waits for it.
   public func captureThreads() throws(ThreadCaptureError) -> ThreadDump {

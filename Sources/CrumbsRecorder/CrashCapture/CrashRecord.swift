@@ -103,8 +103,40 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     public var stackHigh: UInt64
     public var stackSource: StackSource
     /// A live capture's: how long it stayed parked, from entering the capture handler to its
-    /// release; nil in crash records.
+    /// release; nil in crash records (and for a thread read where it blocks, never parked).
     public var pausedNanoseconds: UInt64? = nil
+    /// Why no signal asked it (nil: asked, or no reason recorded).
+    public var notSignalled: NotSignalled? = nil
+    /// `.inSystemCall`: the number of the system call it was blocked in (as the kernel numbers
+    /// them on this architecture).
+    public var blockedSystemCall: Int32? = nil
+
+    /// Why the capture sent a thread no signal (crumbs_crash_record.h, CRUMBS_NOT_SIGNALLED_*).
+    public struct NotSignalled: OptionSet, Sendable, Equatable, Hashable, Codable {
+      public var rawValue: UInt32
+      public init(rawValue: UInt32) { self.rawValue = rawValue }
+      /// It runs under a seccomp filter: the capture handler's own system calls could kill it or
+      /// the process. `.notAsked` unless `.inSystemCall` too.
+      public static let seccomp = NotSignalled(rawValue: UInt32(CRUMBS_NOT_SIGNALLED_SECCOMP))
+      /// It was blocked in a system call: frames walked from where it blocks, its call not
+      /// interrupted (a live capture only; no registers).
+      public static let inSystemCall = NotSignalled(rawValue: UInt32(CRUMBS_NOT_SIGNALLED_IN_SYSCALL))
+      /// It blocked both signals that could ask it.
+      public static let blocksSignals = NotSignalled(rawValue: UInt32(CRUMBS_NOT_SIGNALLED_BLOCKS_SIGNALS))
+      /// It was stopped or traced.
+      public static let stopped = NotSignalled(rawValue: UInt32(CRUMBS_NOT_SIGNALLED_STOPPED))
+      /// No signal was ours to send (the capture signal taken, SIGPROF someone else's).
+      public static let noSignal = NotSignalled(rawValue: UInt32(CRUMBS_NOT_SIGNALLED_NO_SIGNAL))
+
+      /// Each reason set, as a report names it ("seccomp", "in_system_call", …), in bit order.
+      public var names: [String] {
+        let all: [(NotSignalled, String)] = [
+          (.seccomp, "seccomp"), (.inSystemCall, "in_system_call"), (.blocksSignals, "blocks_signals"),
+          (.stopped, "stopped"), (.noSignal, "no_signal"),
+        ]
+        return all.filter { contains($0.0) }.map(\.1)
+      }
+    }
   }
 
   /// Every thread at crash time, as the handler captured it (version 3 records).

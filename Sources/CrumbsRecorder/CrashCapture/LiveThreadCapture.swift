@@ -1,6 +1,8 @@
 // LiveThreadCapture.swift — every thread's stack while the process lives on, for hang reports
 // and thread dumps: the crash handler's own thread capture (crumbs_live_capture.h), taken from
-// an ordinary thread; each thread is parked only while its stack is walked, then released.
+// an ordinary thread. A thread blocked in a system call is walked where it blocks and never
+// signalled; a thread under a seccomp filter is never signalled; every other thread is parked
+// only while its stack is walked, then released.
 //
 // Entry point: LiveThreadCapture.capture()
 //   → crumbs_capture_threads_live, under the crash handler's lock (CrashHandler.whileInstalled),
@@ -30,17 +32,24 @@ package struct ThreadSnapshot: Sendable, Equatable, Codable {
   /// The live process's modules at capture time: what the frames' addresses are relative to,
   /// so another process can symbolicate them.
   package var modules: [LoadedModule]
+  /// Signals the capture sent (one per thread that was running, or left its blocking call
+  /// while being read); nil in a snapshot written before it was counted.
+  package var signalsSent: UInt32? = nil
+  /// Threads walked where they block in a system call, never signalled.
+  package var readWithoutSignal: UInt32? = nil
 
   package init(
     table: CrashRecord.ThreadTable, callerID: UInt32, wallNanoseconds: UInt64,
     longestPauseNanoseconds: UInt64,
-    modules: [LoadedModule]
+    modules: [LoadedModule], signalsSent: UInt32? = nil, readWithoutSignal: UInt32? = nil
   ) {
     self.table = table
     self.callerID = callerID
     self.wallNanoseconds = wallNanoseconds
     self.longestPauseNanoseconds = longestPauseNanoseconds
     self.modules = modules
+    self.signalsSent = signalsSent
+    self.readWithoutSignal = readWithoutSignal
   }
 }
 
@@ -68,8 +77,13 @@ package enum LiveThreadCaptureError: Error, Equatable, CustomStringConvertible {
 
 /// Captures every thread of this process while it runs on.
 package enum LiveThreadCapture {
-  /// Every thread's stack now. Each thread stays parked only while its own stack is walked (a
-  /// few threads are asked at a time); none is ended. Captures are serialized with each other
+  /// Every thread's stack now. A thread blocked in a system call (sleep, read, poll, a lock
+  /// wait) is walked from where it blocks, without a signal: its call returns what it would
+  /// have without the capture. A thread under a seccomp filter is never signalled (listed
+  /// `.notAsked` with `.seccomp`, or walked where it blocks). Every other thread is asked with a
+  /// signal and stays parked only while its own stack is walked (a few threads are asked at a
+  /// time): a blocking call it enters just as the signal arrives can fail with EINTR. None is
+  /// ended. Captures are serialized with each other
   /// and with the crash handler's install, refresh and uninstall: a second caller waits for the
   /// first.
   package static func capture() throws(LiveThreadCaptureError) -> ThreadSnapshot {
@@ -99,6 +113,7 @@ package enum LiveThreadCapture {
     return ThreadSnapshot(
       table: threads, callerID: threads.threads.first?.id ?? CurrentThread.id,
       wallNanoseconds: stats.started_wall_ns, longestPauseNanoseconds: stats.longest_pause_ns,
-      modules: CurrentProcessModules.list())
+      modules: CurrentProcessModules.list(), signalsSent: stats.signalled,
+      readWithoutSignal: stats.read_blocked)
   }
 }

@@ -162,6 +162,9 @@ struct ThreadTableImage: PersistedImage {
       let signal = image.loadUnaligned(fromByteOffset: threadOffset(index, \.signal_number), as: Int32.self)
       let asked = image.loadUnaligned(fromByteOffset: threadOffset(index, \.asked_with), as: Int32.self)
       let paused: UInt64 = threadWord(index, \.paused_ns)
+      let notSignalled = CrashRecord.Thread.NotSignalled(rawValue: threadWord(index, \.not_signalled))
+      let blockedCall = image.loadUnaligned(
+        fromByteOffset: threadOffset(index, \.blocked_syscall), as: Int32.self)
       threads.append(
         CrashRecord.Thread(
           id: threadWord(index, \.tid), name: name, state: state,
@@ -172,7 +175,9 @@ struct ThreadTableImage: PersistedImage {
           backtraceStop: Self.stop(threadWord(index, \.backtrace_stop)),
           stackLow: threadWord(index, \.stack_low), stackHigh: threadWord(index, \.stack_high),
           stackSource: Self.source(threadWord(index, \.stack_source)),
-          pausedNanoseconds: paused != 0 ? paused : nil))
+          pausedNanoseconds: paused != 0 ? paused : nil,
+          notSignalled: notSignalled.isEmpty ? nil : notSignalled,
+          blockedSystemCall: notSignalled.contains(.inSystemCall) ? blockedCall : nil))
     }
     return CrashRecord.ThreadTable(
       threads: threads, seen: tableWord(\.threads_seen), captured: tableWord(\.captured),

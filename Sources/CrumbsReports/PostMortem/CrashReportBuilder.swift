@@ -228,7 +228,9 @@ package struct CrashReportBuilder {
       signal: thread.signal.map { SignalNames.name($0) },
       registers: thread.registers.isEmpty
         ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
-      frames: Self.frames(symbolicated, marks: thread.frameMarks.map(FrameMarks.init(rawValue:))))
+      frames: Self.frames(symbolicated, marks: thread.frameMarks.map(FrameMarks.init(rawValue:))),
+      notSignalled: thread.notSignalled.map(\.names),
+      blockedSystemCall: thread.blockedSystemCall.map(Int.init))
   }
 
   /// A report for a session that vanished without a crash record, or that a terminating signal

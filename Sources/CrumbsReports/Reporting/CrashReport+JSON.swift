@@ -162,10 +162,16 @@ extension CrashReport.SignalInfo {
 
 extension CrashReport.Thread {
   fileprivate func write(into object: inout JSONObject) {
+    if let blockedSystemCall { object.field("blockedSystemCall", blockedSystemCall) }
     object.field("crashed", crashed)
     object.array("frames") { CrashReport.Frame.write(frames, into: &$0) }
     object.field("id", id)
     if let name { object.field("name", name) }
+    if let notSignalled {
+      object.array("notSignalled") { list in
+        for reason in notSignalled { list.append(reason) }
+      }
+    }
     if let registers { object.array("registers") { CrashReport.Register.write(registers, into: &$0) } }
     if let signal { object.field("signal", signal) }
     object.field("state", state.rawValue)

@@ -111,7 +111,8 @@ public struct CrashReport: Codable, Sendable, Equatable {
       case captured
       /// Did not answer the crash handler in time (signal blocked, stopped, busy machine).
       case noAnswer = "did_not_answer"
-      /// The crash handler could not ask it (its capture signal had been taken).
+      /// The crash handler could not ask it (its capture signal had been taken, or the thread
+      /// runs under a seccomp filter: `notSignalled` says why).
       case notAsked = "not_asked"
       /// Crashed as well, while the first crash was recorded: frames of its own fault.
       case alsoCrashed = "crashed_too"
@@ -131,11 +132,17 @@ public struct CrashReport: Codable, Sendable, Equatable {
     /// Its registers (the crashing thread's are the report's `registers`).
     public var registers: [Register]?
     public var frames: [Frame]
+    /// Why no signal asked it, each reason named: "seccomp" (it runs under a seccomp filter,
+    /// never signalled), "in_system_call" (a live capture walked it where it blocks, without
+    /// interrupting its call), "blocks_signals", "stopped", "no_signal". Nil when it was asked.
+    public var notSignalled: [String]?
+    /// With "in_system_call": the number of the system call it was blocked in.
+    public var blockedSystemCall: Int?
 
     public init(
       id: Int, name: String?, state: State, crashed: Bool, signal: String? = nil,
       registers: [Register]? = nil,
-      frames: [Frame]
+      frames: [Frame], notSignalled: [String]? = nil, blockedSystemCall: Int? = nil
     ) {
       self.id = id
       self.name = name
@@ -144,6 +151,8 @@ public struct CrashReport: Codable, Sendable, Equatable {
       self.signal = signal
       self.registers = registers
       self.frames = frames
+      self.notSignalled = notSignalled
+      self.blockedSystemCall = blockedSystemCall
     }
   }
 

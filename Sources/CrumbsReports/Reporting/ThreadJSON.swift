@@ -26,6 +26,12 @@ package enum ThreadJSON {
     object.array("frames") { array in
       for frame in thread.frames { array.object { write(frame, into: &$0) } }
     }
+    if let reasons = thread.notSignalled {
+      object.array("notSignalled") { array in
+        for reason in reasons { array.append(reason) }
+      }
+    }
+    if let call = thread.blockedSystemCall { object.field("blockedSystemCall", call) }
   }
 
   /// Writes `frame`'s fields into `object`.

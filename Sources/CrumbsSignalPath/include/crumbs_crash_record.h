@@ -204,13 +204,16 @@ typedef enum crumbs_crash_thread_state {
   /// (`registers`, `frames`, `frame_marks`), not repeated in the entry.
   CRUMBS_THREAD_CRASHING = 1,
   /// Answered the capture signal: registers from its signal context, frames walked from them
-  /// while it waited, parked, for the handler to release it.
+  /// while it waited, parked, for the handler to release it. Or, in a live capture, blocked in
+  /// a system call (CRUMBS_NOT_SIGNALLED_IN_SYSCALL): frames walked from where it blocks, never
+  /// signalled, no registers.
   CRUMBS_THREAD_CAPTURED = 2,
   /// Did not answer: stopped or traced, both signals that could ask it blocked (`asked_with`
   /// 0), or asked and not scheduled before the deadline. Tid and name only.
   CRUMBS_THREAD_NO_ANSWER = 3,
   /// Not asked: the capture signal was not ours at crash time (another library took it), or
-  /// could not be sent. Tid and name only.
+  /// could not be sent, or the thread runs under a seccomp filter (`not_signalled` says which).
+  /// Tid and name only.
   CRUMBS_THREAD_NOT_ASKED = 4,
   /// Another thread that crashed at the same time (it entered the crash handler and was waiting
   /// for this one to end the process): registers and frames of its own fault;
@@ -221,6 +224,24 @@ typedef enum crumbs_crash_thread_state {
   /// every one a return address (frames[0] too); no registers.
   CRUMBS_THREAD_REQUESTING = 6,
 } crumbs_crash_thread_state;
+
+/// `crumbs_crash_thread.not_signalled`: why a thread got no signal (bits; several may hold).
+enum {
+  /// It runs under a seccomp filter (`Seccomp:` non-zero in its status): the capture handler's
+  /// own system calls could kill it (strict mode) or the whole process (SECCOMP_RET_KILL_PROCESS),
+  /// so it is never signalled. Without CRUMBS_NOT_SIGNALLED_IN_SYSCALL: not asked, no frames.
+  CRUMBS_NOT_SIGNALLED_SECCOMP = 1u << 0,
+  /// It was blocked in a system call (`blocked_syscall`): its frames were walked from the pc and
+  /// sp the kernel shows in /proc/self/task/<tid>/syscall, its user stack frozen meanwhile, and
+  /// the call it blocks in was not interrupted (a live capture only). No registers.
+  CRUMBS_NOT_SIGNALLED_IN_SYSCALL = 1u << 1,
+  /// It blocked both signals that could ask it (the capture signal and SIGPROF).
+  CRUMBS_NOT_SIGNALLED_BLOCKS_SIGNALS = 1u << 2,
+  /// It was stopped or traced: it could not have run a handler.
+  CRUMBS_NOT_SIGNALLED_STOPPED = 1u << 3,
+  /// No signal was ours to send (the capture signal taken, SIGPROF someone else's).
+  CRUMBS_NOT_SIGNALLED_NO_SIGNAL = 1u << 4,
+};
 
 /// `crumbs_crash_thread_table.flags`.
 enum {
@@ -274,13 +295,20 @@ typedef struct crumbs_crash_thread {
   /// the release (the wake-up after it not included). 0 in crash records (carved out of
   /// `reserved`, always 0 before).
   uint64_t paused_ns;
-  uint8_t reserved[56];
+  /// Why no signal asked it: CRUMBS_NOT_SIGNALLED_* bits (0: asked, or none known). Carved out
+  /// of `reserved`, always 0 before.
+  uint32_t not_signalled;
+  /// CRUMBS_NOT_SIGNALLED_IN_SYSCALL: the system call it was blocked in (its number, as
+  /// /proc/self/task/<tid>/syscall gives it); meaningless otherwise.
+  int32_t blocked_syscall;
+  uint8_t reserved[48];
 } crumbs_crash_thread;
 _Static_assert(sizeof(crumbs_crash_thread) == 1024, "persisted: crumbs_crash_thread");
 _Static_assert(offsetof(crumbs_crash_thread, registers) == 64, "persisted");
 _Static_assert(offsetof(crumbs_crash_thread, frames) == 384, "persisted");
 _Static_assert(offsetof(crumbs_crash_thread, frame_marks) == 896, "persisted");
 _Static_assert(offsetof(crumbs_crash_thread, paused_ns) == 960, "persisted");
+_Static_assert(offsetof(crumbs_crash_thread, not_signalled) == 968, "persisted");
 
 /// Every thread at crash time (version 3). The handler lists /proc/self/task once, asks every
 /// other thread for its registers with the capture signal, waits a bounded time, walks the

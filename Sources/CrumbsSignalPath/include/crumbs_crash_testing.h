@@ -63,6 +63,11 @@ void crumbs_crash_testing_slow_leaver_of_live_capture(bool enabled);
 /// from an ordinary thread.
 void crumbs_crash_testing_stale_request_to_live_capture(bool enabled);
 
+/// Tests only: live captures signal the threads blocked in a system call too, as running ones,
+/// instead of walking them where they block: the hooks above need threads that park. Call
+/// before the capture, from an ordinary thread.
+void crumbs_crash_testing_live_capture_signals_blocked(bool enabled);
+
 /// Tests only: the next crash, once it holds the thread capture and has listed the threads,
 /// writes one byte to `fd` (for a thread waiting to uninstall the crash handler) and waits (at
 /// most 10 s) until that uninstall has dealt with the capture's signals, then asks the threads:

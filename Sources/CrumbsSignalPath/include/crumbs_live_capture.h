@@ -45,6 +45,8 @@ typedef struct crumbs_live_capture_stats {
   uint64_t longest_pause_ns; // the longest a thread stayed parked (each entry's paused_ns)
   uint32_t longest_pause_tid;
   uint32_t parked;           // threads parked (and released)
+  uint32_t signalled;        // signals sent (each a thread that was running, or left its call)
+  uint32_t read_blocked;     // threads walked where they block in a system call, not signalled
 } crumbs_live_capture_stats;
 
 /// crumbs_capture_threads_live's result.
@@ -63,8 +65,12 @@ enum {
 /// Captures every thread of the process into `out` (the caller's buffer, never the crash
 /// record): entry 0 the calling thread (CRUMBS_THREAD_REQUESTING, its own frames), then every
 /// other thread as the crash handler lists them (captured with registers and frames, or not
-/// answering, or not asked), `thread_count` entries. The process runs on: each thread is parked
-/// from its answer until its stack is walked, then released; none is ended or held. Frames are
+/// answering, or not asked), `thread_count` entries. The process runs on: a thread blocked in a
+/// system call is walked from where it blocks and never signalled (its call is not interrupted:
+/// CRUMBS_NOT_SIGNALLED_IN_SYSCALL); a thread under a seccomp filter is never signalled
+/// (CRUMBS_NOT_SIGNALLED_SECCOMP); every other thread is asked with a signal, parked from its
+/// answer until its stack is walked, then released (a blocking call it enters just as the signal
+/// comes may then fail with EINTR); none is ended or held. Frames are
 /// walked over the installed record's module table, read only: a library loaded since its last
 /// refresh gets frame-pointer and scanned frames, and is not added (list the live modules to
 /// symbolicate). `options` may be NULL; `stats` may be NULL. Returns a CRUMBS_LIVE_CAPTURE_*

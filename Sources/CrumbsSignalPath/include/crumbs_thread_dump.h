@@ -43,8 +43,9 @@ extern "C" {
 /// while the handler is still ours. Each request writes 4 bytes (its cookie,
 /// little-endian) to `wake_descriptor`, which must be a non-blocking pipe's write end (a full pipe
 /// drops the request: requests are bounded by its size). Records the signal in `ring`'s header
-/// (may be NULL). Returns the signal, 0 when every candidate is taken (nothing installed), or -1
-/// when one is installed already. Not signal-safe.
+/// (may be NULL). Returns the signal, 0 when every candidate is taken or the fork hook that makes
+/// a forked child's handler inert cannot be registered (nothing installed), or -1 when one is
+/// installed already. Not signal-safe.
 int crumbs_thread_dump_install(const crumbs_ring *ring, int wake_descriptor);
 
 /// Sets the header's `thread_dump_signal` back to 0, makes the handler drop every request from

@@ -172,6 +172,24 @@ void crumbs_test_cxx_arm_guard_in_terminate(void);
 /// which raises glibc's threshold to its size: probe once per process.
 int crumbs_test_malloc_maps_block(size_t size);
 
+// MARK: - Host calls a live capture must not harm (crumbs_test_host_calls.c)
+
+/// Without `with_seccomp`: threads "hc-sleep" (sleep(3) in crumbs_test_host_sleeping),
+/// "hc-nanosleep" (nanosleep, 3 s), "hc-poll", "hc-epoll" and "hc-read" (poll, epoll_wait and
+/// read on pipes, no timeout), each in its crumbs_test_host_* function, and "hc-spin" (running,
+/// in crumbs_test_host_spinning). With it: "sc-strict" (strict seccomp, blocked in read in
+/// crumbs_test_seccomp_strict_waiting), "sc-filter" (a SECCOMP_RET_KILL_PROCESS filter allowing
+/// read, write, exit and rt_sigreturn, spinning in crumbs_test_seccomp_filter_spinning) and
+/// "hc-spin". Returns once each announced itself and each blocking one is inside its system
+/// call (/proc/self/task/<tid>/syscall): how many started, or -1.
+int crumbs_test_start_host_calls(int with_seccomp);
+/// The tid of the host-call thread named `name` (0: not started).
+uint32_t crumbs_test_host_call_tid(const char *name);
+/// Lets the spinners go on and writes a byte to every waiting thread's pipe, then copies the
+/// threads' result lines ("host sleep returned 0 after 3001 ms", …) to stdout: `expected` of
+/// them, or those that came within 30 s. Returns how many came.
+int crumbs_test_finish_host_calls(int expected);
+
 // MARK: - Unusual hosts (crumbs_test_hosts.c)
 
 /// Calls `function` (which may be a stale pointer into an unloaded library); this function is
