@@ -26,9 +26,6 @@ extension Syscall {
     return (info.st_uid, info.st_gid)
   }
 
-  /// This process's effective user id.
-  package static func effectiveUserID() -> uid_t { geteuid() }
-
   private typealias SetID = @convention(c) (UInt32) -> Int32
 
   /// glibc's setfsuid and setfsgid, nil when dlsym finds them not.

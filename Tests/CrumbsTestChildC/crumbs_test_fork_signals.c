@@ -1,15 +1,19 @@
 // crumbs_test_fork_signals.c — fork() from a signal handler, and the allocations made in it.
 //
 // malloc, calloc, realloc, posix_memalign, aligned_alloc and memalign are interposed for the
-// whole test child (an executable's definitions come first in symbol lookup) and forwarded to
-// glibc's own (__libc_malloc…); while the flag of the calling thread is set (from just before
-// fork() to just after it returns in the parent) each call is counted. A fork handler that
+// whole test child (an executable's definitions come first in symbol lookup) and forwarded to the
+// next definition: a library the test preloads (the crash tests' malloc guard must still see
+// every call, or their "the handler does not allocate" would hold for nothing), else glibc's.
+// The next definitions are found by a constructor; before it, and while dlsym itself allocates,
+// glibc's own (__libc_malloc…) serve. While the flag of the calling thread is set (from just
+// before fork() to just after it returns in the parent) each call is counted. A fork handler that
 // allocates in the parent shows as a count above 0: in a signal handler that interrupted a
 // thread inside the allocator, such a call deadlocks or corrupts the heap.
 
 #define _GNU_SOURCE
 #include "crumbs_test_fork_signals.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -30,35 +34,59 @@ static void crumbs__test_count(void) {
   if (crumbs__test_counting) __atomic_add_fetch(&crumbs__test_allocations, 1, __ATOMIC_RELAXED);
 }
 
+static void *(*crumbs__test_next_malloc)(size_t);
+static void *(*crumbs__test_next_calloc)(size_t, size_t);
+static void *(*crumbs__test_next_realloc)(void *, size_t);
+static void *(*crumbs__test_next_memalign)(size_t, size_t);
+
+__attribute__((constructor(101))) static void crumbs__test_find_next_allocator(void) {
+  void *found_malloc = dlsym(RTLD_NEXT, "malloc");
+  void *found_calloc = dlsym(RTLD_NEXT, "calloc");
+  void *found_realloc = dlsym(RTLD_NEXT, "realloc");
+  void *found_memalign = dlsym(RTLD_NEXT, "memalign");
+  __atomic_store_n(&crumbs__test_next_calloc, (void *(*)(size_t, size_t))found_calloc, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__test_next_realloc, (void *(*)(void *, size_t))found_realloc, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__test_next_memalign, (void *(*)(size_t, size_t))found_memalign, __ATOMIC_RELEASE);
+  __atomic_store_n(&crumbs__test_next_malloc, (void *(*)(size_t))found_malloc, __ATOMIC_RELEASE);
+}
+
 void *malloc(size_t size) {
   crumbs__test_count();
-  return __libc_malloc(size);
+  void *(*next)(size_t) = __atomic_load_n(&crumbs__test_next_malloc, __ATOMIC_ACQUIRE);
+  return next ? next(size) : __libc_malloc(size);
 }
 
 void *calloc(size_t count, size_t size) {
   crumbs__test_count();
-  return __libc_calloc(count, size);
+  void *(*next)(size_t, size_t) = __atomic_load_n(&crumbs__test_next_calloc, __ATOMIC_ACQUIRE);
+  return next ? next(count, size) : __libc_calloc(count, size);
 }
 
 void *realloc(void *pointer, size_t size) {
   crumbs__test_count();
-  return __libc_realloc(pointer, size);
+  void *(*next)(void *, size_t) = __atomic_load_n(&crumbs__test_next_realloc, __ATOMIC_ACQUIRE);
+  return next ? next(pointer, size) : __libc_realloc(pointer, size);
+}
+
+static void *crumbs__test_aligned(size_t alignment, size_t size) {
+  void *(*next)(size_t, size_t) = __atomic_load_n(&crumbs__test_next_memalign, __ATOMIC_ACQUIRE);
+  return next ? next(alignment, size) : __libc_memalign(alignment, size);
 }
 
 void *memalign(size_t alignment, size_t size) {
   crumbs__test_count();
-  return __libc_memalign(alignment, size);
+  return crumbs__test_aligned(alignment, size);
 }
 
 void *aligned_alloc(size_t alignment, size_t size) {
   crumbs__test_count();
-  return __libc_memalign(alignment, size);
+  return crumbs__test_aligned(alignment, size);
 }
 
 int posix_memalign(void **result, size_t alignment, size_t size) {
   crumbs__test_count();
   if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0) return EINVAL;
-  void *pointer = __libc_memalign(alignment, size);
+  void *pointer = crumbs__test_aligned(alignment, size);
   if (pointer == NULL) return ENOMEM;
   *result = pointer;
   return 0;
