@@ -178,6 +178,11 @@ let package = Package(
       dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"
     ),
+    .executableTarget(
+      name: "FuzzSessionFile",
+      dependencies: ["CrumbsRecorder", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/SessionFile"
+    ),
     // Tests: one target per module, plus the crash scenarios and the fuzz regressions, and what
     // they share in three layers, each needing only the modules below what it tests
     // (Scripts/check-dependency-closure.py, run by `make test`, keeps these arrows):

@@ -28,6 +28,7 @@ TARGETS=(
   "FuzzTrailEntries trail-entries"
   "FuzzThreadDump thread-dump"
   "FuzzCrashLoopTally loop-tally"
+  "FuzzSessionFile session-file"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)

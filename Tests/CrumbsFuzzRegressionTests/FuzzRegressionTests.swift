@@ -48,6 +48,8 @@ import Testing
     /// A thread-dump answer: how many threads its capture held (-1: an error answer).
     case parsedThreadDump(threads: Int)
     case rejectedThreadDump
+    /// A session file and value pattern: what broke (nil: every check held).
+    case checked(violation: String?)
   }
 
   /// Corpus directory name → parser. Add one line per fuzz target.
@@ -61,7 +63,16 @@ import Testing
     "cfi-reader": replayCFIReader,
     "elf-symbol": replayELFSymbol,
     "thread-dump": replayThreadDump,
+    "session-file": replaySessionFile,
   ]
+
+  /// The checks of Fuzz/SessionFile (SessionMetadata.fuzzViolation): a session file decoded or
+  /// refused, its rules applied; a value pattern compiled or refused, its matches in order.
+  static func replaySessionFile(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let violation = SessionMetadata.fuzzViolation(Array(bytes))
+    #expect(violation == nil)
+    return .checked(violation: violation)
+  }
 
   /// The checks of Fuzz/ThreadDump: an answer within its bounds, or a typed error; its threads
   /// named without reading a file the input names, one report thread per captured one.

@@ -156,6 +156,11 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     } catch {
       throw ReadError(reason: "unreadable: \(error)")
     }
+    return (try decode(bytes), owner)
+  }
+
+  /// A session file's bytes, as another process wrote them: JSON of a format this reader knows.
+  package static func decode(_ bytes: [UInt8]) throws(ReadError) -> SessionMetadata {
     let metadata: SessionMetadata
     do {
       metadata = try JSONDecoder().decode(SessionMetadata.self, from: Data(bytes))
@@ -165,7 +170,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     guard metadata.format <= currentFormat else {
       throw ReadError(reason: "format \(metadata.format) is newer than this reader (\(currentFormat))")
     }
-    return (metadata, owner)
+    return metadata
   }
 }
 
