@@ -57,3 +57,53 @@ package let otherPluginSource = """
     return crumbs_plugix_store((volatile int *)0) + 2;
   }
   """
+
+/// A library with a SIGSEGV handler that gives up the way Go's c-shared runtime and many
+/// libraries do (scenario `library-handler-raises`): it puts the default action back without
+/// going through Crumbs' `sigaction` — with libc's `signal()` (what a shared library calls when
+/// the executable does not export `signal`, which the test child happens to: found here with
+/// `dlsym(RTLD_NEXT)`) or, `mode` 1, with a raw rt_sigaction system call, as Go's runtime
+/// does — and raises the signal. It writes "library-handler" first (write(2) only).
+package let resettingHandlerLibrarySource = """
+  #define _GNU_SOURCE
+  #include <dlfcn.h>
+  #include <signal.h>
+  #include <string.h>
+  #include <sys/syscall.h>
+  #include <unistd.h>
+
+  static int crumbs_library_mode;
+  static sighandler_t (*crumbs_library_libc_signal)(int, sighandler_t);
+
+  /// The kernel's struct sigaction for rt_sigaction: handler, flags, restorer, mask.
+  struct crumbs_kernel_sigaction {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+  };
+
+  static void crumbs_library_handler(int signal_number) {
+    (void)!write(1, "library-handler\\n", 16);
+    if (crumbs_library_mode == 1) {
+      struct crumbs_kernel_sigaction action;
+      memset(&action, 0, sizeof action); /* SIG_DFL */
+      syscall(SYS_rt_sigaction, signal_number, &action, NULL, 8);
+    } else {
+      crumbs_library_libc_signal(signal_number, SIG_DFL);
+    }
+    raise(signal_number);
+  }
+
+  int crumbs_library_install(int signal_number, int mode) {
+    crumbs_library_mode = mode;
+    crumbs_library_libc_signal = (sighandler_t (*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
+    if (crumbs_library_libc_signal == NULL) return -1;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = crumbs_library_handler;
+    action.sa_flags = SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    return sigaction(signal_number, &action, NULL);
+  }
+  """

@@ -1,0 +1,44 @@
+import Crumbs
+import CrumbsTestChildC
+
+// First chance: handlers of SIGSEGV that were there before Crumbs and do not recover. Each
+// installs its handler, then Crumbs (CrashScenarios.swift's setUp), prints
+// `function crumbs_test_null_deref ADDRESS` and "crashing", then stores to null.
+//   handler-exits          the handler writes "exiting-handler 11" and _exit(70)s
+//   handler-returns        the handler writes "returning-handler N" and returns, fixing nothing
+//                          (after 10,000 calls: "looped", _exit(99))
+//   library-handler-raises a library the test built (CRUMBS_TEST_LIBRARY) installs a handler
+//                          that puts SIG_DFL back behind Crumbs' back (libc's signal(), or
+//                          with CRUMBS_TEST_RAW=1 a raw rt_sigaction) and raises
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let firstChanceScenarios: [String: @Sendable ([String]) -> Int32] = [
+  "handler-exits": { arguments in
+    guard crumbs_test_install_exiting_handler(SIGSEGV) == 0 else { return 72 }
+    return crashing { _ in nullStore() }(arguments)
+  },
+  "handler-returns": { arguments in
+    guard crumbs_test_install_returning_handler(SIGSEGV) == 0 else { return 72 }
+    return crashing { _ in nullStore() }(arguments)
+  },
+  "library-handler-raises": { arguments in
+    guard let path = getenv("CRUMBS_TEST_LIBRARY"), let library = dlopen(path, RTLD_NOW),
+      let install = dlsym(library, "crumbs_library_install")
+    else {
+      print("error cannot load CRUMBS_TEST_LIBRARY: \(dlerror().map { String(cString: $0) } ?? "unset")")
+      return 72
+    }
+    let mode: Int32 = getenv("CRUMBS_TEST_RAW") != nil ? 1 : 0
+    guard unsafeBitCast(install, to: (@convention(c) (Int32, Int32) -> Int32).self)(SIGSEGV, mode) == 0
+    else { return 72 }
+    return crashing { _ in nullStore() }(arguments)
+  },
+]
+
+private func nullStore() {
+  printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
+  armAndFlush()
+  crumbs_test_null_deref()
+}
