@@ -10,6 +10,11 @@ import CrumbsTestChildC
 //   library-handler-raises a library the test built (CRUMBS_TEST_LIBRARY) installs a handler
 //                          that puts SIG_DFL back behind Crumbs' back (libc's signal(), or
 //                          with CRUMBS_TEST_RAW=1 a raw rt_sigaction) and raises
+//   library-runtime-recovers  a library the test built (CRUMBS_TEST_LIBRARY) installs a handler
+//                          that fixes faults on its own page; CRUMBS_TEST_FAULTS (1000) such
+//                          faults, then "recovered N" and exit 0 (no null store)
+// CRUMBS_TEST_DECLARE (any scenario, read by handlerOptions): handlers declared to recover,
+// comma-separated: runtime, exiting, returning (the test child's C handlers), module:NAME.
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -35,7 +40,40 @@ let firstChanceScenarios: [String: @Sendable ([String]) -> Int32] = [
     else { return 72 }
     return crashing { _ in nullStore() }(arguments)
   },
+  "library-runtime-recovers": { arguments in
+    guard let path = getenv("CRUMBS_TEST_LIBRARY"), let library = dlopen(path, RTLD_NOW),
+      let install = dlsym(library, "crumbs_runtime_install"),
+      let fault = dlsym(library, "crumbs_runtime_fault"),
+      let recovered = dlsym(library, "crumbs_runtime_recovered"),
+      let page = dlsym(library, "crumbs_runtime_page_address")
+    else {
+      print("error cannot load CRUMBS_TEST_LIBRARY: \(dlerror().map { String(cString: $0) } ?? "unset")")
+      return 72
+    }
+    guard unsafeBitCast(install, to: (@convention(c) (Int32) -> Int32).self)(SIGSEGV) == 0, setUp(arguments)
+    else { return 72 }
+    print("page 0x\(String(unsafeBitCast(page, to: (@convention(c) () -> UInt).self)(), radix: 16))")
+    armAndFlush()
+    let faults = getenv("CRUMBS_TEST_FAULTS").flatMap { Int32(String(cString: $0)) } ?? 1000
+    for value in 1...max(1, faults) { unsafeBitCast(fault, to: (@convention(c) (Int32) -> Void).self)(value) }
+    print("recovered \(unsafeBitCast(recovered, to: (@convention(c) () -> Int32).self)())")
+    fflush(nil)
+    return 0
+  },
 ]
+
+/// CRUMBS_TEST_DECLARE as CrashHandlerOptions.firstChanceHandlers.
+func declaredFirstChanceHandlers() -> [FirstChanceHandler] {
+  guard let text = getenv("CRUMBS_TEST_DECLARE").map({ String(cString: $0) }) else { return [] }
+  return text.split(separator: ",").compactMap { word -> FirstChanceHandler? in
+    switch word {
+    case "runtime": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_runtime_handler_address())!)
+    case "exiting": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_exiting_handler_address())!)
+    case "returning": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_returning_handler_address())!)
+    default: word.hasPrefix("module:") ? .module(String(word.dropFirst("module:".count))) : nil
+    }
+  }
+}
 
 private func nullStore() {
   printFunction("crumbs_test_null_deref", crumbs_test_address_of_null_deref())
