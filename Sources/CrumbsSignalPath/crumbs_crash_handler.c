@@ -355,8 +355,10 @@ static bool crumbs__access_allowed_now(int signal_number, const siginfo_t *info,
 /// thread, the pc unchanged each time, and the access still would not succeed: a loop — a
 /// handler that logs and returns, or fixes the wrong thing — recorded as the crash it is. A
 /// handler that truly fixes the page (mprotect) and returns before the program faults on it again
-/// passes that check, and runs on however often it happens. Safe to call from a signal handler
-/// (crumbs__access_allowed_now).
+/// passes that check, and runs on however often it happens: each time it passes, the next check
+/// of that same fault comes twice as many returns later (at most every 4096), so the maps file
+/// (hundreds of microseconds to read) costs a recovering runtime almost nothing. Safe to call
+/// from a signal handler (crumbs__access_allowed_now).
 static bool crumbs__first_chance_loops(crumbs_crash_record *record, int signal_number, const siginfo_t *info,
                                        const void *context, uint64_t pc_before) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
@@ -365,17 +367,21 @@ static bool crumbs__first_chance_loops(crumbs_crash_record *record, int signal_n
     thread->loop_repeats = 0;
     return false;
   }
-  if (thread->loop_signal != signal_number || thread->loop_pc != pc_before || thread->loop_address != address) {
+  if (thread->loop_signal != signal_number || thread->loop_pc != pc_before || thread->loop_address != address ||
+      thread->loop_repeats == 0) {
     thread->loop_signal = signal_number;
     thread->loop_pc = pc_before;
     thread->loop_address = address;
     thread->loop_repeats = 0;
+    thread->loop_check_at = CRUMBS_CRASH_FIRST_CHANCE_REPEATS;
   }
-  thread->loop_repeats++;
+  if (thread->loop_repeats < UINT32_MAX) thread->loop_repeats++;
   if (record != NULL) record->first_chance.repeats = thread->loop_repeats;
-  if (thread->loop_repeats < CRUMBS_CRASH_FIRST_CHANCE_REPEATS) return false;
-  thread->loop_repeats = 0;
-  return !crumbs__access_allowed_now(signal_number, info, context);
+  if (thread->loop_repeats < thread->loop_check_at) return false;
+  if (!crumbs__access_allowed_now(signal_number, info, context)) return true;
+  uint32_t step = thread->loop_check_at < 4096u ? thread->loop_check_at : 4096u;
+  thread->loop_check_at = thread->loop_check_at > UINT32_MAX - step ? UINT32_MAX : thread->loop_check_at + step;
+  return false;
 }
 
 /// First chance: a fault the kernel raised goes first to the next chain entry known to fix it

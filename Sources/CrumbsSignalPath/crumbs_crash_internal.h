@@ -109,14 +109,15 @@ typedef struct crumbs__crash_thread {
   uint32_t chain_tid; // the kernel thread calling it: a raw clone() shares this TLS (the Swift
                       // backtracer's memory server does), and is not that thread
   /// A first chance on this thread counted in the record's first_chance.calling (1), not yet
-  /// taken back. The last fault a first chance returned from with nothing fixed that the
-  /// handler could see (signal, pc, address), and how many times in a row; `looped`: the fault
-  /// being recorded is such a loop (crumbs__first_chance_loops).
+  /// taken back. The last fault a first chance returned from with the pc unchanged (signal,
+  /// pc, address), how many times in a row, and at which count the access is checked next;
+  /// `looped`: the fault being recorded is such a loop (crumbs__first_chance_loops).
   uint32_t first_chance_marked;
   int loop_signal;
   uint64_t loop_pc;
   uint64_t loop_address;
   uint32_t loop_repeats;
+  uint32_t loop_check_at;
   uint32_t looped;
   /// The signal context of the thread capture handler running on this thread (NULL when none):
   /// asked again while still in it (SIGPROF, since the capture signal is blocked there), the

@@ -10,7 +10,7 @@
 // gathered in a static line buffer: static, so the handler's (alternate) stack stays small; only
 // the first crashing thread (the one that won the record) ever reads it, one caller at a time.
 // crumbs__crash_mapping_protection runs before any record, on any thread, several at once: it
-// parses as the file streams through 256 bytes of its own stack instead.
+// parses as the file streams through 512 bytes of its own stack instead.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. libc calls: open, read, close. No malloc, no
 // locks, no stdio.
@@ -141,7 +141,7 @@ int crumbs__crash_mapping_protection(uint64_t address) {
   if (fd < 0) return -1;
   // Parsed as it streams by, through a buffer on this stack: several threads may ask at once,
   // and while one of them records a crash with the static buffers above.
-  char chunk[256];
+  char chunk[512];
   uint64_t start = 0, end = 0;
   int field = 0, perm_index = 0, protection = 0, found = -1;
   bool more = true;

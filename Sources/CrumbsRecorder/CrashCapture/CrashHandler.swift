@@ -60,8 +60,8 @@ public struct CrashHandlerOptions: Sendable, Equatable {
   /// Crumbs does not recognise), installed before Crumbs or after it and kept by a re-install.
   /// A fault the kernel raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE) goes to them first, before
   /// anything is recorded — their "first chance", as crashpad's first-chance handler has — and
-  /// a crash is recorded only if they give up, or return from the same fault 8 times in a row
-  /// without fixing it. The handlers of libjvm, libcoreclr, libmono, wasmtime, Wasmer,
+  /// a crash is recorded only if they give up, or return from the same fault again and again
+  /// without fixing it (checked at the 8th return in a row). The handlers of libjvm, libcoreclr, libmono, wasmtime, Wasmer,
   /// WasmEdge, WAMR (libiwasm) and libsigsegv need no declaration. Any other handler that was
   /// there before Crumbs is called after the crash is recorded, so one that exits, or resets
   /// the action and raises, never loses the record. At most 16 functions are kept.

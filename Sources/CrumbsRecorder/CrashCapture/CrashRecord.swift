@@ -219,7 +219,8 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   /// The crash is a fault a first-chance handler returned from again and again without fixing
   /// it (CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED).
   public var firstChanceLooped: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED) != 0 }
-  /// Returns in a row from one fault, nothing fixed, after which a first chance is a loop.
+  /// Returns in a row from one fault, the pc unchanged, at which the crash handler first checks
+  /// whether the handler given the first chance fixed it (a loop is recorded then).
   public static let firstChanceRepeats = Int(CRUMBS_CRASH_FIRST_CHANCE_REPEATS)
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
   public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
@@ -263,7 +264,7 @@ public struct FirstChanceMark: Sendable, Equatable, Codable {
   /// The handler's address (its module: `CrashRecord.module(containing:)`).
   public var handler: UInt64
   public var wallNanoseconds: UInt64
-  /// Returns in a row from that same fault with nothing fixed that the crash handler could see.
+  /// Returns in a row from that same fault with the pc unchanged.
   public var repeats: UInt32
   /// First chances given in the whole process.
   public var count: UInt64

@@ -196,7 +196,7 @@ package struct CrashReportBuilder {
       }
       report.evidence.append(
         "the fault went first to a handler known to recover\(module ?? "") (\(CrashReport.hex(mark.handler))), "
-          + "which returned from it \(CrashRecord.firstChanceRepeats) times in a row without fixing it: "
+          + "which returned from it \(mark.repeats) times in a row without fixing it: "
           + "a fault loop, recorded as a crash")
     }
     if let header = ring?.header {

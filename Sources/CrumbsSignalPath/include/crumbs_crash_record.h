@@ -112,13 +112,14 @@ enum {
   /// the table was stale, and the frames in those modules were resolved from /proc/self/maps.
   CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH = 1u << 8,
   /// The fault was given to a handler known to recover (`first_chance`), which returned from it
-  /// CRUMBS_CRASH_FIRST_CHANCE_REPEATS times in a row without fixing it: a loop, recorded as the
-  /// crash it is.
+  /// `first_chance.repeats` times in a row without fixing it: a loop, recorded as the crash it is.
   CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED = 1u << 9,
 };
 
-/// Returns in a row from the same fault (signal, pc, address) on one thread, with nothing fixed
-/// that the handler can see, after which a first chance is taken as a loop and recorded.
+/// Returns in a row from the same fault (signal, pc, address) on one thread, the pc unchanged,
+/// at which the handler first checks whether the access would now succeed; if not, the first
+/// chance is taken as a loop and recorded. Each check passed doubles the count to the next one
+/// (by at most 4096).
 #define CRUMBS_CRASH_FIRST_CHANCE_REPEATS 8u
 
 /// The mark of the first chance (crumbs_crash_handler.c): before a fault goes to a handler known
@@ -139,8 +140,8 @@ typedef struct crumbs_crash_first_chance {
   uint64_t fault_address; // si_addr
   uint64_t handler;       // the handler's address (its module: the module table)
   uint64_t wall_ns;       // CLOCK_REALTIME when it was called
-  /// That thread's returns in a row from this same fault with nothing fixed that the crash
-  /// handler could see (CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED at CRUMBS_CRASH_FIRST_CHANCE_REPEATS).
+  /// That thread's returns in a row from this same fault with the pc unchanged (see
+  /// CRUMBS_CRASH_FIRST_CHANCE_REPEATS).
   uint32_t repeats;
   /// Atomic: non-zero while a thread writes the fields above (they may then be torn); another
   /// thread's first chance meanwhile leaves them as they are.
