@@ -160,4 +160,26 @@ struct FirstChanceTests {
           + "\(CrashReport.hex(mark.pc)) (address 0x0)"), "\(report.exceptionMessage)")
     #expect(report.evidence.first?.hasPrefix("a first-chance handler in CrumbsTestChild") == true)
   }
+
+  @Test("a declared handler that leaves by longjmp: a later death is not blamed on it")
+  func declaredHandlerThatJumps() throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "handler-longjmps", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: ["CRUMBS_TEST_DECLARE": "jumping"])
+    #expect(run.lines.contains("jumped 1"), "\(run.lines) \(run.stderr)")
+    #expect(run.signal == SIGKILL, "\(run.status)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .noCrash)
+    #expect(record.firstChance?.inProgress == 1, "never came back: it jumped")
+
+    let report = try #require(try crashReport(leftIn: directory), "no report").report
+    #expect(report.kind == .abnormalTermination)
+    #expect(!report.exceptionMessage.contains("first-chance"), "\(report.exceptionMessage)")
+    #expect(
+      report.evidence.contains {
+        $0.hasSuffix("so it left the handler (longjmp) and the process ended later")
+      },
+      "\(report.evidence)")
+  }
 }

@@ -10,11 +10,14 @@ import CrumbsTestChildC
 //   library-handler-raises a library the test built (CRUMBS_TEST_LIBRARY) installs a handler
 //                          that puts SIG_DFL back behind Crumbs' back (libc's signal(), or
 //                          with CRUMBS_TEST_RAW=1 a raw rt_sigaction) and raises
+//   handler-longjmps       the handler (declare it: jumping) leaves by siglongjmp; the thread
+//                          appends "after the first chance", prints "jumped 1", then the
+//                          process SIGKILLs itself
 //   library-runtime-recovers  a library the test built (CRUMBS_TEST_LIBRARY) installs a handler
 //                          that fixes faults on its own page; CRUMBS_TEST_FAULTS (1000) such
 //                          faults, then "recovered N" and exit 0 (no null store)
 // CRUMBS_TEST_DECLARE (any scenario, read by handlerOptions): handlers declared to recover,
-// comma-separated: runtime, exiting, returning (the test child's C handlers), module:NAME.
+// comma-separated: runtime, exiting, returning, jumping (the test child's C handlers), module:NAME.
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -39,6 +42,16 @@ let firstChanceScenarios: [String: @Sendable ([String]) -> Int32] = [
     guard unsafeBitCast(install, to: (@convention(c) (Int32, Int32) -> Int32).self)(SIGSEGV, mode) == 0
     else { return 72 }
     return crashing { _ in nullStore() }(arguments)
+  },
+  "handler-longjmps": { arguments in
+    guard crumbs_test_install_jumping_handler(SIGSEGV) == 0, setUp(arguments) else { return 72 }
+    armAndFlush()
+    let jumped = crumbs_test_null_store_jumped()
+    addBreadcrumb("after the first chance", level: .info)
+    print("jumped \(jumped)")
+    fflush(nil)
+    kill(getpid(), SIGKILL)
+    return 73
   },
   "library-runtime-recovers": { arguments in
     guard let path = getenv("CRUMBS_TEST_LIBRARY"), let library = dlopen(path, RTLD_NOW),
@@ -70,6 +83,7 @@ func declaredFirstChanceHandlers() -> [FirstChanceHandler] {
     case "runtime": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_runtime_handler_address())!)
     case "exiting": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_exiting_handler_address())!)
     case "returning": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_returning_handler_address())!)
+    case "jumping": .function(at: UnsafeRawPointer(bitPattern: crumbs_test_jumping_handler_address())!)
     default: word.hasPrefix("module:") ? .module(String(word.dropFirst("module:".count))) : nil
     }
   }

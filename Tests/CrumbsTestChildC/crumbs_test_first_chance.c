@@ -1,11 +1,12 @@
 // crumbs_test_first_chance.c — signal handlers that were there before Crumbs and do not recover:
 // one that writes a line and _exit(70)s, one that writes a line per call (its first 20) and returns (it
 // counts its calls and gives up with _exit(99) after 10,000, so a fault loop ends the test
-// instead of hanging it). Each writes with write(2) only: they run inside a signal handler.
+// instead of hanging it), and one that recovers by siglongjmp, as wasm engines do. Each writes with write(2) only: they run inside a signal handler.
 
 #define _GNU_SOURCE
 #include "crumbs_test_child.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,3 +72,28 @@ int crumbs_test_install_returning_handler(int signal_number) {
 
 uintptr_t crumbs_test_exiting_handler_address(void) { return (uintptr_t)crumbs_test_exiting_handler; }
 uintptr_t crumbs_test_returning_handler_address(void) { return (uintptr_t)crumbs_test_returning_handler; }
+
+static sigjmp_buf crumbs_test_jump;
+
+static void crumbs_test_jumping_handler(int signal_number, siginfo_t *info, void *context) {
+  (void)signal_number;
+  (void)info;
+  (void)context;
+  siglongjmp(crumbs_test_jump, 1);
+}
+
+int crumbs_test_install_jumping_handler(int signal_number) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs_test_jumping_handler;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  return crumbs_test_install(signal_number, &action);
+}
+
+uintptr_t crumbs_test_jumping_handler_address(void) { return (uintptr_t)crumbs_test_jumping_handler; }
+
+int crumbs_test_null_store_jumped(void) {
+  if (sigsetjmp(crumbs_test_jump, 1)) return 1;
+  *(volatile int *)(uintptr_t)16 = 1;
+  return 0;
+}

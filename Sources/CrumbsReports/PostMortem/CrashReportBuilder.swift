@@ -292,7 +292,19 @@ package struct CrashReportBuilder {
         + (replacedCrashSignals.isEmpty
           ? "" : "; or a crash on \(replaced), whose crash handler another handler had replaced")
     }
-    if let firstChance = firstChanceEnd.map(Self.firstChanceSentence) {
+    // The thread given the first chance appended after it: it left the handler (by longjmp, a
+    // runtime recovering that way) and the process ended later, some other way.
+    let leftFirstChance =
+      firstChanceEnd.map { end in
+        ring.slots.entries.contains {
+          $0.threadID == end.mark.threadID && $0.wallTimeNanoseconds > end.mark.wallNanoseconds
+        }
+      } ?? false
+    if leftFirstChance, let firstChance = firstChanceEnd.map(Self.firstChanceSentence) {
+      report.evidence.append(
+        firstChance + "; but that thread appended breadcrumbs after it, so it left the handler (longjmp) "
+          + "and the process ended later")
+    } else if let firstChance = firstChanceEnd.map(Self.firstChanceSentence) {
       // Named first when nothing likelier (a hang's stop, memory evidence) was: the mark proves
       // the process was inside that handler, which is how it left no record.
       report.evidence.insert(firstChance, at: 0)
@@ -305,7 +317,7 @@ package struct CrashReportBuilder {
     }
     if let stoppedBy {
       report.exceptionStacktrace = "(no stack: the process was stopped by \(SignalNames.name(stoppedBy)))"
-    } else if firstChanceEnd != nil, evidence.isEmpty {
+    } else if firstChanceEnd != nil, !leftFirstChance, evidence.isEmpty {
       report.exceptionStacktrace =
         "(no stack: the process ended inside the handler given the first chance, before any record was written)"
     } else if replacedCrashSignals.isEmpty {

@@ -161,9 +161,15 @@ int crumbs_test_install_exiting_handler(int signal_number);
 /// call, up to the 20th) and returns, fixing nothing; at its 10,000th call it writes "looped" and _exit(99)s.
 /// Returns 0 or -1.
 int crumbs_test_install_returning_handler(int signal_number);
-/// The two handlers' addresses (what an app declares as recovering).
+/// Installs a handler for `signal_number` that jumps back (siglongjmp) into
+/// crumbs_test_null_store_jumped, as a wasm engine leaves a trap. Returns 0 or -1.
+int crumbs_test_install_jumping_handler(int signal_number);
+/// Stores to address 16 under sigsetjmp: returns 1 once the jumping handler jumped back.
+int crumbs_test_null_store_jumped(void);
+/// The handlers' addresses (what an app declares as recovering).
 uintptr_t crumbs_test_exiting_handler_address(void);
 uintptr_t crumbs_test_returning_handler_address(void);
+uintptr_t crumbs_test_jumping_handler_address(void);
 
 // MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
 
