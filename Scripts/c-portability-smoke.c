@@ -5,7 +5,12 @@
 //   1. a thread created after install runs, on an alternate stack (our pthread_create reaches
 //      libc's in a static link: crumbs_thread_start.c);
 //   2. a forked child installs the handler and faults; the parent sees it die by SIGSEGV with a
-//      complete record in the shared mapping.
+//      complete record in the shared mapping;
+//   3. glibc only (where ours stands in front of libc's signal): signal() after siginterrupt()
+//      leaves the signal interrupting (ours reaches libc's, which shares libc's set of
+//      interrupting signals with siginterrupt: crumbs_signal_watch.c), so an alarm breaks a
+//      blocking read with EINTR; and the replaced crash signal is written into the record.
+//      (musl's signal() always sets SA_RESTART, whatever siginterrupt said: its own rule.)
 // Prints one line per check; exits 0 when all pass.
 //
 // crumbs_terminate.cpp is C++ and musl-gcc has no C++ library: its two entry points and its
@@ -15,6 +20,7 @@
 #include "crumbs_crash_handler.h"
 #include "crumbs_crash_record.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +63,22 @@ static void *smoke_thread(void *argument) {
   return NULL;
 }
 
+#if defined(__GLIBC__)
+// Arms the alarm again: one that fired before the read blocked is followed by another.
+static void smoke_alarm(int signal_number) {
+  (void)signal_number;
+  alarm(1);
+}
+
+static void smoke_bus(int signal_number) { (void)signal_number; }
+
+// siginterrupt is deprecated in favour of sigaction, but is what programs call.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int smoke_make_interrupting(int signal_number) { return siginterrupt(signal_number, 1); }
+#pragma GCC diagnostic pop
+#endif
+
 int main(void) {
   int failures = 0;
   crumbs_crash_record *record = smoke_record();
@@ -92,5 +114,28 @@ int main(void) {
          crashed ? "SIGSEGV" : "something else", complete ? "complete" : "not complete",
          child_record != NULL ? child_record->frame_count : 0);
   failures += !(crashed && complete);
+
+#if defined(__GLIBC__)
+  // A read nobody will answer; the script's timeout ends a program whose read restarts forever.
+  int pipe_ends[2];
+  ssize_t got = 0;
+  int read_errno = 0;
+  if (pipe(pipe_ends) == 0 && smoke_make_interrupting(SIGALRM) == 0 &&
+      signal(SIGALRM, smoke_alarm) != SIG_ERR) {
+    alarm(1);
+    char byte;
+    got = read(pipe_ends[0], &byte, 1);
+    read_errno = errno;
+    alarm(0);
+  }
+  int interrupted = got < 0 && read_errno == EINTR;
+  printf("%s interrupt: siginterrupt then signal, read %s\n", interrupted ? "ok" : "FAIL",
+         interrupted ? "interrupted (EINTR)" : "not interrupted");
+  failures += !interrupted;
+  int noted = signal(SIGBUS, smoke_bus) != SIG_ERR &&
+              (__atomic_load_n(&record->replaced_signals, __ATOMIC_RELAXED) & (1ull << SIGBUS));
+  printf("%s watch: signal(SIGBUS) written into the record as replaced\n", noted ? "ok" : "FAIL");
+  failures += !noted;
+#endif
   return failures == 0 ? 0 : 1;
 }

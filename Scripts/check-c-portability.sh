@@ -9,7 +9,8 @@
 #      symbol fails here rather than in someone's Static Linux SDK build, and the program runs:
 #      a thread created after install runs on an alternate stack, a forked child's crash is
 #      recorded;
-#   3. the same program linked statically against glibc (as `swiftc -static-executable` links).
+#   3. the same program linked statically against glibc (as `swiftc -static-executable` links),
+#      which also checks that signal() after siginterrupt() lets an alarm interrupt a read.
 #
 # What this does not cover: running under the Static Linux SDK itself (its musl and libc++ are
 # not on these machines), aarch64.

@@ -100,7 +100,7 @@ func seed(fromELF bytes: [UInt8], name: String) throws -> [UInt8] {
 let defaultKeys = Array("password\0passwd\0secret\0token\0api_key\0authorization\0cookie\0set-cookie\0".utf8)
 _ = defaultKeys.withUnsafeBufferPointer {
   $0.withMemoryRebound(to: CChar.self) {
-    crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+    crumbs_termination_message_set_redaction($0.baseAddress, $0.count, true)
   }
 }
 

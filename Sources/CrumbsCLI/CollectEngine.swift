@@ -48,9 +48,13 @@ final class CollectedDirectory {
       let rings = try RingDirectory(path: path)
       let store = try ReportStore(directory: path)
       let configuration = CrumbsConfiguration(directory: path)
-      processor = configuration.makePostMortemProcessor(directory: rings, store: store) { problem in
+      var made = configuration.makePostMortemProcessor(directory: rings, store: store) { problem in
         printError("crumbs collect: \(problem)")
       }
+      // The collector wrote none of the sessions it processes: their attachments are read
+      // confined to the Crumbs directory (ReportAttachments.swift), whatever its user.
+      made.runsOutsideTheApp = true
+      processor = made
       uploader = ReportUploader(
         store: store, destinations: engine.destinations, settings: configuration.database,
         transport: engine.transport,
@@ -135,7 +139,9 @@ final class CollectEngine {
       return result
     }
     guard let processor = directory.processor, let uploader = directory.uploader else { return result }
-    let outcome = processor.run()
+    var outcome = processor.run()
+    // The directory's own state files the collector writes too (counts, crash-loop tally).
+    outcome.removedLeftovers += CrumbsConfiguration(directory: directory.path).removeAbandonedTemporaryFiles()
     for problem in outcome.problems { printError("crumbs collect: \(directory.path): \(problem)") }
     for file in outcome.quarantined {
       printError("crumbs collect: quarantined \(file.originalPath): \(file.reason)")

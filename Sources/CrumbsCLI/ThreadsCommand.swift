@@ -53,8 +53,8 @@ struct ThreadsCommand: ParsableCommand {
     let cookie = UInt32.random(in: 1...UInt32.max)
     do throws(ThreadDumpFailure) {
       asker = try ThreadDumpAsker.findRing(pid: pid)
-      let path = try asker.ask(cookie: cookie, timeout: timeout)
-      answer = try Self.read(path)
+      try asker.ask(cookie: cookie, timeout: timeout)
+      answer = try Self.decode(try asker.readAnswer(cookie: cookie), name: asker.answerName(cookie: cookie))
       guard answer.pid == asker.header.pid, answer.sessionID == asker.header.sessionID.description,
         answer.cookie == cookie
       else {
@@ -76,19 +76,12 @@ struct ThreadsCommand: ParsableCommand {
     print(json ? printer.json() : printer.text())
   }
 
-  /// Reads the answer at `path` and deletes it (it is ours: no one else asked with its cookie).
-  static func read(_ path: String) throws(ThreadDumpFailure) -> ThreadDumpAnswer {
-    defer { _ = try? Syscall.unlink(path) }
-    let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(path, limit: ThreadDumpAsker.answerLimit)
-    } catch {
-      throw ThreadDumpFailure("cannot read the answer \(path): \(error)")
-    }
+  /// Decodes an answer's bytes (untrusted: the process asked wrote them).
+  static func decode(_ bytes: [UInt8], name: String) throws(ThreadDumpFailure) -> ThreadDumpAnswer {
     do {
       return try ThreadDumpAnswer.decode(bytes)
     } catch {
-      throw ThreadDumpFailure("the answer \(path) is not a thread dump: \(error)")
+      throw ThreadDumpFailure("the answer \(name) is not a thread dump: \(error)")
     }
   }
 }

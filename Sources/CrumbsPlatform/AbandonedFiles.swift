@@ -85,9 +85,16 @@ package enum AbandonedFiles {
     return removed
   }
 
-  /// The same for the folder at `path` (opened as it is named).
-  package static func removeTemporaryFiles(inFolder path: String, of files: Set<String>? = nil) -> [String] {
-    guard let directory = try? Syscall.open(path, O_RDONLY | O_DIRECTORY) else { return [] }
+  /// The same for the folder at `path`: opened as it is named, or, with `root` (the Crumbs
+  /// directory, for a folder below it that others can write), beneath `root` without following
+  /// a link on the way.
+  package static func removeTemporaryFiles(
+    inFolder path: String, beneath root: String? = nil, of files: Set<String>? = nil
+  ) -> [String] {
+    let opened =
+      root.map { try? Syscall.openDirectory(path, beneath: $0) }
+      ?? (try? Syscall.open(path, O_RDONLY | O_DIRECTORY))
+    guard let directory = opened else { return [] }
     defer { Syscall.close(directory) }
     return removeTemporaryFiles(in: directory, path: path, of: files)
   }

@@ -30,6 +30,8 @@ extension Syscall {
     package var changedNanoseconds: UInt64
     /// The file itself (device and inode), whatever path reached it.
     package var fileID: FileID
+    /// The user that owns it.
+    package var owner: UInt32
 
     /// A file's identity: its device and inode.
     package struct FileID: Sendable, Hashable {
@@ -39,6 +41,7 @@ extension Syscall {
 
     init(_ info: stat) {
       fileID = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+      owner = UInt32(info.st_uid)
       switch info.st_mode & S_IFMT {
       case S_IFREG: kind = .regular
       case S_IFDIR: kind = .directory
@@ -85,9 +88,15 @@ extension Syscall {
     guard path == root || path.hasPrefix(prefix) else {
       throw SystemCallError(call: "open", path: path, refusal: .other("not inside \(root)"))
     }
+    // `..` would climb out of `root` (and `.` is never needed): refused before anything opens.
+    let components = path.dropFirst(root.count).split(separator: "/")
+    guard !components.contains(where: { $0 == ".." || $0 == "." }) else {
+      throw SystemCallError(
+        call: "open", path: path, refusal: .other("a '.' or '..' component below \(root)"))
+    }
     var fd = try open(root, O_RDONLY | O_DIRECTORY)
     var walked = String(prefix.dropLast())
-    for component in path.dropFirst(root.count).split(separator: "/") {
+    for component in components {
       walked += "/" + component
       do {
         let next = try openDirectory(named: String(component), in: fd, path: walked)
@@ -144,9 +153,10 @@ extension Syscall {
 
   /// Reads the regular file `name` in the open `directory`, at most `limit` bytes. A symbolic
   /// link is refused as `.symbolicLink`, a FIFO or device as `.notARegularFile`; neither blocks.
-  package static func readFile(named name: String, in directory: Int32, limit: Int, path: String)
-    throws(SystemCallError) -> [UInt8]
-  {
+  /// With `owner`, a file another user owns is refused too (checked on the open file).
+  package static func readFile(
+    named name: String, in directory: Int32, limit: Int, path: String, owner: UInt32? = nil
+  ) throws(SystemCallError) -> [UInt8] {
     let fd: Int32
     do {
       fd = try retrying("open", path: path) {
@@ -164,7 +174,49 @@ extension Syscall {
     guard (info.st_mode & S_IFMT) == S_IFREG else {
       throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
     }
+    if let owner, UInt32(info.st_uid) != owner {
+      throw SystemCallError(
+        call: "open", path: path, refusal: .other("owned by uid \(info.st_uid), not by uid \(owner)"))
+    }
     return try readAll(fd, limit: limit, path: path)
+  }
+
+  /// O_PATH (Linux 2.6.39): a descriptor that only names a file, for fstat and as the start of
+  /// a lookup; opening one runs no open of the file itself (no device, FIFO or fsnotify open).
+  /// Glibc does not export it to Swift (a _GNU_SOURCE name); the value is the same on x86_64
+  /// and aarch64.
+  package static let openPathOnly: Int32 = 0o10_000_000
+
+  /// A regular file opened for reading by `openRegularFile(named:in:path:)`.
+  package struct OpenedFile {
+    package var fd: Int32
+    package var size: UInt64
+    /// Its owner's uid.
+    package var owner: UInt32
+  }
+
+  /// Opens the regular file `name` of the open `directory` for reading, looking before opening:
+  /// the name is first opened as a mere reference (O_PATH, O_NOFOLLOW: no open of a device or
+  /// FIFO happens, a symbolic link is the link itself), checked with fstat, and only a regular
+  /// file is then opened for reading through /proc/self/fd (the same file, whatever the name
+  /// names by then; O_NONBLOCK). A symbolic link is refused as `.symbolicLink`, anything else
+  /// but a regular file as `.notARegularFile`. The caller closes `fd`.
+  package static func openRegularFile(named name: String, in directory: Int32, path: String)
+    throws(SystemCallError) -> OpenedFile
+  {
+    let reference = try retrying("open", path: path) {
+      openat(directory, name, openPathOnly | O_NOFOLLOW | O_CLOEXEC)
+    }
+    defer { close(reference) }
+    var info = stat()
+    try retrying("fstat", path: path) { Glibc.fstat(reference, &info) }
+    switch info.st_mode & S_IFMT {
+    case S_IFREG: break
+    case S_IFLNK: throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+    default: throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+    }
+    let fd = try open("/proc/self/fd/\(reference)", O_RDONLY | O_NONBLOCK | O_NOCTTY)
+    return OpenedFile(fd: fd, size: UInt64(max(0, info.st_size)), owner: info.st_uid)
   }
 
   /// Creates the file `name` (0600) in the open `directory`, a folder no one else reads (a
@@ -244,6 +296,16 @@ extension Syscall {
     try retrying("rename", path: path) { renameat(directory, name, newDirectory, newName) }
   }
 
+  /// Unlinks the entry `name` of the open `directory` unless it is a folder (a link is removed,
+  /// never followed); one already gone is no error.
+  package static func unlink(named name: String, in directory: Int32, path: String) throws(SystemCallError) {
+    do {
+      try retrying("unlink", path: path) { unlinkat(directory, name, 0) }
+    } catch {
+      if error.errno != .noSuchFileOrDirectory { throw error }
+    }
+  }
+
   /// Removes the entry `name` of the open `directory`: a file or link is unlinked (never
   /// followed), a folder is opened with O_NOFOLLOW, emptied the same way and removed. Best
   /// effort: what cannot be removed stays.
@@ -261,4 +323,52 @@ extension Syscall {
     }
     _ = unlinkat(directory, name, AT_REMOVEDIR)
   }
+
+  /// Opens the file at `path` in a folder another user may write (a ring or crash record in
+  /// `rings/`) for `access` (O_RDONLY or O_RDWR), the way such a file must be opened before
+  /// anything reads it: a link at its last component is refused, not followed (O_NOFOLLOW); the
+  /// open never blocks (O_NONBLOCK: a FIFO put there would wait for a writer forever); and what
+  /// was opened is refused unless fstat says it is a regular file owned by the owner of the
+  /// folder that holds it (a hard link to someone else's file is not the app's to hand over).
+  /// O_NONBLOCK changes nothing for a regular file's reads, writes and locks.
+  package static func openUntrustedFile(_ path: String, _ access: Int32) throws(SystemCallError) -> Int32 {
+    let fd: Int32
+    do {
+      fd = try open(path, access | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW)
+    } catch {
+      if error.errno == .tooManySymbolicLinkLevels {
+        throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+      }
+      throw error
+    }
+    var info = stat()
+    var folder = stat()
+    do throws(SystemCallError) {
+      try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
+      guard (info.st_mode & S_IFMT) == S_IFREG else {
+        throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+      }
+      let parent = directoryName(of: path)
+      try retrying("stat", path: parent) { fstatat(AT_FDCWD, parent, &folder, 0) }
+      guard info.st_uid == folder.st_uid else {
+        throw SystemCallError(
+          call: "open", path: path,
+          refusal: .other("owned by uid \(info.st_uid), not by uid \(folder.st_uid) that owns its folder"))
+      }
+    } catch {
+      close(fd)
+      throw error
+    }
+    return fd
+  }
+
+  /// The user that owns the open file `fd`.
+  package static func owner(of fd: Int32, path: String) throws(SystemCallError) -> UInt32 {
+    var info = stat()
+    try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
+    return UInt32(info.st_uid)
+  }
+
+  /// The effective user of this process: whose privileges its opens use.
+  package static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }
 }

@@ -246,7 +246,7 @@ package enum Syscall {
   }
 
   /// Reads from `fd` to its end, at most `limit` bytes (more is refused as `.tooLarge`).
-  static func readAll(_ fd: Int32, limit: Int, path: String) throws(SystemCallError) -> [UInt8] {
+  package static func readAll(_ fd: Int32, limit: Int, path: String) throws(SystemCallError) -> [UInt8] {
     var bytes: [UInt8] = []
     // A first chunk of 4 KiB: most files read here (/proc, /sys, small JSON) fit, and the kernel
     // zeroes a buffer of the size asked for some of them (sysctl files); then 64 KiB chunks.

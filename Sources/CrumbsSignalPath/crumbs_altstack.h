@@ -11,7 +11,7 @@
 //   [a thread created after install]       crumbs_thread_start.c: give_this_thread on the new thread
 //   [first append of each thread]          the hook gives the thread a stack from the pool
 //   crumbs__altstack_give_this_thread      (prepare_thread) the same, asked for explicitly; the
-//                                          pool grows (a stack mapped for the thread) when used up
+//                                          pool grows by a chunk of stacks when used up
 //   crumbs__altstack_stop                  (uninstall) stop handing out stacks
 //   crumbs__altstack_restore_install_thread  (uninstall) the installing thread's previous stack
 //
@@ -62,9 +62,10 @@ void crumbs__altstack_stop(void);
 bool crumbs__altstack_covers_new_threads(void);
 
 /// Gives the calling thread an alternate stack from the pool unless it has one at least as
-/// large; when the pool is used up, one mapped for the thread alone (unmapped at its exit).
-/// Returns whether it has an alternate stack afterwards. Thread-safe; not signal-safe (it is
-/// the hook's work plus mmap, for crumbs_crash_prepare_thread and new threads).
+/// large; when the pool is used up, the pool grows by a chunk of stacks in one mapping (kept
+/// for later threads: stacks of exited threads are reused, never unmapped). Returns whether it
+/// has an alternate stack afterwards. Thread-safe; not signal-safe (it is the hook's work plus
+/// mmap and the chunk's guards, for crumbs_crash_prepare_thread and new threads).
 bool crumbs__altstack_give_this_thread(void);
 
 #endif // CRUMBS_ALTSTACK_H

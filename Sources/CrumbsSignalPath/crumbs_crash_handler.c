@@ -7,9 +7,11 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
-//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only),
+//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's
+//   own, past any interposer: crumbs_libc_sigaction.h),
 //   nanosleep, getpid, _exit; for a first chance that returned the same fault again and again,
-//   open/read/close of /proc/thread-self/maps (crumbs_maps.c) and syscall(SYS_process_vm_readv); memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   open/read/close of /proc/thread-self/maps (crumbs_maps.c) and syscall(SYS_process_vm_readv);
+//   memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
 //   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
 //   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
 //   syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c), open/getdents64/read/close,
@@ -84,6 +86,7 @@
 #define _GNU_SOURCE
 #include "crumbs_crash_internal.h"
 #include "crumbs_die_by_signal.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -174,7 +177,7 @@ static bool crumbs__gives_up(const struct sigaction *action) {
 /// sigaction is only queried. Safe to call from a signal handler.
 static bool crumbs__called_by_the_kernel(int signal_number) {
   struct sigaction current;
-  return sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current);
+  return crumbs__libc_sigaction(signal_number, NULL, &current) == 0 && crumbs__crash_is_ours(&current);
 }
 
 // MARK: - The handler
@@ -424,7 +427,7 @@ static crumbs__first_chance_result crumbs__first_chance(int signal_number, sigin
     thread->chain_stage = CRUMBS__CHAIN_NONE;
     crumbs__first_chance_unmark();
     struct sigaction now;
-    if (sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) {
+    if (crumbs__libc_sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) {
       if (!crumbs__first_chance_loops(record, signal_number, info, context, pc)) return CRUMBS__RECOVERED;
       thread->looped = 1;
       return CRUMBS__RECORD;

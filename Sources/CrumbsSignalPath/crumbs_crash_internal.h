@@ -7,8 +7,10 @@
 //   crumbs_crash_handler.c   the fatal-signal handler: when to record, whom to call (async-signal-safe)
 //   crumbs_crash_record_write.c  what the record holds, written by the crashing thread
 //   crumbs_crash_state.c     the state install prepares and each thread's crash state (data)
-//   crumbs_signal_watch.c    sigaction/signal/siginterrupt in front of libc's: a crash signal's
-//                            action set by another library is noticed when it happens
+//   crumbs_signal_watch.c    sigaction/signal in front of the next definition (a preloaded
+//                            interposer, else libc's): a crash signal's action set by another
+//                            library is noticed when it happens; libc's own sigaction for
+//                            code in signal handlers is crumbs_libc_sigaction.c
 //   crumbs_altstack.c        the alternate signal stacks (pool, first-append hook)
 //   crumbs_unwind.c          the crashing thread's backtrace (async-signal-safe); its pieces
 //                            crumbs_unwind_memory.c, crumbs_unwind_async.c, crumbs_unwind_scan.c

@@ -1,10 +1,12 @@
 // crumbs_die_by_signal.c — end the process by a signal (see crumbs_die_by_signal.h).
 //
-// ASYNC-SIGNAL-SAFE: everything in this file. libc calls: memset, sigaction, sigemptyset,
-// sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill). No malloc, no locks, no stdio.
+// ASYNC-SIGNAL-SAFE: everything in this file. libc calls: memset, sigaction (libc's own, past
+// any interposer: crumbs__libc_sigaction, crumbs_libc_sigaction.h), sigemptyset, sigaddset,
+// sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill). No malloc, no locks, no stdio.
 
 #define _GNU_SOURCE
 #include "crumbs_die_by_signal.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <signal.h>
 #include <string.h>
@@ -16,7 +18,8 @@ void crumbs__die_by_signal_set_default(int signal_number) {
   memset(&action, 0, sizeof action);
   action.sa_handler = SIG_DFL;
   sigemptyset(&action.sa_mask);
-  sigaction(signal_number, &action, NULL);
+  // libc's: an interposer (libjsig) could keep the action it saved instead of SIG_DFL.
+  crumbs__libc_sigaction(signal_number, &action, NULL);
 }
 
 void crumbs__die_by_signal(int signal_number) {

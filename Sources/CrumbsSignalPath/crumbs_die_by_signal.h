@@ -10,7 +10,8 @@
 //                                       meets it by itself)
 //   crumbs__die_by_signal               restore SIG_DFL, raise on this thread, unblock
 //
-// SIGNAL SAFETY: both are async-signal-safe. libc calls: memset, sigaction, sigemptyset,
+// SIGNAL SAFETY: both are async-signal-safe. libc calls: memset, sigaction (libc's own:
+// crumbs__libc_sigaction), sigemptyset,
 // sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
 
 #ifndef CRUMBS_DIE_BY_SIGNAL_H

@@ -3,12 +3,18 @@
 // message goes to the orchestrator, which keeps it: Kubernetes stores it in the pod's status).
 // The same pair rule as the reports' redaction (Sources/CrumbsReports/Reporting/Redaction.swift:
 // a key contains one of the configured keys, ASCII case-insensitively, `-` and `_` alike; the
-// value is quoted, or runs to a delimiter, an HTTP authorization scheme taking its credential
-// too, a cookie's to the end), checked against the same cases by the tests. Value patterns and
-// home directories are the reports' alone: no regular expressions in a signal handler.
+// separator is `=`, `:`, `=>` or `->`; after it Swift's `Optional(` is skipped; the value is
+// bracketed (to its balanced end), quoted, or runs to a delimiter, an HTTP authorization scheme
+// taking its credential too, a cookie's to the end), and the same URL userinfo rule
+// (`postgres://[redacted]@db`), checked against the same table of cases by the tests
+// (Tests/Fixtures/redaction-cases.json). Value patterns and home directories are the reports'
+// alone: no regular expressions in a signal handler.
+//
+// Fails closed: keys that do not fit the static storage leave none, and the line's message is
+// withheld (crumbs__redact_withheld), never written unredacted.
 //
 // Entry points, in call order:
-//   crumbs_termination_message_set_redaction_keys     (set-up) the keys, copied and normalized into static storage;
+//   crumbs_termination_message_set_redaction  (set-up) the keys, copied and normalized into static storage;
 //                                 the client calls it through TerminationMessage.open, while no
 //                                 descriptor is published (the handler reads the keys only
 //                                 after its acquire load of a published descriptor)
@@ -25,6 +31,10 @@
 
 /// The keys, normalized, each ended by a NUL; an empty key ends the list.
 static char crumbs__redact_keys[CRUMBS_TERMINATION_REDACTION_KEYS_MAX + 1];
+/// Whether URLs' userinfo is redacted.
+static bool crumbs__redact_urls;
+/// Whether the keys given did not fit: the message must not be written.
+static bool crumbs__redact_withheld;
 
 static const char crumbs__redact_replacement[] = "[redacted]";
 #define CRUMBS__REDACT_REPLACEMENT_LENGTH (sizeof crumbs__redact_replacement - 1)
@@ -35,8 +45,10 @@ static char crumbs__redact_normalized(char c) {
   return c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
 }
 
-bool crumbs_termination_message_set_redaction_keys(const char *keys, size_t length) {
-  // Checked whole first: a list that does not fit leaves no key (the caller says so).
+bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls) {
+  crumbs__redact_urls = urls;
+  // Checked whole first: a list that does not fit leaves no key, and the message is withheld
+  // (the caller says so).
   // The bytes kept, a NUL after the last key when the list lacks it, and the list's end.
   size_t needed = 1;
   for (size_t index = 0; index < length; index++) {
@@ -53,8 +65,11 @@ bool crumbs_termination_message_set_redaction_keys(const char *keys, size_t leng
     if (used > 0 && crumbs__redact_keys[used - 1] != '\0') crumbs__redact_keys[used++] = '\0';
   }
   crumbs__redact_keys[used] = '\0';
-  return needed <= sizeof crumbs__redact_keys;
+  crumbs__redact_withheld = needed > sizeof crumbs__redact_keys;
+  return !crumbs__redact_withheld;
 }
+
+bool crumbs__redact_withholds(void) { return crumbs__redact_withheld; }
 
 static bool crumbs__redact_is_blank(char c) { return c == ' ' || c == '\t'; }
 static bool crumbs__redact_is_quote(char c) { return c == '"' || c == '\''; }
@@ -71,6 +86,68 @@ static bool crumbs__redact_is_delimiter(char c) {
   default:
     return false;
   }
+}
+
+static bool crumbs__redact_is_alphanumeric(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static bool crumbs__redact_is_opening(char c) { return c == '(' || c == '[' || c == '{'; }
+static bool crumbs__redact_is_closing(char c) { return c == ')' || c == ']' || c == '}'; }
+
+/// Whether `text[at..<length]` starts with the NUL-terminated `prefix`. Pure.
+static bool crumbs__redact_starts_with(const char *text, size_t length, size_t at, const char *prefix) {
+  for (size_t offset = 0; prefix[offset] != '\0'; offset++) {
+    if (at + offset >= length || text[at + offset] != prefix[offset]) return false;
+  }
+  return true;
+}
+
+/// The userinfo of a URL whose "://" is at `colon` (after a scheme's letter or digit), as
+/// [*start, *end): from after the "//" to the authority's last '@' (a password may hold a raw
+/// '@'), the authority ending at '/', '?', '#' or a delimiter. False when there is none, or it is
+/// redacted already. Pure.
+static bool crumbs__redact_userinfo(const char *text, size_t length, size_t colon, size_t *start, size_t *end) {
+  if (colon == 0 || !crumbs__redact_is_alphanumeric(text[colon - 1]) || colon + 2 >= length ||
+      text[colon + 1] != '/' || text[colon + 2] != '/') {
+    return false;
+  }
+  size_t first = colon + 3, at = 0;
+  bool found = false;
+  for (size_t cursor = first; cursor < length; cursor++) {
+    char c = text[cursor];
+    if (c == '/' || c == '?' || c == '#' || crumbs__redact_is_delimiter(c)) break;
+    if (c == '@') {
+      at = cursor;
+      found = true;
+    }
+  }
+  if (!found || at == first) return false;
+  if (at - first == CRUMBS__REDACT_REPLACEMENT_LENGTH &&
+      crumbs__redact_starts_with(text, length, first, crumbs__redact_replacement)) {
+    return false;
+  }
+  *start = first;
+  *end = at;
+  return true;
+}
+
+/// Where the bracket opened before `inside` closes: brackets of any kind counted, double-quoted
+/// strings (with backslash escapes) skipped; `length` when it never closes. Pure.
+static size_t crumbs__redact_balanced_end(const char *text, size_t length, size_t inside) {
+  size_t depth = 1;
+  for (size_t index = inside; index < length; index++) {
+    char c = text[index];
+    if (c == '"') {
+      index++;
+      while (index < length && text[index] != '"') index += text[index] == '\\' ? 2 : 1;
+      if (index >= length) return length;
+    } else if (crumbs__redact_is_opening(c)) {
+      depth++;
+    } else if (crumbs__redact_is_closing(c)) {
+      if (--depth == 0) return index;
+    }
+  }
+  return length;
 }
 
 /// Whether `text[0..<length]` holds `wanted` (a normalized key, NUL-terminated), compared normalized.
@@ -115,12 +192,10 @@ static bool crumbs__redact_value(const char *text, size_t length, size_t from, b
                                  size_t *end) {
   size_t first = from;
   while (first < length && crumbs__redact_is_blank(text[first])) first++;
+  // Swift's description of an optional (`Optional("x")`, nested too).
+  while (crumbs__redact_starts_with(text, length, first, "Optional(")) first += sizeof "Optional(" - 1;
   if (first >= length) return false;
-  if (length - first >= CRUMBS__REDACT_REPLACEMENT_LENGTH) {
-    size_t same = 0;
-    while (same < CRUMBS__REDACT_REPLACEMENT_LENGTH && text[first + same] == crumbs__redact_replacement[same]) same++;
-    if (same == CRUMBS__REDACT_REPLACEMENT_LENGTH) return false;
-  }
+  if (crumbs__redact_starts_with(text, length, first, crumbs__redact_replacement)) return false;
   // Quoted: `"a b"`, `'a b'`, `\"a b\"` (escaped JSON inside a message).
   size_t quote_length = 0;
   char quote = 0;
@@ -150,6 +225,15 @@ static bool crumbs__redact_value(const char *text, size_t length, size_t from, b
   size_t cursor = first;
   if (to_end) {
     while (cursor < length && text[cursor] != '\n' && text[cursor] != '\r') cursor++;
+  } else if (crumbs__redact_is_opening(text[first])) {
+    size_t inside = first + 1;
+    cursor = crumbs__redact_balanced_end(text, length, inside);
+    if (cursor <= inside) return false;
+    if (cursor - inside == CRUMBS__REDACT_REPLACEMENT_LENGTH &&
+        crumbs__redact_starts_with(text, length, inside, crumbs__redact_replacement)) {
+      return false;
+    }
+    first = inside;
   } else {
     while (cursor < length && !crumbs__redact_is_delimiter(text[cursor])) cursor++;
     if (cursor == first) return false;
@@ -183,11 +267,29 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
   if (text == NULL || length == 0) return 0;
   for (size_t index = 0; index < length; index++) {
     char c = text[index];
-    if (c != '=' && c != ':') continue;
-    // `::` is a scope (C++, Swift's demangled names), not a pair.
-    if (c == ':' && ((index + 1 < length && text[index + 1] == ':') || (index > 0 && text[index - 1] == ':'))) {
+    // The separator, and where its value starts.
+    size_t value_from;
+    if (c == '=') {
+      value_from = index + 1 < length && text[index + 1] == '>' ? index + 2 : index + 1;
+    } else if (c == ':') {
+      size_t user_start, user_end;
+      if (crumbs__redact_urls && crumbs__redact_userinfo(text, length, index, &user_start, &user_end)) {
+        used = crumbs__redact_append(out, capacity, used, text + copied, user_start - copied, cut);
+        used = crumbs__redact_append(out, capacity, used, crumbs__redact_replacement,
+                                     CRUMBS__REDACT_REPLACEMENT_LENGTH, cut);
+        copied = user_end;
+        index = user_end - 1;
+        continue;
+      }
+      // `::` is a scope (C++, Swift's demangled names), not a pair.
+      if ((index + 1 < length && text[index + 1] == ':') || (index > 0 && text[index - 1] == ':')) continue;
+      value_from = index + 1;
+    } else if (c == '-' && index + 1 < length && text[index + 1] == '>') {
+      value_from = index + 2;
+    } else {
       continue;
     }
+    if (crumbs__redact_keys[0] == '\0') continue;
     // The key: the word before the separator, past blanks and a closing quote (`"token": …`,
     // `\"token\":…` inside escaped JSON).
     size_t key_end = index;
@@ -199,7 +301,7 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
     if (key_start == key_end || !crumbs__redact_key_matches(text + key_start, key_end - key_start)) continue;
     size_t value_start, value_end;
     bool cookie = crumbs__redact_contains(text + key_start, key_end - key_start, "cookie");
-    if (!crumbs__redact_value(text, length, index + 1, cookie, &value_start, &value_end)) continue;
+    if (!crumbs__redact_value(text, length, value_from, cookie, &value_start, &value_end)) continue;
     used = crumbs__redact_append(out, capacity, used, text + copied, value_start - copied, cut);
     used = crumbs__redact_append(out, capacity, used, crumbs__redact_replacement, CRUMBS__REDACT_REPLACEMENT_LENGTH,
                                  cut);

@@ -9,7 +9,7 @@
 //   clock_gettime(CLOCK_REALTIME) (vDSO; when a stop request or limit signal came), sched_getcpu
 //   and syscall(SYS_gettid) (the ring append, see crumbs_ring_append.h); getpid (is the ring
 //   ours? to note a stop request or limit signal, and to die by a terminating signal); and
-//   through crumbs_die_by_signal.c memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
+//   through crumbs_die_by_signal.c memset, sigaction (libc's own), sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
 //   Then the app's own handler, which is the app's business.
 // errno is saved on entry and restored before returning (and before the app's handler runs, so
 // it sees the errno of the interrupted code, as it would without us).

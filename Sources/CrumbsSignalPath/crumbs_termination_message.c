@@ -136,8 +136,9 @@ static const char *crumbs__basename(const char *path) {
 }
 
 /// Appends the Swift runtime's message from the record: control characters (its trailing
-/// newline among them) as spaces, runs of spaces as one, sensitive pairs' values redacted, at
-/// most CRUMBS__TERMINATION_MESSAGE_SIZE bytes, "..." when cut. Pure but for the redaction keys.
+/// newline among them) as spaces, runs of spaces as one, sensitive pairs' values and URLs'
+/// userinfo redacted, at most CRUMBS__TERMINATION_MESSAGE_SIZE bytes, "..." when cut; only
+/// "[message withheld]" when the redaction keys did not fit. Pure but for the redaction rules.
 static size_t crumbs__append_swift_message(char *line, size_t capacity, size_t used,
                                            const crumbs_crash_message *message) {
   uint32_t length = message->swift_length;
@@ -158,6 +159,8 @@ static size_t crumbs__append_swift_message(char *line, size_t capacity, size_t u
   }
   while (kept > 0 && text[kept - 1] == ' ') kept--;
   if (kept == 0) return used;
+  // Keys that did not fit cannot redact it: left out, never written as it is.
+  if (crumbs__redact_withholds()) return crumbs__format_append(line, capacity, used, "; [message withheld]");
   // Sensitive pairs' values out (crumbs_redact.c): "[redacted]" may be longer than a value.
   char redacted[CRUMBS__TERMINATION_MESSAGE_SIZE + 4];
   bool redaction_cut = false;

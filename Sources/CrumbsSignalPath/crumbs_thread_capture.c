@@ -119,8 +119,9 @@
 // ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
 // per slot, by the one thread the slot names. libc calls: syscall(SYS_gettid, SYS_tgkill,
-// SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (queries; SIGPROF's action,
-// exchanged when a capture takes it), sigemptyset, sigaddset, sigismember, sigprocmask (a
+// SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
+// crumbs_libc_sigaction.h; queries, and SIGPROF's action, exchanged when a capture takes it and
+// given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
 // clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); the test hooks'
@@ -130,6 +131,7 @@
 #define _GNU_SOURCE
 #include "crumbs_thread_capture.h"
 #include "crumbs_format.h"
+#include "crumbs_libc_sigaction.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -156,7 +158,7 @@ static uint32_t crumbs__generation(void) {
 
 bool crumbs__capture_handles(int signal_number) {
   struct sigaction current;
-  if (signal_number == 0 || sigaction(signal_number, NULL, &current) != 0) return false;
+  if (signal_number == 0 || crumbs__libc_sigaction(signal_number, NULL, &current) != 0) return false;
   return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__capture_signal_handler;
 }
 
@@ -182,11 +184,11 @@ bool crumbs__capture_sigprof_usable(void) {
   // An exchange, not a query then a set: a profiler's handler installed in between is seen in
   // `previous` and put straight back.
   struct sigaction ours = crumbs__capture_action(), previous;
-  if (sigaction(SIGPROF, &ours, &previous) != 0) return false;
+  if (crumbs__libc_sigaction(SIGPROF, &ours, &previous) != 0) return false;
   bool nobody = !(previous.sa_flags & SA_SIGINFO) &&
                 (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN);
   if (!nobody) {
-    sigaction(SIGPROF, &previous, NULL);
+    crumbs__libc_sigaction(SIGPROF, &previous, NULL);
     return false;
   }
   capture->sigprof_previous = previous;
@@ -198,7 +200,7 @@ bool crumbs__capture_sigprof_usable(void) {
 void crumbs__capture_sigprof_give_back(void) {
   crumbs__capture_state *capture = &crumbs__capture;
   if (!__atomic_load_n(&capture->sigprof_taken, __ATOMIC_ACQUIRE)) return;
-  if (crumbs__capture_handles(SIGPROF)) sigaction(SIGPROF, &capture->sigprof_previous, NULL);
+  if (crumbs__capture_handles(SIGPROF)) crumbs__libc_sigaction(SIGPROF, &capture->sigprof_previous, NULL);
   __atomic_store_n(&capture->sigprof_taken, 0u, __ATOMIC_RELEASE);
 }
 

@@ -21,8 +21,8 @@
 //     reporter and the Rust `crash-handler` crate interpose pthread_create.
 //   - Interposing pthread_create (chosen): our definition of `pthread_create` runs the new
 //     thread's start routine behind a trampoline that first gives the thread an alternate stack
-//     (crumbs_crash_prepare_thread: from the pool, or mapped for it when the pool is used up, so
-//     no number of threads runs out) and registers its stack bounds.
+//     (crumbs_crash_prepare_thread: from the pool, which grows by a chunk when used up, so no
+//     number of threads runs out) and registers its stack bounds.
 //
 // Why interposition works from a static SwiftPM library: CrumbsSignalPath's objects are linked
 // into the executable, and an executable's definition comes first in the dynamic linker's
@@ -62,8 +62,8 @@
 // load: no trampoline, no allocation.
 //
 // NOT SIGNAL-SAFE (pthread_create is not): malloc for the trampoline's argument, dlsym once. The
-// new thread runs crumbs_crash_prepare_thread (sigaltstack; mmap and mprotect when the pool is
-// used up; pthread_getattr_np) in ordinary context, before its start routine.
+// new thread runs crumbs_crash_prepare_thread (sigaltstack; mmap and madvise or mprotect when
+// the pool grows; pthread_getattr_np) in ordinary context, before its start routine.
 
 #define _GNU_SOURCE
 #include "crumbs_altstack.h"

@@ -40,4 +40,33 @@ import Testing
       #expect(crashSent.contains { $0.contains(secret) } == !redacting, "\(secret) sent with the crash")
     }
   }
+
+  /// A session whose value pattern backtracks without end in Swift Regex (`(.*.*)*Q$` on a line
+  /// of a's ran 654 s at 100% CPU and ignored SIGTERM, issue 35 case 3): the collector processes
+  /// it at once, leaves the line without a match as it is and redacts the one that matches.
+  @Test func aHostilePatternDoesNotStallTheCollector() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["pattern-crash", crumbs, "(.*.*)*Q$"],
+      environment: ["SWIFT_BACKTRACE": "enable=no"])
+    #expect(child.value(after: "crashing") != nil)
+    let status = child.wait(seconds: 60)
+    #expect(status & 0x7f == SIGILL || status & 0x7f == SIGTRAP, "wait status \(status)")
+
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let clock = ContinuousClock()
+    let started = clock.now
+    // Killed (SIGKILL) past the timeout: the old matcher would still be running.
+    let result = try CLIProcess.run(
+      ["collect", "--dir", crumbs, "--otlp", server.baseURL], timeoutSeconds: 120)
+    let elapsed = clock.now - started
+    #expect(result.status == 0, "after \(elapsed): stdout: \(result.stdout)\nstderr: \(result.stderr)")
+    let stored = try textsStored(under: crumbs + "/reports") + textsReceived(by: server)
+    let hostile = "hostile " + String(repeating: "a", count: 200)
+    #expect(stored.contains { $0.contains(hostile) }, "the line without a match is kept")
+    #expect(!stored.contains { $0.contains("bbbbQ") }, "the line that matches is redacted")
+    #expect(stored.contains { $0.contains("\"message\":\"[redacted]\"") })
+  }
 }

@@ -1,98 +1,90 @@
 import CrumbsPlatform
 import CrumbsSignalPath
 import CrumbsTestSupport
+import FoundationEssentials
 import Testing
 
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
+/// One case of Tests/Fixtures/redaction-cases.json: free text and what the default rules make
+/// of it. The reports' redaction (Redaction.swift) and the crash handler's (crumbs_redact.c) are
+/// held to the same table; `reportsOnly` says why a case is the reports' alone.
+struct RedactionCase: Decodable, CustomTestStringConvertible {
+  var input: String
+  var expected: String
+  var reportsOnly: String?
+
+  var testDescription: String { input.debugDescription }
+
+  static let file = ConsumerPackage.packageRoot + "/Tests/Fixtures/redaction-cases.json"
+
+  /// The table; empty when it cannot be read (`theSharedTableIsRead` then fails).
+  static let all: [RedactionCase] = {
+    guard let bytes = try? Syscall.readFile(file, limit: 1 << 20) else { return [] }
+    return (try? JSONDecoder().decode([RedactionCase].self, from: Data(bytes))) ?? []
+  }()
+}
+
 /// The redaction matcher (Redaction.swift) on the edge cases the README promises.
 struct RedactionTests {
   let redactor = Redaction().redactor()
 
-  /// Free text and what the default rules make of it: the reports' redaction and the crash
-  /// handler's (TerminationRedactionTests) are held to the same cases.
-  static let pairCases = [
-    // key=value and key: value, in free text
-    ("login token=abc123", "login token=[redacted]"),
-    ("login token = abc123 ok", "login token = [redacted] ok"),
-    ("password: hunter2", "password: [redacted]"),
-    ("Authorization: Bearer xyz", "Authorization: [redacted]"),
-    ("authorization: Basic dXNlcjpwYXNz, next", "authorization: [redacted], next"),
-    ("Cookie: a=1; session=2\nnext", "Cookie: [redacted]\nnext"),
-    ("Set-Cookie: id=42", "Set-Cookie: [redacted]"),
-    // quotes
-    ("key secret=\"a b\" rest", "key secret=\"[redacted]\" rest"),
-    ("secret='a b'", "secret='[redacted]'"),
-    ("secret=\"unterminated value", "secret=\"[redacted]"),
-    ("secret=\"a \\\" b\" tail", "secret=\"[redacted]\" tail"),
-    // JSON-ish, and JSON escaped inside a message
-    ("{\"token\":\"x\",\"user\":\"bob\"}", "{\"token\":\"[redacted]\",\"user\":\"bob\"}"),
-    ("{\"token\": 42}", "{\"token\": [redacted]}"),
-    ("body {\\\"password\\\":\\\"p w\\\"}", "body {\\\"password\\\":\\\"[redacted]\\\"}"),
-    // URL query
-    ("GET /cb?token=x&a=1", "GET /cb?token=[redacted]&a=1"),
-    ("https://h/p?a=1&api_key=k9#frag", "https://h/p?a=1&api_key=[redacted]"),
-    // case, `-` as `_`, and substrings (documented: `tokenizer` is caught too)
-    ("PASSWORD=x", "PASSWORD=[redacted]"),
-    ("X-Api-Key: k", "X-Api-Key: [redacted]"),
-    ("access_token=t", "access_token=[redacted]"),
-    ("tokenizer=bpe", "tokenizer=[redacted]"),
-    // not caught: no separator, other keys, scopes, already redacted
-    ("the token abc123", "the token abc123"),
-    ("user=alice count: 3", "user=alice count: 3"),
-    ("Swift.Token::init", "Swift.Token::init"),
-    ("token=[redacted]", "token=[redacted]"),
-    ("token=", "token="),
-    ("ends: secret", "ends: secret"),
-    // multi-byte text around a pair, and a key at the end of a short text
-    ("Grüße token=ä1 ✓", "Grüße token=[redacted] ✓"),
-    ("t:token", "t:token"),
-  ]
+  @Test func theSharedTableIsRead() {
+    #expect(RedactionCase.all.count >= 50, "\(RedactionCase.file)")
+  }
 
-  @Test(arguments: pairCases)
-  func pairsInFreeText(input: String, expected: String) {
-    #expect(redactor.text(input) == expected)
+  @Test(arguments: RedactionCase.all)
+  func pairsInFreeText(_ testCase: RedactionCase) {
+    #expect(redactor.text(testCase.input) == testCase.expected)
   }
 
   /// The crash handler's redaction of the termination line's message (crumbs_redact.c), with
-  /// the default keys as the client gives them, on the same cases (the handler turns line ends
-  /// into spaces before: the one case with a line end is the reports' alone).
-  @Test(arguments: pairCases.filter { !$0.0.contains("\n") })
-  func theCrashHandlersRedactionAgrees(input: String, expected: String) {
+  /// the default keys and URL rule as the client gives them, on the same table.
+  @Test(arguments: RedactionCase.all.filter { $0.reportsOnly == nil })
+  func theCrashHandlersRedactionAgrees(_ testCase: RedactionCase) {
     let output = ProcessWideState.exclusive {
       let keys = Array(Redaction.defaultKeys.joined(separator: "\0").utf8) + [0]
       let kept = keys.withUnsafeBufferPointer { bytes in
         bytes.withMemoryRebound(to: CChar.self) {
-          crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+          crumbs_termination_message_set_redaction($0.baseAddress, $0.count, true)
         }
       }
       #expect(kept)
       var out = [CChar](repeating: 0, count: 512)
-      let count = input.utf8CString.withUnsafeBufferPointer { text in
+      let count = testCase.input.utf8CString.withUnsafeBufferPointer { text in
         crumbs_termination_message_testing_redact(text.baseAddress, text.count - 1, &out, out.count)
       }
-      _ = crumbs_termination_message_set_redaction_keys(nil, 0)
+      _ = crumbs_termination_message_set_redaction(nil, 0, false)
       return String(decoding: out.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
-    #expect(output == expected)
+    #expect(output == testCase.expected)
   }
 
+  /// Keys over the crash handler's room are refused whole; the line then leaves the message out
+  /// (TerminationLineRedactionTests checks the line a real crash writes).
   @Test func theCrashHandlersKeysAreBounded() {
     ProcessWideState.exclusive {
       let many = Array(repeating: "k", count: 300).joined(separator: "\0")
       let bytes = Array(many.utf8CString)
       #expect(
         !bytes.withUnsafeBufferPointer {
-          crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+          crumbs_termination_message_set_redaction($0.baseAddress, $0.count, true)
         })
-      // Nothing kept: a pair passes unchanged.
-      var out = [CChar](repeating: 0, count: 64)
-      let count = "k=v".utf8CString.withUnsafeBufferPointer {
-        crumbs_termination_message_testing_redact($0.baseAddress, 3, &out, out.count)
-      }
-      #expect(String(decoding: out.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "k=v")
+      let fits = Array("password\0k\0".utf8CString)
+      #expect(
+        fits.withUnsafeBufferPointer {
+          crumbs_termination_message_set_redaction($0.baseAddress, $0.count, true)
+        })
+      _ = crumbs_termination_message_set_redaction(nil, 0, false)
     }
+  }
+
+  @Test func urlCredentialsFollowTheirOwnSwitch() {
+    let text = "postgres://app:s3cr3t@db/prod"
+    #expect(Redaction(keys: []).redacting(text) == "postgres://[redacted]@db/prod")
+    #expect(Redaction(redactsURLCredentials: false).redacting(text) == text)
+    #expect(Redaction.off.redacting(text) == text)
   }
 
   @Test func attributeKeysMatchCaseInsensitiveSubstrings() {
@@ -122,14 +114,28 @@ struct RedactionTests {
     #expect(redactor.path(input) == expected)
   }
 
-  @Test func valuePatternsReplaceEveryMatchAndBadPatternsAreNamed() {
-    let rules = Redaction(valuePatterns: [Redaction.emailAddresses, "card [0-9]{4}", "(unclosed"])
+  @Test func valuePatternsReplaceEveryMatch() {
+    let rules = Redaction(valuePatterns: [Redaction.emailAddresses, "card [0-9]{4}"])
     let redactor = rules.redactor()
     #expect(
       redactor.text("mail alice@example.com, bob.b@mail.example.org; card 1234")
         == "mail [redacted], [redacted]; [redacted]")
-    #expect(redactor.problems.count == 1)
+    #expect(redactor.problems.isEmpty)
+    #expect(rules.invalidPatterns.isEmpty)
+  }
+
+  /// A pattern outside the subset is refused with why; a processor given one (a session file)
+  /// redacts every text whole, since it cannot know what the pattern would have caught.
+  @Test func refusedPatternsFailClosed() {
+    let rules = Redaction(valuePatterns: [Redaction.emailAddresses, "(unclosed", #"(\w+)\1"#, "(?=x)y"])
+    #expect(rules.invalidPatterns.count == 3, "\(rules.invalidPatterns)")
     #expect(rules.invalidPatterns.first?.contains("(unclosed") == true)
+    let redactor = rules.redactor()
+    #expect(redactor.text("mail alice@example.com today") == "[redacted]")
+    #expect(redactor.text("nothing to see") == "[redacted]")
+    #expect(redactor.text("") == "")
+    #expect(redactor.problems.count == 3)
+    #expect(redactor.problems.allSatisfy { $0.contains("redacted whole") })
   }
 
   @Test func offChangesNothing() {
@@ -164,6 +170,17 @@ struct RedactionTests {
       try Syscall.writeFileAtomically(file, metadata.encoded())
       #expect(try SessionMetadata.read(file: file).redaction == redaction)
     }
+    // A file from before URL credentials had their switch: on, as by default.
+    let before = directory.file("before.session.json")
+    try Syscall.writeFileAtomically(
+      before,
+      Array(
+        (#"{"format":1,"sessionID":"\#(SessionID())","replacedCrashSignals":[],"#
+          + #""redaction":{"keys":["pin"],"valuePatterns":[],"shortensHomeDirectories":false},"#
+          + #""attributes":{},"attachments":[],"omitted":0}"#).utf8))
+    #expect(
+      try SessionMetadata.read(file: before).redaction
+        == Redaction(keys: ["pin"], shortensHomeDirectories: false, redactsURLCredentials: true))
     let older = SessionMetadata(sessionID: SessionID(), appVersion: "1")
     let file = directory.file("old.session.json")
     try Syscall.writeFileAtomically(file, older.encoded())

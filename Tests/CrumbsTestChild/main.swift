@@ -9,7 +9,8 @@ let scenarios = [
   ringScenarios, crashScenarios, reportScenarios, automaticScenarios, sessionScenarios, forkScenarios,
   storeScenarios, hostScenarios, hangScenarios, hangRecordScenarios, liveCaptureScenarios, dumpScenarios,
   terminationMessageScenarios, crashLoopScenarios, uncleanEndScenarios, collectScenarios,
-  attributeScenarios, releaseHealthScenarios, consentScenarios, redactionScenarios, firstChanceScenarios,
+  attributeScenarios, releaseHealthScenarios, consentScenarios, redactionScenarios, altstackScenarios,
+  hostileDumpScenarios, signalChainScenarios, firstChanceScenarios,
 ].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }

@@ -192,6 +192,24 @@ int crumbs_test_limit_file_size(uint64_t bytes, int stop) {
   return setrlimit(RLIMIT_FSIZE, &limit);
 }
 
+// Deprecated in glibc in favour of sigaction, but programs call it: the test calls it as they do.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+int crumbs_test_siginterrupt(int signal_number, int flag) { return siginterrupt(signal_number, flag); }
+#pragma GCC diagnostic pop
+
+uintptr_t crumbs_test_kernel_handler(int signal_number) {
+  struct {
+    uintptr_t handler;
+    unsigned long flags;
+    uintptr_t restorer;
+    uint64_t mask;
+  } kernel_action;
+  memset(&kernel_action, 0, sizeof kernel_action);
+  if (syscall(SYS_rt_sigaction, signal_number, NULL, &kernel_action, sizeof kernel_action.mask) != 0) return 0;
+  return kernel_action.handler;
+}
+
 uintptr_t crumbs_test_alternate_stack(uint32_t size) {
   stack_t current;
   if (sigaltstack(NULL, &current) != 0 || (current.ss_flags & SS_DISABLE) || current.ss_size != size) {

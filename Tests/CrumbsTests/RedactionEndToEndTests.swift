@@ -89,4 +89,60 @@ import Testing
       }
     }
   }
+
+  /// A value pattern outside the linear-time subset is refused at start, with why, before
+  /// anything is made (it used to be skipped: the processors then redacted without it).
+  @Test func aRefusedPatternStopsStart() throws {
+    try ProcessWideState.exclusive {
+      let directory = TestDirectory()
+      var configuration = CrumbsConfiguration(directory: directory.file("crumbs"))
+      configuration.hangs = nil
+      configuration.automaticBreadcrumbs = nil
+      configuration.redaction.valuePatterns = [Redaction.emailAddresses, #"(\w+) \1"#]
+      do throws(CrumbsError) {
+        let client = try CrumbsClient.start(configuration, shared: false)
+        client.close()
+        Issue.record("started with a back reference: \(client.problems)")
+      } catch {
+        guard case .redactionPatterns(let problems) = error else { throw error }
+        #expect(problems.count == 1 && problems[0].contains(#"\1 is not supported"#), "\(problems)")
+      }
+      #expect(!Syscall.isDirectory(directory.file("crumbs")))
+    }
+  }
+
+  /// The crash handler's termination line (issue 35, cases 15 and 16), which Kubernetes keeps
+  /// in the pod's status, from a real crash.
+  @Suite(.serialized) struct TerminationLine {
+    /// The line a `redaction-crash` child left with `environment`.
+    func line(_ environment: [String: String]) throws -> String {
+      let directory = TestDirectory()
+      let run = try runCrashScenario(
+        "redaction-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+        environment: environment)
+      #expect(run.status & 0x7f == swiftTrapSignal, "\(run.lines) \(run.stderr)")
+      return String(decoding: try Syscall.readFile(directory.file("termination-log")), as: UTF8.self)
+    }
+
+    /// How Swift prints a secret: `Optional("…")`, `=>`, and a URL's userinfo.
+    @Test func swiftsFormsOfASecretAreRedacted() throws {
+      let line = try line([
+        "CRUMBS_TEST_FATAL_MESSAGE":
+          #"password: Optional("hunter2") secret => "abc123" db postgres://app:xyzSECRET@db/prod"#
+      ])
+      #expect(line.hasPrefix("Crumbs: ") && line.hasSuffix("\n"), "\(line)")
+      for secret in ["hunter2", "abc123", "xyzSECRET"] { #expect(!line.contains(secret), "\(line)") }
+      #expect(line.contains(#"password: Optional("[redacted]")"#), "\(line)")
+      #expect(line.contains("postgres://[redacted]@db/prod"), "\(line)")
+    }
+
+    /// More keys than the handler keeps: the message is left out, never written unredacted;
+    /// the rest of the line (signal, report id) is still there.
+    @Test func tooManyKeysWithholdTheMessage() throws {
+      let line = try line(["CRUMBS_TEST_REDACTION": "many-keys"])
+      #expect(line.hasPrefix("Crumbs: ") && line.contains("; report "), "\(line)")
+      #expect(!line.contains("xyzSECRET"), "\(line)")
+      #expect(line.contains("[message withheld]"), "\(line)")
+    }
+  }
 }

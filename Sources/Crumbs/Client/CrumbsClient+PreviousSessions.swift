@@ -47,10 +47,7 @@ extension CrumbsClient {
     outcome.append(makeProcessor().run(reportingSession: sessionID))
     let directory = configuration.directory
     // The client's own files, which a process killed mid-write may have left temporary copies of.
-    outcome.removedLeftovers +=
-      AbandonedFiles.removeTemporaryFiles(
-        inFolder: directory, of: ["session-metrics.json", "consent", "disabled"])
-      + AbandonedFiles.removeTemporaryFiles(inFolder: SessionSummaryQueue.folder(directory))
+    outcome.removedLeftovers += configuration.removeAbandonedTemporaryFiles()
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {

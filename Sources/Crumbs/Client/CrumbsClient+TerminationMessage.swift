@@ -12,9 +12,14 @@ extension CrumbsClient {
       return nil
     }
     do {
-      // Its message redacted with the reports' keys (Redaction.off has none).
-      guard try TerminationMessage.open(path: path, redactingKeys: configuration.redaction.keys) else {
-        return "the redaction keys exceed 512 bytes: the termination message is written without redaction"
+      // Its message redacted with the reports' keys and URL rule (Redaction.off has neither).
+      guard
+        try TerminationMessage.open(
+          path: path, redactingKeys: configuration.redaction.keys,
+          redactingURLCredentials: configuration.redaction.redactsURLCredentials)
+      else {
+        return
+          "the redaction keys exceed 512 bytes: the termination message leaves the fatal-error message out"
       }
       return nil
     } catch {

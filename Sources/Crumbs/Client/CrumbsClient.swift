@@ -152,6 +152,12 @@ public final class CrumbsClient: @unchecked Sendable {
   private init(_ configuration: CrumbsConfiguration) throws(CrumbsError) {
     // Absolute from here on: the app may chdir, and every later path (session file, a forked
     // child's ring, the store, the metrics) is made from this one.
+    // A pattern the processors would refuse (and then redact every text whole) is refused here,
+    // before anything is made.
+    if !configuration.redaction.valuePatterns.isEmpty {
+      let invalid = configuration.redaction.invalidPatterns
+      if !invalid.isEmpty { throw .redactionPatterns(invalid) }
+    }
     var configuration = configuration
     configuration.directory = Syscall.absolutePath(configuration.directory)
     self.configuration = configuration
@@ -222,10 +228,6 @@ public final class CrumbsClient: @unchecked Sendable {
     watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
-    if !configuration.redaction.valuePatterns.isEmpty {
-      let invalid = configuration.redaction.invalidPatterns
-      if !invalid.isEmpty { state.withLock { $0.problems += invalid } }
-    }
     let enabled = Self.persistedEnabled(configuration.directory)
     if !enabled {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])

@@ -6,6 +6,9 @@ public enum CrumbsError: Error, CustomStringConvertible {
   case ring(RingCreationError)
   case crashHandler(CrashHandlerError)
   case store(SystemCallError)
+  /// `CrumbsConfiguration.redaction.valuePatterns` holds patterns outside the supported subset
+  /// (README "Redaction"): each named with why (`Redaction.invalidPatterns`).
+  case redactionPatterns([String])
   /// A client started in this process and not closed: one process, one client (one ring, one
   /// crash handler), so that one crash is one report. Use the running client, or `close()` it
   /// first.
@@ -17,6 +20,7 @@ public enum CrumbsError: Error, CustomStringConvertible {
     case .ring(let error): "crumbs: \(error)"
     case .crashHandler(let error): "crumbs: cannot install the crash handler: \(error)"
     case .store(let error): "crumbs: cannot open the report store: \(error)"
+    case .redactionPatterns(let problems): "crumbs: " + problems.joined(separator: "; ")
     case .alreadyStarted(let running):
       "crumbs: a client is already running in this process (session \(running.sessionID), "
         + "directory \(running.configuration.directory)); use it, or close() it first"

@@ -21,7 +21,12 @@
 //
 // Summaries carry no crash data, but they still leave the machine: with a consent handler set
 // and no standing consent they stay queued (UploaderBridge.shouldSend(event:), which asks the
-// app's delegate too). Not signal-safe.
+// app's delegate too).
+//
+// The folder is written by the app and read, trimmed and emptied by whoever delivers (the
+// collector may be root): it is opened beneath the Crumbs directory without following a link
+// (`open(_:)`), and every read, write, rename and removal works in that descriptor, so a folder
+// swapped for a symbolic link trims nothing elsewhere. Not signal-safe.
 
 import CrumbsPlatform
 import FoundationEssentials
@@ -56,15 +61,24 @@ enum SessionSummaryQueue {
 
   static func folder(_ directory: String) -> String { directory + "/session-summaries" }
 
+  /// The folder, opened beneath the Crumbs directory `directory` with no link followed; nil when
+  /// it is missing or not a folder. The caller closes it.
+  static func open(_ directory: String) -> Int32? {
+    try? Syscall.openDirectory(folder(directory), beneath: directory)
+  }
+
   /// Summaries kept waiting for a server (a few hundred bytes each); the oldest go first.
   static let maxQueued = 100
 
   /// Queues a summary per ended session, as `<processed time, 20 digits>-<session>.json` (so
   /// that names sort oldest first); a session already queued is not queued again.
   static func enqueue(_ sessions: [PreviousSession], metrics: SessionMetrics, directory: String) {
-    guard !sessions.isEmpty, (try? Syscall.makeDirectory(folder(directory))) != nil else { return }
+    guard !sessions.isEmpty, (try? Syscall.makeDirectory(folder(directory))) != nil,
+      let queue = open(directory)
+    else { return }
+    defer { Syscall.close(queue) }
     let now = SystemClock.wallNanoseconds()
-    let queued = (try? Syscall.directoryEntries(folder(directory))) ?? []
+    let queued = (try? Syscall.directoryEntries(of: queue, path: folder(directory))) ?? []
     for session in sessions {
       let summary = SessionSummary(
         sessionID: session.sessionID.description, installID: metrics.installID, end: session.end,
@@ -82,17 +96,24 @@ enum SessionSummaryQueue {
       // Without fsync (this may run on the app's thread at start, see processBacklog): a power
       // loss may lose a summary, never tear one.
       if let bytes = try? JSONEncoder().encode(summary) {
-        try? Syscall.writeFileAtomically(folder(directory) + "/" + name, Array(bytes), durable: false)
+        try? Syscall.writeFileAtomically(
+          named: name, in: queue, Array(bytes), durable: false, path: folder(directory) + "/" + name)
       }
     }
-    trim(directory)
+    trim(queue, path: folder(directory))
   }
 
   /// Deletes the oldest entries beyond `maxQueued` (by name: the time they were made; names of
   /// an earlier version, without it, count as oldest), unreadable ones set aside included.
   static func trim(_ directory: String) {
-    let path = folder(directory)
-    let names = (try? Syscall.directoryEntries(path)) ?? []
+    guard let queue = open(directory) else { return }
+    defer { Syscall.close(queue) }
+    trim(queue, path: folder(directory))
+  }
+
+  /// `trim` in the open folder `queue` (at `path`, for messages).
+  static func trim(_ queue: Int32, path: String) {
+    let names = (try? Syscall.directoryEntries(of: queue, path: path)) ?? []
     guard names.count > maxQueued else { return }
     func age(_ name: String) -> String {
       let stamp = name.utf8.prefix(21)
@@ -102,7 +123,7 @@ enum SessionSummaryQueue {
       return timed ? name : ""
     }
     for name in names.sorted(by: { (age($0), $0) < (age($1), $1) }).prefix(names.count - maxQueued) {
-      Syscall.removeTree(path + "/" + name)
+      Syscall.removeTree(named: name, in: queue)
     }
   }
 
@@ -110,15 +131,25 @@ enum SessionSummaryQueue {
   /// (`resource` for those queued without one: an earlier version's). Unreadable
   /// ones are moved aside with the reason (deleted only by `trim`, as the oldest).
   static func events(directory: String, resource: [String: String]) -> [OutboxEvent] {
-    let names = ((try? Syscall.directoryEntries(folder(directory))) ?? []).filter { $0.hasSuffix(".json") }
+    guard let queue = open(directory) else { return [] }
+    defer { Syscall.close(queue) }
+    let names = ((try? Syscall.directoryEntries(of: queue, path: folder(directory))) ?? []).filter {
+      $0.hasSuffix(".json")
+    }
     var events: [OutboxEvent] = []
     for name in names.sorted() {
       let path = folder(directory) + "/" + name
-      guard let bytes = try? Syscall.readFile(path, limit: 1 << 16),
+      // A regular file of the app's user, opened without following a link or blocking.
+      guard
+        let bytes = try? Syscall.readFile(
+          named: name, in: queue, limit: 1 << 16, path: path, owner: Syscall.status(of: ".", in: queue)?.owner
+        ),
         let summary = try? JSONDecoder().decode(SessionSummary.self, from: Data(bytes))
       else {
-        try? Syscall.writeFileAtomically(path + ".reason", Array("unreadable session summary\n".utf8))
-        try? Syscall.rename(path, to: path + ".unreadable")
+        try? Syscall.writeFileAtomically(
+          named: name + ".reason", in: queue, Array("unreadable session summary\n".utf8),
+          path: path + ".reason")
+        try? Syscall.rename(named: name, in: queue, to: name + ".unreadable", in: queue, path: path)
         continue
       }
       // Like the session's reports: its id names the process (OTLPDestination.resource).

@@ -43,9 +43,10 @@ public struct CrashHandlerOptions: Sendable, Equatable {
   public var alternateStackSize = 64 * 1024
   /// Alternate stacks reserved (virtual memory, touched only when used) for threads other
   /// than the installing one; stacks of exited threads are reused. Threads created after
-  /// install still get one when these are all in use (mapped for the thread, unmapped at its
-  /// exit); only a thread that existed before install and gets its stack on its first
-  /// breadcrumb needs one from here.
+  /// install still get one when these are all in use: the pool grows by chunks of 64 stacks,
+  /// one mapping each (with guard regions, Linux 6.13+; on older kernels each stack's guard
+  /// page splits its chunk, 2 mappings a stack), kept for later threads. Only a thread that
+  /// existed before install and gets its stack on its first breadcrumb needs one from here.
   public var alternateStackPoolCount = 64
   /// Give every thread created after install, by any library (Dispatch's workers, Swift
   /// concurrency's pool…), an alternate stack before its code runs, so a stack overflow on it

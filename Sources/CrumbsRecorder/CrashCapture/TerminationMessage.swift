@@ -41,17 +41,21 @@ public enum TerminationMessage {
   /// `redactingKeys`: in the line's message (Swift's fatal-error message), the value of a
   /// `key=value` / `key: value` pair whose key contains one of them becomes `[redacted]`, as in
   /// reports (the client passes its `Redaction.keys`; value patterns and home directories are
-  /// the reports' alone). Keys beyond 512 bytes in all are dropped, and the result says so.
+  /// the reports' alone); `redactingURLCredentials`: a URL's userinfo too. Keys beyond 512
+  /// bytes in all do not fit: the result is false, and the line then leaves the message out
+  /// (a message that cannot be redacted is not written).
   @discardableResult
-  public static func open(path: String, redactingKeys: [String] = []) throws(SystemCallError) -> Bool {
+  public static func open(
+    path: String, redactingKeys: [String] = [], redactingURLCredentials: Bool = false
+  ) throws(SystemCallError) -> Bool {
     let descriptor = try Syscall.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK, mode: 0o644)
-    // The keys change only while no descriptor is published (the handler reads them after it).
+    // The rules change only while no descriptor is published (the handler reads them after it).
     let earlier = crumbs_termination_message_set_fd(-1)
     var list = Array(redactingKeys.filter { !$0.isEmpty }.joined(separator: "\0").utf8)
     if !list.isEmpty { list.append(0) }
     let kept = list.withUnsafeBufferPointer { bytes in
       bytes.withMemoryRebound(to: CChar.self) {
-        crumbs_termination_message_set_redaction_keys($0.baseAddress, $0.count)
+        crumbs_termination_message_set_redaction($0.baseAddress, $0.count, redactingURLCredentials)
       }
     }
     let previous = crumbs_termination_message_set_fd(descriptor)

@@ -25,7 +25,7 @@ extension CrashRecord {
   /// a crash (status `.noCrash`). Reads the first two kilobytes, not the whole record. False when
   /// it cannot tell (unreadable, not a record): such a file is left to a full read.
   package static func isUntouched(file path: String) -> Bool {
-    guard let descriptor = try? Syscall.open(path, O_RDONLY | O_NOFOLLOW) else { return false }
+    guard let descriptor = try? Syscall.openUntrustedFile(path, O_RDONLY) else { return false }
     defer { Syscall.close(descriptor) }
     guard let state = MemoryLayout<crumbs_crash_record>.offset(of: \.state),
       let marker = MemoryLayout<crumbs_crash_record>.offset(of: \.complete_marker),

@@ -69,7 +69,7 @@ extension RingDirectory {
     var scan = Scan()
     let names: [String]
     do {
-      names = try Syscall.directoryEntries(ringsPath)
+      names = try listRings()
     } catch {
       scan.problems.append("cannot list \(ringsPath): \(error)")
       return scan
@@ -78,9 +78,17 @@ extension RingDirectory {
       let file = ringsPath + "/" + name
       let descriptor: Int32
       do {
-        descriptor = try Syscall.open(file, O_RDONLY)
+        descriptor = try Syscall.openUntrustedFile(file, O_RDONLY)
       } catch {
-        scan.problems.append("\(error)")
+        if error.refusal != nil {
+          do {
+            scan.quarantined.append(try quarantine(file, reason: error.description))
+          } catch {
+            scan.problems.append("cannot quarantine \(file): \(error)")
+          }
+        } else {
+          scan.problems.append("\(error)")
+        }
         continue
       }
       defer { Syscall.close(descriptor) }
@@ -126,15 +134,19 @@ extension RingDirectory {
     /// and thread dumps no asker took (`<session>.threads-…`, their temporary copies too), then
     /// releases the lock.
     public func finish() {
-      _ = try? Syscall.unlink(path)
-      _ = try? Syscall.unlink(crashRecordPath)
-      _ = try? Syscall.unlink(sessionFilePath)
+      // Unlinked in the rings folder opened without following it (the app may have swapped it
+      // for a link to a folder of the same names elsewhere).
       let folder = Syscall.directoryName(of: sessionFilePath)
-      let temporaryPrefix = Syscall.baseName(of: sessionFilePath) + ".tmp-"
-      let dumpPrefix = Syscall.baseName(of: RingDirectory.threadDumpPrefix(forRing: stem + ".ring"))
-      for name in (try? Syscall.directoryEntries(folder)) ?? []
-      where name.hasPrefix(temporaryPrefix) || name.hasPrefix(dumpPrefix) {
-        _ = try? Syscall.unlink(folder + "/" + name)
+      if let rings = try? Syscall.openDirectory(folder, beneath: Syscall.directoryName(of: folder)) {
+        defer { Syscall.close(rings) }
+        let temporaryPrefix = Syscall.baseName(of: sessionFilePath) + ".tmp-"
+        let dumpPrefix = Syscall.baseName(of: RingDirectory.threadDumpPrefix(forRing: stem + ".ring"))
+        var names = [path, crashRecordPath, sessionFilePath].map(Syscall.baseName)
+        for name in (try? Syscall.directoryEntries(of: rings, path: folder)) ?? []
+        where name.hasPrefix(temporaryPrefix) || name.hasPrefix(dumpPrefix) {
+          names.append(name)
+        }
+        for name in names { _ = unlinkat(rings, name, 0) }
       }
       release()
     }
@@ -155,7 +167,7 @@ extension RingDirectory {
     var problems: [String] = []
     let names: [String]
     do {
-      names = try Syscall.directoryEntries(ringsPath)
+      names = try listRings()
     } catch {
       return ([], ["cannot list \(ringsPath): \(error)"])
     }
@@ -165,6 +177,18 @@ extension RingDirectory {
     for name in names where name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed") {
       let stemName = String(name.prefix { $0 != "." })
       if let excluding, stemName == excluding.description { continue }
+      // Not a regular file of the folder's owner (a FIFO, a link, a device, a hard link to
+      // another user's file): never opened for reading, moved aside with the reason.
+      let file = ringsPath + "/" + name
+      if let refusal = Self.untrustedRefusal(file) {
+        do {
+          let moved = try quarantine(file, reason: refusal)
+          problems.append("quarantined \(file) to \(moved.quarantinedPath): \(refusal)")
+        } catch {
+          problems.append("cannot quarantine \(file) (\(refusal)): \(error)")
+        }
+        continue
+      }
       if let ring = Self.claim(name, inRingsFolder: ringsPath, problems: &problems) { claimed.append(ring) }
     }
     return (claimed, problems)
@@ -180,7 +204,7 @@ extension RingDirectory {
     let stemName = String(name.prefix { $0 != "." })
     let file = folder + "/" + name
     // Read-write: the claim lock is a write lock.
-    guard let descriptor = try? Syscall.open(file, O_RDWR | O_NOFOLLOW) else { return nil }  // raced away
+    guard let descriptor = try? Syscall.openUntrustedFile(file, O_RDWR) else { return nil }  // raced away
     // The claim lock: held by another description, another process is processing the ring.
     // Free on a `.claimed` ring, its claimer died: the ring is taken over.
     let claimLock: Bool
@@ -247,9 +271,20 @@ extension RingDirectory {
     return removed
   }
 
+  /// Why the file at `path` in `rings/` is not opened at all (Syscall.openUntrustedFile), in
+  /// words; nil when it may be, or is gone.
+  static func untrustedRefusal(_ path: String) -> String? {
+    do {
+      Syscall.close(try Syscall.openUntrustedFile(path, O_RDONLY))
+      return nil
+    } catch {
+      return error.refusal.map { "\($0)" }
+    }
+  }
+
   /// The header of the ring file at `path`, when it is a readable ring.
   private static func headerInfo(ofFile path: String) -> RingHeaderInfo? {
-    guard let descriptor = try? Syscall.open(path, O_RDONLY | O_NOFOLLOW) else { return nil }
+    guard let descriptor = try? Syscall.openUntrustedFile(path, O_RDONLY) else { return nil }
     defer { Syscall.close(descriptor) }
     return headerInfo(descriptor, path: path)
   }
@@ -273,7 +308,7 @@ extension RingDirectory {
   /// it. A file whose lock is held, or that is younger than `abandonedCreationAgeNanoseconds`,
   /// is left alone.
   private func removeIfAbandoned(_ file: String) {
-    guard let descriptor = try? Syscall.open(file, O_RDONLY | O_NOFOLLOW) else { return }
+    guard let descriptor = try? Syscall.openUntrustedFile(file, O_RDONLY) else { return }
     defer { Syscall.close(descriptor) }
     // Age first: probing the lock of a file its creator has just opened would take the lock
     // from under it, and its own flock would fail.
@@ -301,7 +336,7 @@ extension RingDirectory {
   /// How many sessions' rings wait in `rings/` (`.ring` and `.ring.claimed` files, running ones
   /// included), not counting `excluding`: one directory listing, nothing opened.
   public func waitingRingCount(excluding: SessionID? = nil) -> Int {
-    let names = (try? Syscall.directoryEntries(ringsPath)) ?? []
+    let names = (try? listRings()) ?? []
     let own = excluding?.description
     return names.filter { name in
       (name.hasSuffix(".ring") || name.hasSuffix(".ring.claimed")) && String(name.prefix { $0 != "." }) != own
@@ -313,14 +348,21 @@ extension RingDirectory {
   /// (AbandonedFiles). Returns the paths removed.
   @discardableResult
   public func removeAbandonedTemporaryFiles() -> [String] {
-    AbandonedFiles.removeTemporaryFiles(inFolder: ringsPath)
-      + AbandonedFiles.removeTemporaryFiles(inFolder: quarantinePath)
+    AbandonedFiles.removeTemporaryFiles(inFolder: ringsPath, beneath: path)
+      + AbandonedFiles.removeTemporaryFiles(inFolder: quarantinePath, beneath: path)
+  }
+
+  /// The names in `rings/`, opened beneath the Crumbs directory without following a link.
+  func listRings() throws(SystemCallError) -> [String] {
+    let rings = try Syscall.openDirectory(ringsPath, beneath: path)
+    defer { Syscall.close(rings) }
+    return try Syscall.directoryEntries(of: rings, path: ringsPath)
   }
 
   /// Moves `file` into `quarantine/` (keeping its name, made unique) with a `.reason` file.
   @discardableResult
   public func quarantine(_ file: String, reason: String) throws(SystemCallError) -> QuarantinedFile {
-    let destination = try Quarantine.move(file, into: quarantinePath, reason: reason)
+    let destination = try Quarantine.move(file, into: quarantinePath, reason: reason, beneath: path)
     return QuarantinedFile(originalPath: file, quarantinedPath: destination, reason: reason)
   }
 }

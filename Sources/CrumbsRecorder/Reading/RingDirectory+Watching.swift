@@ -32,12 +32,14 @@ extension RingDirectory {
 
   /// The status of the writer of the ring file at `path` (see `WriterStatus`). Takes the ring's
   /// flock for an instant when it is free (as every claimer's probe does), never its claim lock.
+  /// Something other than a regular ring file of the folder's owner (a FIFO, a link, a device)
+  /// is never read or waited on: `.gone`, so the pass that follows quarantines it.
   package static func writerStatus(ofRing path: String) -> WriterStatus {
     let descriptor: Int32
     do {
-      descriptor = try Syscall.open(path, O_RDONLY | O_NOFOLLOW)
+      descriptor = try Syscall.openUntrustedFile(path, O_RDONLY)
     } catch {
-      return error.errno == .noSuchFileOrDirectory ? .gone : .undecided
+      return error.errno == .noSuchFileOrDirectory || error.refusal != nil ? .gone : .undecided
     }
     defer { Syscall.close(descriptor) }
     if (try? Syscall.tryLockExclusive(descriptor, path: path)) == true { return .gone }

@@ -154,7 +154,13 @@ package enum RingHeaderValidation {
       throw corrupt("slots offset \(header.slots_offset), expected \(expectedSlotsOffset)")
     }
     let slotCount = Int(header.slot_count)
-    guard slotCount >= 1, slotCount <= 1 << 25 else { throw corrupt("slot count \(slotCount)") }
+    guard slotCount >= 1 else { throw corrupt("slot count \(slotCount)") }
+    // More than any client makes (RingOptions.maxPlannedSlotCount): a crafted file, whose
+    // millions of slots would be decoded for nothing.
+    guard slotCount <= RingOptions.maxPlannedSlotCount else {
+      throw corrupt(
+        "slot count \(slotCount) is more than a client makes (\(RingOptions.maxPlannedSlotCount))")
+    }
     let fileSize = expectedSlotsOffset + slotCount * slotSize
     guard header.file_size == UInt64(fileSize) else {
       throw corrupt(

@@ -14,6 +14,7 @@
 // checksum mismatch, or a payload that does not parse) and never traps on any input: every
 // length is bounds-checked and all arithmetic is on values already validated. Not signal-safe.
 
+import CrumbsPlatform
 import CrumbsSignalPath
 
 /// Counts of what the slots held.
@@ -153,9 +154,9 @@ public enum RingReader {
   /// good header are counted as torn, not thrown.
   public static func read(file path: String) throws(PersistedFileError) -> RingContents {
     try PersistedFile.read(path, as: .ring) { file throws(PersistedFileError) in
-      guard file.size <= 1 << 30 else {
+      guard file.size <= UInt64(RingOptions.maxFileSize) else {
         throw PersistedFileError(
-          .unreadable, "cannot read: \(file.size) bytes, more than \(1 << 30)", format: .ring)
+          .unreadable, "cannot read: \(file.size) bytes, more than \(RingOptions.maxFileSize)", format: .ring)
       }
       let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
       let layout = try file.bytes(at: 0, count: tables).withUnsafeBytes { image in
@@ -223,6 +224,26 @@ public enum RingReader {
       return RingContents(
         header: layout.info, breadcrumbs: [], counts: SlotCounts(), timesAreCalibrated: false)
     }
+  }
+
+  /// The header of a ring file the caller opened itself as `fd` (`size` bytes long: beneath a
+  /// directory, without following links), checked as `readHeader(file:)` checks it.
+  package static func readHeader(descriptor fd: Int32, size: UInt64, path: String) throws(PersistedFileError)
+    -> RingHeaderInfo
+  {
+    let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.read(fd, at: 0, count: tables, path: path)
+    } catch {
+      throw PersistedFileError(
+        .unreadable, "cannot read: \(error.cause)", format: .ring, path: path, errno: error.errno)
+    }
+    return try bytes.withUnsafeBytes { image in
+      Result { () throws(PersistedFileError) in
+        try RingHeaderValidation.validate(image, availableBytes: Int(clamping: size)).info
+      }
+    }.get()
   }
 
   /// Reads a ring from a file image in memory.

@@ -74,6 +74,18 @@ public struct RingOptions: Sendable, Equatable {
   package static let environmentResourceCapacity = MemoryLayout.size(
     ofValue: crumbs_ring_header().environment_resource)
 
+  /// The most slots a ring may be asked for (`slotCount`), whatever its slot size: 2^20, a
+  /// quarter GiB at the default 256-byte slots, 256 times the default ring.
+  public static let maxSlotCount = 1 << 20
+  /// The largest ring file, in bytes, whatever its shape: what a reader reads whole
+  /// (RingReader.read(file:) refuses more).
+  public static let maxFileSize = 1 << 30
+  /// The most slots a ring made from `maxSlotCount` can hold once planned: the plan rounds each
+  /// lane to a power of two, so its general lanes hold at most `maxSlotCount` and its important
+  /// lanes (at least a half share) at most half that. A reader refuses a header declaring more:
+  /// no client made it, and decoding it would cost work no report needs.
+  public static let maxPlannedSlotCount = maxSlotCount + maxSlotCount / 2
+
   public init() {}
 }
 
@@ -175,7 +187,15 @@ public final class BreadcrumbRing: @unchecked Sendable {
     case Int(CRUMBS_PLAN_BAD_SLOT_SIZE):
       throw .invalidOptions("slot size \(options.slotSize) is not a power of two in 64...4096")
     default:
-      throw .invalidOptions("slot count \(options.slotCount) is not in 64...16777216")
+      throw .invalidOptions("slot count \(options.slotCount) is not in 64...\(RingOptions.maxSlotCount)")
+    }
+    guard options.slotCount <= RingOptions.maxSlotCount else {
+      throw .invalidOptions("slot count \(options.slotCount) is not in 64...\(RingOptions.maxSlotCount)")
+    }
+    guard plan.file_size <= UInt64(RingOptions.maxFileSize) else {
+      throw .invalidOptions(
+        "\(plan.slot_count) slots of \(plan.slot_size) bytes make a \(plan.file_size)-byte ring, more than "
+          + "\(RingOptions.maxFileSize)")
     }
     do throws(SystemCallError) {
       let creating = creatingPath(path)

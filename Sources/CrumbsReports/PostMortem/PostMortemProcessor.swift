@@ -152,6 +152,16 @@ public struct PostMortemProcessor: Sendable {
   /// Largest attachment (of those the crashed session attached) copied into its report; larger
   /// ones are listed with the reason.
   public var attachmentSizeLimit = 7 * 1024 * 1024
+  /// Most breadcrumbs one report's trail carries: the newest are kept, and the report's damage
+  /// says how many older ones were left out. A ring holds at most
+  /// `RingOptions.maxPlannedSlotCount` slots; this bounds what one report costs to encode,
+  /// store and send whatever the ring (sixteen times the default ring's 4096).
+  public var maxTrailEntries = 1 << 16
+  /// Set by a processor that runs outside the app (`crumbs collect`): it never wrote the
+  /// sessions it processes, whatever its user, so it reads their attachments confined to the
+  /// Crumbs directory (ReportAttachments.Confinement). Without it, the same holds for each
+  /// session whose session file another user owns than this process's effective user.
+  public var runsOutsideTheApp = false
   /// How frames are symbolicated. By default from the ELF symbol tables only, with simplified
   /// Swift names: llvm-symbolizer's file and line cost 200–300 ms per report, beyond the 50 ms
   /// next-launch budget (the demo turns it on).
@@ -295,9 +305,16 @@ public struct PostMortemProcessor: Sendable {
     }
     // What the session said about itself; without it, the processor's own values.
     var metadata: SessionMetadata?
+    // Whether this process wrote the session (see `runsOutsideTheApp`): else its attachments
+    // are read confined to the Crumbs directory, as the session file's owner could read them.
+    var confinement: ReportAttachments.Confinement?
     if Syscall.fileExists(claimed.sessionFilePath) {
       do {
-        metadata = try SessionMetadata.read(file: claimed.sessionFilePath)
+        let read = try SessionMetadata.readWithOwner(file: claimed.sessionFilePath)
+        metadata = read.metadata
+        if runsOutsideTheApp || read.owner != Syscall.effectiveUserID() {
+          confinement = ReportAttachments.Confinement(root: directory.path, owner: read.owner)
+        }
       } catch {
         damage.append("session file unreadable: \(error.reason)")
         quarantine(claimed.sessionFilePath, reason: error.reason, into: &outcome)
@@ -364,6 +381,14 @@ public struct PostMortemProcessor: Sendable {
       session.end = .abnormalTermination
       return session
     }
+    if var contents = ring, contents.slots.count > max(0, maxTrailEntries) {
+      let total = contents.slots.count
+      contents.slots.entries.removeFirst(total - max(0, maxTrailEntries))
+      ring = contents
+      damage.append(
+        "the breadcrumb trail keeps the newest \(max(0, maxTrailEntries)) of the ring's \(total) breadcrumbs "
+          + "(the processor's limit per report); \(total - max(0, maxTrailEntries)) older ones are left out")
+    }
     // Redacted before the trail is encoded and the report built.
     ring = ring.map(redactor.contents)
     do {
@@ -409,10 +434,18 @@ public struct PostMortemProcessor: Sendable {
       }
       var files: [(name: String, bytes: [UInt8])] = trail.map { [($0.name, $0.bytes)] } ?? []
       if let metadata, brief == nil {
-        let attached = ReportAttachments.read(
-          metadata.attachments, limit: attachmentSizeLimit, taken: files.map(\.name))
+        let attached = ReportAttachments.readAfterTheFact(
+          metadata.attachments, limit: attachmentSizeLimit, taken: files.map(\.name), confinement: confinement
+        )
         report.attachments += attached.entries
         files += attached.files
+        // A file the session named and this processor would not open is damage the report names:
+        // the app asked for it, and it is not there.
+        for entry in attached.entries {
+          if let reason = entry.omittedReason, reason.hasPrefix("not read") {
+            report.damage.append("attachment \(entry.name) left out: \(reason)")
+          }
+        }
         if metadata.omitted > 0 {
           report.damage.append(
             "\(metadata.omitted) attribute(s) or attachment(s) of the session did not fit in its "

@@ -20,6 +20,10 @@ import CrumbsPlatform
 import CrumbsRecorder
 import FoundationEssentials
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The persisted metadata of one session.
 package struct SessionMetadata: Decodable, Sendable, Equatable {
   /// The format this code writes; a file with a larger number is not read.
@@ -70,7 +74,8 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
       head +=
         ",\"redaction\":{\"keys\":[" + Self.commaSeparated(redaction.keys.map(jsonQuoted))
         + "],\"valuePatterns\":[" + Self.commaSeparated(redaction.valuePatterns.map(jsonQuoted))
-        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)}"
+        + "],\"shortensHomeDirectories\":\(redaction.shortensHomeDirectories)"
+        + ",\"redactsURLCredentials\":\(redaction.redactsURLCredentials)}"
     }
     var resourceOmitted = 0
     if let resource {
@@ -128,9 +133,26 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
 
   /// Reads a session file.
   package static func read(file: String) throws(ReadError) -> SessionMetadata {
+    try readWithOwner(file: file).metadata
+  }
+
+  /// Reads a session file, and says which user owns it: the user that wrote it (its client
+  /// writes it whole and renames it into place). The file sits in `rings/`, which the app
+  /// writes: opened without following a link or blocking, a regular file of the folder's owner
+  /// (Syscall.openUntrustedFile).
+  package static func readWithOwner(file: String) throws(ReadError) -> (
+    metadata: SessionMetadata, owner: UInt32
+  ) {
     let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(file, limit: maxFileSize)
+    let owner: UInt32
+    do throws(SystemCallError) {
+      let fd = try Syscall.openUntrustedFile(file, O_RDONLY)
+      defer { Syscall.close(fd) }
+      owner = try Syscall.owner(of: fd, path: file)
+      bytes = try Syscall.read(fd, at: 0, count: maxFileSize + 1, path: file)
+      guard bytes.count <= maxFileSize else {
+        throw SystemCallError(call: "read", path: file, refusal: .tooLarge(limit: maxFileSize))
+      }
     } catch {
       throw ReadError(reason: "unreadable: \(error)")
     }
@@ -143,7 +165,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
     guard metadata.format <= currentFormat else {
       throw ReadError(reason: "format \(metadata.format) is newer than this reader (\(currentFormat))")
     }
-    return metadata
+    return (metadata, owner)
   }
 }
 

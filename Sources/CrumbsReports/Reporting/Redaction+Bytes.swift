@@ -2,11 +2,12 @@
 // text with: the cheap prefilters that settle most strings without copying them (a word at a
 // time), key normalization, the byte classes of keys, values and paths, and the constants.
 // Pure functions of their arguments. Not signal-safe (the crash handler's own matcher is C:
-// crumbs_redact.c, held to the same cases by RedactionTests).
+// crumbs_redact.c, held to the same cases, Tests/Fixtures/redaction-cases.json, by
+// RedactionTests).
 
 extension Redactor {
-  /// Whether `bytes` holds an `=`, `:` or `/`: without one, no pair and no home directory
-  /// (the classic "has a zero byte" bit trick, a word at a time).
+  /// Whether `bytes` holds an `=`, `:`, `>` or `/`: without one, no pair (`->` has its `>`), no
+  /// URL and no home directory (the classic "has a zero byte" bit trick, a word at a time).
   static func mayNeedWork(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     let ones: UInt64 = 0x0101_0101_0101_0101
     let highs: UInt64 = 0x8080_8080_8080_8080
@@ -16,7 +17,7 @@ extension Redactor {
       let word = UInt64(
         littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
       if hasZeroByte(word ^ (ones &* 0x3D)) || hasZeroByte(word ^ (ones &* 0x3A))
-        || hasZeroByte(word ^ (ones &* 0x2F))
+        || hasZeroByte(word ^ (ones &* 0x2F)) || hasZeroByte(word ^ (ones &* 0x3E))
       {
         return true
       }
@@ -24,7 +25,9 @@ extension Redactor {
     }
     while index < bytes.count {
       let byte = bytes[index]
-      if byte == Byte.equals || byte == Byte.colon || byte == Byte.slash { return true }
+      if byte == Byte.equals || byte == Byte.colon || byte == Byte.slash || byte == Byte.greater {
+        return true
+      }
       index += 1
     }
     return false
@@ -74,10 +77,17 @@ extension Redactor {
     static let space = UInt8(ascii: " ")
     static let hyphen = UInt8(ascii: "-")
     static let underscore = UInt8(ascii: "_")
+    static let greater = UInt8(ascii: ">")
+    static let at = UInt8(ascii: "@")
+    static let question = UInt8(ascii: "?")
+    static let hash = UInt8(ascii: "#")
+    static let doubleQuote = UInt8(ascii: "\"")
   }
 
   static let replacementBytes = Array(Redaction.replacement.utf8)
   static let cookie = Array("cookie".utf8)
+  /// How Swift describes an optional (`"\(value)"` of a `String?`): skipped before a value.
+  static let optionalPrefix = Array("Optional(".utf8)
   static let homePrefix = Array("/home/".utf8)
   static let usersPrefix = Array("/Users/".utf8)
   static let rootPrefix = Array("/root".utf8)
@@ -109,6 +119,8 @@ extension Redactor {
     default: false
     }
   }
+  static func isOpening(_ byte: UInt8) -> Bool { byte == 0x28 || byte == 0x5B || byte == 0x7B }
+  static func isClosing(_ byte: UInt8) -> Bool { byte == 0x29 || byte == 0x5D || byte == 0x7D }
   /// Where a user name in a path ends.
   static func endsUserName(_ byte: UInt8) -> Bool {
     byte == Byte.slash || isDelimiter(byte) || byte == 0x3A

@@ -8,15 +8,21 @@
 //                       `-` and `_` alike, substring: `tokenizer` and `csrf_token` match `token`)
 //                       has its value replaced by `[redacted]`; inside free text, the value of a
 //                       `key=value` or `key: value` pair whose key matches so (quoted, JSON-ish,
-//                       URL query, an HTTP authorization scheme and its credential)
-//   valuePatterns       regular expressions (Swift Regex, no Foundation); every match replaced
+//                       URL query, an HTTP authorization scheme and its credential); after the
+//                       separator (`=`, `:`, `=>`, `->`), Swift's `Optional(` is skipped and a
+//                       bracketed value (`[…]`, `(…)`, `{…}`) is redacted to its balanced end
+//   redactsURLCredentials  a URL's userinfo (`postgres://app:s3cr3t@db` → `postgres://[redacted]@db`)
+//   valuePatterns       regular expressions in a linear-time subset (ValuePattern.swift); every
+//                       match replaced; a refused pattern, or one that runs out of its step
+//                       budget on a text, redacts that text whole (fails closed)
 //   shortensHomeDirectories  `/home/alice/…`, `/Users/alice/…` → `~/…`, `/root/…` → `~/…`, as
 //                       the Swift backtracer's `sanitize` does: in frames' files and modules, the
 //                       modules' paths, the resource (executable path) and every message
 //
 // Entry points, in call order:
-//   Redaction.redactor()          the rules compiled once per report (patterns that do not
-//                                 compile are skipped and named in `problems`)
+//   Redaction.redactor()          the rules compiled once per report, with the report's step
+//                                 budget for value patterns (a refused pattern makes every
+//                                 text redacted whole; `problems` names it for the damage)
 //   Redactor.contents(_:)         a ring's breadcrumbs (messages, attribute values) before the
 //                                 trail attachment is encoded and the report built from them,
 //                                 on their bytes (`redact(_:)`, BreadcrumbSlots): no String made
@@ -52,28 +58,53 @@ public struct Redaction: Sendable, Equatable, Codable {
   /// A pattern for e-mail addresses, for `valuePatterns`.
   public static let emailAddresses = #"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"#
   /// Nothing redacted.
-  public static let off = Redaction(keys: [], valuePatterns: [], shortensHomeDirectories: false)
+  public static let off = Redaction(
+    keys: [], valuePatterns: [], shortensHomeDirectories: false, redactsURLCredentials: false)
 
   /// Keys whose values are redacted, in attributes and in `key=value` / `key: value` pairs of
   /// free text (ASCII case-insensitive, `-` and `_` alike, substring of the key).
   public var keys: [String]
-  /// Regular expressions (Swift `Regex` syntax); every match in a message or attribute value is
-  /// replaced. None by default; `Redaction.emailAddresses` is one.
+  /// Regular expressions, in the linear-time subset of Swift `Regex` syntax that README
+  /// "Redaction" lists (literals, `.`, classes, `\d \w \s \b`, anchors, groups, `|`, greedy and
+  /// lazy repetition, a leading `(?i)`); every match in a message or attribute value is replaced.
+  /// A pattern outside the subset is refused: `CrumbsClient.start` throws, `invalidPatterns`
+  /// says why. Matching never backtracks, and a text on which the patterns run out of their
+  /// step budget is redacted whole. None by default; `Redaction.emailAddresses` is one.
   public var valuePatterns: [String]
   /// `/home/NAME/…`, `/Users/NAME/…` and `/root/…` become `~/…`.
   public var shortensHomeDirectories: Bool
+  /// A URL's userinfo (`scheme://user:password@host`, `https://TOKEN@host`) becomes
+  /// `scheme://[redacted]@host`.
+  public var redactsURLCredentials: Bool
 
   public init(
-    keys: [String] = Redaction.defaultKeys, valuePatterns: [String] = [], shortensHomeDirectories: Bool = true
+    keys: [String] = Redaction.defaultKeys, valuePatterns: [String] = [],
+    shortensHomeDirectories: Bool = true,
+    redactsURLCredentials: Bool = true
   ) {
     self.keys = keys
     self.valuePatterns = valuePatterns
     self.shortensHomeDirectories = shortensHomeDirectories
+    self.redactsURLCredentials = redactsURLCredentials
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case keys, valuePatterns, shortensHomeDirectories, redactsURLCredentials
+  }
+
+  /// Session files written before `redactsURLCredentials` existed lack it: on, as by default.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    keys = try container.decode([String].self, forKey: .keys)
+    valuePatterns = try container.decode([String].self, forKey: .valuePatterns)
+    shortensHomeDirectories = try container.decode(Bool.self, forKey: .shortensHomeDirectories)
+    redactsURLCredentials = try container.decodeIfPresent(Bool.self, forKey: .redactsURLCredentials) ?? true
   }
 
   /// Whether these rules change nothing.
   public var isOff: Bool {
-    !shortensHomeDirectories && valuePatterns.isEmpty && keys.allSatisfy { Redactor.normalized($0).isEmpty }
+    !shortensHomeDirectories && !redactsURLCredentials && valuePatterns.isEmpty
+      && keys.allSatisfy { Redactor.normalized($0).isEmpty }
   }
 
   /// The rules compiled for one report (or a batch of them).
@@ -86,42 +117,72 @@ public struct Redaction: Sendable, Equatable, Codable {
   /// `text` as a report's messages hold it under these rules.
   public func redacting(_ text: String) -> String { redactor().text(text) }
 
-  /// The patterns that are not regular expressions, each with why: the client names them in
-  /// its `problems` at start (they are skipped, the rest still applies).
-  public var invalidPatterns: [String] { Redactor(self).problems }
+  /// The patterns refused (outside the supported subset, or not regular expressions), each with
+  /// why: `CrumbsClient.start` throws with them. A processor given a refused pattern (a session
+  /// file of another version) redacts every text the patterns would be tried on, whole.
+  public var invalidPatterns: [String] { Redactor(self).refusedPatterns }
 }
 
-/// The rules of a `Redaction`, compiled: keys normalized, patterns parsed. Not Sendable (Swift's
-/// Regex is not): one per report build.
+/// The steps value patterns may still take for one Redactor (one report), and the texts redacted
+/// whole because they ran out; a class, shared by the copies of the Redactor.
+final class PatternBudget {
+  var remaining: Int
+  var textsRedactedWhole = 0
+
+  init(_ steps: Int) { remaining = steps }
+}
+
+/// The rules of a `Redaction`, compiled: keys normalized, patterns parsed. Not Sendable (its
+/// pattern budget is shared by its copies): one per report build.
 package struct Redactor {
   private let keys: [[UInt8]]
   /// Which normalized bytes start a key: the scan for a key tries only there.
   private let keyStarts: [Bool]
-  private let patterns: [Regex<AnyRegexOutput>]
+  private let patterns: [ValuePattern]
   private let homes: Bool
-  /// Patterns that did not compile, with the reason.
-  package let problems: [String]
+  private let urls: Bool
+  /// Patterns refused, with the reason: with one, every text is redacted whole.
+  package let refusedPatterns: [String]
+  private let budget: PatternBudget
   /// Changes nothing (`Redaction.off`): every entry point returns its input.
   package let isIdentity: Bool
 
-  package init(_ rules: Redaction) {
+  /// The steps the value patterns may take over one report's texts: about a second's work, far
+  /// more than a full ring's trail needs with a few patterns.
+  package static let patternStepsPerReport = 1 << 26
+
+  package init(_ rules: Redaction, patternSteps: Int = Redactor.patternStepsPerReport) {
     keys = rules.keys.map { Self.normalized($0) }.filter { !$0.isEmpty }
     var keyStarts = [Bool](repeating: false, count: 256)
     for key in keys { keyStarts[Int(key[0])] = true }
     self.keyStarts = keyStarts
-    var patterns: [Regex<AnyRegexOutput>] = []
-    var problems: [String] = []
+    var patterns: [ValuePattern] = []
+    var refused: [String] = []
     for source in rules.valuePatterns {
-      do {
-        patterns.append(try Regex(source))
+      do throws(ValuePattern.SyntaxError) {
+        patterns.append(try ValuePattern(source))
       } catch {
-        problems.append("redaction pattern \(source) is not a regular expression (\(error)): skipped")
+        refused.append("redaction pattern \(source) is refused (\(error))")
       }
     }
     self.patterns = patterns
-    self.problems = problems
+    refusedPatterns = refused
+    budget = PatternBudget(patternSteps)
     homes = rules.shortensHomeDirectories
-    isIdentity = keys.isEmpty && patterns.isEmpty && !homes
+    urls = rules.redactsURLCredentials
+    isIdentity = keys.isEmpty && patterns.isEmpty && refused.isEmpty && !homes && !urls
+  }
+
+  /// What a report built with these rules says in its damage: refused patterns (every text
+  /// redacted whole), and texts redacted whole because the patterns ran out of steps.
+  package var problems: [String] {
+    var problems = refusedPatterns.map { $0 + ": every message and attribute value is redacted whole" }
+    if budget.textsRedactedWhole > 0 {
+      problems.append(
+        "redaction patterns ran out of their step budget on \(budget.textsRedactedWhole) texts: redacted whole"
+      )
+    }
+    return problems
   }
 
   // MARK: - Reports and breadcrumbs
@@ -292,10 +353,15 @@ package struct Redactor {
   /// `changedText` on UTF-8 bytes (a breadcrumb's, in place): the one implementation of it.
   private func changedText(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
     guard !isIdentity else { return nil }
-    // Most text has neither a separator (`=`, `:`) nor a slash: one pass, eight bytes at a time,
-    // settles it before the keys and home directories are looked for.
+    // A pattern that could not be compiled cannot say what it would have caught: fail closed.
+    if !refusedPatterns.isEmpty {
+      return text.isEmpty || text.elementsEqual(Self.replacementBytes) ? nil : Self.replacementBytes
+    }
+    // Most text has neither a separator (`=`, `:`, `>`) nor a slash: one pass, eight bytes at a
+    // time, settles it before the keys, URLs and home directories are looked for.
     if patterns.isEmpty, !Self.mayNeedWork(text) { return nil }
-    var result = keys.isEmpty || !mayHoldPair(text) ? nil : pairsRedacted(Array(text))
+    let pairs = (!keys.isEmpty && mayHoldPair(text)) || (urls && text.contains(Byte.at))
+    var result = pairs ? pairsRedacted(Array(text)) : nil
     if homes {
       let shortened =
         if let current = result {
@@ -305,18 +371,48 @@ package struct Redactor {
         }
       if let shortened { result = shortened }
     }
-    if !patterns.isEmpty {
-      // Swift's Regex works on Strings: one is made only for text a pattern is tried on.
-      var current =
-        result.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: text, as: UTF8.self)
-      var changed = false
-      for pattern in patterns where current.contains(pattern) {
-        current = current.replacing(pattern, with: Redaction.replacement)
-        changed = true
+    for pattern in patterns {
+      let outcome =
+        if let current = result {
+          current.withUnsafeBufferPointer { patternApplied(pattern, $0) }
+        } else {
+          patternApplied(pattern, text)
+        }
+      switch outcome {
+      case .unchanged: continue
+      case .changed(let bytes): result = bytes
+      case .outOfSteps:
+        budget.textsRedactedWhole += 1
+        return Self.replacementBytes
       }
-      if changed { result = Array(current.utf8) }
     }
     return result
+  }
+
+  private enum PatternOutcome {
+    case unchanged, changed([UInt8]), outOfSteps
+  }
+
+  /// `bytes` with every match of `pattern` replaced. The steps allowed: what is left of the
+  /// report's budget, and at most a few passes over the text per instruction (a pass never
+  /// needs more than about 4 steps per instruction and byte).
+  private func patternApplied(_ pattern: ValuePattern, _ bytes: UnsafeBufferPointer<UInt8>) -> PatternOutcome
+  {
+    let allowed = min(budget.remaining, (bytes.count + 1) * 8 * pattern.program.count + 4096)
+    var left = allowed
+    let found = pattern.matches(in: bytes, budget: &left)
+    budget.remaining -= allowed - max(left, 0)
+    guard let found else { return .outOfSteps }
+    guard !found.isEmpty else { return .unchanged }
+    var out: [UInt8] = []
+    var copied = 0
+    for range in found {
+      out += bytes[copied..<range.lowerBound]
+      out += Self.replacementBytes
+      copied = range.upperBound
+    }
+    out += bytes[copied...]
+    return .changed(out)
   }
 
   private func homesShortened(_ text: String) -> String? {
@@ -362,23 +458,42 @@ package struct Redactor {
     return out
   }
 
-  /// The text with the value of every sensitive `key=value` / `key: value` pair replaced, nil
-  /// when there was none.
+  /// The text with the value of every sensitive `key=value` / `key: value` pair (and `=>`, `->`)
+  /// and every URL's userinfo replaced, nil when there was none.
   private func pairsRedacted(_ bytes: [UInt8]) -> [UInt8]? {
     var out: [UInt8] = []
     var copied = 0
     var index = 0
     while index < bytes.count {
       let byte = bytes[index]
-      guard byte == Byte.equals || byte == Byte.colon else {
+      // The separator, and where its value starts.
+      let valueStart: Int
+      switch byte {
+      case Byte.equals:
+        valueStart = index + 1 < bytes.count && bytes[index + 1] == Byte.greater ? index + 2 : index + 1
+      case Byte.colon:
+        if urls, let userinfo = Self.userinfoSpan(bytes, colon: index) {
+          out += bytes[copied..<userinfo.lowerBound]
+          out += Self.replacementBytes
+          copied = userinfo.upperBound
+          index = userinfo.upperBound
+          continue
+        }
+        // `::` is a scope (C++, Swift's demangled names), not a pair.
+        if (index + 1 < bytes.count && bytes[index + 1] == Byte.colon)
+          || (index > 0 && bytes[index - 1] == Byte.colon)
+        {
+          index += 1
+          continue
+        }
+        valueStart = index + 1
+      case Byte.hyphen where index + 1 < bytes.count && bytes[index + 1] == Byte.greater:
+        valueStart = index + 2
+      default:
         index += 1
         continue
       }
-      // `::` is a scope (C++, Swift's demangled names), not a pair.
-      if byte == Byte.colon,
-        (index + 1 < bytes.count && bytes[index + 1] == Byte.colon)
-          || (index > 0 && bytes[index - 1] == Byte.colon)
-      {
+      guard !keys.isEmpty else {
         index += 1
         continue
       }
@@ -394,7 +509,7 @@ package struct Redactor {
       // A cookie header's value is every cookie to the end of the line (`a=1; b=2`).
       guard keyStart < keyEnd, key.withUnsafeBufferPointer({ containsKey($0) }),
         let value = Self.valueSpan(
-          bytes, from: index + 1, toLineEnd: Self.contains(Self.normalized(key), Self.cookie))
+          bytes, from: valueStart, toLineEnd: Self.contains(Self.normalized(key), Self.cookie))
       else {
         index += 1
         continue
@@ -409,14 +524,39 @@ package struct Redactor {
     return out
   }
 
-  /// The value after a separator at `start`: past blanks, inside its quotes when quoted (to the
-  /// end when the quote is not closed), else up to a delimiter; an HTTP authorization scheme
-  /// (`Bearer xyz`) takes the credential after it too. Nil when empty or already redacted.
+  /// The userinfo of a URL whose `://` is at `colon` (after a scheme's letter or digit): from
+  /// after the `//` to the authority's last `@` (a password may hold a raw `@`), the authority
+  /// ending at `/`, `?`, `#` or a delimiter. Nil when it has no userinfo, or it is redacted.
+  static func userinfoSpan(_ bytes: [UInt8], colon: Int) -> Range<Int>? {
+    guard colon > 0, isAlphanumeric(bytes[colon - 1]), colon + 2 < bytes.count,
+      bytes[colon + 1] == Byte.slash,
+      bytes[colon + 2] == Byte.slash
+    else { return nil }
+    let start = colon + 3
+    var end = start
+    var at: Int?
+    while end < bytes.count {
+      let byte = bytes[end]
+      if byte == Byte.slash || byte == Byte.question || byte == Byte.hash || isDelimiter(byte) { break }
+      if byte == Byte.at { at = end }
+      end += 1
+    }
+    guard let at, at > start, !bytes[start..<at].elementsEqual(replacementBytes) else { return nil }
+    return start..<at
+  }
+
+  /// The value after a separator at `start`: past blanks and Swift's `Optional(`; a bracketed
+  /// value (`[…]`, `(…)`, `{…}`) inside its brackets, to the balanced end (to the text's end
+  /// when unbalanced); a quoted one inside its quotes (to the end when the quote is not closed);
+  /// else up to a delimiter, an HTTP authorization scheme (`Bearer xyz`) taking the credential
+  /// after it too. Nil when empty or already redacted.
   private static func valueSpan(_ bytes: [UInt8], from start: Int, toLineEnd: Bool) -> Range<Int>? {
     var start = start
     while start < bytes.count, isBlank(bytes[start]) { start += 1 }
+    while bytes[start...].starts(with: optionalPrefix) { start += optionalPrefix.count }
     guard start < bytes.count else { return nil }
     if bytes[start...].starts(with: replacementBytes) { return nil }
+    var end = start
     // Quoted: `"a b"`, `'a b'`, `\"a b\"` (escaped JSON inside a message).
     var quote: [UInt8]?
     if isQuote(bytes[start]) {
@@ -426,7 +566,7 @@ package struct Redactor {
     }
     if let quote {
       let inside = start + quote.count
-      var end = inside
+      end = inside
       while end < bytes.count, !bytes[end...].starts(with: quote) {
         // A backslash escapes the next byte in an unescaped quoted string.
         end += quote.count == 1 && bytes[end] == Byte.backslash ? 2 : 1
@@ -434,10 +574,15 @@ package struct Redactor {
       end = min(end, bytes.count)
       return end > inside ? inside..<end : nil
     }
-    var end = start
     if toLineEnd {
       while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D { end += 1 }
       return start..<end
+    }
+    if isOpening(bytes[start]) {
+      let inside = start + 1
+      end = balancedEnd(bytes, from: inside)
+      guard end > inside, !bytes[inside..<end].elementsEqual(replacementBytes) else { return nil }
+      return inside..<end
     }
     while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
     guard end > start else { return nil }
@@ -448,6 +593,29 @@ package struct Redactor {
       while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
     }
     return start..<end
+  }
+
+  /// Where the bracket opened before `inside` closes: brackets of any kind counted, double-quoted
+  /// strings (with backslash escapes) skipped; the text's end when it never closes.
+  static func balancedEnd(_ bytes: [UInt8], from inside: Int) -> Int {
+    var depth = 1
+    var index = inside
+    while index < bytes.count {
+      let byte = bytes[index]
+      if byte == Byte.doubleQuote {
+        index += 1
+        while index < bytes.count, bytes[index] != Byte.doubleQuote {
+          index += bytes[index] == Byte.backslash ? 2 : 1
+        }
+      } else if isOpening(byte) {
+        depth += 1
+      } else if isClosing(byte) {
+        depth -= 1
+        if depth == 0 { return index }
+      }
+      index += 1
+    }
+    return bytes.count
   }
 
   /// Whether `key` contains one of the keys (normalized alike).
@@ -471,6 +639,6 @@ package struct Redactor {
 
   /// Whether free text may hold a sensitive pair: a separator, and a key somewhere in it.
   private func mayHoldPair(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-    bytes.contains { $0 == Byte.equals || $0 == Byte.colon } && containsKey(bytes)
+    bytes.contains { $0 == Byte.equals || $0 == Byte.colon || $0 == Byte.greater } && containsKey(bytes)
   }
 }

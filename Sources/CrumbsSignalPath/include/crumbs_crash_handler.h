@@ -41,12 +41,13 @@
 //   - every thread created after install with pthread_create, by anyone (Dispatch's workers,
 //     Swift concurrency's pool, a library's private threads): our pthread_create, which every
 //     module's calls reach (crumbs_thread_start.c), gives the new thread one before its start
-//     routine runs: from the pool, or one mapped for it when the pool is used up (unmapped at
-//     its exit), so their number is not bounded by the pool;
+//     routine runs: from the pool, which grows by a chunk of stacks (one mapping, guards that do
+//     not split it where the kernel has guard regions) when used up, so their number is not
+//     bounded by the pool and each costs about 1/64 of a mapping (crumbs_altstack.c);
 //   - every thread that appends a breadcrumb, on its first append (the ring's once-per-thread
 //     slow path calls our hook), from a pool prepared at install: one sigaltstack call, no scan;
 //     a thread's stack returns to the pool when it exits;
-//   - every thread that calls crumbs_crash_prepare_thread (pool, else mapped for it).
+//   - every thread that calls crumbs_crash_prepare_thread (pool, grown when used up).
 // Left without one: a thread that existed before install and neither appends nor prepares,
 // while the pool is used up (its first append cannot map a stack: signal-safe); a thread made
 // by raw clone() or started by libc itself (thrd_create, SIGEV_THREAD timers: see
@@ -139,8 +140,8 @@ const char *crumbs_crash_record_path(void);
 /// Not signal-safe (sigaction only, but meant for ordinary threads).
 uint64_t crumbs_crash_replaced_signals(void);
 
-/// Gives the calling thread an alternate signal stack from the pool, or mapped for it when the
-/// pool is used up (unless it has one of at least our size), and records its stack bounds
+/// Gives the calling thread an alternate signal stack from the pool, grown by a chunk when it
+/// is used up (unless it has one of at least our size), and records its stack bounds
 /// (pthread_getattr_np: allocates, not signal-safe). Returns true when the thread has an
 /// alternate stack afterwards. Thread-safe (every new thread calls it at its start).
 bool crumbs_crash_prepare_thread(void);

@@ -10,11 +10,12 @@
 // one. One write of at most CRUMBS_TERMINATION_MESSAGE_MAX bytes, ending in "\n".
 //
 // The message's `key=value` / `key: value` pairs whose key contains one of the redaction keys
-// have their value replaced by "[redacted]" (crumbs_redact.c), as reports' redaction does: the
-// orchestrator keeps the line (Kubernetes stores it in the pod's status).
+// have their value replaced by "[redacted]", and URLs' userinfo too (crumbs_redact.c), as
+// reports' redaction does: the orchestrator keeps the line (Kubernetes stores it in the pod's
+// status). When the keys did not fit, the message is left out ("; [message withheld]").
 //
 // Entry points, in call order:
-//   crumbs_termination_message_set_redaction_keys  (set-up) the keys, while no descriptor is set
+//   crumbs_termination_message_set_redaction  (set-up) the keys, while no descriptor is set
 //   crumbs_termination_message_set_fd   (set-up) the file the line goes to, opened by the caller
 //   [crash] the handler writes the line (crumbs_termination_message.c)
 // Tests and fuzzing reach the pieces through the crumbs_*_testing_* functions below.
@@ -43,21 +44,22 @@ extern "C" {
 /// signal-safe.
 int crumbs_termination_message_set_fd(int fd);
 
-/// The longest key list crumbs_termination_message_set_redaction_keys keeps, in bytes.
+/// The longest key list crumbs_termination_message_set_redaction keeps, in bytes.
 #define CRUMBS_TERMINATION_REDACTION_KEYS_MAX 512
 
-/// The redaction keys for the line's message: `length` bytes of keys, each ended by a NUL
+/// The redaction rules for the line's message: `length` bytes of keys, each ended by a NUL
 /// (ASCII case-insensitive, `-` and `_` alike, substrings of a pair's key; an empty list: no
-/// redaction). Returns false, keeping no key, when they exceed
-/// CRUMBS_TERMINATION_REDACTION_KEYS_MAX; empty keys are skipped. Call it while no descriptor is
-/// set (crumbs_termination_message_set_fd(-1) first): the handler reads the keys without a lock
-/// once it saw a descriptor. Not signal-safe.
-bool crumbs_termination_message_set_redaction_keys(const char *keys, size_t length);
+/// pair redacted), and whether URLs' userinfo is redacted. Returns false when the keys exceed
+/// CRUMBS_TERMINATION_REDACTION_KEYS_MAX: then no key is kept and the line leaves the message
+/// out (fails closed: a message that cannot be redacted is not written). Empty keys are skipped.
+/// Call it while no descriptor is set (crumbs_termination_message_set_fd(-1) first): the
+/// handler reads the rules without a lock once it saw a descriptor. Not signal-safe.
+bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls);
 
 // MARK: - Tests and fuzzing only
 
-/// The handler's redaction of `text` (`length` bytes) with the keys set now, into `out`
-/// (`capacity` bytes, not NUL-terminated); returns the bytes written. Pure but for the keys.
+/// The handler's redaction of `text` (`length` bytes) with the rules set now, into `out`
+/// (`capacity` bytes, not NUL-terminated); returns the bytes written. Pure but for the rules.
 size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out, size_t capacity);
 
 /// The crash handler's symbol lookup (crumbs_elf_symbol.c) over `size` bytes of an ELF file in

@@ -224,6 +224,12 @@ int crumbs_test_enable_core_dumps(const char *directory);
 /// re-executed under SIG_DFL, the one that ends the process) writes "tasks-at-death N" to
 /// stdout: how many threads the process still has then. Returns 0 once attached, or -1.
 int crumbs_test_attach_tracer(void);
+/// siginterrupt(signal_number, flag), called from the test child itself (so it reaches whatever
+/// definition the executable binds: Crumbs' own, where it has one). Returns its result.
+int crumbs_test_siginterrupt(int signal_number, int flag);
+/// The handler the kernel runs for `signal_number`, asked with the raw rt_sigaction system call
+/// (past every sigaction definition, ours and a preloaded one's); 0 on failure.
+uintptr_t crumbs_test_kernel_handler(int signal_number);
 
 #ifdef __cplusplus
 }

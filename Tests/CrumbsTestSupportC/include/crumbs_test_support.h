@@ -46,4 +46,13 @@ int crumbs_test_first_append_under_seccomp(crumbs_test_altstack_report *report);
 /// tests running at the same time have open. Returns the child's pid, or -1 (errno set).
 /// Why C: after fork in a multithreaded process the child may only make async-signal-safe calls.
 int crumbs_test_fork_blocked_child(int read_fd, int keep_fd);
+
+// MARK: - Swapping two names in a loop (crumbs_test_rename.c)
+
+/// Exchanges the entries `first` and `second` of the directory `directory` (renameat2 with
+/// RENAME_EXCHANGE: both names always exist, each now naming the other's file) `count` times,
+/// as fast as it can, then returns how many exchanges worked (an even count leaves every name
+/// as it was). -1 (errno set) when the first one fails (ENOSYS, EINVAL: no RENAME_EXCHANGE
+/// here). Why C: glibc's renameat2 is hidden from Swift without _GNU_SOURCE.
+int64_t crumbs_test_exchange_loop(int directory, const char *first, const char *second, uint64_t count);
 #endif
