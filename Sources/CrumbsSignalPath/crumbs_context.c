@@ -6,6 +6,7 @@
 //   crumbs__context_copy_registers      a context's registers as the crash record keeps them
 //   crumbs__context_unwind_registers    a context's registers by DWARF number, for the unwinder
 //   crumbs__context_register_offsets    where a ucontext in memory keeps them (signal trampolines)
+//   crumbs__context_pc, crumbs__context_fault_access  a fault's pc and access (first chance)
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
 // clock_gettime (vDSO). Bound at install (crumbs_crash_install.c calls it once).
@@ -109,6 +110,35 @@ uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, 
   (void)offsets;
   (void)capacity;
   *pc_offset = 0;
+  return 0;
+#endif
+}
+
+uint64_t crumbs__context_pc(const void *ucontext) {
+  if (ucontext == NULL) return 0;
+  const ucontext_t *context = (const ucontext_t *)ucontext;
+#if defined(__x86_64__)
+  return (uint64_t)context->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (uint64_t)context->uc_mcontext.pc;
+#else
+  (void)context;
+  return 0;
+#endif
+}
+
+uint32_t crumbs__context_fault_access(const void *ucontext) {
+  if (ucontext == NULL) return 0;
+  const ucontext_t *context = (const ucontext_t *)ucontext;
+#if defined(__x86_64__)
+  // The page fault's error code as the kernel passes it: bit 1 a write, bit 4 a fetch.
+  uint64_t error = (uint64_t)context->uc_mcontext.gregs[REG_ERR];
+  uint32_t access = CRUMBS__ACCESS_KNOWN;
+  if (error & 2u) access |= CRUMBS__ACCESS_WRITE;
+  if (error & 16u) access |= CRUMBS__ACCESS_EXECUTE;
+  return access;
+#else
+  (void)context;
   return 0;
 #endif
 }

@@ -73,4 +73,20 @@ void crumbs__context_unwind_registers(const void *ucontext, crumbs__unwind_regis
 /// from a signal handler (pure).
 uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, uint64_t *pc_offset);
 
+/// The program counter of a signal handler's `ucontext_t *` (0 when NULL or unknown). Safe to
+/// call from a signal handler (pure).
+uint64_t crumbs__context_pc(const void *ucontext);
+
+/// `crumbs__context_fault_access` bits.
+enum {
+  CRUMBS__ACCESS_KNOWN = 1u << 0,   // the context says how the faulting access touched memory
+  CRUMBS__ACCESS_WRITE = 1u << 1,   // a store
+  CRUMBS__ACCESS_EXECUTE = 1u << 2, // an instruction fetch
+};
+
+/// How the access that raised a memory fault (SIGSEGV, SIGBUS) touched memory, from the page
+/// fault's error code in the context: CRUMBS__ACCESS_* bits, 0 where the context does not say
+/// (aarch64's ESR is not read). Safe to call from a signal handler (pure).
+uint32_t crumbs__context_fault_access(const void *ucontext);
+
 #endif // CRUMBS_CONTEXT_H

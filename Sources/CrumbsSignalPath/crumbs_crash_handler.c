@@ -9,7 +9,9 @@
 // crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
 //   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's
 //   own, past any interposer: crumbs_libc_sigaction.h),
-//   nanosleep, getpid, _exit; memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
+//   nanosleep, getpid, _exit; for a first chance that returned the same fault again and again,
+//   open/read/close of /proc/thread-self/maps (crumbs_maps.c) and syscall(SYS_process_vm_readv);
+//   memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
 //   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
 //   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
 //   syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c), open/getdents64/read/close,
@@ -32,13 +34,19 @@
 //      record marked PARTIAL if it was not complete, then die by the ORIGINAL signal with
 //      SIG_DFL (no loop: nothing of ours runs again).
 //   2. First chance: a fault that re-executes on return (SIGSEGV, SIGBUS, SIGILL, SIGFPE raised
-//      by the kernel) goes first to the chain entry that may fix it — a runtime's handler
-//      installed before ours, or one installed after ours that a re-install kept — with nothing
-//      recorded yet. It returns with ours in place: recovered, we return. It gave up (put back
-//      SIG_DFL, SIG_IGN or the Swift backtracer, seen after it returns or at once through
-//      crumbs_signal_watch.c): the crash is recorded (3) and the fault comes back to that action.
-//      The Swift runtime's backtracer and actions of a static executable never get a first
-//      chance (crumbs_crash_install.c classifies them), nor does anything that is not a fault.
+//      by the kernel) goes first to a chain entry known to fix it — one the app declared
+//      (crumbs_crash_config.first_chance_*) or a recognised runtime's (libjvm, libcoreclr,
+//      libmono, wasm engines, libsigsegv: crumbs_crash_install.c classifies them), installed
+//      before ours or kept by a re-install — with nothing recorded yet but a mark (signal, pc,
+//      address, handler) in the mapped record, so a handler that ends the process is still
+//      named by the next launch. It returns with ours in place: recovered, we return — unless
+//      the same fault came back CRUMBS_CRASH_FIRST_CHANCE_REPEATS times in a row, nothing fixed
+//      (a loop: recorded). It gave up (put back SIG_DFL, SIG_IGN or the Swift backtracer, seen
+//      after it returns or at once through crumbs_signal_watch.c): the crash is recorded (3) and
+//      the fault comes back to that action. Every other handler (the Swift runtime's
+//      backtracer, a library's that exits, logs, or resets behind our back and raises) is
+//      called after the record (5), as before first chances existed; nor does anything that is
+//      not a fault get a first chance.
 //   3. First crash wins (atomic compare-exchange on the winning tid). A second crashing thread
 //      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
 //      the process, then dies by its own signal. Never a hang.
@@ -82,7 +90,9 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,11 +123,18 @@ static const struct sigaction *crumbs__chain_entry(int signal_number, uint32_t i
   return action;
 }
 
-/// Whether chain entry `index` may fix a fault and return (see crumbs__crash_state).
+/// Whether chain entry `index` is known to fix a fault and return (see crumbs__crash_state).
 static bool crumbs__chain_entry_may_recover(int signal_number, uint32_t index) {
-  uint64_t mask = index == 0 ? crumbs__crash_installed.replacer_may_recover
-                             : crumbs__crash_installed.previous_may_recover;
+  uint64_t mask = __atomic_load_n(index == 0 ? &crumbs__crash_installed.replacer_may_recover
+                                             : &crumbs__crash_installed.previous_may_recover,
+                                  __ATOMIC_ACQUIRE);
   return (mask >> signal_number) & 1u;
+}
+
+/// The function `action` calls. Pure.
+static uint64_t crumbs__handler_address(const struct sigaction *action) {
+  return (action->sa_flags & SA_SIGINFO) ? (uint64_t)(uintptr_t)action->sa_sigaction
+                                         : (uint64_t)(uintptr_t)action->sa_handler;
 }
 
 static void crumbs__call(const struct sigaction *action, int signal_number, siginfo_t *info,
@@ -150,8 +167,7 @@ static bool crumbs__gives_up(const struct sigaction *action) {
   uint64_t runtime = crumbs__crash_installed.swift_runtime_address;
   const crumbs_crash_record *record = crumbs__crash_installed.record;
   if (runtime == 0 || record == NULL) return false;
-  uint64_t handler = (action->sa_flags & SA_SIGINFO) ? (uint64_t)(uintptr_t)action->sa_sigaction
-                                                     : (uint64_t)(uintptr_t)action->sa_handler;
+  uint64_t handler = crumbs__handler_address(action);
   int module = crumbs__crash_module_for_text(record, handler);
   return module >= 0 && module == crumbs__crash_module_for_text(record, runtime);
 }
@@ -230,6 +246,9 @@ static void crumbs__record_crash(int signal_number, siginfo_t *info, void *conte
   }
   if (record != NULL) {
     __atomic_fetch_add(&record->threads_crashed, 1, __ATOMIC_RELAXED);
+    if (crumbs__crash_this_thread.looped) {
+      __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED, __ATOMIC_RELAXED);
+    }
     // Nothing chained after us, and nothing before us either (no library that replaced our
     // handler and called us from its own, which may still want the threads when we return):
     // the process dies once the record is written, so the threads the capture asks end as soon
@@ -270,26 +289,126 @@ static void crumbs__chain_rest_and_die(int signal_number, siginfo_t *info, void 
 
 /// How a first chance ended.
 typedef enum crumbs__first_chance_result {
-  CRUMBS__RECOVERED, // it returned with our handler in place: the fault was fixed (or is its to loop on)
+  CRUMBS__RECOVERED, // it returned with our handler in place, having fixed the fault (it seems)
   CRUMBS__GAVE_UP,   // it put back an action that kills the process (crumbs__gives_up) for the fault
-  CRUMBS__RECORD,    // nothing (more) may recover: record, then call the rest of the chain
+  CRUMBS__RECORD,    // nothing (more) is known to recover, or it loops: record, then the rest of the chain
 } crumbs__first_chance_result;
 
-/// First chance: a fault the kernel raised goes first to the next chain entry that may fix it
-/// and return (a runtime's handler), before anything is recorded, parked or written, so a
-/// recovered fault costs the process nothing and leaves no report (crashpad lets a registered
-/// first-chance handler do the same). After it returns, the signal's action tells what it did:
-/// ours still → recovered (when it was not, the fault comes back to it, as without us); SIG_DFL,
-/// SIG_IGN or the Swift runtime's backtracer → it gave up (runtimes restore their saved action
-/// for a fault they do not own), and the fault comes back to an action that ends the process: a
-/// crash, recorded now, while this thread's context is still the fault's; another library's
-/// handler → that one takes it. A handler that
+// MARK: - The first chance's mark and loop
+
+/// Writes the mark (crumbs_crash_first_chance) before `handler` is given the fault: counted in
+/// `calling` first, so a death inside the handler always shows; the fields only when no other
+/// thread is writing them at this instant (never torn by two writers). Safe to call from a
+/// signal handler (atomics, clock_gettime).
+static void crumbs__first_chance_mark(crumbs_crash_record *record, int signal_number, const siginfo_t *info,
+                                      uint64_t pc, uint64_t handler, uint32_t thread_id) {
+  if (record == NULL) return;
+  crumbs_crash_first_chance *mark = &record->first_chance;
+  __atomic_fetch_add(&mark->count, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&mark->calling, 1, __ATOMIC_RELEASE);
+  crumbs__crash_this_thread.first_chance_marked = 1;
+  uint32_t idle = 0;
+  if (!__atomic_compare_exchange_n(&mark->writing, &idle, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+  mark->thread_id = thread_id;
+  mark->signal_number = signal_number;
+  mark->signal_code = info != NULL ? info->si_code : 0;
+  mark->pc = pc;
+  mark->fault_address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
+  mark->handler = handler;
+  mark->wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
+  mark->repeats = crumbs__crash_this_thread.loop_repeats;
+  __atomic_store_n(&mark->writing, 0, __ATOMIC_RELEASE);
+}
+
+/// The first chance this thread marked is over: it returned to us, or left by longjmp. Safe to
+/// call from a signal handler (atomics).
+static void crumbs__first_chance_unmark(void) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  crumbs_crash_record *record = crumbs__crash_own_record();
+  if (!thread->first_chance_marked || record == NULL) return;
+  thread->first_chance_marked = 0;
+  __atomic_fetch_sub(&record->first_chance.calling, 1, __ATOMIC_RELEASE);
+}
+
+/// Whether the access that raised `info` at `context` would succeed now: the mapping at its
+/// address allows it (/proc/self/maps), and for a read, the kernel can read it (which a guard
+/// region inside a mapping, or a file mapping's page past the file's end, refuses). Only for
+/// SIGSEGV and SIGBUS with an address; SIGILL and SIGFPE at an unchanged pc fault again. When
+/// the kernel refuses the read itself (seccomp), the maps alone answer. Safe to call from a
+/// signal handler (crumbs__crash_mapping_protection: open, read, close;
+/// syscall(SYS_process_vm_readv), getpid).
+static bool crumbs__access_allowed_now(int signal_number, const siginfo_t *info, const void *context) {
+  if ((signal_number != SIGSEGV && signal_number != SIGBUS) || info == NULL) return false;
+  uint64_t address = (uint64_t)(uintptr_t)info->si_addr;
+  int protection = crumbs__crash_mapping_protection(address);
+  if (protection < 0) return false;
+  uint32_t access = crumbs__context_fault_access(context);
+  if (access & CRUMBS__ACCESS_EXECUTE) return (protection & PROT_EXEC) != 0;
+  if ((access & CRUMBS__ACCESS_WRITE) && !(protection & PROT_WRITE)) return false;
+  if (!(protection & PROT_READ)) return false;
+  uint8_t byte = 0;
+  struct iovec local = {&byte, 1}, remote = {(void *)(uintptr_t)address, 1};
+  long copied = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1ul, &remote, 1ul, 0ul);
+  return copied == 1 || errno != EFAULT;
+}
+
+/// After a first chance returned with our handler in place: whether the fault is a loop rather
+/// than fixed. The handler moved the pc (a runtime redirecting to its own code): fixed. The same
+/// (signal, pc, address) came back CRUMBS_CRASH_FIRST_CHANCE_REPEATS times in a row on this
+/// thread, the pc unchanged each time, and the access still would not succeed: a loop — a
+/// handler that logs and returns, or fixes the wrong thing — recorded as the crash it is. A
+/// handler that truly fixes the page (mprotect) and returns before the program faults on it again
+/// passes that check, and runs on however often it happens: each time it passes, the next check
+/// of that same fault comes twice as many returns later (at most every 4096), so the maps file
+/// (hundreds of microseconds to read) costs a recovering runtime almost nothing. Safe to call
+/// from a signal handler (crumbs__access_allowed_now).
+static bool crumbs__first_chance_loops(crumbs_crash_record *record, int signal_number, const siginfo_t *info,
+                                       const void *context, uint64_t pc_before) {
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  uint64_t address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
+  if (crumbs__context_pc(context) != pc_before) {
+    thread->loop_repeats = 0;
+    return false;
+  }
+  if (thread->loop_signal != signal_number || thread->loop_pc != pc_before || thread->loop_address != address ||
+      thread->loop_repeats == 0) {
+    thread->loop_signal = signal_number;
+    thread->loop_pc = pc_before;
+    thread->loop_address = address;
+    thread->loop_repeats = 0;
+    thread->loop_check_at = CRUMBS_CRASH_FIRST_CHANCE_REPEATS;
+  }
+  if (thread->loop_repeats < UINT32_MAX) thread->loop_repeats++;
+  if (record != NULL) record->first_chance.repeats = thread->loop_repeats;
+  if (thread->loop_repeats < thread->loop_check_at) return false;
+  if (!crumbs__access_allowed_now(signal_number, info, context)) return true;
+  uint32_t step = thread->loop_check_at < 4096u ? thread->loop_check_at : 4096u;
+  thread->loop_check_at = thread->loop_check_at > UINT32_MAX - step ? UINT32_MAX : thread->loop_check_at + step;
+  return false;
+}
+
+/// First chance: a fault the kernel raised goes first to the next chain entry known to fix it
+/// and return (one the app declared, or a recognised runtime's: crumbs_crash_install.c), before
+/// anything is recorded, parked or written but the mark, so a recovered fault costs the process
+/// nothing and leaves no report (crashpad lets a registered first-chance handler do the same).
+/// An entry not known to recover never gets it: the crash is recorded first, then the entry is
+/// called (crumbs__chain_rest_and_die), as before first chances existed — a handler that exits,
+/// resets the action behind our back (a raw rt_sigaction, a library's signal() that does not
+/// reach crumbs_signal_watch.c) and raises, or logs and returns, loses nothing.
+/// Before the call, the mark (signal, pc, address, handler) goes into the mapped record: a
+/// handler that ends the process leaves it for the next launch. After it returns, the signal's
+/// action tells what it did: ours still → recovered, unless the same fault keeps coming back
+/// (crumbs__first_chance_loops: recorded); SIG_DFL, SIG_IGN or the Swift runtime's backtracer →
+/// it gave up (runtimes restore their saved action for a fault they do not own), and the fault
+/// comes back to an action that ends the process: a crash, recorded now, while this thread's
+/// context is still the fault's; another library's handler → that one takes it. A handler that
 /// gives up by resetting the action and raising the signal, or that calls abort(), or that
 /// passes the fault on to its own saved action (ours), re-enters our handler from inside the
 /// call: crumbs__crash_signal_handler records the crash then (see crumbs__chained_reentry).
-/// Safe to call from a signal handler (sigaction queried; what the entry itself calls is its own).
+/// Safe to call from a signal handler (sigaction queried; the mark and loop check above; what
+/// the entry itself calls is its own).
 static crumbs__first_chance_result crumbs__first_chance(int signal_number, siginfo_t *info, void *context,
-                                                        uint64_t started_ns) {
+                                                        uint32_t thread_id, uint64_t started_ns) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   // Only a fault that re-executes on return: what a runtime's handler fixes (a JVM's implicit
   // null checks and safepoint polls, a wasm engine's bounds checks, libsigsegv's protection).
@@ -300,11 +419,19 @@ static crumbs__first_chance_result crumbs__first_chance(int signal_number, sigin
     if (action == NULL) continue;
     if (!crumbs__chain_entry_may_recover(signal_number, index)) return CRUMBS__RECORD;
     thread->chain_next = index + 1; // a re-entry from inside it goes on with the next one
+    crumbs_crash_record *record = crumbs__crash_own_record();
+    uint64_t pc = crumbs__context_pc(context);
+    crumbs__first_chance_mark(record, signal_number, info, pc, crumbs__handler_address(action), thread_id);
     crumbs__enter_chain(CRUMBS__CHAIN_FIRST_CHANCE, signal_number, info, context, started_ns);
     crumbs__call(action, signal_number, info, context);
     thread->chain_stage = CRUMBS__CHAIN_NONE;
+    crumbs__first_chance_unmark();
     struct sigaction now;
-    if (crumbs__libc_sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) return CRUMBS__RECOVERED;
+    if (crumbs__libc_sigaction(signal_number, NULL, &now) != 0 || crumbs__crash_is_ours(&now)) {
+      if (!crumbs__first_chance_loops(record, signal_number, info, context, pc)) return CRUMBS__RECOVERED;
+      thread->looped = 1;
+      return CRUMBS__RECORD;
+    }
     return crumbs__gives_up(&now) ? CRUMBS__GAVE_UP : CRUMBS__RECOVERED;
   }
   return CRUMBS__RECORD;
@@ -315,7 +442,7 @@ static crumbs__first_chance_result crumbs__first_chance(int signal_number, sigin
 static void crumbs__handle(int signal_number, siginfo_t *info, void *context, uint32_t thread_id,
                            uint64_t started_ns) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  switch (crumbs__first_chance(signal_number, info, context, started_ns)) {
+  switch (crumbs__first_chance(signal_number, info, context, thread_id, started_ns)) {
   case CRUMBS__RECOVERED:
     return;
   case CRUMBS__GAVE_UP:
@@ -388,9 +515,10 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
   if (thread->depth > 0 && thread->chain_stage != CRUMBS__CHAIN_NONE &&
       (uintptr_t)__builtin_frame_address(0) >= thread->chain_frame) {
     // Not called from inside the entry: it left our handler by longjmp (a runtime recovering
-    // that way). That handling is over.
+    // that way). That handling is over, and so is its first chance.
     thread->depth = 0;
     thread->chain_stage = CRUMBS__CHAIN_NONE;
+    crumbs__first_chance_unmark();
   }
   uint64_t started_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
@@ -406,6 +534,7 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
   thread->depth = 1;
   thread->original_signal = signal_number;
   thread->chain_next = 0;
+  thread->looped = 0;
   crumbs__handle(signal_number, info, context, thread_id, started_ns);
   // Returning: a recovered fault runs on; a fault re-executes and meets SIG_DFL; a raised
   // signal is delivered at the latest when the kernel restores the interrupted mask.

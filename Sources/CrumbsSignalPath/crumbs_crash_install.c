@@ -11,7 +11,8 @@
 //                                  libc bindings, then the signals and the thread capture
 //                                  signal (crumbs_thread_capture.c); idempotent, re-asserts
 //                                  (a handler that replaced ours stays chained, called first);
-//                                  classifies each chained action: may it recover a fault?
+//                                  classifies each chained action: is it known to recover a
+//                                  fault (declared by the app, or a recognised runtime's)?
 //   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
 //   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
 //   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
@@ -24,7 +25,8 @@
 // sigaltstack, sigaction, pthread_self, pthread_getattr_np (allocates; not on the main thread),
 // pthread_attr_getstack, pthread_attr_destroy, getauxval, getrlimit, dl_iterate_phdr and readlink
 // (crumbs_modules.c), dlsym (the Swift runtime's fatal-message buffer, the concurrency runtime's
-// swift_job_run), dladdr (which module a chained handler is in), std::set_terminate
+// swift_job_run), dladdr (which module a chained handler is in: a recognised runtime's, or one
+// the app declared), strrchr/strncmp/strchr/strlen (its name), std::set_terminate
 // (crumbs_terminate.cpp), and once each the calls the handler makes.
 
 #define _GNU_SOURCE
@@ -124,36 +126,81 @@ static const char *const *crumbs__swift_fatal_message_buffer(void) {
   return get_buffer();
 }
 
-// The Swift runtime's, when one is linked (weak: NULL in a program without Swift). In a static
-// executable dlsym finds nothing, but this reference does.
-extern const char *const *swift_getFatalErrorMessageBuffer(void) __attribute__((weak));
+/// Beginnings of the base names of modules whose fault handlers are known to fix their own
+/// faults and return, or to give up by putting back the action they saved (which the first
+/// chance sees): HotSpot and OpenJ9 (libjvm.so), .NET (libcoreclr.so), Mono (libmono-2.0.so,
+/// libmonosgen-2.0.so), the wasm engines wasmtime, Wasmer, WasmEdge and WAMR (libiwasm), and
+/// libsigsegv. A runtime linked into the executable itself is not told apart: the app declares
+/// it (crumbs_crash_config.first_chance_handlers or first_chance_modules).
+static const char *const crumbs__recovering_runtimes[] = {
+    "libjvm.so", "libcoreclr.so", "libmono", "libwasmtime", "libwasmer", "libwasmedge", "libiwasm", "libsigsegv",
+};
 
-/// Whether `action` may fix a fault and return — a runtime's handler (a JVM's, a wasm engine's,
-/// libsigsegv's) — so the handler gives it the first chance at a fault (crumbs_crash_handler.c),
-/// rather than one that always ends the process: the Swift runtime's backtracer, recognised as a
-/// handler in the module that holds the Swift runtime. When modules cannot be told apart (a
-/// static executable, where everything is one module), none may: they are recorded first, then
-/// called, as before first chances existed. Not signal-safe (dlsym, dladdr).
-static bool crumbs__may_recover(const struct sigaction *action) {
+/// Whether `name` begins with the `length` bytes at `prefix` (length > 0).
+static bool crumbs__begins_with(const char *name, const char *prefix, size_t length) {
+  return length > 0 && strncmp(name, prefix, length) == 0;
+}
+
+/// Whether `action`'s handler is known to fix a fault and return, so the handler gives it the
+/// first chance at a fault (crumbs_crash_handler.c): one the app declared (by address, or its
+/// module's name), or one in a recognised runtime's module (dladdr: the module's base name).
+/// Any other — the Swift runtime's backtracer, a library's or the app's own handler that logs,
+/// exits, or resets the action behind our back and raises — is called after the crash is
+/// recorded, as before first chances existed: a first chance never loses a crash that would be
+/// recorded without it. Not signal-safe (dladdr).
+static bool crumbs__may_recover(const crumbs__crash_state *state, const struct sigaction *action) {
   if (action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN) return false;
   void *handler = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction
                                                   : (void *)action->sa_handler;
-  void *runtime = dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
-  if (runtime == NULL) return swift_getFatalErrorMessageBuffer == NULL;
-  Dl_info handler_module, runtime_module;
-  if (dladdr(handler, &handler_module) == 0 || dladdr(runtime, &runtime_module) == 0) return false;
-  return handler_module.dli_fbase != runtime_module.dli_fbase;
+  for (uint32_t index = 0; index < state->first_chance_handler_count; index++) {
+    if (state->first_chance_handlers[index] == (uint64_t)(uintptr_t)handler) return true;
+  }
+  Dl_info module;
+  if (dladdr(handler, &module) == 0 || module.dli_fname == NULL) return false;
+  const char *base = strrchr(module.dli_fname, '/');
+  base = base != NULL ? base + 1 : module.dli_fname;
+  for (size_t index = 0; index < sizeof crumbs__recovering_runtimes / sizeof crumbs__recovering_runtimes[0];
+       index++) {
+    const char *runtime = crumbs__recovering_runtimes[index];
+    if (crumbs__begins_with(base, runtime, strlen(runtime))) return true;
+  }
+  for (const char *declared = state->first_chance_modules; *declared != '\0';) {
+    const char *separator = strchr(declared, ':');
+    size_t length = separator != NULL ? (size_t)(separator - declared) : strlen(declared);
+    if (crumbs__begins_with(base, declared, length)) return true;
+    declared += length + (separator != NULL ? 1 : 0);
+  }
+  return false;
 }
 
-/// Remembers `action` as chain entry `entry` of `signal_number` (see crumbs__crash_state).
-static void crumbs__keep_chain_entry(struct sigaction *entry, uint64_t *may_recover, int signal_number,
-                                     const struct sigaction *action) {
-  *entry = *action;
-  if (crumbs__may_recover(action)) {
-    *may_recover |= 1ull << signal_number;
-  } else {
-    *may_recover &= ~(1ull << signal_number);
+/// Keeps what the app declared in `config` (bounded copies; see crumbs_crash_config).
+static void crumbs__keep_declared(crumbs__crash_state *state, const crumbs_crash_config *config) {
+  uint32_t count = config->first_chance_handlers != NULL ? config->first_chance_handler_count : 0;
+  if (count > CRUMBS_CRASH_MAX_FIRST_CHANCE_HANDLERS) count = CRUMBS_CRASH_MAX_FIRST_CHANCE_HANDLERS;
+  for (uint32_t index = 0; index < count; index++) {
+    state->first_chance_handlers[index] = config->first_chance_handlers[index];
   }
+  state->first_chance_handler_count = count;
+  const char *modules = config->first_chance_modules != NULL ? config->first_chance_modules : "";
+  if (crumbs__format_length(modules) < sizeof state->first_chance_modules) {
+    crumbs__format_copy(state->first_chance_modules, sizeof state->first_chance_modules, modules);
+  } else {
+    state->first_chance_modules[0] = '\0';
+  }
+}
+
+/// Which chain entries of the signals we hold get the first chance (see crumbs__may_recover),
+/// with what the app declares now: every install says it again.
+static void crumbs__classify_chain(crumbs__crash_state *state) {
+  uint64_t previous = 0, replacer = 0;
+  for (int signal_number = 1; signal_number < CRUMBS__CRASH_MAX_SIGNAL; signal_number++) {
+    uint64_t bit = 1ull << signal_number;
+    if (!(state->installed_mask & bit)) continue;
+    if (crumbs__may_recover(state, &state->previous[signal_number])) previous |= bit;
+    if (crumbs__may_recover(state, &state->replacer[signal_number])) replacer |= bit;
+  }
+  __atomic_store_n(&state->previous_may_recover, previous, __ATOMIC_RELEASE);
+  __atomic_store_n(&state->replacer_may_recover, replacer, __ATOMIC_RELEASE);
 }
 
 static const struct sigaction crumbs__no_action = {.sa_handler = SIG_DFL};
@@ -261,13 +308,14 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
     // the signal on (crumbs_crash_handler.c). One that only put the default back is dropped.
     uint64_t bit = 1ull << signal_number;
     if (!(state->installed_mask & bit)) {
-      crumbs__keep_chain_entry(&state->previous[signal_number], &state->previous_may_recover,
-                               signal_number, &current_action);
-      crumbs__keep_chain_entry(&state->replacer[signal_number], &state->replacer_may_recover,
-                               signal_number, &crumbs__no_action);
+      // Not known to recover until classified below: a fault meanwhile is recorded first.
+      __atomic_fetch_and(&state->previous_may_recover, ~bit, __ATOMIC_RELEASE);
+      __atomic_fetch_and(&state->replacer_may_recover, ~bit, __ATOMIC_RELEASE);
+      state->previous[signal_number] = current_action;
+      state->replacer[signal_number] = crumbs__no_action;
     } else if (current_action.sa_handler != SIG_DFL && current_action.sa_handler != SIG_IGN) {
-      crumbs__keep_chain_entry(&state->replacer[signal_number], &state->replacer_may_recover,
-                               signal_number, &current_action);
+      __atomic_fetch_and(&state->replacer_may_recover, ~bit, __ATOMIC_RELEASE);
+      state->replacer[signal_number] = current_action;
     }
     // Published before the action: the signal watch (crumbs_signal_watch.c) then sees ours
     // being set and clears the replaced mark.
@@ -285,6 +333,9 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
       }
     }
   }
+  // Which chained handlers get the first chance, with what the app declares now.
+  crumbs__keep_declared(state, config);
+  crumbs__classify_chain(state);
   // What the record says was replaced is what is still replaced now.
   config->record->replaced_signals = crumbs_crash_replaced_signals();
 

@@ -59,12 +59,17 @@ typedef struct crumbs__crash_state {
   /// The action of a library that replaced ours after install, kept when install takes the
   /// signal back (it chains to us, and may recover its own faults); sa_handler SIG_DFL: none.
   struct sigaction replacer[CRUMBS__CRASH_MAX_SIGNAL];
-  /// A bit per signal whose `previous` (`replacer`) action may recover a fault and return: it
-  /// is called first for a fault the kernel raised, and a crash is recorded only if it gives
-  /// up (crumbs_crash_handler.c, "First chance"). Handlers of the Swift runtime (its
-  /// backtracer, which never recovers) are not: install classifies them.
+  /// A bit per signal whose `previous` (`replacer`) action is known to recover a fault and
+  /// return — declared by the app, or a recognised runtime's (crumbs_crash_install.c): it is
+  /// called first for a fault the kernel raised, and a crash is recorded only if it gives up
+  /// or loops (crumbs_crash_handler.c, "First chance"). Any other handler is called after the
+  /// record. Atomic: every install classifies them again.
   uint64_t previous_may_recover;
   uint64_t replacer_may_recover;
+  /// What the app declared (crumbs_crash_config.first_chance_*), kept by install.
+  uint64_t first_chance_handlers[CRUMBS_CRASH_MAX_FIRST_CHANCE_HANDLERS];
+  uint32_t first_chance_handler_count;
+  char first_chance_modules[CRUMBS_CRASH_FIRST_CHANCE_MODULES_SIZE];
   /// The signals install took (atomic: crumbs_signal_watch.c reads it on any thread).
   uint64_t installed_mask;
   /// An address in the Swift runtime's code (dlsym at install), 0 without one found: an action
@@ -105,6 +110,17 @@ typedef struct crumbs__crash_thread {
   uint64_t chain_started_ns;
   uint32_t chain_tid; // the kernel thread calling it: a raw clone() shares this TLS (the Swift
                       // backtracer's memory server does), and is not that thread
+  /// A first chance on this thread counted in the record's first_chance.calling (1), not yet
+  /// taken back. The last fault a first chance returned from with the pc unchanged (signal,
+  /// pc, address), how many times in a row, and at which count the access is checked next;
+  /// `looped`: the fault being recorded is such a loop (crumbs__first_chance_loops).
+  uint32_t first_chance_marked;
+  int loop_signal;
+  uint64_t loop_pc;
+  uint64_t loop_address;
+  uint32_t loop_repeats;
+  uint32_t loop_check_at;
+  uint32_t looped;
   /// The signal context of the thread capture handler running on this thread (NULL when none):
   /// asked again while still in it (SIGPROF, since the capture signal is blocked there), the
   /// thread answers with where the first one found it, not with the handler's own frames.
@@ -269,6 +285,11 @@ bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps
 /// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
 /// handler (see crumbs__crash_each_maps_line).
 bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
+/// The protection (PROT_READ | PROT_WRITE | PROT_EXEC bits) /proc/self/maps gives the mapping
+/// holding `address`, or -1 when none does (or the file cannot be read). Safe to call from a
+/// signal handler on any number of threads at once (open, read, close; a buffer on the stack,
+/// not the static ones above).
+int crumbs__crash_mapping_protection(uint64_t address);
 
 // MARK: - This process's threads in /proc (crumbs_proc_threads.c)
 

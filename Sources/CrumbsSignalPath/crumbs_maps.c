@@ -1,12 +1,16 @@
 // crumbs_maps.c — reading this thread's /proc/thread-self/maps inside the crash handler: the stack's bounds when none
 // were registered (crumbs_crash_handler.c), and the modules loaded since the last module scan
 // that hold a frame (crumbs_modules.c); and the line reader under it, which the thread capture
-// also uses for /proc status files (crumbs_proc_threads.c), whatever their lines' length.
+// also uses for /proc status files (crumbs_proc_threads.c), whatever their lines' length. Also
+// the protection at a fault's address once a first chance returned from it
+// (crumbs__crash_mapping_protection).
 //
 // Why C, and why by hand: the handler runs in a signal handler, where fopen/getline (malloc,
 // locks) are not allowed. The file is read with open/read into a static chunk buffer, each line
 // gathered in a static line buffer: static, so the handler's (alternate) stack stays small; only
 // the first crashing thread (the one that won the record) ever reads it, one caller at a time.
+// crumbs__crash_mapping_protection runs before any record, on any thread, several at once: it
+// parses as the file streams through 512 bytes of its own stack instead.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. libc calls: open, read, close. No malloc, no
 // locks, no stdio.
@@ -14,6 +18,7 @@
 #include "crumbs_crash_internal.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static char crumbs__maps_chunk[4096];
@@ -128,4 +133,62 @@ bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_
   *start = query.entry.start;
   *end = query.entry.end;
   return true;
+}
+
+int crumbs__crash_mapping_protection(uint64_t address) {
+  int fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  // Parsed as it streams by, through a buffer on this stack: several threads may ask at once,
+  // and while one of them records a crash with the static buffers above.
+  char chunk[512];
+  uint64_t start = 0, end = 0;
+  int field = 0, perm_index = 0, protection = 0, found = -1;
+  bool more = true;
+  while (more) {
+    ssize_t count = read(fd, chunk, sizeof chunk);
+    if (count <= 0) break;
+    for (ssize_t index = 0; index < count && more; index++) {
+      char c = chunk[index];
+      if (c == '\n') {
+        if (field >= 2 && address >= start && address < end) found = protection;
+        // Lines come in address order: past the address, nothing further holds it.
+        if (found >= 0 || start > address) more = false;
+        start = end = 0;
+        field = perm_index = protection = 0;
+        continue;
+      }
+      int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      switch (field) {
+      case 0:
+        if (c == '-') {
+          field = 1;
+        } else if (digit >= 0) {
+          start = start << 4 | (uint64_t)digit;
+        }
+        break;
+      case 1:
+        if (c == ' ') {
+          field = 2;
+        } else if (digit >= 0) {
+          end = end << 4 | (uint64_t)digit;
+        }
+        break;
+      case 2:
+        if (c == ' ') {
+          field = 3;
+          break;
+        }
+        if (perm_index == 0 && c == 'r') protection |= PROT_READ;
+        if (perm_index == 1 && c == 'w') protection |= PROT_WRITE;
+        if (perm_index == 2 && c == 'x') protection |= PROT_EXEC;
+        perm_index++;
+        break;
+      default:
+        break;
+      }
+    }
+  }
+  close(fd);
+  return found;
 }

@@ -29,8 +29,8 @@ struct OtherHandlersTests {
     guard variant.executable != nil else { return }
     let directory = TestDirectory()
     let run = try runCrashScenario(
-      "runtime-recovers", variant: variant, directory: directory, environment: ["CRUMBS_TEST_GIVE_UP": giveUp]
-    )
+      "runtime-recovers", variant: variant, directory: directory,
+      environment: ["CRUMBS_TEST_GIVE_UP": giveUp, "CRUMBS_TEST_DECLARE": "runtime"])
     // Three faults on the runtime's page, each fixed by it: the process runs on.
     #expect(run.facts["recovered"] == "3", "\(run.lines) \(run.stderr)")
     #expect(run.signal == SIGSEGV, "\(run.status)")
@@ -45,16 +45,41 @@ struct OtherHandlersTests {
     #expect(pc >= function && pc < function + 64, "pc \(pc) function \(function)")
   }
 
-  @Test("a process whose runtime fixes every fault exits cleanly, its record untouched")
-  func recoveredFaultsOnly() throws {
+  @Test(
+    "a process whose declared handler fixes every fault exits cleanly, its record untouched (1000 faults)",
+    arguments: ["runtime", "module:CrumbsTestChild"])
+  func recoveredFaultsOnly(declared: String) throws {
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "runtime-recovers", variant: ChildVariant(release: false, backtracer: false), directory: directory,
+      environment: [
+        "CRUMBS_TEST_THEN": "exit", "CRUMBS_TEST_FAULTS": "1000", "CRUMBS_TEST_DECLARE": declared,
+      ])
+    #expect(run.facts["recovered"] == "1000", "\(run.lines) \(run.stderr)")
+    #expect(run.exitCode == 0, "\(run.status)")
+    let record = try CrashRecord.read(file: try #require(run.recordPath))
+    #expect(record.status == .noCrash)
+    // Each fault was marked before the handler had it, and taken back when it returned.
+    let mark = try #require(record.firstChance)
+    #expect(mark.count == 1000)
+    #expect(mark.inProgress == 0)
+    #expect(mark.signal == SIGSEGV)
+  }
+
+  @Test("a handler nobody declared gets no first chance: its fault is recorded before it runs")
+  func undeclaredHandlerIsCalledAfterTheRecord() throws {
     let directory = TestDirectory()
     let run = try runCrashScenario(
       "runtime-recovers", variant: ChildVariant(release: false, backtracer: false), directory: directory,
       environment: ["CRUMBS_TEST_THEN": "exit"])
-    #expect(run.facts["recovered"] == "3", "\(run.lines) \(run.stderr)")
-    #expect(run.exitCode == 0, "\(run.status)")
+    // The first fault on the runtime's page is recorded, then the handler is called; it fixes
+    // the page, but the process goes on with the default action and dies at the next fault.
+    #expect(run.facts["recovered"] == nil, "\(run.lines)")
+    #expect(run.signal == SIGSEGV, "\(run.status)")
     let record = try CrashRecord.read(file: try #require(run.recordPath))
-    #expect(record.status == .noCrash)
+    #expect(record.status == .complete)
+    #expect(record.signal.faultAddress != 0)
+    #expect(record.firstChance == nil, "no first chance given")
   }
 
   @Test("a handler replaced right before a crash is written in the record when it happens")

@@ -74,6 +74,8 @@ __attribute__((noinline)) void crumbs_test_runtime_fault(int value) {
 
 int crumbs_test_runtime_recovered(void) { return crumbs_test_recovered; }
 
+uintptr_t crumbs_test_runtime_handler_address(void) { return (uintptr_t)crumbs_test_runtime_handler; }
+
 int crumbs_test_vfork_child_crashes(void) {
   pid_t child = vfork();
   if (child == 0) {

@@ -57,6 +57,16 @@ public struct CrashHandlerOptions: Sendable, Equatable {
   /// How long a second crashing thread waits for the first one to finish and end the process
   /// before it ends the process itself.
   public var waitForFirstCrashMilliseconds = 3000
+  /// Fault handlers that fix their own faults and return (the app's own, or a runtime's that
+  /// Crumbs does not recognise), installed before Crumbs or after it and kept by a re-install.
+  /// A fault the kernel raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE) goes to them first, before
+  /// anything is recorded — their "first chance", as crashpad's first-chance handler has — and
+  /// a crash is recorded only if they give up, or return from the same fault again and again
+  /// without fixing it (checked at the 8th return in a row). The handlers of libjvm, libcoreclr, libmono, wasmtime, Wasmer,
+  /// WasmEdge, WAMR (libiwasm) and libsigsegv need no declaration. Any other handler that was
+  /// there before Crumbs is called after the crash is recorded, so one that exits, or resets
+  /// the action and raises, never loses the record. At most 16 functions are kept.
+  public var firstChanceHandlers: [FirstChanceHandler] = []
 
   public init() {}
 
@@ -66,6 +76,39 @@ public struct CrashHandlerOptions: Sendable, Equatable {
       mask |= 1 << UInt64(signal)
     }
     return mask
+  }
+}
+
+/// A fault handler declared to fix its own faults and return (`CrashHandlerOptions.firstChanceHandlers`).
+public struct FirstChanceHandler: Sendable, Hashable {
+  enum Kind: Sendable, Hashable {
+    case address(UInt)
+    case module(String)
+  }
+  let kind: Kind
+
+  /// The handler function at `address`: what `sigaction` was given (`sa_sigaction` or
+  /// `sa_handler`).
+  public static func function(at address: UnsafeRawPointer) -> FirstChanceHandler {
+    FirstChanceHandler(kind: .address(UInt(bitPattern: address)))
+  }
+
+  /// An `SA_SIGINFO` handler function.
+  public static func function(
+    _ handler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t>?, UnsafeMutableRawPointer?) -> Void
+  ) -> FirstChanceHandler {
+    FirstChanceHandler(kind: .address(UInt(bitPattern: unsafeBitCast(handler, to: UnsafeRawPointer.self))))
+  }
+
+  /// A plain `sa_handler` function.
+  public static func function(_ handler: @convention(c) (Int32) -> Void) -> FirstChanceHandler {
+    FirstChanceHandler(kind: .address(UInt(bitPattern: unsafeBitCast(handler, to: UnsafeRawPointer.self))))
+  }
+
+  /// Every handler in a module whose file's base name begins with `name` ("libmyvm.so"); a
+  /// name holding ':' or empty declares nothing.
+  public static func module(_ name: String) -> FirstChanceHandler {
+    FirstChanceHandler(kind: .module(name))
   }
 }
 
@@ -308,10 +351,26 @@ public enum CrashHandler {
     // running on another thread may still write through them. A closed ring gives nil: crashes
     // are still recorded, without a fatal breadcrumb.
     config.ring = ring.publish()
+    var handlers: [UInt64] = []
+    var modules: [String] = []
+    for declared in options.firstChanceHandlers {
+      switch declared.kind {
+      case .address(let address): handlers.append(UInt64(address))
+      case .module(let name) where !name.isEmpty && !name.contains(":"): modules.append(name)
+      case .module: continue
+      }
+    }
     let (status, error) = path.withCString { recordPath in
-      config.record_path = recordPath
-      let status = crumbs_crash_install(&config)
-      return (status, Errno(rawValue: Glibc.errno))
+      handlers.withUnsafeBufferPointer { declaredHandlers in
+        modules.joined(separator: ":").withCString { declaredModules in
+          config.record_path = recordPath
+          config.first_chance_handlers = declaredHandlers.baseAddress
+          config.first_chance_handler_count = UInt32(clamping: declaredHandlers.count)
+          config.first_chance_modules = declaredModules
+          let status = crumbs_crash_install(&config)
+          return (status, Errno(rawValue: Glibc.errno))
+        }
+      }
     }
     switch Int(status) {
     case Int(CRUMBS_CRASH_INSTALL_OK): return

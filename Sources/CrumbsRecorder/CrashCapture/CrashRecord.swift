@@ -244,6 +244,16 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   /// back (`replaced_signals`, written when it happened, whether or not the process crashed
   /// after): a crash on one of them reached that library's handler first, or only.
   public var replacedSignals: [Int32] = []
+  /// The last fault given to a handler known to recover before anything was recorded (the
+  /// first chance, `first_chance`: written whether or not the process crashed after); nil when
+  /// none was given.
+  public var firstChance: FirstChanceMark? = nil
+  /// The crash is a fault a first-chance handler returned from again and again without fixing
+  /// it (CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED).
+  public var firstChanceLooped: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED) != 0 }
+  /// Returns in a row from one fault, the pc unchanged, at which the crash handler first checks
+  /// whether the handler given the first chance fixed it (a loop is recorded then).
+  public static let firstChanceRepeats = Int(CRUMBS_CRASH_FIRST_CHANCE_REPEATS)
   public var isPartial: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_PARTIAL) != 0 }
   public var modulesStale: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_STALE) != 0 }
   public var modulesTorn: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_MODULES_TORN) != 0 }
@@ -267,6 +277,31 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   public func module(containing address: UInt64) -> LoadedModule? {
     modules.first { $0.textContains(address) }
   }
+}
+
+/// The first chance's mark (`crumbs_crash_first_chance`): the last fault the crash handler gave
+/// a handler known to recover (declared by the app, or a recognised runtime's) before recording
+/// anything.
+public struct FirstChanceMark: Sendable, Equatable, Codable {
+  /// First chances that had not returned to the crash handler when the process ended: above 0
+  /// in a record without a crash, the process ended inside one (the handler exited, or left by
+  /// longjmp and the process ended later without a clean exit).
+  public var inProgress: UInt32
+  /// The thread, signal, si_code, program counter and fault address of the last one given.
+  public var threadID: UInt32
+  public var signal: Int32
+  public var signalCode: Int32
+  public var pc: UInt64
+  public var faultAddress: UInt64
+  /// The handler's address (its module: `CrashRecord.module(containing:)`).
+  public var handler: UInt64
+  public var wallNanoseconds: UInt64
+  /// Returns in a row from that same fault with the pc unchanged.
+  public var repeats: UInt32
+  /// First chances given in the whole process.
+  public var count: UInt64
+  /// A thread was writing the fields when the process ended: they may be torn.
+  public var maybeTorn: Bool
 }
 
 /// How the crash handler found one frame (`crumbs_crash_record.frame_marks`, the CRUMBS_FRAME_*

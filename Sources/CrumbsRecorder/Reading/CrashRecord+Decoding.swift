@@ -289,6 +289,20 @@ private struct RecordFields: PersistedImage {
       uncaughtException: said.exception,
       threads: hasThreads ? threadTable.decode(crashing: crashing, registerNames: names) : nil,
       flags: flags,
-      replacedSignals: SignalNames.signals(inMask: u64(\C.replaced_signals)))
+      replacedSignals: SignalNames.signals(inMask: u64(\C.replaced_signals)),
+      firstChance: firstChance())
+  }
+
+  /// The first chance's mark, nil when none was given (zeros: a file written before it existed
+  /// has them too).
+  func firstChance() -> FirstChanceMark? {
+    let count = u64(\C.first_chance.count)
+    guard count > 0 else { return nil }
+    return FirstChanceMark(
+      inProgress: u32(\C.first_chance.calling), threadID: u32(\C.first_chance.thread_id),
+      signal: i32(\C.first_chance.signal_number), signalCode: i32(\C.first_chance.signal_code),
+      pc: u64(\C.first_chance.pc), faultAddress: u64(\C.first_chance.fault_address),
+      handler: u64(\C.first_chance.handler), wallNanoseconds: u64(\C.first_chance.wall_ns),
+      repeats: u32(\C.first_chance.repeats), count: count, maybeTorn: u32(\C.first_chance.writing) != 0)
   }
 }

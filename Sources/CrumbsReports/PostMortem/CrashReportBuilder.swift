@@ -38,6 +38,20 @@ package struct CrashReportBuilder {
   /// Crash signals another handler had taken from the session's crash handler (names): an
   /// abnormal end may be a crash on one of them, which leaves no record.
   package var replacedCrashSignals: [String] = []
+  /// A first chance the session's crash handler gave and that never came back to it, in a record
+  /// without a crash (its mark, and the path of the handler's module when the table has it): the
+  /// process ended inside that handler.
+  package var firstChanceEnd: FirstChanceEnd?
+
+  /// See `firstChanceEnd`.
+  package struct FirstChanceEnd {
+    package var mark: FirstChanceMark
+    package var module: String?
+    package init(mark: FirstChanceMark, module: String?) {
+      self.mark = mark
+      self.module = module
+    }
+  }
   /// The crashed session's resource as it recorded it while it ran (SessionMetadata.resource);
   /// nil when it recorded none, and the machine's facts are then read now (the report says so).
   package var sessionResource: [String: String]?
@@ -176,6 +190,15 @@ package struct CrashReportBuilder {
     if record.concurrentCrash {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
+    if record.firstChanceLooped, let mark = record.firstChance {
+      let module = record.module(containing: mark.handler).map {
+        " in " + ($0.path.split(separator: "/").last.map(String.init) ?? $0.path)
+      }
+      report.evidence.append(
+        "the fault went first to a handler known to recover\(module ?? "") (\(CrashReport.hex(mark.handler))), "
+          + "which returned from it \(mark.repeats) times in a row without fixing it: "
+          + "a fault loop, recorded as a crash")
+    }
     if let header = ring?.header {
       if let hang = Self.hangEvidence(header, ended: "crashed") { report.evidence.append(hang) }
       Self.addHangFacts(header, to: &report)
@@ -271,8 +294,34 @@ package struct CrashReportBuilder {
         + (replacedCrashSignals.isEmpty
           ? "" : "; or a crash on \(replaced), whose crash handler another handler had replaced")
     }
+    // The thread given the first chance appended after it: it left the handler (by longjmp, a
+    // runtime recovering that way) and the process ended later, some other way.
+    let leftFirstChance =
+      firstChanceEnd.map { end in
+        ring.slots.entries.contains {
+          $0.threadID == end.mark.threadID && $0.wallTimeNanoseconds > end.mark.wallNanoseconds
+        }
+      } ?? false
+    if leftFirstChance, let firstChance = firstChanceEnd.map(Self.firstChanceSentence) {
+      report.evidence.append(
+        firstChance + "; but that thread appended breadcrumbs after it, so it left the handler (longjmp) "
+          + "and the process ended later")
+    } else if let firstChance = firstChanceEnd.map(Self.firstChanceSentence) {
+      // Named first when nothing likelier (a hang's stop, memory evidence) was: the mark proves
+      // the process was inside that handler, which is how it left no record.
+      report.evidence.insert(firstChance, at: 0)
+      if stoppedBy == nil, evidence.isEmpty {
+        report.exceptionMessage =
+          (hang.map { $0 + ": " } ?? "")
+          + "the process ended inside a first-chance handler, without a crash record: "
+          + firstChance
+      }
+    }
     if let stoppedBy {
       report.exceptionStacktrace = "(no stack: the process was stopped by \(SignalNames.name(stoppedBy)))"
+    } else if firstChanceEnd != nil, !leftFirstChance, evidence.isEmpty {
+      report.exceptionStacktrace =
+        "(no stack: the process ended inside the handler given the first chance, before any record was written)"
     } else if replacedCrashSignals.isEmpty {
       report.exceptionStacktrace = "(no stack: the process was killed without running any handler)"
     } else {
@@ -286,6 +335,24 @@ package struct CrashReportBuilder {
     if let hang = Self.hangEvidence(header, ended: ended) { report.evidence.append(hang) }
     Self.addHangFacts(header, to: &report)
     return report
+  }
+
+  /// What a first chance that never returned says: "a first-chance handler in libfoo.so
+  /// (0x7f…) was given SIGSEGV (SEGV_MAPERR) at pc 0x… (address 0x0) on thread 42 at
+  /// 2026-…Z and never returned to the crash handler: it ended the process (an exit), or left by
+  /// longjmp and the process ended later".
+  static func firstChanceSentence(_ end: FirstChanceEnd) -> String {
+    let mark = end.mark
+    let module = end.module.map { " in " + ($0.split(separator: "/").last.map(String.init) ?? $0) } ?? ""
+    let repeats =
+      mark.repeats > 0 ? ", after it had returned from the same fault \(mark.repeats) time(s) in a row" : ""
+    return "a first-chance handler\(module) (\(CrashReport.hex(mark.handler))) was given "
+      + "\(SignalNames.name(mark.signal)) (\(SignalNames.codeName(signal: mark.signal, code: mark.signalCode))) "
+      + "at pc \(CrashReport.hex(mark.pc)) (address \(CrashReport.hex(mark.faultAddress))) on thread "
+      + "\(mark.threadID) at \(ISO8601.string(nanoseconds: mark.wallNanoseconds))\(repeats) and never returned "
+      + "to the crash handler: it ended the process (an exit), or left by longjmp and the process ended later"
+      + (mark.inProgress > 1 ? " (\(mark.inProgress) first chances were in progress)" : "")
+      + (mark.maybeTorn ? " (the mark was being rewritten: its fields may mix two faults)" : "")
   }
 
   /// A report for a ring marked crashed whose crash record is missing or unreadable.

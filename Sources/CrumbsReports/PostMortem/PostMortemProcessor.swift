@@ -293,11 +293,18 @@ public struct PostMortemProcessor: Sendable {
     var record: CrashRecord?
     // Handlers replaced after install, as the record saw it happen (also without a crash).
     var replacedInRecord: [Int32] = []
+    // A first chance that never returned to the crash handler, in a record without a crash: the
+    // process ended inside the handler it gave the fault to (CrashReportBuilder.firstChanceEnd).
+    var firstChanceEnd: CrashReportBuilder.FirstChanceEnd?
     if Syscall.fileExists(claimed.crashRecordPath) {
       do {
         let read = try CrashRecord.read(file: claimed.crashRecordPath)
         replacedInRecord = read.replacedSignals
-        if read.status != .noCrash { record = read }
+        if read.status != .noCrash {
+          record = read
+        } else if let mark = read.firstChance, mark.inProgress > 0 {
+          firstChanceEnd = .init(mark: mark, module: read.module(containing: mark.handler)?.path)
+        }
       } catch {
         damage.append("crash record unreadable: \(error)")
         quarantine(claimed.crashRecordPath, reason: error.description, into: &outcome)
@@ -409,6 +416,7 @@ public struct PostMortemProcessor: Sendable {
         builder.symbolicatorOptions.useLLVMSymbolizer = false
       }
       builder.replacedCrashSignals = session.replacedCrashSignals
+      builder.firstChanceEnd = firstChanceEnd
       var report: CrashReport
       if let record {
         report = builder.crash(record: record, ring: ring, trailSize: trail?.bytes.count, damage: damage)

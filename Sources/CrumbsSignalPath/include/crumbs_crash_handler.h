@@ -8,6 +8,8 @@
 //   crumbs_crash_install              take the signals, give this thread an alternate stack,
 //                                     scan modules into the record, find the Swift runtime's
 //                                     fatal-message buffer, set the std::terminate handler;
+//                                     tell which chained handlers get the first chance at a
+//                                     fault (declared, or a recognised runtime's);
 //                                     idempotent, re-asserts
 //   crumbs_crash_prepare_thread       (any thread, optional) alternate stack + stack bounds;
 //                                     every thread created after install runs it at its start
@@ -84,7 +86,23 @@ typedef struct crumbs_crash_config {
   /// Alternate stacks whose guard page install sets; the others' wait for
   /// crumbs_crash_guard_alternate_stacks. 0: all at install.
   uint32_t eager_stack_guards;
+  /// Handlers the app declares fix their own faults and return, as crashpad's first-chance
+  /// handler is declared: each the address given to sigaction (sa_sigaction or sa_handler). A
+  /// fault goes to such a handler before anything is recorded (crumbs_crash_handler.c, "First
+  /// chance"); every other handler but the recognised runtimes' is called after the record.
+  /// At most CRUMBS_CRASH_MAX_FIRST_CHANCE_HANDLERS are kept (copied).
+  const uint64_t *first_chance_handlers;
+  uint32_t first_chance_handler_count;
+  /// Modules whose handlers the app declares recover, beside the recognised runtimes: base
+  /// names (or their beginnings: "libmyvm.so"), separated by ':'. NULL or "": none. Copied, at
+  /// most CRUMBS_CRASH_FIRST_CHANCE_MODULES_SIZE - 1 bytes (longer: none).
+  const char *first_chance_modules;
 } crumbs_crash_config;
+
+/// Declared first-chance handlers kept (crumbs_crash_config.first_chance_handlers).
+#define CRUMBS_CRASH_MAX_FIRST_CHANCE_HANDLERS 16u
+/// Bytes kept of crumbs_crash_config.first_chance_modules, its NUL included.
+#define CRUMBS_CRASH_FIRST_CHANCE_MODULES_SIZE 512u
 
 /// Errors of crumbs_crash_install (0 is success).
 enum {

@@ -111,7 +111,44 @@ enum {
   /// The handler added modules to the table at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH):
   /// the table was stale, and the frames in those modules were resolved from /proc/self/maps.
   CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH = 1u << 8,
+  /// The fault was given to a handler known to recover (`first_chance`), which returned from it
+  /// `first_chance.repeats` times in a row without fixing it: a loop, recorded as the crash it is.
+  CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED = 1u << 9,
 };
+
+/// Returns in a row from the same fault (signal, pc, address) on one thread, the pc unchanged,
+/// at which the handler first checks whether the access would now succeed; if not, the first
+/// chance is taken as a loop and recorded. Each check passed doubles the count to the next one
+/// (by at most 4096).
+#define CRUMBS_CRASH_FIRST_CHANCE_REPEATS 8u
+
+/// The mark of the first chance (crumbs_crash_handler.c): before a fault goes to a handler known
+/// to recover, with nothing recorded yet, the handler writes the fault here — a few stores into
+/// the mapped file — so that a process the called handler ends (it exits, or leaves by longjmp
+/// and the process ends later without a clean exit) leaves more than an untouched record: the
+/// next launch says which handler had which fault. Carved out of `reserved` without a version
+/// bump: earlier files have zeros ("no first chance given").
+typedef struct crumbs_crash_first_chance {
+  /// First chances in progress (atomic): added to before the call, taken from when the handler
+  /// returns to Crumbs (or when its thread's next fault shows it left by longjmp). Above 0 in a
+  /// record left ARMED: the process ended inside one.
+  uint32_t calling;
+  uint32_t thread_id; // the thread of the last one given
+  int32_t signal_number;
+  int32_t signal_code;
+  uint64_t pc;            // where the fault was
+  uint64_t fault_address; // si_addr
+  uint64_t handler;       // the handler's address (its module: the module table)
+  uint64_t wall_ns;       // CLOCK_REALTIME when it was called
+  /// That thread's returns in a row from this same fault with the pc unchanged (see
+  /// CRUMBS_CRASH_FIRST_CHANCE_REPEATS).
+  uint32_t repeats;
+  /// Atomic: non-zero while a thread writes the fields above (they may then be torn); another
+  /// thread's first chance meanwhile leaves them as they are.
+  uint32_t writing;
+  uint64_t count; // first chances given in this process (atomic)
+} crumbs_crash_first_chance;
+_Static_assert(sizeof(crumbs_crash_first_chance) == 64, "persisted: crumbs_crash_first_chance");
 
 /// `crumbs_crash_record.arch`: how to name `registers`.
 typedef enum crumbs_crash_arch {
@@ -419,7 +456,9 @@ typedef struct crumbs_crash_record {
   /// it back. Written at any time, not only at a crash, so a record left ARMED still says it.
   /// Carved out of `reserved` without a version bump: earlier files have 0 ("none noticed").
   uint64_t replaced_signals;
-  uint8_t reserved[184];
+  /// The last first chance (see the struct). Carved out of `reserved` without a version bump.
+  crumbs_crash_first_chance first_chance;
+  uint8_t reserved[120];
   crumbs_crash_module modules[CRUMBS_CRASH_MAX_MODULES];
 
   // Version 2: what was said before the signal (the handler copies it; see the struct).
@@ -442,6 +481,7 @@ _Static_assert(offsetof(crumbs_crash_record, module_generation) == 1704, "persis
 _Static_assert(offsetof(crumbs_crash_record, complete_marker) == 1720, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, frame_marks) == 1728, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, replaced_signals) == 1856, "persisted");
+_Static_assert(offsetof(crumbs_crash_record, first_chance) == 1864, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, modules) == CRUMBS_CRASH_HEADER_SIZE, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, message) == CRUMBS_CRASH_RECORD_V1_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_CRASH_MAX_MODULES * 336,

@@ -146,9 +146,30 @@ int crumbs_test_install_runtime_handler(int signal_number, int give_up);
 void crumbs_test_runtime_fault(int value);
 /// How many faults the runtime handler fixed.
 int crumbs_test_runtime_recovered(void);
+/// The runtime handler's address (what an app declares as recovering).
+uintptr_t crumbs_test_runtime_handler_address(void);
 /// vfork()s a child that stores through a bad pointer before it execs; returns the signal it
 /// died by (or -1 - its exit code, or -1 if vfork failed).
 int crumbs_test_vfork_child_crashes(void);
+
+// MARK: - Handlers that do not recover (crumbs_test_first_chance.c)
+
+/// Installs a handler for `signal_number` that writes "exiting-handler SIGNAL" and _exit(70)s.
+/// Returns 0 or -1.
+int crumbs_test_install_exiting_handler(int signal_number);
+/// Installs a plain handler for `signal_number` that writes "returning-handler N" (its Nth
+/// call, up to the 20th) and returns, fixing nothing; at its 10,000th call it writes "looped" and _exit(99)s.
+/// Returns 0 or -1.
+int crumbs_test_install_returning_handler(int signal_number);
+/// Installs a handler for `signal_number` that jumps back (siglongjmp) into
+/// crumbs_test_null_store_jumped, as a wasm engine leaves a trap. Returns 0 or -1.
+int crumbs_test_install_jumping_handler(int signal_number);
+/// Stores to address 16 under sigsetjmp: returns 1 once the jumping handler jumped back.
+int crumbs_test_null_store_jumped(void);
+/// The handlers' addresses (what an app declares as recovering).
+uintptr_t crumbs_test_exiting_handler_address(void);
+uintptr_t crumbs_test_returning_handler_address(void);
+uintptr_t crumbs_test_jumping_handler_address(void);
 
 // MARK: - What is said before the signal (crumbs_test_child_cxx.cpp and crumbs_test_child.c)
 
