@@ -131,7 +131,18 @@ package final class Subprocess {
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
     var child = pid_t()
-    let spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+    // ETXTBSY: the program's file is still open for writing somewhere — most often a descriptor
+    // that a child forked by another thread of this process inherited while the file was being
+    // written, held until that child execs (microseconds, more on a loaded machine). The exec
+    // failed before the program ran anything, so trying again is safe: five times, 1 to 16 ms
+    // apart (31 ms at most), then the error stands.
+    var spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+    var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+    for _ in 0..<5 where spawned == ETXTBSY {
+      nanosleep(&pause, nil)
+      pause.tv_nsec *= 2
+      spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+    }
     for fd in childEnds { Syscall.close(fd) }
     childEnds = []
     guard spawned == 0 else {

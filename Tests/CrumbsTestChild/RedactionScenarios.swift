@@ -46,7 +46,7 @@ let redactionScenarios: [String: @Sendable ([String]) -> Int32] = [
     fatalError(fatalMessage)
   },
   // pattern-crash DIR PATTERN: starts a client whose only value pattern is PATTERN (no
-  // termination message), adds the breadcrumbs "hostile " + 200 × "a" (no match for a pattern
+  // termination message), writes its session file (an attribute), adds the breadcrumbs "hostile " + 200 × "a" (no match for a pattern
   // ending in `Q$`: a backtracking matcher tries every split of the a's) and "match " + 50 × "b"
   // + "Q", prints "crashing" and dies in fatalError. Nothing in the app applies the pattern: the
   // processor (`crumbs collect`) does.
@@ -57,7 +57,11 @@ let redactionScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.hangs = nil
     configuration.terminationMessagePath = nil
     configuration.redaction.valuePatterns = [arguments[1]]
-    guard startClient(configuration) != nil else { return 1 }
+    guard let client = startClient(configuration) else { return 1 }
+    // The session file (with the pattern) is written by the background work after start, or at
+    // once by an attribute: without it the processor would apply its own rules, and a crash
+    // that beat the background work (a loaded machine) would test nothing.
+    client.setAttribute("pattern-crash", forKey: "scenario")
     addBreadcrumb("hostile " + String(repeating: "a", count: 200), level: .info)
     addBreadcrumb("match " + String(repeating: "b", count: 50) + "Q", level: .info)
     print("crashing")
