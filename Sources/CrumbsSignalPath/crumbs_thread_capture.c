@@ -359,15 +359,15 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
 
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  crumbs__capture_testing_stale_hold(signal_number); // tests only
+  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
+  uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  crumbs__capture_testing_stale_hold(signal_number, tid); // tests only
   uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   const void *outer = thread->capture_context;
-  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
-  uint32_t tid = (uint32_t)syscall(SYS_gettid);
   crumbs__capture_enter(thread, tid, context);
   int asked_with = crumbs__capture_answer(info, tid, context, outer, entered);
-  if (asked_with == 0) crumbs__capture_testing_stale_linger(); // tests only
+  if (asked_with == 0) crumbs__capture_testing_stale_linger(tid); // tests only
   crumbs__capture_leave(thread, context);
   crumbs__capture_testing_slow_leaver_stop(asked_with); // tests only
   thread->capture_context = outer;

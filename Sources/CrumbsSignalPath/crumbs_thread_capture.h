@@ -203,10 +203,11 @@ bool crumbs__capture_pending_somewhere(int signal_number);
 /// its answer (crumbs__capture_testing_late_done).
 bool crumbs__capture_testing_late_stop(const crumbs__capture_slot *slot);
 void crumbs__capture_testing_late_done(void);
-/// At the handler's door, before it counts itself in (stale_request).
-void crumbs__capture_testing_stale_hold(int signal_number);
-/// On the way out of a request it did not answer (stale_request).
-void crumbs__capture_testing_stale_linger(void);
+/// At the handler's door, before it counts itself in (stale_request): thread `tid`.
+void crumbs__capture_testing_stale_hold(int signal_number, uint32_t tid);
+/// On the way out of a request it did not answer (stale_request): only the thread the hold
+/// stopped lingers.
+void crumbs__capture_testing_stale_linger(uint32_t tid);
 /// On the way out, once counted out (slow_leaver).
 void crumbs__capture_testing_slow_leaver_stop(int asked_with);
 /// Uninstall has dealt with the capture's signals (uninstall_meets_crash).

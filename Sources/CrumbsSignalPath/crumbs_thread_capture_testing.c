@@ -100,21 +100,34 @@ void crumbs__capture_testing_slow_leaver_go(void) {
   crumbs__testing_advance(&capture->stale_request, CRUMBS__LATE_DONE, CRUMBS__LATE_OFF, false);
 }
 
+/// The thread stale_hold stopped (atomic; 0: none yet). Only it may say it is on its way out:
+/// any other thread that turns a request away meanwhile (a live capture's capture signal that
+/// reaches a blocker only after the take-over closed its slot) would otherwise move the word to
+/// DONE in its place, and the crash would ask the held thread while it is still at the door,
+/// not yet counted in, blocking SIGPROF: listed as not answering (the hook's own race, seen
+/// under load).
+static uint32_t crumbs__stale_tid;
+
 /// Capture handler, at its door (before it counts itself in): the first thread the live capture
 /// asked with SIGPROF waits there until the crash that took the capture over lets it in
 /// (crumbs__capture_testing_stale_go): a request delivered late.
-void crumbs__capture_testing_stale_hold(int signal_number) {
+void crumbs__capture_testing_stale_hold(int signal_number, uint32_t tid) {
   crumbs__capture_state *capture = &crumbs__capture;
   if (signal_number != SIGPROF || __atomic_load_n(&capture->stale_request, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED ||
       !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE)) {
     return;
   }
+  // Claimed before the word moves: the crash lets it in only once the word says STOPPED.
+  uint32_t none = 0;
+  if (!__atomic_compare_exchange_n(&crumbs__stale_tid, &none, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
   crumbs__testing_advance(&capture->stale_request, CRUMBS__LATE_ARMED, CRUMBS__LATE_STOPPED, true);
 }
 
-/// Capture handler, on its way out of a request it did not answer: the held-back thread says so
-/// and stays inside until the crash has asked every thread (crumbs__capture_testing_slow_leaver_go).
-void crumbs__capture_testing_stale_linger(void) {
+/// Capture handler, on its way out of a request it did not answer: the held-back thread (no
+/// other) says so and stays inside until the crash has asked every thread
+/// (crumbs__capture_testing_slow_leaver_go).
+void crumbs__capture_testing_stale_linger(uint32_t tid) {
+  if (__atomic_load_n(&crumbs__stale_tid, __ATOMIC_ACQUIRE) != tid) return;
   crumbs__testing_advance(&crumbs__capture.stale_request, CRUMBS__LATE_GO, CRUMBS__LATE_DONE, true);
 }
 
@@ -167,6 +180,7 @@ void crumbs__thread_capture_testing_slow_leaver(bool enabled) {
 }
 
 void crumbs__thread_capture_testing_stale_request(bool enabled) {
+  __atomic_store_n(&crumbs__stale_tid, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&crumbs__capture.stale_request, enabled ? CRUMBS__LATE_ARMED : CRUMBS__LATE_OFF, __ATOMIC_RELEASE);
 }
 
