@@ -173,7 +173,8 @@ struct ForkTests {
     let directory = TestDirectory()
     let child = try start("fork-exec-loop", in: directory, withoutForkHandlers: false, extra: ["200"])
     defer { child.signal(SIGKILL) }
-    let lines = child.readLines(until: "looped", seconds: 120)
+    // Beyond the child's own 300 s wait for its reaper thread (ForkScenarios.swift).
+    let lines = child.readLines(until: "looped", seconds: 420)
     let facts = facts(lines)
     let worker = facts["worker"].flatMap { pid_t($0) }
     defer { if let worker { kill(worker, SIGKILL) } }
