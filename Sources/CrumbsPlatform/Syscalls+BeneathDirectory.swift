@@ -157,10 +157,24 @@ extension Syscall {
   package static func readFile(
     named name: String, in directory: Int32, limit: Int, path: String, owner: UInt32? = nil
   ) throws(SystemCallError) -> [UInt8] {
+    let fd = try openUntrustedFile(named: name, in: directory, O_RDONLY, path: path, owner: owner)
+    defer { close(fd) }
+    return try readAll(fd, limit: limit, path: path)
+  }
+
+  /// Opens the entry `name` of the open `directory` for `access` (O_RDONLY or O_RDWR) the way a
+  /// file another user may have put there must be opened before anything reads it: a link is
+  /// refused, not followed (O_NOFOLLOW); the open never blocks (O_NONBLOCK: a FIFO would wait
+  /// for a writer forever; it changes nothing for a regular file's reads, writes and locks); and
+  /// what was opened is refused unless fstat says it is a regular file owned by `owner` (when
+  /// given: a hard link to someone else's file is not the app's to hand over).
+  package static func openUntrustedFile(
+    named name: String, in directory: Int32, _ access: Int32, path: String, owner: UInt32?
+  ) throws(SystemCallError) -> Int32 {
     let fd: Int32
     do {
       fd = try retrying("open", path: path) {
-        openat(directory, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
+        openat(directory, name, access | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
       }
     } catch {
       if error.errno == .tooManySymbolicLinkLevels {
@@ -168,17 +182,21 @@ extension Syscall {
       }
       throw error
     }
-    defer { close(fd) }
     var info = stat()
-    try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
-    guard (info.st_mode & S_IFMT) == S_IFREG else {
-      throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+    do throws(SystemCallError) {
+      try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
+      guard (info.st_mode & S_IFMT) == S_IFREG else {
+        throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
+      }
+      if let owner, UInt32(info.st_uid) != owner {
+        throw SystemCallError(
+          call: "open", path: path, refusal: .other("owned by uid \(info.st_uid), not by uid \(owner)"))
+      }
+    } catch {
+      close(fd)
+      throw error
     }
-    if let owner, UInt32(info.st_uid) != owner {
-      throw SystemCallError(
-        call: "open", path: path, refusal: .other("owned by uid \(info.st_uid), not by uid \(owner)"))
-    }
-    return try readAll(fd, limit: limit, path: path)
+    return fd
   }
 
   /// O_PATH (Linux 2.6.39): a descriptor that only names a file, for fstat and as the start of
@@ -325,41 +343,26 @@ extension Syscall {
   }
 
   /// Opens the file at `path` in a folder another user may write (a ring or crash record in
-  /// `rings/`) for `access` (O_RDONLY or O_RDWR), the way such a file must be opened before
-  /// anything reads it: a link at its last component is refused, not followed (O_NOFOLLOW); the
-  /// open never blocks (O_NONBLOCK: a FIFO put there would wait for a writer forever); and what
-  /// was opened is refused unless fstat says it is a regular file owned by the owner of the
-  /// folder that holds it (a hard link to someone else's file is not the app's to hand over).
-  /// O_NONBLOCK changes nothing for a regular file's reads, writes and locks.
+  /// `rings/`) for `access`, as `openUntrustedFile(named:in:…)` does, in its folder opened
+  /// without following a link (a `rings/` swapped for a link leads nowhere else; the folders
+  /// above it are the Crumbs directory, taken as configured): a regular file owned by the owner
+  /// of that folder.
   package static func openUntrustedFile(_ path: String, _ access: Int32) throws(SystemCallError) -> Int32 {
-    let fd: Int32
+    let parent = directoryName(of: path)
+    let folder: Int32
     do {
-      fd = try open(path, access | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW)
+      folder = try open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
     } catch {
       if error.errno == .tooManySymbolicLinkLevels {
-        throw SystemCallError(call: "open", path: path, refusal: .symbolicLink)
+        throw SystemCallError(call: "open", path: parent, refusal: .symbolicLink)
       }
       throw error
     }
+    defer { close(folder) }
     var info = stat()
-    var folder = stat()
-    do throws(SystemCallError) {
-      try retrying("fstat", path: path) { Glibc.fstat(fd, &info) }
-      guard (info.st_mode & S_IFMT) == S_IFREG else {
-        throw SystemCallError(call: "open", path: path, refusal: .notARegularFile)
-      }
-      let parent = directoryName(of: path)
-      try retrying("stat", path: parent) { fstatat(AT_FDCWD, parent, &folder, 0) }
-      guard info.st_uid == folder.st_uid else {
-        throw SystemCallError(
-          call: "open", path: path,
-          refusal: .other("owned by uid \(info.st_uid), not by uid \(folder.st_uid) that owns its folder"))
-      }
-    } catch {
-      close(fd)
-      throw error
-    }
-    return fd
+    try retrying("fstat", path: parent) { Glibc.fstat(folder, &info) }
+    return try openUntrustedFile(
+      named: baseName(of: path), in: folder, access, path: path, owner: UInt32(info.st_uid))
   }
 
   /// The user that owns the open file `fd`.

@@ -62,6 +62,22 @@ import Testing
     }
   }
 
+  /// A ring, crash record or session file is opened in rings/ opened without following a link:
+  /// with rings/ swapped for a link to a folder of the same owner, the file behind it (a regular
+  /// file of that owner, which the owner check alone would pass) is not opened.
+  @Test func anUntrustedFileIsNotOpenedThroughALinkInPlaceOfItsFolder() throws {
+    let scratch = TestDirectory()
+    let directory = try RingDirectory(path: scratch.file("crumbs"))
+    let victim = try victimFolder(scratch, count: 1)
+    try Syscall.writeFileAtomically(victim + "/x.ring", Array("not the app's\n".utf8), durable: false)
+    Syscall.close(try Syscall.openUntrustedFile(victim + "/x.ring", O_RDONLY))  // a file it would open
+    #expect(rmdir(directory.ringsPath) == 0)
+    #expect(symlink(victim, directory.ringsPath) == 0)
+    #expect(throws: SystemCallError.self) {
+      Syscall.close(try Syscall.openUntrustedFile(directory.ringsPath + "/x.ring", O_RDONLY))
+    }
+  }
+
   /// The race: another thread exchanges quarantine/ with a link to the victim folder as fast as
   /// it can (a bounded number of times) while bad rings are quarantined, each move trimming a
   /// full quarantine folder. Not one victim file may go.
