@@ -17,6 +17,21 @@ import Testing
 #endif
 
 @Suite(.serialized) struct SessionAttachmentTrustTests {
+  /// `/proc` and `/dev` name the reader, whatever spelling reaches them: `.` and `..` are
+  /// resolved the way the kernel walks them before the rule is applied, even for the app's own
+  /// next launch (no confinement).
+  @Test func procAndDevAreRefusedHoweverTheyAreSpelled() {
+    for path in [
+      "/proc/self/environ", "/proc/./self/environ", "/proc/1/../self/environ", "//proc/thread-self/environ",
+      "/tmp/../proc/self/environ", "/proc/4242/environ", "/dev/fd/3", "/dev/stdin",
+    ] {
+      #expect(ReportAttachments.refusal(path, confinement: nil) != nil, "\(path)")
+    }
+    for path in ["/var/log/app.log", "/tmp/proc/self/environ", "/srv/dev/notes.txt"] {
+      #expect(ReportAttachments.refusal(path, confinement: nil) == nil, "\(path)")
+    }
+  }
+
   /// The uid of a second user made for tests (created once, idempotently); nil when this process
   /// cannot make or find one (not root).
   static func otherUser() -> uid_t? {

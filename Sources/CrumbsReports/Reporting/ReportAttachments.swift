@@ -10,9 +10,9 @@
 // tokens; as root, any file on the host) into a report that leaves the machine. So a processor
 // that did not write the session reads its attachments `confined` (see `Confinement`): only
 // files below the Crumbs directory, opened beneath it with no link followed, regular files of
-// the session file's owner; the rest is left out with the reason. `/proc/self` and
-// `/proc/thread-self` are never read after the fact by anyone: they name the processor, not
-// the session. Not signal-safe.
+// the session file's owner; the rest is left out with the reason. `/proc` and `/dev` are never
+// read after the fact by anyone: they name the processor (its environment, its descriptors) or
+// a live device, not the session. Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsRecorder
@@ -45,7 +45,7 @@ package enum ReportAttachments {
   }
 
   /// Reads a previous session's attachments (see the design comment): as `read(_:limit:taken:)`,
-  /// but never `/proc/self` or `/proc/thread-self`, and, with `confinement`, only regular files
+  /// but never below `/proc` or `/dev`, and, with `confinement`, only regular files
   /// of its owner below its root, opened beneath it without following a link. What is left out
   /// is listed with the reason.
   package static func readAfterTheFact(
@@ -117,10 +117,19 @@ package enum ReportAttachments {
 
   /// Why `path`, named by a session file, is not opened after the fact; nil when it may be.
   static func refusal(_ path: String, confinement: Confinement?) -> String? {
-    let components = path.split(separator: "/", omittingEmptySubsequences: true)
-    if path.hasPrefix("/"), components.first == "proc",
-      components.count > 1, components[1] == "self" || components[1] == "thread-self"
-    {
+    // Lexically, as the kernel would walk it: `/proc/./self` and `/proc/1/../self` are
+    // `/proc/self`. `/proc` and `/dev` name the reading process (its environment, its
+    // descriptors) or a live device, never what the session left: after the fact, neither.
+    var components: [Substring] = []
+    for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+      if component == "." { continue }
+      if component == ".." {
+        _ = components.popLast()
+        continue
+      }
+      components.append(component)
+    }
+    if path.hasPrefix("/"), components.first == "proc" || components.first == "dev" {
       return "not read: \(path) names the process reading it, not the session"
     }
     guard let confinement else { return nil }
