@@ -56,7 +56,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
   ],
   targets: [
-    .target(name: "CrumbsSignalPath"),
+    // The signal path's rooms are folders (docs/crash-capture.md): its C files include a private
+    // header by its room, `#include "kit/crumbs_format.h"`; include/ is what Swift imports.
+    .target(name: "CrumbsSignalPath", cSettings: [.headerSearchPath(".")]),
     .systemLibrary(
       name: "CLZ4",
       pkgConfig: "liblz4",

@@ -21,6 +21,9 @@ source_dir=Sources/CrumbsSignalPath
 smoke=Scripts/c-portability-smoke.c
 warnings=(-O2 -Wall -Wextra -Werror)
 includes=(-I"$source_dir/include" -I"$source_dir")
+# Every C and C++ file of the target, in its room folders (the test hooks are not the product).
+mapfile -t c_files < <(find "$source_dir" -name "*.c" -print | sort)
+mapfile -t cpp_files < <(find "$source_dir" -name "*.cpp" -print | sort)
 
 clang=clang
 if command -v swift >/dev/null 2>&1; then
@@ -35,13 +38,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/gcc" "$work/clang" "$work/musl"
 
-for file in "$source_dir"/*.c; do
+for file in "${c_files[@]}"; do
   name="$(basename "$file" .c)"
   gcc "${warnings[@]}" "${includes[@]}" -c "$file" -o "$work/gcc/$name.o"
   "$clang" "${warnings[@]}" "${includes[@]}" -c "$file" -o "$work/clang/$name.o"
   musl-gcc "${warnings[@]}" "${includes[@]}" -c "$file" -o "$work/musl/$name.o"
 done
-for file in "$source_dir"/*.cpp; do
+for file in "${cpp_files[@]}"; do
   "$clang++" "${warnings[@]}" "${includes[@]}" -c "$file" -o "$work/gcc/$(basename "$file" .cpp).o"
 done
 echo "check-c-portability: $source_dir compiles with -Wall -Wextra -Werror under gcc, $(basename "$clang") and musl-gcc"

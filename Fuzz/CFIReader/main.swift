@@ -1,5 +1,5 @@
 // FuzzCFIReader — libFuzzer target for the crash handler's .eh_frame_hdr / .eh_frame parser
-// (Sources/CrumbsSignalPath/crumbs_cfi.c), which reads bytes a compiler and a linker wrote, in a
+// (Sources/CrumbsSignalPath/unwind/crumbs_cfi.c), which reads bytes a compiler and a linker wrote, in a
 // process whose memory may be damaged, from inside a signal handler: it must stay inside the
 // bytes it was given and end, whatever they hold.
 //

@@ -1,5 +1,5 @@
 // FuzzELFSymbol — libFuzzer target for the crash handler's symbol lookup
-// (Sources/CrumbsSignalPath/crumbs_elf_symbol.c), which reads the executable's file from inside
+// (Sources/CrumbsSignalPath/crash/crumbs_elf_symbol.c), which reads the executable's file from inside
 // a signal handler to name the frame of the termination message: the file may be truncated,
 // replaced, or not ELF at all, and the lookup must stay inside it and end, whatever it holds.
 // The same inputs go, as text, through the termination message's redaction (crumbs_redact.c).

@@ -10,7 +10,7 @@
 //   CrashHandler.replacedSignals()       signals another library took from us since install
 //   CrashHandler.whileInstalled(_:)      a live thread capture, serialized with the others
 //                                        (LiveThreadCapture)
-//   [crash]                              C only: Sources/CrumbsSignalPath/crumbs_crash_handler.c
+//   [crash]                              C only: Sources/CrumbsSignalPath/crash/crumbs_crash_handler.c
 //   CrashHandler.uninstall()             previous actions back, record file removed
 //
 // Nothing here runs in a signal handler: the handler is C and reads only what install prepared.

@@ -1,7 +1,7 @@
 // TerminationMessage.swift — the file the crash handler writes its one line to, for an
 // orchestrator that reads it when the process ends (Kubernetes: /dev/termination-log, shown by
 // `kubectl describe pod`). The line and its writing are C
-// (Sources/CrumbsSignalPath/crumbs_termination_message.c); here the file is opened, at start,
+// (Sources/CrumbsSignalPath/crash/crumbs_termination_message.c); here the file is opened, at start,
 // so the handler never opens or creates anything but writes once.
 //
 // Entry points: TerminationMessage.defaultPath (what a configuration starts with),

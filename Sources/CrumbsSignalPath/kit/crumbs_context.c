@@ -1,0 +1,144 @@
+// crumbs_context.c — every read of a signal context (`ucontext_t`) and of a clock on the signal
+// path (crumbs_context.h says why they are kept in one file).
+//
+// Entry points:
+//   crumbs__context_clock_ns            a clock in nanoseconds
+//   crumbs__context_copy_registers      a context's registers as the crash record keeps them
+//   crumbs__context_unwind_registers    a context's registers by DWARF number, for the unwinder
+//   crumbs__context_register_offsets    where a ucontext in memory keeps them (signal trampolines)
+//   crumbs__context_pc, crumbs__context_fault_access  a fault's pc and access (first chance)
+//
+// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
+// clock_gettime (vDSO). Bound at install (crumbs_crash_install.c calls it once).
+
+#define _GNU_SOURCE
+#include "kit/crumbs_context.h"
+
+#include <stddef.h>
+#include <ucontext.h>
+
+// MARK: - Clocks
+
+uint64_t crumbs__context_clock_ns(clockid_t clock) {
+  struct timespec now;
+  clock_gettime(clock, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+// MARK: - Registers
+
+#if defined(__x86_64__)
+/// DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8…r15, as glibc's `gregs` indices.
+static const int crumbs__dwarf_gregs[16] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+                                            REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                            REG_R12, REG_R13, REG_R14, REG_R15};
+#endif
+
+uint32_t crumbs__context_copy_registers(const void *raw_context, uint64_t *registers, uint32_t capacity,
+                                        crumbs__context_registers *start) {
+  const ucontext_t *context = (const ucontext_t *)raw_context;
+  crumbs__context_registers result = {0, 0, 0, 0};
+  uint32_t count = 0;
+#if defined(__x86_64__)
+  count = NGREG < capacity ? NGREG : capacity;
+  for (uint32_t index = 0; index < count; index++) {
+    registers[index] = (uint64_t)context->uc_mcontext.gregs[index];
+  }
+  result.pc = (uint64_t)context->uc_mcontext.gregs[REG_RIP];
+  result.fp = (uint64_t)context->uc_mcontext.gregs[REG_RBP];
+  result.sp = (uint64_t)context->uc_mcontext.gregs[REG_RSP];
+  // After a `call` to a bad address (or a fault in a frameless leaf's first instruction), the
+  // caller's return address is the word at [sp]; only readable once the stack range is known,
+  // so the caller fills `leaf_return` later.
+#elif defined(__aarch64__)
+  uint64_t all[35];
+  for (uint32_t index = 0; index < 31; index++) all[index] = (uint64_t)context->uc_mcontext.regs[index];
+  all[31] = (uint64_t)context->uc_mcontext.sp;
+  all[32] = (uint64_t)context->uc_mcontext.pc;
+  all[33] = (uint64_t)context->uc_mcontext.pstate;
+  all[34] = (uint64_t)context->uc_mcontext.fault_address;
+  count = 35 < capacity ? 35 : capacity;
+  for (uint32_t index = 0; index < count; index++) registers[index] = all[index];
+  result.pc = (uint64_t)context->uc_mcontext.pc;
+  result.fp = (uint64_t)context->uc_mcontext.regs[29];
+  result.sp = (uint64_t)context->uc_mcontext.sp;
+  result.leaf_return = (uint64_t)context->uc_mcontext.regs[30]; // LR
+#else
+  (void)context;
+  (void)registers;
+  (void)capacity;
+#endif
+  *start = result;
+  return count;
+}
+
+void crumbs__context_unwind_registers(const void *ucontext, crumbs__unwind_registers *out) {
+  for (unsigned index = 0; index < CRUMBS_CFI_REGISTERS; index++) out->values[index] = 0;
+  out->known = 0;
+  out->pc = 0;
+  if (ucontext == NULL) return;
+  const ucontext_t *context = (const ucontext_t *)ucontext;
+#if defined(__x86_64__)
+  for (unsigned index = 0; index < 16; index++) {
+    out->values[index] = (uint64_t)context->uc_mcontext.gregs[crumbs__dwarf_gregs[index]];
+  }
+  out->known = 0xffffu;
+  out->pc = (uint64_t)context->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  for (unsigned index = 0; index < 31; index++) {
+    out->values[index] = (uint64_t)context->uc_mcontext.regs[index];
+  }
+  out->values[31] = (uint64_t)context->uc_mcontext.sp;
+  out->known = 0xffffffffu;
+  out->pc = (uint64_t)context->uc_mcontext.pc;
+#endif
+}
+
+uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, uint64_t *pc_offset) {
+#if defined(__x86_64__)
+  // The kernel's rt_sigframe ucontext: uc_flags, uc_link, uc_stack (24 bytes), then mcontext's
+  // gregs, which glibc's and musl's ucontext_t both lay out the same way.
+  const uint64_t gregs = offsetof(ucontext_t, uc_mcontext.gregs);
+  _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == 40, "the kernel's ucontext layout");
+  uint32_t count = capacity < 16 ? capacity : 16;
+  for (uint32_t index = 0; index < count; index++) {
+    offsets[index] = gregs + 8u * (uint64_t)crumbs__dwarf_gregs[index];
+  }
+  *pc_offset = gregs + 8u * (uint64_t)REG_RIP;
+  return count;
+#else
+  (void)offsets;
+  (void)capacity;
+  *pc_offset = 0;
+  return 0;
+#endif
+}
+
+uint64_t crumbs__context_pc(const void *ucontext) {
+  if (ucontext == NULL) return 0;
+  const ucontext_t *context = (const ucontext_t *)ucontext;
+#if defined(__x86_64__)
+  return (uint64_t)context->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (uint64_t)context->uc_mcontext.pc;
+#else
+  (void)context;
+  return 0;
+#endif
+}
+
+uint32_t crumbs__context_fault_access(const void *ucontext) {
+  if (ucontext == NULL) return 0;
+  const ucontext_t *context = (const ucontext_t *)ucontext;
+#if defined(__x86_64__)
+  // The page fault's error code as the kernel passes it: bit 1 a write, bit 4 a fetch.
+  uint64_t error = (uint64_t)context->uc_mcontext.gregs[REG_ERR];
+  uint32_t access = CRUMBS__ACCESS_KNOWN;
+  if (error & 2u) access |= CRUMBS__ACCESS_WRITE;
+  if (error & 16u) access |= CRUMBS__ACCESS_EXECUTE;
+  return access;
+#else
+  (void)context;
+  return 0;
+#endif
+}

@@ -1,0 +1,793 @@
+// crumbs_thread_capture.c — every other thread of the process: tid, name, registers and a
+// bounded stack each, captured in-process. At crash time by the crashing thread's handler (here),
+// and while the process lives on by an ordinary thread (crumbs_thread_capture_live.c), through
+// the same slots, signal handler, listing and walk (crumbs_thread_capture.h).
+//
+// Why C: it runs inside the crash handler (and inside a signal handler on every other thread),
+// where the process may be corrupt and the Swift runtime must not run.
+//
+// How (the Swift runtime's Linux backtracer suspends threads with a signal the same way; no
+// ptrace, no helper process):
+//   crumbs__thread_capture_install   (install, not signal-safe) takes the capture signal: the
+//                                    highest real-time signal whose action is SIG_DFL, scanning
+//                                    down from SIGRTMAX (glibc keeps 32 and 33 below SIGRTMIN for
+//                                    itself); a signal another library handles is left alone.
+//   crumbs__thread_capture_request   (crashing thread) takes the capture (see "Who captures"),
+//                                    lists /proc/self/task once (crumbs__capture_list; the /proc
+//                                    readers are crumbs_proc_threads.c's), gives each other tid a
+//                                    slot (at most CRUMBS_CRASH_MAX_THREADS - 1; the rest only
+//                                    counted) and asks each (crumbs__capture_ask): reads its
+//                                    /proc/self/task/<tid>/status (State, SigBlk, Seccomp, line by
+//                                    line, however long the lines before them; a zombie, such as a
+//                                    main thread that called pthread_exit, has exited and is not
+//                                    listed) and sends it, with tgkill, the capture signal, or
+//                                    SIGPROF when it blocks the capture signal, or nothing: a
+//                                    stopped thread, or one blocking both, is "did not answer" at
+//                                    once, without making anyone wait; a thread under a seccomp
+//                                    filter is "not asked" (CRUMBS_NOT_SIGNALLED_SECCOMP): the
+//                                    handler's own system calls could kill it, or the whole
+//                                    process (SECCOMP_RET_KILL_PROCESS). Threads created after the
+//                                    listing are not asked: one pass, bounded. (A live capture
+//                                    first walks the threads blocked in a system call where they
+//                                    block, and asks only the others: crumbs_thread_capture_live.c.)
+//                                    Why SIGPROF: Dispatch's worker threads (and so Swift
+//                                    concurrency's, on Linux) block every signal but the
+//                                    synchronous ones, SIGPIPE and SIGPROF; the Swift runtime's
+//                                    backtracer suspends threads with SIGPROF for that reason. It
+//                                    is taken only when a capture needs it and nobody handles it
+//                                    (SIG_DFL or SIG_IGN: no profiler running; an exchange, so a
+//                                    handler set at that moment is put back). A crash keeps it to
+//                                    the end: a SIGPROF still pending for a thread that did not
+//                                    run in time would otherwise kill the process with SIG_DFL
+//                                    before the chained handlers finish. A live capture gives it
+//                                    back once no thread has one pending
+//                                    (crumbs_thread_capture_live.c).
+//   crumbs__capture_signal_handler   (every other thread) copies its signal context's registers
+//                                    (or, for a thread that crashed and waits in the crash
+//                                    handler, the context of its own fault), its name (PR_GET_NAME)
+//                                    and registered stack bounds into its slot, announces itself
+//                                    (compare-exchange ASKED → ANSWERED of this generation, atomic
+//                                    counter + futex wake), then parks on a futex on its slot's
+//                                    state until the slot is released (bounded too) — or, when
+//                                    the crash handler said the process will die (the request's
+//                                    `process_ends`: nothing chained after it, and the kernel, not
+//                                    another library, called it), ends at once (SYS_exit): a
+//                                    thread parked and released would be woken a second time only
+//                                    to be killed, and every thread the kernel must wake at the
+//                                    death adds to it — unless the death is watched: a core dump
+//                                    will be written (RLIMIT_CORE above 0, or a `|` core_pattern,
+//                                    and the process dumpable) or a tracer is attached (TracerPid).
+//                                    Then the threads stay parked, not released, until the fatal
+//                                    signal takes the process, so the core or the debugger sees
+//                                    them all where they were asked (CRUMBS_THREADS_KEPT_FOR_DUMP).
+//                                    A live capture never ends nor holds a thread.
+//   crumbs__thread_capture_collect   (crashing thread, after its own backtrace) waits for the
+//                                    answers until the deadline after the request
+//                                    (CLOCK_MONOTONIC, FUTEX_WAIT timeouts); a slot still ASKED
+//                                    then becomes LATE (compare-exchange: exactly one side wins),
+//                                    listed as "did not answer" (signal blocked, stopped, traced,
+//                                    not scheduled in time) with its name from
+//                                    /proc/self/task/<tid>/comm. Reads /proc/thread-self/maps once
+//                                    for the stacks of threads without registered bounds
+//                                    (crumbs__capture_find_stacks), walks each parked thread's
+//                                    stack (crumbs__capture_write_entry), then releases them all
+//                                    before the crash handler chains to the previous handler: a
+//                                    backtracer chained after us sees running threads.
+//   crumbs__thread_capture_release   releases the parked threads, slot by slot (also on a crash
+//                                    inside the handler: crumbs__nested_crash).
+//
+// Who captures: one capture at a time, crash or live; `crumbs__capture.owner` (a futex word)
+// holds the capturing thread's tid. A live capture takes it with a compare-exchange, or returns
+// "busy"; callers are serialized anyway (the Swift wrapper holds the crash handler's lock), so
+// busy means a crash holds it, for good. A crash:
+//   - on a thread that holds it for a live capture (the capture itself faulted): closes that
+//     capture's requests not answered yet and releases its parked threads first (a thread
+//     answering after that finds its slot closed and goes back, instead of parking where nobody
+//     would release it while the crash waits for it to leave), then captures every thread anew
+//     (TOOK_OVER_LIVE), and wakes every slot's word once it has listed them: a thread that
+//     parked for the old generation just before its slot was rewritten goes back instead of
+//     waiting its limit;
+//   - on any other thread: waits for the live capture to finish, at most its own limit plus
+//     CRUMBS__LIVE_WAIT_MARGIN_NS (WAITED_FOR_LIVE); a live capture parks a thread only while it
+//     walks it, so the wait is short. Past the bound it lists only itself (CRUMBS_THREADS_BUSY)
+//     rather than share the slots. The crashing thread meanwhile keeps its fault's context where
+//     the capture handler finds it: asked by the live capture, it answers with its fault, as a
+//     thread that crashed too. A thread that crashes while parked by the live capture (a signal
+//     sent to it) runs the crash handler on top of the parked frame, and waits the same way;
+//     the live capture walks what it saved and releases it.
+//   - a thread parked by the live capture when the crash starts is released by that capture
+//     (or by the take-over); the crash's own signal then reaches it once it has left the
+//     handler (the capture signal is blocked inside its own handler, so it stays pending).
+//   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
+//     until every run of the handler has left it (`inside`, counted from the handler's first
+//     instruction to its last, whatever the run did: answered and parked, released, or turned
+//     away as a request that came after its capture): a thread still in it blocks the signal it
+//     was asked with (and a Dispatch worker, every other), so it could not answer, and would be
+//     listed as not answering. A leaving thread unblocks the two request signals (as its
+//     interrupted code had them) before it counts itself out, so once `inside` says it has left,
+//     its status shows the mask it will answer with. A request that was still on its way when
+//     the capture waited (a live capture's SIGPROF that a crash taking it over made stale) can
+//     bring a thread in afterwards: one found blocking both signals while its tid is in
+//     `inside_tids` is not listed as not answering but deferred, and asked again once its
+//     leaving bumps `answered` (crumbs__capture_ask_again). A thread asked again while still
+//     inside (SIGPROF reaches a thread in the capture signal's handler; either signal reaches
+//     one past that unblocking) answers with where the first request found it
+//     (crumbs__crash_thread.capture_context), not with the handler.
+// Generations: every listing bumps `generation`, and a slot's state word carries the generation
+// that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
+// a signal delivered after its capture ended) compares against another word: it never counts
+// for, nor waits on, the next capture. A leftover signal that arrives once the next capture
+// has listed its thread answers that capture (with where the thread is now, which is what it
+// would have said): crumbs__capture_ask then takes the answer instead of asking again, and
+// every state change that is not an answer is a compare-exchange, so such an answer stands.
+//
+// ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
+// malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
+// per slot, by the one thread the slot names. The capture handler itself (the other threads'
+// side) makes only these system calls: gettid, prctl(PR_GET_NAME), futex, rt_sigprocmask on its
+// way out, clock_gettime where the vDSO cannot answer, and exit when the process ends; it checks
+// a request's sender against the pid the capturing thread noted (`pid`), not with getpid.
+// libc calls: syscall(SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid (the capturing
+// thread, at its listing), prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
+// crumbs_libc_sigaction.h; queries, and SIGPROF's action, exchanged when a capture takes it and
+// given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
+// leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
+// read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
+// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); the test hooks'
+// (crumbs_thread_capture_testing.c). Each is bound at
+// install (crumbs_crash_install.c, crumbs__thread_capture_install).
+
+#define _GNU_SOURCE
+#include "threads/crumbs_thread_capture.h"
+#include "kit/crumbs_format.h"
+#include "kit/crumbs_libc_sigaction.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+
+crumbs__capture_state crumbs__capture = {.deadline_ns = CRUMBS__CAPTURE_DEADLINE_NS};
+static struct sigaction crumbs__capture_previous; // the capture signal's action before ours
+
+// MARK: - Small signal-safe helpers
+
+long crumbs__capture_futex(uint32_t *word, int operation, uint32_t value, uint64_t timeout_ns) {
+  struct timespec timeout = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+  return syscall(SYS_futex, word, operation, value, timeout_ns != 0 ? &timeout : NULL, NULL, 0);
+}
+
+static uint32_t crumbs__generation(void) {
+  return __atomic_load_n(&crumbs__capture.generation, __ATOMIC_ACQUIRE);
+}
+
+bool crumbs__capture_handles(int signal_number) {
+  struct sigaction current;
+  if (signal_number == 0 || crumbs__libc_sigaction(signal_number, NULL, &current) != 0) return false;
+  return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == crumbs__capture_signal_handler;
+}
+
+/// The capture handler's action (SA_SIGINFO | SA_ONSTACK | SA_RESTART: a thread interrupted in
+/// a system call that restarts resumes it once released; nanosleep, poll, epoll_wait never do,
+/// which is why a live capture signals no thread blocked in a system call).
+static struct sigaction crumbs__capture_action(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = crumbs__capture_signal_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  return action;
+}
+
+bool crumbs__capture_sigprof_usable(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (capture->sigprof_state != 0) return capture->sigprof_state > 0;
+  capture->sigprof_state = -1;
+  if (crumbs__capture_handles(SIGPROF)) {
+    capture->sigprof_state = 1;
+    return true;
+  }
+  // An exchange, not a query then a set: a profiler's handler installed in between is seen in
+  // `previous` and put straight back.
+  struct sigaction ours = crumbs__capture_action(), previous;
+  if (crumbs__libc_sigaction(SIGPROF, &ours, &previous) != 0) return false;
+  bool nobody = !(previous.sa_flags & SA_SIGINFO) &&
+                (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN);
+  if (!nobody) {
+    crumbs__libc_sigaction(SIGPROF, &previous, NULL);
+    return false;
+  }
+  capture->sigprof_previous = previous;
+  __atomic_store_n(&capture->sigprof_taken, 1u, __ATOMIC_RELEASE);
+  capture->sigprof_state = 1;
+  return true;
+}
+
+void crumbs__capture_sigprof_give_back(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (!__atomic_load_n(&capture->sigprof_taken, __ATOMIC_ACQUIRE)) return;
+  if (crumbs__capture_handles(SIGPROF)) crumbs__libc_sigaction(SIGPROF, &capture->sigprof_previous, NULL);
+  __atomic_store_n(&capture->sigprof_taken, 0u, __ATOMIC_RELEASE);
+}
+
+/// The signal that can ask a thread blocking `blocked`: the capture signal, else SIGPROF, else 0.
+static int crumbs__signal_for(uint64_t blocked, bool capture_usable) {
+  int capture_signal = crumbs__capture.capture_signal;
+  if (capture_usable && !(blocked & (1ull << (capture_signal - 1)))) return capture_signal;
+  if (!(blocked & (1ull << (SIGPROF - 1))) && crumbs__capture_sigprof_usable()) return SIGPROF;
+  return 0;
+}
+
+// MARK: - The other threads' side
+
+/// Leaving the handler, before it counts itself out (`inside`): the two signals that ask a
+/// thread (the capture signal, SIGPROF) unblocked again where the interrupted code had them
+/// unblocked. Until the handler returns, the kernel blocks the one it was asked with (and a
+/// Dispatch worker blocks every other one), so a capture that asks it once `inside` is 0 would
+/// read both blocked in its status and list it as not answering. A request that comes from here
+/// on runs this handler again at once and, while capture_context is still set, answers with
+/// where the first request found it. Only these two: any other signal still waits for the
+/// handler's return, so no handler of someone else's (one that might longjmp) runs on top of
+/// this one's bookkeeping.
+static void crumbs__unblock_requests(const void *context) {
+  if (context == NULL) return;
+  const sigset_t *interrupted = &((const ucontext_t *)context)->uc_sigmask;
+  sigset_t requests;
+  sigemptyset(&requests);
+  int capture_signal = crumbs__capture.capture_signal;
+  if (capture_signal != 0 && sigismember(interrupted, capture_signal) == 0) sigaddset(&requests, capture_signal);
+  if (sigismember(interrupted, SIGPROF) == 0) sigaddset(&requests, SIGPROF);
+  sigprocmask(SIG_UNBLOCK, &requests, NULL);
+}
+
+/// The handler's first step on this thread: counted in `inside` (and its tid listed in
+/// `inside_tids`, once per thread) before anything else, so that a capture that finds it blocking
+/// both request signals knows it is only in here and waits for it instead of listing it as not
+/// answering; and the context this run shows if asked again while inside (the outermost run's).
+static void crumbs__capture_enter(crumbs__crash_thread *thread, uint32_t tid, const void *context) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
+  if (thread->capture_depth++ == 0) {
+    thread->capture_tid_entry = 0;
+    for (uint32_t entry = 0; entry < CRUMBS__CAPTURE_SLOTS; entry++) {
+      uint32_t free_entry = 0;
+      if (__atomic_compare_exchange_n(&capture->inside_tids[entry], &free_entry, tid, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        thread->capture_tid_entry = entry + 1;
+        break;
+      }
+    }
+  }
+  if (thread->capture_context == NULL) thread->capture_context = context;
+}
+
+/// The handler's last step, on every way out (before SYS_exit too): the request signals
+/// unblocked (crumbs__unblock_requests), then counted out, then `answered` bumped so that a
+/// capture waiting to ask this thread again wakes. `capture_context` stays this run's until the
+/// handler returns (the caller puts `outer` back): a request from here on shows the interrupted
+/// code, not the handler.
+static void crumbs__capture_leave(crumbs__crash_thread *thread, const void *context) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__unblock_requests(context);
+  if (--thread->capture_depth == 0 && thread->capture_tid_entry != 0) {
+    __atomic_store_n(&capture->inside_tids[thread->capture_tid_entry - 1], 0u, __ATOMIC_RELEASE);
+    thread->capture_tid_entry = 0;
+  }
+  if (__atomic_sub_fetch(&capture->inside, 1, __ATOMIC_ACQ_REL) == 0) {
+    crumbs__capture_futex(&capture->inside, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
+  __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
+}
+
+/// The request itself, between crumbs__capture_enter and crumbs__capture_leave: fills the slot,
+/// answers and parks (or ends the thread: `process_ends`). Returns the signal it was asked with
+/// when it parked, 0 when it did not answer (a stray signal, or a request after its capture).
+static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *context, const void *outer,
+                                  uint64_t entered) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  // Only a capture's request parks a thread: a stray kill of this signal (or one arriving
+  // after its capture) does nothing.
+  if (!__atomic_load_n(&capture->capturing, __ATOMIC_ACQUIRE) || info == NULL ||
+      info->si_code != SI_TKILL || (uint32_t)info->si_pid != __atomic_load_n(&capture->pid, __ATOMIC_ACQUIRE)) {
+    return 0;
+  }
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
+  crumbs__capture_slot *slot = NULL;
+  for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
+    if (capture->slots[index].tid == tid) {
+      slot = &capture->slots[index];
+      break;
+    }
+  }
+  if (slot == NULL || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return 0;
+  // A thread that crashed waits in the crash handler (for the first crash to end the process,
+  // or for a live capture to finish): its own fault's context is the one worth showing. One
+  // asked again while still in this handler (released, not yet back: a crash's request right
+  // after a live capture) shows where the first request found it.
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  const void *shown = outer != NULL ? outer : context;
+  slot->also_crashed = 0;
+  if (thread->depth > 0 && thread->crash_context != NULL) {
+    shown = thread->crash_context;
+    slot->also_crashed = thread->original_signal;
+  }
+  slot->register_count = crumbs__context_copy_registers(shown, slot->registers,
+                                                         CRUMBS_CRASH_THREAD_MAX_REGISTERS, &slot->context);
+  crumbs__context_unwind_registers(shown, &slot->unwind);
+  slot->stack_low = thread->stack_low;
+  slot->stack_high = thread->stack_high;
+  slot->entered_ns = entered;
+  prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
+  slot->name[sizeof slot->name - 1] = '\0';
+
+  bool late = crumbs__capture_testing_late_stop(slot); // tests only
+  int asked_with = slot->asked_with;
+  uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
+  if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    if (late) crumbs__capture_testing_late_done();
+    return 0; // too late: the capture listed us as not answering
+  }
+  __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
+  if (late) crumbs__capture_testing_late_done();
+
+  // The process is sure to die (the crash request's `process_ends`): this thread ends here
+  // rather than park, be woken again and then be killed. Its stack and the slot stay as they
+  // are (the thread's memory is not unmapped and nothing unwinds), so the crashing thread walks
+  // it all the same, and the kernel has one thread fewer to wake and end at the death.
+  if (__atomic_load_n(&capture->ending, __ATOMIC_ACQUIRE) != 0) {
+    crumbs__capture_leave(thread, context);
+    syscall(SYS_exit, 0);
+  }
+
+  // Parked: the stack must not change while it is walked. The slot's word changes when it is
+  // released (or rewritten by a later capture's listing).
+  while (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) == parked) {
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
+    crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
+  }
+  return asked_with;
+}
+
+void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
+  uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  crumbs__capture_testing_stale_hold(signal_number, tid); // tests only
+  uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  const void *outer = thread->capture_context;
+  crumbs__capture_enter(thread, tid, context);
+  int asked_with = crumbs__capture_answer(info, tid, context, outer, entered);
+  if (asked_with == 0) crumbs__capture_testing_stale_linger(tid); // tests only
+  crumbs__capture_leave(thread, context);
+  crumbs__capture_testing_slow_leaver_stop(asked_with); // tests only
+  thread->capture_context = outer;
+  errno = saved_errno;
+}
+
+// MARK: - The capturing thread's side (crash and live)
+
+/// crumbs__capture_list's listing: each other thread gets a slot.
+typedef struct crumbs__listing {
+  crumbs_crash_thread_table *table;
+  uint32_t own_tid;
+  uint32_t count;
+  uint32_t asked; // CRUMBS__SLOT_WORD(generation, ASKED)
+} crumbs__listing;
+
+/// One tid of /proc/self/task into the slots (slot 0 stays the capturing thread).
+static bool crumbs__list_thread(uint32_t tid, void *context) {
+  crumbs__listing *listing = (crumbs__listing *)context;
+  if (tid == listing->own_tid) return true;
+  listing->table->threads_seen++;
+  if (listing->count >= CRUMBS__CAPTURE_SLOTS) return true;
+  uint32_t index = listing->count++;
+  crumbs__capture_slot *slot = &crumbs__capture.slots[index];
+  memset(slot, 0, sizeof *slot);
+  slot->tid = tid;
+  crumbs__capture.stack_source[index] = CRUMBS__STACK_NOT_LOOKED;
+  __atomic_store_n(&slot->state, listing->asked, __ATOMIC_RELEASE);
+  return true;
+}
+
+bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  // 29 bits of generation fit above a slot's 3 state bits; 0 is skipped.
+  uint32_t generation = (crumbs__generation() + 1u) & 0x1FFFFFFFu;
+  if (generation == 0) generation = 1;
+  __atomic_store_n(&capture->generation, generation, __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->answered, 0u, __ATOMIC_RELEASE);
+  capture->sigprof_state = 0;
+  capture->signals_sent = 0;
+  __atomic_store_n(&capture->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->slot_count, 1u, __ATOMIC_RELEASE);
+  crumbs__listing listing = {table, own_tid, 1, CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED)};
+  if (!crumbs__proc_each_thread(crumbs__list_thread, &listing)) return false;
+  __atomic_store_n(&capture->slot_count, listing.count, __ATOMIC_RELEASE);
+  return true;
+}
+
+/// Slot `slot` leaves ASKED for `state` (compare-exchange: an answer that came first, to a
+/// signal left over from an earlier capture, stands).
+static void crumbs__settle_slot(crumbs__capture_slot *slot, uint32_t state) {
+  uint32_t generation = crumbs__generation();
+  uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED);
+  __atomic_compare_exchange_n(&slot->state, &expected, CRUMBS__SLOT_WORD(generation, state), false,
+                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/// Whether thread `tid` is inside the capture handler now (`inside_tids`).
+static bool crumbs__inside_handler(uint32_t tid) {
+  for (uint32_t entry = 0; entry < CRUMBS__CAPTURE_SLOTS; entry++) {
+    if (__atomic_load_n(&crumbs__capture.inside_tids[entry], __ATOMIC_ACQUIRE) == tid) return true;
+  }
+  return false;
+}
+
+bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_thread_table *table) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__capture_slot *slot = &capture->slots[index];
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  capture->capture_usable = capture_usable ? 1u : 0u;
+  slot->deferred = 0;
+  // Answered already: a signal an earlier capture sent reached it once this one was listed.
+  if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
+  // Read before the status: a thread that leaves the handler between the two bumps it.
+  uint32_t news = __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE);
+  crumbs__thread_facts facts;
+  // A zombie is a thread that has exited: the main thread after pthread_exit stays listed, as
+  // a zombie, until the whole process ends; a signal sent to it is never handled.
+  if (!crumbs__proc_thread_read(slot->tid, false, &facts) || facts.state == 'Z' || facts.state == 'X' ||
+      facts.state == 'x') {
+    crumbs__settle_slot(slot, CRUMBS__SLOT_GONE); // exited since the listing (or before it): not listed
+    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_GONE);
+  }
+  if (facts.seccomp != 0) {
+    // Under a seccomp filter: the handler's own system calls (gettid, futex…) could kill the
+    // thread (strict mode allows only read, write, exit and sigreturn) or, with
+    // SECCOMP_RET_KILL_PROCESS, the whole process. Never signalled, in a crash too: a process
+    // killed that way would leave its crash record unfinished. A crash walks it where it blocks
+    // when it is blocked in a system call (crumbs__capture_write_entry); a live capture has done
+    // so already (crumbs_thread_capture_live.c).
+    slot->not_signalled |= CRUMBS_NOT_SIGNALLED_SECCOMP;
+    if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) && crumbs__proc_thread_read(slot->tid, true, &facts)) {
+      (void)crumbs__capture_note_blocked(slot, &facts);
+    }
+    crumbs__settle_slot(slot, CRUMBS__SLOT_NOT_ASKED);
+    return false;
+  }
+  uint64_t blocked = facts.blocked;
+  if (__atomic_load_n(&capture->skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
+  int signal_number = crumbs__signal_for(blocked, capture_usable);
+  bool stopped = facts.state == 'T' || facts.state == 't';
+  if (stopped) signal_number = 0; // stopped or traced: cannot run
+  if (signal_number == 0 && !stopped &&
+      (crumbs__inside_handler(slot->tid) || __atomic_load_n(&capture->answered, __ATOMIC_ACQUIRE) != news)) {
+    // Both blocked, but perhaps only because it is inside the capture handler (a request that
+    // came after its capture ended, still being turned away; a live capture's thread not yet
+    // out): the kernel blocks the signal a handler runs for until it returns. Asked again once
+    // it has left (crumbs__capture_ask_again; its leaving bumps `answered`).
+    slot->deferred = 1;
+    slot->asked_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    return true;
+  }
+  if (signal_number == 0) {
+    // Blocked or stopped: no answer can come, so none is waited for. Not asked at all when no
+    // signal could be used (the capture signal taken, SIGPROF someone's).
+    bool could_ask = capture_usable || capture->sigprof_state > 0;
+    slot->not_signalled |= stopped      ? CRUMBS_NOT_SIGNALLED_STOPPED
+                           : could_ask ? CRUMBS_NOT_SIGNALLED_BLOCKS_SIGNALS
+                                       : CRUMBS_NOT_SIGNALLED_NO_SIGNAL;
+    crumbs__settle_slot(slot, could_ask ? CRUMBS__SLOT_LATE : CRUMBS__SLOT_NOT_ASKED);
+    return false;
+  }
+  slot->asked_with = signal_number;
+  if (signal_number == SIGPROF) table->flags |= CRUMBS_THREADS_USED_SIGPROF;
+  slot->asked_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+  if (syscall(SYS_tgkill, (pid_t)capture->pid, slot->tid, signal_number) == 0) {
+    capture->signals_sent++;
+    return true;
+  }
+  // ESRCH: it exited since the listing (not listed); anything else: not asked.
+  crumbs__settle_slot(slot, errno == ESRCH ? CRUMBS__SLOT_GONE : CRUMBS__SLOT_NOT_ASKED);
+  return false;
+}
+
+bool crumbs__capture_ask_again(uint32_t index, crumbs_crash_thread_table *table) {
+  crumbs__capture_slot *slot = &crumbs__capture.slots[index];
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  if (!slot->deferred || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
+  if (crumbs__inside_handler(slot->tid)) return true; // not out yet: its leaving wakes us again
+  return crumbs__capture_ask(index, crumbs__capture.capture_usable != 0, table);
+}
+
+void crumbs__capture_wait_for_leavers(uint64_t timeout_ns) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
+  // The caller's own runs of the handler (it crashed in there) never leave before it does.
+  uint32_t self = crumbs__crash_this_thread.capture_depth;
+  while (true) {
+    uint32_t inside = __atomic_load_n(&capture->inside, __ATOMIC_ACQUIRE);
+    uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
+    if (inside <= self || now >= deadline) return;
+    crumbs__capture_futex(&capture->inside, FUTEX_WAIT_PRIVATE, inside, deadline - now);
+  }
+}
+
+bool crumbs__capture_waiting(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
+  for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
+    if (__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE) == asked) return true;
+  }
+  return false;
+}
+
+void crumbs__capture_wake_all(void) {
+  for (uint32_t index = 1; index < CRUMBS__CAPTURE_SLOTS; index++) {
+    crumbs__capture_futex(&crumbs__capture.slots[index].state, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  }
+}
+
+bool crumbs__capture_close(uint32_t index) {
+  uint32_t generation = crumbs__generation();
+  uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED);
+  return __atomic_compare_exchange_n(&crumbs__capture.slots[index].state, &expected,
+                                     CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_LATE), false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+bool crumbs__capture_release_slot(uint32_t index) {
+  uint32_t generation = crumbs__generation();
+  crumbs__capture_slot *slot = &crumbs__capture.slots[index];
+  uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ANSWERED);
+  if (!__atomic_compare_exchange_n(&slot->state, &expected, CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_RELEASED),
+                                   false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return false;
+  }
+  crumbs__capture_futex(&slot->state, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  return true;
+}
+
+/// Whether slot `index` answered this capture and is parked (not yet released).
+static bool crumbs__parked(uint32_t index) {
+  return __atomic_load_n(&crumbs__capture.slots[index].state, __ATOMIC_ACQUIRE) ==
+         CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ANSWERED);
+}
+
+/// Whether slot `index`'s stack is to be walked now: parked, or being read where it blocks.
+static bool crumbs__stack_wanted(uint32_t index) {
+  return crumbs__capture.slots[index].reading || crumbs__parked(index);
+}
+
+/// The stack pointer that finds slot `slot`'s stack: the one the kernel saved at its blocked
+/// call while it is being read there, else the one its answer copied.
+static uint64_t crumbs__stack_sp(const crumbs__capture_slot *slot) {
+  return slot->reading ? slot->blocked.sp : slot->context.sp;
+}
+
+/// One maps line against every parked thread still without bounds: the file is read once.
+static bool crumbs__find_stacks(const char *line, size_t length, void *context) {
+  (void)context;
+  crumbs__maps_entry entry;
+  if (!crumbs__crash_parse_maps_line(line, length, &entry) || entry.perms[0] != 'r') return true;
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t count = capture->slot_count;
+  for (uint32_t index = 1; index < count; index++) {
+    const crumbs__capture_slot *slot = &capture->slots[index];
+    if (capture->stack_source[index] != CRUMBS_STACK_UNKNOWN || !crumbs__stack_wanted(index)) continue;
+    uint64_t sp = crumbs__stack_sp(slot);
+    uint64_t probe = sp != 0 ? sp : slot->context.fp;
+    if (probe >= entry.start && probe < entry.end) {
+      capture->stack_low[index] = entry.start;
+      capture->stack_high[index] = entry.end;
+      capture->stack_source[index] = CRUMBS_STACK_PROC_MAPS;
+    }
+  }
+  return true;
+}
+
+void crumbs__capture_find_stacks(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  uint32_t count = capture->slot_count;
+  bool need_maps = false;
+  for (uint32_t index = 1; index < count; index++) {
+    if (capture->stack_source[index] != CRUMBS__STACK_NOT_LOOKED || !crumbs__stack_wanted(index)) continue;
+    const crumbs__capture_slot *slot = &capture->slots[index];
+    uint64_t sp = crumbs__stack_sp(slot), fp = slot->reading ? 0 : slot->context.fp;
+    capture->stack_source[index] = CRUMBS_STACK_UNKNOWN;
+    if (slot->stack_high != 0 && ((sp >= slot->stack_low && sp < slot->stack_high) ||
+                                  (fp >= slot->stack_low && fp < slot->stack_high))) {
+      capture->stack_low[index] = slot->stack_low;
+      capture->stack_high[index] = slot->stack_high;
+      capture->stack_source[index] = CRUMBS_STACK_REGISTERED;
+    } else {
+      need_maps = true;
+    }
+  }
+  if (need_maps) crumbs__crash_each_maps_line(crumbs__find_stacks, NULL);
+}
+
+bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts) {
+  if (facts->state != 'S' && facts->state != 'D') return false;
+  // The status (its switch count) first, then the call: a count read before the call line
+  // covers it.
+  if (!crumbs__proc_thread_syscall(slot->tid, &slot->blocked)) return false;
+  slot->seccomp = facts->seccomp;
+  slot->switches = facts->switches;
+  slot->reading = 1;
+  return true;
+}
+
+/// Whether two readings of a thread's syscall line name the same blocked call at the same place.
+static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs__blocked_syscall *second) {
+  if (first->number != second->number || first->sp != second->sp || first->pc != second->pc) return false;
+  for (unsigned index = 0; index < 6; index++) {
+    if (first->arguments[index] != second->arguments[index]) return false;
+  }
+  return true;
+}
+
+bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  crumbs__capture_slot *slot = &capture->slots[index];
+  memset(entry, 0, sizeof *entry);
+  entry->tid = slot->tid;
+  entry->state = CRUMBS_THREAD_CAPTURED;
+  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
+  entry->blocked_syscall = slot->blocked.number;
+  uint32_t source = capture->stack_source[index];
+  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
+  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
+  entry->stack_low = known ? capture->stack_low[index] : 0;
+  entry->stack_high = known ? capture->stack_high[index] : 0;
+  // What the kernel saved at the call's entry: the user pc (right after the syscall
+  // instruction, in libc's wrapper) and sp; no other register. CFI steps out of the wrapper
+  // from those alone (its CFA is sp-based); a caller whose CFA needs the frame pointer is
+  // bridged by the checked stack scan, which recovers the frame pointer from the frame record
+  // it finds (crumbs_unwind_scan.c).
+  crumbs__unwind_registers registers;
+  memset(&registers, 0, sizeof registers);
+  registers.values[CRUMBS__REG_SP] = slot->blocked.sp;
+  registers.known = 1ull << CRUMBS__REG_SP;
+  registers.pc = slot->blocked.pc;
+  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+  entry->frame_count = crumbs__crash_unwind(record, &registers, entry->stack_low, entry->stack_high, entry->frames,
+                                            entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
+  entry->backtrace_stop = stop;
+  crumbs__blocked_syscall again;
+  crumbs__thread_facts after;
+  bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
+              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
+              after.switches == slot->switches;
+  if (!same) memset(entry, 0, sizeof *entry);
+  return same;
+}
+
+bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
+                                 crumbs_crash_thread *entry, crumbs_crash_thread_table *table) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  const crumbs__capture_slot *slot = &capture->slots[index];
+  uint32_t state = CRUMBS__SLOT_STATE(__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE));
+  if (state == CRUMBS__SLOT_GONE) return false;
+  memset(entry, 0, sizeof *entry);
+  entry->tid = slot->tid;
+  entry->asked_with = slot->asked_with;
+  entry->not_signalled = slot->not_signalled;
+  if (state == CRUMBS__SLOT_NOT_ASKED && slot->reading) {
+    // Not signalled (a seccomp filter), but blocked in a system call: walked where it blocks.
+    crumbs__capture_slot *reading = &capture->slots[index];
+    bool walked = crumbs__capture_walk_blocked(record, index, entry);
+    reading->reading = 0;
+    if (walked) {
+      crumbs__proc_thread_name(slot->tid, entry->name);
+      table->captured++;
+      return true;
+    }
+    entry->tid = slot->tid;
+    entry->asked_with = slot->asked_with;
+    entry->not_signalled = slot->not_signalled;
+  }
+  if (state != CRUMBS__SLOT_ANSWERED) {
+    entry->state = state == CRUMBS__SLOT_NOT_ASKED ? CRUMBS_THREAD_NOT_ASKED : CRUMBS_THREAD_NO_ANSWER;
+    if (entry->state == CRUMBS_THREAD_NO_ANSWER) table->no_answer++;
+    crumbs__proc_thread_name(slot->tid, entry->name);
+    return true;
+  }
+  entry->state = slot->also_crashed != 0 ? CRUMBS_THREAD_ALSO_CRASHED : CRUMBS_THREAD_CAPTURED;
+  entry->signal_number = slot->also_crashed;
+  crumbs__format_copy(entry->name, sizeof entry->name, slot->name);
+  for (uint32_t r = 0; r < slot->register_count; r++) entry->registers[r] = slot->registers[r];
+  entry->register_count = slot->register_count;
+  uint32_t source = capture->stack_source[index];
+  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
+  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
+  entry->stack_low = known ? capture->stack_low[index] : 0;
+  entry->stack_high = known ? capture->stack_high[index] : 0;
+  // The crash handler's unwinder (CFI, then frame records, then a checked stack scan, each
+  // frame marked how it was found), so a thread stopped deep in glibc (pthread_cond_wait, whose
+  // frame pointer register holds anything) still shows its callers.
+  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+  entry->frame_count = crumbs__crash_unwind(record, &slot->unwind, entry->stack_low, entry->stack_high,
+                                            entry->frames, entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES,
+                                            &stop);
+  entry->backtrace_stop = stop;
+  table->captured++;
+  return true;
+}
+
+// MARK: - Install (not signal-safe)
+
+void crumbs__thread_capture_install(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  if (capture->capture_signal != 0 && crumbs__capture_handles(capture->capture_signal)) return;
+  capture->capture_signal = 0;
+  for (int candidate = SIGRTMAX; candidate >= SIGRTMIN; candidate--) {
+    struct sigaction current;
+    if (sigaction(candidate, NULL, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue; // someone's
+    struct sigaction ours = crumbs__capture_action();
+    if (sigaction(candidate, &ours, NULL) != 0) continue;
+    crumbs__capture_previous = current;
+    capture->capture_signal = candidate;
+    break;
+  }
+  // Bind the calls only the capture makes (futex, sigismember; getdents64, getrlimit, prctl
+  // through crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
+  uint32_t word = 1;
+  crumbs__capture_futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
+  sigset_t probe;
+  sigemptyset(&probe);
+  (void)sigismember(&probe, SIGPROF);
+  crumbs__proc_threads_resolve();
+}
+
+void crumbs__thread_capture_uninstall(void) {
+  crumbs__capture_state *capture = &crumbs__capture;
+  // A capture in progress asks threads with these two signals: given back now, SIG_DFL on the
+  // real-time capture signal would end the process with it, SIG_IGN on SIGPROF drop the request.
+  // Uninstall holds the capture while it gives them back; one held by somebody else (a crash:
+  // live captures run under the lock uninstall holds) keeps them ours, for good.
+  uint32_t own_tid = (uint32_t)syscall(SYS_gettid), free_owner = 0;
+  if (!__atomic_compare_exchange_n(&capture->owner, &free_owner, own_tid, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    crumbs__capture_testing_uninstall_done();
+    return;
+  }
+  // A signal a live capture sent to a thread that has not run it yet stays ours: SIG_DFL would
+  // end the process when it is delivered (crumbs_thread_capture_live.c keeps the list).
+  if (!crumbs__capture_pending_somewhere(SIGPROF)) crumbs__capture_sigprof_give_back();
+  if (capture->capture_signal != 0 && !crumbs__capture_pending_somewhere(capture->capture_signal)) {
+    if (crumbs__capture_handles(capture->capture_signal)) {
+      sigaction(capture->capture_signal, &crumbs__capture_previous, NULL);
+    }
+    capture->capture_signal = 0;
+  }
+  // A crash that waited for the capture meanwhile takes it now, and finds the signals gone.
+  __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
+  crumbs__capture_futex(&capture->owner, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
+  crumbs__capture_testing_uninstall_done();
+}
+
+int crumbs__thread_capture_signal(void) { return crumbs__capture.capture_signal; }
+
+void crumbs__thread_capture_forked(void) {
+  // The child has one thread: a live capture another thread of the parent was running is not
+  // in it, and holds nothing here.
+  crumbs__capture_state *capture = &crumbs__capture;
+  __atomic_store_n(&capture->capturing, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&capture->inside, 0u, __ATOMIC_RELEASE);
+  memset(capture->inside_tids, 0, sizeof capture->inside_tids);
+}

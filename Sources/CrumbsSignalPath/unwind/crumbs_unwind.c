@@ -1,0 +1,392 @@
+// crumbs_unwind.c — the crashing thread's backtrace: CFI, frame pointers, async contexts, and a
+// checked stack scan last, each frame marked with how it was found. This file is the walk; the
+// pieces it calls each have their own (crumbs_unwind.h lists them).
+//
+// Why C: it runs inside the crash handler (a signal handler), on a thread whose memory may be
+// corrupt, where the Swift runtime must not run.
+//
+// Entry points, in call order:
+//   crumbs__context_unwind_registers        the interrupted registers, DWARF-numbered
+//                                           (crumbs_context.c)
+//   crumbs__crash_unwind                    the whole backtrace with a CRUMBS_FRAME_* mark each;
+//     per frame, the first that works of:
+//       leaf insertion      frame 0 outside every module (a call through a bad pointer): the
+//                           caller is at [sp] / in LR (CRUMBS_FRAME_INSERTED)
+//       signal trampoline   x86_64 __restore_rt: the interrupted registers from its ucontext
+//       CFI                 the module's .eh_frame (crumbs_cfi.c), found through the
+//                           .eh_frame_hdr recorded with the module row (crumbs_modules.c);
+//                           CRUMBS_FRAME_CFI unless the return address was the one a frame
+//                           record holds, so a frame-pointer build reads as before
+//       frame pointer       [fp] / [fp + 8] (no mark)
+//       stack scan          the next word above sp that is a return address whose call can
+//                           reach the inner frame (CRUMBS_FRAME_GUESSED, crumbs_unwind_scan.c);
+//                           the unwind resumes from it exactly as from any frame
+//     and after each step, the Swift async chain when the frame was an async function resumed by
+//     the concurrency runtime (CRUMBS_FRAME_ASYNC, crumbs_unwind_async.c)
+//   crumbs__crash_walk_frames               the plain frame-pointer walk (non-fatal captures)
+//
+// Why CFI whenever a frame has an FDE, not only where frame pointers are missing: it is exact at
+// every instruction (a prologue, an epilogue, a leaf that keeps no frame, glibc built without
+// frame pointers, where the frame-pointer register holds anything), whereas a frame-pointer
+// walk silently skips the caller in those places. Where both apply they agree, and the frame is
+// left unmarked. It costs a binary search and a short program per frame (a few microseconds).
+// Frame pointers remain the fallback for code without .eh_frame, and the scan the last resort.
+//
+// ASYNC-SIGNAL-SAFE: everything in this file and the unwinder's others. No malloc, no locks, no
+// stdio. libc calls: syscall(SYS_gettid, SYS_process_vm_readv) (stack words, async contexts:
+// crumbs_unwind_memory.c), memcpy, and crumbs__crash_mapping_containing (open/read/close of
+// /proc/thread-self/maps) after a signal trampoline. Stack words are never plain loads: they are
+// copied through the kernel a 4 KiB chunk at a time (crumbs__unwind_stack_word), because the
+// stack's bounds may come from /proc/self/maps, which does not show guard regions installed
+// inside a mapping (MADV_GUARD_INSTALL: glibc 2.42's thread stacks, Linux 6.13+), and a stack
+// overflow leaves the SP in one; such a word reads as absent, the way EFAULT says. (Where
+// process_vm_readv is refused — a seccomp filter, ENOSYS — stack words fall back to plain
+// loads.) Plain loads otherwise only from the text of modules in the record's module table
+// (return-address checks) and the segment holding a module's .eh_frame_hdr, of rows checked at
+// the crash (crumbs_modules.c: a dlclose'd library's row is marked unloaded the first time a
+// lookup lands in it, and never read). A fault despite all this makes the handler finish a
+// partial record and die by the original signal (crumbs_crash_handler.c); it never loops.
+// Every loop is bounded: frames by the capacity, steps by twice that, the scan by 64 KiB of
+// stack, the async chain by the capacity.
+//
+// aarch64: CFI and frame records use x29/x30/sp and a leaf's caller comes from LR, but the
+// signal trampoline (the vDSO's __kernel_rt_sigreturn) is not recognized, a direct call's PLT
+// stub is not followed, and a scanned frame's sp is a guess (x86_64's is exact: right above the
+// return address). Only x86_64 is tested here.
+//
+// Why the bounds come from /proc/self/maps when nothing better is registered: a thread's stack
+// range is known exactly only from pthread_getattr_np, which allocates and may not be called in
+// a handler; so we take it at install / crumbs_crash_prepare_thread where we can, and otherwise
+// the handler reads the mapping that holds the stack pointer (crumbs_maps.c). Every address
+// from the stack pointer to the end of that mapping is mapped and readable.
+
+#include "unwind/crumbs_cfi.h"
+#include "unwind/crumbs_unwind.h"
+
+uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+                                   uint64_t high, uint64_t *frames, uint32_t capacity,
+                                   uint32_t *stop) {
+  uint32_t count = 0;
+  if (capacity == 0) {
+    *stop = CRUMBS_BACKTRACE_FULL;
+    return 0;
+  }
+  frames[count++] = pc;
+  if (low >= high) {
+    *stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+    return count;
+  }
+  // Nothing below the stack pointer belongs to a live frame (x86_64 leaf red zone aside, which
+  // holds no frame record), so the lowest frame record we trust is at sp.
+  uint64_t floor = sp > low ? sp : low;
+  while (true) {
+    if (count >= capacity) {
+      *stop = CRUMBS_BACKTRACE_FULL;
+      return count;
+    }
+    if (fp == 0) {
+      *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+      return count;
+    }
+    if ((fp & 7u) != 0) {
+      *stop = CRUMBS_BACKTRACE_MISALIGNED;
+      return count;
+    }
+    if (fp < floor || fp > high - 16) {
+      *stop = fp < floor && fp >= low ? CRUMBS_BACKTRACE_NOT_ASCENDING : CRUMBS_BACKTRACE_OUT_OF_BOUNDS;
+      return count;
+    }
+    // A frame record: [fp] = caller's frame pointer, [fp + 8] = return address (x86_64 and
+    // aarch64 AAPCS64 alike).
+    const volatile uint64_t *record = (const volatile uint64_t *)(uintptr_t)fp;
+    uint64_t next = record[0];
+    uint64_t return_address = record[1];
+    if (return_address == 0) {
+      *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+      return count;
+    }
+    frames[count++] = return_address;
+    // Frames grow down, so callers' records sit strictly higher: this rules out loops.
+    floor = fp + 16;
+    fp = next;
+  }
+}
+
+// MARK: - One step
+
+/// How a step ended.
+enum { CRUMBS__STEP_FAILED = 0, CRUMBS__STEP_OK = 1, CRUMBS__STEP_END = 2 };
+
+/// The register a step read the caller's frame pointer from (0: none), for the async check.
+typedef struct crumbs__step_result {
+  uint8_t mark;
+  uint64_t saved_fp_at;
+} crumbs__step_result;
+
+/// One step by the module's CFI.
+static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_state *state,
+                            crumbs__step_result *result) {
+  crumbs__unwind_registers *registers = &state->registers;
+  uint64_t lookup = state->exact ? registers->pc : registers->pc - 1;
+  crumbs__cfi_region region;
+  uint64_t header = 0;
+  if (!crumbs__crash_module_cfi_for(record, lookup, &region, &header)) return CRUMBS__STEP_FAILED;
+  crumbs__cfi_row row;
+  if (crumbs__cfi_row_at(&region, header, lookup, &row) != CRUMBS_CFI_OK) return CRUMBS__STEP_FAILED;
+  if (row.cfa_is_expression || !crumbs__unwind_known(registers, row.cfa_register)) return CRUMBS__STEP_FAILED;
+  if (row.return_register >= CRUMBS_CFI_REGISTERS) return CRUMBS__STEP_FAILED;
+  uint64_t sp = registers->values[CRUMBS__REG_SP];
+  uint64_t cfa = registers->values[row.cfa_register] + (uint64_t)row.cfa_offset;
+  if (cfa < sp || cfa > state->high) return CRUMBS__STEP_FAILED;
+  // Saved registers lie at or above sp, and inside the stack: after a stack overflow sp can be
+  // in the guard gap below it, which must not be read.
+  uint64_t floor = sp > state->low ? sp : state->low;
+
+  crumbs__unwind_registers caller = *registers;
+  uint64_t return_at = 0;
+  for (uint32_t reg = 0; reg < CRUMBS_CFI_REGISTERS; reg++) {
+    int64_t value = row.values[reg];
+    switch (row.rules[reg]) {
+    case CRUMBS_CFI_SAME: break;
+    case CRUMBS_CFI_UNDEFINED: caller.known &= ~(1ull << reg); break;
+    case CRUMBS_CFI_OFFSET: {
+      uint64_t at = cfa + (uint64_t)value, word = 0;
+      if (!crumbs__unwind_stack_word(floor, state->high, at, &word)) {
+        if (reg == row.return_register || reg == CRUMBS__REG_FP) return CRUMBS__STEP_FAILED;
+        caller.known &= ~(1ull << reg);
+        break;
+      }
+      caller.values[reg] = word;
+      caller.known |= 1ull << reg;
+      if (reg == row.return_register) return_at = at;
+      if (reg == CRUMBS__REG_FP) result->saved_fp_at = at;
+      break;
+    }
+    case CRUMBS_CFI_VAL_OFFSET:
+      caller.values[reg] = cfa + (uint64_t)value;
+      caller.known |= 1ull << reg;
+      break;
+    case CRUMBS_CFI_REGISTER:
+      if (value < 0 || value >= (int64_t)CRUMBS_CFI_REGISTERS || !crumbs__unwind_known(registers, (uint32_t)value)) {
+        caller.known &= ~(1ull << reg);
+      } else {
+        caller.values[reg] = registers->values[value];
+        caller.known |= 1ull << reg;
+      }
+      break;
+    default: // an expression we do not evaluate
+      if (reg == row.return_register || reg == CRUMBS__REG_FP) return CRUMBS__STEP_FAILED;
+      caller.known &= ~(1ull << reg);
+      break;
+    }
+  }
+  if (row.rules[row.return_register] == CRUMBS_CFI_UNDEFINED) return CRUMBS__STEP_END; // _start, clone
+  if (!crumbs__unwind_known(&caller, row.return_register)) return CRUMBS__STEP_FAILED;
+  uint64_t return_address = caller.values[row.return_register];
+  // Frame 0 with nothing pushed yet (a leaf on aarch64) may keep the CFA at sp; past frame 0
+  // the stack must grow toward the caller, or a damaged row could go round in circles.
+  if (cfa == sp && !state->exact) return CRUMBS__STEP_FAILED;
+  if (return_address == 0) return CRUMBS__STEP_END;
+  caller.values[CRUMBS__REG_SP] = cfa;
+  caller.known |= 1ull << CRUMBS__REG_SP;
+  caller.pc = return_address;
+  // The frame-pointer walk would have read this very return address from [fp + 8]: a frame
+  // record, left unmarked. Anything else only CFI could find.
+  uint64_t fp = registers->values[CRUMBS__REG_FP];
+  result->mark = crumbs__unwind_known(registers, CRUMBS__REG_FP) && return_at != 0 && return_at == fp + 8
+                     ? 0
+                     : CRUMBS_FRAME_CFI;
+  state->registers = caller;
+  state->exact = row.signal_frame;
+  return CRUMBS__STEP_OK;
+}
+
+/// One step by the frame record at fp: [fp] = caller's fp, [fp + 8] = return address.
+static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_result *result) {
+  crumbs__unwind_registers *registers = &state->registers;
+  if (!crumbs__unwind_known(registers, CRUMBS__REG_FP)) return CRUMBS__STEP_FAILED;
+  uint64_t fp = registers->values[CRUMBS__REG_FP];
+  uint64_t sp = registers->values[CRUMBS__REG_SP];
+  // Nothing below the stack pointer belongs to a live frame (the x86_64 red zone holds no frame
+  // record), and callers' records sit strictly higher: this rules out loops.
+  if (fp == 0 || fp < sp || fp < state->low || state->high < 16 || fp > state->high - 16) {
+    return CRUMBS__STEP_FAILED;
+  }
+  uint64_t next = 0, return_address = 0;
+  if (!crumbs__unwind_stack_word(state->low, state->high, fp, &next) ||
+      !crumbs__unwind_stack_word(state->low, state->high, fp + 8, &return_address)) {
+    return CRUMBS__STEP_FAILED;
+  }
+  if (return_address == 0) return CRUMBS__STEP_END;
+  registers->values[CRUMBS__REG_FP] = next;
+  registers->values[CRUMBS__REG_SP] = fp + 16;
+  registers->known |= 1ull << CRUMBS__REG_SP;
+  registers->pc = return_address;
+  state->exact = false;
+  result->mark = 0;
+  result->saved_fp_at = fp;
+  return CRUMBS__STEP_OK;
+}
+
+/// The x86_64 signal trampoline (glibc's __restore_rt: mov $15, %rax; syscall): the
+/// interrupted registers are in the ucontext at sp. Its FDE describes them with expressions,
+/// which crumbs_cfi.c does not evaluate, so it is recognized by its code, as libgcc does.
+static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__unwind_state *state,
+                                     crumbs__step_result *result) {
+#if defined(__x86_64__)
+  uint64_t pc = state->registers.pc;
+  int module = crumbs__crash_module_for_text(record, pc);
+  if (state->exact || module < 0 || pc + 9 > record->modules[module].text_end) return CRUMBS__STEP_FAILED;
+  static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)pc;
+  for (unsigned index = 0; index < sizeof restore_rt; index++) {
+    if (code[index] != restore_rt[index]) return CRUMBS__STEP_FAILED;
+  }
+  // The ucontext_t is at sp (crumbs_context.c knows where it keeps each register).
+  uint64_t context = state->registers.values[CRUMBS__REG_SP];
+  uint64_t offsets[16], pc_offset = 0;
+  if (crumbs__context_register_offsets(offsets, 16, &pc_offset) != 16) return CRUMBS__STEP_FAILED;
+  crumbs__unwind_registers interrupted = state->registers;
+  for (unsigned index = 0; index < 16; index++) {
+    uint64_t *value = &interrupted.values[index];
+    if (!crumbs__unwind_stack_word(state->low, state->high, context + offsets[index], value)) {
+      return CRUMBS__STEP_FAILED;
+    }
+  }
+  if (!crumbs__unwind_stack_word(state->low, state->high, context + pc_offset, &interrupted.pc)) {
+    return CRUMBS__STEP_FAILED;
+  }
+  interrupted.known = 0xffffu;
+  // The handler may have run on an alternate stack: the interrupted code's stack is another one.
+  uint64_t sp = interrupted.values[CRUMBS__REG_SP];
+  if (sp < state->low || sp >= state->high) {
+    uint64_t low = 0, high = 0;
+    if (!crumbs__crash_mapping_containing(sp, &low, &high)) return CRUMBS__STEP_FAILED;
+    state->low = low;
+    state->high = high;
+  }
+  state->registers = interrupted;
+  state->exact = true;
+  result->mark = CRUMBS_FRAME_CFI;
+  result->saved_fp_at = 0;
+  return CRUMBS__STEP_OK;
+#else
+  (void)record;
+  (void)state;
+  (void)result;
+  return CRUMBS__STEP_FAILED; // aarch64's trampoline is in the vDSO: not recognized (yet)
+#endif
+}
+// MARK: - The backtrace
+
+uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
+                              uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
+                              uint32_t capacity, uint32_t *stop) {
+  if (capacity == 0) {
+    *stop = CRUMBS_BACKTRACE_FULL;
+    return 0;
+  }
+  uint32_t count = 0;
+  frames[count] = registers->pc;
+  marks[count++] = 0;
+  if (low >= high) {
+    *stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
+    return count;
+  }
+  crumbs__unwind_forget_chunk();
+  crumbs__unwind_state state = {.registers = *registers, .exact = true, .low = low, .high = high};
+  uint64_t scanned = 0;
+  *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+
+  // Frame 0 outside every module: control went to a bad address (a call through a garbage
+  // pointer), and the caller's return address is at [sp] (x86_64) or in LR (aarch64).
+  if (crumbs__crash_module_for_text(record, registers->pc) < 0) {
+    uint64_t sp = registers->values[CRUMBS__REG_SP], caller = 0;
+#if defined(__x86_64__)
+    if (crumbs__unwind_stack_word(low, high, sp, &caller) && crumbs__crash_module_for_text(record, caller) >= 0 &&
+        count < capacity) {
+      state.registers.values[CRUMBS__REG_SP] = sp + 8;
+#elif defined(__aarch64__)
+    caller = registers->values[CRUMBS__REG_LR];
+    if (crumbs__crash_module_for_text(record, caller) >= 0 && count < capacity) {
+#else
+    if (false) {
+#endif
+      frames[count] = caller;
+      marks[count++] = CRUMBS_FRAME_INSERTED;
+      state.registers.pc = caller;
+      state.exact = false;
+    }
+  }
+
+  for (uint32_t steps = 0; steps < 2 * capacity; steps++) {
+    if (count >= capacity) {
+      *stop = CRUMBS_BACKTRACE_FULL;
+      return count;
+    }
+    crumbs__step_result result = {0, 0};
+    uint64_t inner_pc = state.registers.pc;
+    bool inner_exact = state.exact;
+    uint64_t inner_sp = state.registers.values[CRUMBS__REG_SP];
+    int outcome = crumbs__step_signal_frame(record, &state, &result);
+    if (outcome == CRUMBS__STEP_FAILED) outcome = crumbs__step_cfi(record, &state, &result);
+    if (outcome == CRUMBS__STEP_FAILED && inner_exact && count == 1) {
+      // Frame 0 in code without CFI: a fault inside a function that keeps no frame leaves its
+      // caller only at [sp] / in LR, while the frame pointer still names the caller's caller.
+      // Take it when it is a real return address the frame record would not give anyway.
+      uint64_t caller = 0, fp = state.registers.values[CRUMBS__REG_FP], recorded = 0;
+#if defined(__x86_64__)
+      bool have = crumbs__unwind_stack_word(state.low, state.high, inner_sp, &caller);
+#elif defined(__aarch64__)
+      bool have = crumbs__unwind_known(&state.registers, CRUMBS__REG_LR);
+      caller = state.registers.values[CRUMBS__REG_LR];
+#else
+      bool have = false;
+#endif
+      if (have && crumbs__crash_is_return_address(record, caller) &&
+          crumbs__unwind_stack_word(state.low, state.high, fp + 8, &recorded) && recorded != caller &&
+          fp >= inner_sp) {
+        frames[count] = caller;
+        marks[count++] = CRUMBS_FRAME_INSERTED;
+        state.registers.pc = caller;
+#if defined(__x86_64__)
+        state.registers.values[CRUMBS__REG_SP] = inner_sp + 8;
+#endif
+        state.exact = false;
+        continue;
+      }
+    }
+    if (outcome == CRUMBS__STEP_FAILED) outcome = crumbs__step_frame_pointer(&state, &result);
+    if (outcome == CRUMBS__STEP_END) {
+      *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
+      return count;
+    }
+    if (outcome == CRUMBS__STEP_OK) {
+      uint64_t saved_fp = state.registers.values[CRUMBS__REG_FP];
+      uint64_t context = result.saved_fp_at != 0
+                             ? crumbs__unwind_async_context(record, &state, inner_exact ? inner_pc : inner_pc - 1,
+                                                     result.saved_fp_at, saved_fp, state.registers.pc)
+                             : 0;
+      if (context != 0) {
+        count = crumbs__unwind_async_chain(context, frames, marks, count, capacity);
+        if (count >= capacity) continue;
+        state.registers.values[CRUMBS__REG_FP] = saved_fp & ~CRUMBS__ASYNC_FRAME_BIT;
+      }
+      frames[count] = state.registers.pc;
+      marks[count++] = result.mark;
+      continue;
+    }
+
+    // Neither CFI nor a frame record: the stack scan (crumbs_unwind_scan.c).
+    uint64_t guessed = 0;
+    if (!crumbs__unwind_scan(record, &state, inner_pc, inner_exact, inner_sp, &scanned, &guessed)) {
+      *stop = state.registers.values[CRUMBS__REG_FP] == 0 ? CRUMBS_BACKTRACE_END_OF_CHAIN
+                                                          : CRUMBS_BACKTRACE_OUT_OF_BOUNDS;
+      return count;
+    }
+    frames[count] = guessed;
+    marks[count++] = CRUMBS_FRAME_GUESSED;
+  }
+  *stop = CRUMBS_BACKTRACE_FULL;
+  return count;
+}
