@@ -117,12 +117,22 @@ let package = Package(
       dependencies: ["CrumbsSignalPath"],
       path: "Tests/CrumbsTestSupportC"
     ),
+    // Test-only C: the signal path's test hooks and the pure pieces tests feed a buffer. The
+    // product reaches the hooks only through kit/crumbs_hooks.h's table, NULL unless this target
+    // arms it, so a release build links none of it.
+    .target(
+      name: "CrumbsSignalPathTesting",
+      dependencies: ["CrumbsSignalPath"],
+      path: "Tests/CrumbsSignalPathTesting",
+      cSettings: [.headerSearchPath("../../Sources/CrumbsSignalPath")]
+    ),
     // Test-only C: the exact ways the test child crashes (null store, divide, assert, SIGBUS...).
     .target(name: "CrumbsTestChildC", path: "Tests/CrumbsTestChildC"),
     .executableTarget(
       name: "CrumbsTestChild",
       dependencies: [
-        "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsTestSupportC", "CrumbsTestChildC",
+        "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsSignalPathTesting", "CrumbsTestSupportC",
+        "CrumbsTestChildC",
       ],
       path: "Tests/CrumbsTestChild"
     ),
@@ -152,7 +162,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "FuzzCFIReader",
-      dependencies: ["CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsSignalPath", "CrumbsSignalPathTesting", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/CFIReader"
     ),
     .executableTarget(
@@ -266,6 +276,7 @@ let package = Package(
       name: "CrumbsFuzzRegressionTests",
       dependencies: [
         "CrumbsPlatform", "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath",
+        "CrumbsSignalPathTesting",
       ],
       swiftSettings: testFileImports
     ),

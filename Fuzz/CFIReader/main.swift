@@ -18,6 +18,7 @@
 
 import CFuzzDriver
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import FuzzSupport
 
 #if canImport(Glibc)

@@ -5,6 +5,7 @@
 // one entry, and a directory without an entry fails the test so it cannot be forgotten.
 
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import Foundation
 import Testing
 

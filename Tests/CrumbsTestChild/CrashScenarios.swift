@@ -1,6 +1,7 @@
 import Crumbs
 import CrumbsPlatform
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import CrumbsTestChildC
 import CrumbsTestSupportC
 import Dispatch

@@ -1,5 +1,6 @@
 import Crumbs
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import CrumbsTestChildC
 import Dispatch
 import Foundation

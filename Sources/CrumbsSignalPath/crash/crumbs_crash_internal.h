@@ -76,7 +76,6 @@ typedef struct crumbs__crash_state {
   /// whose handler is in the same module is the Swift runtime's backtracer, which never recovers.
   uint64_t swift_runtime_address;
   uint32_t wait_ms;    // how long a second crashing thread waits for the first
-  uint32_t test_fault; // tests only: the handler faults inside itself
   /// The Swift runtime's `std::atomic<const char *>` holding its last fatal-error message
   /// (swift_getFatalErrorMessageBuffer, looked up with dlsym at install); NULL without a Swift
   /// runtime. The handler loads the pointer and copies a bounded prefix of the text.
@@ -199,26 +198,6 @@ void crumbs__thread_capture_release(crumbs_crash_record *record);
 /// A forked child's capture state: no live capture of the parent's other threads holds it.
 /// Safe to call from a signal handler (atomic stores; the fork handler calls it).
 void crumbs__thread_capture_forked(void);
-/// Tests only: the capture's deadline (0: the product's) (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_deadline_ns(uint64_t deadline_ns);
-/// Tests only: the next live capture faults while a thread is parked (`fault` 1; 0 off; -1
-/// unchanged), or meets a crash on another thread through `meet_fd` (-1 off; -2 unchanged)
-/// (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_live(int fault, int meet_fd);
-/// Tests only: ask every thread, whatever its blocked mask says (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_skip_mask_check(bool skip);
-/// Tests only: live captures signal blocked threads too (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_signal_blocked(bool enabled);
-/// Tests only: an answer to the next live capture comes after a crash took it over
-/// (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_late_answer(bool enabled);
-/// Tests only: a thread leaves the next live capture's handler only once a crash has asked
-/// every thread (crumbs_crash_testing.h).
-void crumbs__thread_capture_testing_slow_leaver(bool enabled);
-/// Tests only: see crumbs_crash_testing_stale_request_to_live_capture.
-void crumbs__thread_capture_testing_stale_request(bool enabled);
-/// Tests only: see crumbs_crash_testing_uninstall_meets_crash.
-void crumbs__thread_capture_testing_uninstall_meets_crash(int fd);
 
 // MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "crash/crumbs_crash_internal.h"
 #include "kit/crumbs_format.h"
+#include "kit/crumbs_hooks.h"
 #include "crumbs_ring.h"
 #include "crumbs_signal_names.h"
 #include "crash/crumbs_terminate.h"
@@ -265,8 +266,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   // Ask the other threads first: they stop while this thread records its own crash.
   crumbs__thread_capture_request(record, thread_id, process_ends);
 
-  if (crumbs__crash_installed.test_fault) {
-    // Tests only (crumbs_crash_testing_fault_inside_handler in crumbs_crash_testing.h).
+  if (CRUMBS__HOOK_ON(fault_inside_handler)) { // tests only
     volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
     *(volatile int *)unmapped = 1;
   }

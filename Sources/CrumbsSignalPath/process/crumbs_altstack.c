@@ -69,7 +69,6 @@
 
 #define _GNU_SOURCE
 #include "process/crumbs_altstack.h"
-#include "crumbs_crash_testing.h"
 
 // MADV_GUARD_INSTALL (Linux 6.13), spelled out for older headers; older kernels refuse it.
 #define CRUMBS__MADV_GUARD_INSTALL 102
@@ -175,8 +174,7 @@ static unsigned char *crumbs__altstack_stack(uint32_t taken) {
          CRUMBS__ALTSTACK_GUARD;
 }
 
-// Tests only (crumbs_crash_testing.h).
-void *crumbs_crash_testing_altstack_guard(unsigned index) {
+void *crumbs__altstack_guard_at(unsigned index) {
   if (crumbs__altstack_pool == NULL || index > crumbs__altstack_count) return NULL;
   return crumbs__altstack_pool + (size_t)index * crumbs__altstack_stride();
 }

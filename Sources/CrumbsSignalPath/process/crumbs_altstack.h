@@ -67,5 +67,8 @@ bool crumbs__altstack_covers_new_threads(void);
 /// has an alternate stack afterwards. Thread-safe; not signal-safe (it is the hook's work plus
 /// mmap and the chunk's guards, for crumbs_crash_prepare_thread and new threads).
 bool crumbs__altstack_give_this_thread(void);
+/// Where stack `index` of the first pool starts: its guard page (`index` == the pool's count:
+/// the installing thread's). NULL before a pool exists or past it. Any thread.
+void *crumbs__altstack_guard_at(unsigned index);
 
 #endif // CRUMBS_ALTSTACK_H

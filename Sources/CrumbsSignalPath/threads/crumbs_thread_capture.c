@@ -133,13 +133,14 @@
 // given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
 // leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
 // read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
-// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); the test hooks'
-// (crumbs_thread_capture_testing.c). Each is bound at
+// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); an armed test hook's
+// (kit/crumbs_hooks.h). Each is bound at
 // install (crumbs_crash_install.c, crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
 #include "threads/crumbs_thread_capture.h"
 #include "kit/crumbs_format.h"
+#include "kit/crumbs_hooks.h"
 #include "kit/crumbs_libc_sigaction.h"
 
 #include <errno.h>
@@ -326,17 +327,18 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   prctl(PR_GET_NAME, (unsigned long)slot->name, 0, 0, 0);
   slot->name[sizeof slot->name - 1] = '\0';
 
-  bool late = crumbs__capture_testing_late_stop(slot); // tests only
+  const crumbs__hooks *hooks = crumbs__hooks_get();
+  bool late = hooks != NULL && hooks->late_stop != NULL && hooks->late_stop(slot); // tests only
   int asked_with = slot->asked_with;
   uint32_t expected = asked, parked = asked - CRUMBS__SLOT_ASKED + CRUMBS__SLOT_ANSWERED;
   if (!__atomic_compare_exchange_n(&slot->state, &expected, parked, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
-    if (late) crumbs__capture_testing_late_done();
+    if (late) CRUMBS__HOOK0(late_done);
     return 0; // too late: the capture listed us as not answering
   }
   __atomic_fetch_add(&capture->answered, 1, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
-  if (late) crumbs__capture_testing_late_done();
+  if (late) CRUMBS__HOOK0(late_done);
 
   // The process is sure to die (the crash request's `process_ends`): this thread ends here
   // rather than park, be woken again and then be killed. Its stack and the slot stay as they
@@ -361,15 +363,15 @@ void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *co
   int saved_errno = errno;
   // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
   uint32_t tid = (uint32_t)syscall(SYS_gettid);
-  crumbs__capture_testing_stale_hold(signal_number, tid); // tests only
+  CRUMBS__HOOK(stale_hold, signal_number, tid); // tests only
   uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   const void *outer = thread->capture_context;
   crumbs__capture_enter(thread, tid, context);
   int asked_with = crumbs__capture_answer(info, tid, context, outer, entered);
-  if (asked_with == 0) crumbs__capture_testing_stale_linger(tid); // tests only
+  if (asked_with == 0) CRUMBS__HOOK(stale_linger, tid); // tests only
   crumbs__capture_leave(thread, context);
-  crumbs__capture_testing_slow_leaver_stop(asked_with); // tests only
+  CRUMBS__HOOK(slow_leaver_stop, asked_with); // tests only
   thread->capture_context = outer;
   errno = saved_errno;
 }
@@ -466,7 +468,7 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
     return false;
   }
   uint64_t blocked = facts.blocked;
-  if (__atomic_load_n(&capture->skip_mask_check, __ATOMIC_RELAXED)) blocked = 0;
+  if (CRUMBS__HOOK_ON(ask_blocked_threads)) blocked = 0; // tests only
   int signal_number = crumbs__signal_for(blocked, capture_usable);
   bool stopped = facts.state == 'T' || facts.state == 't';
   if (stopped) signal_number = 0; // stopped or traced: cannot run
@@ -761,7 +763,7 @@ void crumbs__thread_capture_uninstall(void) {
   uint32_t own_tid = (uint32_t)syscall(SYS_gettid), free_owner = 0;
   if (!__atomic_compare_exchange_n(&capture->owner, &free_owner, own_tid, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
-    crumbs__capture_testing_uninstall_done();
+    CRUMBS__HOOK0(uninstall_done);
     return;
   }
   // A signal a live capture sent to a thread that has not run it yet stays ours: SIG_DFL would
@@ -776,7 +778,7 @@ void crumbs__thread_capture_uninstall(void) {
   // A crash that waited for the capture meanwhile takes it now, and finds the signals gone.
   __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
   crumbs__capture_futex(&capture->owner, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  crumbs__capture_testing_uninstall_done();
+  CRUMBS__HOOK0(uninstall_done);
 }
 
 int crumbs__thread_capture_signal(void) { return crumbs__capture.capture_signal; }

@@ -2,8 +2,8 @@
 // (crumbs_thread_capture.c: every thread at once, at crash time) and the live one
 // (crumbs_thread_capture_live.c: a few threads at a time, the process running on). One set of
 // slots, one capture signal handler, one listing, one way to ask a thread, walk its stack and
-// release it; crumbs_thread_capture.c's design comment says who may use them when, and
-// crumbs_thread_capture_testing.c holds the tests' hooks into them. Internal to CrumbsSignalPath.
+// release it; crumbs_thread_capture.c's design comment says who may use them when; the tests
+// reach into them through kit/crumbs_hooks.h. Internal to CrumbsSignalPath.
 //
 // ASYNC-SIGNAL-SAFE: every function declared here (their libc calls are listed in
 // crumbs_thread_capture.c and crumbs_thread_capture_live.c).
@@ -121,12 +121,6 @@ typedef struct crumbs__capture_state {
   uint64_t requested_ns; // CLOCK_MONOTONIC: the capture's start
   uint64_t limit_ns;     // a live capture's bound on its whole run (the crash waits that long)
   uint64_t deadline_ns;  // how long an asked thread has to answer
-  uint32_t skip_mask_check; // tests only: ask threads whatever they block
-  uint32_t signal_blocked;  // tests only: live captures signal blocked threads too
-  uint32_t late_answer;     // tests only: crumbs__capture_testing_late_* (a futex word)
-  uint32_t slow_leaver;     // tests only: crumbs__capture_testing_slow_leaver_go (a futex word)
-  uint32_t stale_request;   // tests only: crumbs__capture_testing_stale_* (a futex word)
-  uint32_t uninstall_met;   // tests only: 1 once an uninstall dealt with the signals (a futex word)
   /// SIGPROF's action before a capture took it (sa_handler SIG_DFL or SIG_IGN); `sigprof_taken`
   /// 1 while ours and not given back (crumbs_thread_capture_live.c gives it back).
   struct sigaction sigprof_previous;
@@ -196,41 +190,5 @@ void crumbs__capture_sigprof_give_back(void);
 /// Whether a thread a live capture asked with `signal_number` and that never ran its handler
 /// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
 bool crumbs__capture_pending_somewhere(int signal_number);
-
-// Tests only: the hooks of crumbs_thread_capture_testing.c (its design comment says when each
-// runs). The capture handler's stops:
-/// Right before the answer: true when this thread stopped (late_answer) and must say it is past
-/// its answer (crumbs__capture_testing_late_done).
-bool crumbs__capture_testing_late_stop(const crumbs__capture_slot *slot);
-void crumbs__capture_testing_late_done(void);
-/// At the handler's door, before it counts itself in (stale_request): thread `tid`.
-void crumbs__capture_testing_stale_hold(int signal_number, uint32_t tid);
-/// On the way out of a request it did not answer (stale_request): only the thread the hold
-/// stopped lingers.
-void crumbs__capture_testing_stale_linger(uint32_t tid);
-/// On the way out, once counted out (slow_leaver).
-void crumbs__capture_testing_slow_leaver_stop(int asked_with);
-/// Uninstall has dealt with the capture's signals (uninstall_meets_crash).
-void crumbs__capture_testing_uninstall_done(void);
-/// Tests only (crumbs_crash_testing_late_answer_to_live_capture,
-/// crumbs_crash_testing_stale_request_to_live_capture): the live capture, before its test fault,
-/// waits (at most 10 s) until the thread each armed hook stops has stopped. False when one never
-/// did (the capture then does not fault: the test sees no take-over).
-bool crumbs__capture_testing_late_paused(void);
-/// Tests only: the crash that took a live capture over lets that thread give its answer now, and
-/// waits (at most 10 s) until it has (or found its slot closed).
-void crumbs__capture_testing_late_go(void);
-/// Tests only (crumbs_crash_testing_slow_leaver_of_live_capture): the crash's capture has asked
-/// every thread; the thread that stopped on its way out of a live capture's handler goes on.
-void crumbs__capture_testing_slow_leaver_go(void);
-/// Tests only (crumbs_crash_testing_stale_request_to_live_capture): the crash that took a live
-/// capture over has waited for the handler's leavers; the thread whose request from the live
-/// capture was held back enters the handler now, and the crash waits (at most 10 s) until that
-/// thread is on its way out (its request is stale: its slot was closed).
-void crumbs__capture_testing_stale_go(void);
-/// Tests only (crumbs_crash_testing_uninstall_meets_crash): the crash's capture, about to ask
-/// the threads it listed, lets an uninstall run and waits (at most 10 s) until it has dealt
-/// with the capture's signals.
-void crumbs__capture_testing_uninstall_meet(void);
 
 #endif // CRUMBS_THREAD_CAPTURE_H

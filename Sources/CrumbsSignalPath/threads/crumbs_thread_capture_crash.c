@@ -11,6 +11,7 @@
 
 #define _GNU_SOURCE
 #include "threads/crumbs_thread_capture.h"
+#include "kit/crumbs_hooks.h"
 #include "kit/crumbs_format.h"
 
 /// How much longer than a live capture's own limit a crash waits for it to finish.
@@ -37,7 +38,7 @@ static bool crumbs__acquire_for_crash(crumbs_crash_thread_table *table, uint32_t
     for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
       if (!crumbs__capture_close(index)) crumbs__capture_release_slot(index);
     }
-    crumbs__capture_testing_late_go(); // tests only: an answer after the take-over
+    CRUMBS__HOOK0(late_go); // tests only: an answer after the take-over
     __atomic_store_n(&capture->capturing, 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
     table->flags |= CRUMBS_THREADS_TOOK_OVER_LIVE;
@@ -77,7 +78,7 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   // Threads a live capture just released may still be leaving its handler, blocking the signal
   // they were asked with: they could not answer the crash's. They are on their way out.
   crumbs__capture_wait_for_leavers(__atomic_load_n(&capture->deadline_ns, __ATOMIC_RELAXED));
-  crumbs__capture_testing_stale_go(); // tests only
+  CRUMBS__HOOK0(stale_go); // tests only
   capture->requested_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   bool listed = crumbs__capture_list(table, own_tid);
   // A thread the taken-over capture parked just before the listing rewrote its slot waits on a
@@ -97,10 +98,10 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   if (process_ends) table->flags |= CRUMBS_THREADS_ENDED;
   if (hold) table->flags |= CRUMBS_THREADS_KEPT_FOR_DUMP;
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
-  crumbs__capture_testing_uninstall_meet(); // tests only
+  CRUMBS__HOOK0(uninstall_meet); // tests only
   uint32_t count = capture->slot_count;
   for (uint32_t index = 1; index < count; index++) crumbs__capture_ask(index, ours, table);
-  crumbs__capture_testing_slow_leaver_go(); // tests only
+  CRUMBS__HOOK0(slow_leaver_go); // tests only
 }
 
 /// Waits for the asked threads until the deadline, then closes the slots still waiting.

@@ -41,12 +41,13 @@
 // While threads are parked it calls only what the crash handler calls: syscall(SYS_gettid,
 // SYS_futex, SYS_tgkill), getpid, prctl(PR_GET_NAME), sigaction, clock_gettime
 // (crumbs_context.c), open/read/close and getdents64 (crumbs_proc_threads.c, crumbs_maps.c),
-// memset, memmove, and the unwinder's (crumbs_unwind.c); tests only (crumbs_crash_testing.h):
-// write, nanosleep. crumbs__capture_pending_somewhere is async-signal-safe (open/read/close of
+// memset, memmove, and the unwinder's (crumbs_unwind.c); and an armed test
+// hook's (kit/crumbs_hooks.h). crumbs__capture_pending_somewhere is async-signal-safe (open/read/close of
 // /proc status files).
 
 #define _GNU_SOURCE
 #include "crumbs_live_capture.h"
+#include "kit/crumbs_hooks.h"
 #include "crumbs_stack_capture.h"
 #include "threads/crumbs_thread_capture.h"
 
@@ -101,38 +102,6 @@ bool crumbs__capture_pending_somewhere(int signal_number) {
   return pending_somewhere;
 }
 
-// MARK: - Tests only (crumbs_crash_testing.h)
-
-static uint32_t crumbs__live_testing_faults; // atomic: fault while a thread is parked, once
-static int crumbs__live_testing_meet_fd = -1; // atomic: meet a crash on another thread, once
-
-void crumbs__thread_capture_testing_live(int fault, int meet_fd) {
-  if (fault >= 0) __atomic_store_n(&crumbs__live_testing_faults, (uint32_t)fault, __ATOMIC_RELEASE);
-  if (meet_fd != -2) __atomic_store_n(&crumbs__live_testing_meet_fd, meet_fd, __ATOMIC_RELEASE);
-}
-
-/// Tests only: tells the crasher (a byte on the descriptor), then waits until its crash started.
-static void crumbs__live_testing_meet(const crumbs_crash_record *record) {
-  int fd = __atomic_exchange_n(&crumbs__live_testing_meet_fd, -1, __ATOMIC_ACQ_REL);
-  if (fd < 0) return;
-  char byte = 1;
-  if (write(fd, &byte, 1) != 1) return;
-  struct timespec millisecond = {0, 1000000};
-  for (int waited = 0; waited < 10000; waited++) {
-    if (__atomic_load_n(&record->state, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_ARMED) return;
-    nanosleep(&millisecond, NULL);
-  }
-}
-
-/// Tests only: a fault of the capture itself while a thread is parked.
-static void crumbs__live_testing_fault(void) {
-  if (__atomic_exchange_n(&crumbs__live_testing_faults, 0u, __ATOMIC_ACQ_REL) == 0) return;
-  // A thread stopped where a test hook holds it, when one is armed; none: no fault, no take-over.
-  if (!crumbs__capture_testing_late_paused()) return;
-  volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
-  *(volatile int *)unmapped = 1;
-}
-
 // MARK: - The capture
 
 /// How one live capture runs (options with the defaults filled in).
@@ -149,7 +118,7 @@ typedef struct crumbs__live_run {
 static void crumbs__live_walk_and_release(crumbs__live_run *run, uint32_t index) {
   crumbs_crash_thread *entry = &run->table->threads[index];
   crumbs__capture_write_entry(run->record, index, entry, run->table);
-  crumbs__live_testing_fault();
+  CRUMBS__HOOK0(live_parked); // tests only: a fault while a thread is parked
   uint64_t released = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   if (!crumbs__capture_release_slot(index)) return;
   uint64_t entered = crumbs__capture.slots[index].entered_ns;
@@ -169,7 +138,7 @@ static void crumbs__live_walk_and_release(crumbs__live_run *run, uint32_t index)
 /// never interrupted this way: a hang report must not change what the app's calls return.
 static void crumbs__live_read_blocked(crumbs__live_run *run) {
   crumbs__capture_state *capture = &crumbs__capture;
-  if (__atomic_load_n(&capture->signal_blocked, __ATOMIC_ACQUIRE)) return; // tests only
+  if (CRUMBS__HOOK_ON(signal_blocked)) return; // tests only
   uint32_t count = capture->slot_count, candidates = 0;
   uint32_t asked = CRUMBS__SLOT_WORD(__atomic_load_n(&capture->generation, __ATOMIC_ACQUIRE), CRUMBS__SLOT_ASKED);
   for (uint32_t index = 1; index < count; index++) {
@@ -252,7 +221,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
       crumbs__capture_futex(&capture->answered, FUTEX_WAIT_PRIVATE, answered, earliest - now);
       continue;
     }
-    if (any) crumbs__live_testing_meet(run->record);
+    if (any) CRUMBS__HOOK(live_answered, run->record); // tests only: a crash meets it
     if (any) crumbs__capture_find_stacks();
     now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     uint32_t kept = 0;

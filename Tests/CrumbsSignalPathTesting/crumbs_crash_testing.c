@@ -1,25 +1,37 @@
-// crumbs_crash_testing.c — test-only entry points (crumbs_crash_testing.h). Not signal-safe:
-// called by tests from ordinary threads; libc calls: none (the live capture's meeting with a
-// crash: write, nanosleep, in crumbs_thread_capture_live.c).
+// crumbs_crash_testing.c — the tests' entry points (crumbs_crash_testing.h): switches that arm
+// the hook table (crumbs_thread_capture_testing.c), and pure pieces of the signal path fed a
+// buffer. Test-only. Not signal-safe: called by tests from ordinary threads; libc calls: none.
 #include "crumbs_crash_testing.h"
+#include "crumbs_crash_testing_hooks.h"
+#include "process/crumbs_altstack.h"
+#include "threads/crumbs_thread_capture.h"
 #include "unwind/crumbs_cfi.h"
-#include "crash/crumbs_crash_internal.h"
+
+/// Turns switch `word` of the table on or off, arming the table first.
+static void crumbs__testing_switch(uint32_t *word, bool enabled) {
+  crumbs__testing_arm();
+  __atomic_store_n(word, enabled ? 1u : 0u, __ATOMIC_RELEASE);
+}
 
 void crumbs_crash_testing_fault_inside_handler(bool enabled) {
-  __atomic_store_n(&crumbs__crash_installed.test_fault, enabled ? 1u : 0u, __ATOMIC_RELEASE);
+  crumbs__testing_switch(&crumbs__testing_hooks.fault_inside_handler, enabled);
 }
 
 void crumbs_crash_testing_ask_blocked_threads(bool enabled) {
-  crumbs__thread_capture_testing_skip_mask_check(enabled);
+  crumbs__testing_switch(&crumbs__testing_hooks.ask_blocked_threads, enabled);
 }
 
 void crumbs_crash_testing_live_capture_signals_blocked(bool enabled) {
-  crumbs__thread_capture_testing_signal_blocked(enabled);
+  crumbs__testing_switch(&crumbs__testing_hooks.signal_blocked, enabled);
 }
 
 void crumbs_crash_testing_capture_deadline_ms(uint32_t milliseconds) {
-  crumbs__thread_capture_testing_deadline_ns((uint64_t)milliseconds * 1000000u);
+  uint64_t deadline_ns = (uint64_t)milliseconds * 1000000u;
+  __atomic_store_n(&crumbs__capture.deadline_ns, deadline_ns != 0 ? deadline_ns : CRUMBS__CAPTURE_DEADLINE_NS,
+                   __ATOMIC_RELAXED);
 }
+
+void *crumbs_crash_testing_altstack_guard(unsigned index) { return crumbs__altstack_guard_at(index); }
 
 void crumbs_crash_testing_fault_inside_live_capture(bool enabled) {
   crumbs__thread_capture_testing_live(enabled ? 1 : 0, -2);
