@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps check-c check-arrows check-docs werror build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz fuzz-smoke format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -42,7 +42,7 @@ test-deps:
 	@python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check opentelemetry-proto \
 	  || python3 -m pip install -q --disable-pip-version-check --break-system-packages opentelemetry-proto
 
-test: deps test-deps check-c check-arrows check-docs
+test: deps test-deps check-c check-arrows check-docs check-rooms
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
@@ -53,6 +53,14 @@ test: deps test-deps check-c check-arrows check-docs
 ## (Scripts/check-dependency-closure.py walks `swift package dump-package`: seconds, no build).
 check-arrows:
 	SWIFT=$(SWIFT) ./Scripts/check-dependency-closure.py
+
+## The signal path's rooms (docs/crash-capture.md): every file in a room folder, every include in
+## the room's direction, no test header in the product (Scripts/check-signal-path-rooms.py); no
+## circle in the calls between its files and at most 10 floors of them
+## (Scripts/signal-path-calls.py compiles each file and reads its symbols: seconds).
+check-rooms:
+	./Scripts/check-signal-path-rooms.py
+	./Scripts/signal-path-calls.py
 
 ## Every link to a document of the repository, and its anchor, resolves: README.md, docs/,
 ## Benchmarks/ and Fuzz/ Markdown, and docs/…md#anchor named in Sources/ and Tests/

@@ -1,5 +1,5 @@
 // crumbs_thread_capture_testing.c — the thread capture's test hooks (kit/crumbs_hooks.h): each
-// holds one thread at one step of the capture protocol (docs/crash-capture.md#every-other-thread)
+// holds one thread at one step of the capture protocol (docs/crash-capture.md#threads-every-other-thread)
 // until another step lets it go, so the tests reproduce, without timing, the races a loaded
 // machine produces by chance. Test-only: the product reaches them through crumbs__hooks_armed.
 //

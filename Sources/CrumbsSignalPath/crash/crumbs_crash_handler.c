@@ -84,7 +84,9 @@
 // killing the process without a record.
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+#include "threads/crumbs_threads.h"
+#include "unwind/crumbs_unwind.h"
 #include "kit/crumbs_die_by_signal.h"
 #include "kit/crumbs_libc_sigaction.h"
 
@@ -202,8 +204,7 @@ static void crumbs__die_after_record(int signal_number, const siginfo_t *info) {
 }
 
 static void crumbs__nested_crash(int signal_number, siginfo_t *info) {
-  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  int original = thread->original_signal;
+  int original = crumbs__this_thread.original_signal;
   crumbs_crash_record *record = crumbs__crash_own_record();
   if (record != NULL &&
       __atomic_load_n(&record->complete_marker, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_COMPLETE_MARKER) {
@@ -238,7 +239,7 @@ static void crumbs__record_crash(int signal_number, siginfo_t *info, void *conte
       __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_CONCURRENT_CRASH, __ATOMIC_RELAXED);
     }
     // The thread capture shows this fault's context if it asks this thread while it waits.
-    crumbs__crash_this_thread.crash_context = context;
+    crumbs__this_thread.crash_context = context;
     struct timespec millisecond = {0, 1000000};
     for (uint32_t waited = 0; waited < crumbs__crash_installed.wait_ms; waited++) nanosleep(&millisecond, NULL);
     crumbs__die_now(signal_number);
@@ -512,17 +513,17 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
     return;
   }
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  if (thread->depth > 0 && thread->chain_stage != CRUMBS__CHAIN_NONE &&
+  if (crumbs__this_thread.depth > 0 && thread->chain_stage != CRUMBS__CHAIN_NONE &&
       (uintptr_t)__builtin_frame_address(0) >= thread->chain_frame) {
     // Not called from inside the entry: it left our handler by longjmp (a runtime recovering
     // that way). That handling is over, and so is its first chance.
-    thread->depth = 0;
+    crumbs__this_thread.depth = 0;
     thread->chain_stage = CRUMBS__CHAIN_NONE;
     crumbs__first_chance_unmark();
   }
   uint64_t started_ns = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   uint32_t thread_id = (uint32_t)syscall(SYS_gettid);
-  if (thread->depth > 0) {
+  if (crumbs__this_thread.depth > 0) {
     if (thread->chain_stage != CRUMBS__CHAIN_NONE) {
       crumbs__chained_reentry(signal_number, info, context, thread_id, started_ns);
     } else {
@@ -531,15 +532,15 @@ void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *cont
     errno = saved_errno;
     return;
   }
-  thread->depth = 1;
-  thread->original_signal = signal_number;
+  crumbs__this_thread.depth = 1;
+  crumbs__this_thread.original_signal = signal_number;
   thread->chain_next = 0;
   thread->looped = 0;
   crumbs__handle(signal_number, info, context, thread_id, started_ns);
   // Returning: a recovered fault runs on; a fault re-executes and meets SIG_DFL; a raised
   // signal is delivered at the latest when the kernel restores the interrupted mask.
   thread->chain_stage = CRUMBS__CHAIN_NONE;
-  thread->depth = 0;
+  crumbs__this_thread.depth = 0;
   errno = saved_errno;
 }
 
@@ -552,7 +553,7 @@ void crumbs__crash_note_action(int signal_number, const struct sigaction *action
   crumbs_crash_record *record = crumbs__crash_own_record();
   if (record == NULL) return; // not installed, or a vfork child: nothing of ours is touched
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
-  if (thread->depth > 0) {
+  if (crumbs__this_thread.depth > 0) {
     // Inside our handler on this thread: our own death, or a handler we chained to. One given
     // the first chance that puts the default back for the signal gave up: record now, before
     // it raises the signal or returns to the fault. (A raw clone() sharing this thread's TLS,

@@ -15,7 +15,9 @@
 //   crumbs_modules.c and the ring append (their own headers list theirs).
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+#include "threads/crumbs_threads.h"
+#include "unwind/crumbs_unwind.h"
 #include "kit/crumbs_format.h"
 #include "kit/crumbs_hooks.h"
 #include "crumbs_ring.h"
@@ -66,7 +68,6 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
 static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__context_registers registers,
                                      const void *context) {
   uint64_t low = 0, high = 0;
-  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   // From here each lookup checks the row it lands in: a library dlclose'd since the last scan
   // is flagged unloaded and nothing of it is read (crumbs_modules.c).
   crumbs__crash_check_modules(record);
@@ -78,9 +79,9 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
   for (int index = 0; index < 2 && record->stack_source == CRUMBS_STACK_UNKNOWN; index++) {
     uint64_t probe = probes[index];
     if (probe == 0) continue;
-    if (thread->stack_high != 0 && probe >= thread->stack_low && probe < thread->stack_high) {
-      low = thread->stack_low;
-      high = thread->stack_high;
+    if (crumbs__this_thread.stack_high != 0 && probe >= crumbs__this_thread.stack_low && probe < crumbs__this_thread.stack_high) {
+      low = crumbs__this_thread.stack_low;
+      high = crumbs__this_thread.stack_high;
       record->stack_source = CRUMBS_STACK_REGISTERED;
     } else if (crumbs__crash_mapping_containing(probe, &low, &high)) {
       record->stack_source = CRUMBS_STACK_PROC_MAPS;
@@ -194,13 +195,6 @@ static void crumbs__record_uncaught_exception(crumbs_crash_message *message) {
   message->cxx_flags = flags;
 }
 
-/// The installed record, unless it is another process's: a child forked without our fork
-/// handler (vfork, clone, _Fork) still maps its parent's record, and must not write it.
-crumbs_crash_record *crumbs__crash_own_record(void) {
-  crumbs_crash_record *record = crumbs__crash_installed.record;
-  return record != NULL && record->pid == (uint32_t)getpid() ? record : NULL;
-}
-
 /// The final breadcrumb: "SIGSEGV SEGV_MAPERR at 0x0 (pc 0x…) on thread 1234 name".
 static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   const crumbs_ring *ring = crumbs__crash_installed.ring;
@@ -262,7 +256,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   __atomic_store_n(&record->state, CRUMBS_CRASH_WRITING, __ATOMIC_RELEASE);
   // Where the thread capture handler finds this thread's fault: a live capture that asks it
   // while the request waits for that capture to finish shows the fault, not the wait.
-  crumbs__crash_this_thread.crash_context = context;
+  crumbs__this_thread.crash_context = context;
   // Ask the other threads first: they stop while this thread records its own crash.
   crumbs__thread_capture_request(record, thread_id, process_ends);
 

@@ -1,15 +1,22 @@
-// crumbs_crash_state.c — the crash capture's shared state, defined apart from the code that uses
-// it: what install prepares for the handler (crumbs__crash_installed) and each thread's own
-// crash state (crumbs__crash_this_thread); crumbs_crash_internal.h describes both.
+// crumbs_crash_state.c — the crash capture's state and its reader: what install prepares for the
+// handler (crumbs__crash_installed), each thread's chain state (crumbs__crash_this_thread), and
+// the installed record when it is this process's own
+// (docs/crash-capture.md#crash-the-handler-and-its-record).
 //
-// Why a file of its own: install writes them, the handler, the record writer and the thread
-// capture read them. Defined in any one of those files, the others would depend on it while it
-// calls them (the handler calls the record writer, which calls the thread capture); here each
-// depends on this file and calls point one way: install → handler → record writer → capture.
+// A file of its own: install writes the state, the handler and the record writer read it. Here
+// each depends on this file and calls point one way: install → handler → record writer →
+// the thread capture.
 //
-// ASYNC-SIGNAL-SAFE: data only, no code.
+// ASYNC-SIGNAL-SAFE: crumbs__crash_own_record (getpid).
 
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+
+#include <unistd.h>
 
 crumbs__crash_state crumbs__crash_installed = {.wait_ms = 3000};
 __thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tls_model("initial-exec")));
+
+crumbs_crash_record *crumbs__crash_own_record(void) {
+  crumbs_crash_record *record = crumbs__crash_installed.record;
+  return record != NULL && record->pid == (uint32_t)getpid() ? record : NULL;
+}

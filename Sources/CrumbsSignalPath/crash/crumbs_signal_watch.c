@@ -71,7 +71,7 @@
 // of ours stands in front of libc (the client's periodic check covers it).
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
 #include "kit/crumbs_libc_sigaction.h"
 
 #include <errno.h>

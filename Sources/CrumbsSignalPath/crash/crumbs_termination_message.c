@@ -24,7 +24,8 @@
 
 #define _GNU_SOURCE
 #include "crumbs_termination_message.h"
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+#include "unwind/crumbs_unwind.h"
 #include "crash/crumbs_elf_symbol.h"
 #include "kit/crumbs_format.h"
 #include "crash/crumbs_redact.h"

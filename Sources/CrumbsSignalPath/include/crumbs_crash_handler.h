@@ -23,7 +23,7 @@
 // Where they live: crumbs_crash_install.c (every function declared here), crumbs_crash_handler.c
 // (the handler), crumbs_altstack.c (the alternate stacks), crumbs_unwind.c and crumbs_modules.c
 // (backtrace and module table), crumbs_terminate.cpp (an uncaught C++ exception's type and
-// what(), for the SIGABRT that follows); crumbs_crash_internal.h is what they share.
+// what(), for the SIGABRT that follows); crash/crumbs_crash.h is what they share.
 //
 // SIGNAL SAFETY: only the handler itself and the ring's first-append hook (crumbs_altstack.c,
 // which hands a thread its alternate stack) run in signal context; both are async-signal-safe

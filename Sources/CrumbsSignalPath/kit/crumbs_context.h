@@ -17,7 +17,6 @@
 #ifndef CRUMBS_CONTEXT_H
 #define CRUMBS_CONTEXT_H
 
-#include "unwind/crumbs_cfi.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -53,6 +52,11 @@ typedef struct crumbs__context_registers {
 /// known). Safe to call from a signal handler (pure).
 uint32_t crumbs__context_copy_registers(const void *context, uint64_t *registers, uint32_t capacity,
                                         crumbs__context_registers *start);
+
+/// DWARF register numbers the rules are kept for: x86_64 uses 0…16 (16 is the return address
+/// column, rip), aarch64 0…32 (29 fp, 30 lr, 31 sp). Rules for higher numbers (vector registers)
+/// are parsed and dropped: an unwinder never needs them to find the caller.
+#define CRUMBS_CFI_REGISTERS 33u
 
 /// The registers an unwind starts from, by DWARF number (x86_64: rax rdx rcx rbx rsi rdi rbp
 /// rsp r8…r15; aarch64: x0…x30, sp), `known` a bit per meaningful one, and the pc.

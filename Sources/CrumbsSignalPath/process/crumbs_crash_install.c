@@ -31,7 +31,9 @@
 
 #define _GNU_SOURCE
 #include "process/crumbs_altstack.h"
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+#include "threads/crumbs_threads.h"
+#include "unwind/crumbs_unwind.h"
 #include "kit/crumbs_format.h"
 #include "crash/crumbs_terminate.h"
 
@@ -232,8 +234,8 @@ static void crumbs__register_stack_bounds(void) {
       size = limit.rlim_cur;
     }
     if (top > size + 4096u && top - frames_top < size) {
-      crumbs__crash_this_thread.stack_low = top - size;
-      crumbs__crash_this_thread.stack_high = top;
+      crumbs__this_thread.stack_low = top - size;
+      crumbs__this_thread.stack_high = top;
     }
     return;
   }
@@ -242,8 +244,8 @@ static void crumbs__register_stack_bounds(void) {
   void *address = NULL;
   size_t size = 0;
   if (pthread_attr_getstack(&attributes, &address, &size) == 0 && address != NULL) {
-    crumbs__crash_this_thread.stack_low = (uint64_t)(uintptr_t)address;
-    crumbs__crash_this_thread.stack_high = (uint64_t)(uintptr_t)address + size;
+    crumbs__this_thread.stack_low = (uint64_t)(uintptr_t)address;
+    crumbs__this_thread.stack_high = (uint64_t)(uintptr_t)address + size;
   }
   pthread_attr_destroy(&attributes);
 }

@@ -18,7 +18,8 @@
 // crumbs_fork_wait (a futex wait, for the reaper's own thread).
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "crash/crumbs_crash.h"
+#include "threads/crumbs_threads.h"
 #include "crumbs_file.h"
 #include "kit/crumbs_format.h"
 #include "crumbs_fork.h"

@@ -18,7 +18,8 @@
 // prctl(PR_GET_DUMPABLE). Each is bound at install (crumbs__proc_threads_resolve).
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "threads/crumbs_threads.h"
+#include "unwind/crumbs_unwind.h"
 #include "kit/crumbs_format.h"
 
 #include <fcntl.h>

@@ -112,7 +112,7 @@
 //     leaving bumps `answered` (crumbs__capture_ask_again). A thread asked again while still
 //     inside (SIGPROF reaches a thread in the capture signal's handler; either signal reaches
 //     one past that unblocking) answers with where the first request found it
-//     (crumbs__crash_thread.capture_context), not with the handler.
+//     (crumbs__thread_state.capture_context), not with the handler.
 // Generations: every listing bumps `generation`, and a slot's state word carries the generation
 // that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
 // a signal delivered after its capture ended) compares against another word: it never counts
@@ -153,7 +153,7 @@
 
 
 crumbs__capture_state crumbs__capture = {.deadline_ns = CRUMBS__CAPTURE_DEADLINE_NS};
-static struct sigaction crumbs__capture_previous; // the capture signal's action before ours
+__thread crumbs__thread_state crumbs__this_thread __attribute__((tls_model("initial-exec")));
 
 // MARK: - Small signal-safe helpers
 
@@ -175,7 +175,7 @@ bool crumbs__capture_handles(int signal_number) {
 /// The capture handler's action (SA_SIGINFO | SA_ONSTACK | SA_RESTART: a thread interrupted in
 /// a system call that restarts resumes it once released; nanosleep, poll, epoll_wait never do,
 /// which is why a live capture signals no thread blocked in a system call).
-static struct sigaction crumbs__capture_action(void) {
+struct sigaction crumbs__capture_action(void) {
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_sigaction = crumbs__capture_signal_handler;
@@ -249,7 +249,7 @@ static void crumbs__unblock_requests(const void *context) {
 /// `inside_tids`, once per thread) before anything else, so that a capture that finds it blocking
 /// both request signals knows it is only in here and waits for it instead of listing it as not
 /// answering; and the context this run shows if asked again while inside (the outermost run's).
-static void crumbs__capture_enter(crumbs__crash_thread *thread, uint32_t tid, const void *context) {
+static void crumbs__capture_enter(crumbs__thread_state *thread, uint32_t tid, const void *context) {
   crumbs__capture_state *capture = &crumbs__capture;
   __atomic_fetch_add(&capture->inside, 1, __ATOMIC_ACQ_REL);
   if (thread->capture_depth++ == 0) {
@@ -271,7 +271,7 @@ static void crumbs__capture_enter(crumbs__crash_thread *thread, uint32_t tid, co
 /// capture waiting to ask this thread again wakes. `capture_context` stays this run's until the
 /// handler returns (the caller puts `outer` back): a request from here on shows the interrupted
 /// code, not the handler.
-static void crumbs__capture_leave(crumbs__crash_thread *thread, const void *context) {
+static void crumbs__capture_leave(crumbs__thread_state *thread, const void *context) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs__unblock_requests(context);
   if (--thread->capture_depth == 0 && thread->capture_tid_entry != 0) {
@@ -311,7 +311,7 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   // or for a live capture to finish): its own fault's context is the one worth showing. One
   // asked again while still in this handler (released, not yet back: a crash's request right
   // after a live capture) shows where the first request found it.
-  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  crumbs__thread_state *thread = &crumbs__this_thread;
   const void *shown = outer != NULL ? outer : context;
   slot->also_crashed = 0;
   if (thread->depth > 0 && thread->crash_context != NULL) {
@@ -361,11 +361,11 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
 
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__crash_thread).
+  // Asked by the kernel, not from TLS: a raw clone() shares this TLS (crumbs__thread_state).
   uint32_t tid = (uint32_t)syscall(SYS_gettid);
   CRUMBS__HOOK(stale_hold, signal_number, tid); // tests only
   uint64_t entered = crumbs__context_clock_ns(CLOCK_MONOTONIC);
-  crumbs__crash_thread *thread = &crumbs__crash_this_thread;
+  crumbs__thread_state *thread = &crumbs__this_thread;
   const void *outer = thread->capture_context;
   crumbs__capture_enter(thread, tid, context);
   int asked_with = crumbs__capture_answer(info, tid, context, outer, entered);
@@ -516,7 +516,7 @@ void crumbs__capture_wait_for_leavers(uint64_t timeout_ns) {
   crumbs__capture_state *capture = &crumbs__capture;
   uint64_t deadline = crumbs__context_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
   // The caller's own runs of the handler (it crashed in there) never leave before it does.
-  uint32_t self = crumbs__crash_this_thread.capture_depth;
+  uint32_t self = crumbs__this_thread.capture_depth;
   while (true) {
     uint32_t inside = __atomic_load_n(&capture->inside, __ATOMIC_ACQUIRE);
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
@@ -726,70 +726,4 @@ bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t ind
   entry->backtrace_stop = stop;
   table->captured++;
   return true;
-}
-
-// MARK: - Install (not signal-safe)
-
-void crumbs__thread_capture_install(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  if (capture->capture_signal != 0 && crumbs__capture_handles(capture->capture_signal)) return;
-  capture->capture_signal = 0;
-  for (int candidate = SIGRTMAX; candidate >= SIGRTMIN; candidate--) {
-    struct sigaction current;
-    if (sigaction(candidate, NULL, &current) != 0) continue;
-    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue; // someone's
-    struct sigaction ours = crumbs__capture_action();
-    if (sigaction(candidate, &ours, NULL) != 0) continue;
-    crumbs__capture_previous = current;
-    capture->capture_signal = candidate;
-    break;
-  }
-  // Bind the calls only the capture makes (futex, sigismember; getdents64, getrlimit, prctl
-  // through crumbs_proc_threads.c) now, not at crash time (open/read/close are bound already).
-  uint32_t word = 1;
-  crumbs__capture_futex(&word, FUTEX_WAKE_PRIVATE, 1, 0);
-  sigset_t probe;
-  sigemptyset(&probe);
-  (void)sigismember(&probe, SIGPROF);
-  crumbs__proc_threads_resolve();
-}
-
-void crumbs__thread_capture_uninstall(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  // A capture in progress asks threads with these two signals: given back now, SIG_DFL on the
-  // real-time capture signal would end the process with it, SIG_IGN on SIGPROF drop the request.
-  // Uninstall holds the capture while it gives them back; one held by somebody else (a crash:
-  // live captures run under the lock uninstall holds) keeps them ours, for good.
-  uint32_t own_tid = (uint32_t)syscall(SYS_gettid), free_owner = 0;
-  if (!__atomic_compare_exchange_n(&capture->owner, &free_owner, own_tid, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    CRUMBS__HOOK0(uninstall_done);
-    return;
-  }
-  // A signal a live capture sent to a thread that has not run it yet stays ours: SIG_DFL would
-  // end the process when it is delivered (crumbs_thread_capture_live.c keeps the list).
-  if (!crumbs__capture_pending_somewhere(SIGPROF)) crumbs__capture_sigprof_give_back();
-  if (capture->capture_signal != 0 && !crumbs__capture_pending_somewhere(capture->capture_signal)) {
-    if (crumbs__capture_handles(capture->capture_signal)) {
-      sigaction(capture->capture_signal, &crumbs__capture_previous, NULL);
-    }
-    capture->capture_signal = 0;
-  }
-  // A crash that waited for the capture meanwhile takes it now, and finds the signals gone.
-  __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
-  crumbs__capture_futex(&capture->owner, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);
-  CRUMBS__HOOK0(uninstall_done);
-}
-
-int crumbs__thread_capture_signal(void) { return crumbs__capture.capture_signal; }
-
-void crumbs__thread_capture_forked(void) {
-  // The child has one thread: a live capture another thread of the parent was running is not
-  // in it, and holds nothing here.
-  crumbs__capture_state *capture = &crumbs__capture;
-  __atomic_store_n(&capture->capturing, 0u, __ATOMIC_RELEASE);
-  __atomic_store_n(&capture->live, 0u, __ATOMIC_RELEASE);
-  __atomic_store_n(&capture->owner, 0u, __ATOMIC_RELEASE);
-  __atomic_store_n(&capture->inside, 0u, __ATOMIC_RELEASE);
-  memset(capture->inside_tids, 0, sizeof capture->inside_tids);
 }

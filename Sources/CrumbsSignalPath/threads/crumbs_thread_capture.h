@@ -11,7 +11,8 @@
 #ifndef CRUMBS_THREAD_CAPTURE_H
 #define CRUMBS_THREAD_CAPTURE_H
 
-#include "crash/crumbs_crash_internal.h"
+#include "threads/crumbs_threads.h"
+#include "unwind/crumbs_unwind.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -187,6 +188,11 @@ bool crumbs__capture_sigprof_usable(void);
 /// Gives SIGPROF back its action from before a capture took it, unless another library set
 /// its own since. Not for a signal still pending for some thread (SIG_DFL would kill it).
 void crumbs__capture_sigprof_give_back(void);
+/// The capture handler's action (SA_SIGINFO | SA_ONSTACK | SA_RESTART).
+struct sigaction crumbs__capture_action(void);
+/// Remembers that thread `tid` was sent `signal_number` by a live capture and had not run it
+/// when the capture closed its slot (crumbs_thread_capture_signals.c).
+void crumbs__capture_owe(uint32_t tid, int signal_number);
 /// Whether a thread a live capture asked with `signal_number` and that never ran its handler
 /// still has it pending (crumbs_thread_capture_live.c keeps them; forgets those that have not).
 bool crumbs__capture_pending_somewhere(int signal_number);

@@ -62,46 +62,6 @@
 #define CRUMBS__LIVE_WINDOW 4u
 #define CRUMBS__LIVE_MIN_LIMIT_NS (250ull * 1000000u)
 
-// MARK: - Signals sent and not run yet
-
-/// Threads a live capture asked and that had not run the signal when it closed them.
-static uint32_t crumbs__owed_tid[CRUMBS__CAPTURE_SLOTS];
-static int32_t crumbs__owed_signal[CRUMBS__CAPTURE_SLOTS];
-static uint32_t crumbs__owed_count;
-/// 1 when one could not be remembered (the list was full): that signal is never given back.
-static uint32_t crumbs__owed_lost;
-
-static void crumbs__owe(uint32_t tid, int signal_number) {
-  if (crumbs__owed_count >= CRUMBS__CAPTURE_SLOTS) {
-    crumbs__owed_lost = 1;
-    return;
-  }
-  crumbs__owed_tid[crumbs__owed_count] = tid;
-  crumbs__owed_signal[crumbs__owed_count++] = signal_number;
-}
-
-bool crumbs__capture_pending_somewhere(int signal_number) {
-  if (crumbs__owed_lost) return true;
-  bool pending_somewhere = false;
-  uint32_t kept = 0;
-  for (uint32_t index = 0; index < crumbs__owed_count; index++) {
-    char state = '?';
-    uint64_t blocked = 0, pending = 0;
-    int owed = crumbs__owed_signal[index];
-    if (owed <= 0 || owed >= 64) continue;
-    // Exited, or ran it (its handler found the slot closed and returned): nothing is owed.
-    if (!crumbs__proc_thread_status(crumbs__owed_tid[index], &state, &blocked, &pending) ||
-        !(pending & (1ull << (owed - 1)))) {
-      continue;
-    }
-    if (owed == signal_number) pending_somewhere = true;
-    crumbs__owed_tid[kept] = crumbs__owed_tid[index];
-    crumbs__owed_signal[kept++] = owed;
-  }
-  crumbs__owed_count = kept;
-  return pending_somewhere;
-}
-
 // MARK: - The capture
 
 /// How one live capture runs (options with the defaults filled in).
@@ -235,7 +195,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
       } else if (!parked && (now >= slot->asked_ns + run->answer_deadline_ns || now >= run->stop_at) &&
                  crumbs__capture_close(index)) {
         run->table->flags |= CRUMBS_THREADS_DEADLINE_PASSED;
-        if (slot->asked_with != 0) crumbs__owe(slot->tid, slot->asked_with); // 0: deferred, never sent
+        if (slot->asked_with != 0) crumbs__capture_owe(slot->tid, slot->asked_with); // 0: deferred, never sent
       } else {
         waiting[kept++] = index;
       }
@@ -278,21 +238,23 @@ static void crumbs__live_own_entry(crumbs_crash_thread_table *out, uint32_t own_
   out->thread_count = 1;
 }
 
-__attribute__((noinline)) int crumbs_capture_threads_live(crumbs_crash_thread_table *out,
+__attribute__((noinline)) int crumbs__thread_capture_live(const crumbs_crash_record *record,
+                                                          crumbs_crash_thread_table *out,
                                                           const crumbs_live_capture_options *options,
                                                           crumbs_live_capture_stats *stats) {
   crumbs_live_capture_stats unused;
   if (stats == NULL) stats = &unused;
   memset(stats, 0, sizeof *stats);
-  const crumbs_crash_record *record = crumbs__crash_own_record();
   if (record == NULL || out == NULL) return CRUMBS_LIVE_CAPTURE_NOT_INSTALLED;
   uint32_t own_tid = (uint32_t)syscall(SYS_gettid);
   crumbs__live_own_entry(out, own_tid);
   crumbs_crash_thread *own = &out->threads[0];
   uint32_t walked = crumbs_capture_current_stack(own->frames, CRUMBS_CRASH_THREAD_MAX_FRAMES);
-  // frames[0] is the call just above, inside this function: the caller's frames follow it.
-  if (walked > 0) memmove(own->frames, own->frames + 1, (walked - 1) * sizeof own->frames[0]);
-  own->frame_count = walked > 0 ? walked - 1 : 0;
+  // frames[0] is the call just above, inside this function, frames[1] the call inside the public
+  // entry (crash/crumbs_crash_state.c, never a tail call): the caller's frames follow them.
+  uint32_t dropped = walked < 2 ? walked : 2;
+  memmove(own->frames, own->frames + dropped, (walked - dropped) * sizeof own->frames[0]);
+  own->frame_count = walked - dropped;
   stats->started_wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
 
   crumbs__capture_state *capture = &crumbs__capture;

@@ -28,7 +28,7 @@
 // crumbs_thread_dump_install/uninstall (sigaction, sched_yield, pthread_atfork).
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "threads/crumbs_threads.h"
 #include "crumbs_thread_dump.h"
 
 #include <errno.h>

@@ -18,13 +18,11 @@
 #ifndef CRUMBS_CFI_H
 #define CRUMBS_CFI_H
 
+#include "kit/crumbs_context.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
-/// DWARF register numbers the rules are kept for: x86_64 uses 0…16 (16 is the return address
-/// column, rip), aarch64 0…32 (29 fp, 30 lr, 31 sp). Rules for higher numbers (vector registers)
-/// are parsed and dropped: an unwinder never needs them to find the caller.
-#define CRUMBS_CFI_REGISTERS 33u
 
 /// Bytes an address range lets the parser read: [low, high), stored at `bytes` (which is `low`
 /// itself in the handler).

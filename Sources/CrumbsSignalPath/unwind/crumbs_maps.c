@@ -15,7 +15,7 @@
 // ASYNC-SIGNAL-SAFE: everything in this file. libc calls: open, read, close. No malloc, no
 // locks, no stdio.
 
-#include "crash/crumbs_crash_internal.h"
+#include "unwind/crumbs_unwind.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -48,7 +48,7 @@
 // libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "unwind/crumbs_unwind.h"
 #include "kit/crumbs_format.h"
 
 #include <elf.h>

@@ -7,7 +7,7 @@
 // libc calls: pthread_self, pthread_getattr_np, pthread_attr_getstack, pthread_attr_destroy.
 
 #define _GNU_SOURCE
-#include "crash/crumbs_crash_internal.h"
+#include "unwind/crumbs_unwind.h"
 #include "crumbs_stack_capture.h"
 
 #include <pthread.h>

@@ -61,7 +61,7 @@
 // from the stack pointer to the end of that mapping is mapped and readable.
 
 #include "unwind/crumbs_cfi.h"
-#include "unwind/crumbs_unwind.h"
+#include "unwind/crumbs_unwind_parts.h"
 
 uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,

@@ -1,77 +1,134 @@
-// crumbs_unwind.h — what the unwinder's files share, and nothing else includes: the state of one
-// unwind, the stack words and memory it reads, and the two helpers the main walk calls at each
-// step (the Swift async chain, the stack scan). The unwinder's entry points for the rest of
-// crash capture are in crumbs_crash_internal.h. Internal to CrumbsSignalPath.
+// crumbs_unwind.h — the face of unwind/: a thread's backtrace from its registers, memory read
+// without faulting, /proc/self/maps, and the module table the unwinder looks addresses up in
+// (docs/crash-capture.md#unwind-a-threads-backtrace). Internal to CrumbsSignalPath.
 //
-// The unwinder's files, one idea each:
-//   crumbs_unwind.c         the walk: per frame, leaf insertion, signal trampoline, CFI, frame
-//                           pointer, then the scan; and after each step the async chain
-//   crumbs_unwind_memory.c  memory the unwinder reads: through the kernel, a stack chunk at a time
-//   crumbs_unwind_async.c   Swift async frames: the context below a frame record, its chain
-//   crumbs_unwind_scan.c    return-address checks and the stack scan (the last resort)
-// Registers come from a signal context through crumbs_context.c; a module's CFI and function
-// starts through the module table (crumbs_modules.c). Calls point one way: the walk calls the
-// async chain and the scan, and all three call the memory file.
-//
-// ASYNC-SIGNAL-SAFE: everything declared here (crumbs_unwind.c lists what each reads and calls).
+// ASYNC-SIGNAL-SAFE: every function declared here but where it says otherwise.
 
 #ifndef CRUMBS_UNWIND_H
 #define CRUMBS_UNWIND_H
 
-#include "crash/crumbs_crash_internal.h"
+#include "crumbs_crash_record.h"
+#include "kit/crumbs_context.h"
+#include "unwind/crumbs_cfi.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/// Bit 60 of a saved frame pointer: an async frame record (Darwin's convention).
-#define CRUMBS__ASYNC_FRAME_BIT (1ull << 60)
+// MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 
-/// One unwind in progress: the registers of the frame it is in, and the stack it walks.
-typedef struct crumbs__unwind_state {
-  crumbs__unwind_registers registers;
-  bool exact;          // pc is the executing instruction (frame 0, after a signal frame)
-  uint64_t low, high;  // the stack being unwound
-} crumbs__unwind_state;
+/// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
+/// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
+/// Safe to call from a signal handler (reads memory only inside [low, high)).
+uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+                                   uint64_t high, uint64_t *frames, uint32_t capacity,
+                                   uint32_t *stop);
+/// Whether `address` is a return address: in a module's text, right after a call instruction
+/// (crumbs_unwind_scan.c). Safe to call from a signal handler (reads only that module's text).
+bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
+/// The backtrace of the thread whose registers are `registers` and whose stack is [low, high):
+/// frames[0] = pc, then return addresses (and async resume points), innermost first, with
+/// marks[i] the CRUMBS_FRAME_* bits saying how frame i was found. Uses `record`'s module table
+/// and the CFI recorded with it (crumbs_unwind.c has the order of methods). Returns the count;
+/// `stop` gets a crumbs_crash_backtrace_stop. Any thread's registers will do (the crashing
+/// thread's from the handler's context, another thread's from its own signal context).
+/// Safe to call from a signal handler (see crumbs_unwind.c for what it reads and calls).
+uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
+                              uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
+                              uint32_t capacity, uint32_t *stop);
+/// Copies `size` bytes at `address` of this process without ever faulting
+/// (crumbs_unwind_memory.c): through process_vm_readv (EFAULT for unmapped memory and guard
+/// regions, which /proc/self/maps does not show), or, where the kernel refuses that call
+/// (seccomp, ENOSYS), by plain loads. Safe to call from a signal handler (syscall(SYS_process_vm_readv, SYS_gettid)).
+bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size);
+/// The lowest address of a stack [low, high) that holds `probe` (an SP or a fault address) once
+/// the unreadable pages at and right above the probe are left out: a guard region inside the
+/// mapping (MADV_GUARD_INSTALL) is not part of the stack. `low` when the probe's page reads or
+/// the probe is outside. Safe to call from a signal handler (crumbs__crash_read_memory).
+uint64_t crumbs__crash_readable_floor(uint64_t low, uint64_t high, uint64_t probe);
+/// An address in the Swift concurrency runtime (swift_job_run, found with dlsym at install), 0
+/// without one: async frames are those it resumes (crumbs_unwind_async.c).
+extern uint64_t crumbs__unwind_concurrency_runtime;
 
-/// Whether register `reg` (a DWARF number) holds a meaningful value. Pure.
-static inline bool crumbs__unwind_known(const crumbs__unwind_registers *registers, uint32_t reg) {
-  return reg < CRUMBS_CFI_REGISTERS && (registers->known >> reg & 1u);
-}
+// MARK: - /proc/self/maps (crumbs_maps.c)
 
-// MARK: - Memory (crumbs_unwind_memory.c)
+/// One line of /proc/self/maps, parsed in place.
+typedef struct crumbs__maps_entry {
+  uint64_t start, end; // [start, end)
+  uint64_t offset;     // in the file
+  uint64_t device;     // major << 32 | minor
+  uint64_t inode;      // 0 for anonymous mappings
+  char perms[4];       // "r-xp"
+  const char *path;    // into the line, not NUL-terminated; path_length 0 when anonymous
+  size_t path_length;
+} crumbs__maps_entry;
 
-/// Copies `size` bytes at `address`, anywhere (the heap), only through the kernel: false when it
-/// cannot (unmapped, or process_vm_readv refused). Safe to call from a signal handler
-/// (syscall(SYS_process_vm_readv, SYS_gettid)).
-bool crumbs__unwind_read_anywhere(uint64_t address, void *out, size_t size);
-/// A word of the stack being unwound, when [address, address + 8) lies in [low, high) and is
-/// readable; read through the kernel a 4 KiB chunk at a time, never by a plain load. Safe to
-/// call from a signal handler (crumbs__crash_read_memory).
-bool crumbs__unwind_stack_word(uint64_t low, uint64_t high, uint64_t address, uint64_t *value);
-/// Forgets the stack chunk: a new unwind may read a stack that changed since. Any context.
-void crumbs__unwind_forget_chunk(void);
+/// Calls `line` with each line of /proc/self/maps (without its newline; a line longer than the
+/// internal buffer is cut) until it returns false. Returns false when the file cannot be read.
+/// Safe to call from a signal handler (open/read/close into static buffers: not reentrant, one
+/// caller at a time, which the handler's first-crash-wins rule gives).
+bool crumbs__crash_each_maps_line(bool (*line)(const char *text, size_t length, void *context),
+                                  void *context);
+/// Calls `line` with each line of the file at `path` (a /proc file: read in chunks, so a line of
+/// any length is seen, cut to the internal buffer), until it returns false. Returns false when
+/// the file cannot be opened. Safe to call from a signal handler (same static buffers as
+/// crumbs__crash_each_maps_line: one caller at a time, never nested).
+bool crumbs__crash_each_line(const char *path, bool (*line)(const char *text, size_t length, void *context),
+                             void *context);
+/// Parses one maps line. Safe to call from a signal handler (pure).
+bool crumbs__crash_parse_maps_line(const char *line, size_t length, crumbs__maps_entry *entry);
+/// The readable mapping holding `address`, from /proc/self/maps. Safe to call from a signal
+/// handler (see crumbs__crash_each_maps_line).
+bool crumbs__crash_mapping_containing(uint64_t address, uint64_t *start, uint64_t *end);
+/// The protection (PROT_READ | PROT_WRITE | PROT_EXEC bits) /proc/self/maps gives the mapping
+/// holding `address`, or -1 when none does (or the file cannot be read). Safe to call from a
+/// signal handler on any number of threads at once (open, read, close; a buffer on the stack,
+/// not the static ones above).
+int crumbs__crash_mapping_protection(uint64_t address);
 
-// MARK: - Swift async frames (crumbs_unwind_async.c)
+// MARK: - Module table (crumbs_modules.c)
 
-/// Whether the frame executing `inner_pc` whose record is at `record_at` (its saved frame
-/// pointer `saved_fp`, its return address `return_address`) is a Swift async function resumed
-/// by the executor: returns its async context, or 0. Safe to call from a signal handler.
-uint64_t crumbs__unwind_async_context(const crumbs_crash_record *record, const crumbs__unwind_state *state,
-                                      uint64_t inner_pc, uint64_t record_at, uint64_t saved_fp,
-                                      uint64_t return_address);
-/// Appends the resume points of the async callers, from `context` up its parent chain; returns
-/// the new count. Safe to call from a signal handler.
-uint32_t crumbs__unwind_async_chain(uint64_t context, uint64_t *frames, uint8_t *marks, uint32_t count,
-                                    uint32_t capacity);
+/// Where module row i's .eh_frame_hdr is loaded, and the readable segment [low, high) holding it
+/// (and, in every linker's output, .eh_frame too). header 0: the module has none.
+typedef struct crumbs__module_cfi {
+  uint64_t header, low, high;
+} crumbs__module_cfi;
+/// One per row of the record's module table, written with the row (scan, crash-time additions).
+extern crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
 
-// MARK: - The stack scan (crumbs_unwind_scan.c)
-
-/// Neither CFI nor a frame record could step from the frame executing `inner_pc` (exact: the
-/// executing instruction, else a return address) whose sp was `inner_sp`: scans upward from
-/// there for the next return address whose call can reach that frame, and moves `state` to it
-/// (x86_64: the caller's sp is right above the slot). `scanned` counts the bytes read by every
-/// scan of this unwind (bounded). False when none is found. Safe to call from a signal handler.
-bool crumbs__unwind_scan(const crumbs_crash_record *record, crumbs__unwind_state *state, uint64_t inner_pc,
-                         bool inner_exact, uint64_t inner_sp, uint64_t *scanned, uint64_t *found);
+/// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
+uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
+/// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
+uint64_t crumbs__crash_module_changes(void);
+/// The module whose executable range holds `address`, or -1; at crash time only a row checked
+/// present (crumbs__crash_check_modules). Safe to call from a signal handler.
+int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+/// Starts checking `record`'s rows at crash time: from now on a lookup
+/// (crumbs__crash_module_for_text) checks the row it lands in, once, and flags it
+/// CRUMBS_CRASH_MODULE_UNLOADED and skips it when its library is gone (its text unreadable, or
+/// another build ID mapped there), so the handler never reads an unloaded library's text or
+/// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
+void crumbs__crash_check_modules(crumbs_crash_record *record);
+/// crumbs__crash_check_modules for a live capture: rows are checked the same way, but a row
+/// found unloaded is only skipped, not flagged in the record (which it never writes), until
+/// crumbs__crash_check_modules_stop. Safe to call from a signal handler (memset).
+void crumbs__crash_check_modules_read_only(const crumbs_crash_record *record);
+/// Ends crumbs__crash_check_modules_read_only: lookups trust every row again.
+void crumbs__crash_check_modules_stop(void);
+/// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
+/// module has none. Safe to call from a signal handler (crumbs__crash_module_for_text).
+bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+                                  crumbs__cfi_region *region, uint64_t *header);
+/// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
+/// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
+uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address);
+/// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
+/// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
+/// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock
+/// (does nothing while a refresh holds it). Returns how many it added. Safe to call from a
+/// signal handler (crumbs__crash_each_maps_line; loads only from mappings the maps file says
+/// are readable).
+uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const uint64_t *addresses,
+                                            uint32_t count);
 
 #endif // CRUMBS_UNWIND_H

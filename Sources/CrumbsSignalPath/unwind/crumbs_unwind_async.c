@@ -17,7 +17,7 @@
 // module text and .eh_frame_hdr segments (crumbs__crash_function_start, crumbs_modules.c). The
 // chain is bounded by the frame capacity.
 
-#include "unwind/crumbs_unwind.h"
+#include "unwind/crumbs_unwind_parts.h"
 
 uint64_t crumbs__unwind_concurrency_runtime;
 

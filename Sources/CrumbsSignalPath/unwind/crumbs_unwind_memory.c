@@ -18,7 +18,7 @@
 // SYS_process_vm_readv), memcpy.
 
 #define _GNU_SOURCE
-#include "unwind/crumbs_unwind.h"
+#include "unwind/crumbs_unwind_parts.h"
 
 #include <errno.h>
 #include <sys/syscall.h>

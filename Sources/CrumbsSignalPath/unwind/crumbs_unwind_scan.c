@@ -13,7 +13,7 @@
 // module's loaded range (a PLT stub's target). Bounded: a 32 KiB window per scan, 64 KiB of
 // stack per unwind.
 
-#include "unwind/crumbs_unwind.h"
+#include "unwind/crumbs_unwind_parts.h"
 
 /// The x86_64 stack scan's window and the total it may read (the scan may run several times).
 #define CRUMBS__SCAN_WINDOW 32768u
