@@ -99,7 +99,7 @@ import Testing
       #expect(client.store.list(.dropped).reports.count == 1)
       #expect(client.store.list(.pending).reports.isEmpty)
       #expect(try Syscall.directoryEntries(directory.path + "/session-summaries").count == 1)
-      #expect(ConsentFile.state(directory.path) == .required)
+      #expect(CrumbsDirectory(directory.path).consent == .required)
     }
   }
 
@@ -124,7 +124,7 @@ import Testing
         // A summary needs standing consent (`.always`); `.send` covers the reports asked about.
         let summaries = records.filter(isSummary)
         #expect(summaries.count == (answer == .always ? 1 : 0), "\(answer)")
-        #expect(ConsentFile.state(directory.path) == (answer == .always ? .granted : .required))
+        #expect(CrumbsDirectory(directory.path).consent == (answer == .always ? .granted : .required))
       }
     }
   }
