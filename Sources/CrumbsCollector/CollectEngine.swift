@@ -282,7 +282,9 @@ package final class CollectEngine {
     case .allowed: break
     case .turnedOff:
       result.pending = 0
-      if !quiet || !sessions.isEmpty { output.line(line + "not sent: the app turned Crumbs off in this directory") }
+      if !quiet || !sessions.isEmpty {
+        output.line(line + "not sent: the app turned Crumbs off in this directory")
+      }
       return result
     case .awaitingConsent:
       result.pending = 0

@@ -309,6 +309,8 @@ package enum CrashLoopTally {
   private static func locked<Result>(
     _ directory: CrumbsDirectory, _ body: () throws(SystemCallError) -> Result
   ) throws(SystemCallError) -> Result {
-    try lock.withLock(path: directory.path(.crashLoopLock)) { _ throws(SystemCallError) -> Result in try body() }
+    try lock.withLock(path: directory.path(.crashLoopLock)) { _ throws(SystemCallError) -> Result in
+      try body()
+    }
   }
 }

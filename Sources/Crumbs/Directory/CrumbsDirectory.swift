@@ -89,10 +89,14 @@ package struct CrumbsDirectory: Sendable, Equatable {
   /// Whether Crumbs records and sends here (no `disabled` file).
   package var isEnabled: Bool { !Syscall.fileExists(path(.disabled)) }
 
-  /// Turns Crumbs off here (writes `disabled`) or back on (removes it).
+  /// Turns Crumbs off here (writes `disabled`) or back on (removes it; on already is no error).
   package func setEnabled(_ enabled: Bool) throws(SystemCallError) {
     if enabled {
-      try Syscall.unlink(path(.disabled))
+      do {
+        try Syscall.unlink(path(.disabled))
+      } catch {
+        guard error.errno == .noSuchFileOrDirectory else { throw error }
+      }
     } else {
       try Syscall.writeFileAtomically(path(.disabled), Array("disabled\n".utf8))
     }
