@@ -20,8 +20,9 @@
 //                                    refused it for good; kept for later otherwise
 //
 // Summaries carry no crash data, but they still leave the machine: with a consent handler set
-// and no standing consent they stay queued (UploaderBridge.shouldSend(event:), which asks the
-// app's delegate too).
+// and no standing consent, or in a directory turned off, they stay queued (the directory's
+// answer, CrumbsDirectory.delivery, asked by UploaderBridge.shouldSend(event:) in
+// CrumbsClient+Hooks.swift, which asks the app's delegate too, and by the collector).
 //
 // The folder is written by the app and read, trimmed and emptied by whoever delivers (the
 // collector may be root): it is opened beneath the Crumbs directory without following a link
