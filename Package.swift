@@ -25,12 +25,16 @@
 //   CrumbsTracing         swift-distributed-tracing's ServiceContext → the trace and span of
 //                         breadcrumbs and non-fatal reports; an optional product, so the core
 //                         links no tracing.
+//   CrumbsCollector       the collector (`crumbs collect`): the client's processor and uploader
+//                         run from outside over Crumbs directories, once or watching; a library
+//                         (no product names it) so that tests drive it without the command line.
 //   CrumbsCLI → `crumbs`  the command line; nothing depends on it.
 //
 //   CrumbsSignalPath ─┐
-//   CrumbsPlatform ───┴→ CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCLI
-//          (CrumbsPlatform is also used   ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle
-//           by Reports, Delivery, Crumbs)                        Crumbs → CrumbsTracing
+//   CrumbsPlatform ───┴→ CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCollector
+//          (CrumbsPlatform is also used   ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle    ↓
+//           by Reports, Delivery, Crumbs,                        Crumbs → CrumbsTracing         CrumbsCLI
+//           the collector and the CLI)
 import PackageDescription
 
 // Test files import every module whose members they use (SE-0444): a test's imports say what it
@@ -102,11 +106,14 @@ let package = Package(
       name: "CrumbsTracing",
       dependencies: ["Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing")]
     ),
+    // The collector as a library: the CLI parses `crumbs collect`'s arguments and prints.
+    .target(name: "CrumbsCollector", dependencies: ["Crumbs", "CrumbsPlatform"]),
     .executableTarget(
       name: "CrumbsCLI",
       dependencies: [
         "CrumbsPlatform",
         "Crumbs",
+        "CrumbsCollector",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
@@ -297,10 +304,11 @@ let package = Package(
       ],
       swiftSettings: testFileImports
     ),
+    // The CLI run as a process, and the collector it runs driven as a library too.
     .testTarget(
       name: "CrumbsCLITests",
       dependencies: [
-        "CrumbsPlatform",
+        "CrumbsPlatform", "CrumbsCollector", "Crumbs",
         "CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CrumbsTestSupport", "CrumbsReportTestSupport",
         "CrumbsDeliveryTestSupport",
       ],

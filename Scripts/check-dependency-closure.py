@@ -9,7 +9,8 @@ recorder-level test that pulled in the reports would no longer prove the recorde
 
 It also keeps the layering of the sources: CrumbsPlatform depends on none of our targets and no
 product names it, and CrumbsRecorder is the only door to C: no other module under Sources/
-depends on CrumbsSignalPath or imports it.
+depends on CrumbsSignalPath or imports it. The collector (CrumbsCollector) is a library the
+SDK's modules never link and that links no command-line parser: `crumbs collect` parses.
 
 Usage: Scripts/check-dependency-closure.py [DUMP.json]   (default: runs `$SWIFT package dump-package`)
 """
@@ -22,6 +23,7 @@ import sys
 ABOVE_RECORDER = {"CrumbsReports", "CrumbsDelivery", "Crumbs"}
 ABOVE_REPORTS = {"CrumbsDelivery", "Crumbs"}
 ABOVE_DELIVERY = {"Crumbs"}
+APPS_NEVER_LINK = {"CrumbsCollector", "CrumbsCLI"}
 
 # Target → modules that must not be in its dependency closure.
 FORBIDDEN = {
@@ -41,6 +43,17 @@ FORBIDDEN = {
     "CrumbsFuzzRegressionTests": ABOVE_DELIVERY,
     "FuzzHTTPHeaders": ABOVE_DELIVERY,
     "FuzzTrailEntries": ABOVE_DELIVERY,
+    # What an app links never links the collector or the command line: they run from outside.
+    "Crumbs": APPS_NEVER_LINK,
+    "CrumbsLogging": APPS_NEVER_LINK,
+    "CrumbsServiceLifecycle": APPS_NEVER_LINK,
+    "CrumbsTracing": APPS_NEVER_LINK,
+    "CrumbsTests": APPS_NEVER_LINK,
+}
+
+# Products of other packages a target must not name (the collector leaves parsing to the CLI).
+FORBIDDEN_PRODUCTS = {
+    "CrumbsCollector": {"ArgumentParser"},
 }
 
 
@@ -71,6 +84,15 @@ def layering_failures(manifest, graph):
     """CrumbsPlatform at the bottom and internal; CrumbsSignalPath reached from Sources/ only
     through CrumbsRecorder."""
     failures = []
+    for name, products in sorted(FORBIDDEN_PRODUCTS.items()):
+        target = next((t for t in manifest["targets"] if t["name"] == name), None)
+        if target is None:
+            failures.append(f"{name}: no such target (rename it here too)")
+            continue
+        for dependency in target["dependencies"]:
+            kind, value = next(iter(dependency.items()))
+            if kind == "product" and value[0] in products:
+                failures.append(f"{name} must not depend on the product {value[0]}")
     if graph.get("CrumbsPlatform", None) is None:
         return ["CrumbsPlatform: no such target"]
     if graph["CrumbsPlatform"]:
@@ -119,7 +141,8 @@ def main():
     if failures:
         return 1
     print(f"check-dependency-closure: {len(FORBIDDEN)} targets keep their arrows; CrumbsPlatform is internal"
-          " and at the bottom; only CrumbsRecorder reaches CrumbsSignalPath")
+          " and at the bottom; only CrumbsRecorder reaches CrumbsSignalPath; the collector parses no"
+          " command line")
     return 0
 
 

@@ -132,7 +132,7 @@ struct StoreOptions: ParsableArguments {
       throw fail(command, "no such directory: \(dir) (give the Crumbs directory with --dir)")
     }
     guard Syscall.isDirectory(directory) else { throw fail(command, "\(dir) is not a directory") }
-    guard Syscall.isDirectory(directory + "/reports") else {
+    guard Syscall.isDirectory(CrumbsDirectory(directory).reports) else {
       throw fail(command, "\(dir) is not a Crumbs directory: it has no reports/ folder")
     }
     if readOnly { return ReportStore(existingDirectory: directory) }

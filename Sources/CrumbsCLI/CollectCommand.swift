@@ -1,8 +1,10 @@
 // `crumbs collect`: reports leave the machine without the app starting again. Every ended
 // session under one or more Crumbs directories is processed as the app's own client would at
-// its next start, and delivered with the client's uploader (CollectEngine.swift); with
-// `--watch` it stays running and does so as soon as a watched process ends
-// (CollectWatcher.swift). docs/collector.md says how to deploy it.
+// its next start, and delivered with the client's uploader; with `--watch` it stays running and
+// does so as soon as a watched process ends. The collector itself is the CrumbsCollector
+// library (CollectEngine.swift, CollectWatcher.swift); this command parses the arguments,
+// resolves the destinations and prints what the collector says. docs/collector.md says how to
+// deploy it.
 //
 // Exit codes (one-shot): 0 every report of every directory delivered (or none to deliver);
 // 1 something was not done: a report stays pending (the server refused or did not answer, its
@@ -14,6 +16,7 @@
 
 import ArgumentParser
 import Crumbs
+import CrumbsCollector
 import CrumbsPlatform
 
 #if canImport(Glibc)
@@ -92,12 +95,26 @@ struct CollectCommand: ParsableCommand {
     transport.abandons = { CollectEngine.signalPending(signals) }
     let engine = CollectEngine(
       directories: directories.map(absolute), destinations: destinations,
-      transport: transport, summaryResource: otel.resource(appName: nil), signals: signals)
+      transport: transport, summaryResource: otel.resource(appName: nil), signals: signals,
+      output: Self.output)
     if watch {
-      var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)
-      try watcher.run()
+      do {
+        var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)
+        try watcher.run()
+      } catch {
+        throw fail("collect", error.description)
+      }
       return
     }
     if !engine.collectOnce() { throw CLIExit.failure }
   }
+
+  /// The collector's lines on stdout, each flushed as it is printed (stdout is a pipe or a
+  /// journal under a service manager), its problems on stderr.
+  static let output = CollectOutput(
+    line: { line in
+      print(line)
+      fflush(nil)
+    },
+    problem: { problem in printError("crumbs collect: \(problem)") })
 }

@@ -190,13 +190,6 @@ final class SendProgress: ReportUploaderDelegate {
   }
 }
 
-extension DeliveryResult.Outcome {
-  var isDelivered: Bool {
-    if case .delivered = self { return true }
-    return false
-  }
-}
-
 struct ReportsListCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "list", abstract: "List the stored reports, oldest first.")

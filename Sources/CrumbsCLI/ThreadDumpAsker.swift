@@ -249,7 +249,8 @@ final class ThreadDumpAsker {
       }
       guard index < line.endIndex, line[index] == UInt8(ascii: "/") else { continue }
       let path = String(decoding: line[index...], as: UTF8.self)
-      guard path.hasSuffix(".ring"), Syscall.directoryName(of: path).hasSuffix("/rings"),
+      guard path.hasSuffix(".ring"),
+        Syscall.directoryName(of: path).hasSuffix("/" + CrumbsDirectory.ringsFolderName),
         !paths.contains(path)
       else { continue }
       paths.append(path)

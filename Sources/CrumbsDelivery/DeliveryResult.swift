@@ -21,6 +21,12 @@ public struct DeliveryResult: Sendable, Equatable, CustomStringConvertible {
     case dropped(reason: String)
     /// The client-side rate limit (`reportsPerMinute`) was reached: nothing was sent.
     case limitReached
+
+    /// Whether the destination accepted the report (`delivered`).
+    package var isDelivered: Bool {
+      if case .delivered = self { return true }
+      return false
+    }
   }
 
   public var reportID: String

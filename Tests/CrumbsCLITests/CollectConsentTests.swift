@@ -1,6 +1,6 @@
 // CollectConsentTests.swift — `crumbs collect` and an app's consent handler (issue 25): the
 // collector cannot ask the handler, so it follows what the client recorded in the directory
-// (ConsentFile: `consent` is `required` until the user's standing consent, `always`).
+// (CrumbsDirectory+Consent: `consent` is `required` until the user's standing consent, `always`).
 
 import CrumbsDeliveryTestSupport
 import CrumbsPlatform

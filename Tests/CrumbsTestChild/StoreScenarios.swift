@@ -42,7 +42,7 @@ let storeScenarios: [String: @Sendable ([String]) -> Int32] = [
       guard let stored = client.send(message: "its reason dies in the write") else { return 1 }
       write = { _ = try? client.store.drop(id: stored.report.id, reason: big) }
     case "session-metrics":
-      unlink(SessionMetricsFile.metricsPath(directory))
+      unlink(CrumbsDirectory(directory).path(.sessionMetrics))
       limit = 16
       write = { _ = try? SessionMetricsFile.read(directory: directory) }
     default:

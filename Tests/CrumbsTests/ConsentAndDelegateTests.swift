@@ -99,7 +99,7 @@ import Testing
       #expect(client.store.list(.dropped).reports.count == 1)
       #expect(client.store.list(.pending).reports.isEmpty)
       #expect(try Syscall.directoryEntries(directory.path + "/session-summaries").count == 1)
-      #expect(ConsentFile.state(directory.path) == .required)
+      #expect(CrumbsDirectory(directory.path).consent == .required)
     }
   }
 
@@ -124,8 +124,42 @@ import Testing
         // A summary needs standing consent (`.always`); `.send` covers the reports asked about.
         let summaries = records.filter(isSummary)
         #expect(summaries.count == (answer == .always ? 1 : 0), "\(answer)")
-        #expect(ConsentFile.state(directory.path) == (answer == .always ? .granted : .required))
+        #expect(CrumbsDirectory(directory.path).consent == (answer == .always ? .granted : .required))
       }
+    }
+  }
+
+  /// The client asks the directory's one answer (CrumbsDirectory.delivery, the collector's
+  /// too) before each report, not only before each pass: a pass that runs while the directory
+  /// is turned off (another process of the app turned it off) sends nothing and asks no
+  /// handler; the report stays pending. (Before, only summaries were held: the report went.)
+  @Test func aPassWhileTheDirectoryIsTurnedOffSendsNoReportAndAsksNoHandler() throws {
+    let directory = TestDirectory()
+    _ = try crashedSession(in: directory)
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    try ProcessWideState.exclusive {
+      // Off before the start: the report is stored, and the client's own uploader never runs.
+      try CrumbsDirectory(directory.path).setEnabled(false)
+      let asked = Counter()
+      var configuration = nextLaunch(directory, server: server)
+      configuration.consent = { reports in
+        asked.add(reports.count)
+        return .send
+      }
+      let client = try CrumbsClient.start(configuration, shared: false)
+      defer { client.close() }
+      try #require(client.waitForPreviousSessions(timeout: 300) != nil)
+      #expect(client.store.list(.pending).reports.count == 1)
+      // A pass with the client's hooks, as its uploader would run one.
+      let pass = ReportUploader(
+        store: client.store, destinations: configuration.resolvedDestinations(OTLPEnvironment([:])),
+        delegate: client.bridge, outbox: client.bridge
+      ).deliverPendingNow()
+      #expect(pass.results.count == 0)
+      #expect(server.requests.count == 0)
+      #expect(asked.value == 0)
+      #expect(client.store.list(.pending).reports.count == 1)
     }
   }
 

@@ -88,7 +88,7 @@ import Testing
       #"{"version":1,"loop":["# + Array(repeating: entry, count: 10_000).joined(separator: ",") + "]}"
     #expect(throws: PersistedFileError.self) { try CrashLoopTally.decode(Array(text.utf8)) }
     let directory = TestDirectory()
-    try Syscall.writeFileAtomically(CrashLoopTally.path(directory.path), Array(text.utf8))
+    try Syscall.writeFileAtomically(CrumbsDirectory(directory.path).path(.crashLoopTally), Array(text.utf8))
     let (stored, problem) = CrashLoopTally.read(directory: directory.path)
     #expect(stored == CrashLoopTally.Stored())
     #expect(problem?.contains("damaged") == true, "\(problem ?? "")")

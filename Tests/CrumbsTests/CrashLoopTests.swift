@@ -221,7 +221,7 @@ import Testing
   @Test func aDamagedTallyIsReportedTakenAsEmptyAndQuarantinedNotOverwritten() throws {
     let directory = TestDirectory()
     let damaged = Array("{\"version\": 1, \"loop\": [".utf8)
-    try Syscall.writeFileAtomically(CrashLoopTally.path(directory.path), damaged)
+    try Syscall.writeFileAtomically(CrumbsDirectory(directory.path).path(.crashLoopTally), damaged)
     let first = try launch(directory, "segv")
     #expect(first.loop == nil, "\(first.lines)")
     #expect(

@@ -150,9 +150,9 @@ import Testing
     // session-starts and session-metrics.json are read at every start, inside the app.
     let directory = TestDirectory()
     try Syscall.writeFileAtomically(
-      SessionMetricsFile.startsPath(directory.path), Array("9223372036854775807\n".utf8))
+      CrumbsDirectory(directory.path).path(.sessionStarts), Array("9223372036854775807\n".utf8))
     try Syscall.writeFileAtomically(
-      SessionMetricsFile.metricsPath(directory.path),
+      CrumbsDirectory(directory.path).path(.sessionMetrics),
       Array(
         (#"{"installID":"x","sessions":0,"crashedSessions":9223372036854775807,"#
           + #""abnormalSessions":9223372036854775807,"cleanSessions":9223372036854775807}"#).utf8))
@@ -165,7 +165,7 @@ import Testing
     #expect(metrics.crashedSessions == Int.max)
     #expect(metrics.crashFreeRate > 0.33 && metrics.crashFreeRate < 0.34)
 
-    try Syscall.writeFileAtomically(SessionMetricsFile.startsPath(directory.path), Array("-7\n".utf8))
+    try Syscall.writeFileAtomically(CrumbsDirectory(directory.path).path(.sessionStarts), Array("-7\n".utf8))
     try SessionMetricsFile.countStart(directory: directory.path)
     #expect(try SessionMetricsFile.read(directory: directory.path).sessions == 1)
   }
@@ -175,7 +175,7 @@ import Testing
   @Test func damagedSessionMetricsAreQuarantinedAndNamedNotOverwritten() throws {
     let directory = TestDirectory()
     let damaged = Array(#"{"installID":"kept","sessions":"#.utf8)
-    try Syscall.writeFileAtomically(SessionMetricsFile.metricsPath(directory.path), damaged)
+    try Syscall.writeFileAtomically(CrumbsDirectory(directory.path).path(.sessionMetrics), damaged)
     try SessionMetricsFile.countStart(directory: directory.path)
     let session = PreviousSession(
       sessionID: SessionID(), end: .crash, report: nil, receivedMemoryWarning: false,

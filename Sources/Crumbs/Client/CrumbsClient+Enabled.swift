@@ -1,18 +1,17 @@
-// CrumbsClient+Enabled.swift — the persisted on/off switch: disabled records nothing and
-// sends nothing, across launches.
+// CrumbsClient+Enabled.swift — the persisted on/off switch (the directory's `disabled` file,
+// CrumbsDirectory): disabled records nothing and sends nothing, across launches.
 
 import CrumbsPlatform
 import Synchronization
 
 extension CrumbsClient {
   /// Whether Crumbs records and sends (persisted across launches).
-  public var isEnabled: Bool { Self.persistedEnabled(configuration.directory) }
+  public var isEnabled: Bool { crumbsDirectory.isEnabled }
 
   /// Turns Crumbs off (no breadcrumbs, no crash handler, no delivery) or back on; persisted.
   public func setEnabled(_ enabled: Bool) {
-    let path = configuration.directory + "/disabled"
     if enabled {
-      _ = try? Syscall.unlink(path)
+      try? crumbsDirectory.setEnabled(true)
       ring.setFilter(
         minimumLevel: configuration.ring.minimumLevel, enabledTypes: configuration.ring.enabledTypes)
       if configuration.installsCrashHandler {
@@ -21,7 +20,7 @@ extension CrumbsClient {
       startAutomaticBreadcrumbs()
       uploader?.start()
     } else {
-      try? Syscall.writeFileAtomically(path, Array("disabled\n".utf8))
+      try? crumbsDirectory.setEnabled(false)
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
       CrashHandler.uninstall()
       stopAutomaticBreadcrumbs()
@@ -29,7 +28,6 @@ extension CrumbsClient {
     }
   }
 
-  static func persistedEnabled(_ directory: String) -> Bool {
-    !Syscall.fileExists(directory + "/disabled")
-  }
+  /// The Crumbs directory's shared state (the `disabled` switch, consent, counts).
+  var crumbsDirectory: CrumbsDirectory { CrumbsDirectory(configuration.directory) }
 }

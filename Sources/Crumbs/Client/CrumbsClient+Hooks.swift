@@ -6,7 +6,9 @@
 // them in place before `start` begins any work on the previous sessions (processBacklog on the
 // caller's thread, then the background thread), so `shouldProcess` sees the previous session's
 // crash and nothing leaves before the handler answered. The setters below change them later.
-// A configured or set handler is recorded in the directory (ConsentFile), for `crumbs collect`.
+// A configured or set handler is recorded in the directory (CrumbsDirectory+Consent), for
+// `crumbs collect`. Whether anything may leave at all — reports and session summaries alike —
+// is the directory's one answer, the collector's too (CrumbsDirectory.delivery).
 
 import CrumbsPlatform
 import Synchronization
@@ -58,24 +60,31 @@ extension CrumbsClient {
   /// Records in the directory that consent is required (for `crumbs collect`).
   func noteConsentRequired() {
     do {
-      try ConsentFile.markRequired(configuration.directory)
+      try crumbsDirectory.markConsentRequired()
     } catch {
       state.withLock { $0.problems.append("cannot record that consent is required: \(error)") }
     }
   }
 
   /// Whether the user answered `.always` (persisted).
-  public var hasStandingConsent: Bool { ConsentFile.state(configuration.directory) == .granted }
+  public var hasStandingConsent: Bool { crumbsDirectory.consent == .granted }
 
-  /// Asks the consent handler (if any) about `report`; called on the uploader's thread.
+  /// Whether `report` may leave: the directory's answer (CrumbsDirectory.delivery: not when
+  /// Crumbs is turned off there), and while consent is awaited, the consent handler's answer
+  /// about it; called on the uploader's thread.
   func consentToSend(_ report: CrashReport) -> Bool {
-    guard let handler = state.withLock({ $0.consentHandler }) else { return true }
-    if hasStandingConsent { return true }
+    let handler = state.withLock { $0.consentHandler }
+    switch crumbsDirectory.delivery(consentHandlerSet: handler != nil) {
+    case .allowed: return true
+    case .turnedOff: return false
+    case .awaitingConsent: break
+    }
+    guard let handler else { return true }
     switch handler([report]) {
     case .send:
       return true
     case .always:
-      try? ConsentFile.grant(configuration.directory)
+      try? crumbsDirectory.grantConsent()
       return true
     case .dontSend:
       _ = try? store.drop(id: report.id, reason: "the user declined to send it")
@@ -107,5 +116,29 @@ final class UploaderBridge: ReportUploaderDelegate, @unchecked Sendable {
   }
   func didFailSending(_ report: CrashReport, result: DeliveryResult) {
     client?.delegate?.didFailSending(report, result: result)
+  }
+}
+
+/// The client's outbox: its queued session summaries, and the consent they need.
+extension UploaderBridge: DeliveryOutbox {
+  func queuedEvents() -> [OutboxEvent] {
+    guard let client else { return [] }
+    return SessionSummaryOutbox(directory: client.configuration.directory, resource: client.summaryResource)
+      .queuedEvents()
+  }
+
+  func remove(_ event: OutboxEvent) {
+    guard let client else { return }
+    SessionSummaryOutbox(directory: client.configuration.directory, resource: [:]).remove(event)
+  }
+
+  /// Summaries never go without consent when a consent handler is set: the handler is asked
+  /// about crash reports, and its standing answer (`.always`) covers the summaries too
+  /// (CrumbsDirectory.delivery: `allowed` only).
+  func shouldSend(event: OutboxEvent) -> Bool {
+    guard let client,
+      client.crumbsDirectory.delivery(consentHandlerSet: client.hasConsentHandler) == .allowed
+    else { return false }
+    return client.delegate?.shouldSend(event: event) ?? true
   }
 }

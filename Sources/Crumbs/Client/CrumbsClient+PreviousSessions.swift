@@ -47,7 +47,7 @@ extension CrumbsClient {
     outcome.append(makeProcessor().run(reportingSession: sessionID))
     let directory = configuration.directory
     // The client's own files, which a process killed mid-write may have left temporary copies of.
-    outcome.removedLeftovers += configuration.removeAbandonedTemporaryFiles()
+    outcome.removedLeftovers += crumbsDirectory.removeAbandonedTemporaryFiles()
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {

@@ -228,7 +228,7 @@ public final class CrumbsClient: @unchecked Sendable {
     watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
     if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
-    let enabled = Self.persistedEnabled(configuration.directory)
+    let enabled = crumbsDirectory.isEnabled
     if !enabled {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler

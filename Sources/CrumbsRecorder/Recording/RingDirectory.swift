@@ -32,9 +32,15 @@ public struct RingDirectory: Sendable {
   /// The directory.
   public let path: String
   /// `path/rings`.
-  public var ringsPath: String { path + "/rings" }
+  public var ringsPath: String { path + "/" + Self.ringsFolderName }
   /// `path/quarantine`.
-  public var quarantinePath: String { path + "/quarantine" }
+  public var quarantinePath: String { path + "/" + Self.quarantineFolderName }
+
+  /// The two folder names the recorder makes in a Crumbs directory, spelled here only: the
+  /// recorder cannot see the client's `CrumbsDirectory`, which names every other file there and
+  /// takes these two from here.
+  package static let ringsFolderName = "rings"
+  package static let quarantineFolderName = "quarantine"
 
   /// Opens (creating, mode 0700) a Crumbs directory. A relative `path` is made absolute now, so
   /// a later chdir moves nothing (ring, crash record and a forked child's files are named from it).

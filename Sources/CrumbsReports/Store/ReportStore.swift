@@ -76,6 +76,9 @@ public struct ReportStore: Sendable {
   /// Report folders' sizes while unchanged, for `enforceLimits` (FolderSizes.swift).
   var folderSizes = FolderSizes()
 
+  /// The store's folder in a Crumbs directory, spelled here only (`CrumbsDirectory` takes it
+  /// from here).
+  package static let folderName = "reports"
   /// The file that says why a dropped report was dropped.
   public static let droppedReasonFileName = "dropped.reason"
   /// The uploader's per-report state (kept when attachments are evicted).
@@ -90,7 +93,7 @@ public struct ReportStore: Sendable {
   /// with the reason, and a real folder made in its place.
   public init(directory: String, limits: StoreLimits = StoreLimits()) throws(SystemCallError) {
     // Absolute now: a later chdir moves nothing.
-    path = Syscall.absolutePath(directory) + "/reports"
+    path = Syscall.absolutePath(directory) + "/" + Self.folderName
     self.limits = limits
     try Syscall.makeDirectories(path)
     // quarantine/ first: the others are moved into it.
@@ -102,7 +105,7 @@ public struct ReportStore: Sendable {
   /// The store under `directory` as it is, for readers that must change nothing (the CLI's
   /// `reports list/show`): no folder is made or moved; the caller checks that `reports/` exists.
   package init(existingDirectory directory: String, limits: StoreLimits = StoreLimits()) {
-    path = directory + "/reports"
+    path = directory + "/" + Self.folderName
     self.limits = limits
   }
 

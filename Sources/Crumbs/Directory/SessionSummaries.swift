@@ -20,8 +20,9 @@
 //                                    refused it for good; kept for later otherwise
 //
 // Summaries carry no crash data, but they still leave the machine: with a consent handler set
-// and no standing consent they stay queued (UploaderBridge.shouldSend(event:), which asks the
-// app's delegate too).
+// and no standing consent, or in a directory turned off, they stay queued (the directory's
+// answer, CrumbsDirectory.delivery, asked by UploaderBridge.shouldSend(event:) in
+// CrumbsClient+Hooks.swift, which asks the app's delegate too, and by the collector).
 //
 // The folder is written by the app and read, trimmed and emptied by whoever delivers (the
 // collector may be root): it is opened beneath the Crumbs directory without following a link
@@ -59,7 +60,7 @@ public struct SessionSummary: Codable, Sendable, Equatable {
 enum SessionSummaryQueue {
   static let eventName = "crumbs.session.summary"
 
-  static func folder(_ directory: String) -> String { directory + "/session-summaries" }
+  static func folder(_ directory: String) -> String { CrumbsDirectory(directory).path(.sessionSummaries) }
 
   /// The folder, opened beneath the Crumbs directory `directory` with no link followed; nil when
   /// it is missing or not a folder. The caller closes it.
@@ -202,27 +203,5 @@ extension SessionSummaryQueue {
       OTLPAttribute("crumbs.release.sessions.hang", .int(Int64(release.hang))),
       OTLPAttribute("crumbs.release.crash_free_rate", .double(release.crashFreeRate)),
     ]
-  }
-}
-
-/// The client's outbox: its queued session summaries, and the consent they need.
-extension UploaderBridge: DeliveryOutbox {
-  func queuedEvents() -> [OutboxEvent] {
-    guard let client else { return [] }
-    return SessionSummaryOutbox(directory: client.configuration.directory, resource: client.summaryResource)
-      .queuedEvents()
-  }
-
-  func remove(_ event: OutboxEvent) {
-    guard let client else { return }
-    SessionSummaryOutbox(directory: client.configuration.directory, resource: [:]).remove(event)
-  }
-
-  /// Summaries never go without consent when a consent handler is set: the handler is asked
-  /// about crash reports, and its standing answer (`.always`) covers the summaries too.
-  func shouldSend(event: OutboxEvent) -> Bool {
-    guard let client, client.isEnabled else { return false }
-    if client.hasConsentHandler && !client.hasStandingConsent { return false }
-    return client.delegate?.shouldSend(event: event) ?? true
   }
 }

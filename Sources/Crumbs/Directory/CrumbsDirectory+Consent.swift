@@ -1,6 +1,6 @@
-// ConsentFile.swift — the directory's record of consent, read by whoever delivers from it: the
-// client (CrumbsClient+Hooks) and `crumbs collect`, which cannot ask the app's handler
-// (docs/collector.md).
+// CrumbsDirectory+Consent.swift — the directory's record of consent, read by whoever delivers
+// from it (CrumbsDirectory.delivery): the client (CrumbsClient+Hooks) and `crumbs collect`,
+// which cannot ask the app's handler (docs/collector.md).
 //
 // The `consent` file holds one line:
 //   (no file)      no consent handler was ever configured here: reports may leave
@@ -14,9 +14,9 @@
 
 import CrumbsPlatform
 
-/// What a Crumbs directory says about consent (the `consent` file).
-package enum ConsentFile {
-  package enum State: Equatable, Sendable {
+extension CrumbsDirectory {
+  /// What the directory says about consent (the `consent` file).
+  package enum Consent: Equatable, Sendable {
     /// No consent handler was ever configured for this directory.
     case notRequired
     /// A handler is (or was) configured, and the user gave no standing consent.
@@ -25,23 +25,23 @@ package enum ConsentFile {
     case granted
   }
 
-  package static func path(_ directory: String) -> String { directory + "/consent" }
-
-  /// The directory's state; an unreadable or unknown file counts as `required` (the safe side).
-  package static func state(_ directory: String) -> State {
-    guard Syscall.fileExists(path(directory)) else { return .notRequired }
-    guard let bytes = try? Syscall.readFile(path(directory), limit: 64) else { return .required }
+  /// The directory's consent; an unreadable or unknown file counts as `required` (the safe
+  /// side).
+  package var consent: Consent {
+    let file = path(.consent)
+    guard Syscall.fileExists(file) else { return .notRequired }
+    guard let bytes = try? Syscall.readFile(file, limit: 64) else { return .required }
     return String(decoding: bytes, as: UTF8.self) == "always\n" ? .granted : .required
   }
 
   /// Records that a consent handler is configured, unless the user already consented for good.
-  package static func markRequired(_ directory: String) throws(SystemCallError) {
-    guard state(directory) != .granted else { return }
-    try Syscall.writeFileAtomically(path(directory), Array("required\n".utf8))
+  package func markConsentRequired() throws(SystemCallError) {
+    guard consent != .granted else { return }
+    try Syscall.writeFileAtomically(path(.consent), Array("required\n".utf8))
   }
 
   /// Records standing consent (`.always`).
-  package static func grant(_ directory: String) throws(SystemCallError) {
-    try Syscall.writeFileAtomically(path(directory), Array("always\n".utf8))
+  package func grantConsent() throws(SystemCallError) {
+    try Syscall.writeFileAtomically(path(.consent), Array("always\n".utf8))
   }
 }

@@ -24,8 +24,8 @@
 // by its own small parser (CrashLoopTallyJSON.swift; written with JSONEncoder, off the caller's
 // thread), measured in Benchmarks/README.md.
 // A damaged tally is named in `problems` and taken as empty; the next processed session moves
-// it to quarantine/ with its reason (DamagedClientFile) and starts a new one; nothing here
-// traps. Not signal-safe.
+// it to quarantine/ with its reason (CrumbsDirectory.quarantine(damaged:)) and starts a new
+// one; nothing here traps. Not signal-safe.
 
 import CrumbsPlatform
 import FoundationEssentials
@@ -180,9 +180,6 @@ package enum CrashLoopTally {
   /// A larger file is not ours (or damaged): taken as empty.
   static let maxFileSize = 1 << 18
 
-  package static func path(_ directory: String) -> String { directory + "/crash-loop.json" }
-  static func lockPath(_ directory: String) -> String { directory + "/crash-loop.lock" }
-
   /// What `crash-loop.json` holds.
   package struct Stored: Codable, Sendable, Equatable {
     /// One crashed or abnormal session after the newest clean one.
@@ -226,12 +223,13 @@ package enum CrashLoopTally {
   /// file is only ever replaced whole.
   package static func read(directory: String) -> (Stored, String?) {
     let (stored, damage) = readChecked(directory: directory)
-    return (stored, damage.map { "crash-loop tally \(path(directory)) damaged (\($0)); taken as empty" })
+    let file = CrumbsDirectory(directory).path(.crashLoopTally)
+    return (stored, damage.map { "crash-loop tally \(file) damaged (\($0)); taken as empty" })
   }
 
   /// The tally, and what is wrong with the file when it is damaged (then the tally is empty).
   private static func readChecked(directory: String) -> (Stored, damage: String?) {
-    let file = path(directory)
+    let file = CrumbsDirectory(directory).path(.crashLoopTally)
     guard Syscall.fileExists(file) else { return (Stored(), nil) }
     do {
       let bytes = try Syscall.readFile(file, limit: maxFileSize)
@@ -248,21 +246,20 @@ package enum CrashLoopTally {
 
   /// Adds one processed session (PostMortemProcessor.sessionEnded), once: a session already
   /// there is left as it is. Returns a problem when the old tally was damaged: it is moved to
-  /// `quarantine/` with its reason (DamagedClientFile) and the tally starts again from this
-  /// session.
+  /// `quarantine/` with its reason (CrumbsDirectory.quarantine(damaged:)) and the tally starts
+  /// again from this session.
   @discardableResult
   package static func record(_ session: PreviousSession, directory: String) throws(SystemCallError) -> String?
   {
     if case .passes = session.crashLoopStep { return nil }
-    return try locked(directory) { () throws(SystemCallError) -> String? in
+    let crumbs = CrumbsDirectory(directory)
+    let file = crumbs.path(.crashLoopTally)
+    return try locked(crumbs) { () throws(SystemCallError) -> String? in
       var (stored, damage) = readChecked(directory: directory)
-      let problem = damage.map {
-        DamagedClientFile.quarantine(
-          path(directory), directory: directory, what: "crash-loop tally", damage: $0)
-      }
+      let problem = damage.map { crumbs.quarantine(damaged: file, what: "crash-loop tally", damage: $0) }
       guard add(session, to: &stored) else { return problem }
       let bytes = (try? JSONEncoder().encode(stored)).map(Array.init) ?? []
-      try Syscall.writeFileAtomically(path(directory), bytes, durable: false)
+      try Syscall.writeFileAtomically(file, bytes, durable: false)
       return problem
     }
   }
@@ -310,8 +307,10 @@ package enum CrashLoopTally {
   /// Runs `body` holding `crash-loop.lock` against other processes and this process's other
   /// threads (LockFile).
   private static func locked<Result>(
-    _ directory: String, _ body: () throws(SystemCallError) -> Result
+    _ directory: CrumbsDirectory, _ body: () throws(SystemCallError) -> Result
   ) throws(SystemCallError) -> Result {
-    try lock.withLock(path: lockPath(directory)) { _ throws(SystemCallError) -> Result in try body() }
+    try lock.withLock(path: directory.path(.crashLoopLock)) { _ throws(SystemCallError) -> Result in
+      try body()
+    }
   }
 }

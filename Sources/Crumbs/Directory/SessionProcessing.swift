@@ -15,23 +15,6 @@
 import CrumbsPlatform
 
 extension CrumbsConfiguration {
-  /// The files the client and the collector keep in the Crumbs directory itself, each written
-  /// whole through a temporary copy (Syscall.writeFileAtomically): a process killed mid-write
-  /// leaves `<name>.tmp-<writer>`, and `removeAbandonedTemporaryFiles` sweeps it. A file added
-  /// there is added here, or its leftovers stay for good (a crash loop left one a launch).
-  package static let directoryStateFiles: Set<String> = [
-    "session-metrics.json", "crash-loop.json", "consent", "disabled",
-  ]
-
-  /// Removes what writers killed mid-write left of `directoryStateFiles` and in the queued
-  /// summaries' folder (AbandonedFiles: only when the writer is gone), for whoever processes
-  /// the directory: the client at start, the collector at each pass. Returns the paths removed.
-  package func removeAbandonedTemporaryFiles() -> [String] {
-    AbandonedFiles.removeTemporaryFiles(inFolder: directory, of: Self.directoryStateFiles)
-      + AbandonedFiles.removeTemporaryFiles(
-        inFolder: SessionSummaryQueue.folder(directory), beneath: directory)
-  }
-
   /// The post-mortem processor for this configuration's directory: its symbolication, OOM
   /// detection, host name, attachment limit and redaction, and each ended session counted
   /// (SessionMetricsFile), its summary queued (SessionSummaryQueue) and its crash-loop step

@@ -1,12 +1,14 @@
-// CollectEngine.swift — what `crumbs collect` does to one Crumbs directory, once: the pass the
-// watcher repeats. Nothing here is the collector's own idea: the processor is the client's
+// CollectEngine.swift — what the collector (`crumbs collect`) does to one Crumbs directory,
+// once: the pass the watcher repeats. A library (CrumbsCollector), so the collector runs and is
+// tested without the command line: its lines and problems go to a CollectOutput, which the
+// command prints. Nothing here is the collector's own idea: the processor is the client's
 // (CrumbsConfiguration.makePostMortemProcessor: claim, report, store, count, queue the summary),
 // the uploader is the client's (ReportUploader: the store's limits, the retry policy, the
 // delivery lock that keeps one deliverer per store), and the session summaries leave through
 // the same outbox (SessionSummaryOutbox).
 //
 // Entry points, in call order:
-//   CollectEngine(directories:destinations:transport:summaryResource:signals:)
+//   CollectEngine(directories:destinations:transport:summaryResource:signals:output:)
 //   collectOnce()                    one-shot: pass(index) for every directory, round by round
 //                                    until each is done; true when all was delivered
 //   pass(index)                      open the directory if it has become a Crumbs directory
@@ -31,12 +33,14 @@
 // owner's, and what it opens is checked as the owner's, never with root's privileges); and not
 // at all, said once, when it runs as any other uid: it would leave files the owner cannot use.
 //
-// A directory whose app turned Crumbs off (`setEnabled(false)`: the `disabled` file) is still
-// processed, as the client processes it, but nothing is sent from it. The app's consent handler
-// lives in the app: the collector cannot ask it, so from a directory whose app configured one
-// (ConsentFile: `required`) it sends nothing — reports stay pending, summaries queued — until
-// the user's standing consent (`always`) is recorded there (docs/collector.md).
-// Not signal-safe (an ordinary command-line program).
+// Whether anything leaves a directory is the directory's answer, the client's too
+// (CrumbsDirectory.delivery). One whose app turned Crumbs off (`setEnabled(false)`: the
+// `disabled` file) is still processed, as the client processes it, but nothing is sent from it.
+// The app's consent handler lives in the app: the collector cannot ask it, so from a directory
+// whose app configured one (the `consent` file: `required`) it sends nothing — reports stay
+// pending, summaries queued — until the user's standing consent (`always`) is recorded there
+// (docs/collector.md).
+// Not signal-safe (an ordinary program: the command line, or a test).
 
 import Crumbs
 import CrumbsPlatform
@@ -45,9 +49,27 @@ import CrumbsPlatform
   import Glibc
 #endif
 
+/// Where the collector's lines go: `crumbs collect` prints them, a test keeps them.
+package struct CollectOutput: Sendable {
+  /// What a pass did, or what the watcher does ("watching 2 directories"): stdout.
+  package var line: @Sendable (String) -> Void
+  /// What went wrong, without the command's name: stderr.
+  package var problem: @Sendable (String) -> Void
+
+  package init(line: @escaping @Sendable (String) -> Void, problem: @escaping @Sendable (String) -> Void) {
+    self.line = line
+    self.problem = problem
+  }
+}
+
+/// An error that ends the collector (the watch cannot be set up or polled), in words.
+package struct CollectError: Error, CustomStringConvertible {
+  package var description: String
+}
+
 /// One directory the collector looks after; opened once it is a Crumbs directory (has rings/).
-final class CollectedDirectory {
-  let path: String
+package final class CollectedDirectory {
+  package let path: String
   private(set) var processor: PostMortemProcessor?
   private(set) var uploader: ReportUploader?
 
@@ -56,7 +78,7 @@ final class CollectedDirectory {
 
   init(path: String) { self.path = path }
 
-  var ringsPath: String { path + "/rings" }
+  var ringsPath: String { CrumbsDirectory(path).rings }
   var isOpen: Bool { processor != nil }
 
   /// Opens the directory's rings and store when rings/ exists (a client has run there); nil on
@@ -68,8 +90,9 @@ final class CollectedDirectory {
       let rings = try RingDirectory(path: path)
       let store = try ReportStore(directory: path)
       let configuration = CrumbsConfiguration(directory: path)
+      let output = engine.output
       var made = configuration.makePostMortemProcessor(directory: rings, store: store) { problem in
-        printError("crumbs collect: \(problem)")
+        output.problem(problem)
       }
       // The collector wrote none of the sessions it processes: their attachments are read
       // confined to the Crumbs directory (ReportAttachments.swift), whatever its user.
@@ -87,42 +110,46 @@ final class CollectedDirectory {
 }
 
 /// What one pass did.
-struct CollectPass {
-  var processed = 0
-  var reports = 0
-  var delivered = 0
-  var dropped = 0
-  var pending = 0
-  var lockBusy = false
+package struct CollectPass {
+  package var processed = 0
+  package var reports = 0
+  package var delivered = 0
+  package var dropped = 0
+  package var pending = 0
+  package var lockBusy = false
   /// Wall-clock nanoseconds when a pending report is next due, if one waits.
-  var nextDueUnixNano: UInt64?
-  var failed = false
+  package var nextDueUnixNano: UInt64?
+  package var failed = false
   /// The pass stopped early (a signal, or its slice was used up): more is left to do.
-  var unfinished = false
+  package var unfinished = false
 }
 
-final class CollectEngine {
-  let directories: [CollectedDirectory]
+package final class CollectEngine {
+  package let directories: [CollectedDirectory]
   let destinations: [any ReportDestination]
   let transport: any HTTPTransport
   let summaryResource: [String: String]
-  /// The signalfd of SIGTERM/SIGINT: polled (not read) between delivery attempts.
-  let signals: Int32
+  /// The signalfd of SIGTERM/SIGINT: polled (not read) between delivery attempts; nil: nothing
+  /// stops a pass early but its slice.
+  let signals: Int32?
+  let output: CollectOutput
 
-  init(
+  /// `directories` are taken as given (the command makes them absolute).
+  package init(
     directories: [String], destinations: [any ReportDestination], transport: any HTTPTransport,
-    summaryResource: [String: String], signals: Int32
+    summaryResource: [String: String], signals: Int32?, output: CollectOutput
   ) {
     self.directories = directories.map(CollectedDirectory.init)
     self.destinations = destinations
     self.transport = transport
     self.summaryResource = summaryResource
     self.signals = signals
+    self.output = output
   }
 
   /// One pass over every directory; true when every report was delivered and every directory
   /// processed.
-  func collectOnce() -> Bool {
+  package func collectOnce() -> Bool {
     var ok = true
     // Round by round, each directory a slice at a time, until every one is done.
     var left = Array(directories.indices)
@@ -144,11 +171,12 @@ final class CollectEngine {
   private func collectOnce(_ index: Int) -> (done: Bool, ok: Bool) {
     let directory = directories[index]
     guard Syscall.isDirectory(directory.path) else {
-      printError("crumbs collect: no such directory: \(directory.path)")
+      output.problem("no such directory: \(directory.path)")
       return (true, false)
     }
     guard Syscall.isDirectory(directory.ringsPath) else {
-      printError("crumbs collect: \(directory.path) is not a Crumbs directory: it has no rings/ folder")
+      output.problem(
+        "\(directory.path) is not a Crumbs directory: it has no \(CrumbsDirectory.ringsFolderName)/ folder")
       return (true, false)
     }
     let pass = pass(index, quiet: false)
@@ -157,10 +185,10 @@ final class CollectEngine {
   }
 
   /// Whether SIGTERM or SIGINT is pending (left pending: the watcher reads it).
-  var stopRequested: Bool { Self.signalPending(signals) }
+  var stopRequested: Bool { signals.map(Self.signalPending) ?? false }
 
   /// Whether the signalfd `signals` has a signal to read (one poll, nothing read).
-  static func signalPending(_ signals: Int32) -> Bool {
+  package static func signalPending(_ signals: Int32) -> Bool {
     var descriptor = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
     try? Syscall.poll(&descriptor, timeoutMilliseconds: 0)
     return descriptor[0].revents & Int16(POLLIN) != 0
@@ -180,8 +208,8 @@ final class CollectEngine {
     var result = CollectPass()
     guard me == 0 else {
       if !directory.refusalSaid {
-        printError(
-          "crumbs collect: \(directory.path) belongs to uid \(owner.uid): the collector (uid \(me)) would "
+        output.problem(
+          "\(directory.path) belongs to uid \(owner.uid): the collector (uid \(me)) would "
             + "leave files there that the app cannot use; run it as uid \(owner.uid), or as root (which "
             + "works there as uid \(owner.uid))")
         directory.refusalSaid = true
@@ -193,7 +221,7 @@ final class CollectEngine {
     do {
       try Syscall.setFilesystemIdentity(uid: owner.uid, gid: owner.gid)
     } catch {
-      printError("crumbs collect: \(directory.path): cannot work as its owner, uid \(owner.uid): \(error)")
+      output.problem("\(directory.path): cannot work as its owner, uid \(owner.uid): \(error)")
       result.failed = true
       return result
     }
@@ -201,8 +229,8 @@ final class CollectEngine {
       do {
         try Syscall.setFilesystemIdentity(uid: before.uid, gid: before.gid)
       } catch {
-        // Never go on as another directory's owner.
-        printError("crumbs collect: cannot switch back from uid \(owner.uid): \(error)")
+        // Never go on as another directory's owner: the process ends, whoever runs the collector.
+        output.problem("cannot switch back from uid \(owner.uid): \(error)")
         exit(1)
       }
     }
@@ -213,7 +241,7 @@ final class CollectEngine {
   private func pass(_ directory: CollectedDirectory, quiet: Bool) -> CollectPass {
     var result = CollectPass()
     if let problem = directory.open(engine: self) {
-      printError("crumbs collect: \(problem)")
+      output.problem(problem)
       result.failed = true
       return result
     }
@@ -231,10 +259,11 @@ final class CollectEngine {
     var outcome = processor.run(stopping: stopping)
     result.unfinished = outcome.interrupted
     // The directory's own state files the collector writes too (counts, crash-loop tally).
-    outcome.removedLeftovers += CrumbsConfiguration(directory: directory.path).removeAbandonedTemporaryFiles()
-    for problem in outcome.problems { printError("crumbs collect: \(directory.path): \(problem)") }
+    let crumbs = CrumbsDirectory(directory.path)
+    outcome.removedLeftovers += crumbs.removeAbandonedTemporaryFiles()
+    for problem in outcome.problems { output.problem("\(directory.path): \(problem)") }
     for file in outcome.quarantined {
-      printError("crumbs collect: quarantined \(file.originalPath): \(file.reason)")
+      output.problem("quarantined \(file.originalPath): \(file.reason)")
     }
     let sessions = outcome.sessions + outcome.forkedSessions
     result.processed = sessions.count
@@ -248,18 +277,20 @@ final class CollectEngine {
         + ends.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ") + "), "
         + "\(outcome.reports.count) report(s) stored; "
     }
-    if Syscall.fileExists(directory.path + "/disabled") {
-      result.pending = 0
-      if !quiet || !sessions.isEmpty { print(line + "not sent: the app turned Crumbs off in this directory") }
-      flushStandardOutput()
-      return result
-    }
-    if ConsentFile.state(directory.path) == .required {
+    // The collector cannot ask the app's consent handler: the `consent` file stands for it.
+    switch crumbs.delivery(consentHandlerSet: nil) {
+    case .allowed: break
+    case .turnedOff:
       result.pending = 0
       if !quiet || !sessions.isEmpty {
-        print(line + "not sent: the app asks for consent and the user gave no standing consent")
+        output.line(line + "not sent: the app turned Crumbs off in this directory")
       }
-      flushStandardOutput()
+      return result
+    case .awaitingConsent:
+      result.pending = 0
+      if !quiet || !sessions.isEmpty {
+        output.line(line + "not sent: the app asks for consent and the user gave no standing consent")
+      }
       return result
     }
     let delivery = uploader.deliverPending(stopping: stopping)
@@ -269,21 +300,17 @@ final class CollectEngine {
     result.dropped = delivery.finished.filter { $0.state == .dropped }.count
     result.pending = uploader.store.list(.pending).reports.count
     result.nextDueUnixNano = delivery.nextDueUnixNano
-    if let missing = delivery.missingTransport { printError("crumbs collect: \(missing)") }
+    if let missing = delivery.missingTransport { output.problem(missing) }
     for result in delivery.results where !result.outcome.isDelivered {
-      printError("crumbs collect: \(result.reportID.prefix(8))… \(result.destination): \(result)")
+      output.problem("\(result.reportID.prefix(8))… \(result.destination): \(result)")
     }
     let happened = !sessions.isEmpty || !delivery.results.isEmpty || !delivery.events.isEmpty
     if !quiet || happened {
       line += "\(result.delivered) sent, \(result.dropped) dropped, \(result.pending) pending"
       if !delivery.events.isEmpty { line += ", \(delivery.events.count) session summary request(s)" }
       if delivery.lockBusy { line += " (another process is delivering from this store)" }
-      print(line)
-      flushStandardOutput()
+      output.line(line)
     }
     return result
   }
 }
-
-/// stdout is a pipe or a journal under a service manager: each line goes out as it is printed.
-func flushStandardOutput() { fflush(nil) }

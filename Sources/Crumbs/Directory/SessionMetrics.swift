@@ -30,8 +30,8 @@
 // The JSON is replaced atomically but without fsync (the lock stays short, and a start waiting
 // for it stays cheap): a power loss may undo the last counts, never tear the file. One that
 // cannot be read (damaged, foreign) is moved to quarantine/ with its reason and the counts
-// start again, with a new install id; the problem is named (DamagedClientFile). Not
-// signal-safe.
+// start again, with a new install id; the problem is named
+// (CrumbsDirectory.quarantine(damaged:)). Not signal-safe.
 
 import CrumbsPlatform
 import FoundationEssentials
@@ -105,8 +105,9 @@ package enum SessionMetricsFile {
   /// Session ids remembered as counted: more than one run can leave unfinished.
   static let rememberedSessions = 256
 
-  static func startsPath(_ directory: String) -> String { directory + "/session-starts" }
-  package static func metricsPath(_ directory: String) -> String { directory + "/session-metrics.json" }
+  private static func metricsPath(_ directory: String) -> String {
+    CrumbsDirectory(directory).path(.sessionMetrics)
+  }
 
   /// What `session-metrics.json` holds.
   private struct Stored: Codable {
@@ -244,8 +245,8 @@ package enum SessionMetricsFile {
   }
 
   /// `session-metrics.json`, or a fresh one when missing or unreadable. An unreadable one is
-  /// moved to `quarantine/` with its reason (DamagedClientFile), never overwritten, and
-  /// `problem` hears it. Called under the lock.
+  /// moved to `quarantine/` with its reason (CrumbsDirectory.quarantine(damaged:)), never
+  /// overwritten, and `problem` hears it. Called under the lock.
   private static func load(_ directory: String, problem: (String) -> Void = { _ in }) -> Stored {
     let file = metricsPath(directory)
     let damage: String
@@ -261,7 +262,7 @@ package enum SessionMetricsFile {
     } catch {
       damage = "\(error)"
     }
-    problem(DamagedClientFile.quarantine(file, directory: directory, what: "session metrics", damage: damage))
+    problem(CrumbsDirectory(directory).quarantine(damaged: file, what: "session metrics", damage: damage))
     return Stored(installID: SessionID().description)
   }
 
@@ -283,7 +284,7 @@ package enum SessionMetricsFile {
   private static func locked<Result>(
     _ directory: String, _ body: (Int32, String) throws(SystemCallError) -> Result
   ) throws(SystemCallError) -> Result {
-    let path = startsPath(directory)
+    let path = CrumbsDirectory(directory).path(.sessionStarts)
     return try lock.withLock(path: path) { fd throws(SystemCallError) -> Result in try body(fd, path) }
   }
 }

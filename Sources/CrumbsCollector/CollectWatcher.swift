@@ -1,4 +1,4 @@
-// CollectWatcher.swift — `crumbs collect --watch`: a poll loop that runs CollectEngine's pass on
+// CollectWatcher.swift — the collector's watch (`crumbs collect --watch`): a poll loop that runs CollectEngine's pass on
 // a directory as soon as one of its processes has ended, and never otherwise busy.
 //
 // Entry points, in call order:
@@ -39,9 +39,8 @@
 // readable or after `waitSeconds`; at most one recheck per ring; no state grows with the number
 // of events. Safe beside the apps' clients and other collectors: claiming is
 // RingDirectory+Leftovers' (one report per session); a pass that loses a claim simply skips it.
-// Not signal-safe (an ordinary command-line program).
+// Not signal-safe (an ordinary program: the command line, or a test).
 
-import ArgumentParser
 import Crumbs
 import CrumbsPlatform
 
@@ -49,7 +48,7 @@ import CrumbsPlatform
   import Glibc
 #endif
 
-struct CollectWatcher {
+package struct CollectWatcher {
   let engine: CollectEngine
   let signals: Int32
   let rescanNanoseconds: UInt64
@@ -94,7 +93,7 @@ struct CollectWatcher {
   private var due = DueQueue()
   private var nextRescan: UInt64 = 0
 
-  init(engine: CollectEngine, signals: Int32, rescanSeconds: Double) throws {
+  package init(engine: CollectEngine, signals: Int32, rescanSeconds: Double) throws(CollectError) {
     self.engine = engine
     self.signals = signals
     rescanNanoseconds = UInt64(rescanSeconds * 1e9)
@@ -102,19 +101,19 @@ struct CollectWatcher {
     do {
       inotify = try Syscall.inotifyDescriptor()
     } catch {
-      throw fail("collect", "cannot watch: \(error)")
+      throw CollectError(description: "cannot watch: \(error)")
     }
   }
 
-  mutating func run() throws {
+  /// Watches until SIGTERM or SIGINT is read from `signals` (see the file comment).
+  package mutating func run() throws(CollectError) {
     defer {
       for fd in waits.keys { Syscall.close(fd) }
       Syscall.close(inotify)
     }
     arm()
     let count = engine.directories.count
-    print("watching \(count) director\(count == 1 ? "y" : "ies")")
-    flushStandardOutput()
+    engine.output.line("watching \(count) director\(count == 1 ? "y" : "ies")")
     due.insertAll(engine.directories.indices)
     nextRescan = SystemClock.monotonicNanoseconds() &+ rescanNanoseconds
     while true {
@@ -128,7 +127,7 @@ struct CollectWatcher {
       do {
         try Syscall.poll(&descriptors, timeoutMilliseconds: due.isEmpty ? timeoutMilliseconds() : 0)
       } catch {
-        throw fail("collect", "\(error)")
+        throw CollectError(description: "\(error)")
       }
       if descriptors[1].revents != 0 { break }
       if descriptors[0].revents != 0 { readEvents() }
@@ -140,8 +139,7 @@ struct CollectWatcher {
       handleTimers()
     }
     let taken = Syscall.takeSignals(signals)
-    print("stopping (\(taken.map { SignalNames.name($0) }.joined(separator: ", ")))")
-    flushStandardOutput()
+    engine.output.line("stopping (\(taken.map { SignalNames.name($0) }.joined(separator: ", ")))")
   }
 
   // MARK: - Watches
@@ -169,7 +167,7 @@ struct CollectWatcher {
       do {
         armed[try Syscall.addWatch(inotify, path, mask: mask)] = path
       } catch {
-        printError("crumbs collect: cannot watch \(path): \(error) (the rescan still looks)")
+        engine.output.problem("cannot watch \(path): \(error) (the rescan still looks)")
       }
     }
     for (watch, _) in watches where armed[watch] == nil { Syscall.removeWatch(inotify, watch) }
