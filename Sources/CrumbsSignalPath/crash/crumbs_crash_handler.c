@@ -169,9 +169,10 @@ static bool crumbs__gives_up(const struct sigaction *action) {
   uint64_t runtime = crumbs__crash_installed.swift_runtime_address;
   const crumbs_crash_record *record = crumbs__crash_installed.record;
   if (runtime == 0 || record == NULL) return false;
+  const crumbs__module_table modules = crumbs__module_table_of(record);
   uint64_t handler = crumbs__handler_address(action);
-  int module = crumbs__crash_module_for_text(record, handler);
-  return module >= 0 && module == crumbs__crash_module_for_text(record, runtime);
+  int module = crumbs__modules_for_text(&modules, handler);
+  return module >= 0 && module == crumbs__modules_for_text(&modules, runtime);
 }
 
 /// Whether the kernel called us for `signal_number`, not another library's handler that took the

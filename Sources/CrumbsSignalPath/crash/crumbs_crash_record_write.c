@@ -68,9 +68,10 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
 static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__context_registers registers,
                                      const void *context) {
   uint64_t low = 0, high = 0;
+  const crumbs__module_table modules = crumbs__module_table_of(record);
   // From here each lookup checks the row it lands in: a library dlclose'd since the last scan
   // is flagged unloaded and nothing of it is read (crumbs_modules.c).
-  crumbs__crash_check_modules(record);
+  crumbs__modules_check(&modules);
   // After a stack overflow the SP can point into the guard gap below the stack (the prologue
   // moved it there, the first store faulted); the frame pointer still points into the stack.
   // So the stack is the range holding the SP, or failing that the one holding the FP.
@@ -114,14 +115,14 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
   // A PC outside the table may lie in a library loaded since the last module scan: look for it
   // first, so the unwinder sees the module it is in (and its CFI). Outside every module, control
   // went to a bad address, and the unwinder inserts the caller from [sp] / LR (marked).
-  if (registers.pc != 0 && crumbs__crash_module_for_text(record, registers.pc) < 0) {
+  if (registers.pc != 0 && crumbs__modules_for_text(&modules, registers.pc) < 0) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
-    crumbs__crash_add_modules_at_crash(record, &registers.pc, 1);
+    crumbs__modules_add_at_crash(&modules, &registers.pc, 1);
   }
   crumbs__unwind_registers unwind;
   crumbs__context_unwind_registers(context, &unwind);
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-  uint32_t walked = crumbs__crash_unwind(record, &unwind, low, high, record->frames, record->frame_marks,
+  uint32_t walked = crumbs__unwind(&modules, &unwind, low, high, record->frames, record->frame_marks,
                                          CRUMBS_CRASH_MAX_FRAMES, &stop);
   // The record-wide flags readers of earlier files know, from the per-frame marks.
   for (uint32_t index = 0; index < walked; index++) {
@@ -143,11 +144,11 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
     // Return addresses point after the call: look up address - 1 so a call at a module's very
     // end still maps to it.
     uint64_t address = index == 0 ? record->frames[index] : record->frames[index] - 1;
-    if (crumbs__crash_module_for_text(record, address) < 0) unknown[unknown_count++] = address;
+    if (crumbs__modules_for_text(&modules, address) < 0) unknown[unknown_count++] = address;
   }
   if (unknown_count > 0) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
-    crumbs__crash_add_modules_at_crash(record, unknown, unknown_count);
+    crumbs__modules_add_at_crash(&modules, unknown, unknown_count);
   }
 }
 

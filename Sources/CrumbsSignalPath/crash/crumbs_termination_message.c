@@ -73,6 +73,7 @@ typedef struct crumbs__termination_frame {
 /// when no frame lies in the executable. Safe to call from a signal handler (open, fstat,
 /// pread, close; module lookups).
 static bool crumbs__termination_app_frame(const crumbs_crash_record *record, crumbs__termination_frame *frame) {
+  const crumbs__module_table modules = crumbs__module_table_of(record);
   crumbs__elf_query queries[CRUMBS__TERMINATION_FRAMES];
   uint64_t addresses[CRUMBS__TERMINATION_FRAMES];
   uint32_t count = 0;
@@ -82,7 +83,7 @@ static bool crumbs__termination_app_frame(const crumbs_crash_record *record, cru
     uint64_t address = record->frames[index];
     // A return address points after the call: look up the call itself.
     uint64_t lookup = index == 0 || address == 0 ? address : address - 1;
-    if (crumbs__crash_module_for_text(record, lookup) != 0) continue;
+    if (crumbs__modules_for_text(&modules, lookup) != 0) continue;
     addresses[count] = address;
     queries[count].address = lookup - bias;
     count++;
@@ -180,6 +181,7 @@ static size_t crumbs__append_swift_message(char *line, size_t capacity, size_t u
 
 /// Formats the line (without its "\n") into `line`. Safe to call from a signal handler.
 static size_t crumbs__termination_format(const crumbs_crash_record *record, char *line, size_t capacity) {
+  const crumbs__module_table modules = crumbs__module_table_of(record);
   char signal_name[24];
   crumbs_signal_name_text(record->signal_number, signal_name, sizeof signal_name);
   size_t used = crumbs__format_copy(line, capacity, "Crumbs: ");
@@ -189,7 +191,7 @@ static size_t crumbs__termination_format(const crumbs_crash_record *record, char
   bool known = crumbs__termination_app_frame(record, &frame);
   if (!known && record->frame_count > 0) {
     frame.address = record->frames[0];
-    frame.module = crumbs__crash_module_for_text(record, frame.address);
+    frame.module = crumbs__modules_for_text(&modules, frame.address);
     frame.name[0] = '\0';
     known = true;
   }

@@ -284,7 +284,8 @@ int crumbs_crash_install(const crumbs_crash_config *config) {
   __atomic_store_n(&state->record, config->record, __ATOMIC_RELEASE);
 
   // Modules: a full scan for a new record, else only if dlopen/dlclose happened.
-  crumbs__crash_scan_modules(config->record, NULL);
+  crumbs__module_table modules = crumbs__module_table_of(config->record);
+  crumbs__modules_scan(&modules, NULL);
 
   // The install thread: our alternate stack unless it has a large enough one; its bounds.
   crumbs__register_stack_bounds();
@@ -368,10 +369,11 @@ uint64_t crumbs_crash_replaced_signals(void) {
 uint32_t crumbs_crash_refresh_modules(bool force) {
   crumbs_crash_record *record = crumbs__crash_installed.record;
   if (record == NULL) return 0;
-  if (!force && (uint32_t)crumbs__crash_module_changes() == record->module_adds) {
+  if (!force && (uint32_t)crumbs__modules_changes() == record->module_adds) {
     return record->module_count;
   }
-  return crumbs__crash_scan_modules(record, NULL);
+  crumbs__module_table modules = crumbs__module_table_of(record);
+  return crumbs__modules_scan(&modules, NULL);
 }
 
 bool crumbs_crash_uninstall(void) {

@@ -162,10 +162,6 @@ long crumbs__capture_futex(uint32_t *word, int operation, uint32_t value, uint64
   return syscall(SYS_futex, word, operation, value, timeout_ns != 0 ? &timeout : NULL, NULL, 0);
 }
 
-static uint32_t crumbs__generation(void) {
-  return __atomic_load_n(&crumbs__capture.generation, __ATOMIC_ACQUIRE);
-}
-
 bool crumbs__capture_handles(int signal_number) {
   struct sigaction current;
   if (signal_number == 0 || crumbs__libc_sigaction(signal_number, NULL, &current) != 0) return false;
@@ -297,7 +293,7 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
       info->si_code != SI_TKILL || (uint32_t)info->si_pid != __atomic_load_n(&capture->pid, __ATOMIC_ACQUIRE)) {
     return 0;
   }
-  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_ASKED);
   uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
   crumbs__capture_slot *slot = NULL;
   for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
@@ -404,7 +400,7 @@ static bool crumbs__list_thread(uint32_t tid, void *context) {
 bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid) {
   crumbs__capture_state *capture = &crumbs__capture;
   // 29 bits of generation fit above a slot's 3 state bits; 0 is skipped.
-  uint32_t generation = (crumbs__generation() + 1u) & 0x1FFFFFFFu;
+  uint32_t generation = (crumbs__capture_generation() + 1u) & 0x1FFFFFFFu;
   if (generation == 0) generation = 1;
   __atomic_store_n(&capture->generation, generation, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->answered, 0u, __ATOMIC_RELEASE);
@@ -421,7 +417,7 @@ bool crumbs__capture_list(crumbs_crash_thread_table *table, uint32_t own_tid) {
 /// Slot `slot` leaves ASKED for `state` (compare-exchange: an answer that came first, to a
 /// signal left over from an earlier capture, stands).
 static void crumbs__settle_slot(crumbs__capture_slot *slot, uint32_t state) {
-  uint32_t generation = crumbs__generation();
+  uint32_t generation = crumbs__capture_generation();
   uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED);
   __atomic_compare_exchange_n(&slot->state, &expected, CRUMBS__SLOT_WORD(generation, state), false,
                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -438,7 +434,7 @@ static bool crumbs__inside_handler(uint32_t tid) {
 bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_thread_table *table) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs__capture_slot *slot = &capture->slots[index];
-  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_ASKED);
   capture->capture_usable = capture_usable ? 1u : 0u;
   slot->deferred = 0;
   // Answered already: a signal an earlier capture sent reached it once this one was listed.
@@ -451,7 +447,7 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   if (!crumbs__proc_thread_read(slot->tid, false, &facts) || facts.state == 'Z' || facts.state == 'X' ||
       facts.state == 'x') {
     crumbs__settle_slot(slot, CRUMBS__SLOT_GONE); // exited since the listing (or before it): not listed
-    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_GONE);
+    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_GONE);
   }
   if (facts.seccomp != 0) {
     // Under a seccomp filter: the handler's own system calls (gettid, futex…) could kill the
@@ -506,7 +502,7 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
 
 bool crumbs__capture_ask_again(uint32_t index, crumbs_crash_thread_table *table) {
   crumbs__capture_slot *slot = &crumbs__capture.slots[index];
-  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_ASKED);
   if (!slot->deferred || __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != asked) return true;
   if (crumbs__inside_handler(slot->tid)) return true; // not out yet: its leaving wakes us again
   return crumbs__capture_ask(index, crumbs__capture.capture_usable != 0, table);
@@ -527,7 +523,7 @@ void crumbs__capture_wait_for_leavers(uint64_t timeout_ns) {
 
 bool crumbs__capture_waiting(void) {
   crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ASKED);
+  uint32_t asked = CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_ASKED);
   uint32_t count = __atomic_load_n(&capture->slot_count, __ATOMIC_ACQUIRE);
   for (uint32_t index = 1; index < count && index < CRUMBS__CAPTURE_SLOTS; index++) {
     if (__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE) == asked) return true;
@@ -542,7 +538,7 @@ void crumbs__capture_wake_all(void) {
 }
 
 bool crumbs__capture_close(uint32_t index) {
-  uint32_t generation = crumbs__generation();
+  uint32_t generation = crumbs__capture_generation();
   uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ASKED);
   return __atomic_compare_exchange_n(&crumbs__capture.slots[index].state, &expected,
                                      CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_LATE), false,
@@ -550,7 +546,7 @@ bool crumbs__capture_close(uint32_t index) {
 }
 
 bool crumbs__capture_release_slot(uint32_t index) {
-  uint32_t generation = crumbs__generation();
+  uint32_t generation = crumbs__capture_generation();
   crumbs__capture_slot *slot = &crumbs__capture.slots[index];
   uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ANSWERED);
   if (!__atomic_compare_exchange_n(&slot->state, &expected, CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_RELEASED),
@@ -561,65 +557,6 @@ bool crumbs__capture_release_slot(uint32_t index) {
   return true;
 }
 
-/// Whether slot `index` answered this capture and is parked (not yet released).
-static bool crumbs__parked(uint32_t index) {
-  return __atomic_load_n(&crumbs__capture.slots[index].state, __ATOMIC_ACQUIRE) ==
-         CRUMBS__SLOT_WORD(crumbs__generation(), CRUMBS__SLOT_ANSWERED);
-}
-
-/// Whether slot `index`'s stack is to be walked now: parked, or being read where it blocks.
-static bool crumbs__stack_wanted(uint32_t index) {
-  return crumbs__capture.slots[index].reading || crumbs__parked(index);
-}
-
-/// The stack pointer that finds slot `slot`'s stack: the one the kernel saved at its blocked
-/// call while it is being read there, else the one its answer copied.
-static uint64_t crumbs__stack_sp(const crumbs__capture_slot *slot) {
-  return slot->reading ? slot->blocked.sp : slot->context.sp;
-}
-
-/// One maps line against every parked thread still without bounds: the file is read once.
-static bool crumbs__find_stacks(const char *line, size_t length, void *context) {
-  (void)context;
-  crumbs__maps_entry entry;
-  if (!crumbs__crash_parse_maps_line(line, length, &entry) || entry.perms[0] != 'r') return true;
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t count = capture->slot_count;
-  for (uint32_t index = 1; index < count; index++) {
-    const crumbs__capture_slot *slot = &capture->slots[index];
-    if (capture->stack_source[index] != CRUMBS_STACK_UNKNOWN || !crumbs__stack_wanted(index)) continue;
-    uint64_t sp = crumbs__stack_sp(slot);
-    uint64_t probe = sp != 0 ? sp : slot->context.fp;
-    if (probe >= entry.start && probe < entry.end) {
-      capture->stack_low[index] = entry.start;
-      capture->stack_high[index] = entry.end;
-      capture->stack_source[index] = CRUMBS_STACK_PROC_MAPS;
-    }
-  }
-  return true;
-}
-
-void crumbs__capture_find_stacks(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  uint32_t count = capture->slot_count;
-  bool need_maps = false;
-  for (uint32_t index = 1; index < count; index++) {
-    if (capture->stack_source[index] != CRUMBS__STACK_NOT_LOOKED || !crumbs__stack_wanted(index)) continue;
-    const crumbs__capture_slot *slot = &capture->slots[index];
-    uint64_t sp = crumbs__stack_sp(slot), fp = slot->reading ? 0 : slot->context.fp;
-    capture->stack_source[index] = CRUMBS_STACK_UNKNOWN;
-    if (slot->stack_high != 0 && ((sp >= slot->stack_low && sp < slot->stack_high) ||
-                                  (fp >= slot->stack_low && fp < slot->stack_high))) {
-      capture->stack_low[index] = slot->stack_low;
-      capture->stack_high[index] = slot->stack_high;
-      capture->stack_source[index] = CRUMBS_STACK_REGISTERED;
-    } else {
-      need_maps = true;
-    }
-  }
-  if (need_maps) crumbs__crash_each_maps_line(crumbs__find_stacks, NULL);
-}
-
 bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thread_facts *facts) {
   if (facts->state != 'S' && facts->state != 'D') return false;
   // The status (its switch count) first, then the call: a count read before the call line
@@ -628,102 +565,5 @@ bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thre
   slot->seccomp = facts->seccomp;
   slot->switches = facts->switches;
   slot->reading = 1;
-  return true;
-}
-
-/// Whether two readings of a thread's syscall line name the same blocked call at the same place.
-static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs__blocked_syscall *second) {
-  if (first->number != second->number || first->sp != second->sp || first->pc != second->pc) return false;
-  for (unsigned index = 0; index < 6; index++) {
-    if (first->arguments[index] != second->arguments[index]) return false;
-  }
-  return true;
-}
-
-bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  crumbs__capture_slot *slot = &capture->slots[index];
-  memset(entry, 0, sizeof *entry);
-  entry->tid = slot->tid;
-  entry->state = CRUMBS_THREAD_CAPTURED;
-  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
-  entry->blocked_syscall = slot->blocked.number;
-  uint32_t source = capture->stack_source[index];
-  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
-  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
-  entry->stack_low = known ? capture->stack_low[index] : 0;
-  entry->stack_high = known ? capture->stack_high[index] : 0;
-  // What the kernel saved at the call's entry: the user pc (right after the syscall
-  // instruction, in libc's wrapper) and sp; no other register. CFI steps out of the wrapper
-  // from those alone (its CFA is sp-based); a caller whose CFA needs the frame pointer is
-  // bridged by the checked stack scan, which recovers the frame pointer from the frame record
-  // it finds (crumbs_unwind_scan.c).
-  crumbs__unwind_registers registers;
-  memset(&registers, 0, sizeof registers);
-  registers.values[CRUMBS__REG_SP] = slot->blocked.sp;
-  registers.known = 1ull << CRUMBS__REG_SP;
-  registers.pc = slot->blocked.pc;
-  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-  entry->frame_count = crumbs__crash_unwind(record, &registers, entry->stack_low, entry->stack_high, entry->frames,
-                                            entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
-  entry->backtrace_stop = stop;
-  crumbs__blocked_syscall again;
-  crumbs__thread_facts after;
-  bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
-              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
-              after.switches == slot->switches;
-  if (!same) memset(entry, 0, sizeof *entry);
-  return same;
-}
-
-bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
-                                 crumbs_crash_thread *entry, crumbs_crash_thread_table *table) {
-  crumbs__capture_state *capture = &crumbs__capture;
-  const crumbs__capture_slot *slot = &capture->slots[index];
-  uint32_t state = CRUMBS__SLOT_STATE(__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE));
-  if (state == CRUMBS__SLOT_GONE) return false;
-  memset(entry, 0, sizeof *entry);
-  entry->tid = slot->tid;
-  entry->asked_with = slot->asked_with;
-  entry->not_signalled = slot->not_signalled;
-  if (state == CRUMBS__SLOT_NOT_ASKED && slot->reading) {
-    // Not signalled (a seccomp filter), but blocked in a system call: walked where it blocks.
-    crumbs__capture_slot *reading = &capture->slots[index];
-    bool walked = crumbs__capture_walk_blocked(record, index, entry);
-    reading->reading = 0;
-    if (walked) {
-      crumbs__proc_thread_name(slot->tid, entry->name);
-      table->captured++;
-      return true;
-    }
-    entry->tid = slot->tid;
-    entry->asked_with = slot->asked_with;
-    entry->not_signalled = slot->not_signalled;
-  }
-  if (state != CRUMBS__SLOT_ANSWERED) {
-    entry->state = state == CRUMBS__SLOT_NOT_ASKED ? CRUMBS_THREAD_NOT_ASKED : CRUMBS_THREAD_NO_ANSWER;
-    if (entry->state == CRUMBS_THREAD_NO_ANSWER) table->no_answer++;
-    crumbs__proc_thread_name(slot->tid, entry->name);
-    return true;
-  }
-  entry->state = slot->also_crashed != 0 ? CRUMBS_THREAD_ALSO_CRASHED : CRUMBS_THREAD_CAPTURED;
-  entry->signal_number = slot->also_crashed;
-  crumbs__format_copy(entry->name, sizeof entry->name, slot->name);
-  for (uint32_t r = 0; r < slot->register_count; r++) entry->registers[r] = slot->registers[r];
-  entry->register_count = slot->register_count;
-  uint32_t source = capture->stack_source[index];
-  entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
-  bool known = entry->stack_source != CRUMBS_STACK_UNKNOWN;
-  entry->stack_low = known ? capture->stack_low[index] : 0;
-  entry->stack_high = known ? capture->stack_high[index] : 0;
-  // The crash handler's unwinder (CFI, then frame records, then a checked stack scan, each
-  // frame marked how it was found), so a thread stopped deep in glibc (pthread_cond_wait, whose
-  // frame pointer register holds anything) still shows its callers.
-  uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
-  entry->frame_count = crumbs__crash_unwind(record, &slot->unwind, entry->stack_low, entry->stack_high,
-                                            entry->frames, entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES,
-                                            &stop);
-  entry->backtrace_stop = stop;
-  table->captured++;
   return true;
 }

@@ -131,6 +131,11 @@ typedef struct crumbs__capture_state {
   uint32_t stack_source[CRUMBS__CAPTURE_SLOTS];
 } crumbs__capture_state;
 extern crumbs__capture_state crumbs__capture;
+/// The capture's generation (atomic): a slot word belongs to the capture whose generation it
+/// carries (CRUMBS__SLOT_WORD). Safe to call from a signal handler.
+static inline uint32_t crumbs__capture_generation(void) {
+  return __atomic_load_n(&crumbs__capture.generation, __ATOMIC_ACQUIRE);
+}
 
 /// syscall(SYS_futex) on `word`; `timeout_ns` 0: none.
 long crumbs__capture_futex(uint32_t *word, int operation, uint32_t value, uint64_t timeout_ns);
@@ -173,11 +178,11 @@ bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thre
 /// asleep, not one context switch since the first reading), so the frames are those of a stack
 /// that did not change (CAPTURED, CRUMBS_NOT_SIGNALLED_IN_SYSCALL, no registers). Otherwise the
 /// entry is cleared.
-bool crumbs__capture_walk_blocked(const crumbs_crash_record *record, uint32_t index, crumbs_crash_thread *entry);
+bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t index, crumbs_crash_thread *entry);
 /// Writes slot `index` into `entry`: an answered thread's registers and the walk of its stack
-/// (crumbs__crash_unwind over `record`'s modules, read only), or tid and name of one that did
+/// (crumbs__unwind over `record`'s modules, read only), or tid and name of one that did
 /// not answer. Counts it into `table`. False for a GONE slot (nothing written).
-bool crumbs__capture_write_entry(const crumbs_crash_record *record, uint32_t index,
+bool crumbs__capture_write_entry(const crumbs__module_table *modules, uint32_t index,
                                  crumbs_crash_thread *entry, crumbs_crash_thread_table *table);
 /// Lets slot `index`'s parked thread go (compare-exchange ANSWERED → RELEASED, then a futex
 /// wake). True when it was parked there.

@@ -126,6 +126,7 @@ static void crumbs__wait_for_answers(crumbs_crash_thread_table *table) {
 
 void crumbs__thread_capture_collect(crumbs_crash_record *record) {
   crumbs__capture_state *capture = &crumbs__capture;
+  const crumbs__module_table modules = crumbs__module_table_of(record);
   crumbs_crash_thread_table *table = &record->threads;
   crumbs_crash_thread *own = &table->threads[0];
   crumbs__format_copy(own->name, sizeof own->name, record->thread_name);
@@ -147,12 +148,12 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
   uint32_t count = capture->slot_count, written = 1;
   for (uint32_t index = 1; index < count; index++) {
     crumbs_crash_thread *entry = &table->threads[written];
-    if (!crumbs__capture_write_entry(record, index, entry, table)) continue;
+    if (!crumbs__capture_write_entry(&modules, index, entry, table)) continue;
     table->thread_count = ++written;
     for (uint32_t frame = 0; frame < entry->frame_count && unknown_count < CRUMBS_CRASH_MAX_FRAMES; frame++) {
       // Return addresses point after the call: look up address - 1 (as for the crashing thread).
       uint64_t address = frame == 0 ? entry->frames[0] : entry->frames[frame] - 1;
-      if (crumbs__crash_module_for_text(record, address) < 0) unknown[unknown_count++] = address;
+      if (crumbs__modules_for_text(&modules, address) < 0) unknown[unknown_count++] = address;
     }
   }
   table->flags &= ~(uint32_t)CRUMBS_THREADS_INTERRUPTED;
@@ -161,7 +162,7 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
   // crashing thread's.
   if (unknown_count > 0) {
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_STALE, __ATOMIC_RELAXED);
-    crumbs__crash_add_modules_at_crash(record, unknown, unknown_count);
+    crumbs__modules_add_at_crash(&modules, unknown, unknown_count);
   }
 }
 

@@ -67,6 +67,7 @@
 /// How one live capture runs (options with the defaults filled in).
 typedef struct crumbs__live_run {
   const crumbs_crash_record *record;
+  crumbs__module_table modules; // the record's, for the unwinder
   crumbs_crash_thread_table *table;
   crumbs_live_capture_stats *stats;
   uint64_t answer_deadline_ns;
@@ -77,7 +78,7 @@ typedef struct crumbs__live_run {
 /// Walks slot `index`'s parked thread into its entry, then lets it go at once.
 static void crumbs__live_walk_and_release(crumbs__live_run *run, uint32_t index) {
   crumbs_crash_thread *entry = &run->table->threads[index];
-  crumbs__capture_write_entry(run->record, index, entry, run->table);
+  crumbs__capture_write_entry(&run->modules, index, entry, run->table);
   CRUMBS__HOOK0(live_parked); // tests only: a fault while a thread is parked
   uint64_t released = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   if (!crumbs__capture_release_slot(index)) return;
@@ -117,7 +118,7 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
     crumbs__capture_slot *slot = &capture->slots[index];
     if (!slot->reading) continue;
     bool walked = crumbs__context_clock_ns(CLOCK_MONOTONIC) < run->stop_at &&
-                  crumbs__capture_walk_blocked(run->record, index, &run->table->threads[index]);
+                  crumbs__capture_walk_blocked(&run->modules, index, &run->table->threads[index]);
     slot->reading = 0;
     uint32_t expected = asked;
     // An answer to a signal an earlier capture left pending wins: that thread ran, so the
@@ -219,7 +220,7 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
     uint32_t state = CRUMBS__SLOT_STATE(__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE));
     if (state == CRUMBS__SLOT_RELEASED || state == CRUMBS__SLOT_READ) continue;
     crumbs_crash_thread *entry = &run->table->threads[index];
-    if (!crumbs__capture_write_entry(run->record, index, entry, run->table)) memset(entry, 0, sizeof *entry);
+    if (!crumbs__capture_write_entry(&run->modules, index, entry, run->table)) memset(entry, 0, sizeof *entry);
   }
 }
 
@@ -284,10 +285,10 @@ __attribute__((noinline)) int crumbs__thread_capture_live(const crumbs_crash_rec
 
   int status = CRUMBS_LIVE_CAPTURE_OK;
   if (crumbs__capture_list(out, own_tid)) {
-    crumbs__live_run run = {record, out, stats, deadline, started + limit, window};
-    crumbs__crash_check_modules_read_only(record);
+    crumbs__live_run run = {record, crumbs__module_table_of(record), out, stats, deadline, started + limit, window};
+    crumbs__modules_check_read_only(&run.modules);
     crumbs__live_ask_all(&run);
-    crumbs__crash_check_modules_stop();
+    crumbs__modules_check_stop();
     // SIGPROF goes back once no thread it was sent to can still receive it.
     if (!crumbs__capture_pending_somewhere(SIGPROF)) crumbs__capture_sigprof_give_back();
     stats->signalled = capture->signals_sent;

@@ -56,7 +56,7 @@
 #include <string.h>
 #include <unistd.h>
 
-crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
+crumbs__module_cfi crumbs__modules_cfi[CRUMBS_CRASH_MAX_MODULES];
 
 /// Where the module's .eh_frame_hdr is loaded (PT_GNU_EH_FRAME) and the bounds of the PT_LOAD
 /// segment holding it, the only bytes the CFI parser may read. Zeros when there is none.
@@ -84,7 +84,7 @@ static void crumbs__find_eh_frame_hdr(const ElfW(Phdr) *headers, size_t count, u
 }
 
 typedef struct crumbs__scan_state {
-  crumbs_crash_record *record;
+  const crumbs__module_table *modules;
   uint32_t count;
   uint64_t adds;
 } crumbs__scan_state;
@@ -155,7 +155,7 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
   crumbs__scan_state *state = (crumbs__scan_state *)context;
   state->adds = info->dlpi_adds + info->dlpi_subs;
   if (state->count >= CRUMBS_CRASH_MAX_MODULES) return 0;
-  crumbs_crash_module *module = &state->record->modules[state->count];
+  crumbs_crash_module *module = &state->modules->rows[state->count];
   memset(module, 0, sizeof *module);
   // Nothing loaded: not worth a row.
   if (!crumbs__fill_ranges(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, module)) return 0;
@@ -164,14 +164,14 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
   if ((name == NULL || name[0] == '\0') && state->count == 0) name = crumbs__executable_path;
   crumbs__format_copy(module->path, sizeof module->path, name);
   crumbs__find_eh_frame_hdr(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr,
-                            &crumbs__crash_module_cfi[state->count]);
+                            &crumbs__modules_cfi[state->count]);
   // A loaded object's notes are mapped, so readable: no bounds to keep to.
   crumbs__read_build_id(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, 0, UINT64_MAX, module);
   state->count++;
   return 0;
 }
 
-uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen) {
+uint32_t crumbs__modules_scan(const crumbs__module_table *modules, uint32_t *adds_seen) {
   if (crumbs__executable_path[0] == '\0') {
     ssize_t length = readlink("/proc/self/exe", crumbs__executable_path,
                               sizeof crumbs__executable_path - 1);
@@ -179,18 +179,18 @@ uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_
   }
   // Seqlock: odd while the table is rewritten, so a crash in the middle is flagged as torn. Odd
   // already: the crash handler is adding rows (the process is dying): leave the table to it.
-  uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_RELAXED);
+  uint64_t generation = __atomic_load_n(modules->generation, __ATOMIC_RELAXED);
   if ((generation & 1u) ||
-      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation | 1u, false,
+      !__atomic_compare_exchange_n(modules->generation, &generation, generation | 1u, false,
                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-    return __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+    return __atomic_load_n(modules->count, __ATOMIC_RELAXED);
   }
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  crumbs__scan_state state = {record, 0, 0};
+  crumbs__scan_state state = {modules, 0, 0};
   dl_iterate_phdr(crumbs__scan_one, &state);
-  __atomic_store_n(&record->module_count, state.count, __ATOMIC_RELAXED);
-  record->module_adds = (uint32_t)state.adds;
-  __atomic_store_n(&record->module_generation, (generation | 1u) + 1u, __ATOMIC_RELEASE);
+  __atomic_store_n(modules->count, state.count, __ATOMIC_RELAXED);
+  *modules->adds = (uint32_t)state.adds;
+  __atomic_store_n(modules->generation, (generation | 1u) + 1u, __ATOMIC_RELEASE);
   if (adds_seen != NULL) *adds_seen = (uint32_t)state.adds;
   return state.count;
 }
@@ -201,7 +201,7 @@ static int crumbs__count_changes(struct dl_phdr_info *info, size_t size, void *c
   return 1; // the counters are the same in every entry: one is enough
 }
 
-uint64_t crumbs__crash_module_changes(void) {
+uint64_t crumbs__modules_changes(void) {
   uint64_t changes = 0;
   dl_iterate_phdr(crumbs__count_changes, &changes);
   return changes;
@@ -211,9 +211,9 @@ uint64_t crumbs__crash_module_changes(void) {
 
 /// Per row, during a crash: 0 not checked yet, 1 present, 2 unloaded.
 static uint8_t crumbs__row_state[CRUMBS_CRASH_MAX_MODULES];
-/// The record whose rows are being checked (crumbs__crash_check_modules), NULL outside a crash
+/// The rows being checked (crumbs__modules_check), NULL outside a crash
 /// or a live capture.
-static crumbs_crash_record *crumbs__checked_record;
+static crumbs_crash_module *crumbs__checked_rows;
 /// Whether a row found unloaded is flagged in the record (a crash) or only skipped (a live
 /// capture, which never writes the record).
 static bool crumbs__checked_flags_rows;
@@ -262,7 +262,7 @@ static bool crumbs__build_id_changed(const crumbs_crash_module *module) {
 /// its build ID), remembered, and flagged CRUMBS_CRASH_MODULE_UNLOADED in the record when not.
 static bool crumbs__row_present(uint32_t index) {
   if (crumbs__row_state[index] != 0) return crumbs__row_state[index] == 1;
-  crumbs_crash_module *module = &crumbs__checked_record->modules[index];
+  crumbs_crash_module *module = &crumbs__checked_rows[index];
   uint8_t byte = 0;
   bool present = (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
                  (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
@@ -271,40 +271,40 @@ static bool crumbs__row_present(uint32_t index) {
   return present;
 }
 
-int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address) {
-  uint32_t count = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+int crumbs__modules_for_text(const crumbs__module_table *modules, uint64_t address) {
+  uint32_t count = __atomic_load_n(modules->count, __ATOMIC_RELAXED);
   if (count > CRUMBS_CRASH_MAX_MODULES) count = CRUMBS_CRASH_MAX_MODULES;
   for (uint32_t index = 0; index < count; index++) {
-    const crumbs_crash_module *module = &record->modules[index];
+    const crumbs_crash_module *module = &modules->rows[index];
     if (module->flags & CRUMBS_CRASH_MODULE_UNLOADED) continue; // nothing of it may be read
     if (address < module->text_start || address >= module->text_end) continue;
     // At crash time a row is trusted only once checked (an unloaded library's row stays in the
     // table until the next refresh): skipped when it is gone, so nothing of it is read.
-    if (record == crumbs__checked_record && !crumbs__row_present(index)) continue;
+    if (modules->rows == crumbs__checked_rows && !crumbs__row_present(index)) continue;
     return (int)index;
   }
   return -1;
 }
 
-void crumbs__crash_check_modules(crumbs_crash_record *record) {
+void crumbs__modules_check(const crumbs__module_table *modules) {
   memset(crumbs__row_state, 0, sizeof crumbs__row_state);
   crumbs__checked_flags_rows = true;
-  crumbs__checked_record = record;
+  crumbs__checked_rows = modules->rows;
 }
 
-void crumbs__crash_check_modules_read_only(const crumbs_crash_record *record) {
+void crumbs__modules_check_read_only(const crumbs__module_table *modules) {
   memset(crumbs__row_state, 0, sizeof crumbs__row_state);
   crumbs__checked_flags_rows = false;
   // Never written through: crumbs__row_present writes a row's flags only when they are kept.
-  crumbs__checked_record = (crumbs_crash_record *)(uintptr_t)record;
+  crumbs__checked_rows = modules->rows;
 }
 
-void crumbs__crash_check_modules_stop(void) { crumbs__checked_record = NULL; }
+void crumbs__modules_check_stop(void) { crumbs__checked_rows = NULL; }
 
 // MARK: - Modules found at crash time (async-signal-safe)
 
 typedef struct crumbs__late_scan {
-  crumbs_crash_record *record;
+  const crumbs__module_table *modules;
   const uint64_t *addresses;
   uint32_t count;
   uint32_t added;
@@ -316,8 +316,8 @@ typedef struct crumbs__late_scan {
 
 /// Adds the row for the object whose headers are mapped at scan->header_low, found at `path`.
 static void crumbs__add_found_module(crumbs__late_scan *scan, const char *path, size_t path_length) {
-  crumbs_crash_record *record = scan->record;
-  uint32_t index = __atomic_load_n(&record->module_count, __ATOMIC_RELAXED);
+  const crumbs__module_table *modules = scan->modules;
+  uint32_t index = __atomic_load_n(modules->count, __ATOMIC_RELAXED);
   if (index >= CRUMBS_CRASH_MAX_MODULES || scan->header_low == 0) return;
   uint64_t low = scan->header_low, high = scan->header_high;
   if (high - low < sizeof(ElfW(Ehdr))) return;
@@ -336,17 +336,17 @@ static void crumbs__add_found_module(crumbs__late_scan *scan, const char *path, 
       found = true;
     }
   }
-  crumbs_crash_module *module = &record->modules[index];
+  crumbs_crash_module *module = &modules->rows[index];
   memset(module, 0, sizeof *module);
   if (!found || !crumbs__fill_ranges(headers, elf->e_phnum, bias, module)) return;
   crumbs__read_build_id(headers, elf->e_phnum, bias, low, high, module);
   // The program headers are in the first page (checked above): PT_GNU_EH_FRAME is read from there.
-  crumbs__find_eh_frame_hdr(headers, elf->e_phnum, bias, &crumbs__crash_module_cfi[index]);
+  crumbs__find_eh_frame_hdr(headers, elf->e_phnum, bias, &crumbs__modules_cfi[index]);
   size_t kept = path_length < sizeof module->path - 1 ? path_length : sizeof module->path - 1;
   memcpy(module->path, path, kept);
   module->path[kept] = '\0';
   module->flags = CRUMBS_CRASH_MODULE_FOUND_AT_CRASH;
-  __atomic_store_n(&record->module_count, index + 1, __ATOMIC_RELAXED);
+  __atomic_store_n(modules->count, index + 1, __ATOMIC_RELAXED);
   scan->added++;
 }
 
@@ -371,38 +371,38 @@ static bool crumbs__late_scan_line(const char *line, size_t length, void *contex
   for (uint32_t index = 0; index < scan->count; index++) {
     uint64_t address = scan->addresses[index];
     if (address < entry.start || address >= entry.end) continue;
-    if (crumbs__crash_module_for_text(scan->record, address) >= 0) continue; // added already
+    if (crumbs__modules_for_text(scan->modules, address) >= 0) continue; // added already
     crumbs__add_found_module(scan, entry.path, entry.path_length);
     break;
   }
   return true;
 }
 
-uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const uint64_t *addresses,
+uint32_t crumbs__modules_add_at_crash(const crumbs__module_table *modules, const uint64_t *addresses,
                                             uint32_t count) {
   if (count == 0) return 0;
-  uint64_t generation = __atomic_load_n(&record->module_generation, __ATOMIC_ACQUIRE);
+  uint64_t generation = __atomic_load_n(modules->generation, __ATOMIC_ACQUIRE);
   if ((generation & 1u) ||
-      !__atomic_compare_exchange_n(&record->module_generation, &generation, generation + 1, false,
+      !__atomic_compare_exchange_n(modules->generation, &generation, generation + 1, false,
                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
     return 0;
   }
-  crumbs__late_scan scan = {.record = record, .addresses = addresses, .count = count};
+  crumbs__late_scan scan = {.modules = modules, .addresses = addresses, .count = count};
   crumbs__crash_each_maps_line(crumbs__late_scan_line, &scan);
-  __atomic_store_n(&record->module_generation, generation + 2, __ATOMIC_RELEASE);
+  __atomic_store_n(modules->generation, generation + 2, __ATOMIC_RELEASE);
   if (scan.added > 0) {
-    __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH, __ATOMIC_RELAXED);
+    __atomic_fetch_or(modules->flags, CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH, __ATOMIC_RELAXED);
   }
   return scan.added;
 }
 
 // MARK: - CFI lookups (async-signal-safe: the table, and loads inside a .eh_frame_hdr segment)
 
-bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+bool crumbs__modules_cfi_for(const crumbs__module_table *modules, uint64_t address,
                                   crumbs__cfi_region *region, uint64_t *header) {
-  int module = crumbs__crash_module_for_text(record, address);
+  int module = crumbs__modules_for_text(modules, address);
   if (module < 0) return false;
-  const crumbs__module_cfi *cfi = &crumbs__crash_module_cfi[module];
+  const crumbs__module_cfi *cfi = &crumbs__modules_cfi[module];
   if (cfi->header == 0 || cfi->low >= cfi->high) return false;
   region->low = cfi->low;
   region->high = cfi->high;
@@ -411,10 +411,10 @@ bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t ad
   return true;
 }
 
-uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address) {
+uint64_t crumbs__modules_function_start(const crumbs__module_table *modules, uint64_t address) {
   crumbs__cfi_region region;
   uint64_t header = 0, fde = 0, start = 0, end = 0;
-  if (!crumbs__crash_module_cfi_for(record, address, &region, &header)) return 0;
+  if (!crumbs__modules_cfi_for(modules, address, &region, &header)) return 0;
   if (crumbs__cfi_find_fde(&region, header, address, &fde, &start, &end) != CRUMBS_CFI_OK) return 0;
   return start;
 }

@@ -28,5 +28,5 @@ __attribute__((noinline)) uint32_t crumbs_capture_current_stack(uint64_t *frames
   uint32_t stop = 0;
   // frames[0] is where our caller called us; the walk continues from the caller's frame.
   uint64_t caller_frame = ((const uint64_t *)(uintptr_t)frame)[0];
-  return crumbs__crash_walk_frames(caller, caller_frame, frame + 16, low, high, frames, capacity, &stop);
+  return crumbs__unwind_walk_frames(caller, caller_frame, frame + 16, low, high, frames, capacity, &stop);
 }

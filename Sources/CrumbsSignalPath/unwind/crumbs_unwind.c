@@ -63,7 +63,7 @@
 #include "unwind/crumbs_cfi.h"
 #include "unwind/crumbs_unwind_parts.h"
 
-uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
                                    uint32_t *stop) {
   uint32_t count = 0;
@@ -124,13 +124,13 @@ typedef struct crumbs__step_result {
 } crumbs__step_result;
 
 /// One step by the module's CFI.
-static int crumbs__step_cfi(const crumbs_crash_record *record, crumbs__unwind_state *state,
+static int crumbs__step_cfi(const crumbs__module_table *modules, crumbs__unwind_state *state,
                             crumbs__step_result *result) {
   crumbs__unwind_registers *registers = &state->registers;
   uint64_t lookup = state->exact ? registers->pc : registers->pc - 1;
   crumbs__cfi_region region;
   uint64_t header = 0;
-  if (!crumbs__crash_module_cfi_for(record, lookup, &region, &header)) return CRUMBS__STEP_FAILED;
+  if (!crumbs__modules_cfi_for(modules, lookup, &region, &header)) return CRUMBS__STEP_FAILED;
   crumbs__cfi_row row;
   if (crumbs__cfi_row_at(&region, header, lookup, &row) != CRUMBS_CFI_OK) return CRUMBS__STEP_FAILED;
   if (row.cfa_is_expression || !crumbs__unwind_known(registers, row.cfa_register)) return CRUMBS__STEP_FAILED;
@@ -231,12 +231,12 @@ static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_
 /// The x86_64 signal trampoline (glibc's __restore_rt: mov $15, %rax; syscall): the
 /// interrupted registers are in the ucontext at sp. Its FDE describes them with expressions,
 /// which crumbs_cfi.c does not evaluate, so it is recognized by its code, as libgcc does.
-static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__unwind_state *state,
+static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs__unwind_state *state,
                                      crumbs__step_result *result) {
 #if defined(__x86_64__)
   uint64_t pc = state->registers.pc;
-  int module = crumbs__crash_module_for_text(record, pc);
-  if (state->exact || module < 0 || pc + 9 > record->modules[module].text_end) return CRUMBS__STEP_FAILED;
+  int module = crumbs__modules_for_text(modules, pc);
+  if (state->exact || module < 0 || pc + 9 > modules->rows[module].text_end) return CRUMBS__STEP_FAILED;
   static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)pc;
   for (unsigned index = 0; index < sizeof restore_rt; index++) {
@@ -271,7 +271,7 @@ static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__
   result->saved_fp_at = 0;
   return CRUMBS__STEP_OK;
 #else
-  (void)record;
+  (void)modules;
   (void)state;
   (void)result;
   return CRUMBS__STEP_FAILED; // aarch64's trampoline is in the vDSO: not recognized (yet)
@@ -279,7 +279,7 @@ static int crumbs__step_signal_frame(const crumbs_crash_record *record, crumbs__
 }
 // MARK: - The backtrace
 
-uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
+uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwind_registers *registers,
                               uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                               uint32_t capacity, uint32_t *stop) {
   if (capacity == 0) {
@@ -300,15 +300,15 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
 
   // Frame 0 outside every module: control went to a bad address (a call through a garbage
   // pointer), and the caller's return address is at [sp] (x86_64) or in LR (aarch64).
-  if (crumbs__crash_module_for_text(record, registers->pc) < 0) {
+  if (crumbs__modules_for_text(modules, registers->pc) < 0) {
     uint64_t sp = registers->values[CRUMBS__REG_SP], caller = 0;
 #if defined(__x86_64__)
-    if (crumbs__unwind_stack_word(low, high, sp, &caller) && crumbs__crash_module_for_text(record, caller) >= 0 &&
+    if (crumbs__unwind_stack_word(low, high, sp, &caller) && crumbs__modules_for_text(modules, caller) >= 0 &&
         count < capacity) {
       state.registers.values[CRUMBS__REG_SP] = sp + 8;
 #elif defined(__aarch64__)
     caller = registers->values[CRUMBS__REG_LR];
-    if (crumbs__crash_module_for_text(record, caller) >= 0 && count < capacity) {
+    if (crumbs__modules_for_text(modules, caller) >= 0 && count < capacity) {
 #else
     if (false) {
 #endif
@@ -328,8 +328,8 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
     uint64_t inner_pc = state.registers.pc;
     bool inner_exact = state.exact;
     uint64_t inner_sp = state.registers.values[CRUMBS__REG_SP];
-    int outcome = crumbs__step_signal_frame(record, &state, &result);
-    if (outcome == CRUMBS__STEP_FAILED) outcome = crumbs__step_cfi(record, &state, &result);
+    int outcome = crumbs__step_signal_frame(modules, &state, &result);
+    if (outcome == CRUMBS__STEP_FAILED) outcome = crumbs__step_cfi(modules, &state, &result);
     if (outcome == CRUMBS__STEP_FAILED && inner_exact && count == 1) {
       // Frame 0 in code without CFI: a fault inside a function that keeps no frame leaves its
       // caller only at [sp] / in LR, while the frame pointer still names the caller's caller.
@@ -343,7 +343,7 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
 #else
       bool have = false;
 #endif
-      if (have && crumbs__crash_is_return_address(record, caller) &&
+      if (have && crumbs__unwind_is_return_address(modules, caller) &&
           crumbs__unwind_stack_word(state.low, state.high, fp + 8, &recorded) && recorded != caller &&
           fp >= inner_sp) {
         frames[count] = caller;
@@ -364,7 +364,7 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
     if (outcome == CRUMBS__STEP_OK) {
       uint64_t saved_fp = state.registers.values[CRUMBS__REG_FP];
       uint64_t context = result.saved_fp_at != 0
-                             ? crumbs__unwind_async_context(record, &state, inner_exact ? inner_pc : inner_pc - 1,
+                             ? crumbs__unwind_async_context(modules, &state, inner_exact ? inner_pc : inner_pc - 1,
                                                      result.saved_fp_at, saved_fp, state.registers.pc)
                              : 0;
       if (context != 0) {
@@ -379,7 +379,7 @@ uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__u
 
     // Neither CFI nor a frame record: the stack scan (crumbs_unwind_scan.c).
     uint64_t guessed = 0;
-    if (!crumbs__unwind_scan(record, &state, inner_pc, inner_exact, inner_sp, &scanned, &guessed)) {
+    if (!crumbs__unwind_scan(modules, &state, inner_pc, inner_exact, inner_sp, &scanned, &guessed)) {
       *stop = state.registers.values[CRUMBS__REG_FP] == 0 ? CRUMBS_BACKTRACE_END_OF_CHAIN
                                                           : CRUMBS_BACKTRACE_OUT_OF_BOUNDS;
       return count;

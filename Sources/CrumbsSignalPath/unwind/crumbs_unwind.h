@@ -15,17 +15,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// MARK: - The module table
+
+/// The module table the unwinder looks addresses up in, as a view of where it lives: its rows,
+/// their count and the seqlock generation stay in the crash record's mapping (the scan at set-up
+/// and crash-time additions write them; the next launch reads them), and `flags` is the record's
+/// flags word a crash-time addition marks. Nothing else of the record is the unwinder's.
+typedef struct crumbs__module_table {
+  crumbs_crash_module *rows; // CRUMBS_CRASH_MAX_MODULES of them
+  uint32_t *count;           // atomic
+  uint32_t *adds;            // dl_iterate_phdr's adds at the last scan
+  uint64_t *generation;      // atomic seqlock, odd while rewritten
+  uint32_t *flags;           // the record's CRUMBS_CRASH_FLAG_* word (atomic)
+} crumbs__module_table;
+
+/// The view of `record`'s module table. Lookups only read through it; only the scan and a
+/// crash's additions write, and only on the installed record of this process. Pure.
+static inline crumbs__module_table crumbs__module_table_of(const crumbs_crash_record *record) {
+  crumbs_crash_record *table = (crumbs_crash_record *)(uintptr_t)record;
+  crumbs__module_table view = {table->modules, &table->module_count, &table->module_adds,
+                               &table->module_generation, &table->flags};
+  return view;
+}
+
 // MARK: - Unwinder (crumbs_unwind.c and its pieces: crumbs_unwind.h)
 
 /// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
 /// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
 /// Safe to call from a signal handler (reads memory only inside [low, high)).
-uint32_t crumbs__crash_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
+uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
                                    uint64_t high, uint64_t *frames, uint32_t capacity,
                                    uint32_t *stop);
 /// Whether `address` is a return address: in a module's text, right after a call instruction
 /// (crumbs_unwind_scan.c). Safe to call from a signal handler (reads only that module's text).
-bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address);
+bool crumbs__unwind_is_return_address(const crumbs__module_table *modules, uint64_t address);
 /// The backtrace of the thread whose registers are `registers` and whose stack is [low, high):
 /// frames[0] = pc, then return addresses (and async resume points), innermost first, with
 /// marks[i] the CRUMBS_FRAME_* bits saying how frame i was found. Uses `record`'s module table
@@ -33,7 +56,7 @@ bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t
 /// `stop` gets a crumbs_crash_backtrace_stop. Any thread's registers will do (the crashing
 /// thread's from the handler's context, another thread's from its own signal context).
 /// Safe to call from a signal handler (see crumbs_unwind.c for what it reads and calls).
-uint32_t crumbs__crash_unwind(const crumbs_crash_record *record, const crumbs__unwind_registers *registers,
+uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwind_registers *registers,
                               uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
                               uint32_t capacity, uint32_t *stop);
 /// Copies `size` bytes at `address` of this process without ever faulting
@@ -94,41 +117,41 @@ typedef struct crumbs__module_cfi {
   uint64_t header, low, high;
 } crumbs__module_cfi;
 /// One per row of the record's module table, written with the row (scan, crash-time additions).
-extern crumbs__module_cfi crumbs__crash_module_cfi[CRUMBS_CRASH_MAX_MODULES];
+extern crumbs__module_cfi crumbs__modules_cfi[CRUMBS_CRASH_MAX_MODULES];
 
 /// Scans loaded modules into `record` (dl_iterate_phdr). Not signal-safe.
-uint32_t crumbs__crash_scan_modules(crumbs_crash_record *record, uint32_t *adds_seen);
+uint32_t crumbs__modules_scan(const crumbs__module_table *modules, uint32_t *adds_seen);
 /// dl_iterate_phdr's current load counter (dlpi_adds + dlpi_subs). Not signal-safe.
-uint64_t crumbs__crash_module_changes(void);
+uint64_t crumbs__modules_changes(void);
 /// The module whose executable range holds `address`, or -1; at crash time only a row checked
-/// present (crumbs__crash_check_modules). Safe to call from a signal handler.
-int crumbs__crash_module_for_text(const crumbs_crash_record *record, uint64_t address);
+/// present (crumbs__modules_check). Safe to call from a signal handler.
+int crumbs__modules_for_text(const crumbs__module_table *modules, uint64_t address);
 /// Starts checking `record`'s rows at crash time: from now on a lookup
-/// (crumbs__crash_module_for_text) checks the row it lands in, once, and flags it
+/// (crumbs__modules_for_text) checks the row it lands in, once, and flags it
 /// CRUMBS_CRASH_MODULE_UNLOADED and skips it when its library is gone (its text unreadable, or
 /// another build ID mapped there), so the handler never reads an unloaded library's text or
 /// CFI. Safe to call from a signal handler (memset; the lookups: crumbs__crash_read_memory).
-void crumbs__crash_check_modules(crumbs_crash_record *record);
-/// crumbs__crash_check_modules for a live capture: rows are checked the same way, but a row
+void crumbs__modules_check(const crumbs__module_table *modules);
+/// crumbs__modules_check for a live capture: rows are checked the same way, but a row
 /// found unloaded is only skipped, not flagged in the record (which it never writes), until
-/// crumbs__crash_check_modules_stop. Safe to call from a signal handler (memset).
-void crumbs__crash_check_modules_read_only(const crumbs_crash_record *record);
-/// Ends crumbs__crash_check_modules_read_only: lookups trust every row again.
-void crumbs__crash_check_modules_stop(void);
+/// crumbs__modules_check_stop. Safe to call from a signal handler (memset).
+void crumbs__modules_check_read_only(const crumbs__module_table *modules);
+/// Ends crumbs__modules_check_read_only: lookups trust every row again.
+void crumbs__modules_check_stop(void);
 /// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
-/// module has none. Safe to call from a signal handler (crumbs__crash_module_for_text).
-bool crumbs__crash_module_cfi_for(const crumbs_crash_record *record, uint64_t address,
+/// module has none. Safe to call from a signal handler (crumbs__modules_for_text).
+bool crumbs__modules_cfi_for(const crumbs__module_table *modules, uint64_t address,
                                   crumbs__cfi_region *region, uint64_t *header);
 /// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
 /// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
-uint64_t crumbs__crash_function_start(const crumbs_crash_record *record, uint64_t address);
+uint64_t crumbs__modules_function_start(const crumbs__module_table *modules, uint64_t address);
 /// Adds to `record`'s module table every module holding one of `addresses` that the table lacks
 /// (a library loaded after the last scan), as /proc/self/maps and the module's mapped ELF
 /// headers describe it, flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH; takes the table's seqlock
 /// (does nothing while a refresh holds it). Returns how many it added. Safe to call from a
 /// signal handler (crumbs__crash_each_maps_line; loads only from mappings the maps file says
 /// are readable).
-uint32_t crumbs__crash_add_modules_at_crash(crumbs_crash_record *record, const uint64_t *addresses,
+uint32_t crumbs__modules_add_at_crash(const crumbs__module_table *modules, const uint64_t *addresses,
                                             uint32_t count);
 
 #endif // CRUMBS_UNWIND_H

@@ -24,7 +24,7 @@ uint64_t crumbs__unwind_concurrency_runtime;
 /// Whether the frame executing `inner_pc` whose record is at `record_at` (its saved frame
 /// pointer `saved_fp`, its return address `return_address`) is a Swift async function resumed
 /// by the executor: returns its async context, or 0.
-uint64_t crumbs__unwind_async_context(const crumbs_crash_record *record, const crumbs__unwind_state *state,
+uint64_t crumbs__unwind_async_context(const crumbs__module_table *modules, const crumbs__unwind_state *state,
                                       uint64_t inner_pc, uint64_t record_at, uint64_t saved_fp,
                                       uint64_t return_address) {
   if (record_at < 8) return 0;
@@ -32,18 +32,18 @@ uint64_t crumbs__unwind_async_context(const crumbs_crash_record *record, const c
   if (!crumbs__unwind_stack_word(state->low, state->high, record_at - 8, &context) || context == 0) return 0;
   if (saved_fp & CRUMBS__ASYNC_FRAME_BIT) return context;
   uint64_t runtime = crumbs__unwind_concurrency_runtime;
-  int runtime_module = runtime != 0 ? crumbs__crash_module_for_text(record, runtime) : -1;
+  int runtime_module = runtime != 0 ? crumbs__modules_for_text(modules, runtime) : -1;
   // The runtime's own frames call each other: only a frame outside it, called by it, is a
   // resumed async function.
-  if (runtime_module < 0 || crumbs__crash_module_for_text(record, return_address - 1) != runtime_module ||
-      crumbs__crash_module_for_text(record, inner_pc) == runtime_module) {
+  if (runtime_module < 0 || crumbs__modules_for_text(modules, return_address - 1) != runtime_module ||
+      crumbs__modules_for_text(modules, inner_pc) == runtime_module) {
     return 0;
   }
   // An async context starts with its parent context and the function that resumes the parent:
   // that one must begin a function (an FDE starts there), which a random word rarely does.
   uint64_t words[2];
   if (!crumbs__unwind_read_anywhere(context, words, sizeof words)) return 0;
-  if (words[1] == 0 || crumbs__crash_function_start(record, words[1]) != words[1]) return 0;
+  if (words[1] == 0 || crumbs__modules_function_start(modules, words[1]) != words[1]) return 0;
   return context;
 }
 

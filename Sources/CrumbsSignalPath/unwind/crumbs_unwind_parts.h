@@ -56,7 +56,7 @@ void crumbs__unwind_forget_chunk(void);
 /// Whether the frame executing `inner_pc` whose record is at `record_at` (its saved frame
 /// pointer `saved_fp`, its return address `return_address`) is a Swift async function resumed
 /// by the executor: returns its async context, or 0. Safe to call from a signal handler.
-uint64_t crumbs__unwind_async_context(const crumbs_crash_record *record, const crumbs__unwind_state *state,
+uint64_t crumbs__unwind_async_context(const crumbs__module_table *modules, const crumbs__unwind_state *state,
                                       uint64_t inner_pc, uint64_t record_at, uint64_t saved_fp,
                                       uint64_t return_address);
 /// Appends the resume points of the async callers, from `context` up its parent chain; returns
@@ -71,7 +71,7 @@ uint32_t crumbs__unwind_async_chain(uint64_t context, uint64_t *frames, uint8_t 
 /// there for the next return address whose call can reach that frame, and moves `state` to it
 /// (x86_64: the caller's sp is right above the slot). `scanned` counts the bytes read by every
 /// scan of this unwind (bounded). False when none is found. Safe to call from a signal handler.
-bool crumbs__unwind_scan(const crumbs_crash_record *record, crumbs__unwind_state *state, uint64_t inner_pc,
+bool crumbs__unwind_scan(const crumbs__module_table *modules, crumbs__unwind_state *state, uint64_t inner_pc,
                          bool inner_exact, uint64_t inner_sp, uint64_t *scanned, uint64_t *found);
 
 #endif // CRUMBS_UNWIND_PARTS_H

@@ -23,10 +23,10 @@
 /// Whether `address` is a return address: inside a module's text, right after a call
 /// instruction (x86_64: E8 rel32, or FF /2 with its ModRM byte at one of the usual distances;
 /// aarch64: BL or BLR). Reads only that module's text, which is mapped and readable.
-bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t address) {
-  int module = crumbs__crash_module_for_text(record, address - 1);
+bool crumbs__unwind_is_return_address(const crumbs__module_table *modules, uint64_t address) {
+  int module = crumbs__modules_for_text(modules, address - 1);
   if (module < 0) return false;
-  uint64_t text_start = record->modules[module].text_start;
+  uint64_t text_start = modules->rows[module].text_start;
   if (address < text_start + 8) return false;
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
 #if defined(__x86_64__)
@@ -49,15 +49,15 @@ bool crumbs__crash_is_return_address(const crumbs_crash_record *record, uint64_t
 /// Where the direct call ending right before return address `address` goes, following a PLT
 /// stub to its bound target; 0 when that cannot be known (an indirect call, another
 /// architecture). Reads only module text, and a GOT slot inside the same module's loaded range.
-static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, uint64_t address) {
+static uint64_t crumbs__direct_call_target(const crumbs__module_table *modules, uint64_t address) {
 #if defined(__x86_64__)
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
   if (code[-5] != 0xE8) return 0;
   int32_t relative = (int32_t)((uint32_t)code[-4] | (uint32_t)code[-3] << 8 |
                                (uint32_t)code[-2] << 16 | (uint32_t)code[-1] << 24);
   uint64_t target = address + (uint64_t)(int64_t)relative;
-  int module = crumbs__crash_module_for_text(record, target);
-  if (module < 0 || target + 16 > record->modules[module].text_end) return target;
+  int module = crumbs__modules_for_text(modules, target);
+  if (module < 0 || target + 16 > modules->rows[module].text_end) return target;
   // A PLT stub: jmp *slot(%rip), optionally after endbr64 and a bnd prefix.
   const volatile uint8_t *stub = (const volatile uint8_t *)(uintptr_t)target;
   uint64_t after = 0;
@@ -74,7 +74,7 @@ static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, ui
   int32_t slot_offset = (int32_t)((uint32_t)displacement[0] | (uint32_t)displacement[1] << 8 |
                                   (uint32_t)displacement[2] << 16 | (uint32_t)displacement[3] << 24);
   uint64_t slot = target + after + (uint64_t)(int64_t)slot_offset;
-  const crumbs_crash_module *owner = &record->modules[module];
+  const crumbs_crash_module *owner = &modules->rows[module];
   if (slot < owner->start || slot + 8 > owner->end || (slot & 7u) != 0) return 0;
   return *(const volatile uint64_t *)(uintptr_t)slot;
 #elif defined(__aarch64__)
@@ -85,7 +85,7 @@ static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, ui
   int64_t offset = (int64_t)((int32_t)(instruction << 6) >> 6) * 4;
   return address - 4 + (uint64_t)offset; // PLT stubs are not followed on aarch64
 #else
-  (void)record;
+  (void)modules;
   (void)address;
   return 0;
 #endif
@@ -99,23 +99,23 @@ static uint64_t crumbs__direct_call_target(const crumbs_crash_record *record, ui
 /// stale return address left in dead stack by an earlier, deeper call fails this: it called
 /// something else. (A tail call in between also fails it: a guessed frame is then lost, never
 /// a wrong one added.)
-static bool crumbs__unwind_can_call(const crumbs_crash_record *record, uint64_t candidate, uint64_t inner) {
-  uint64_t target = crumbs__direct_call_target(record, candidate);
+static bool crumbs__unwind_can_call(const crumbs__module_table *modules, uint64_t candidate, uint64_t inner) {
+  uint64_t target = crumbs__direct_call_target(modules, candidate);
   if (target == 0) return true; // indirect: anything
-  uint64_t inner_start = crumbs__crash_function_start(record, inner);
+  uint64_t inner_start = crumbs__modules_function_start(modules, inner);
   if (inner_start != 0) {
     if (target == inner_start) return true;
     // A target that starts another function we know cannot have led there; one that starts
     // none we know (a stub we cannot follow, code without CFI) proves nothing.
-    return crumbs__crash_function_start(record, target) != target;
+    return crumbs__modules_function_start(modules, target) != target;
   }
   // A direct call into a module never lands outside every module (JIT code, a bad address).
-  int target_module = crumbs__crash_module_for_text(record, target);
-  int inner_module = crumbs__crash_module_for_text(record, inner);
+  int target_module = crumbs__modules_for_text(modules, target);
+  int inner_module = crumbs__modules_for_text(modules, inner);
   return target_module < 0 || inner_module == target_module;
 }
 
-bool crumbs__unwind_scan(const crumbs_crash_record *record, crumbs__unwind_state *state, uint64_t inner_pc,
+bool crumbs__unwind_scan(const crumbs__module_table *modules, crumbs__unwind_state *state, uint64_t inner_pc,
                          bool inner_exact, uint64_t inner_sp, uint64_t *scanned, uint64_t *found) {
   uint64_t slot = ((inner_sp > state->low ? inner_sp : state->low) + 7) & ~(uint64_t)7;
   uint64_t limit = state->high > 16 ? state->high - 16 : 0;
@@ -125,8 +125,8 @@ bool crumbs__unwind_scan(const crumbs_crash_record *record, crumbs__unwind_state
   bool hit = false;
   for (; slot + 8 <= limit && *scanned < CRUMBS__SCAN_BUDGET; slot += 8, *scanned += 8) {
     if (!crumbs__unwind_stack_word(state->low, state->high, slot, &candidate)) break;
-    if (candidate == inner_pc || !crumbs__crash_is_return_address(record, candidate)) continue;
-    if (!crumbs__unwind_can_call(record, candidate, inner)) continue;
+    if (candidate == inner_pc || !crumbs__unwind_is_return_address(modules, candidate)) continue;
+    if (!crumbs__unwind_can_call(modules, candidate, inner)) continue;
     hit = true;
     break;
   }
@@ -140,7 +140,7 @@ bool crumbs__unwind_scan(const crumbs_crash_record *record, crumbs__unwind_state
   uint64_t saved = 0, saved_return = 0;
   if (crumbs__unwind_stack_word(state->low, state->high, slot - 8, &saved) && saved > slot &&
       crumbs__unwind_stack_word(state->low, state->high, saved + 8, &saved_return) &&
-      crumbs__crash_is_return_address(record, saved_return)) {
+      crumbs__unwind_is_return_address(modules, saved_return)) {
     state->registers.values[CRUMBS__REG_FP] = saved;
     state->registers.known |= 1ull << CRUMBS__REG_FP;
   }
