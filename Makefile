@@ -55,7 +55,8 @@ check-arrows:
 	SWIFT=$(SWIFT) ./Scripts/check-dependency-closure.py
 
 ## The signal path's rooms (docs/crash-capture.md): every file in a room folder, every include in
-## the room's direction, no test header in the product (Scripts/check-signal-path-rooms.py); no
+## the room's direction, no test header in the product, top comments of at most 20 lines, no C
+## file over 600 lines (Scripts/check-signal-path-rooms.py); no
 ## circle in the calls between its files and at most 10 floors of them
 ## (Scripts/signal-path-calls.py compiles each file and reads its symbols: seconds).
 check-rooms:

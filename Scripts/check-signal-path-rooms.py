@@ -19,7 +19,11 @@ Rules (an include names the room of the header it reaches):
   - threads/ includes none of crash/, process/;
   - crash/ includes nothing of process/;
   - nothing under Sources/ includes a testing header (`*_testing.h`): test hooks live in a
-    test-only target.
+    test-only target;
+  - every file outside include/ opens with a comment of at most 20 lines (the lines before the
+    first `#` line: purpose, entry points in call order, signal safety and libc calls, a link to
+    docs/crash-capture.md); the design lives in the doc, not in file headers;
+  - no C or C++ file is longer than 600 lines.
 Prints every breach as `file: why` and exits 1 when there is one. Seconds, no build.
 """
 
@@ -40,6 +44,8 @@ FORBIDDEN = {
     "process": set(),
 }
 SUFFIXES = (".c", ".cpp", ".h")
+MAX_HEADER_LINES = 20
+MAX_FILE_LINES = 600
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -56,6 +62,33 @@ def room_of(path):
     return relative[0] if len(relative) > 1 and relative[0] in ROOMS else None
 
 
+def header_lines(lines):
+    """How many lines come before the first preprocessor line: the file's top comment."""
+    for number, line in enumerate(lines):
+        if line.lstrip().startswith("#"):
+            return number
+    return len(lines)
+
+
+def size_problems(path, room, relative):
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        lines = handle.read().splitlines()
+    problems = []
+    header = header_lines(lines)
+    if room != "include" and header > MAX_HEADER_LINES:
+        problems.append(
+            f"{relative}: top comment is {header} lines, at most {MAX_HEADER_LINES} "
+            "(keep purpose, entry points, signal safety, libc calls and a link; "
+            "move the design into docs/crash-capture.md)"
+        )
+    if not path.endswith(".h") and len(lines) > MAX_FILE_LINES:
+        problems.append(
+            f"{relative}: {len(lines)} lines, at most {MAX_FILE_LINES} for a C or C++ file "
+            "(split it by what its parts do)"
+        )
+    return problems
+
+
 def main():
     problems = []
     if not os.path.isdir(TARGET):
@@ -70,6 +103,7 @@ def main():
         room = room_of(path)
         if room is None:
             problems.append(f"{relative}: in no room (move it into one of {', '.join(ROOMS)})")
+        problems.extend(size_problems(path, room, relative))
         with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 match = INCLUDE.match(line)
@@ -104,7 +138,10 @@ def main():
     if problems:
         print(f"check-signal-path-rooms: {len(problems)} breach(es)", file=sys.stderr)
         return 1
-    print("check-signal-path-rooms: every file in its room, every include in its direction")
+    print(
+        "check-signal-path-rooms: every file in its room, every include in its direction, "
+        f"top comments of at most {MAX_HEADER_LINES} lines, no C file over {MAX_FILE_LINES} lines"
+    )
     return 0
 
 

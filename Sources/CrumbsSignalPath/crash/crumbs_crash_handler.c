@@ -1,87 +1,22 @@
 // crumbs_crash_handler.c — the fatal-signal handler: when to record, whom to call before and
 // after, die honestly. What the record holds is crumbs_crash_record_write.c's.
+// Design (the steps, SA_NODEFER): docs/crash-capture.md#crash-the-handler-and-its-record
 //
-// Why C: the handler runs after the process state may be corrupt, on an alternate signal stack,
-// possibly while the interrupted thread held the malloc lock or the Swift runtime's locks; C
-// lets us write code that provably calls nothing but async-signal-safe functions.
+// Entry points: crumbs__crash_signal_handler (the kernel, or a handler that chains to it), which
+// in order: another process → chain and die; re-entry → partial record and die; first chance;
+// first crash wins; record (crumbs_crash_record_write.c) and termination message; chain; die.
+// crumbs__crash_note_action (the signal watch: another library set one of our signals).
 //
-// ASYNC-SIGNAL-SAFE: everything in this file (crumbs__crash_signal_handler, what it calls, and
-// crumbs__crash_note_action). No malloc, no locks, no stdio. libc calls here:
-//   clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's
-//   own, past any interposer: crumbs_libc_sigaction.h),
-//   nanosleep, getpid, _exit; for a first chance that returned the same fault again and again,
-//   open/read/close of /proc/thread-self/maps (crumbs_maps.c) and syscall(SYS_process_vm_readv);
-//   memset, sigaction, sigemptyset/sigaddset, sigprocmask, getpid,
-//   syscall(SYS_tgkill) (crumbs_die_by_signal.c). Through the record (crumbs_crash_record_write.c): sysinfo,
-//   prctl(PR_GET_NAME), sigaltstack (query only); tgkill, futex, sigaction (query),
-//   syscall(SYS_exit) on the asked threads (crumbs_thread_capture.c), open/getdents64/read/close,
-//   getrlimit, prctl(PR_GET_DUMPABLE) (crumbs_proc_threads.c); open/read/close (crumbs_maps.c,
-//   /proc/thread-self/maps); syscall(SYS_process_vm_readv) (crumbs_unwind_memory.c: stack words,
-//   never plain loads); memset, memcmp, memcpy
-//   (crumbs_modules.c, modules found at crash time); sched_getcpu (the ring append); open, fstat,
-//   pread, write, close (crumbs_termination_message.c, after the record).
-// Each is resolved at install (crumbs_crash_install.c calls them once), so no lazy PLT binding
-// (loader lock) can happen in the handler; nothing here can load a library the way glibc's
-// backtrace() loads libgcc_s. The Swift test `CrashCaptureTests` proves "no allocation" with an
-// LD_PRELOAD malloc interposer that exits the child if the handler ever allocates.
-//
-// Handler, in order:
-//   0. Another process (a vfork() child sharing our memory, a child forked without our fork
-//      handler): touch no state; default action, the action before ours, death.
-//   1. Re-entry on this thread. From inside a handler we are calling (crumbs__crash_thread's
-//      chain_*): it passed the signal on to us, gave up (raised it again, abort()), or crashed —
-//      see crumbs__chained_reentry. Otherwise our handler itself crashed: finish a minimal
-//      record marked PARTIAL if it was not complete, then die by the ORIGINAL signal with
-//      SIG_DFL (no loop: nothing of ours runs again).
-//   2. First chance: a fault that re-executes on return (SIGSEGV, SIGBUS, SIGILL, SIGFPE raised
-//      by the kernel) goes first to a chain entry known to fix it — one the app declared
-//      (crumbs_crash_config.first_chance_*) or a recognised runtime's (libjvm, libcoreclr,
-//      libmono, wasm engines, libsigsegv: crumbs_crash_install.c classifies them), installed
-//      before ours or kept by a re-install — with nothing recorded yet but a mark (signal, pc,
-//      address, handler) in the mapped record, so a handler that ends the process is still
-//      named by the next launch. It returns with ours in place: recovered, we return — unless
-//      the same fault came back CRUMBS_CRASH_FIRST_CHANCE_REPEATS times in a row, nothing fixed
-//      (a loop: recorded). It gave up (put back SIG_DFL, SIG_IGN or the Swift backtracer, seen
-//      after it returns or at once through crumbs_signal_watch.c): the crash is recorded (3) and
-//      the fault comes back to that action. Every other handler (the Swift runtime's
-//      backtracer, a library's that exits, logs, or resets behind our back and raises) is
-//      called after the record (5), as before first chances existed; nor does anything that is
-//      not a fault get a first chance.
-//   3. First crash wins (atomic compare-exchange on the winning tid). A second crashing thread
-//      counts itself in the record, waits up to wait_for_first_crash_ms for the winner to end
-//      the process, then dies by its own signal. Never a hang.
-//   4. Record: state WRITING, signal/code/address/sender; ask every other thread for its
-//      registers (crumbs_thread_capture.c: capture signal, bounded wait; a live capture another
-//      thread is taking is waited for first, bounded, and one this thread was taking is taken
-//      over); thread id and name,
-//      registers, backtrace; the other threads' stacks, walked while they are parked, then
-//      released (before any chaining) — or, when nothing is chained after us (step 5 calls
-//      nothing) and the kernel called us (no library that replaced our handler called us from
-//      its own: sigaction queried), ended by themselves as soon as they have answered, their
-//      stacks left intact, so the kernel has fewer threads to wake at the death (kept parked
-//      instead when a core dump or a tracer watches the death: crumbs_thread_capture.c); (and
-//      rows for the modules loaded since the last scan that hold a frame, from /proc/self/maps),
-//      time, memory, uptime; what was said before the signal (the Swift runtime's fatal-error
-//      message, an uncaught C++ exception's type and what(): bounded copies, last because the
-//      text lives in memory the crash may have damaged); fatal breadcrumb into the ring; ring
-//      state CRASHED; handler duration; complete marker last (release store). Only a record and a
-//      ring whose header names this process are written (a child forked without our fork
-//      handler still maps its parent's: crumbs_fork.h); otherwise the handler only chains and
-//      dies. Then, when the app named a file, the termination message line
-//      (crumbs_termination_message.c).
-//   5. Chain to the entries not called yet: the replacing handler a re-install kept, then the
-//      previous action; SA_SIGINFO and plain handlers are called; SIG_IGN and SIG_DFL are not
-//      (a fault cannot be ignored).
-//   6. Die: SIG_DFL, then re-raise explicitly (tgkill) unless the kernel re-delivers on return
-//      (a SIGSEGV/SIGBUS/SIGILL/SIGFPE raised by a faulting instruction re-faults). abort()'s
-//      second raise then meets SIG_DFL: exactly one record.
-//
-// Signals are installed with SA_SIGINFO | SA_ONSTACK | SA_NODEFER. SA_NODEFER because the Swift
-// runtime backtracer (on by default on Linux; it installs its own handlers before main, and we
-// chain to it) expects it: a chaining SIGSEGV handler without SA_NODEFER cut its output short
-// and left its `swift-backtrace` helper process orphaned, holding stdout/stderr open (seen with
-// Swift 6.3 on Linux). SA_NODEFER also lets a fault inside the handler reach step 1 instead of
-// killing the process without a record.
+// ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls here:
+// clock_gettime (vDSO, crumbs_context.c), syscall(SYS_gettid), sigaction (query only; libc's own,
+// kit/crumbs_libc_sigaction.h), nanosleep, getpid, _exit; for a looping first chance open/read/
+// close of /proc/thread-self/maps (crumbs_maps.c) and syscall(SYS_process_vm_readv); memset,
+// sigaction, sigemptyset/sigaddset, sigprocmask, syscall(SYS_tgkill) (crumbs_die_by_signal.c).
+// Through the record: sysinfo, prctl(PR_GET_NAME), sigaltstack (query); the thread capture's
+// (tgkill, futex, SYS_exit, open/getdents64/read/close, getrlimit, prctl(PR_GET_DUMPABLE));
+// open/read/close of /proc/thread-self/maps, process_vm_readv, memset, memcmp, memcpy (unwinder,
+// modules); sched_getcpu (the append); open, fstat, pread, write, close (the termination
+// message). Each is bound at install (crumbs_crash_install.c).
 
 #define _GNU_SOURCE
 #include "crash/crumbs_crash.h"

@@ -1,22 +1,14 @@
 // crumbs_elf_symbol.h — naming a code address from a module's ELF file at crash time: its
 // symbol table read with pread, and the readable part of a Swift mangled name. Internal to
 // CrumbsSignalPath (the termination message, crumbs_termination_message.c, is its one user;
-// tests and the fuzzer reach it through crumbs_termination_message.h).
-//
-// Why at crash time, from the file: nothing is paid at start-up (no table is read or kept), and
-// the handler already knows the module and its load bias (crumbs_modules.c). Why not the
-// in-memory image: `.symtab` is not loaded (only `.dynsym` is, and it rarely names an app's own
-// functions), and the section headers are not mapped either.
+// tests and the fuzzer reach it through crumbs_termination_message.h). The file is untrusted:
+// every read is bounded and checked, the scan has a budget; garbage gives "not found".
+// Design (why at crash time, from the file): docs/crash-capture.md#symbols-from-the-executable
 //
 // Entry points, in call order:
 //   crumbs__elf_symbols_find   one pass over `.symtab` (else `.dynsym`) for several addresses
 //   crumbs__elf_symbol_name    a found symbol's name, bounded
 //   crumbs__swift_name_simplify / crumbs__symbol_is_crumbs   what to show, what to skip
-//
-// The file is untrusted (it may be truncated, replaced on disk, or not ELF at all): every read
-// is bounded and checked against the file's size with overflow-checked arithmetic, every table
-// entry is checked before use, and the symbol scan has a budget, so a garbage file gives "not
-// found", never a fault or an endless loop.
 //
 // SIGNAL SAFETY: every function is async-signal-safe and reentrant: pread (the file case),
 // plain loads and stores into caller buffers; no static state, no allocation, no locks.

@@ -1,23 +1,12 @@
-// crumbs_redact.c — the one redaction the crash handler does (issue 25): the values of sensitive
-// `key=value` and `key: value` pairs in the termination line's message (Swift's fatal-error
-// message goes to the orchestrator, which keeps it: Kubernetes stores it in the pod's status).
-// The same pair rule as the reports' redaction (Sources/CrumbsReports/Reporting/Redaction.swift:
-// a key contains one of the configured keys, ASCII case-insensitively, `-` and `_` alike; the
-// separator is `=`, `:`, `=>` or `->`; after it Swift's `Optional(` is skipped; the value is
-// bracketed (to its balanced end), quoted, or runs to a delimiter, an HTTP authorization scheme
-// taking its credential too, a cookie's to the end), and the same URL userinfo rule
-// (`postgres://[redacted]@db`), checked against the same table of cases by the tests
-// (Tests/Fixtures/redaction-cases.json). Value patterns and home directories are the reports'
-// alone: no regular expressions in a signal handler.
-//
-// Fails closed: keys that do not fit the static storage leave none, and the line's message is
-// withheld (crumbs__redact_withheld), never written unredacted.
+// crumbs_redact.c — the one redaction the crash handler does: the values of sensitive
+// `key=value` and `key: value` pairs, and URLs' userinfo, in the termination line's message, by
+// the same rules as the reports' redaction (Redaction.swift), tested against the same cases.
+// Fails closed: keys that do not fit leave the message withheld, never written unredacted.
+// Design: docs/crash-capture.md#redaction
 //
 // Entry points, in call order:
-//   crumbs_termination_message_set_redaction  (set-up) the keys, copied and normalized into static storage;
-//                                 the client calls it through TerminationMessage.open, while no
-//                                 descriptor is published (the handler reads the keys only
-//                                 after its acquire load of a published descriptor)
+//   crumbs_termination_message_set_redaction  (set-up) the keys, copied and normalized into
+//                                 static storage, while no descriptor is published
 //   crumbs__redact_pairs          [crash] the message's pairs, into a stack buffer
 //
 // ASYNC-SIGNAL-SAFE: crumbs__redact_pairs (no libc call at all: loops over bytes). Set-up and

@@ -1,74 +1,19 @@
-// crumbs_signal_watch.c — noticing, when it happens, that another library sets the action of a
-// signal the crash handler took, by standing in front of libc's sigaction() and signal() (the
-// same way crumbs_thread_start.c stands in front of pthread_create), and passing every call on
-// to the definition that would have run without us.
+// crumbs_signal_watch.c — notices, when it happens, that another library sets the action of a
+// signal the crash handler took, by standing in front of libc's sigaction() and signal(), and
+// passes every call on to the definition that would have run without Crumbs.
+// Design (why, the next definition, static link): docs/crash-capture.md#noticing-a-replaced-handler
 //
-// Why: a library that installs its own SIGSEGV handler after Crumbs (a JVM, a second crash
-// reporter, swift-service-lifecycle for its signals) takes crashes away from the crash record.
-// The client checks for that now and then (CrashHandler.replacedSignals(), every 2 s and at
-// exit), but a crash right after the replacement came before any check, and the next launch
-// could not say why the crash left no record. Seen here, the change is written at once into
-// the crash record's `replaced_signals` (a mapped file: it survives any death), and cleared
-// when Crumbs takes the signal back. The check stays as the fallback for what this misses:
-// raw rt_sigaction system calls, bsd_signal/sysv_signal/sigset, a library loaded with
-// RTLD_DEEPBIND (its calls reach its own libc first), and musl (not compiled there).
+// Entry points (libc's names, exported from the executable):
+//   crumbs__find_next_definitions  constructor before main: the next sigaction and signal
+//   sigaction   the next sigaction, then crumbs__crash_note_action with the action asked for
+//   signal      the next signal (glibc's BSD signal), then crumbs__crash_note_action
+// Crumbs' code in signal handlers calls libc's own instead (kit/crumbs_libc_sigaction.h).
 //
-// It is also how the handler learns that a handler given the first chance at a fault gave up
-// (crumbs_crash_handler.c): setting SIG_DFL for the signal while we call it means the fault
-// will kill the process, and the crash is recorded before it raises the signal or returns.
-//
-// Entry points (libc's names, found before libc's by the dynamic linker, and by the static
-// linker over static glibc's weak definitions; the linker exports both from the executable,
-// since libc.so defines the same names, so a shared library's calls reach ours too:
-// docs/platform-facts.md):
-//   sigaction     the next sigaction, then crumbs__crash_note_action with the action asked for
-//   signal        the next signal (glibc's is BSD signal: SA_RESTART unless siginterrupt() made
-//                 the signal interrupting, the signal blocked in its own handler), then
-//                 crumbs__crash_note_action with the handler asked for
-// Crumbs' code in signal handlers calls libc's own instead (crumbs_libc_sigaction.h).
-//
-// The next definition. In a dynamic link it is whatever comes after the executable in the
-// search order: a library preloaded with LD_PRELOAD (HotSpot's libjsig.so, a sandbox, a tracer),
-// else libc. Found with dlsym(RTLD_NEXT), so such an interposer sees every call that reaches
-// ours — the app's, the libraries', Crumbs' own installs — as it would without Crumbs. libjsig
-// depends on it: once the JVM installed its handlers it keeps them, and saves the action a later
-// caller sets as the one the JVM chains to; a call that went to libc under it would take a
-// signal away from the JVM (its implicit null checks and safepoint polls would then crash).
-// No second copy of libc's signal state is kept here: siginterrupt() is not ours, and glibc's
-// siginterrupt and signal share libc's own set of interrupting signals, so a siginterrupt and a
-// signal agree whichever module calls which.
-//
-// When it is found: once, by a constructor that runs before main (crumbs__find_next_definitions),
-// never inside sigaction or signal. dlsym is not async-signal-safe (the loader's lock; it may
-// allocate, and an interposed malloc may itself call sigaction), and sigaction and signal must
-// stay callable from a signal handler. Until then — calls from other libraries' constructors,
-// which run before the executable's (the Swift runtime's backtracer installs its handlers
-// there), and a call made while dlsym runs (from inside it, or on another thread) — ours calls
-// libc's directly (crumbs__libc_sigaction; `bsd_signal`, glibc's signal under its other name): a
-// preloaded interposer does not see those few, as it saw none before. A sanitizer's interceptor
-// (linked into the executable, where RTLD_NEXT would skip it; see crumbs_thread_start.c) is the
-// next definition whenever one is linked; it finds libc's (or a preloaded one) by its own dlsym.
-//
-// Static links (glibc's libc.a; `swiftc -static-executable`): there is no next definition, and
-// dlsym(RTLD_NEXT) would find nothing (it is not called there). The next sigaction is libc.a's
-// `__sigaction` (its `sigaction` is a weak alias, replaced by ours); the next signal is
-// `bsd_signal`, a weak alias of libc.a's `__bsd_signal` in the object that also holds libc's set
-// of interrupting signals, which libc.a's own `siginterrupt` updates. The strong reference to
-// `bsd_signal` pulls that object into a static link; the weak reference to `__bsd_signal`, which
-// libc.so does not export, is how a static link is told from a dynamic one.
-//
-// Crumbs' own calls: its installs (crumbs_crash_install.c, the thread capture's and the thread
-// dump's signals) go through ours like any library's, so an interposer sees them; what runs in a
-// signal handler (dying by a signal, "is our handler the one the kernel calls", taking SIGPROF
-// for a capture) calls crumbs__libc_sigaction instead (crumbs_libc_sigaction.h says why).
-//
-// ASYNC-SIGNAL-SAFE on our side: sigaction and signal call the next definition through a
-// pointer stored before main, or libc's own (crumbs__libc_sigaction, `bsd_signal`: both
-// async-signal-safe); then memset, and getpid and syscall(SYS_gettid) through
-// crumbs__crash_note_action; atomics. No malloc, no locks, no dlsym. Whether the next definition
-// is signal-safe is its own business (libc's is; libjsig's takes a mutex). The constructor is
-// NOT SIGNAL-SAFE (dlsym) and runs once, before main. Compiled for glibc only: on musl nothing
-// of ours stands in front of libc (the client's periodic check covers it).
+// ASYNC-SIGNAL-SAFE: sigaction and signal call the next definition through a pointer stored
+// before main, or libc's own (crumbs__libc_sigaction, bsd_signal: both async-signal-safe); then
+// memset, getpid and syscall(SYS_gettid) through crumbs__crash_note_action; atomics. No malloc,
+// no locks, no dlsym. Whether the next definition is signal-safe is its own business. The
+// constructor is NOT SIGNAL-SAFE (dlsym) and runs once, before main. Compiled for glibc only.
 
 #define _GNU_SOURCE
 #include "crash/crumbs_crash.h"

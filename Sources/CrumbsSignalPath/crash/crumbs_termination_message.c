@@ -1,19 +1,10 @@
 // crumbs_termination_message.c — the crash line for the orchestrator (see
-// include/crumbs_termination_message.h for its shape and who reads it).
+// include/crumbs_termination_message.h for its shape and who reads it): formatted into a stack
+// buffer once the record is complete, one write(2) to the file the client opened at start.
+// Design (the app's top frame, its name): docs/crash-capture.md#the-termination-message
 //
-// Design: the client opens the file at start and hands the descriptor over
-// (crumbs_termination_message_set_fd); the handler, once the record is complete
-// (crumbs_crash_handler.c calls crumbs__termination_message_write after the record), formats the
-// line into a stack buffer and writes it with one write(2): no allocation, no lock, and nothing
-// the record needs waits for it. The top frame in the app's code is the first frame of the
-// crashing thread, in the record's backtrace, whose pc lies in the main executable (module row
-// 0) and whose symbol is not Crumbs' own (Crumbs is linked statically into apps: its code
-// crashing on the app's behalf, `generateTestCrash`, a precondition in the recorder, is not
-// what the app did). Names come from the executable's file, read at crash time
-// (crumbs_elf_symbol.c) through /proc/self/exe, which is the running inode even if a deploy
-// replaced the file on disk since. Whatever of that fails (no file, stripped, garbage) only
-// drops the name: module + offset is still written; and with no frame in the executable, the
-// top frame's module + offset.
+// Entry points, in call order: crumbs_termination_message_set_fd (set-up) → [crash]
+// crumbs__termination_message_write (crumbs_crash_handler.c, after the record).
 //
 // ASYNC-SIGNAL-SAFE: crumbs__termination_message_write and everything it calls. libc calls:
 //   open, fstat, close, write; pread (crumbs_elf_symbol.c); process_vm_readv, memcmp, memcpy

@@ -1,33 +1,14 @@
 // crumbs_fork.h — a forked child records into files of its own, never into its parent's.
+// Design (why, the defences that hold without the handler): docs/crash-capture.md#fork
 //
-// Why: fork() gives the child the parent's MAP_SHARED mappings, still shared, and its
-// descriptors. Left alone, a child appends to the parent's trail, its crash is written into the
-// parent's crash record (the parent's pid and session, the child's thread), its exit() marks the
-// parent's ring clean, and its copy of the ring's descriptor holds the flock that said "the
-// writer runs", so the parent's own crash goes unreported while the child lives.
-//
-// What happens instead, in the child, before fork() returns there (a pthread_atfork child
-// handler, registered by the first crumbs_fork_track):
-//   1. Every tracked ring (each open BreadcrumbRing) is followed: a new ring file beside it
-//      (`<new session>.ring`, same directory), formatted with the same geometry and filters,
-//      whose header names the child (pid, start time) and its parent (pid, session), is moved
-//      by one mremap over the inherited mapping. Every handle (the Swift object, the installed
-//      ring, the crash handler's ring) now writes the child's file without knowing. The inherited
-//      descriptor is closed, so the child holds no lock on the parent's ring; the new file is
-//      flock'ed. The child's trail starts at the fork: the parent's breadcrumbs stay the parent's.
-//   2. The crash handler's record is followed the same way: `<child session>.crash` beside the
-//      child's followed ring, module table copied, mapped over the inherited record. The child's
-//      crash is its own report. (A handler whose ring is not followed, e.g. closed, gets no
-//      record in the child: the next launch finds a record only through its ring.)
-//   3. Whatever cannot be followed (no room on disk, a path too long) is detached: a ring's
-//      mapping is replaced by private memory (crumbs_ring_retire) and its descriptor closed; the
-//      record is dropped from the handler. The child then records nothing of its own, and writes
-//      nothing of its parent's.
-// Defences that hold without the handler (vfork, clone, glibc's _Fork, or more than
-// CRUMBS_FORK_MAX_RINGS open rings): the crash handler, the exit hook and the signal path act
-// only on a record or ring whose header names getpid(); and a reader decides whether a ring's
-// writer runs from the header's pid, start time and boot id, not from the lock
-// (RingDirectory.swift).
+// A pthread_atfork child handler (registered by the first crumbs_fork_track) runs in the child
+// before fork() returns there:
+//   1. every tracked ring is followed: a new ring file beside it, whose header names the child
+//      and its parent, moved by one mremap over the inherited mapping; the inherited descriptor
+//      is closed, the new file flock'ed;
+//   2. the crash handler's record is followed the same way, beside the child's followed ring;
+//   3. whatever cannot be followed is detached (crumbs_ring_retire; the record dropped): the
+//      child then records nothing of its own, and writes nothing of its parent's.
 //
 // Entry points, in call order:
 //   crumbs_ring_file_init    fill the description of one open ring file (Swift's BreadcrumbRing)

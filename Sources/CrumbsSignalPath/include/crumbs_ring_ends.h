@@ -1,5 +1,5 @@
 // crumbs_ring_ends.h — what the ring header keeps so the next launch can explain an unclean end
-// (issue 24): the first stop request the app took over, the first resource-limit signal it
+// (every unclean end explained): the first stop request the app took over, the first resource-limit signal it
 // outlived, and the resource limits at start. The fields are crumbs_ring_layout.h's
 // `stop_request`, `limit_signal` and `rlimit_*`.
 //

@@ -1,4 +1,4 @@
-// crumbs_ring_hang.h — the hang going on, kept in the ring header (issue 23, "killed while hung"),
+// crumbs_ring_hang.h — the hang going on, kept in the ring header ("killed while hung"),
 // so that the next launch can say that a process killed by a liveness probe's SIGKILL, the OOM
 // killer or a deadline was hung when it died, and in what.
 //

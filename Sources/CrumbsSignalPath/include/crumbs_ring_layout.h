@@ -208,7 +208,7 @@ typedef struct crumbs_ring_header {
   /// PID`), chosen at start among those nobody handles; 0: none (no client, or every candidate
   /// taken, and in files from before it).
   int32_t thread_dump_signal;
-  /// The hang going on (issue 23), written by the client's watchdog thread only, read by the next
+  /// The hang going on, written by the client's watchdog thread only, read by the next
   /// launch when the process was killed during it. A seqlock: odd while the watchdog writes the
   /// hang fields below, even when they are whole; a reader that sees it odd, or changed across
   /// its copy, uses nothing (a writer that died halfway leaves it odd).
@@ -222,7 +222,7 @@ typedef struct crumbs_ring_header {
   /// The stalled thread's top frames, symbolicated by the watchdog ("f ← g ← h"), NUL-terminated,
   /// truncated; "" when no thread could be named.
   char hang_frames[512];
-  /// Why a session that vanished did (issue 24, "every unclean end explained"): a SIGKILL after
+  /// Why a session that vanished did ("every unclean end explained"): a SIGKILL after
   /// a grace period or a hard limit runs no code of ours, so the signal that came before it must
   /// already be in the file (the trail that holds its breadcrumb may be lapped). Each is one
   /// 64-bit word, CRUMBS_RING_SIGNAL_SEEN(signal, wall ns), set once from 0 by one

@@ -1,71 +1,20 @@
 // crumbs_altstack.c — the alternate signal stacks the crash handler runs on, so that a stack
-// overflow (a fault with no stack left to run a handler on) is still recorded.
-//
-// Which threads get one: the installing thread (a stack of its own, at install), every thread
-// created after install (our pthread_create runs crumbs_crash_prepare_thread first on the new
-// thread: crumbs_thread_start.c), every thread on its first breadcrumb (the ring's
-// once-per-thread slow path calls our hook), and every thread that calls
-// crumbs_crash_prepare_thread. A thread that already has an alternate stack at least as large
-// keeps its own.
+// overflow (a fault with no stack left to run a handler on) is still recorded: a pool reserved
+// at install, handed out in O(1) on a thread's first append or start, grown by chunks in set-up
+// context, given back at thread exit and in a forked child.
+// Design (which threads, the pool, the key, mappings): docs/crash-capture.md#alternate-stacks
 //
 // Entry points in call order: see crumbs_altstack.h.
 //
-// Design: the first append is the ring's hot path, which promises no system calls beyond the
-// thread's tid once (crumbs_ring_append.h), and it may run inside a signal handler. So all the
-// work that costs system calls or scales with the pool happens elsewhere:
-//   - at install (crumbs__altstack_reserve): one mapping for every stack, and every stack's
-//     guard page below it (count + 1 madvise(MADV_GUARD_INSTALL) calls where the kernel has
-//     guard regions, about 0.5 µs each; else count + 1 mprotect(PROT_NONE) calls, about 2 µs
-//     each on our x86_64 Debian VMs: 0.14 ms for the default 64), a pthread key whose destructor
-//     gives a stack back, and a fork handler;
-//   - on the first append (the hook), in O(1): pop a stack from a lock-free free list, or claim
-//     the next never-used one with an atomic index; then exactly one system call,
-//     sigaltstack(ours, &previous), which installs ours and reads what the thread had in one go.
-//     Only a thread that already had an alternate stack at least as large (its own, set by the
-//     app) makes a second one, to put its own back; ours returns to the pool. Pool used up
-//     (every stack held by a live thread): no system call at all, the thread goes without;
-//   - set-up context (a new thread's start, crumbs_crash_prepare_thread) with the pool used up:
-//     the pool grows by a chunk of CRUMBS__ALTSTACK_CHUNK stacks in one mapping (mmap, then the
-//     chunk's guards), the thread takes one and the rest go on the free list. So no thread
-//     created after install goes without, however many there are at once; only the signal-safe
-//     hook, which makes no mapping, can find nothing left. One growth at a time (a flag the
-//     others wait on, a bounded number of sched_yield rounds), so a burst of new threads maps
-//     one chunk, not one each (but for a thread that gave up waiting: a spare chunk). Chunks are never unmapped: a thread may run on its stack until
-//     its very end, and every stack is reused by later threads (the free list);
-//   - at thread exit (the key's destructor, off the hot path): disable the thread's alternate
-//     stack if it is still ours (sigaltstack), then push it on the free list. A stack is never
-//     on the free list while a live thread may still run on it;
-//   - in a forked child (pthread_atfork): only the forking thread survives, so every stack
-//     handed out to another thread is free again; the list is rebuilt without system calls.
-// The hook records the stack in the key with pthread_setspecific only when our key is below 32:
-// glibc (2.36 nptl/pthread_setspecific.c) keeps the values of keys 0…31 in the thread descriptor
-// itself, so setting one is two stores, no lock, no allocation, which is safe in a signal
-// handler; the value of a larger key lives in a block calloc'ed on the thread's first use. Our
-// key is below 32 unless the process had created 32 keys before the crash handler was installed
-// (this repository's Swift test child had created 3 by then). With a larger key the hook still hands out stacks, but
-// only crumbs_crash_prepare_thread (set-up context) records them for reuse: the stack of a thread
-// that only appended stays taken after that thread exits (until a fork: the child frees it).
-//
 // ASYNC-SIGNAL-SAFE: crumbs__altstack_first_append (the hook) and what it calls. libc calls:
 // sigaltstack (once; twice for a thread that keeps its own larger stack), pthread_setspecific
-// (key below 32 only, see above). No malloc, no locks; preserves errno.
-// The key's destructor and the fork handler run at thread exit and in a forked child, ordinary
-// contexts; they call sigaltstack (destructor) and nothing else, and are signal-safe as well.
+// (key below 32 only). No malloc, no locks; preserves errno. The key's destructor and the fork
+// handler run at thread exit and in a forked child, ordinary contexts; they call sigaltstack
+// (destructor) and nothing else, and are signal-safe as well.
 // Set-up only (not signal-safe): reserve (mmap, madvise or mprotect, pthread_key_create,
 // pthread_atfork), give_install_thread, restore_install_thread, resolve_calls, start, stop,
 // give_this_thread (sigaltstack, pthread_setspecific; mmap, madvise or mprotect, sched_yield
 // when the pool is used up and grows).
-//
-// What the stacks cost in mappings (vm.max_map_count, 65530 by default, bounds a process's
-// mappings; a thread of glibc costs 2: its stack and the guard page below it): the first pool
-// is one mapping, and each chunk one more for CRUMBS__ALTSTACK_CHUNK threads, because the guard
-// pages are guard regions (MADV_GUARD_INSTALL, Linux 6.13), which do not split a mapping. On an
-// older kernel the guards are PROT_NONE pages, and each one splits the mapping: a stack then
-// costs 2 mappings, so about twice a thread's own. We keep the guards there all the same: without
-// one, a handler that overflows its alternate stack writes, unnoticed, over the top of the next
-// stack down, where another thread's handler may be running; with one, the process dies by
-// SIGSEGV. A program that needs many threads on such a kernel sets alternateStacksForNewThreads
-// to false (the threads then get a stack only when they append or prepare themselves).
 
 #define _GNU_SOURCE
 #include "process/crumbs_altstack.h"

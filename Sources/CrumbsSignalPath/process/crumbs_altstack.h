@@ -1,5 +1,5 @@
-// crumbs_altstack.h — alternate signal stacks for the crash handler. Internal to
-// CrumbsSignalPath (crumbs_crash_install.c drives it; see crumbs_altstack.c for the design).
+// crumbs_altstack.h — the crash handler's alternate signal stacks. Internal to CrumbsSignalPath
+// (crumbs_crash_install.c drives it). Design: docs/crash-capture.md#alternate-stacks
 //
 // Entry points, in call order:
 //   crumbs__altstack_reserve               (install, once) map the pool, guard its first stacks

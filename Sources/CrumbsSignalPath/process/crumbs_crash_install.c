@@ -1,23 +1,10 @@
 // crumbs_crash_install.c — installing the crash handler: record format, install (and re-assert),
 // modules refresh, replaced-signal check, thread preparation, uninstall.
+// Design: docs/crash-capture.md#installing-the-crash-handler
 //
-// Why C: install prepares everything the handler (crumbs_crash_handler.c) reads at crash time,
-// and binds every libc call it makes, so the handler needs nothing from the Swift runtime.
-//
-// Entry points, in call order (declared in crumbs_crash_handler.h):
-//   crumbs_crash_record_format     header of a fresh, zeroed record mapping (ARMED)
-//   crumbs_crash_install           alternate stacks (crumbs_altstack.c), the handler's state,
-//                                  the module table, the installing thread's stack bounds, the
-//                                  libc bindings, then the signals and the thread capture
-//                                  signal (crumbs_thread_capture.c); idempotent, re-asserts
-//                                  (a handler that replaced ours stays chained, called first);
-//                                  classifies each chained action: is it known to recover a
-//                                  fault (declared by the app, or a recognised runtime's)?
-//   crumbs_crash_guard_alternate_stacks  the guard pages install left for later (eager_stack_guards)
-//   crumbs_crash_prepare_thread    (any thread) stack bounds and an alternate stack
-//   crumbs_crash_refresh_modules   re-scan modules after dlopen/dlclose
-//   crumbs_crash_replaced_signals  which of our signals another library took since
-//   crumbs_crash_uninstall         previous actions back, stacks no longer handed out
+// Entry points, in call order (declared in crumbs_crash_handler.h): crumbs_crash_record_format,
+// crumbs_crash_install, crumbs_crash_guard_alternate_stacks, crumbs_crash_prepare_thread,
+// crumbs_crash_refresh_modules, crumbs_crash_replaced_signals, crumbs_crash_uninstall.
 //
 // NOT SIGNAL-SAFE: everything here is set-up code for ordinary threads, serialized by the Swift
 // wrapper (CrashHandler), except crumbs_crash_record_format (memcpy, clock_gettime: the fork

@@ -1,5 +1,5 @@
-// crumbs_fork.c — the table of open rings, and what a forked child does with them (see
-// crumbs_fork.h for the design).
+// crumbs_fork.c — the table of open rings, and what a forked child does with them (entry
+// points: crumbs_fork.h; design: docs/crash-capture.md#fork).
 //
 // ASYNC-SIGNAL-SAFE: crumbs__fork_child and everything it calls, because it runs in a forked
 // child of a possibly multithreaded process. libc calls: getpid, getrandom, open, flock,

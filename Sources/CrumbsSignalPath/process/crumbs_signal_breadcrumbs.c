@@ -1,44 +1,18 @@
 // crumbs_signal_breadcrumbs.c — non-fatal signals as breadcrumbs, chained politely; the exit hook.
+// Design (the handler's steps, how it is installed): docs/crash-capture.md#signal-breadcrumbs
 //
-// Why C: the breadcrumb is appended inside the signal handler, before the app's own handler
-// runs, where the Swift runtime must not run; and the exit hook runs during exit().
+// Entry points, in call order: crumbs_signal_breadcrumbs_install (set-up) → [signal]
+// crumbs__signal_breadcrumb: breadcrumb, stop request or limit signal noted, then the saved
+// action → crumbs_signal_breadcrumbs_uninstall. crumbs_exit_hook_install: the hook exit() runs.
 //
 // ASYNC-SIGNAL-SAFE: crumbs__signal_breadcrumb and everything it calls. No malloc, no locks, no
-// stdio, no Swift. libc calls from signal context:
-//   clock_gettime(CLOCK_MONOTONIC) (vDSO, crumbs_context.c; the rate limit),
-//   clock_gettime(CLOCK_REALTIME) (vDSO; when a stop request or limit signal came), sched_getcpu
-//   and syscall(SYS_gettid) (the ring append, see crumbs_ring_append.h); getpid (is the ring
-//   ours? to note a stop request or limit signal, and to die by a terminating signal); and
-//   through crumbs_die_by_signal.c memset, sigaction (libc's own), sigemptyset/sigaddset, sigprocmask, getpid, syscall(SYS_gettid), syscall(SYS_tgkill).
-//   Then the app's own handler, which is the app's business.
-// errno is saved on entry and restored before returning (and before the app's handler runs, so
-// it sees the errno of the interrupted code, as it would without us).
-//
-// What the handler does, in order:
-//   1. Appends a `system` breadcrumb (flag FROM_SIGNAL_HANDLER): "SIGTERM received", with the
-//      signal name, si_code, the sender's pid/uid when a process sent it, the child's pid and
-//      status for SIGCHLD, and what happens next (`action`: handler, ignored, terminates,
-//      default-ignored). Rate-limited per signal per second, except a terminating one.
-//   1b. A SIGTERM/SIGINT/SIGHUP, or a SIGXCPU/SIGXFSZ, the process will outlive (handled or
-//      ignored) is noted in the ring header with its time (crumbs_ring_ends.h): if a SIGKILL
-//      ends the process later, the next launch still knows what came before it.
-//   2. Does what the saved (previous) action says:
-//        SA_SIGINFO handler → called with (signo, info, context); plain handler → (signo);
-//        SIG_IGN → nothing; SIG_DFL of a default-ignored signal (SIGCHLD, SIGWINCH, SIGURG,
-//        SIGCONT) → nothing; SIG_DFL of a terminating signal → the ring is marked
-//        TERMINATED_BY_SIGNAL with the signal number (unless a crash or clean exit already set
-//        its state), SIG_DFL is restored and the signal re-raised on this thread and unblocked:
-//        the process dies by it, with the exit status it would have had without Crumbs.
-//      A saved handler with SA_RESETHAND is called once, then treated as SIG_DFL (as the kernel
-//      would have reset it).
-//
-// How the action is installed so the app sees no difference:
-//   - over an app handler: SA_SIGINFO plus the app's SA_RESTART, SA_ONSTACK, SA_NODEFER,
-//     SA_NOCLDSTOP, SA_NOCLDWAIT and its sa_mask, so interrupted calls restart (or not) as they
-//     did and the handler runs with the same signals blocked;
-//   - over SIG_IGN or SIG_DFL: SA_RESTART, so a signal that used to be invisible (ignored)
-//     interrupts no system call with EINTR; for SIGCHLD over SIG_IGN also SA_NOCLDWAIT, because
-//     ignoring SIGCHLD is what made the kernel reap the app's children automatically.
+// stdio, no Swift; errno saved on entry and restored before returning and before the app's
+// handler runs. libc calls from signal context: clock_gettime(CLOCK_MONOTONIC) (vDSO,
+// crumbs_context.c; the rate limit), clock_gettime(CLOCK_REALTIME) (vDSO; when a stop request or
+// limit signal came), sched_getcpu and syscall(SYS_gettid) (the ring append); getpid (is the ring
+// ours? to note a stop request or limit signal, and to die by a terminating signal); through
+// crumbs_die_by_signal.c memset, sigaction (libc's own), sigemptyset/sigaddset, sigprocmask,
+// getpid, syscall(SYS_gettid), syscall(SYS_tgkill). Then the app's own handler, the app's business.
 
 #define _GNU_SOURCE
 #include "crumbs_signal_breadcrumbs.h"

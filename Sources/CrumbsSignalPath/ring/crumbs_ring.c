@@ -1,25 +1,20 @@
 // crumbs_ring.c — ring formatting, the process-wide ring, the C entry point, seqlock reads.
+// Design: docs/crash-capture.md#ring-the-append
 //
-// Why C: crumbs_add_breadcrumb and the anchor refresh run inside signal handlers (the crash
-// handler, signal breadcrumbs), where the Swift runtime must not run.
-//
-// SIGNAL SAFETY (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
-// crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8,
-// crumbs_installed_ring, crumbs_ring_read_slot, crumbs__lane_claim_again, crumbs_ring_set_state,
-// crumbs_ring_get_state,
-// crumbs_ring_mark_terminated_by_signal,
-// crumbs_ring_refresh_anchor_now, crumbs_ring_set_session_flags, crumbs__thread_id_slow,
-// crumbs__ring_refresh_anchor, crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format
-// (which a forked child's fork handler calls: crumbs_fork.c) are async-signal-safe.
-// libc they call: clock_gettime (crumbs_context.c), syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string
-// lengths and copies come from crumbs_format.c (plain loops, no libc). No malloc, no locks, no
-// stdio.
+// ASYNC-SIGNAL-SAFE (per function, see crumbs_ring.h): crumbs_add_breadcrumb, crumbs_ring_add,
+// crumbs_add_breadcrumb_utf8, crumbs_ring_add_utf8, crumbs_installed_ring, crumbs_ring_read_slot,
+// crumbs__lane_claim_again, crumbs_ring_set_state, crumbs_ring_get_state,
+// crumbs_ring_mark_terminated_by_signal, crumbs_ring_refresh_anchor_now,
+// crumbs_ring_set_session_flags, crumbs__thread_id_slow, crumbs__ring_refresh_anchor,
+// crumbs__monotonic_ns, crumbs_ring_plan and crumbs_ring_format (a forked child's fork handler
+// calls them: crumbs_fork.c). libc they call: clock_gettime (crumbs_context.c),
+// syscall(SYS_gettid), sched_getcpu, __builtin_memcpy; string lengths and copies come from
+// crumbs_format.c (plain loops, no libc). No malloc, no locks, no stdio.
 // Not signal-safe (set-up only): crumbs_ring_attach (open, read, close of
 // /sys/devices/system/cpu/possible), crumbs_cpu_list_limit, crumbs_ring_mark_closed,
 // crumbs_ring_set_cgroup, crumbs_ring_install (pthread_atfork), crumbs_ring_uninstall,
 // crumbs_ring_uninstall_if, crumbs_ring_set_filter, crumbs_ring_retire (mmap, mremap, munmap:
-// plain system calls, no lock, which is why the fork handler may also call it in a forked child:
-// crumbs_fork.c).
+// plain system calls, no lock, so the fork handler may call it in a forked child too).
 
 #define _GNU_SOURCE
 #include "crumbs_ring.h"

@@ -14,8 +14,9 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file but crumbs__proc_threads_resolve (install). No
 // malloc, no locks, no stdio; static buffers, used only by the thread holding the capture
-// (crumbs_thread_capture.c, "Who captures"). libc calls: open, read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit,
-// prctl(PR_GET_DUMPABLE). Each is bound at install (crumbs__proc_threads_resolve).
+// (docs/crash-capture.md#who-captures). libc calls: open, read, close, syscall(SYS_getdents64),
+// memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE). Each is bound at install
+// (crumbs__proc_threads_resolve).
 
 #define _GNU_SOURCE
 #include "threads/crumbs_threads.h"

@@ -1,141 +1,22 @@
-// crumbs_thread_capture.c — every other thread of the process: tid, name, registers and a
-// bounded stack each, captured in-process. At crash time by the crashing thread's handler (here),
-// and while the process lives on by an ordinary thread (crumbs_thread_capture_live.c), through
-// the same slots, signal handler, listing and walk (crumbs_thread_capture.h).
+// crumbs_thread_capture.c — the capture of every other thread, shared by the crash capture
+// (crumbs_thread_capture_crash.c) and the live one (crumbs_thread_capture_live.c): the listing,
+// the asking, the capture signal's handler on every other thread, the walk of each parked thread.
+// Design (protocol, who captures, generations, SIGPROF): docs/crash-capture.md#the-capture-protocol
 //
-// Why C: it runs inside the crash handler (and inside a signal handler on every other thread),
-// where the process may be corrupt and the Swift runtime must not run.
+// Entry points, in call order (install, request, collect and release are in the files above):
+//   crumbs__capture_list             lists /proc/self/task under a new generation, a slot each
+//   crumbs__capture_ask              reads a thread's status, sends the capture signal or SIGPROF
+//   crumbs__capture_signal_handler   (every other thread) answers into its slot, parks or ends
+//   crumbs__capture_find_stacks      stack bounds from /proc/thread-self/maps where none registered
+//   crumbs__capture_write_entry      walks a parked thread's stack into its entry
 //
-// How (the Swift runtime's Linux backtracer suspends threads with a signal the same way; no
-// ptrace, no helper process):
-//   crumbs__thread_capture_install   (install, not signal-safe) takes the capture signal: the
-//                                    highest real-time signal whose action is SIG_DFL, scanning
-//                                    down from SIGRTMAX (glibc keeps 32 and 33 below SIGRTMIN for
-//                                    itself); a signal another library handles is left alone.
-//   crumbs__thread_capture_request   (crashing thread) takes the capture (see "Who captures"),
-//                                    lists /proc/self/task once (crumbs__capture_list; the /proc
-//                                    readers are crumbs_proc_threads.c's), gives each other tid a
-//                                    slot (at most CRUMBS_CRASH_MAX_THREADS - 1; the rest only
-//                                    counted) and asks each (crumbs__capture_ask): reads its
-//                                    /proc/self/task/<tid>/status (State, SigBlk, Seccomp, line by
-//                                    line, however long the lines before them; a zombie, such as a
-//                                    main thread that called pthread_exit, has exited and is not
-//                                    listed) and sends it, with tgkill, the capture signal, or
-//                                    SIGPROF when it blocks the capture signal, or nothing: a
-//                                    stopped thread, or one blocking both, is "did not answer" at
-//                                    once, without making anyone wait; a thread under a seccomp
-//                                    filter is "not asked" (CRUMBS_NOT_SIGNALLED_SECCOMP): the
-//                                    handler's own system calls could kill it, or the whole
-//                                    process (SECCOMP_RET_KILL_PROCESS). Threads created after the
-//                                    listing are not asked: one pass, bounded. (A live capture
-//                                    first walks the threads blocked in a system call where they
-//                                    block, and asks only the others: crumbs_thread_capture_live.c.)
-//                                    Why SIGPROF: Dispatch's worker threads (and so Swift
-//                                    concurrency's, on Linux) block every signal but the
-//                                    synchronous ones, SIGPIPE and SIGPROF; the Swift runtime's
-//                                    backtracer suspends threads with SIGPROF for that reason. It
-//                                    is taken only when a capture needs it and nobody handles it
-//                                    (SIG_DFL or SIG_IGN: no profiler running; an exchange, so a
-//                                    handler set at that moment is put back). A crash keeps it to
-//                                    the end: a SIGPROF still pending for a thread that did not
-//                                    run in time would otherwise kill the process with SIG_DFL
-//                                    before the chained handlers finish. A live capture gives it
-//                                    back once no thread has one pending
-//                                    (crumbs_thread_capture_live.c).
-//   crumbs__capture_signal_handler   (every other thread) copies its signal context's registers
-//                                    (or, for a thread that crashed and waits in the crash
-//                                    handler, the context of its own fault), its name (PR_GET_NAME)
-//                                    and registered stack bounds into its slot, announces itself
-//                                    (compare-exchange ASKED → ANSWERED of this generation, atomic
-//                                    counter + futex wake), then parks on a futex on its slot's
-//                                    state until the slot is released (bounded too) — or, when
-//                                    the crash handler said the process will die (the request's
-//                                    `process_ends`: nothing chained after it, and the kernel, not
-//                                    another library, called it), ends at once (SYS_exit): a
-//                                    thread parked and released would be woken a second time only
-//                                    to be killed, and every thread the kernel must wake at the
-//                                    death adds to it — unless the death is watched: a core dump
-//                                    will be written (RLIMIT_CORE above 0, or a `|` core_pattern,
-//                                    and the process dumpable) or a tracer is attached (TracerPid).
-//                                    Then the threads stay parked, not released, until the fatal
-//                                    signal takes the process, so the core or the debugger sees
-//                                    them all where they were asked (CRUMBS_THREADS_KEPT_FOR_DUMP).
-//                                    A live capture never ends nor holds a thread.
-//   crumbs__thread_capture_collect   (crashing thread, after its own backtrace) waits for the
-//                                    answers until the deadline after the request
-//                                    (CLOCK_MONOTONIC, FUTEX_WAIT timeouts); a slot still ASKED
-//                                    then becomes LATE (compare-exchange: exactly one side wins),
-//                                    listed as "did not answer" (signal blocked, stopped, traced,
-//                                    not scheduled in time) with its name from
-//                                    /proc/self/task/<tid>/comm. Reads /proc/thread-self/maps once
-//                                    for the stacks of threads without registered bounds
-//                                    (crumbs__capture_find_stacks), walks each parked thread's
-//                                    stack (crumbs__capture_write_entry), then releases them all
-//                                    before the crash handler chains to the previous handler: a
-//                                    backtracer chained after us sees running threads.
-//   crumbs__thread_capture_release   releases the parked threads, slot by slot (also on a crash
-//                                    inside the handler: crumbs__nested_crash).
-//
-// Who captures: one capture at a time, crash or live; `crumbs__capture.owner` (a futex word)
-// holds the capturing thread's tid. A live capture takes it with a compare-exchange, or returns
-// "busy"; callers are serialized anyway (the Swift wrapper holds the crash handler's lock), so
-// busy means a crash holds it, for good. A crash:
-//   - on a thread that holds it for a live capture (the capture itself faulted): closes that
-//     capture's requests not answered yet and releases its parked threads first (a thread
-//     answering after that finds its slot closed and goes back, instead of parking where nobody
-//     would release it while the crash waits for it to leave), then captures every thread anew
-//     (TOOK_OVER_LIVE), and wakes every slot's word once it has listed them: a thread that
-//     parked for the old generation just before its slot was rewritten goes back instead of
-//     waiting its limit;
-//   - on any other thread: waits for the live capture to finish, at most its own limit plus
-//     CRUMBS__LIVE_WAIT_MARGIN_NS (WAITED_FOR_LIVE); a live capture parks a thread only while it
-//     walks it, so the wait is short. Past the bound it lists only itself (CRUMBS_THREADS_BUSY)
-//     rather than share the slots. The crashing thread meanwhile keeps its fault's context where
-//     the capture handler finds it: asked by the live capture, it answers with its fault, as a
-//     thread that crashed too. A thread that crashes while parked by the live capture (a signal
-//     sent to it) runs the crash handler on top of the parked frame, and waits the same way;
-//     the live capture walks what it saved and releases it.
-//   - a thread parked by the live capture when the crash starts is released by that capture
-//     (or by the take-over); the crash's own signal then reaches it once it has left the
-//     handler (the capture signal is blocked inside its own handler, so it stays pending).
-//   - before it asks anyone, a capture (crash or live) waits, bounded by the answer deadline,
-//     until every run of the handler has left it (`inside`, counted from the handler's first
-//     instruction to its last, whatever the run did: answered and parked, released, or turned
-//     away as a request that came after its capture): a thread still in it blocks the signal it
-//     was asked with (and a Dispatch worker, every other), so it could not answer, and would be
-//     listed as not answering. A leaving thread unblocks the two request signals (as its
-//     interrupted code had them) before it counts itself out, so once `inside` says it has left,
-//     its status shows the mask it will answer with. A request that was still on its way when
-//     the capture waited (a live capture's SIGPROF that a crash taking it over made stale) can
-//     bring a thread in afterwards: one found blocking both signals while its tid is in
-//     `inside_tids` is not listed as not answering but deferred, and asked again once its
-//     leaving bumps `answered` (crumbs__capture_ask_again). A thread asked again while still
-//     inside (SIGPROF reaches a thread in the capture signal's handler; either signal reaches
-//     one past that unblocking) answers with where the first request found it
-//     (crumbs__thread_state.capture_context), not with the handler.
-// Generations: every listing bumps `generation`, and a slot's state word carries the generation
-// that wrote it. An answer or a parked wait left over from an earlier capture (a late thread,
-// a signal delivered after its capture ended) compares against another word: it never counts
-// for, nor waits on, the next capture. A leftover signal that arrives once the next capture
-// has listed its thread answers that capture (with where the thread is now, which is what it
-// would have said): crumbs__capture_ask then takes the answer instead of asking again, and
-// every state change that is not an answer is a compare-exchange, so such an answer stands.
-//
-// ASYNC-SIGNAL-SAFE: everything here except crumbs__thread_capture_install/uninstall. No
-// malloc, no locks, no stdio; static buffers, used only by the thread holding the capture or,
-// per slot, by the one thread the slot names. The capture handler itself (the other threads'
-// side) makes only these system calls: gettid, prctl(PR_GET_NAME), futex, rt_sigprocmask on its
-// way out, clock_gettime where the vDSO cannot answer, and exit when the process ends; it checks
-// a request's sender against the pid the capturing thread noted (`pid`), not with getpid.
-// libc calls: syscall(SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid (the capturing
-// thread, at its listing), prctl(PR_GET_NAME), sigaction (libc's own, past any interposer:
-// crumbs_libc_sigaction.h; queries, and SIGPROF's action, exchanged when a capture takes it and
-// given back the same way), sigemptyset, sigaddset, sigismember, sigprocmask (a
-// leaving thread unblocks the two request signals), memset; through crumbs_proc_threads.c open,
-// read, close, syscall(SYS_getdents64), memcmp, memcpy, getrlimit, prctl(PR_GET_DUMPABLE);
-// clock_gettime (crumbs_context.c), and the unwinder's (crumbs_unwind.c); an armed test hook's
-// (kit/crumbs_hooks.h). Each is bound at
-// install (crumbs_crash_install.c, crumbs__thread_capture_install).
+// ASYNC-SIGNAL-SAFE: everything here. No malloc, no locks, no stdio; static buffers. libc calls:
+// syscall(SYS_gettid, SYS_tgkill, SYS_futex, SYS_exit), getpid, prctl(PR_GET_NAME), sigaction
+// (libc's own, kit/crumbs_libc_sigaction.h), sigemptyset, sigaddset, sigismember, sigprocmask,
+// memset; through crumbs_proc_threads.c open, read, close, syscall(SYS_getdents64), memcmp,
+// memcpy, getrlimit, prctl(PR_GET_DUMPABLE); clock_gettime (crumbs_context.c); the unwinder's;
+// an armed test hook's (kit/crumbs_hooks.h). Each is bound at install (crumbs_crash_install.c,
+// crumbs__thread_capture_install).
 
 #define _GNU_SOURCE
 #include "threads/crumbs_thread_capture.h"

@@ -1,8 +1,9 @@
 // crumbs_thread_capture.h — what the two thread captures share: the crash handler's
-// (crumbs_thread_capture.c: every thread at once, at crash time) and the live one
+// (crumbs_thread_capture_crash.c: every thread at once, at crash time) and the live one
 // (crumbs_thread_capture_live.c: a few threads at a time, the process running on). One set of
 // slots, one capture signal handler, one listing, one way to ask a thread, walk its stack and
-// release it; crumbs_thread_capture.c's design comment says who may use them when; the tests
+// release it (crumbs_thread_capture.c); docs/crash-capture.md#who-captures says who may use
+// them when; the tests
 // reach into them through kit/crumbs_hooks.h. Internal to CrumbsSignalPath.
 //
 // ASYNC-SIGNAL-SAFE: every function declared here (their libc calls are listed in
@@ -114,7 +115,7 @@ typedef struct crumbs__capture_state {
   uint32_t ending;      // atomic, crash only: answering threads end instead of parking
   uint32_t holding;     // atomic, crash only: parked threads stay parked (a core, a tracer)
   /// Futex word: the tid of the thread holding the capture (a live capture's caller, or the
-  /// crashing thread), 0 when free. See "Who captures" in crumbs_thread_capture.c.
+  /// crashing thread), 0 when free. See docs/crash-capture.md#who-captures.
   uint32_t owner;
   uint32_t live;        // atomic: 1 while the owner is a live capture
   int capture_signal;   // 0: none installed

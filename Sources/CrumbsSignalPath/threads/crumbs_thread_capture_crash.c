@@ -1,9 +1,8 @@
 // crumbs_thread_capture_crash.c — the crash handler's capture of every other thread: the
 // crashing thread takes the capture (waiting for a live one, or taking over its own), asks every
 // thread at once, walks them all once they have answered, then releases them (or lets them end,
-// or keeps them for a core). crumbs_thread_capture.c's design comment has the whole protocol
-// ("How", "Who captures"); the pieces shared with the live capture are declared in
-// crumbs_thread_capture.h.
+// or keeps them for a core). The whole protocol: docs/crash-capture.md#the-capture-protocol;
+// the pieces shared with the live capture are declared in crumbs_thread_capture.h.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file (the crash handler calls it). No malloc, no locks,
 // no stdio. libc calls: syscall(SYS_futex), and what crumbs_thread_capture.c's pieces, the

@@ -1,49 +1,20 @@
 // crumbs_thread_capture_live.c — every thread's stack while the process lives on: the crash
 // handler's thread capture (crumbs_thread_capture.c's slots, signal handler, listing, walk),
 // taken by an ordinary thread (a watchdog, a thread dump), each thread parked for as short a
-// time as its own walk.
+// time as its own walk. Design (blocked threads, SIGPROF): docs/crash-capture.md#live-captures
 //
-// crumbs_capture_threads_live (crumbs_live_capture.h), in order:
-//   1. the caller's own entry (tid, name, its stack by frame pointers through
-//      crumbs_capture_current_stack, which allocates): first, before any thread is parked, since
-//      a parked thread may hold the allocator's lock;
-//   2. takes the capture (crumbs__capture.owner: busy when a crash holds it; crumbs_thread_capture.c,
-//      "Who captures", has the rules against a crash);
-//   3. lists /proc/self/task under a new generation; walks every thread blocked in a system call
-//      where it blocks, without a signal (crumbs__live_read_blocked: its /proc/self/task/<tid>/
-//      syscall line gives the call and the user sp and pc; the walk is kept only when a second
-//      reading after it shows the thread stayed in that call, not one context switch since), so
-//      a hang report never interrupts a blocked call (nanosleep, poll, epoll_wait return EINTR
-//      to any signal, whatever SA_RESTART says); then asks a window of the other threads at a time
-//      (crumbs__capture_ask: the capture signal, SIGPROF for a thread that blocks it, nothing for
-//      a blocked or stopped one). As each one answers it is walked (crumbs__capture_write_entry,
-//      over the installed record's module table, rows checked but never flagged: the record is
-//      only read) and released at once, and the next thread is asked. A thread that does not
-//      answer within the answer deadline of its request is closed as not answering; past the
-//      capture's limit nobody more is asked. So a thread's pause is its own walk (and those
-//      of the few threads asked with it), not the whole capture's: a crash capture parks all
-//      at once because the process is dying; a live one must not stop the process that long.
-//   4. gives the capture back (waking a crash that waits for it) with every entry written.
-// Never ends a thread (no SYS_exit) and never holds one for a core: `ending` and `holding` stay 0.
+// crumbs_capture_threads_live (crumbs_live_capture.h), in order: the caller's own entry; take
+// the capture; walk the threads blocked in a system call where they block
+// (crumbs__live_read_blocked), ask a window of the others at a time, walk and release each as it
+// answers; give the capture back. Never ends a thread nor holds one for a core.
 //
-// SIGPROF (Dispatch's and Swift concurrency's workers block every other asynchronous signal) is
-// taken only when a thread needs it and nobody handles it (crumbs__capture_sigprof_usable), and
-// given back after the capture: not while a thread it was sent to has not run it yet, because
-// SIG_DFL would then kill the process when it is delivered. Such threads (asked, closed before
-// they answered) are remembered with their signal; each later capture, and uninstall, looks at
-// their SigPnd in /proc and forgets those that ran it (or exited), and SIGPROF goes back to its
-// previous action once none is left. Until then it stays ours: a SIGPROF that is not a capture's
-// request (si_code and sender checked) does nothing in our handler, and a profiler that sets its
-// own action later simply replaces ours (a capture then no longer uses SIGPROF: someone's). The
-// capture signal follows the same rule at uninstall.
-//
-// NOT SIGNAL-SAFE as a whole (step 1 allocates; it is never called from a signal handler).
-// While threads are parked it calls only what the crash handler calls: syscall(SYS_gettid,
-// SYS_futex, SYS_tgkill), getpid, prctl(PR_GET_NAME), sigaction, clock_gettime
-// (crumbs_context.c), open/read/close and getdents64 (crumbs_proc_threads.c, crumbs_maps.c),
-// memset, memmove, and the unwinder's (crumbs_unwind.c); and an armed test
-// hook's (kit/crumbs_hooks.h). crumbs__capture_pending_somewhere is async-signal-safe (open/read/close of
-// /proc status files).
+// NOT SIGNAL-SAFE as a whole (its first step allocates; it is never called from a signal
+// handler). While threads are parked it calls only what the crash handler calls:
+// syscall(SYS_gettid, SYS_futex, SYS_tgkill), getpid, prctl(PR_GET_NAME), sigaction,
+// clock_gettime (crumbs_context.c), open/read/close and getdents64 (crumbs_proc_threads.c,
+// crumbs_maps.c), memset, memmove, and the unwinder's (crumbs_unwind.c); and an armed test
+// hook's (kit/crumbs_hooks.h). crumbs__capture_pending_somewhere is async-signal-safe
+// (open/read/close of /proc status files).
 
 #define _GNU_SOURCE
 #include "crumbs_live_capture.h"

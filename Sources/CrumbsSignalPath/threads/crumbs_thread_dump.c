@@ -1,27 +1,11 @@
-// crumbs_thread_dump.c — the request signal of `crumbs threads PID` (see crumbs_thread_dump.h for
-// the design).
+// crumbs_thread_dump.c — the request signal of `crumbs threads PID` (the request's shape:
+// crumbs_thread_dump.h). The handler writes the request's cookie to the responder's pipe, and
+// nothing else: one system call, safe on a thread under seccomp; inert in a forked child and
+// after uninstall. Design: docs/crash-capture.md#thread-dumps
 //
-// The handler does one thing: it writes the request's cookie to the responder's pipe. It takes
-// no capture itself (the responder thread does, outside any handler), holds no lock, and reads
-// only what install published before the sigaction that makes it reachable.
-//
-// Closing the pipe while a handler writes to it would let the write land in whatever descriptor
-// reuses its number: every handler counts itself in `crumbs__dump_active` around its write, and
-// uninstall, after making the descriptor unreachable (-1), waits for that count to reach 0 (a
-// handler makes one non-blocking write: it is never long).
-//
-// Uninstall leaves the handler in place, inert (it drops every request), rather than giving the
-// signal back to SIG_DFL: the default action of a real-time signal ends the process, and a
-// `crumbs threads` that read the header just before the client closed would otherwise kill it
-// with its request. A later install in the same process takes the same signal again while it is
-// still ours; another library may take it over at any time with its own sigaction.
-//
-// The handler makes one system call, the write: the request is process-directed, so the kernel
-// may run it on any thread that does not block the signal, one under a seccomp filter too, where
-// any other call could kill the thread (strict mode allows read, write, exit and sigreturn) or
-// the process. A forked child, which inherited the handler but not the responder, is told apart
-// without getpid: the child side of fork (pthread_atfork, registered at the first install) makes
-// the handler inert there.
+// Entry points, in call order: crumbs_thread_dump_install (set-up) → [signal]
+// crumbs__thread_dump_handler → crumbs_thread_dump_uninstall (waits for writing handlers; leaves
+// the handler in place, inert). crumbs__thread_dump_forked: the child side of fork.
 //
 // ASYNC-SIGNAL-SAFE: crumbs__thread_dump_handler and crumbs__thread_dump_forked. libc calls:
 // write (and errno saved and restored); atomics. Not signal-safe (set-up):

@@ -1,51 +1,21 @@
-// crumbs_modules.c — the module map a crash record needs for symbolication after the fact.
+// crumbs_modules.c — the module table a crash record needs for symbolication after the fact:
+// gathered at install and on refresh, completed at crash time from /proc/self/maps for a library
+// a frame lies in, with each row's .eh_frame_hdr for the unwinder and unloaded rows found out.
+// Design (refresh, seqlock, CFI rows, unloaded libraries): docs/crash-capture.md#the-module-table
 //
-// Why C: the table lives inside the crash record mapping (crumbs_crash_record.h), whose layout
-// is C; the handler (C) reads it to flag frames outside every module.
+// Entry points, in call order:
+//   crumbs__crash_scan_modules / crumbs__crash_module_changes   (install, refresh) the table
+//   crumbs__crash_check_modules (_read_only for a live capture)  [crash] rows checked as looked up
+//   crumbs__crash_module_for_text                               [crash] the row holding a pc
+//   crumbs__crash_module_cfi_for / crumbs__crash_function_start [crash] the unwinder's CFI lookups
+//   crumbs__crash_add_modules_at_crash                          [crash] rows loaded since a scan
 //
-// Design: dl_iterate_phdr is not async-signal-safe (it takes the loader lock, which the crashing
-// thread may hold), so the table is gathered at install and refreshed outside the handler
-// (crumbs_crash_refresh_modules, which Swift's `CrashHandler.refreshModules()` calls; it costs
-// one dl_iterate_phdr step when nothing was loaded or unloaded, thanks to dlpi_adds/dlpi_subs).
-// A library dlopen'ed since the last scan is found by the handler instead, and only when a frame
-// lies in it (crumbs__crash_add_modules_at_crash): /proc/self/maps names the file mapped at the
-// frame's address; its ELF header, program headers and build-id note are mapped (the loader maps
-// the first page of the file), so the row is computed as dl_iterate_phdr would have given it, and
-// flagged CRUMBS_CRASH_MODULE_FOUND_AT_CRASH. The handler sets CRUMBS_CRASH_FLAG_MODULES_STALE
-// when a frame lay outside the scanned table (found or not), so a reader knows the table was
-// stale. The app need not call refreshModules() after dlopen; a refresh only spares the handler
-// that work.
-//
-// The table's seqlock (`module_generation`) is taken by compare-exchange, by the refresh and by
-// the handler alike: whichever holds it, the other leaves the table alone (a refresh that meets
-// the handler is in a dying process; a handler that meets a refresh flags the table torn).
-//
-// CFI: next to each row, crumbs__crash_module_cfi (handler-owned static storage, same index)
-// keeps where the module's .eh_frame_hdr is loaded and the bounds of the segment holding it, so
-// the unwinder (crumbs_unwind.c) finds a pc's FDE by binary search in the table the linker sorted,
-// with nothing to build at install. Written with the row, under the same seqlock.
-//
-// Unloaded libraries: the table is refreshed only when the app asks (or at the next scan), so a
-// library dlclose'd since keeps its row, and a stale function pointer into it can crash the
-// process. At crash time every lookup checks the row it lands in, once
-// (crumbs__crash_check_modules starts this): a byte of its text and its build ID, read through
-// process_vm_readv, must still be there; otherwise the row is flagged
-// CRUMBS_CRASH_MODULE_UNLOADED, kept for the reader (it names the stale code) but skipped by
-// every lookup, so nothing of it (text, .eh_frame) is ever read, and a library loaded since at
-// the same address is found at crash time under its own name. Only the rows a lookup lands in
-// are checked (a few syscalls each), not the whole table. A live capture (the process running
-// on, crumbs_thread_capture_live.c) checks rows the same way but only skips a gone one: it
-// never writes the record (crumbs__crash_check_modules_read_only).
-//
-// SIGNAL SAFETY: crumbs__crash_module_for_text (loads; at crash time process_vm_readv through
-// crumbs__crash_read_memory, memcmp, memcpy), crumbs__crash_check_modules (memset) and
-// crumbs__crash_add_modules_at_crash (open/read/close of /proc/self/maps, crumbs_maps.c; memset;
-// loads from mappings the maps file says are readable), crumbs__crash_module_cfi_for and
-// crumbs__crash_function_start (the unwinder's CFI lookups: the table, and loads inside a
-// module's .eh_frame_hdr segment through crumbs_cfi.c) are async-signal-safe.
-// crumbs__crash_scan_modules and crumbs__crash_module_changes are NOT (dl_iterate_phdr,
-// readlink); they run at install and on refresh.
-// libc calls: dl_iterate_phdr, readlink (set-up only); memset, memcmp, memcpy.
+// ASYNC-SIGNAL-SAFE: module_for_text (loads; at crash time process_vm_readv through
+// crumbs__crash_read_memory, memcmp, memcpy), check_modules (memset), add_modules_at_crash
+// (open/read/close of /proc/self/maps, crumbs_maps.c; memset; loads from mappings the maps file
+// says are readable), module_cfi_for and function_start (the table, and loads inside a module's
+// .eh_frame_hdr segment through crumbs_cfi.c). NOT SIGNAL-SAFE: scan_modules and
+// module_changes (dl_iterate_phdr, readlink), at install and on refresh.
 
 #define _GNU_SOURCE
 #include "unwind/crumbs_unwind.h"

@@ -1,64 +1,21 @@
-// crumbs_unwind.c — the crashing thread's backtrace: CFI, frame pointers, async contexts, and a
-// checked stack scan last, each frame marked with how it was found. This file is the walk; the
-// pieces it calls each have their own (crumbs_unwind.h lists them).
-//
-// Why C: it runs inside the crash handler (a signal handler), on a thread whose memory may be
-// corrupt, where the Swift runtime must not run.
+// crumbs_unwind.c — a thread's backtrace: CFI, frame pointers, async contexts, and a checked
+// stack scan last, each frame marked with how it was found. This file is the walk; the pieces it
+// calls each have their own (crumbs_unwind.h lists them).
+// Design (why CFI first, memory reads, aarch64): docs/crash-capture.md#unwind-a-threads-backtrace
 //
 // Entry points, in call order:
-//   crumbs__context_unwind_registers        the interrupted registers, DWARF-numbered
-//                                           (crumbs_context.c)
-//   crumbs__crash_unwind                    the whole backtrace with a CRUMBS_FRAME_* mark each;
-//     per frame, the first that works of:
-//       leaf insertion      frame 0 outside every module (a call through a bad pointer): the
-//                           caller is at [sp] / in LR (CRUMBS_FRAME_INSERTED)
-//       signal trampoline   x86_64 __restore_rt: the interrupted registers from its ucontext
-//       CFI                 the module's .eh_frame (crumbs_cfi.c), found through the
-//                           .eh_frame_hdr recorded with the module row (crumbs_modules.c);
-//                           CRUMBS_FRAME_CFI unless the return address was the one a frame
-//                           record holds, so a frame-pointer build reads as before
-//       frame pointer       [fp] / [fp + 8] (no mark)
-//       stack scan          the next word above sp that is a return address whose call can
-//                           reach the inner frame (CRUMBS_FRAME_GUESSED, crumbs_unwind_scan.c);
-//                           the unwind resumes from it exactly as from any frame
-//     and after each step, the Swift async chain when the frame was an async function resumed by
-//     the concurrency runtime (CRUMBS_FRAME_ASYNC, crumbs_unwind_async.c)
-//   crumbs__crash_walk_frames               the plain frame-pointer walk (non-fatal captures)
-//
-// Why CFI whenever a frame has an FDE, not only where frame pointers are missing: it is exact at
-// every instruction (a prologue, an epilogue, a leaf that keeps no frame, glibc built without
-// frame pointers, where the frame-pointer register holds anything), whereas a frame-pointer
-// walk silently skips the caller in those places. Where both apply they agree, and the frame is
-// left unmarked. It costs a binary search and a short program per frame (a few microseconds).
-// Frame pointers remain the fallback for code without .eh_frame, and the scan the last resort.
+//   crumbs__context_unwind_registers   the interrupted registers, DWARF-numbered (crumbs_context.c)
+//   crumbs__crash_unwind               the whole backtrace, a CRUMBS_FRAME_* mark each; per frame
+//                                      the first that works of leaf insertion, signal trampoline,
+//                                      CFI, frame pointer, stack scan; then the Swift async chain
+//   crumbs__crash_walk_frames          the plain frame-pointer walk (non-fatal captures)
 //
 // ASYNC-SIGNAL-SAFE: everything in this file and the unwinder's others. No malloc, no locks, no
 // stdio. libc calls: syscall(SYS_gettid, SYS_process_vm_readv) (stack words, async contexts:
-// crumbs_unwind_memory.c), memcpy, and crumbs__crash_mapping_containing (open/read/close of
-// /proc/thread-self/maps) after a signal trampoline. Stack words are never plain loads: they are
-// copied through the kernel a 4 KiB chunk at a time (crumbs__unwind_stack_word), because the
-// stack's bounds may come from /proc/self/maps, which does not show guard regions installed
-// inside a mapping (MADV_GUARD_INSTALL: glibc 2.42's thread stacks, Linux 6.13+), and a stack
-// overflow leaves the SP in one; such a word reads as absent, the way EFAULT says. (Where
-// process_vm_readv is refused — a seccomp filter, ENOSYS — stack words fall back to plain
-// loads.) Plain loads otherwise only from the text of modules in the record's module table
-// (return-address checks) and the segment holding a module's .eh_frame_hdr, of rows checked at
-// the crash (crumbs_modules.c: a dlclose'd library's row is marked unloaded the first time a
-// lookup lands in it, and never read). A fault despite all this makes the handler finish a
-// partial record and die by the original signal (crumbs_crash_handler.c); it never loops.
-// Every loop is bounded: frames by the capacity, steps by twice that, the scan by 64 KiB of
-// stack, the async chain by the capacity.
-//
-// aarch64: CFI and frame records use x29/x30/sp and a leaf's caller comes from LR, but the
-// signal trampoline (the vDSO's __kernel_rt_sigreturn) is not recognized, a direct call's PLT
-// stub is not followed, and a scanned frame's sp is a guess (x86_64's is exact: right above the
-// return address). Only x86_64 is tested here.
-//
-// Why the bounds come from /proc/self/maps when nothing better is registered: a thread's stack
-// range is known exactly only from pthread_getattr_np, which allocates and may not be called in
-// a handler; so we take it at install / crumbs_crash_prepare_thread where we can, and otherwise
-// the handler reads the mapping that holds the stack pointer (crumbs_maps.c). Every address
-// from the stack pointer to the end of that mapping is mapped and readable.
+// crumbs_unwind_memory.c; stack words are never plain loads), memcpy, and
+// crumbs__crash_mapping_containing (open/read/close of /proc/thread-self/maps) after a signal
+// trampoline. Every loop is bounded: frames by the capacity, steps by twice that, the scan by
+// 64 KiB of stack, the async chain by the capacity.
 
 #include "unwind/crumbs_cfi.h"
 #include "unwind/crumbs_unwind_parts.h"
