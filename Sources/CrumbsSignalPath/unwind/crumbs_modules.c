@@ -4,18 +4,18 @@
 // Design (refresh, seqlock, CFI rows, unloaded libraries): docs/crash-capture.md#the-module-table
 //
 // Entry points, in call order:
-//   crumbs__crash_scan_modules / crumbs__crash_module_changes   (install, refresh) the table
-//   crumbs__crash_check_modules (_read_only for a live capture)  [crash] rows checked as looked up
-//   crumbs__crash_module_for_text                               [crash] the row holding a pc
-//   crumbs__crash_module_cfi_for / crumbs__crash_function_start [crash] the unwinder's CFI lookups
-//   crumbs__crash_add_modules_at_crash                          [crash] rows loaded since a scan
+//   crumbs__modules_scan / crumbs__modules_changes   (install, refresh) the table
+//   crumbs__modules_check (_read_only for a live capture)  [crash] rows checked as looked up
+//   crumbs__modules_for_text                               [crash] the row holding a pc
+//   crumbs__modules_cfi_for / crumbs__modules_function_start [crash] the unwinder's CFI lookups
+//   crumbs__modules_add_at_crash                          [crash] rows loaded since a scan
 //
-// ASYNC-SIGNAL-SAFE: module_for_text (loads; at crash time process_vm_readv through
-// crumbs__crash_read_memory, memcmp, memcpy), check_modules (memset), add_modules_at_crash
-// (open/read/close of /proc/self/maps, crumbs_maps.c; memset; loads from mappings the maps file
-// says are readable), module_cfi_for and function_start (the table, and loads inside a module's
-// .eh_frame_hdr segment through crumbs_cfi.c). NOT SIGNAL-SAFE: scan_modules and
-// module_changes (dl_iterate_phdr, readlink), at install and on refresh.
+// ASYNC-SIGNAL-SAFE: for_text (loads; at crash time process_vm_readv through
+// crumbs__crash_read_memory, memcmp, memcpy), check (memset), add_at_crash (open/read/close of
+// /proc/self/maps, crumbs_maps.c; memset; loads from mappings the maps file says are readable),
+// cfi_for and function_start (the table, and loads inside a module's .eh_frame_hdr segment
+// through crumbs_cfi.c). NOT SIGNAL-SAFE: scan and changes (dl_iterate_phdr, readlink), at
+// install and on refresh. All take the table as a view (crumbs__module_table, unwind/crumbs_unwind.h).
 
 #define _GNU_SOURCE
 #include "unwind/crumbs_unwind.h"

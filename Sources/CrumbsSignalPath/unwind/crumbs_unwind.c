@@ -5,10 +5,10 @@
 //
 // Entry points, in call order:
 //   crumbs__context_unwind_registers   the interrupted registers, DWARF-numbered (crumbs_context.c)
-//   crumbs__crash_unwind               the whole backtrace, a CRUMBS_FRAME_* mark each; per frame
+//   crumbs__unwind               the whole backtrace, a CRUMBS_FRAME_* mark each; per frame
 //                                      the first that works of leaf insertion, signal trampoline,
 //                                      CFI, frame pointer, stack scan; then the Swift async chain
-//   crumbs__crash_walk_frames          the plain frame-pointer walk (non-fatal captures)
+//   crumbs__unwind_walk_frames          the plain frame-pointer walk (non-fatal captures)
 //
 // ASYNC-SIGNAL-SAFE: everything in this file and the unwinder's others. No malloc, no locks, no
 // stdio. libc calls: syscall(SYS_gettid, SYS_process_vm_readv) (stack words, async contexts:

@@ -14,7 +14,7 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls: through
 // crumbs_unwind_memory.c (syscall(SYS_process_vm_readv, SYS_gettid)); plain loads only from
-// module text and .eh_frame_hdr segments (crumbs__crash_function_start, crumbs_modules.c). The
+// module text and .eh_frame_hdr segments (crumbs__modules_function_start, crumbs_modules.c). The
 // chain is bounded by the frame capacity.
 
 #include "unwind/crumbs_unwind_parts.h"
