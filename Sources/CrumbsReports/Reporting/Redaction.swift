@@ -1,4 +1,4 @@
-// Redaction.swift — personal data scrubbed on the device, when a report is built (issue 25):
+// Redaction.swift — personal data scrubbed on the device, when a report is built:
 // the one redaction function every report builder uses. Never on the append path: the ring keeps
 // the raw bytes the app appended (the file stays on the device, 0600), and what leaves it — the
 // trail attachment, the report's attributes, resource and messages — is redacted here.
