@@ -107,7 +107,7 @@ bench: deps
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \
 	  $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild
-	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_README=$(CURDIR)/README.md Benchmarks/summary.sh
+	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_FIGURES=$(CURDIR)/docs/figures.md Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps
