@@ -64,12 +64,13 @@ public struct Redaction: Sendable, Equatable, Codable {
   /// Keys whose values are redacted, in attributes and in `key=value` / `key: value` pairs of
   /// free text (ASCII case-insensitive, `-` and `_` alike, substring of the key).
   public var keys: [String]
-  /// Regular expressions, in the linear-time subset of Swift `Regex` syntax that README
-  /// "Redaction" lists (literals, `.`, classes, `\d \w \s \b`, anchors, groups, `|`, greedy and
-  /// lazy repetition, a leading `(?i)`); every match in a message or attribute value is replaced.
-  /// A pattern outside the subset is refused: `CrumbsClient.start` throws, `invalidPatterns`
-  /// says why. Matching never backtracks, and a text on which the patterns run out of their
-  /// step budget is redacted whole. None by default; `Redaction.emailAddresses` is one.
+  /// Regular expressions, in the linear-time subset of Swift `Regex` syntax that
+  /// docs/redaction.md#value-patterns lists (literals, `.`, classes, `\d \w \s \b`, anchors,
+  /// groups, `|`, greedy and lazy repetition, a leading `(?i)`); every match in a message or
+  /// attribute value is replaced. A pattern outside the subset is refused: `CrumbsClient.start`
+  /// throws, `invalidPatterns` says why. Matching never backtracks, and a text on which the
+  /// patterns run out of their step budget is redacted whole. None by default;
+  /// `Redaction.emailAddresses` is one.
   public var valuePatterns: [String]
   /// `/home/NAME/…`, `/Users/NAME/…` and `/root/…` become `~/…`.
   public var shortensHomeDirectories: Bool
