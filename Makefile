@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz fuzz-smoke format lint clean
+.PHONY: demo test deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -89,14 +89,15 @@ werror: deps
 	    $(SWIFT) build --scratch-path .build-werror --target $$target -Xcc -Werror -Xcc -Wall -Xcc -Wextra || exit 1; \
 	  done
 
-## Speed goals (issue 14), each ratio against a baseline measured in the same run (see
-## Benchmarks/README.md), in one run: the ordo-one suite (ns per append, mallocs), instructions per
-## append (callgrind), the append figures (C floor, literals and run-time values, 1 and 2 threads,
-## mallocs), machine code per call site, the process figures (start, RSS, fault → death and exit
-## against a recorder-only process), the crash path, a live thread capture of 100 threads (issue
-## 23: each thread's pause, a request loop's latency during captures), hang detection's costs
-## (heartbeat.beat() against a relaxed store, the watchdog idle); then one summary table of
-## every figure and goal. valgrind is installed when missing. About 6 minutes on 2 CPUs once built.
+## Speed goals, each ratio against a baseline measured in the same run (see Benchmarks/README.md),
+## in one run: the ordo-one suite (ns per append, mallocs), instructions per append (callgrind),
+## the append figures (C floor, literals and run-time values, 1 and 2 threads, mallocs), machine
+## code per call site, the process figures (start, RSS, fault → death and exit against a
+## recorder-only process), the crash path, a live thread capture of 100 threads (each thread's
+## pause, a request loop's latency during captures), hang detection's costs (heartbeat.beat()
+## against a relaxed store, the watchdog idle), the collector; then one summary table of every
+## figure and goal, which also replaces the table in docs/figures.md. valgrind is installed when
+## missing. About 6 to 12 minutes on 2 CPUs once built.
 BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
 bench: deps
 	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
@@ -116,19 +117,45 @@ bench: deps
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \
 	  $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild
-	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_README=$(CURDIR)/README.md Benchmarks/summary.sh
+	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_FIGURES=$(CURDIR)/docs/figures.md Benchmarks/summary.sh
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps
 	./Fuzz/run.sh $(FUZZ_SECONDS)
 
-## swift format with the repo's .swift-format, in place.
-format:
-	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Fuzz Benchmarks/Sources
+## Every Swift file of the repository (both packages) and every C, C++ and header file, for
+## format and lint. Build folders are left out (a consumer package the tests build keeps its own).
+SWIFT_FORMAT_PATHS = Package.swift Sources Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources \
+  Benchmarks/RingAppend Benchmarks/LogHandler
+C_FORMAT_FILES = $(shell find Sources Tests Fuzz Benchmarks/Sources Scripts -path '*/.build*' -prune -o \
+  -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \) -print | sort)
+## clang-format with the repo's .clang-format (2 spaces, 110 columns: what .swift-format says). Its
+## output differs between versions: the one checked is Debian 12's (clang-format 14), which
+## clang-format-tool installs when no clang-format is on PATH.
+CLANG_FORMAT ?= clang-format
 
-## swift format's lint; any warning fails it (--strict), so CI holds the format (`make format` fixes most).
-lint:
-	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Fuzz
+.PHONY: clang-format-tool
+clang-format-tool:
+	@command -v $(CLANG_FORMAT) >/dev/null 2>&1 || { echo "Installing clang-format (apt-get) for the C format check…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-format >/dev/null; }
+
+## swift format with the repo's .swift-format and clang-format with its .clang-format, in place.
+format: clang-format-tool
+	$(SWIFT) format --in-place --recursive $(SWIFT_FORMAT_PATHS)
+	$(CLANG_FORMAT) -i --style=file $(C_FORMAT_FILES)
+
+## The format lints: swift format's (any warning fails it: --strict) and clang-format's
+## (--dry-run --Werror), so CI holds the format (`make format` fixes most). Also two habits: no
+## .PHONY target of this Makefile without a rule, and no issue number in a Swift file under
+## Sources/ (a comment says the rule, not where it came from).
+lint: clang-format-tool
+	@for target in $$(sed -n 's/^\.PHONY://p' Makefile); do \
+	  grep -q "^$$target:" Makefile || { echo "lint: .PHONY target $$target has no rule" >&2; exit 1; }; \
+	done
+	@! grep -rnE '\b[Ii]ssues? #?[0-9]+' Sources --include='*.swift' || \
+	  { echo "lint: Sources/ names issues above: say the rule instead" >&2; exit 1; }
+	$(SWIFT) format lint --strict --recursive $(SWIFT_FORMAT_PATHS)
+	$(CLANG_FORMAT) --dry-run --Werror --style=file $(C_FORMAT_FILES)
 
 clean:
 	rm -rf .build .build-* Benchmarks/.build "$(DEMO_DIR)"

@@ -3,11 +3,11 @@
 # figures programs and scripts added to BENCH_SUMMARY: figure|value|goal|verdict), with the
 # machine's conditions, so one screen says what the run found.
 #
-# With BENCH_README naming the README (make bench does), the same figures replace the table
-# between its `<!-- figures -->` and `<!-- /figures -->` markers, with the date and machine: the
-# README's figures are always one run's, as measured.
+# With BENCH_FIGURES naming docs/figures.md (make bench does), the same figures replace the table
+# between its `<!-- figures -->` and `<!-- /figures -->` markers, with the date and machine: that
+# table is always one run's, as measured. Figures live in that file only, not in the README.
 #
-# Usage: BENCH_SUMMARY=FILE [BENCH_README=README.md] Benchmarks/summary.sh
+# Usage: BENCH_SUMMARY=FILE [BENCH_FIGURES=docs/figures.md] Benchmarks/summary.sh
 set -euo pipefail
 
 file=${BENCH_SUMMARY:?BENCH_SUMMARY names the file the figures were added to}
@@ -30,15 +30,15 @@ LC_ALL=C awk -F'|' '
     }
   }' "$file"
 
-[ -n "${BENCH_README:-}" ] || exit 0
-python3 - "$file" "$BENCH_README" "$(nproc)" "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
+[ -n "${BENCH_FIGURES:-}" ] || exit 0
+python3 - "$file" "$BENCH_FIGURES" "$(nproc)" "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$(swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)" <<'PY'
 import datetime, sys
-summary, readme, cpus, model, load, swift = sys.argv[1:7]
+summary, figures, cpus, model, load, swift = sys.argv[1:7]
 begin, end = "<!-- figures -->", "<!-- /figures -->"
-text = open(readme, encoding="utf-8").read()
+text = open(figures, encoding="utf-8").read()
 if begin not in text or end not in text or text.index(begin) > text.index(end):
-    sys.exit("summary.sh: %s has no %s … %s block: not written" % (readme, begin, end))
+    sys.exit("summary.sh: %s has no %s … %s block: not written" % (figures, begin, end))
 rows = []
 for line in open(summary, encoding="utf-8"):
     fields = line.rstrip("\n").split("|")
@@ -58,6 +58,6 @@ table = "\n".join([
 ] + rows + [end])
 head, rest = text.split(begin, 1)
 _, tail = rest.split(end, 1)
-open(readme, "w", encoding="utf-8").write(head + table + tail)
-print("   written to %s (%d figures)" % (readme, len(rows)))
+open(figures, "w", encoding="utf-8").write(head + table + tail)
+print("   written to %s (%d figures)" % (figures, len(rows)))
 PY

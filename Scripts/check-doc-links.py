@@ -8,6 +8,7 @@ repository:
   - `docs/NAME.md#anchor` and `README.md#anchor` named in source comments (relative to the root).
 The file must exist, and an anchor must be one that GitHub makes from a heading of that file
 (lower case, punctuation but `-` and `_` dropped, spaces to `-`, repeats numbered `-1`, `-2`…).
+Every page of docs/ must also be linked from README.md, whose index is the map of the docs.
 Prints every broken reference as `file:line: target: why` and exits 1 when there is one.
 Seconds, no build: `make test` runs it.
 """
@@ -107,6 +108,12 @@ def main():
                     for name, anchor in SOURCE_REFERENCE.findall(line):
                         if name.startswith("docs/") or name == "README.md":
                             check(name + anchor, ROOT, path, number, problems)
+    # The README is the map: each page of docs/ has its line in its index.
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme_links = set(MARKDOWN_LINK.findall(handle.read()))
+    for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+        if name.endswith(".md") and f"docs/{name}" not in readme_links:
+            problems.append(f"README.md: docs/{name}: not in the documentation index")
     for problem in problems:
         print(problem)
     if problems:

@@ -9,7 +9,7 @@
 // descriptor. They are tracked by the lock file's identity (device and inode), not by the path
 // that names the store: two uploaders of one process whose paths differ ("dir" and "dir/", a
 // link) are one store, and the second finds it busy — keyed by path, both passes ran over the
-// same reports and outbox and sent each event twice (issue 25). The second never opens the file
+// same reports and outbox and sent each event twice. The second never opens the file
 // held here (closing that descriptor would drop the first one's record lock). Not signal-safe.
 
 import CrumbsPlatform

@@ -26,7 +26,7 @@ struct RedactionCase: Decodable, CustomTestStringConvertible {
   }()
 }
 
-/// The redaction matcher (Redaction.swift) on the edge cases the README promises.
+/// The redaction matcher (Redaction.swift) on the edge cases docs/redaction.md promises.
 struct RedactionTests {
   let redactor = Redaction().redactor()
 

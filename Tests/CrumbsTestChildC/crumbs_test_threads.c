@@ -46,9 +46,16 @@ __attribute__((noinline)) static int crumbs__block_here(int tag) {
     return value + 1##n;                                                                           \
   }
 #define CRUMBS_BLOCKERS(t)                                                                         \
-  CRUMBS_BLOCKER(t##0) CRUMBS_BLOCKER(t##1) CRUMBS_BLOCKER(t##2) CRUMBS_BLOCKER(t##3)              \
-  CRUMBS_BLOCKER(t##4) CRUMBS_BLOCKER(t##5) CRUMBS_BLOCKER(t##6) CRUMBS_BLOCKER(t##7)              \
-  CRUMBS_BLOCKER(t##8) CRUMBS_BLOCKER(t##9)
+  CRUMBS_BLOCKER(t##0)                                                                             \
+  CRUMBS_BLOCKER(t##1)                                                                             \
+  CRUMBS_BLOCKER(t##2)                                                                             \
+  CRUMBS_BLOCKER(t##3)                                                                             \
+  CRUMBS_BLOCKER(t##4)                                                                             \
+  CRUMBS_BLOCKER(t##5)                                                                             \
+  CRUMBS_BLOCKER(t##6)                                                                             \
+  CRUMBS_BLOCKER(t##7)                                                                             \
+  CRUMBS_BLOCKER(t##8)                                                                             \
+  CRUMBS_BLOCKER(t##9)
 CRUMBS_BLOCKERS(0)
 CRUMBS_BLOCKERS(1)
 CRUMBS_BLOCKERS(2)

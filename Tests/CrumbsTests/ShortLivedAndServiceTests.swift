@@ -1,5 +1,5 @@
-// ShortLivedAndServiceTests.swift — the two shapes of program the README's "Use it in a CLI" and
-// "Use it in a server" sections describe, run as real processes:
+// ShortLivedAndServiceTests.swift — the two shapes of program docs/client.md's "Use it in a CLI"
+// and "Use it in a server" sections describe, run as real processes:
 //   - a CLI that crashed last time, reports a failure this time and returns from main right
 //     after `flush(timeout:)`: both reports reach a real loopback server before it exits;
 //   - a server built from Tests/Consumers/ServiceConsumer (its own package, Crumbs' public

@@ -225,7 +225,8 @@ print(
     + "\(Int(clientRSSAfterCrash)) KiB once it has reported the previous session's crash")
 print(
   "fault → death, client / recorder only: \(String(format: "%.2f", deathRatio))×; "
-    + "exit(0) → reaped: \(String(format: "%.2f", exitRatio))× (no goal since issue 26: see the Foundation figures)")
+    + "exit(0) → reaped: \(String(format: "%.2f", exitRatio))× (no goal since issue 26: see the Foundation figures)"
+)
 let networkingDeath = figure(crashes, "NetworkingProcess", \.endToReaped)
 let networkingExit = figure(exits, "NetworkingProcess", \.endToReaped)
 print(
@@ -265,11 +266,13 @@ BenchSummary.record(
 BenchSummary.record(
   "fault → death / exit(0) → reaped, client / a Foundation-linked program",
   "\(String(format: "%.2f", foundationDeathRatio))× / \(String(format: "%.2f", foundationExitRatio))× "
-    + "(\(ms(figure(crashes, "ClientProcess", \.endToReaped))) / \(ms(figure(exits, "ClientProcess", \.endToReaped))))")
+    + "(\(ms(figure(crashes, "ClientProcess", \.endToReaped))) / \(ms(figure(exits, "ClientProcess", \.endToReaped))))"
+)
 BenchSummary.record(
   "  for reference: client / recorder only",
   "\(String(format: "%.2f", deathRatio))× / \(String(format: "%.2f", exitRatio))× (recorder only: "
-    + "\(ms(figure(crashes, "RecorderProcess", \.endToReaped))) / \(ms(figure(exits, "RecorderProcess", \.endToReaped))))")
+    + "\(ms(figure(crashes, "RecorderProcess", \.endToReaped))) / \(ms(figure(exits, "RecorderProcess", \.endToReaped))))"
+)
 BenchSummary.record(
   "  for reference: FoundationNetworking, no Crumbs",
   "fault to death \(ms(networkingDeath)), exit(0) to reaped \(ms(networkingExit))")

@@ -330,7 +330,8 @@ if let sample = client.send(error: FiguresError()) {
   }
   let symbolicator = Symbolicator(
     modules: CurrentProcessModules.list(), options: PostMortemProcessor.defaultSymbolication)
-  _ = symbolicator.symbolicate(addresses, firstIsExactPC: false)  // its tables parsed once, as the client keeps them
+  // Its tables parsed once, as the client keeps them.
+  _ = symbolicator.symbolicate(addresses, firstIsExactPC: false)
   for _ in 0..<max(rounds, 15) {
     _ = nonFatalPhases.time("module list (dl_iterate_phdr)") { CurrentProcessModules.list() }
     _ = nonFatalPhases.time("symbolicate \(addresses.count) frames (tables already parsed)") {

@@ -87,7 +87,7 @@ public struct CrumbsConfiguration: Sendable {
   /// `cookie` or `set-cookie` (case-insensitive), the values of such `key=value` / `key: value`
   /// pairs in messages, matches of `valuePatterns`, and home directories in paths (`~/…`).
   /// Recorded in the session file, so `crumbs collect` applies this session's rules.
-  /// `Redaction.off` turns it off. What it does not catch: README "Redaction".
+  /// `Redaction.off` turns it off. What it does not catch: docs/redaction.md#what-it-does-not-catch.
   public var redaction = Redaction()
   /// Whether `crumbs threads PID` may ask this process for a dump of its threads: a real-time
   /// signal nobody handles is taken at start and named in the ring's header, and a thread

@@ -7,7 +7,7 @@ public enum CrumbsError: Error, CustomStringConvertible {
   case crashHandler(CrashHandlerError)
   case store(SystemCallError)
   /// `CrumbsConfiguration.redaction.valuePatterns` holds patterns outside the supported subset
-  /// (README "Redaction"): each named with why (`Redaction.invalidPatterns`).
+  /// (docs/redaction.md#value-patterns): each named with why (`Redaction.invalidPatterns`).
   case redactionPatterns([String])
   /// A client started in this process and not closed: one process, one client (one ring, one
   /// crash handler), so that one crash is one report. Use the running client, or `close()` it

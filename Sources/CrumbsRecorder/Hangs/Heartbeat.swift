@@ -1,5 +1,5 @@
-// Heartbeat.swift — a named sign of life that a loop gives (issue 23, hang detection, first
-// step), and the pure rule that turns what a watchdog sees of heartbeats into stalls.
+// Heartbeat.swift — a named sign of life that a loop gives (the first step of hang detection),
+// and the pure rule that turns what a watchdog sees of heartbeats into stalls.
 //
 // Entry points, in call order:
 //   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)

@@ -5,7 +5,7 @@
 //
 // Why: making a String for every message, key and value of a full ring (an allocation for each
 // text over 15 bytes, an array for each breadcrumb's attributes, and their release later) was
-// about a third of a ring read (issue 26), and the report path needs none of them: redaction
+// about a third of a ring read, and the report path needs none of them: redaction
 // (Redaction.swift, `Redactor.contents`) and the trail's JSON Lines (BreadcrumbJSON.swift) work
 // on the bytes in place.
 //
@@ -164,7 +164,7 @@ package struct BreadcrumbSlots: Sendable {
   /// Entries in time order: ticks, then thread and its sequence (then the order decoded).
   package mutating func sortByTime() {
     // Small keys sorted, then the entries gathered once: sorting the entries themselves (about
-    // 100 bytes each) moved each of them many times, a quarter of a ring read (issue 26).
+    // 100 bytes each) moved each of them many times, a quarter of a ring read.
     var keys = entries.withUnsafeBufferPointer { entries in
       entries.indices.map { index in
         (

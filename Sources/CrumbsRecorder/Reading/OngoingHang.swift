@@ -1,4 +1,4 @@
-// OngoingHang.swift — the hang a ring's header says was going on (issue 23, "killed while hung").
+// OngoingHang.swift — the hang a ring's header says was going on (a kill during it is explained).
 //
 // Entry point: OngoingHang.read(header) → (hang, damage): the header's hang fields through the
 // seqlock read of crumbs_ring_hang.c, then checked like every other field of a file a dead

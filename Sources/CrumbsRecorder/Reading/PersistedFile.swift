@@ -131,7 +131,7 @@ package struct PersistedFile {
       // Read, not mapped: a mapped file that shrinks under the reader (another process, a
       // hostile one) or whose disk fails a read faults with SIGBUS where a read returns an
       // error, and a ring that cannot be read must be quarantined, not end the process at
-      // every start (mapping it was a third cheaper; issue 26 kept the read).
+      // every start (mapping it was a third cheaper: not worth a SIGBUS).
       let buffer = try file.pages(at: 0, count: count)
       return try withExtendedLifetime(buffer) { () throws(PersistedFileError) in
         try parse(UnsafeRawBufferPointer(buffer.bytes))

@@ -83,7 +83,7 @@ public struct RingHeaderInfo: Sendable, Equatable {
   /// while its client runs; 0: none (no client, closed, or a file from before the field).
   public var threadDumpSignal: Int32 = 0
   /// What came before an end without a clean exit: a stop request, a limit signal, the limits
-  /// at start (issue 24; none in files from before the fields).
+  /// at start (none in files written before the fields existed).
   public var uncleanEndSigns = UncleanEndSigns()
 }
 
@@ -167,7 +167,7 @@ public enum RingReader {
       // The slots are read a chunk at a time into one small buffer, in the order decodeSlots
       // takes them (lane by lane, each in file order), and decoded there: the whole file read
       // into fresh pages cost as much again as decoding it (the kernel zeroing and charging a
-      // page for each 4 KiB, issue 26). A slot is whole in a chunk; a failed or short read ends
+      // page for each 4 KiB). A slot is whole in a chunk; a failed or short read ends
       // the reading with the error, as the whole file's read did.
       let slotSize = layout.slotSize
       let chunkSlots = max(1, Self.chunkBytes / slotSize)

@@ -1,5 +1,5 @@
-// UncleanEndSigns.swift — what a ring's header says came before an unclean end (issue 24,
-// "every unclean end explained"): the first stop request the app took over, the first
+// UncleanEndSigns.swift — what a ring's header says came before an unclean end (so that every
+// unclean end is explained): the first stop request the app took over, the first
 // resource-limit signal it outlived, and the resource limits at start.
 //
 // Entry point: UncleanEndSigns.read(header), called by RingHeaderValidation on a header copy.

@@ -1,7 +1,7 @@
-// BreadcrumbRing+Hang.swift — the watchdog's record of the hang going on, in the ring header
-// (issue 23, "killed while hung"): a liveness probe's SIGKILL, the OOM killer or a deadline that
-// ends the process during a hang runs no code of ours, so what the next launch says about the
-// hang must already be in the file.
+// BreadcrumbRing+Hang.swift — the watchdog's record of the hang going on, in the ring header,
+// so that a kill during a hang is explained: a liveness probe's SIGKILL, the OOM killer or a
+// deadline that ends the process during a hang runs no code of ours, so what the next launch
+// says about the hang must already be in the file.
 //
 // Entry points, in call order (the client's watchdog thread):
 //   recordHang(watch:sinceWallNanoseconds:frames:)   a watch stalled, or its frames got known

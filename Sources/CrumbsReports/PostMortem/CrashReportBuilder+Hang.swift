@@ -1,5 +1,5 @@
 // CrashReportBuilder+Hang.swift — what a report says when its session ended during a hang that
-// the session's watchdog had recorded in the ring header (RingHeaderInfo.ongoingHang, issue 23).
+// the session's watchdog had recorded in the ring header (RingHeaderInfo.ongoingHang).
 //
 // Entry points, used by CrashReportBuilder once the report is otherwise made:
 //   hangSentence(hang, endSignal:)   "killed during a hang of 31 s of W in F" (no crash record,

@@ -1,4 +1,4 @@
-// CrashReportBuilder+UncleanEnds.swift — every unclean end explained (issue 24): what a report
+// CrashReportBuilder+UncleanEnds.swift — every unclean end explained: what a report
 // says of a session that ended without a crash record and without a clean exit, when its ring
 // header can prove why (UncleanEndSigns: the stop request and limit signal the signal handler
 // noted, the resource limits at start; the boot id).
@@ -39,7 +39,7 @@ import CrumbsRecorder
 #endif
 
 /// Why a session ended without a crash record and without a clean exit, when its ring could
-/// tell (issue 24); the report's `exceptionType` says the same.
+/// tell; the report's `exceptionType` says the same.
 public enum UncleanEndCause: String, Sendable, Codable {
   /// The machine restarted while the process ran (power loss, kernel panic or reboot): not a
   /// process problem. `exceptionType` "MachineRestart".

@@ -272,7 +272,7 @@ package struct CrashReportBuilder {
     // A crash on a signal whose handler another handler had taken leaves no record either: the
     // report names those signals whatever else it infers.
     let replaced = replacedCrashSignals.joined(separator: ", ")
-    // A hang going on at the end (issue 23) is the likeliest reason for the kill: said first.
+    // A hang going on at the end is the likeliest reason for the kill: said first.
     let hang = header.ongoingHang.map { Self.hangSentence($0, endSignal: header.endSignal) }
     let stoppedBy = hang == nil ? nil : header.endSignal
     if let hang, stoppedBy != nil {

@@ -1,6 +1,6 @@
 // CrashReport+JSON.swift — report.json's bytes (docs/formats.md), written by hand through the one
-// JSON writer: `JSONEncoder` took about a third of the store step's CPU on every report (issue
-// 26). The text is what `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` wrote from
+// JSON writer: `JSONEncoder` took about a third of the store step's CPU on every report. The
+// text is what `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` wrote from
 // the `Codable` form (which stays: `ReportStore.decode` reads with `JSONDecoder`): compact, keys
 // in the byte order of their UTF-8 (each object's fixed keys are written in that order here; the
 // app's `resource` and `attributes` keys are sorted), nil optionals left out, slashes as they

@@ -17,7 +17,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
     case abnormalTermination = "abnormal_termination"
     /// Reported by the app while it kept running.
     case nonFatal = "non_fatal"
-    /// A watch stalled past its threshold while the process lived on (issue 23): every
+    /// A watch stalled past its threshold while the process lived on: every
     /// thread's stack, taken without stopping the process.
     case hang
   }

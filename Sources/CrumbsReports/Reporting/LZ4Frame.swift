@@ -16,8 +16,8 @@ public enum LZ4Frame {
   /// its bytes on disk, the compressed ones, and a block's checksum covers exactly those (a
   /// damaged block is named before it is decompressed). The content checksum hashes the whole
   /// uncompressed trail (a megabyte of JSON for a full ring) at every store: 0.19 ms of the
-  /// 0.56 ms LZ4 took per report (ReportFigures, issue 26); the block checksums hash about a
-  /// sixth of that. Frames written with a content checksum (before issue 26, or by `lz4`) still
+  /// 0.56 ms LZ4 took per report (ReportFigures); the block checksums hash about a sixth of
+  /// that. Frames written with a content checksum (by earlier versions, or by `lz4`) still
   /// verify it: liblz4 checks whatever the frame descriptor announces.
   public static func compress(_ bytes: [UInt8]) throws(LZ4Error) -> [UInt8] {
     var preferences = LZ4F_preferences_t()

@@ -1,4 +1,4 @@
-// Redaction.swift — personal data scrubbed on the device, when a report is built (issue 25):
+// Redaction.swift — personal data scrubbed on the device, when a report is built:
 // the one redaction function every report builder uses. Never on the append path: the ring keeps
 // the raw bytes the app appended (the file stays on the device, 0600), and what leaves it — the
 // trail attachment, the report's attributes, resource and messages — is redacted here.
@@ -64,12 +64,13 @@ public struct Redaction: Sendable, Equatable, Codable {
   /// Keys whose values are redacted, in attributes and in `key=value` / `key: value` pairs of
   /// free text (ASCII case-insensitive, `-` and `_` alike, substring of the key).
   public var keys: [String]
-  /// Regular expressions, in the linear-time subset of Swift `Regex` syntax that README
-  /// "Redaction" lists (literals, `.`, classes, `\d \w \s \b`, anchors, groups, `|`, greedy and
-  /// lazy repetition, a leading `(?i)`); every match in a message or attribute value is replaced.
-  /// A pattern outside the subset is refused: `CrumbsClient.start` throws, `invalidPatterns`
-  /// says why. Matching never backtracks, and a text on which the patterns run out of their
-  /// step budget is redacted whole. None by default; `Redaction.emailAddresses` is one.
+  /// Regular expressions, in the linear-time subset of Swift `Regex` syntax that
+  /// docs/redaction.md#value-patterns lists (literals, `.`, classes, `\d \w \s \b`, anchors,
+  /// groups, `|`, greedy and lazy repetition, a leading `(?i)`); every match in a message or
+  /// attribute value is replaced. A pattern outside the subset is refused: `CrumbsClient.start`
+  /// throws, `invalidPatterns` says why. Matching never backtracks, and a text on which the
+  /// patterns run out of their step budget is redacted whole. None by default;
+  /// `Redaction.emailAddresses` is one.
   public var valuePatterns: [String]
   /// `/home/NAME/…`, `/Users/NAME/…` and `/root/…` become `~/…`.
   public var shortensHomeDirectories: Bool

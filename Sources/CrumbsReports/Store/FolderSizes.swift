@@ -1,7 +1,7 @@
 // FolderSizes.swift — the bytes of each report folder, remembered while the folder is unchanged,
 // so that `enforceLimits` (after every store) stats one entry per report instead of opening,
 // listing and stat'ing every file of every stored report (0.2–0.4 ms per store with 50 reports,
-// growing with the store; issue 26).
+// growing with the store).
 //
 // A folder's size is trusted while the folder is the same one (device and inode) with the same
 // ctime: adding, removing or renaming a file in it (a report stored, an attachment evicted,

@@ -390,7 +390,7 @@ public struct ReportStore: Sendable {
 
   /// report.json's bytes (docs/formats.md): compact, keys sorted, slashes as they are, written by
   /// hand through the JSON writer (CrashReport+JSON.swift): `JSONEncoder` (and before it, its
-  /// pretty-printing) cost a third of the store step's CPU on every report (issue 26). Its
+  /// pretty-printing) cost a third of the store step's CPU on every report. Its
   /// readers are JSON parsers (`crumbs report decode` pretty-prints it). Sorted, so one report
   /// always gives the same bytes. It no longer fails; `throws` stays for its callers.
   static func encode(_ report: CrashReport) throws(SystemCallError) -> [UInt8] {

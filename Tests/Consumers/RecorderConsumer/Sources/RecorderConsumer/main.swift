@@ -1,6 +1,6 @@
-// Records the way the README shows: a ring directory, a ring, install, the crash handler,
-// breadcrumbs (one built at run time), and a return from main: no close by hand, the exit hook
-// `install()` armed marks the ring clean. Its one argument is the Crumbs directory; it prints
+// Records the way docs/client.md#record-only shows: a ring directory, a ring, install, the crash
+// handler, breadcrumbs (one built at run time), and a return from main: no close by hand, the exit
+// hook `install()` armed marks the ring clean. Its one argument is the Crumbs directory; it prints
 // the ring file's path.
 import CrumbsRecorder
 
