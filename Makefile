@@ -146,13 +146,13 @@ format: clang-format-tool
 
 ## The format lints: swift format's (any warning fails it: --strict) and clang-format's
 ## (--dry-run --Werror), so CI holds the format (`make format` fixes most). Also two habits: no
-## .PHONY target of this Makefile without a rule, and no issue number in a Swift file under
+## .PHONY target of this Makefile without a rule, and no issue number in a Swift or C file under
 ## Sources/ (a comment says the rule, not where it came from).
 lint: clang-format-tool
 	@for target in $$(sed -n 's/^\.PHONY://p' Makefile); do \
 	  grep -q "^$$target:" Makefile || { echo "lint: .PHONY target $$target has no rule" >&2; exit 1; }; \
 	done
-	@! grep -rnE '\b[Ii]ssues? #?[0-9]+' Sources --include='*.swift' || \
+	@! grep -rnE '\b[Ii]ssues? #?[0-9]+' Sources --include='*.swift' --include='*.[ch]' --include='*.cpp' || \
 	  { echo "lint: Sources/ names issues above: say the rule instead" >&2; exit 1; }
 	$(SWIFT) format lint --strict --recursive $(SWIFT_FORMAT_PATHS)
 	$(CLANG_FORMAT) --dry-run --Werror --style=file $(C_FORMAT_FILES)

@@ -36,8 +36,8 @@ void crumbs__terminate_uninstall(void) {}
 #endif
 
 static crumbs_crash_record *smoke_record(void) {
-  void *mapping = mmap(NULL, sizeof(crumbs_crash_record), PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void *mapping =
+      mmap(NULL, sizeof(crumbs_crash_record), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) return NULL;
   uint8_t id[16] = {1};
   crumbs_crash_record_format(mapping, (uint32_t)getpid(), id, id, 0);
@@ -56,10 +56,8 @@ static int smoke_install(crumbs_crash_record *record) {
 
 static void *smoke_thread(void *argument) {
   stack_t current;
-  *(int *)argument = sigaltstack(NULL, &current) == 0 && current.ss_sp != NULL &&
-                             !(current.ss_flags & SS_DISABLE)
-                         ? 2
-                         : 1;
+  *(int *)argument =
+      sigaltstack(NULL, &current) == 0 && current.ss_sp != NULL && !(current.ss_flags & SS_DISABLE) ? 2 : 1;
   return NULL;
 }
 
@@ -91,15 +89,14 @@ int main(void) {
   int created = pthread_create(&thread, NULL, smoke_thread, &ran);
   if (created == 0) pthread_join(thread, NULL);
   printf("%s thread: pthread_create %d, ran %s, alternate stack %s, covers new threads %d\n",
-         created == 0 && ran == 2 ? "ok" : "FAIL", created, ran ? "yes" : "no",
-         ran == 2 ? "yes" : "no", (int)crumbs_crash_covers_new_threads());
+         created == 0 && ran == 2 ? "ok" : "FAIL", created, ran ? "yes" : "no", ran == 2 ? "yes" : "no",
+         (int)crumbs_crash_covers_new_threads());
   failures += !(created == 0 && ran == 2 && crumbs_crash_covers_new_threads());
 
   crumbs_crash_record *child_record = smoke_record();
   pid_t child = child_record == NULL ? -1 : fork();
   if (child == 0) {
-    crumbs_crash_record_format(child_record, (uint32_t)getpid(), (uint8_t[16]){2}, (uint8_t[16]){2},
-                               0);
+    crumbs_crash_record_format(child_record, (uint32_t)getpid(), (uint8_t[16]){2}, (uint8_t[16]){2}, 0);
     if (smoke_install(child_record) != 0) _exit(3);
     volatile uintptr_t unmapped = 8;
     *(volatile int *)unmapped = 1;

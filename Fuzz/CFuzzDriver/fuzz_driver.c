@@ -1,8 +1,7 @@
 // Why C: see include/fuzz_driver.h.
 #include "fuzz_driver.h"
 
-extern int LLVMFuzzerRunDriver(int *argc, char ***argv,
-                               int (*callback)(const uint8_t *data, size_t size))
+extern int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size))
     __attribute__((weak));
 
 // libclang_rt.fuzzer's own main (FuzzerMain.o) references this symbol. lld never pulls that

@@ -1,7 +1,7 @@
 // crumbs_curl_loader.c — see include/crumbs_curl_loader.h.
 
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE  // secure_getenv
+#define _GNU_SOURCE // secure_getenv
 #endif
 #include "crumbs_curl_loader.h"
 
@@ -61,7 +61,7 @@ const char *crumbs_curl_library_name(void) {
 static void keep_tls_through_exit(void *library) {
   int (*init_crypto)(uint64_t, const void *) =
       (int (*)(uint64_t, const void *))dlsym(library, "OPENSSL_init_crypto");
-  if (init_crypto != NULL) (void)init_crypto(0x00080000u, NULL);  // OPENSSL_INIT_NO_ATEXIT
+  if (init_crypto != NULL) (void)init_crypto(0x00080000u, NULL); // OPENSSL_INIT_NO_ATEXIT
 }
 
 // Called with load_lock held, while neither loaded nor unusable.
@@ -72,7 +72,7 @@ static void load(void) {
     const char *reason = dlerror();
     snprintf(failure, sizeof failure, "cannot load %s (%s)", crumbs_curl_library_name(),
              reason ? reason : "not found");
-    return;  // not installed (yet): the next call looks again
+    return; // not installed (yet): the next call looks again
   }
   curl.global_init = (int (*)(long))symbol(library, "curl_global_init");
   curl.easy_init = (void *(*)(void))symbol(library, "curl_easy_init");

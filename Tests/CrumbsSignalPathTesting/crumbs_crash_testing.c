@@ -51,7 +51,9 @@ void crumbs_crash_testing_stale_request_to_live_capture(bool enabled) {
   crumbs__thread_capture_testing_stale_request(enabled);
 }
 
-void crumbs_crash_testing_uninstall_meets_crash(int fd) { crumbs__thread_capture_testing_uninstall_meets_crash(fd); }
+void crumbs_crash_testing_uninstall_meets_crash(int fd) {
+  crumbs__thread_capture_testing_uninstall_meets_crash(fd);
+}
 
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result) {

@@ -121,13 +121,15 @@ static uint32_t crumbs__stale_tid;
 /// (crumbs__testing_stale_go): a request delivered late.
 static void crumbs__testing_stale_hold(int signal_number, uint32_t tid) {
   crumbs__capture_state *capture = &crumbs__capture;
-  if (signal_number != SIGPROF || __atomic_load_n(&crumbs__stale_request, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED ||
+  if (signal_number != SIGPROF ||
+      __atomic_load_n(&crumbs__stale_request, __ATOMIC_ACQUIRE) != CRUMBS__LATE_ARMED ||
       !__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE)) {
     return;
   }
   // Claimed before the word moves: the crash lets it in only once the word says STOPPED.
   uint32_t none = 0;
-  if (!__atomic_compare_exchange_n(&crumbs__stale_tid, &none, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  if (!__atomic_compare_exchange_n(&crumbs__stale_tid, &none, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;
   crumbs__testing_advance(&crumbs__stale_request, CRUMBS__LATE_ARMED, CRUMBS__LATE_STOPPED, true);
 }
 
@@ -165,8 +167,8 @@ static void crumbs__testing_uninstall_done(void) {
 
 // MARK: - The live capture: a fault while a thread is parked, a crash meeting it
 
-static uint32_t crumbs__live_faults;     // atomic: fault while a thread is parked, once
-static int crumbs__live_meet_fd = -1;    // atomic: meet a crash on another thread, once
+static uint32_t crumbs__live_faults;  // atomic: fault while a thread is parked, once
+static int crumbs__live_meet_fd = -1; // atomic: meet a crash on another thread, once
 
 /// A fault of the capture itself while a thread is parked, once armed; with a stop armed too,
 /// only once the thread it holds has stopped (none ever did: no fault, no take-over).

@@ -26,9 +26,7 @@
 
 uint32_t crumbs_test_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
-__attribute__((noinline)) void crumbs_test_null_deref(void) {
-  *(volatile int *)(uintptr_t)0 = 42;
-}
+__attribute__((noinline)) void crumbs_test_null_deref(void) { *(volatile int *)(uintptr_t)0 = 42; }
 
 __attribute__((noinline)) int crumbs_test_int_divide(int dividend, int divisor) {
   volatile int top = dividend, bottom = divisor;
@@ -79,9 +77,7 @@ __attribute__((noinline)) int crumbs_test_recurse_then(int depth, void (*crash)(
 
 uintptr_t crumbs_test_address_of_null_deref(void) { return (uintptr_t)&crumbs_test_null_deref; }
 uintptr_t crumbs_test_address_of_int_divide(void) { return (uintptr_t)&crumbs_test_int_divide; }
-uintptr_t crumbs_test_address_of_overflow_stack(void) {
-  return (uintptr_t)&crumbs_test_overflow_stack;
-}
+uintptr_t crumbs_test_address_of_overflow_stack(void) { return (uintptr_t)&crumbs_test_overflow_stack; }
 uintptr_t crumbs_test_address_of_call_null(void) { return (uintptr_t)&crumbs_test_call_null; }
 
 static struct sigaction crumbs_test_replaced[65];
@@ -206,7 +202,8 @@ uintptr_t crumbs_test_kernel_handler(int signal_number) {
     uint64_t mask;
   } kernel_action;
   memset(&kernel_action, 0, sizeof kernel_action);
-  if (syscall(SYS_rt_sigaction, signal_number, NULL, &kernel_action, sizeof kernel_action.mask) != 0) return 0;
+  if (syscall(SYS_rt_sigaction, signal_number, NULL, &kernel_action, sizeof kernel_action.mask) != 0)
+    return 0;
   return kernel_action.handler;
 }
 
@@ -270,8 +267,7 @@ int crumbs_test_set_fatal_message(const char *text) {
 const char *crumbs_test_unterminated_text(uint32_t length) {
   long page = sysconf(_SC_PAGESIZE);
   size_t pages = (length + (size_t)page - 1) / (size_t)page + 1;
-  char *mapped = mmap(NULL, pages * (size_t)page, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *mapped = mmap(NULL, pages * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) return NULL;
   char *guard = mapped + (pages - 1) * (size_t)page;
   if (mprotect(guard, (size_t)page, PROT_NONE) != 0) return NULL;
@@ -329,9 +325,9 @@ __attribute__((noinline)) int crumbs_test_crash_without_unwind_info(void) {
 #if defined(__x86_64__)
   // sub $0x400,%rsp; movq $0,(%rsp); xor %ebp,%ebp; xor %eax,%eax; movl $1,(%rax): the scan
   // from its sp crosses the stale return addresses crumbs_test_leave_return_addresses left.
-  static const unsigned char code[] = {0x48, 0x81, 0xec, 0x00, 0x04, 0x00, 0x00, 0x48, 0xc7, 0x04, 0x24,
-                                       0x00, 0x00, 0x00, 0x00, 0x31, 0xed, 0x31, 0xc0, 0xc7, 0x00, 0x01,
-                                       0x00, 0x00, 0x00};
+  static const unsigned char code[] = {0x48, 0x81, 0xec, 0x00, 0x04, 0x00, 0x00, 0x48, 0xc7,
+                                       0x04, 0x24, 0x00, 0x00, 0x00, 0x00, 0x31, 0xed, 0x31,
+                                       0xc0, 0xc7, 0x00, 0x01, 0x00, 0x00, 0x00};
   void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) return -1;
   memcpy(page, code, sizeof code);

@@ -186,7 +186,8 @@ __attribute__((noinline)) int crumbs_test_seccomp_filter_spinning(void) {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
   };
   struct sock_fprog program = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
     crumbs__result("host filter failed\n");
     return -1;
   }

@@ -43,8 +43,8 @@ static void *crumbs__overflow_main(void *argument) {
 }
 
 int crumbs_test_overflow_on_guarded_stack(uintptr_t *stack_low, uintptr_t *guard_low) {
-  char *base = mmap(NULL, CRUMBS__GUARDED_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-                    -1, 0);
+  char *base = mmap(NULL, CRUMBS__GUARDED_STACK, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (base == MAP_FAILED) return -1;
   if (madvise(base, CRUMBS__GUARD, MADV_GUARD_INSTALL) != 0) return -1;
   // glibc 2.42 reports a thread's stack without its guard (pthread_getattr_np): so do we.
@@ -131,8 +131,8 @@ static int crumbs__count_tasks(pid_t pid) {
   long bytes;
   while ((bytes = syscall(SYS_getdents64, fd, entries, sizeof entries)) > 0) {
     for (long offset = 0; offset + 19 < bytes;) {
-      unsigned short record_length = (unsigned short)((unsigned char)entries[offset + 16] |
-                                                      (unsigned char)entries[offset + 17] << 8);
+      unsigned short record_length =
+          (unsigned short)((unsigned char)entries[offset + 16] | (unsigned char)entries[offset + 17] << 8);
       if (record_length == 0) break;
       if (entries[offset + 19] != '.') tasks++;
       offset += record_length;

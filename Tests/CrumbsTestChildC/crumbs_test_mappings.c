@@ -36,8 +36,8 @@ static pthread_cond_t crumbs_test_changed = PTHREAD_COND_INITIALIZER;
 static uint32_t crumbs_test_arrived;
 static bool crumbs_test_released;
 static pthread_t *crumbs_test_threads;
-static stack_t *crumbs_test_stacks;       // the held group's, by thread
-static uintptr_t *crumbs_test_earlier;    // the last released group's ss_sp, sorted
+static stack_t *crumbs_test_stacks;    // the held group's, by thread
+static uintptr_t *crumbs_test_earlier; // the last released group's ss_sp, sorted
 static uint32_t crumbs_test_earlier_count;
 static uint32_t crumbs_test_held;
 
@@ -100,9 +100,8 @@ void crumbs_test_hold_threads(uint32_t count, uint64_t size, crumbs_test_held_st
   for (uint32_t index = 0; index < with_one; index++) {
     if (index > 0 && stacks[index] == stacks[index - 1]) continue;
     held->distinct++;
-    if (crumbs_test_earlier != NULL &&
-        bsearch(&stacks[index], crumbs_test_earlier, crumbs_test_earlier_count, sizeof *stacks,
-                crumbs_test_compare) != NULL) {
+    if (crumbs_test_earlier != NULL && bsearch(&stacks[index], crumbs_test_earlier, crumbs_test_earlier_count,
+                                               sizeof *stacks, crumbs_test_compare) != NULL) {
       held->reused++;
     }
   }

@@ -52,8 +52,8 @@ static void crumbs_test_runtime_handler(int signal_number, siginfo_t *info, void
 int crumbs_test_install_runtime_handler(int signal_number, int give_up) {
   crumbs_test_page_size = sysconf(_SC_PAGESIZE);
   if (crumbs_test_runtime_page == NULL) {
-    void *page = mmap(NULL, (size_t)crumbs_test_page_size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *page =
+        mmap(NULL, (size_t)crumbs_test_page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) return -1;
     crumbs_test_runtime_page = page;
   }

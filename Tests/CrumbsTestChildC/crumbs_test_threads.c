@@ -39,22 +39,22 @@ __attribute__((noinline)) static int crumbs__block_here(int tag) {
 
 // crumbs_test_blocked_00 … crumbs_test_blocked_99: one per thread, each with its own constant
 // so that no two are identical (nothing can fold them), and work after the call (no tail call).
-#define CRUMBS_BLOCKER(n)                                                                          \
-  __attribute__((noinline)) int crumbs_test_blocked_##n(void) {                                  \
-    int value = crumbs__block_here(1##n);                                                          \
-    __asm__ volatile("" : "+r"(value)::"memory");                                                  \
-    return value + 1##n;                                                                           \
+#define CRUMBS_BLOCKER(n)                                       \
+  __attribute__((noinline)) int crumbs_test_blocked_##n(void) { \
+    int value = crumbs__block_here(1##n);                       \
+    __asm__ volatile("" : "+r"(value)::"memory");               \
+    return value + 1##n;                                        \
   }
-#define CRUMBS_BLOCKERS(t)                                                                         \
-  CRUMBS_BLOCKER(t##0)                                                                             \
-  CRUMBS_BLOCKER(t##1)                                                                             \
-  CRUMBS_BLOCKER(t##2)                                                                             \
-  CRUMBS_BLOCKER(t##3)                                                                             \
-  CRUMBS_BLOCKER(t##4)                                                                             \
-  CRUMBS_BLOCKER(t##5)                                                                             \
-  CRUMBS_BLOCKER(t##6)                                                                             \
-  CRUMBS_BLOCKER(t##7)                                                                             \
-  CRUMBS_BLOCKER(t##8)                                                                             \
+#define CRUMBS_BLOCKERS(t) \
+  CRUMBS_BLOCKER(t##0)     \
+  CRUMBS_BLOCKER(t##1)     \
+  CRUMBS_BLOCKER(t##2)     \
+  CRUMBS_BLOCKER(t##3)     \
+  CRUMBS_BLOCKER(t##4)     \
+  CRUMBS_BLOCKER(t##5)     \
+  CRUMBS_BLOCKER(t##6)     \
+  CRUMBS_BLOCKER(t##7)     \
+  CRUMBS_BLOCKER(t##8)     \
   CRUMBS_BLOCKER(t##9)
 CRUMBS_BLOCKERS(0)
 CRUMBS_BLOCKERS(1)
@@ -67,10 +67,10 @@ CRUMBS_BLOCKERS(7)
 CRUMBS_BLOCKERS(8)
 CRUMBS_BLOCKERS(9)
 
-#define CRUMBS_ROW(t)                                                                              \
-  crumbs_test_blocked_##t##0, crumbs_test_blocked_##t##1, crumbs_test_blocked_##t##2,              \
-      crumbs_test_blocked_##t##3, crumbs_test_blocked_##t##4, crumbs_test_blocked_##t##5,          \
-      crumbs_test_blocked_##t##6, crumbs_test_blocked_##t##7, crumbs_test_blocked_##t##8,          \
+#define CRUMBS_ROW(t)                                                                     \
+  crumbs_test_blocked_##t##0, crumbs_test_blocked_##t##1, crumbs_test_blocked_##t##2,     \
+      crumbs_test_blocked_##t##3, crumbs_test_blocked_##t##4, crumbs_test_blocked_##t##5, \
+      crumbs_test_blocked_##t##6, crumbs_test_blocked_##t##7, crumbs_test_blocked_##t##8, \
       crumbs_test_blocked_##t##9
 static int (*const crumbs__blockers[100])(void) = {
     CRUMBS_ROW(0), CRUMBS_ROW(1), CRUMBS_ROW(2), CRUMBS_ROW(3), CRUMBS_ROW(4),
@@ -181,7 +181,8 @@ int crumbs_test_wait_for_parked(int count) {
   pthread_once(&crumbs__parked_once, crumbs__parked_pipes);
   for (int arrived = 0; arrived < count;) {
     char bytes[64];
-    ssize_t got = read(crumbs__parked_ready[0], bytes, sizeof bytes < (size_t)(count - arrived) ? sizeof bytes : (size_t)(count - arrived));
+    ssize_t got = read(crumbs__parked_ready[0], bytes,
+                       sizeof bytes < (size_t)(count - arrived) ? sizeof bytes : (size_t)(count - arrived));
     if (got <= 0) return -1;
     arrived += (int)got;
   }
@@ -277,7 +278,8 @@ static void *crumbs__crasher_main(void *argument) {
   // capture lists it as not answering at once, without waiting for it.
   sigset_t mask;
   sigemptyset(&mask);
-  for (int signal_number = SIGRTMIN; signal_number <= SIGRTMAX; signal_number++) sigaddset(&mask, signal_number);
+  for (int signal_number = SIGRTMIN; signal_number <= SIGRTMAX; signal_number++)
+    sigaddset(&mask, signal_number);
   sigaddset(&mask, SIGPROF);
   pthread_sigmask(SIG_BLOCK, &mask, NULL);
   pthread_setname_np(pthread_self(), "crasher");

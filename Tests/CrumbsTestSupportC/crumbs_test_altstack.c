@@ -65,7 +65,7 @@ int crumbs_test_append_on_threads(uint32_t count, crumbs_test_altstack_report *r
 #define CRUMBS_TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
 
-#define CRUMBS_TEST_ALLOW(name)                                                                    \
+#define CRUMBS_TEST_ALLOW(name) \
   BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
 typedef struct crumbs_test_watched {

@@ -23,8 +23,8 @@
 /// serialized by the Swift wrapper); read by the handler on any thread. `record` and `ring` are
 /// published with release stores and read once per crash; the rest is written before them.
 typedef struct crumbs__crash_state {
-  crumbs_crash_record *volatile record; // NULL when not installed
-  const crumbs_ring *volatile ring;     // the installer's handle (immortal), or NULL
+  crumbs_crash_record *volatile record;                // NULL when not installed
+  const crumbs_ring *volatile ring;                    // the installer's handle (immortal), or NULL
   struct sigaction previous[CRUMBS__CRASH_MAX_SIGNAL]; // the actions before ours
   /// The action of a library that replaced ours after install, kept when install takes the
   /// signal back (it chains to us, and may recover its own faults); sa_handler SIG_DFL: none.
@@ -45,7 +45,7 @@ typedef struct crumbs__crash_state {
   /// An address in the Swift runtime's code (dlsym at install), 0 without one found: an action
   /// whose handler is in the same module is the Swift runtime's backtracer, which never recovers.
   uint64_t swift_runtime_address;
-  uint32_t wait_ms;    // how long a second crashing thread waits for the first
+  uint32_t wait_ms; // how long a second crashing thread waits for the first
   /// The Swift runtime's `std::atomic<const char *>` holding its last fatal-error message
   /// (swift_getFatalErrorMessageBuffer, looked up with dlsym at install); NULL without a Swift
   /// runtime. The handler loads the pointer and copies a bounded prefix of the text.
@@ -90,8 +90,7 @@ typedef enum crumbs__chain_stage {
   CRUMBS__CHAIN_FIRST_CHANCE = 1, // calling a handler that may recover, nothing recorded yet
   CRUMBS__CHAIN_AFTER_RECORD = 2, // calling the handlers after the record, before the death
 } crumbs__chain_stage;
-extern __thread crumbs__crash_thread crumbs__crash_this_thread
-    __attribute__((tls_model("initial-exec")));
+extern __thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tls_model("initial-exec")));
 
 /// The fatal-signal handler (installed with SA_SIGINFO | SA_ONSTACK | SA_NODEFER).
 void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context);

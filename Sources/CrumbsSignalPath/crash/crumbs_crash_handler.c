@@ -74,8 +74,7 @@ static uint64_t crumbs__handler_address(const struct sigaction *action) {
                                          : (uint64_t)(uintptr_t)action->sa_handler;
 }
 
-static void crumbs__call(const struct sigaction *action, int signal_number, siginfo_t *info,
-                         void *context) {
+static void crumbs__call(const struct sigaction *action, int signal_number, siginfo_t *info, void *context) {
   if (action->sa_flags & SA_SIGINFO) {
     action->sa_sigaction(signal_number, info, context);
   } else {
@@ -177,7 +176,8 @@ static void crumbs__record_crash(int signal_number, siginfo_t *info, void *conte
     // The thread capture shows this fault's context if it asks this thread while it waits.
     crumbs__this_thread.crash_context = context;
     struct timespec millisecond = {0, 1000000};
-    for (uint32_t waited = 0; waited < crumbs__crash_installed.wait_ms; waited++) nanosleep(&millisecond, NULL);
+    for (uint32_t waited = 0; waited < crumbs__crash_installed.wait_ms; waited++)
+      nanosleep(&millisecond, NULL);
     crumbs__die_now(signal_number);
     return;
   }
@@ -245,7 +245,8 @@ static void crumbs__first_chance_mark(crumbs_crash_record *record, int signal_nu
   __atomic_fetch_add(&mark->calling, 1, __ATOMIC_RELEASE);
   crumbs__crash_this_thread.first_chance_marked = 1;
   uint32_t idle = 0;
-  if (!__atomic_compare_exchange_n(&mark->writing, &idle, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+  if (!__atomic_compare_exchange_n(&mark->writing, &idle, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return;
   mark->thread_id = thread_id;
   mark->signal_number = signal_number;
   mark->signal_code = info != NULL ? info->si_code : 0;
@@ -307,8 +308,8 @@ static bool crumbs__first_chance_loops(crumbs_crash_record *record, int signal_n
     thread->loop_repeats = 0;
     return false;
   }
-  if (thread->loop_signal != signal_number || thread->loop_pc != pc_before || thread->loop_address != address ||
-      thread->loop_repeats == 0) {
+  if (thread->loop_signal != signal_number || thread->loop_pc != pc_before ||
+      thread->loop_address != address || thread->loop_repeats == 0) {
     thread->loop_signal = signal_number;
     thread->loop_pc = pc_before;
     thread->loop_address = address;
@@ -320,7 +321,8 @@ static bool crumbs__first_chance_loops(crumbs_crash_record *record, int signal_n
   if (thread->loop_repeats < thread->loop_check_at) return false;
   if (!crumbs__access_allowed_now(signal_number, info, context)) return true;
   uint32_t step = thread->loop_check_at < 4096u ? thread->loop_check_at : 4096u;
-  thread->loop_check_at = thread->loop_check_at > UINT32_MAX - step ? UINT32_MAX : thread->loop_check_at + step;
+  thread->loop_check_at = thread->loop_check_at > UINT32_MAX - step ? UINT32_MAX
+                                                                    : thread->loop_check_at + step;
   return false;
 }
 
@@ -380,8 +382,7 @@ static void crumbs__handle(int signal_number, siginfo_t *info, void *context, ui
                            uint64_t started_ns) {
   crumbs__crash_thread *thread = &crumbs__crash_this_thread;
   switch (crumbs__first_chance(signal_number, info, context, thread_id, started_ns)) {
-  case CRUMBS__RECOVERED:
-    return;
+  case CRUMBS__RECOVERED: return;
   case CRUMBS__GAVE_UP:
     // It chose the action the fault comes back to: nothing else of the chain is called.
     thread->chain_next = 2;

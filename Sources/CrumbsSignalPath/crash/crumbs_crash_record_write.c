@@ -32,8 +32,7 @@
 
 // MARK: - Registers (crumbs_context.c reads them)
 
-static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *record,
-                                                        const void *context) {
+static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *record, const void *context) {
   crumbs__context_registers result;
   record->register_count =
       crumbs__context_copy_registers(context, record->registers, CRUMBS_CRASH_MAX_REGISTERS, &result);
@@ -42,14 +41,12 @@ static crumbs__context_registers crumbs__copy_registers(crumbs_crash_record *rec
 
 // MARK: - The record
 
-static void crumbs__record_signal(crumbs_crash_record *record, int signal_number,
-                                  const siginfo_t *info) {
+static void crumbs__record_signal(crumbs_crash_record *record, int signal_number, const siginfo_t *info) {
   record->signal_number = signal_number;
   record->signal_code = info != NULL ? info->si_code : 0;
   record->signal_errno = info != NULL ? info->si_errno : 0;
   // "" when the table has no name: the reader shows the number.
-  crumbs__format_copy(record->signal_name, sizeof record->signal_name,
-                      crumbs_signal_name(signal_number));
+  crumbs__format_copy(record->signal_name, sizeof record->signal_name, crumbs_signal_name(signal_number));
   crumbs__format_copy(record->code_name, sizeof record->code_name,
                       crumbs_signal_code_name(signal_number, record->signal_code));
   if (info == NULL) return;
@@ -58,9 +55,8 @@ static void crumbs__record_signal(crumbs_crash_record *record, int signal_number
     record->sender_pid = info->si_pid;
     record->sender_uid = info->si_uid;
     __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_HAS_SENDER, __ATOMIC_RELAXED);
-  } else if (code > 0 && (signal_number == SIGSEGV || signal_number == SIGBUS ||
-                          signal_number == SIGILL || signal_number == SIGFPE ||
-                          signal_number == SIGTRAP)) {
+  } else if (code > 0 && (signal_number == SIGSEGV || signal_number == SIGBUS || signal_number == SIGILL ||
+                          signal_number == SIGFPE || signal_number == SIGTRAP)) {
     record->fault_address = (uint64_t)(uintptr_t)info->si_addr;
   }
 }
@@ -80,7 +76,8 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
   for (int index = 0; index < 2 && record->stack_source == CRUMBS_STACK_UNKNOWN; index++) {
     uint64_t probe = probes[index];
     if (probe == 0) continue;
-    if (crumbs__this_thread.stack_high != 0 && probe >= crumbs__this_thread.stack_low && probe < crumbs__this_thread.stack_high) {
+    if (crumbs__this_thread.stack_high != 0 && probe >= crumbs__this_thread.stack_low &&
+        probe < crumbs__this_thread.stack_high) {
       low = crumbs__this_thread.stack_low;
       high = crumbs__this_thread.stack_high;
       record->stack_source = CRUMBS_STACK_REGISTERED;
@@ -101,9 +98,8 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
 #if defined(__x86_64__)
   // Read through the kernel: [sp] may be in such a guard, and must not fault here.
   uint64_t leaf_return = 0;
-  if (record->stack_source != CRUMBS_STACK_UNKNOWN && registers.sp >= low &&
-      registers.sp + 8 <= high && (registers.sp & 7u) == 0 &&
-      crumbs__crash_read_memory(registers.sp, &leaf_return, sizeof leaf_return)) {
+  if (record->stack_source != CRUMBS_STACK_UNKNOWN && registers.sp >= low && registers.sp + 8 <= high &&
+      (registers.sp & 7u) == 0 && crumbs__crash_read_memory(registers.sp, &leaf_return, sizeof leaf_return)) {
     registers.leaf_return = leaf_return;
   }
 #endif
@@ -123,7 +119,7 @@ static void crumbs__record_backtrace(crumbs_crash_record *record, crumbs__contex
   crumbs__context_unwind_registers(context, &unwind);
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
   uint32_t walked = crumbs__unwind(&modules, &unwind, low, high, record->frames, record->frame_marks,
-                                         CRUMBS_CRASH_MAX_FRAMES, &stop);
+                                   CRUMBS_CRASH_MAX_FRAMES, &stop);
   // The record-wide flags readers of earlier files know, from the per-frame marks.
   for (uint32_t index = 0; index < walked; index++) {
     if (record->frame_marks[index] & CRUMBS_FRAME_INSERTED) {
@@ -166,8 +162,8 @@ static void crumbs__record_swift_message(crumbs_crash_message *message) {
   uint64_t address = (uint64_t)(uintptr_t)text, low = 0, high = 0;
   if (!crumbs__crash_mapping_containing(address, &low, &high) || high <= address) return;
   uint64_t readable = high - address;
-  uint32_t limit =
-      readable < CRUMBS_CRASH_SWIFT_MESSAGE_SIZE ? (uint32_t)readable : CRUMBS_CRASH_SWIFT_MESSAGE_SIZE;
+  uint32_t limit = readable < CRUMBS_CRASH_SWIFT_MESSAGE_SIZE ? (uint32_t)readable
+                                                              : CRUMBS_CRASH_SWIFT_MESSAGE_SIZE;
   uint32_t length = 0;
   while (length < limit && text[length] != '\0') {
     message->swift_message[length] = text[length];
@@ -225,15 +221,14 @@ static void crumbs__append_fatal_breadcrumb(const crumbs_crash_record *record) {
   crumbs__format_append_decimal(signal_text, sizeof signal_text, 0, record->signal_number);
   crumbs__format_append_decimal(code_text, sizeof code_text, 0, record->signal_code);
   crumbs__format_append_hex(address_text, sizeof address_text, 0, record->fault_address);
-  crumbs__format_append_hex(pc_text, sizeof pc_text, 0,
-                            record->frame_count > 0 ? record->frames[0] : 0);
+  crumbs__format_append_hex(pc_text, sizeof pc_text, 0, record->frame_count > 0 ? record->frames[0] : 0);
   crumbs__format_append_decimal(thread_text, sizeof thread_text, 0, record->thread_id);
   const crumbs_attribute attributes[] = {
-      {"signal", signal_text}, {"code", code_text}, {"address", address_text},
+      {"signal", signal_text}, {"code", code_text},     {"address", address_text},
       {"pc", pc_text},         {"thread", thread_text},
   };
-  crumbs_ring_add(ring, CRUMBS_LEVEL_FATAL, CRUMBS_TYPE_SYSTEM, CRUMBS_SLOT_FROM_SIGNAL_HANDLER,
-                  message, attributes, sizeof attributes / sizeof attributes[0]);
+  crumbs_ring_add(ring, CRUMBS_LEVEL_FATAL, CRUMBS_TYPE_SYSTEM, CRUMBS_SLOT_FROM_SIGNAL_HANDLER, message,
+                  attributes, sizeof attributes / sizeof attributes[0]);
   crumbs_ring_set_state(ring, CRUMBS_RING_CRASHED);
 }
 
@@ -262,7 +257,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   crumbs__thread_capture_request(record, thread_id, process_ends);
 
   if (CRUMBS__HOOK_ON(fault_inside_handler)) { // tests only
-    volatile uintptr_t unmapped = 8; // through a variable: gcc -Warray-bounds flags a constant
+    volatile uintptr_t unmapped = 8;           // through a variable: gcc -Warray-bounds flags a constant
     *(volatile int *)unmapped = 1;
   }
 

@@ -48,8 +48,8 @@ static bool crumbs__elf_read(const crumbs__elf_file *file, uint64_t offset, void
 }
 
 /// A section header's table entry, checked: inside the file. Pure but for the read.
-static bool crumbs__elf_section(const crumbs__elf_file *file, const ElfW(Ehdr) *header, uint32_t index,
-                                ElfW(Shdr) *section) {
+static bool crumbs__elf_section(const crumbs__elf_file *file, const ElfW(Ehdr) * header, uint32_t index,
+                                ElfW(Shdr) * section) {
   if (index >= header->e_shnum) return false;
   uint64_t offset = (uint64_t)header->e_shoff + (uint64_t)index * sizeof(ElfW(Shdr));
   return crumbs__elf_read(file, offset, section, sizeof *section);
@@ -57,7 +57,7 @@ static bool crumbs__elf_section(const crumbs__elf_file *file, const ElfW(Ehdr) *
 
 /// The ELF header, checked: this machine's class and byte order, section headers of the expected
 /// entry size and inside the file.
-static bool crumbs__elf_header(const crumbs__elf_file *file, ElfW(Ehdr) *header) {
+static bool crumbs__elf_header(const crumbs__elf_file *file, ElfW(Ehdr) * header) {
   if (!crumbs__elf_read(file, 0, header, sizeof *header)) return false;
   const unsigned char *ident = header->e_ident;
   if (ident[EI_MAG0] != ELFMAG0 || ident[EI_MAG1] != ELFMAG1 || ident[EI_MAG2] != ELFMAG2 ||
@@ -80,7 +80,7 @@ static bool crumbs__elf_header(const crumbs__elf_file *file, ElfW(Ehdr) *header)
 
 /// Finds the symbol table to search (`.symtab`, else `.dynsym`) and its string table, both
 /// checked inside the file with entries of the expected size.
-static bool crumbs__elf_tables(const crumbs__elf_file *file, const ElfW(Ehdr) *header, ElfW(Shdr) *symbols,
+static bool crumbs__elf_tables(const crumbs__elf_file *file, const ElfW(Ehdr) * header, ElfW(Shdr) * symbols,
                                crumbs__elf_strings *strings) {
   ElfW(Shdr) section, dynamic;
   bool have_static = false, have_dynamic = false;
@@ -98,7 +98,8 @@ static bool crumbs__elf_tables(const crumbs__elf_file *file, const ElfW(Ehdr) *h
     if (!have_dynamic) return false;
     *symbols = dynamic;
   }
-  if (symbols->sh_entsize != sizeof(ElfW(Sym)) || !crumbs__elf_span(file, symbols->sh_offset, symbols->sh_size)) {
+  if (symbols->sh_entsize != sizeof(ElfW(Sym)) ||
+      !crumbs__elf_span(file, symbols->sh_offset, symbols->sh_size)) {
     return false;
   }
   ElfW(Shdr) linked;
@@ -116,7 +117,8 @@ bool crumbs__elf_symbols_find(const crumbs__elf_file *file, crumbs__elf_query *q
   for (uint32_t index = 0; index < count; index++) queries[index].found = false;
   ElfW(Ehdr) header;
   ElfW(Shdr) symbols;
-  if (file == NULL || !crumbs__elf_header(file, &header) || !crumbs__elf_tables(file, &header, &symbols, strings)) {
+  if (file == NULL || !crumbs__elf_header(file, &header) ||
+      !crumbs__elf_tables(file, &header, &symbols, strings)) {
     return false;
   }
   union {
@@ -129,7 +131,8 @@ bool crumbs__elf_symbols_find(const crumbs__elf_file *file, crumbs__elf_query *q
   uint32_t left = count;
   for (uint64_t first = 0; first < total && left > 0;) {
     uint64_t batch = total - first;
-    if (batch > sizeof chunk.symbols / sizeof chunk.symbols[0]) batch = sizeof chunk.symbols / sizeof chunk.symbols[0];
+    if (batch > sizeof chunk.symbols / sizeof chunk.symbols[0])
+      batch = sizeof chunk.symbols / sizeof chunk.symbols[0];
     if (!crumbs__elf_read(file, symbols.sh_offset + first * sizeof(ElfW(Sym)), chunk.symbols,
                           (size_t)batch * sizeof(ElfW(Sym)))) {
       break;
@@ -137,8 +140,8 @@ bool crumbs__elf_symbols_find(const crumbs__elf_file *file, crumbs__elf_query *q
     for (uint64_t at = 0; at < batch; at++) {
       const ElfW(Sym) *symbol = &chunk.symbols[at];
       unsigned type = ELF64_ST_TYPE(symbol->st_info);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || symbol->st_shndx == SHN_UNDEF || symbol->st_size == 0 ||
-          symbol->st_name >= strings->size) {
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || symbol->st_shndx == SHN_UNDEF ||
+          symbol->st_size == 0 || symbol->st_name >= strings->size) {
         continue;
       }
       uint64_t start = symbol->st_value, size = symbol->st_size;
@@ -267,7 +270,8 @@ static bool crumbs__swift_identifier(const char **cursor, crumbs__swift_words *w
     while (substitutions && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
       bool last = *p >= 'A' && *p <= 'Z';
       uint32_t index = (uint32_t)(last ? *p - 'A' : *p - 'a');
-      if (index >= words->count || !crumbs__swift_put(buffer, capacity, used, words->start[index], words->length[index])) {
+      if (index >= words->count ||
+          !crumbs__swift_put(buffer, capacity, used, words->start[index], words->length[index])) {
         return false;
       }
       p++;

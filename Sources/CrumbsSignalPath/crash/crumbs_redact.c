@@ -69,11 +69,21 @@ static bool crumbs__redact_is_key_byte(char c) {
 /// Where an unquoted value ends: blanks, line ends, `& , ;`, quotes, closing brackets, `< >`.
 static bool crumbs__redact_is_delimiter(char c) {
   switch (c) {
-  case ' ': case '\t': case '\n': case '\r': case '&': case ',': case ';': case '"': case '\'': case ')':
-  case ']': case '}': case '<': case '>':
-    return true;
-  default:
-    return false;
+  case ' ':
+  case '\t':
+  case '\n':
+  case '\r':
+  case '&':
+  case ',':
+  case ';':
+  case '"':
+  case '\'':
+  case ')':
+  case ']':
+  case '}':
+  case '<':
+  case '>': return true;
+  default: return false;
   }
 }
 
@@ -95,7 +105,8 @@ static bool crumbs__redact_starts_with(const char *text, size_t length, size_t a
 /// [*start, *end): from after the "//" to the authority's last '@' (a password may hold a raw
 /// '@'), the authority ending at '/', '?', '#' or a delimiter. False when there is none, or it is
 /// redacted already. Pure.
-static bool crumbs__redact_userinfo(const char *text, size_t length, size_t colon, size_t *start, size_t *end) {
+static bool crumbs__redact_userinfo(const char *text, size_t length, size_t colon, size_t *start,
+                                    size_t *end) {
   if (colon == 0 || !crumbs__redact_is_alphanumeric(text[colon - 1]) || colon + 2 >= length ||
       text[colon + 1] != '/' || text[colon + 2] != '/') {
     return false;
@@ -146,7 +157,8 @@ static bool crumbs__redact_contains(const char *text, size_t length, const char 
   if (wanted_length == 0 || wanted_length > length) return false;
   for (size_t start = 0; start + wanted_length <= length; start++) {
     size_t offset = 0;
-    while (offset < wanted_length && crumbs__redact_normalized(text[start + offset]) == wanted[offset]) offset++;
+    while (offset < wanted_length && crumbs__redact_normalized(text[start + offset]) == wanted[offset])
+      offset++;
     if (offset == wanted_length) return true;
   }
   return false;
@@ -166,7 +178,7 @@ static bool crumbs__redact_key_matches(const char *text, size_t length) {
 /// credential follows after one space.
 static bool crumbs__redact_is_scheme(const char *text, size_t length) {
   static const char *const schemes[] = {"bearer", "basic", "digest", "negotiate", "ntlm",
-                                        "token", "hoba", "mutual", "dpop", "aws4_hmac_sha256"};
+                                        "token",  "hoba",  "mutual", "dpop",      "aws4_hmac_sha256"};
   for (size_t index = 0; index < sizeof schemes / sizeof schemes[0]; index++) {
     size_t scheme_length = 0;
     while (schemes[index][scheme_length] != '\0') scheme_length++;
@@ -226,8 +238,8 @@ static bool crumbs__redact_value(const char *text, size_t length, size_t from, b
   } else {
     while (cursor < length && !crumbs__redact_is_delimiter(text[cursor])) cursor++;
     if (cursor == first) return false;
-    if (crumbs__redact_is_scheme(text + first, cursor - first) && cursor + 1 < length && text[cursor] == ' ' &&
-        !crumbs__redact_is_delimiter(text[cursor + 1])) {
+    if (crumbs__redact_is_scheme(text + first, cursor - first) && cursor + 1 < length &&
+        text[cursor] == ' ' && !crumbs__redact_is_delimiter(text[cursor + 1])) {
       cursor++;
       while (cursor < length && !crumbs__redact_is_delimiter(text[cursor])) cursor++;
     }
@@ -292,15 +304,16 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
     bool cookie = crumbs__redact_contains(text + key_start, key_end - key_start, "cookie");
     if (!crumbs__redact_value(text, length, value_from, cookie, &value_start, &value_end)) continue;
     used = crumbs__redact_append(out, capacity, used, text + copied, value_start - copied, cut);
-    used = crumbs__redact_append(out, capacity, used, crumbs__redact_replacement, CRUMBS__REDACT_REPLACEMENT_LENGTH,
-                                 cut);
+    used = crumbs__redact_append(out, capacity, used, crumbs__redact_replacement,
+                                 CRUMBS__REDACT_REPLACEMENT_LENGTH, cut);
     copied = value_end;
     if (value_end > index + 1) index = value_end - 1;
   }
   return crumbs__redact_append(out, capacity, used, text + copied, length - copied, cut);
 }
 
-size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out, size_t capacity) {
+size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out,
+                                                 size_t capacity) {
   bool cut;
   return crumbs__redact_pairs(text, length, out, capacity, &cut);
 }

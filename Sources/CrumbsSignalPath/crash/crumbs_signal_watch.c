@@ -39,10 +39,8 @@ extern sighandler_t __bsd_signal(int, sighandler_t) __attribute__((weak));
 
 // A sanitizer's interceptors, when one is linked (weak: NULL otherwise); see crumbs_thread_start.c.
 // With one, crumbs__libc_sigaction calls its sigaction interceptor.
-extern int ___interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
-    __attribute__((weak));
-extern int __interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
-    __attribute__((weak));
+extern int ___interceptor_sigaction(int, const struct sigaction *, struct sigaction *) __attribute__((weak));
+extern int __interceptor_sigaction(int, const struct sigaction *, struct sigaction *) __attribute__((weak));
 extern sighandler_t ___interceptor_signal(int, sighandler_t) __attribute__((weak));
 extern sighandler_t __interceptor_signal(int, sighandler_t) __attribute__((weak));
 

@@ -53,8 +53,8 @@ void record_uncaught_exception() noexcept {
   std::type_info *type = abi::__cxa_current_exception_type();
   if (type == nullptr) return; // std::terminate without an exception (or a foreign one)
   int expected = 0;
-  if (!__atomic_compare_exchange_n(&crumbs_terminate_claimed, &expected, 1, false,
-                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&crumbs_terminate_claimed, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
     return;
   }
   crumbs_crash_message *message = &crumbs__crash_uncaught;

@@ -54,8 +54,8 @@ int crumbs_termination_message_set_fd(int fd) {
 
 /// The frame the line names.
 typedef struct crumbs__termination_frame {
-  int module;       // row in the record's module table, -1 outside every module
-  uint64_t address; // the frame's address (a pc, or a return address)
+  int module;                               // row in the record's module table, -1 outside every module
+  uint64_t address;                         // the frame's address (a pc, or a return address)
   char name[CRUMBS__TERMINATION_NAME_SIZE]; // "" when unnamed
 } crumbs__termination_frame;
 
@@ -63,12 +63,14 @@ typedef struct crumbs__termination_frame {
 /// symbol is not Crumbs' goes into `frame` (with its name when one was found). Returns false
 /// when no frame lies in the executable. Safe to call from a signal handler (open, fstat,
 /// pread, close; module lookups).
-static bool crumbs__termination_app_frame(const crumbs_crash_record *record, crumbs__termination_frame *frame) {
+static bool crumbs__termination_app_frame(const crumbs_crash_record *record,
+                                          crumbs__termination_frame *frame) {
   const crumbs__module_table modules = crumbs__module_table_of(record);
   crumbs__elf_query queries[CRUMBS__TERMINATION_FRAMES];
   uint64_t addresses[CRUMBS__TERMINATION_FRAMES];
   uint32_t count = 0;
-  uint32_t frames = record->frame_count < CRUMBS_CRASH_MAX_FRAMES ? record->frame_count : CRUMBS_CRASH_MAX_FRAMES;
+  uint32_t frames = record->frame_count < CRUMBS_CRASH_MAX_FRAMES ? record->frame_count
+                                                                  : CRUMBS_CRASH_MAX_FRAMES;
   uint64_t bias = record->modules[0].load_bias;
   for (uint32_t index = 0; index < frames && count < CRUMBS__TERMINATION_FRAMES; index++) {
     uint64_t address = record->frames[index];
@@ -229,8 +231,8 @@ void crumbs__termination_message_write(const crumbs_crash_record *record) {
 
 // MARK: - Tests and fuzzing only
 
-static int32_t crumbs__testing_lookup(const crumbs__elf_file *file, uint64_t address, char *name, size_t capacity,
-                                      uint64_t *start) {
+static int32_t crumbs__testing_lookup(const crumbs__elf_file *file, uint64_t address, char *name,
+                                      size_t capacity, uint64_t *start) {
   crumbs__elf_query query = {.address = address, .symbol_value = 0, .name_offset = 0, .found = false};
   crumbs__elf_strings strings;
   if (capacity > 0) name[0] = '\0';
@@ -245,7 +247,9 @@ int32_t crumbs_elf_symbol_testing_lookup(const uint8_t *bytes, size_t size, uint
                                          size_t capacity, uint64_t *start) {
   // An empty input still needs a non-NULL pointer to mean "in memory".
   static const uint8_t nothing = 0;
-  crumbs__elf_file file = {.fd = -1, .bytes = bytes != NULL ? bytes : &nothing, .size = bytes != NULL ? size : 0};
+  crumbs__elf_file file = {.fd = -1,
+                           .bytes = bytes != NULL ? bytes : &nothing,
+                           .size = bytes != NULL ? size : 0};
   return crumbs__testing_lookup(&file, address, name, capacity, start);
 }
 

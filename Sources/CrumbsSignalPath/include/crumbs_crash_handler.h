@@ -75,10 +75,10 @@ typedef struct crumbs_crash_config {
   /// The record's file (copied; at most CRUMBS_RING_FILE_PATH_SIZE - 1 bytes, else ""), which
   /// crumbs_crash_record_path returns; a forked child's is its own (crumbs_fork.h).
   const char *record_path;
-  const crumbs_ring *ring;     // where the final fatal breadcrumb goes; may be NULL
-  uint64_t signal_mask;        // bit (1 << signo) for each signal to catch (signo < 64)
-  uint32_t altstack_size;      // bytes per alternate stack; 0: 64 KiB
-  uint32_t altstack_pool_count; // alternate stacks for other threads; 0: 64 (max 1024)
+  const crumbs_ring *ring;          // where the final fatal breadcrumb goes; may be NULL
+  uint64_t signal_mask;             // bit (1 << signo) for each signal to catch (signo < 64)
+  uint32_t altstack_size;           // bytes per alternate stack; 0: 64 KiB
+  uint32_t altstack_pool_count;     // alternate stacks for other threads; 0: 64 (max 1024)
   uint32_t wait_for_first_crash_ms; // a second crashing thread waits at most this; 0: 3000
   /// 0: every thread created after install gets an alternate stack at its start (our
   /// pthread_create, crumbs_thread_start.c); 1: only on its first append or prepare_thread.
@@ -107,10 +107,10 @@ typedef struct crumbs_crash_config {
 /// Errors of crumbs_crash_install (0 is success).
 enum {
   CRUMBS_CRASH_INSTALL_OK = 0,
-  CRUMBS_CRASH_INSTALL_BAD_RECORD = 1,    // not a formatted record
-  CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED = 2, // mmap of the alternate stacks failed (errno)
+  CRUMBS_CRASH_INSTALL_BAD_RECORD = 1,       // not a formatted record
+  CRUMBS_CRASH_INSTALL_ALTSTACK_FAILED = 2,  // mmap of the alternate stacks failed (errno)
   CRUMBS_CRASH_INSTALL_SIGACTION_FAILED = 3, // sigaction failed (errno)
-  CRUMBS_CRASH_INSTALL_BAD_SIGNALS = 4,   // empty mask or a signal that cannot be caught
+  CRUMBS_CRASH_INSTALL_BAD_SIGNALS = 4,      // empty mask or a signal that cannot be caught
 };
 
 /// Sets the guard pages of the alternate stacks that install left for later (see
@@ -120,9 +120,8 @@ void crumbs_crash_guard_alternate_stacks(void);
 /// Writes the header of a fresh zero-filled record: magic, version, sizes, identity, state
 /// ARMED. Safe to call from a signal handler (memcpy, clock_gettime), which the fork handler
 /// relies on in a forked child (crumbs_fork.h); otherwise set-up code.
-void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
-                                const uint8_t session_id[16], const uint8_t boot_id[16],
-                                uint64_t process_start_boottime_ns);
+void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid, const uint8_t session_id[16],
+                                const uint8_t boot_id[16], uint64_t process_start_boottime_ns);
 
 /// Installs (or re-asserts) the handler. Idempotent: a second call with the same record only
 /// re-takes signals another library replaced since; with another record or ring it switches

@@ -161,11 +161,11 @@ typedef enum crumbs_crash_arch {
 
 /// Why the frame-pointer walk stopped (`crumbs_crash_record.backtrace_stop`).
 typedef enum crumbs_crash_backtrace_stop {
-  CRUMBS_BACKTRACE_END_OF_CHAIN = 1,   // frame pointer 0 or return address 0: the outermost frame
-  CRUMBS_BACKTRACE_OUT_OF_BOUNDS = 2,  // next frame pointer outside the thread's stack
-  CRUMBS_BACKTRACE_NOT_ASCENDING = 3,  // next frame pointer not above the previous one
-  CRUMBS_BACKTRACE_MISALIGNED = 4,     // frame pointer not 8-byte aligned
-  CRUMBS_BACKTRACE_FULL = 5,           // CRUMBS_CRASH_MAX_FRAMES reached
+  CRUMBS_BACKTRACE_END_OF_CHAIN = 1,    // frame pointer 0 or return address 0: the outermost frame
+  CRUMBS_BACKTRACE_OUT_OF_BOUNDS = 2,   // next frame pointer outside the thread's stack
+  CRUMBS_BACKTRACE_NOT_ASCENDING = 3,   // next frame pointer not above the previous one
+  CRUMBS_BACKTRACE_MISALIGNED = 4,      // frame pointer not 8-byte aligned
+  CRUMBS_BACKTRACE_FULL = 5,            // CRUMBS_CRASH_MAX_FRAMES reached
   CRUMBS_BACKTRACE_NO_STACK_BOUNDS = 6, // stack range unknown: only the PC was recorded
 } crumbs_crash_backtrace_stop;
 
@@ -314,17 +314,17 @@ enum {
 
 /// One thread of the crashed process (version 3).
 typedef struct crumbs_crash_thread {
-  uint32_t tid;           // kernel tid
-  uint32_t state;         // crumbs_crash_thread_state
-  char name[16];          // PR_GET_NAME (or /proc/self/task/<tid>/comm), NUL-terminated
-  uint64_t stack_low;     // the range the walk trusted (0, 0: unknown)
+  uint32_t tid;       // kernel tid
+  uint32_t state;     // crumbs_crash_thread_state
+  char name[16];      // PR_GET_NAME (or /proc/self/task/<tid>/comm), NUL-terminated
+  uint64_t stack_low; // the range the walk trusted (0, 0: unknown)
   uint64_t stack_high;
-  uint32_t stack_source;  // crumbs_crash_stack_source
+  uint32_t stack_source; // crumbs_crash_stack_source
   uint32_t register_count;
-  uint32_t frame_count;   // frames[0] is the PC where the thread was stopped
+  uint32_t frame_count;    // frames[0] is the PC where the thread was stopped
   uint32_t backtrace_stop; // crumbs_crash_backtrace_stop
-  int32_t signal_number;  // CRUMBS_THREAD_ALSO_CRASHED: its own signal
-  int32_t asked_with;     // the signal sent to it (the capture signal or SIGPROF); 0: none
+  int32_t signal_number;   // CRUMBS_THREAD_ALSO_CRASHED: its own signal
+  int32_t asked_with;      // the signal sent to it (the capture signal or SIGPROF); 0: none
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS]; // named as crumbs_crash_arch says
   uint64_t frames[CRUMBS_CRASH_THREAD_MAX_FRAMES];
   uint8_t frame_marks[CRUMBS_CRASH_THREAD_MAX_FRAMES]; // CRUMBS_FRAME_* per frame
@@ -353,14 +353,14 @@ _Static_assert(offsetof(crumbs_crash_thread, not_signalled) == 968, "persisted")
 /// (crumbs_live_capture.h) fills the same struct in its caller's memory, entry 0 the thread that
 /// asked (CRUMBS_THREAD_REQUESTING).
 typedef struct crumbs_crash_thread_table {
-  uint32_t threads_seen;   // tids listed (the crashing one included): may exceed thread_count
-  uint32_t thread_count;   // entries written (≤ CRUMBS_CRASH_MAX_THREADS)
-  uint32_t captured;       // entries CRUMBS_THREAD_CAPTURED or CRUMBS_THREAD_ALSO_CRASHED
-  uint32_t no_answer;      // entries CRUMBS_THREAD_NO_ANSWER
-  int32_t capture_signal;  // the signal that asked them (0: none could be installed)
-  uint32_t flags;          // CRUMBS_THREADS_*
+  uint32_t threads_seen;        // tids listed (the crashing one included): may exceed thread_count
+  uint32_t thread_count;        // entries written (≤ CRUMBS_CRASH_MAX_THREADS)
+  uint32_t captured;            // entries CRUMBS_THREAD_CAPTURED or CRUMBS_THREAD_ALSO_CRASHED
+  uint32_t no_answer;           // entries CRUMBS_THREAD_NO_ANSWER
+  int32_t capture_signal;       // the signal that asked them (0: none could be installed)
+  uint32_t flags;               // CRUMBS_THREADS_*
   uint64_t capture_duration_ns; // first request to the release of the parked threads
-  uint64_t deadline_ns;    // how long the handler waited at most for answers
+  uint64_t deadline_ns;         // how long the handler waited at most for answers
   uint8_t reserved[24];
   crumbs_crash_thread threads[CRUMBS_CRASH_MAX_THREADS];
 } crumbs_crash_thread_table;
@@ -369,11 +369,11 @@ _Static_assert(offsetof(crumbs_crash_thread_table, threads) == 64, "persisted");
 /// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh, or as the
 /// handler found it at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH).
 typedef struct crumbs_crash_module {
-  uint64_t load_bias;  // dlpi_addr: runtime address = file virtual address + load_bias
-  uint64_t start;      // lowest PT_LOAD runtime address
-  uint64_t end;        // end of the highest PT_LOAD
-  uint64_t text_start; // lowest executable PT_LOAD runtime address
-  uint64_t text_end;   // end of the highest executable PT_LOAD
+  uint64_t load_bias;     // dlpi_addr: runtime address = file virtual address + load_bias
+  uint64_t start;         // lowest PT_LOAD runtime address
+  uint64_t end;           // end of the highest PT_LOAD
+  uint64_t text_start;    // lowest executable PT_LOAD runtime address
+  uint64_t text_end;      // end of the highest executable PT_LOAD
   uint32_t build_id_size; // bytes of build_id used (0: none)
   uint32_t flags;         // CRUMBS_CRASH_MODULE_* (was reserved, always 0: see the version note)
   uint8_t build_id[CRUMBS_CRASH_BUILD_ID_SIZE]; // NT_GNU_BUILD_ID
@@ -386,29 +386,29 @@ _Static_assert(offsetof(crumbs_crash_module, path) == 80, "persisted");
 /// The whole crash record file (rounded up to a page on disk).
 typedef struct crumbs_crash_record {
   // Written at install.
-  uint64_t magic;        // CRUMBS_CRASH_RECORD_MAGIC
-  uint32_t version;      // CRUMBS_CRASH_RECORD_VERSION
-  uint32_t header_size;  // CRUMBS_CRASH_HEADER_SIZE
-  uint64_t total_size;   // sizeof(crumbs_crash_record)
-  uint32_t state;        // atomic, crumbs_crash_state
-  uint32_t flags;        // CRUMBS_CRASH_FLAG_*
-  uint32_t arch;         // crumbs_crash_arch
+  uint64_t magic;       // CRUMBS_CRASH_RECORD_MAGIC
+  uint32_t version;     // CRUMBS_CRASH_RECORD_VERSION
+  uint32_t header_size; // CRUMBS_CRASH_HEADER_SIZE
+  uint64_t total_size;  // sizeof(crumbs_crash_record)
+  uint32_t state;       // atomic, crumbs_crash_state
+  uint32_t flags;       // CRUMBS_CRASH_FLAG_*
+  uint32_t arch;        // crumbs_crash_arch
   uint32_t pid;
   uint8_t session_id[16]; // the ring's: links `<session>.crash` to `<session>.ring`
   uint8_t boot_id[16];
-  uint64_t install_wall_ns;               // since the Unix epoch
-  uint64_t process_start_boottime_ns;     // CLOCK_BOOTTIME at process start (/proc/self/stat)
+  uint64_t install_wall_ns;           // since the Unix epoch
+  uint64_t process_start_boottime_ns; // CLOCK_BOOTTIME at process start (/proc/self/stat)
 
   // The signal.
   int32_t signal_number;
-  int32_t signal_code;   // si_code
-  int32_t signal_errno;  // si_errno
+  int32_t signal_code;      // si_code
+  int32_t signal_errno;     // si_errno
   uint32_t threads_crashed; // threads that entered the handler (the first one wrote this)
-  int32_t sender_pid;    // with CRUMBS_CRASH_FLAG_HAS_SENDER
+  int32_t sender_pid;       // with CRUMBS_CRASH_FLAG_HAS_SENDER
   uint32_t sender_uid;
   uint64_t fault_address; // si_addr (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP)
-  char signal_name[16];  // "SIGSEGV"
-  char code_name[32];    // "SEGV_MAPERR", "SI_USER", ...
+  char signal_name[16];   // "SIGSEGV"
+  char code_name[32];     // "SEGV_MAPERR", "SI_USER", ...
 
   // The crashing thread.
   uint32_t thread_id;    // kernel tid
@@ -444,7 +444,7 @@ typedef struct crumbs_crash_record {
   // Module table (install / refresh; see the file comment).
   uint64_t module_generation; // atomic seqlock, odd while rewritten
   uint32_t module_count;
-  uint32_t module_adds;       // dl_iterate_phdr's dlpi_adds at the last scan (truncated)
+  uint32_t module_adds; // dl_iterate_phdr's dlpi_adds at the last scan (truncated)
 
   /// CRUMBS_CRASH_COMPLETE_MARKER once the handler finished; stored last (release).
   uint64_t complete_marker;

@@ -44,9 +44,9 @@ typedef struct crumbs_live_capture_stats {
   uint64_t duration_ns;      // its start to its end (also the table's capture_duration_ns)
   uint64_t longest_pause_ns; // the longest a thread stayed parked (each entry's paused_ns)
   uint32_t longest_pause_tid;
-  uint32_t parked;           // threads parked (and released)
-  uint32_t signalled;        // signals sent (each a thread that was running, or left its call)
-  uint32_t read_blocked;     // threads walked where they block in a system call, not signalled
+  uint32_t parked;       // threads parked (and released)
+  uint32_t signalled;    // signals sent (each a thread that was running, or left its call)
+  uint32_t read_blocked; // threads walked where they block in a system call, not signalled
 } crumbs_live_capture_stats;
 
 /// crumbs_capture_threads_live's result.

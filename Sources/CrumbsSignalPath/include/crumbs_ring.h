@@ -59,19 +59,19 @@ enum {
 /// one `important_share`-th (e.g. 8 → 1/8) for warning-and-above. Lane counts are powers of two
 /// (at most CRUMBS_RING_MAX_LANES/2 each) and so are lane sizes, so the slot count may round
 /// down. Returns a CRUMBS_PLAN_* code.
-int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count,
-                     uint32_t important_share, crumbs_ring_plan_result *plan);
+int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count, uint32_t important_share,
+                     crumbs_ring_plan_result *plan);
 
 /// Who is writing the ring, recorded in its header.
 typedef struct crumbs_ring_identity {
   uint32_t pid;
   uint8_t session_id[16];
   uint8_t boot_id[16];
-  const char *app_name;   // may be NULL
-  const char *app_version; // may be NULL
-  const char *environment_resource; // may be NULL; what passes 2047 bytes is cut
-  const char *executable; // may be NULL
-  const char *cgroup;     // may be NULL
+  const char *app_name;               // may be NULL
+  const char *app_version;            // may be NULL
+  const char *environment_resource;   // may be NULL; what passes 2047 bytes is cut
+  const char *executable;             // may be NULL
+  const char *cgroup;                 // may be NULL
   uint64_t cgroup_oom_kills_at_start; // UINT64_MAX when unknown
   uint64_t writer_start_ticks;        // crumbs_process_stat's start time; 0 when unknown
   uint64_t writer_pid_namespace;      // inode of /proc/self/ns/pid; 0 when unknown
@@ -83,8 +83,8 @@ typedef struct crumbs_ring_identity {
 /// Picks the clock (CPU counter when `cpu_counter_is_reliable`, else CLOCK_MONOTONIC) and takes
 /// the creation anchor. Safe to call from a signal handler (and so in a forked child):
 /// clock_gettime and stores into `base`.
-void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
-                        const crumbs_ring_identity *identity, bool cpu_counter_is_reliable);
+void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan, const crumbs_ring_identity *identity,
+                        bool cpu_counter_is_reliable);
 
 /// Fills `ring` from a mapping of a ring we formatted (or validated). No checks: readers of
 /// untrusted files validate in Swift first.
@@ -153,14 +153,13 @@ typedef struct crumbs_utf8_attribute {
 /// know their lengths (Swift's append calls crumbs_ring_add_utf8). What does not fit the slot is
 /// cut at a character boundary and flagged; at most 16 attributes are kept. Returns true when
 /// appended. Safe to call from a signal handler.
-bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message,
-                                size_t message_length, const crumbs_utf8_attribute *attributes,
-                                size_t attribute_count);
+bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message, size_t message_length,
+                                const crumbs_utf8_attribute *attributes, size_t attribute_count);
 /// As crumbs_add_breadcrumb_utf8, into a given ring (NULL: does nothing), with extra slot flags.
 /// Safe to call from a signal handler.
 bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
-                          const char *message, size_t message_length,
-                          const crumbs_utf8_attribute *attributes, size_t attribute_count);
+                          const char *message, size_t message_length, const crumbs_utf8_attribute *attributes,
+                          size_t attribute_count);
 
 /// Appends a breadcrumb to the process-wide ring; does nothing when none is installed or the
 /// level/type is filtered. `message` is NUL-terminated UTF-8. Measures each string, then does
@@ -170,9 +169,8 @@ bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,
                            const crumbs_attribute *attributes, size_t attribute_count);
 /// As crumbs_add_breadcrumb, into a given ring, with extra slot flags.
 /// Safe to call from a signal handler.
-bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
-                     const char *message, const crumbs_attribute *attributes,
-                     size_t attribute_count);
+bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags, const char *message,
+                     const crumbs_attribute *attributes, size_t attribute_count);
 
 /// Copies slot `slot_index` into `out` (slot_size bytes) so that the copy is one consistent
 /// version. Returns the commit word: DONE (even, non-zero) when it was the same before and

@@ -118,8 +118,8 @@ static inline uint32_t crumbs_current_thread_id(void) {
 static inline uint32_t crumbs_current_cpu(void) {
 #if defined(CRUMBS_HAVE_RSEQ)
   if (__builtin_expect(__rseq_size != 0, 1)) {
-    int32_t cpu = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() +
-                                              __rseq_offset + 4);  // struct rseq.cpu_id
+    int32_t cpu = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() + __rseq_offset +
+                                              4); // struct rseq.cpu_id
     if (cpu >= 0) return (uint32_t)cpu;
   }
 #endif
@@ -128,8 +128,7 @@ static inline uint32_t crumbs_current_cpu(void) {
 
 /// The lane of this CPU for `level`'s class. Safe to call from a signal handler.
 static inline __attribute__((always_inline)) crumbs_ring_lane *crumbs__lane_for(const crumbs_ring *ring,
-                                                                               uint8_t level,
-                                                                               uint32_t cpu) {
+                                                                                uint8_t level, uint32_t cpu) {
   if (level >= CRUMBS_LEVEL_IMPORTANT) {
     return &ring->lanes[ring->general_lane_mask + 1 + (cpu & ring->important_lane_mask)];
   }
@@ -227,7 +226,7 @@ static inline __attribute__((always_inline)) void crumbs__copy_bytes(unsigned ch
   if (length >= 8) {
     uint32_t index = 0;
     uint64_t word;
-    for (; index + 16 <= length; index += 16) {  // two words a turn: half the loop's overhead
+    for (; index + 16 <= length; index += 16) { // two words a turn: half the loop's overhead
       uint64_t second;
       __builtin_memcpy(&word, source + index, 8);
       __builtin_memcpy(&second, source + index + 8, 8);
@@ -242,12 +241,12 @@ static inline __attribute__((always_inline)) void crumbs__copy_bytes(unsigned ch
       crumbs_checksum_word(checksum, word);
       index += 8;
     }
-    if (index < length) {  // the last, overlapping word
+    if (index < length) { // the last, overlapping word
       __builtin_memcpy(&word, source + length - 8, 8);
       __builtin_memcpy(destination + length - 8, &word, 8);
       crumbs_checksum_word(checksum, word);
     }
-  } else if (length >= 4) {  // two overlapping 4-byte moves
+  } else if (length >= 4) { // two overlapping 4-byte moves
     uint32_t head, tail;
     __builtin_memcpy(&head, source, 4);
     __builtin_memcpy(&tail, source + length - 4, 4);
@@ -284,14 +283,14 @@ static inline uint32_t crumbs__thread_next_seq(void) {
 /// slot's header will say is kept here, not in the slot, until the commit writes it at once.
 typedef struct crumbs_slot_writer {
   unsigned char *slot;
-  uint64_t position;          // position in the lane, as claimed
-  crumbs_checksum checksum;   // over everything written so far (crumbs_slot_checksum_v2)
-  uint32_t capacity;          // slot_size
-  uint32_t used;              // bytes of the slot written so far
+  uint64_t position;        // position in the lane, as claimed
+  crumbs_checksum checksum; // over everything written so far (crumbs_slot_checksum_v2)
+  uint32_t capacity;        // slot_size
+  uint32_t used;            // bytes of the slot written so far
   uint16_t message_length;
   uint8_t level;
   uint8_t type;
-  uint8_t flags;              // CRUMBS_SLOT_*
+  uint8_t flags; // CRUMBS_SLOT_*
   uint8_t attribute_count;
 } crumbs_slot_writer;
 
@@ -308,8 +307,9 @@ static inline bool crumbs_ring_accepts(const crumbs_ring *ring, uint8_t level, u
 /// Returns false when the level or type is filtered out, or (counted in the lane's `dropped`)
 /// when CRUMBS_RING_CLAIM_ATTEMPTS positions in a row were still being written a lap behind.
 /// Safe to call from a signal handler.
-static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level, uint8_t type,
-                                     uint8_t flags, crumbs_slot_writer *writer) {
+static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs_ring *ring, uint8_t level,
+                                                                    uint8_t type, uint8_t flags,
+                                                                    crumbs_slot_writer *writer) {
   if (!crumbs_ring_accepts(ring, level, type)) return false;
   // The clock first: reading the CPU's counter is slow (about as slow as the whole copy on our
   // VMs), and nothing it waits for is needed by the claim, so the two overlap.
@@ -327,8 +327,7 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
     uint64_t current = __atomic_load_n(&header->commit, __ATOMIC_RELAXED);
     // Free, or done with an older lap: ours. Otherwise a writer a lap behind is still in it
     // (WRITING) or we were lapped before we started (a newer position): leave it alone.
-    if (current == 0 ||
-        (CRUMBS_COMMIT_IS_DONE(current) && CRUMBS_COMMIT_POSITION(current) < position)) {
+    if (current == 0 || (CRUMBS_COMMIT_IS_DONE(current) && CRUMBS_COMMIT_POSITION(current) < position)) {
       break;
     }
     __atomic_fetch_add(&lane->skipped, 1, __ATOMIC_RELAXED);
@@ -343,7 +342,7 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
 
   uint64_t thread = (uint64_t)crumbs_current_thread_id() | (uint64_t)crumbs__thread_next_seq() << 32;
   header->ticks = ticks;
-  __builtin_memcpy(slot + 16, &thread, 8);  // thread_id, thread_seq
+  __builtin_memcpy(slot + 16, &thread, 8); // thread_id, thread_seq
 
   writer->slot = slot;
   writer->position = position;
@@ -358,8 +357,7 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
   writer->flags = flags;
   writer->attribute_count = 0;
 
-  if (__builtin_expect(ticks >= __atomic_load_n(&ring->header->next_anchor_ticks,
-                                                __ATOMIC_RELAXED), 0)) {
+  if (__builtin_expect(ticks >= __atomic_load_n(&ring->header->next_anchor_ticks, __ATOMIC_RELAXED), 0)) {
     crumbs__ring_refresh_anchor(ring);
   }
   return true;
@@ -367,8 +365,7 @@ static inline __attribute__((always_inline)) bool crumbs_ring_begin(const crumbs
 
 /// Length of the longest prefix of `bytes[0..<length]` that is at most `limit` bytes and does not
 /// end inside a UTF-8 sequence. Safe to call from a signal handler.
-static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t length,
-                                          uint32_t limit) {
+static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t length, uint32_t limit) {
   if (length <= limit) return length;
   uint32_t cut = limit;
   // Step back over continuation bytes (10xxxxxx) so the cut lands on a character start.
@@ -380,8 +377,7 @@ static inline uint32_t crumbs_utf8_prefix(const unsigned char *bytes, uint32_t l
 /// (2 + key + value each): the message leaves them up to half the payload. Call it once, before
 /// any attribute. Safe to call from a signal handler.
 static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs_slot_writer *writer,
-                                                                          const void *message,
-                                                                          size_t length,
+                                                                          const void *message, size_t length,
                                                                           size_t attribute_bytes) {
   uint32_t room = writer->capacity - CRUMBS_SLOT_MESSAGE_OFFSET;
   uint32_t reserve = attribute_bytes < room / 2 ? (uint32_t)attribute_bytes : room / 2;
@@ -400,8 +396,7 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_message(crumbs
 /// CRUMBS_SLOT_ATTRIBUTES_TRUNCATED. Keys and values longer than 255 bytes are cut.
 /// Safe to call from a signal handler.
 static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(
-    crumbs_slot_writer *writer, const void *key, size_t key_length, const void *value,
-    size_t value_length) {
+    crumbs_slot_writer *writer, const void *key, size_t key_length, const void *value, size_t value_length) {
   uint32_t room = writer->capacity - writer->used;
   // The whole length goes in and the limit is separate: clamping the length to 255 first made
   // crumbs_utf8_prefix return at once, and a long key was cut inside a character.
@@ -431,26 +426,28 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_attribute(
 
 /// crumbs_slot_put_message for a message the caller knows fits whole (with the attributes that
 /// follow): no cut, no flag. Safe to call from a signal handler.
-static inline __attribute__((always_inline)) void crumbs_slot_put_whole_message(
-    crumbs_slot_writer *writer, const void *message, uint32_t length) {
-  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message,
-                     length, &writer->checksum);
+static inline __attribute__((always_inline)) void crumbs_slot_put_whole_message(crumbs_slot_writer *writer,
+                                                                                const void *message,
+                                                                                uint32_t length) {
+  crumbs__copy_bytes(writer->slot + CRUMBS_SLOT_MESSAGE_OFFSET, (const unsigned char *)message, length,
+                     &writer->checksum);
   writer->message_length = (uint16_t)length;
   writer->used = CRUMBS_SLOT_MESSAGE_OFFSET + length;
 }
 
 /// crumbs_slot_put_attribute for a pair the caller knows fits whole: key and value at most 255
 /// bytes each, room for both, fewer than 16 attributes so far. Safe to call from a signal handler.
-static inline __attribute__((always_inline)) void crumbs_slot_put_whole_attribute(
-    crumbs_slot_writer *writer, const void *key, uint32_t key_length, const void *value,
-    uint32_t value_length) {
+static inline __attribute__((always_inline)) void crumbs_slot_put_whole_attribute(crumbs_slot_writer *writer,
+                                                                                  const void *key,
+                                                                                  uint32_t key_length,
+                                                                                  const void *value,
+                                                                                  uint32_t value_length) {
   unsigned char *out = writer->slot + writer->used;
   uint16_t lengths = (uint16_t)(key_length | value_length << 8);
   __builtin_memcpy(out, &lengths, 2);
   crumbs_checksum_word(&writer->checksum, lengths);
   crumbs__copy_bytes(out + 2, (const unsigned char *)key, key_length, &writer->checksum);
-  crumbs__copy_bytes(out + 2 + key_length, (const unsigned char *)value, value_length,
-                     &writer->checksum);
+  crumbs__copy_bytes(out + 2 + key_length, (const unsigned char *)value, value_length, &writer->checksum);
   writer->used += 2 + key_length + value_length;
   writer->attribute_count++;
 }
@@ -461,13 +458,13 @@ static inline __attribute__((always_inline)) void crumbs_slot_put_whole_attribut
 static inline __attribute__((always_inline)) void crumbs_ring_commit(crumbs_slot_writer *writer) {
   uint32_t lengths = (writer->used - CRUMBS_SLOT_PAYLOAD_OFFSET) | (uint32_t)writer->message_length << 16;
   __builtin_memcpy(writer->slot + CRUMBS_SLOT_PAYLOAD_OFFSET, &lengths, 4);
-  uint32_t meta = (uint32_t)writer->level | (uint32_t)writer->type << 8 |
-                  (uint32_t)writer->flags << 16 | (uint32_t)writer->attribute_count << 24;
+  uint32_t meta = (uint32_t)writer->level | (uint32_t)writer->type << 8 | (uint32_t)writer->flags << 16 |
+                  (uint32_t)writer->attribute_count << 24;
   crumbs_checksum checksum = writer->checksum;
   crumbs_checksum_word(&checksum, meta);
   crumbs_checksum_word(&checksum, lengths);
   uint64_t last = (uint64_t)crumbs_checksum_finish(checksum) | (uint64_t)meta << 32;
-  __builtin_memcpy(writer->slot + 24, &last, 8);  // checksum, level, type, flags, count
+  __builtin_memcpy(writer->slot + 24, &last, 8); // checksum, level, type, flags, count
   crumbs_slot_header *header = (crumbs_slot_header *)writer->slot;
   __atomic_store_n(&header->commit, CRUMBS_COMMIT_DONE(writer->position), __ATOMIC_RELEASE);
 }

@@ -144,12 +144,12 @@ _Static_assert(sizeof(crumbs_clock_anchor) == 24, "persisted: crumbs_clock_ancho
 
 /// The first page of a ring file.
 typedef struct crumbs_ring_header {
-  uint64_t magic;        // CRUMBS_RING_MAGIC
-  uint32_t version;      // CRUMBS_RING_VERSION
-  uint32_t header_size;  // CRUMBS_RING_HEADER_SIZE
-  uint32_t slot_size;    // power of two, CRUMBS_SLOT_MIN_SIZE...CRUMBS_SLOT_MAX_SIZE
-  uint32_t slot_count;   // total slots, all lanes
-  uint32_t lane_count;   // general + important
+  uint64_t magic;       // CRUMBS_RING_MAGIC
+  uint32_t version;     // CRUMBS_RING_VERSION
+  uint32_t header_size; // CRUMBS_RING_HEADER_SIZE
+  uint32_t slot_size;   // power of two, CRUMBS_SLOT_MIN_SIZE...CRUMBS_SLOT_MAX_SIZE
+  uint32_t slot_count;  // total slots, all lanes
+  uint32_t lane_count;  // general + important
   uint32_t general_lane_count;
   uint64_t slots_offset; // byte offset of slot 0, page aligned
   uint64_t file_size;    // slots_offset + slot_count * slot_size
@@ -168,18 +168,18 @@ typedef struct crumbs_ring_header {
   uint64_t anchor_generation; // atomic
   uint64_t next_anchor_ticks; // atomic: ticks after which an appender refreshes the anchor
 
-  uint32_t state;     // atomic, crumbs_ring_state
-  uint8_t min_level;  // atomic, crumbs_level: appends below it are dropped at once
+  uint32_t state;    // atomic, crumbs_ring_state
+  uint8_t min_level; // atomic, crumbs_level: appends below it are dropped at once
   uint8_t reserved0[3];
   uint32_t enabled_types; // atomic bit set of (1 << crumbs_type); 0 means all
   uint32_t session_flags; // atomic, CRUMBS_SESSION_* bits
 
-  char app_name[64];       // NUL-terminated, truncated
-  char executable[256];    // NUL-terminated, truncated
+  char app_name[64];    // NUL-terminated, truncated
+  char executable[256]; // NUL-terminated, truncated
   /// The cgroup's memory.events oom_kill count when the ring was made (UINT64_MAX: unknown), so
   /// the next launch can tell whether the OOM killer struck during this session.
   uint64_t cgroup_oom_kills_at_start;
-  char cgroup[248];        // cgroup v2 path of the process, NUL-terminated ("" when unknown)
+  char cgroup[248]; // cgroup v2 path of the process, NUL-terminated ("" when unknown)
   /// With state CRUMBS_RING_TERMINATED_BY_SIGNAL: the signal number (written before the state).
   uint32_t end_signal;
   /// A forked child's ring (crumbs_fork.h): the pid of the process it was forked from; 0 for a
@@ -197,7 +197,7 @@ typedef struct crumbs_ring_header {
   uint8_t parent_session_id[16];
   /// The app's version as the writer was configured ("" when unknown or not given), so that a
   /// session that ended before its client wrote the session file is still reported with it.
-  char app_version[64];    // NUL-terminated, truncated
+  char app_version[64]; // NUL-terminated, truncated
   /// The OTel resource the writer's environment gave it (OTEL_SERVICE_NAME and
   /// OTEL_RESOURCE_ATTRIBUTES, the app's configured name over them) as a JSON object of strings,
   /// taken when the ring was made: a session that crashed before its client wrote the session
@@ -212,13 +212,13 @@ typedef struct crumbs_ring_header {
   /// launch when the process was killed during it. A seqlock: odd while the watchdog writes the
   /// hang fields below, even when they are whole; a reader that sees it odd, or changed across
   /// its copy, uses nothing (a writer that died halfway leaves it odd).
-  uint32_t hang_sequence;    // atomic
+  uint32_t hang_sequence; // atomic
   /// When the stalled watch last showed life (wall ns since the Unix epoch); 0: no hang going on.
   uint64_t hang_since_wall_ns;
   /// The watchdog's latest look with the hang still going on (wall ns): the hang lasted at
   /// least `hang_seen_wall_ns - hang_since_wall_ns` when the process was killed.
   uint64_t hang_seen_wall_ns;
-  char hang_watch[64];       // the stalled watch's name, NUL-terminated, truncated
+  char hang_watch[64]; // the stalled watch's name, NUL-terminated, truncated
   /// The stalled thread's top frames, symbolicated by the watchdog ("f ← g ← h"), NUL-terminated,
   /// truncated; "" when no thread could be named.
   char hang_frames[512];
@@ -229,10 +229,10 @@ typedef struct crumbs_ring_header {
   /// compare-and-swap (crumbs_ring_ends.h): the first one counts, as a grace period starts at the
   /// first SIGTERM. 0: none (and in files from before the fields).
   /// The first stop request the app took over: SIGTERM, SIGINT or SIGHUP handled or ignored.
-  uint64_t stop_request;  // atomic
+  uint64_t stop_request; // atomic
   /// The first SIGXCPU or SIGXFSZ the process outlived (handled or ignored): a CPU hard limit's
   /// SIGKILL follows a SIGXCPU at the soft limit.
-  uint64_t limit_signal;  // atomic
+  uint64_t limit_signal; // atomic
   /// Resource limits when the ring was made ({soft, hard}, getrlimit units, CRUMBS_RLIMIT_NONE
   /// when unlimited), meaningful only when `limits_recorded` is 1 (0 in older files).
   uint64_t rlimit_cpu[2];    // seconds of CPU time (RLIMIT_CPU)
@@ -327,14 +327,14 @@ _Static_assert(offsetof(crumbs_ring_lane, dropped) == 32, "persisted");
 
 /// The fixed part of every slot.
 typedef struct crumbs_slot_header {
-  uint64_t commit;      // atomic, see CRUMBS_COMMIT_*
-  uint64_t ticks;       // crumbs_clock_kind units
-  uint32_t thread_id;   // kernel tid
-  uint32_t thread_seq;  // per-thread sequence: orders one thread's breadcrumbs exactly
-  uint32_t checksum;    // crumbs_slot_checksum_v2 (version-1 files: crumbs_slot_checksum_v1)
-  uint8_t level;        // crumbs_level
-  uint8_t type;         // crumbs_type
-  uint8_t flags;        // CRUMBS_SLOT_*
+  uint64_t commit;     // atomic, see CRUMBS_COMMIT_*
+  uint64_t ticks;      // crumbs_clock_kind units
+  uint32_t thread_id;  // kernel tid
+  uint32_t thread_seq; // per-thread sequence: orders one thread's breadcrumbs exactly
+  uint32_t checksum;   // crumbs_slot_checksum_v2 (version-1 files: crumbs_slot_checksum_v1)
+  uint8_t level;       // crumbs_level
+  uint8_t type;        // crumbs_type
+  uint8_t flags;       // CRUMBS_SLOT_*
   uint8_t attribute_count;
 } crumbs_slot_header;
 _Static_assert(sizeof(crumbs_slot_header) == CRUMBS_SLOT_HEADER_SIZE, "persisted: slot header");
@@ -348,8 +348,7 @@ _Static_assert(offsetof(crumbs_slot_header, checksum) == 24, "persisted");
 /// the payload rounded up to 8 bytes (the writer zero-padded that last word), with the checksum
 /// field itself read as zero, seeded with the lane position so a slot from another lap never
 /// verifies as this one. Safe to call from a signal handler: pure computation.
-static inline uint32_t crumbs_slot_checksum_v1(const void *slot, uint32_t covered_bytes,
-                                               uint64_t position) {
+static inline uint32_t crumbs_slot_checksum_v1(const void *slot, uint32_t covered_bytes, uint64_t position) {
   const unsigned char *bytes = (const unsigned char *)slot;
   uint32_t end = (covered_bytes + 7u) & ~7u;
   uint64_t word;

@@ -46,8 +46,7 @@ enum {
 /// second (0: 20); the rest are counted and the next recorded one says how many were skipped.
 /// A terminating signal is always recorded. Returns a CRUMBS_SIGNAL_BREADCRUMBS_* code; on
 /// REFUSED_SIGNAL, `*refused` (when not NULL) is the first refused signal. Not signal-safe.
-int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_limit,
-                                      int *refused);
+int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_limit, int *refused);
 
 /// Restores the saved action of every signal whose current action is still ours (one the app
 /// replaced since is left alone). Not signal-safe.

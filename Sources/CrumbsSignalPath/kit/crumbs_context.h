@@ -17,7 +17,6 @@
 #ifndef CRUMBS_CONTEXT_H
 #define CRUMBS_CONTEXT_H
 
-
 #include <stdint.h>
 #include <time.h>
 

@@ -52,8 +52,7 @@ size_t crumbs__format_append_hex(char *buffer, size_t capacity, size_t length, u
   return crumbs__format_append(buffer, capacity, length, &digits[start]);
 }
 
-size_t crumbs__format_append_uuid(char *buffer, size_t capacity, size_t length,
-                                  const uint8_t bytes[16]) {
+size_t crumbs__format_append_uuid(char *buffer, size_t capacity, size_t length, const uint8_t bytes[16]) {
   char text[37]; // 32 digits, 4 dashes, the NUL
   size_t used = 0;
   for (size_t index = 0; index < 16; index++) {

@@ -40,7 +40,6 @@ size_t crumbs__format_append_hex(char *buffer, size_t capacity, size_t length, u
 
 /// Appends 16 bytes as a lowercase UUID ("3f2c09a1-…"), the text Swift's SessionID prints and
 /// ring and record file names use. Safe to call from a signal handler.
-size_t crumbs__format_append_uuid(char *buffer, size_t capacity, size_t length,
-                                  const uint8_t bytes[16]);
+size_t crumbs__format_append_uuid(char *buffer, size_t capacity, size_t length, const uint8_t bytes[16]);
 
 #endif // CRUMBS_FORMAT_H

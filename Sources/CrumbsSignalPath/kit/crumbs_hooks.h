@@ -24,18 +24,18 @@ typedef struct crumbs__hooks {
   uint32_t signal_blocked;       // live captures signal blocked threads instead of reading them
   // The capture handler, on the asked thread (threads/crumbs_thread_capture.c).
   bool (*late_stop)(const struct crumbs__capture_slot *slot); // before its answer
-  void (*late_done)(void);                                     // past its answer
-  void (*stale_hold)(int signal_number, uint32_t tid);         // at its door
-  void (*stale_linger)(uint32_t tid);                          // leaving without an answer
-  void (*slow_leaver_stop)(int asked_with);                    // leaving
-  void (*uninstall_done)(void);                                // uninstall dealt with the signals
+  void (*late_done)(void);                                    // past its answer
+  void (*stale_hold)(int signal_number, uint32_t tid);        // at its door
+  void (*stale_linger)(uint32_t tid);                         // leaving without an answer
+  void (*slow_leaver_stop)(int asked_with);                   // leaving
+  void (*uninstall_done)(void);                               // uninstall dealt with the signals
   // The crash's capture (threads/crumbs_thread_capture_crash.c).
   void (*late_go)(void);        // it took a live capture over
   void (*stale_go)(void);       // it waited for the leavers
   void (*uninstall_meet)(void); // it is about to ask the threads
   void (*slow_leaver_go)(void); // it asked every thread
   // The live capture (threads/crumbs_thread_capture_live.c).
-  void (*live_parked)(void);                              // a thread is parked and walked
+  void (*live_parked)(void);                                // a thread is parked and walked
   void (*live_answered)(const crumbs_crash_record *record); // answers came in
 } crumbs__hooks;
 
@@ -48,19 +48,19 @@ static inline const crumbs__hooks *crumbs__hooks_get(void) {
 }
 
 /// Calls hook `name` with the arguments when a table is armed and holds it.
-#define CRUMBS__HOOK(name, ...)                                                                              \
-  do {                                                                                                       \
-    const crumbs__hooks *crumbs__hooks_now = crumbs__hooks_get();                                            \
+#define CRUMBS__HOOK(name, ...)                                                                             \
+  do {                                                                                                      \
+    const crumbs__hooks *crumbs__hooks_now = crumbs__hooks_get();                                           \
     if (crumbs__hooks_now != NULL && crumbs__hooks_now->name != NULL) crumbs__hooks_now->name(__VA_ARGS__); \
   } while (0)
 /// CRUMBS__HOOK for a hook without arguments.
-#define CRUMBS__HOOK0(name)                                                                                  \
-  do {                                                                                                       \
-    const crumbs__hooks *crumbs__hooks_now = crumbs__hooks_get();                                            \
-    if (crumbs__hooks_now != NULL && crumbs__hooks_now->name != NULL) crumbs__hooks_now->name();            \
+#define CRUMBS__HOOK0(name)                                                                      \
+  do {                                                                                           \
+    const crumbs__hooks *crumbs__hooks_now = crumbs__hooks_get();                                \
+    if (crumbs__hooks_now != NULL && crumbs__hooks_now->name != NULL) crumbs__hooks_now->name(); \
   } while (0)
 /// Whether switch `name` is on (false when no table is armed).
-#define CRUMBS__HOOK_ON(name)                                                                                \
+#define CRUMBS__HOOK_ON(name) \
   (crumbs__hooks_get() != NULL && __atomic_load_n(&crumbs__hooks_get()->name, __ATOMIC_ACQUIRE) != 0)
 
 #endif // CRUMBS_HOOKS_H

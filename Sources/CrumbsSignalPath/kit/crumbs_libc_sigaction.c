@@ -15,13 +15,10 @@
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 // A sanitizer's interceptor, when one is linked (weak: NULL otherwise); see crumbs_thread_start.c.
-extern int ___interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
-    __attribute__((weak));
-extern int __interceptor_sigaction(int, const struct sigaction *, struct sigaction *)
-    __attribute__((weak));
+extern int ___interceptor_sigaction(int, const struct sigaction *, struct sigaction *) __attribute__((weak));
+extern int __interceptor_sigaction(int, const struct sigaction *, struct sigaction *) __attribute__((weak));
 
-int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
-                           struct sigaction *old_action) {
+int crumbs__libc_sigaction(int signal_number, const struct sigaction *action, struct sigaction *old_action) {
   if (___interceptor_sigaction != NULL) return ___interceptor_sigaction(signal_number, action, old_action);
   if (__interceptor_sigaction != NULL) return __interceptor_sigaction(signal_number, action, old_action);
   return __sigaction(signal_number, action, old_action);
@@ -29,8 +26,7 @@ int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
 
 #else
 
-int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
-                           struct sigaction *old_action) {
+int crumbs__libc_sigaction(int signal_number, const struct sigaction *action, struct sigaction *old_action) {
   return sigaction(signal_number, action, old_action);
 }
 

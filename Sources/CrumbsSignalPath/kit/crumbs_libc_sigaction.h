@@ -18,7 +18,6 @@
 /// sigaction() of libc itself (glibc: `__sigaction`, exported by libc.so.6 and defined in libc.a,
 /// or a sanitizer's interceptor when one is linked; musl: `sigaction`, which nothing of ours
 /// stands in front of there), past any interposer. Safe to call from a signal handler.
-int crumbs__libc_sigaction(int signal_number, const struct sigaction *action,
-                           struct sigaction *old_action);
+int crumbs__libc_sigaction(int signal_number, const struct sigaction *action, struct sigaction *old_action);
 
 #endif // CRUMBS_LIBC_SIGACTION_H

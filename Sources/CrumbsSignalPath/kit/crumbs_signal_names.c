@@ -63,30 +63,26 @@ size_t crumbs_signal_name_text(int signal_number, char *buffer, size_t capacity)
 
 // MARK: - si_code
 
-static const char *const crumbs__segv_codes[] = {"SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR",
-                                                 "SEGV_PKUERR"};
+static const char *const crumbs__segv_codes[] = {"SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR"};
 _Static_assert(SEGV_MAPERR == 1 && SEGV_ACCERR == 2, "SIGSEGV si_codes");
 
-static const char *const crumbs__bus_codes[] = {"BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR",
-                                                "BUS_MCEERR_AR", "BUS_MCEERR_AO"};
+static const char *const crumbs__bus_codes[] = {"BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR",
+                                                "BUS_MCEERR_AO"};
 _Static_assert(BUS_ADRALN == 1 && BUS_ADRERR == 2 && BUS_OBJERR == 3, "SIGBUS si_codes");
 
-static const char *const crumbs__ill_codes[] = {"ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR",
-                                                "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG",
-                                                "ILL_COPROC", "ILL_BADSTK"};
-_Static_assert(ILL_ILLOPC == 1 && ILL_ILLOPN == 2 && ILL_ILLADR == 3 && ILL_ILLTRP == 4 &&
-                   ILL_PRVOPC == 5 && ILL_PRVREG == 6 && ILL_COPROC == 7 && ILL_BADSTK == 8,
+static const char *const crumbs__ill_codes[] = {"ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP",
+                                                "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK"};
+_Static_assert(ILL_ILLOPC == 1 && ILL_ILLOPN == 2 && ILL_ILLADR == 3 && ILL_ILLTRP == 4 && ILL_PRVOPC == 5 &&
+                   ILL_PRVREG == 6 && ILL_COPROC == 7 && ILL_BADSTK == 8,
                "SIGILL si_codes");
 
-static const char *const crumbs__fpe_codes[] = {"FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV",
-                                                "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES",
-                                                "FPE_FLTINV", "FPE_FLTSUB"};
-_Static_assert(FPE_INTDIV == 1 && FPE_INTOVF == 2 && FPE_FLTDIV == 3 && FPE_FLTOVF == 4 &&
-                   FPE_FLTUND == 5 && FPE_FLTRES == 6 && FPE_FLTINV == 7 && FPE_FLTSUB == 8,
+static const char *const crumbs__fpe_codes[] = {"FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF",
+                                                "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB"};
+_Static_assert(FPE_INTDIV == 1 && FPE_INTOVF == 2 && FPE_FLTDIV == 3 && FPE_FLTOVF == 4 && FPE_FLTUND == 5 &&
+                   FPE_FLTRES == 6 && FPE_FLTINV == 7 && FPE_FLTSUB == 8,
                "SIGFPE si_codes");
 
-static const char *const crumbs__trap_codes[] = {"TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH",
-                                                 "TRAP_HWBKPT"};
+static const char *const crumbs__trap_codes[] = {"TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT"};
 _Static_assert(TRAP_BRKPT == 1 && TRAP_TRACE == 2, "SIGTRAP si_codes");
 
 static const char *const crumbs__sys_codes[] = {"SYS_SECCOMP"};

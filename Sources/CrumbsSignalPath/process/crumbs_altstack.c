@@ -49,7 +49,7 @@ static int crumbs__altstack_enabled; // atomic: the hook hands out stacks
 static uint32_t crumbs__altstack_fresh; // atomic
 // The free list (Treiber stack): (tag << 32) | taken of the top, 0 when empty. The tag counts
 // changes, so a pop racing with a pop-and-push of the same top fails its compare-exchange.
-static uint64_t crumbs__altstack_free;                              // atomic
+static uint64_t crumbs__altstack_free;                             // atomic
 static uint32_t crumbs__altstack_next[CRUMBS__ALTSTACK_MAX_COUNT]; // atomic: taken below, 0 ends
 
 // The chunks the pool grew by, each one mapping: a header page (the free list's links of its
@@ -63,7 +63,7 @@ static uint32_t crumbs__altstack_next[CRUMBS__ALTSTACK_MAX_COUNT]; // atomic: ta
 _Static_assert(CRUMBS__ALTSTACK_CHUNK * sizeof(uint32_t) <= CRUMBS__ALTSTACK_HEADER,
                "a chunk's links fit its header page");
 static unsigned char *crumbs__altstack_chunks[CRUMBS__ALTSTACK_MAX_CHUNKS]; // atomic
-static uint32_t crumbs__altstack_chunks_reserved;                          // atomic
+static uint32_t crumbs__altstack_chunks_reserved;                           // atomic
 // 1 while a thread grows the pool; the others wait for its chunk rather than map their own.
 static int crumbs__altstack_growing; // atomic
 
@@ -81,9 +81,7 @@ static int crumbs__altstack_new_threads;
 static stack_t crumbs__altstack_previous;
 static int crumbs__altstack_install_given;
 
-static size_t crumbs__altstack_stride(void) {
-  return (size_t)crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD;
-}
+static size_t crumbs__altstack_stride(void) { return (size_t)crumbs__altstack_size + CRUMBS__ALTSTACK_GUARD; }
 
 /// The chunk holding grown stack `taken` (> count + 1) and its slot there; NULL when `taken`
 /// names no stored chunk. Safe to call from a signal handler (loads only).
@@ -114,13 +112,11 @@ static uint32_t *crumbs__altstack_link(uint32_t taken) {
 
 static unsigned char *crumbs__altstack_stack(uint32_t taken) {
   if (taken <= crumbs__altstack_count + 1) {
-    return crumbs__altstack_pool + (size_t)(taken - 1) * crumbs__altstack_stride() +
-           CRUMBS__ALTSTACK_GUARD;
+    return crumbs__altstack_pool + (size_t)(taken - 1) * crumbs__altstack_stride() + CRUMBS__ALTSTACK_GUARD;
   }
   uint32_t slot;
   unsigned char *chunk = crumbs__altstack_chunk_of(taken, &slot);
-  return chunk + CRUMBS__ALTSTACK_HEADER + (size_t)slot * crumbs__altstack_stride() +
-         CRUMBS__ALTSTACK_GUARD;
+  return chunk + CRUMBS__ALTSTACK_HEADER + (size_t)slot * crumbs__altstack_stride() + CRUMBS__ALTSTACK_GUARD;
 }
 
 void *crumbs__altstack_guard_at(unsigned index) {
@@ -138,15 +134,15 @@ static uint32_t crumbs__altstack_take(void) {
     uint32_t top = (uint32_t)head;
     uint32_t below = __atomic_load_n(crumbs__altstack_link(top), __ATOMIC_RELAXED);
     uint64_t popped = (((head >> 32) + 1) << 32) | below;
-    if (__atomic_compare_exchange_n(&crumbs__altstack_free, &head, popped, false,
-                                    __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(&crumbs__altstack_free, &head, popped, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_ACQUIRE)) {
       return top;
     }
   }
   uint32_t fresh = __atomic_load_n(&crumbs__altstack_fresh, __ATOMIC_RELAXED);
   while (fresh < crumbs__altstack_count) {
-    if (__atomic_compare_exchange_n(&crumbs__altstack_fresh, &fresh, fresh + 1, false,
-                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    if (__atomic_compare_exchange_n(&crumbs__altstack_fresh, &fresh, fresh + 1, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
       return fresh + 1;
     }
   }
@@ -162,8 +158,8 @@ static void crumbs__altstack_give_back(uint32_t taken) {
   do {
     __atomic_store_n(link, (uint32_t)head, __ATOMIC_RELAXED);
     pushed = (((head >> 32) + 1) << 32) | taken;
-  } while (!__atomic_compare_exchange_n(&crumbs__altstack_free, &head, pushed, false,
-                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  } while (!__atomic_compare_exchange_n(&crumbs__altstack_free, &head, pushed, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
 }
 
 // MARK: - Giving a thread a stack
@@ -180,8 +176,7 @@ typedef enum crumbs__altstack_outcome {
 /// that is safe in a signal handler (key below 32); set-up callers record it themselves. Safe to
 /// call from a signal handler (sigaltstack, pthread_setspecific on a key below 32).
 static crumbs__altstack_outcome crumbs__altstack_adopt(uint32_t taken) {
-  stack_t ours = {.ss_sp = crumbs__altstack_stack(taken), .ss_flags = 0,
-                  .ss_size = crumbs__altstack_size};
+  stack_t ours = {.ss_sp = crumbs__altstack_stack(taken), .ss_flags = 0, .ss_size = crumbs__altstack_size};
   stack_t previous;
   if (sigaltstack(&ours, &previous) != 0) {
     // EPERM: the thread is running on its alternate stack right now (its first append is in a
@@ -238,8 +233,8 @@ static uint32_t crumbs__altstack_grow(void) {
     uint32_t taken = crumbs__altstack_take();
     if (taken != 0) return taken;
     int idle = 0;
-    holding = __atomic_compare_exchange_n(&crumbs__altstack_growing, &idle, 1, false,
-                                          __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    holding = __atomic_compare_exchange_n(&crumbs__altstack_growing, &idle, 1, false, __ATOMIC_ACQUIRE,
+                                          __ATOMIC_RELAXED);
     if (!holding) sched_yield();
   }
   uint32_t taken = crumbs__altstack_take(); // one freed while we waited, or the last grower's
@@ -247,10 +242,10 @@ static uint32_t crumbs__altstack_grow(void) {
     uint32_t chunk = __atomic_fetch_add(&crumbs__altstack_chunks_reserved, 1, __ATOMIC_RELAXED);
     size_t stride = crumbs__altstack_stride();
     size_t total = CRUMBS__ALTSTACK_HEADER + (size_t)CRUMBS__ALTSTACK_CHUNK * stride;
-    void *mapping = chunk < CRUMBS__ALTSTACK_MAX_CHUNKS
-                        ? mmap(NULL, total, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                        : MAP_FAILED;
+    void *mapping =
+        chunk < CRUMBS__ALTSTACK_MAX_CHUNKS
+            ? mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+            : MAP_FAILED;
     if (mapping != MAP_FAILED) {
       unsigned char *base = (unsigned char *)mapping;
       for (uint32_t slot = 0; slot < CRUMBS__ALTSTACK_CHUNK; slot++) {
@@ -279,7 +274,8 @@ bool crumbs__altstack_give_this_thread(void) {
   }
   if (!has_one && crumbs__altstack_mine != 0) {
     // Ours was replaced or disabled since: point at it again.
-    stack_t ours = {.ss_sp = crumbs__altstack_stack(crumbs__altstack_mine), .ss_flags = 0,
+    stack_t ours = {.ss_sp = crumbs__altstack_stack(crumbs__altstack_mine),
+                    .ss_flags = 0,
                     .ss_size = crumbs__altstack_size};
     has_one = sigaltstack(&ours, NULL) == 0;
   } else if (!has_one) {
@@ -311,8 +307,7 @@ static void crumbs__altstack_thread_exit(void *value) {
   int saved_errno = errno;
   stack_t current;
   if (sigaltstack(NULL, &current) == 0) {
-    bool still_ours =
-        current.ss_sp == crumbs__altstack_stack(taken) && !(current.ss_flags & SS_DISABLE);
+    bool still_ours = current.ss_sp == crumbs__altstack_stack(taken) && !(current.ss_flags & SS_DISABLE);
     bool released = !still_ours;
     if (still_ours && !(current.ss_flags & SS_ONSTACK)) {
       stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
@@ -358,8 +353,7 @@ static void crumbs__altstack_after_fork(void) {
 static uint32_t crumbs__altstack_guarded;
 
 static void crumbs__altstack_guard(uint32_t upto) {
-  for (uint32_t index = crumbs__altstack_guarded; index <= upto && index <= crumbs__altstack_count;
-       index++) {
+  for (uint32_t index = crumbs__altstack_guarded; index <= upto && index <= crumbs__altstack_count; index++) {
     crumbs__altstack_set_guard(crumbs__altstack_pool + (size_t)index * crumbs__altstack_stride());
     crumbs__altstack_guarded = index + 1;
   }
@@ -377,8 +371,7 @@ bool crumbs__altstack_reserve(uint32_t size, uint32_t count, uint32_t eager) {
   if (count > CRUMBS__ALTSTACK_MAX_COUNT) count = CRUMBS__ALTSTACK_MAX_COUNT;
   size_t stride = (size_t)size + CRUMBS__ALTSTACK_GUARD;
   size_t total = (size_t)(count + 1) * stride; // +1: the install thread's stack
-  void *pool = mmap(NULL, total, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *pool = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (pool == MAP_FAILED) return false;
   crumbs__altstack_pool = (unsigned char *)pool;
   crumbs__altstack_size = size;
@@ -389,13 +382,11 @@ bool crumbs__altstack_reserve(uint32_t size, uint32_t count, uint32_t eager) {
   // for that while, as one whose guard failed (the process at its mapping limit) does for good.
   // Where the kernel has them (Linux 6.13), guard regions: they fault like PROT_NONE pages
   // without splitting the mapping in 2 × count pieces, in about half the time.
-  crumbs__altstack_guard_regions =
-      madvise(pool, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL) == 0;
+  crumbs__altstack_guard_regions = madvise(pool, CRUMBS__ALTSTACK_GUARD, CRUMBS__MADV_GUARD_INSTALL) == 0;
   if (crumbs__altstack_guard_regions) crumbs__altstack_guarded = 1;
   crumbs__altstack_guard(eager == 0 ? count : eager);
   if (pthread_key_create(&crumbs__altstack_key, crumbs__altstack_thread_exit) == 0) {
-    crumbs__altstack_key_use =
-        crumbs__altstack_key < 32 ? CRUMBS__KEY_ANYWHERE : CRUMBS__KEY_SETUP_ONLY;
+    crumbs__altstack_key_use = crumbs__altstack_key < 32 ? CRUMBS__KEY_ANYWHERE : CRUMBS__KEY_SETUP_ONLY;
   }
   pthread_atfork(NULL, NULL, crumbs__altstack_after_fork);
   return true;
@@ -407,7 +398,8 @@ void crumbs__altstack_give_install_thread(void) {
       ((current.ss_flags & SS_DISABLE) || current.ss_size < crumbs__altstack_size) &&
       !crumbs__altstack_install_given) {
     uint32_t install = crumbs__altstack_count + 1;
-    stack_t ours = {.ss_sp = crumbs__altstack_stack(install), .ss_flags = 0,
+    stack_t ours = {.ss_sp = crumbs__altstack_stack(install),
+                    .ss_flags = 0,
                     .ss_size = crumbs__altstack_size};
     if (sigaltstack(&ours, NULL) == 0) {
       crumbs__altstack_previous = current;

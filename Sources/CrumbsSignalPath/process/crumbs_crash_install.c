@@ -46,9 +46,8 @@ extern void *__libc_stack_end;
 // crumbs__crash_installed.installed_mask.
 static int crumbs__installed;
 
-void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid,
-                                const uint8_t session_id[16], const uint8_t boot_id[16],
-                                uint64_t process_start_boottime_ns) {
+void crumbs_crash_record_format(crumbs_crash_record *record, uint32_t pid, const uint8_t session_id[16],
+                                const uint8_t boot_id[16], uint64_t process_start_boottime_ns) {
   record->version = CRUMBS_CRASH_RECORD_VERSION;
   record->header_size = CRUMBS_CRASH_HEADER_SIZE;
   record->total_size = sizeof(crumbs_crash_record);
@@ -122,7 +121,8 @@ static const char *const *crumbs__swift_fatal_message_buffer(void) {
 /// libsigsegv. A runtime linked into the executable itself is not told apart: the app declares
 /// it (crumbs_crash_config.first_chance_handlers or first_chance_modules).
 static const char *const crumbs__recovering_runtimes[] = {
-    "libjvm.so", "libcoreclr.so", "libmono", "libwasmtime", "libwasmer", "libwasmedge", "libiwasm", "libsigsegv",
+    "libjvm.so", "libcoreclr.so", "libmono",  "libwasmtime",
+    "libwasmer", "libwasmedge",   "libiwasm", "libsigsegv",
 };
 
 /// Whether `name` begins with the `length` bytes at `prefix` (length > 0).
@@ -139,8 +139,7 @@ static bool crumbs__begins_with(const char *name, const char *prefix, size_t len
 /// recorded without it. Not signal-safe (dladdr).
 static bool crumbs__may_recover(const crumbs__crash_state *state, const struct sigaction *action) {
   if (action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN) return false;
-  void *handler = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction
-                                                  : (void *)action->sa_handler;
+  void *handler = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
   for (uint32_t index = 0; index < state->first_chance_handler_count; index++) {
     if (state->first_chance_handlers[index] == (uint64_t)(uintptr_t)handler) return true;
   }

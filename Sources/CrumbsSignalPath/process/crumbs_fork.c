@@ -73,8 +73,8 @@ bool crumbs_fork_track(crumbs_ring_file *file) {
   }
   for (uint32_t index = 0; index < CRUMBS_FORK_MAX_RINGS; index++) {
     crumbs_ring_file *expected = NULL;
-    if (__atomic_compare_exchange_n(&crumbs__fork_files[index], &expected, file, false,
-                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    if (__atomic_compare_exchange_n(&crumbs__fork_files[index], &expected, file, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED)) {
       return true;
     }
   }
@@ -84,8 +84,8 @@ bool crumbs_fork_track(crumbs_ring_file *file) {
 void crumbs_fork_untrack(crumbs_ring_file *file) {
   for (uint32_t index = 0; index < CRUMBS_FORK_MAX_RINGS; index++) {
     crumbs_ring_file *expected = file;
-    if (__atomic_compare_exchange_n(&crumbs__fork_files[index], &expected, NULL, false,
-                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    if (__atomic_compare_exchange_n(&crumbs__fork_files[index], &expected, NULL, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED)) {
       return;
     }
   }
@@ -172,8 +172,7 @@ static int crumbs__fork_create(const char *path, uint64_t size, bool lock, void 
 
 /// Moves the fresh mapping `base` over `target` (same size). False (and `base` unmapped, the
 /// file removed) when the kernel refuses.
-static bool crumbs__fork_replace(void *base, void *target, uint64_t size, int fd,
-                                 const char *path) {
+static bool crumbs__fork_replace(void *base, void *target, uint64_t size, int fd, const char *path) {
   if (mremap(base, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, target) != MAP_FAILED) return true;
   munmap(base, size);
   close(fd);
@@ -258,10 +257,8 @@ static void crumbs__fork_detach_ring(crumbs_ring_file *file) {
 /// Step 2 of crumbs_fork.h: the record beside `ring_file`, the followed file of the handler's
 /// ring, whose session is `session`. The next launch finds a record through its ring, so a
 /// handler whose ring was not followed (closed, or not tracked) gets no record in the child.
-static bool crumbs__fork_follow_record(crumbs_crash_record *inherited,
-                                       const crumbs_ring_file *ring_file,
-                                       const uint8_t session[16], uint32_t pid,
-                                       uint64_t start_ticks) {
+static bool crumbs__fork_follow_record(crumbs_crash_record *inherited, const crumbs_ring_file *ring_file,
+                                       const uint8_t session[16], uint32_t pid, uint64_t start_ticks) {
   crumbs__crash_state *state = &crumbs__crash_installed;
   if (ring_file == NULL) return false;
   // `<stem>.ring` → `<stem>.crash`, the pair the next launch reads together.

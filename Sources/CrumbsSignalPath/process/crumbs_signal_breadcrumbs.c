@@ -36,23 +36,32 @@
 // MARK: - Installed state (written by install before the action is taken, read by the handler)
 
 static struct sigaction crumbs__sb_previous[CRUMBS__SB_MAX_SIGNAL];
-static uint64_t crumbs__sb_installed_mask;    // atomic
-static uint64_t crumbs__sb_reset_mask;        // atomic: SA_RESETHAND handler already called once
-static uint32_t crumbs__sb_per_second = 20;   // atomic
-static int crumbs__sb_last_termination_request; // atomic: SIGTERM/SIGINT/SIGHUP the app handled
-static uint64_t crumbs__sb_window[CRUMBS__SB_MAX_SIGNAL];     // atomic: second of the window
-static uint32_t crumbs__sb_count[CRUMBS__SB_MAX_SIGNAL];      // atomic: recorded in the window
+static uint64_t crumbs__sb_installed_mask;                // atomic
+static uint64_t crumbs__sb_reset_mask;                    // atomic: SA_RESETHAND handler already called once
+static uint32_t crumbs__sb_per_second = 20;               // atomic
+static int crumbs__sb_last_termination_request;           // atomic: SIGTERM/SIGINT/SIGHUP the app handled
+static uint64_t crumbs__sb_window[CRUMBS__SB_MAX_SIGNAL]; // atomic: second of the window
+static uint32_t crumbs__sb_count[CRUMBS__SB_MAX_SIGNAL];  // atomic: recorded in the window
 static uint32_t crumbs__sb_suppressed[CRUMBS__SB_MAX_SIGNAL]; // atomic: skipped since last one
 
 static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context);
 
 bool crumbs_signal_breadcrumbs_refuses(int signo) {
   switch (signo) {
-  case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT: case SIGTRAP: case SIGSYS:
-  case SIGQUIT: case SIGKILL: case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
-    return true;
-  default:
-    return signo <= 0 || signo >= CRUMBS__SB_MAX_SIGNAL;
+  case SIGSEGV:
+  case SIGBUS:
+  case SIGILL:
+  case SIGFPE:
+  case SIGABRT:
+  case SIGTRAP:
+  case SIGSYS:
+  case SIGQUIT:
+  case SIGKILL:
+  case SIGSTOP:
+  case SIGTSTP:
+  case SIGTTIN:
+  case SIGTTOU: return true;
+  default: return signo <= 0 || signo >= CRUMBS__SB_MAX_SIGNAL;
   }
 }
 
@@ -60,17 +69,17 @@ bool crumbs_signal_breadcrumbs_refuses(int signo) {
 /// ones are refused). Safe to call from a signal handler.
 static bool crumbs__default_terminates(int signo) {
   switch (signo) {
-  case SIGCHLD: case SIGCONT: case SIGURG: case SIGWINCH:
-    return false;
-  default:
-    return true; // SIGHUP, SIGINT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1/2, SIGPOLL, SIGPROF, ...
+  case SIGCHLD:
+  case SIGCONT:
+  case SIGURG:
+  case SIGWINCH: return false;
+  default: return true; // SIGHUP, SIGINT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1/2, SIGPOLL, SIGPROF, ...
   }
 }
 
 // MARK: - Install and uninstall (set-up, not signal-safe)
 
-int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_limit,
-                                      int *refused) {
+int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_limit, int *refused) {
   for (int signo = 1; signo < CRUMBS__SB_MAX_SIGNAL; signo++) {
     if ((signal_mask & (1ULL << signo)) && crumbs_signal_breadcrumbs_refuses(signo)) {
       if (refused != NULL) *refused = signo;
@@ -81,8 +90,7 @@ int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_
     if (refused != NULL) *refused = 0;
     return CRUMBS_SIGNAL_BREADCRUMBS_REFUSED_SIGNAL;
   }
-  __atomic_store_n(&crumbs__sb_per_second, per_second_limit != 0 ? per_second_limit : 20u,
-                   __ATOMIC_RELAXED);
+  __atomic_store_n(&crumbs__sb_per_second, per_second_limit != 0 ? per_second_limit : 20u, __ATOMIC_RELAXED);
   for (int signo = 1; signo < CRUMBS__SB_MAX_SIGNAL; signo++) {
     if (!(signal_mask & (1ULL << signo))) continue;
     struct sigaction current;
@@ -97,8 +105,8 @@ int crumbs_signal_breadcrumbs_install(uint64_t signal_mask, uint32_t per_second_
     ours.sa_sigaction = crumbs__signal_breadcrumb;
     if (app_handler) {
       ours.sa_mask = current.sa_mask;
-      ours.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER |
-                                                         SA_NOCLDSTOP | SA_NOCLDWAIT));
+      ours.sa_flags = SA_SIGINFO | (current.sa_flags &
+                                    (SA_RESTART | SA_ONSTACK | SA_NODEFER | SA_NOCLDSTOP | SA_NOCLDWAIT));
     } else {
       sigemptyset(&ours.sa_mask);
       ours.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -193,9 +201,8 @@ uint64_t crumbs_signal_breadcrumbs_installed_mask(void) {
 static bool crumbs__within_limit(int signo, uint32_t *suppressed_before) {
   uint64_t second = crumbs__context_clock_ns(CLOCK_MONOTONIC) / 1000000000u;
   uint64_t window = __atomic_load_n(&crumbs__sb_window[signo], __ATOMIC_RELAXED);
-  if (window != second &&
-      __atomic_compare_exchange_n(&crumbs__sb_window[signo], &window, second, false,
-                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  if (window != second && __atomic_compare_exchange_n(&crumbs__sb_window[signo], &window, second, false,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     __atomic_store_n(&crumbs__sb_count[signo], 0, __ATOMIC_RELAXED);
   }
   uint32_t recorded = __atomic_fetch_add(&crumbs__sb_count[signo], 1, __ATOMIC_RELAXED);
@@ -229,8 +236,7 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
   attributes[count++] = (crumbs_attribute){"signal", name};
   crumbs__format_append_decimal(signal_number, sizeof signal_number, 0, signo);
   attributes[count++] = (crumbs_attribute){"signal.number", signal_number};
-  static const char *const action_names[] = {"handler", "ignored", "default-ignored",
-                                             "terminates"};
+  static const char *const action_names[] = {"handler", "ignored", "default-ignored", "terminates"};
   attributes[count++] = (crumbs_attribute){"action", action_names[action]};
   if (info != NULL) {
     const char *code_name = crumbs_signal_code_name(signo, info->si_code);
@@ -257,16 +263,18 @@ static void crumbs__record_signal(const crumbs_ring *ring, int signo, const sigi
   }
   uint8_t level = CRUMBS_LEVEL_INFO;
   switch (signo) {
-  case SIGTERM: case SIGINT: case SIGHUP: case SIGPIPE: case SIGXCPU: case SIGXFSZ:
-  case SIGPWR:
-    level = CRUMBS_LEVEL_WARNING;
-    break;
-  default:
-    break;
+  case SIGTERM:
+  case SIGINT:
+  case SIGHUP:
+  case SIGPIPE:
+  case SIGXCPU:
+  case SIGXFSZ:
+  case SIGPWR: level = CRUMBS_LEVEL_WARNING; break;
+  default: break;
   }
   if (action == CRUMBS__ACTION_TERMINATES) level = CRUMBS_LEVEL_WARNING;
-  crumbs_ring_add(ring, level, CRUMBS_TYPE_SYSTEM, CRUMBS_SLOT_FROM_SIGNAL_HANDLER, message,
-                  attributes, count);
+  crumbs_ring_add(ring, level, CRUMBS_TYPE_SYSTEM, CRUMBS_SLOT_FROM_SIGNAL_HANDLER, message, attributes,
+                  count);
 }
 
 /// Marks the ring as ended by `signo`, restores SIG_DFL and re-raises: does not return unless
@@ -331,12 +339,9 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
     }
     // The app's handler may set errno on purpose only for itself; the interrupted code keeps its own.
     break;
-  case CRUMBS__ACTION_TERMINATES:
-    crumbs__terminate_by(signo);
-    break;
+  case CRUMBS__ACTION_TERMINATES: crumbs__terminate_by(signo); break;
   case CRUMBS__ACTION_IGNORED:
-  case CRUMBS__ACTION_DEFAULT_IGNORED:
-    break;
+  case CRUMBS__ACTION_DEFAULT_IGNORED: break;
   }
   errno = saved_errno;
 }
@@ -364,9 +369,7 @@ static void crumbs__exit_hook(int status, void *without_status) {
 }
 
 #if !defined(__GLIBC__)
-static void crumbs__exit_hook_without_status(void) {
-  crumbs__exit_hook(0, &crumbs__exit_hook_registered);
-}
+static void crumbs__exit_hook_without_status(void) { crumbs__exit_hook(0, &crumbs__exit_hook_registered); }
 #endif
 
 bool crumbs_exit_hook_install(bool enabled) {

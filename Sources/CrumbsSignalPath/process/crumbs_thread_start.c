@@ -27,14 +27,14 @@
 
 #if defined(__linux__)
 
-typedef int (*crumbs__pthread_create_function)(pthread_t *, const pthread_attr_t *,
-                                               void *(*)(void *), void *);
+typedef int (*crumbs__pthread_create_function)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                               void *);
 
 // A sanitizer's interceptor, when one is linked (weak: NULL otherwise).
-extern int ___interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                                         void *) __attribute__((weak));
-extern int __interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                                        void *) __attribute__((weak));
+extern int ___interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
+    __attribute__((weak));
+extern int __interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
+    __attribute__((weak));
 
 // libc's real pthread_create in a static link (weak: NULL in a dynamic one); see above.
 extern int __pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
@@ -43,7 +43,7 @@ extern int __pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void 
 // Pulls libc.a's thrd_create object, and with it the one defining `__pthread_create`, into a
 // static link (see above); never called.
 __attribute__((used)) static int (*const crumbs__pulls_libc_pthread_create)(thrd_t *, thrd_start_t,
-                                                                          void *) = thrd_create;
+                                                                            void *) = thrd_create;
 
 /// The pthread_create ours stands in front of: a sanitizer's interceptor, else libc's (its
 /// `__pthread_create` in a static link, the next `pthread_create` in a dynamic one). Found once
@@ -84,8 +84,8 @@ static void *crumbs__thread_trampoline(void *context) {
   return start.start_routine(start.argument);
 }
 
-int pthread_create(pthread_t *thread, const pthread_attr_t *attributes,
-                   void *(*start_routine)(void *), void *argument) {
+int pthread_create(pthread_t *thread, const pthread_attr_t *attributes, void *(*start_routine)(void *),
+                   void *argument) {
   crumbs__pthread_create_function next = crumbs__next_pthread_create();
   if (next == NULL) return EAGAIN;
   if (!crumbs__altstack_covers_new_threads()) return next(thread, attributes, start_routine, argument);

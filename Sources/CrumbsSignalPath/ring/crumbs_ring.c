@@ -89,8 +89,7 @@ static crumbs_clock_anchor crumbs__take_anchor(uint32_t clock_kind) {
 
 /// Ticks between two anchor refreshes: about one second, estimated from the creation anchor
 /// and `latest`; a short first interval gives the first estimate quickly.
-static uint64_t crumbs__anchor_interval(const crumbs_ring_header *header,
-                                        crumbs_clock_anchor latest) {
+static uint64_t crumbs__anchor_interval(const crumbs_ring_header *header, crumbs_clock_anchor latest) {
   if (header->clock_kind != CRUMBS_CLOCK_CPU_COUNTER) return 1000000000u;
   uint64_t elapsed_ns = latest.monotonic_ns - header->created.monotonic_ns;
   uint64_t elapsed_ticks = latest.ticks - header->created.ticks;
@@ -105,20 +104,18 @@ void crumbs__ring_refresh_anchor(const crumbs_ring *ring) {
   // Odd: another thread (or the code this signal handler interrupted) is refreshing. Skip:
   // waiting here could deadlock a signal handler, and one refresh is as good as another.
   if (generation & 1) return;
-  if (!__atomic_compare_exchange_n(&header->anchor_generation, &generation, generation + 1,
-                                   false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+  if (!__atomic_compare_exchange_n(&header->anchor_generation, &generation, generation + 1, false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
     return;
   }
   crumbs_clock_anchor anchor = crumbs__take_anchor(ring->clock_kind);
   header->anchors[crumbs_ring_anchor_index(generation) ^ 1u] = anchor;
-  __atomic_store_n(&header->next_anchor_ticks,
-                   anchor.ticks + crumbs__anchor_interval(header, anchor), __ATOMIC_RELAXED);
+  __atomic_store_n(&header->next_anchor_ticks, anchor.ticks + crumbs__anchor_interval(header, anchor),
+                   __ATOMIC_RELAXED);
   __atomic_store_n(&header->anchor_generation, generation + 2, __ATOMIC_RELEASE);
 }
 
-void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring) {
-  crumbs__ring_refresh_anchor(ring);
-}
+void crumbs_ring_refresh_anchor_now(const crumbs_ring *ring) { crumbs__ring_refresh_anchor(ring); }
 
 // MARK: - Planning and formatting
 
@@ -135,8 +132,8 @@ static uint32_t crumbs__nearest_power_of_two(uint32_t value) {
   return (value - below) <= (above - value) ? below : above;
 }
 
-int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count,
-                     uint32_t important_share, crumbs_ring_plan_result *plan) {
+int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count, uint32_t important_share,
+                     crumbs_ring_plan_result *plan) {
   if (slot_size < CRUMBS_SLOT_MIN_SIZE || slot_size > CRUMBS_SLOT_MAX_SIZE ||
       (slot_size & (slot_size - 1)) != 0) {
     return CRUMBS_PLAN_BAD_SLOT_SIZE;
@@ -172,8 +169,8 @@ int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count
   return CRUMBS_PLAN_OK;
 }
 
-void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan,
-                        const crumbs_ring_identity *identity, bool cpu_counter_is_reliable) {
+void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan, const crumbs_ring_identity *identity,
+                        bool cpu_counter_is_reliable) {
   crumbs_ring_header *header = (crumbs_ring_header *)base;
   header->version = CRUMBS_RING_VERSION;
   header->header_size = CRUMBS_RING_HEADER_SIZE;
@@ -296,8 +293,8 @@ uint64_t crumbs__lane_claim_again(const crumbs_ring *ring, uint8_t level, crumbs
   uint32_t cpu = crumbs_current_cpu();
   *lane = crumbs__lane_for(ring, level, cpu);
 #if defined(CRUMBS_HAVE_RSEQ)
-  int32_t registered = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() +
-                                                   __rseq_offset + 4);  // struct rseq.cpu_id
+  int32_t registered = *(const volatile int32_t *)((const char *)__builtin_thread_pointer() + __rseq_offset +
+                                                   4); // struct rseq.cpu_id
   // A thread glibc could not register (cpu_id negative) would abort every sequence: the locked
   // claim. It may race with a sequence on the lane's CPU (it could have moved since it read its
   // CPU); the two writers of one position then tear the slot, which readers refuse.
@@ -350,8 +347,8 @@ bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size) {
   // instant the range holds a lane table with this ring's geometry, so an append that loaded
   // the handle before the close computes an in-bounds slot. The slot pages stay untouched
   // (zero, not backed) until a late writer touches one.
-  void *copy = mmap(NULL, mapped_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *copy =
+      mmap(NULL, mapped_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (copy == MAP_FAILED) return false;
   // Word-wise relaxed loads: racing writers may move heads and anchors during the copy, and
   // any value they leave is in bounds (the geometry they cannot change).
@@ -370,8 +367,8 @@ bool crumbs_ring_retire(const crumbs_ring *ring, size_t mapped_size) {
 // MARK: - Appending from C (and from Swift)
 
 bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
-                          const char *message, size_t message_length,
-                          const crumbs_utf8_attribute *attributes, size_t attribute_count) {
+                          const char *message, size_t message_length, const crumbs_utf8_attribute *attributes,
+                          size_t attribute_count) {
   if (ring == NULL) return false;
   crumbs_slot_writer writer;
   if (!crumbs_ring_begin(ring, level, type, flags, &writer)) return false;
@@ -394,8 +391,8 @@ bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, 
           2 + key_length + value_length > writer.capacity - writer.used) {
         break;
       }
-      crumbs_slot_put_whole_attribute(&writer, attribute->key, (uint32_t)key_length,
-                                      attribute->value, (uint32_t)value_length);
+      crumbs_slot_put_whole_attribute(&writer, attribute->key, (uint32_t)key_length, attribute->value,
+                                      (uint32_t)value_length);
     }
     if (__builtin_expect(index == attribute_count, 1)) {
       crumbs_ring_commit(&writer);
@@ -415,24 +412,21 @@ bool crumbs_ring_add_utf8(const crumbs_ring *ring, uint8_t level, uint8_t type, 
   crumbs_slot_put_message(&writer, message, message_length, attribute_bytes);
   for (size_t index = 0; index < used; index++) {
     const crumbs_utf8_attribute *attribute = &attributes[index];
-    crumbs_slot_put_attribute(&writer, attribute->key,
-                              attribute->key != NULL ? attribute->key_length : 0, attribute->value,
-                              attribute->value != NULL ? attribute->value_length : 0);
+    crumbs_slot_put_attribute(&writer, attribute->key, attribute->key != NULL ? attribute->key_length : 0,
+                              attribute->value, attribute->value != NULL ? attribute->value_length : 0);
   }
   crumbs_ring_commit(&writer);
   return true;
 }
 
-bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message,
-                                size_t message_length, const crumbs_utf8_attribute *attributes,
-                                size_t attribute_count) {
-  return crumbs_ring_add_utf8(crumbs_installed_ring(), level, type, 0, message, message_length,
-                              attributes, attribute_count);
+bool crumbs_add_breadcrumb_utf8(uint8_t level, uint8_t type, const char *message, size_t message_length,
+                                const crumbs_utf8_attribute *attributes, size_t attribute_count) {
+  return crumbs_ring_add_utf8(crumbs_installed_ring(), level, type, 0, message, message_length, attributes,
+                              attribute_count);
 }
 
-bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags,
-                     const char *message, const crumbs_attribute *attributes,
-                     size_t attribute_count) {
+bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8_t flags, const char *message,
+                     const crumbs_attribute *attributes, size_t attribute_count) {
   if (ring == NULL) return false;
   // Each length once: at most CRUMBS_MAX_ATTRIBUTES + 1 are ever used.
   crumbs_utf8_attribute measured[CRUMBS_MAX_ATTRIBUTES + 1];
@@ -443,14 +437,13 @@ bool crumbs_ring_add(const crumbs_ring *ring, uint8_t level, uint8_t type, uint8
     measured[index].value = attributes[index].value;
     measured[index].value_length = crumbs__format_length(attributes[index].value);
   }
-  return crumbs_ring_add_utf8(ring, level, type, flags, message, crumbs__format_length(message),
-                              measured, used);
+  return crumbs_ring_add_utf8(ring, level, type, flags, message, crumbs__format_length(message), measured,
+                              used);
 }
 
 bool crumbs_add_breadcrumb(uint8_t level, uint8_t type, const char *message,
                            const crumbs_attribute *attributes, size_t attribute_count) {
-  return crumbs_ring_add(crumbs_installed_ring(), level, type, 0, message, attributes,
-                         attribute_count);
+  return crumbs_ring_add(crumbs_installed_ring(), level, type, 0, message, attributes, attribute_count);
 }
 
 // MARK: - Reading and state

@@ -19,8 +19,7 @@ _Static_assert(offsetof(crumbs_ring_header, limit_signal) % 8 == 0, "8-byte atom
 /// Stores `value` in `word` when it is still 0. Safe to call from a signal handler.
 static bool crumbs__note_first(uint64_t *word, uint64_t value) {
   uint64_t expected = 0;
-  return __atomic_compare_exchange_n(word, &expected, value, false, __ATOMIC_RELEASE,
-                                     __ATOMIC_RELAXED);
+  return __atomic_compare_exchange_n(word, &expected, value, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 bool crumbs_ring_note_stop_request(const crumbs_ring *ring, int signo, uint64_t wall_ns) {

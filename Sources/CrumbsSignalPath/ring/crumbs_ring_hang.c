@@ -88,8 +88,7 @@ void crumbs_ring_refresh_hang(const crumbs_ring *ring, uint64_t seen_wall_ns) {
   // The only writer reads its own value: no ordering needed.
   uint64_t since = __atomic_load_n(&header->hang_since_wall_ns, __ATOMIC_RELAXED);
   if (since == 0) return;
-  __atomic_store_n(&header->hang_seen_wall_ns, seen_wall_ns < since ? since : seen_wall_ns,
-                   __ATOMIC_RELEASE);
+  __atomic_store_n(&header->hang_seen_wall_ns, seen_wall_ns < since ? since : seen_wall_ns, __ATOMIC_RELEASE);
 }
 
 void crumbs_ring_clear_hang(const crumbs_ring *ring) {

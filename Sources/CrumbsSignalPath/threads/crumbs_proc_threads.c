@@ -95,7 +95,9 @@ static uint64_t crumbs__status_mask(const char *line, size_t length, size_t skip
   uint64_t mask = 0;
   for (size_t digit = skip; digit < length; digit++) {
     char c = line[digit];
-    uint64_t value = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+    uint64_t value = c >= '0' && c <= '9'   ? (uint64_t)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10)
+                                            : 16;
     if (value == 16) break;
     mask = mask << 4 | value;
   }
@@ -184,7 +186,9 @@ static bool crumbs__syscall_hex(const char *text, size_t length, size_t *at, uin
   uint64_t result = 0;
   for (; index < length && index - first < 16; index++) {
     char c = text[index];
-    uint64_t digit = c >= '0' && c <= '9' ? (uint64_t)(c - '0') : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10) : 16;
+    uint64_t digit = c >= '0' && c <= '9'   ? (uint64_t)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10)
+                                            : 16;
     if (digit == 16) break;
     result = result << 4 | digit;
   }
@@ -210,13 +214,15 @@ bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out) {
   if (count <= 0 || text[0] < '0' || text[0] > '9') return false;
   size_t at = 0, end = (size_t)count;
   int64_t number = 0;
-  for (; at < end && text[at] >= '0' && text[at] <= '9' && number < 100000; at++) number = number * 10 + (text[at] - '0');
+  for (; at < end && text[at] >= '0' && text[at] <= '9' && number < 100000; at++)
+    number = number * 10 + (text[at] - '0');
   if (at >= end || text[at] != ' ') return false;
   at++;
   for (unsigned index = 0; index < 6; index++) {
     if (!crumbs__syscall_hex(text, end, &at, &out->arguments[index])) return false;
   }
-  if (!crumbs__syscall_hex(text, end, &at, &out->sp) || !crumbs__syscall_hex(text, end, &at, &out->pc)) return false;
+  if (!crumbs__syscall_hex(text, end, &at, &out->sp) || !crumbs__syscall_hex(text, end, &at, &out->pc))
+    return false;
   out->number = (int32_t)number;
   return out->sp != 0 && out->pc != 0;
 }

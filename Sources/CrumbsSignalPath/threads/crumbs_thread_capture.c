@@ -32,7 +32,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-
 crumbs__capture_state crumbs__capture = {.deadline_ns = CRUMBS__CAPTURE_DEADLINE_NS};
 __thread crumbs__thread_state crumbs__this_thread __attribute__((tls_model("initial-exec")));
 
@@ -117,7 +116,8 @@ static void crumbs__unblock_requests(const void *context) {
   sigset_t requests;
   sigemptyset(&requests);
   int capture_signal = crumbs__capture.capture_signal;
-  if (capture_signal != 0 && sigismember(interrupted, capture_signal) == 0) sigaddset(&requests, capture_signal);
+  if (capture_signal != 0 && sigismember(interrupted, capture_signal) == 0)
+    sigaddset(&requests, capture_signal);
   if (sigismember(interrupted, SIGPROF) == 0) sigaddset(&requests, SIGPROF);
   sigprocmask(SIG_UNBLOCK, &requests, NULL);
 }
@@ -170,8 +170,8 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   crumbs__capture_state *capture = &crumbs__capture;
   // Only a capture's request parks a thread: a stray kill of this signal (or one arriving
   // after its capture) does nothing.
-  if (!__atomic_load_n(&capture->capturing, __ATOMIC_ACQUIRE) || info == NULL ||
-      info->si_code != SI_TKILL || (uint32_t)info->si_pid != __atomic_load_n(&capture->pid, __ATOMIC_ACQUIRE)) {
+  if (!__atomic_load_n(&capture->capturing, __ATOMIC_ACQUIRE) || info == NULL || info->si_code != SI_TKILL ||
+      (uint32_t)info->si_pid != __atomic_load_n(&capture->pid, __ATOMIC_ACQUIRE)) {
     return 0;
   }
   uint32_t asked = CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_ASKED);
@@ -196,7 +196,7 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
     slot->also_crashed = thread->original_signal;
   }
   slot->register_count = crumbs__context_copy_registers(shown, slot->registers,
-                                                         CRUMBS_CRASH_THREAD_MAX_REGISTERS, &slot->context);
+                                                        CRUMBS_CRASH_THREAD_MAX_REGISTERS, &slot->context);
   crumbs__context_unwind_registers(shown, &slot->unwind);
   slot->stack_low = thread->stack_low;
   slot->stack_high = thread->stack_high;
@@ -231,7 +231,8 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   while (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) == parked) {
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
     if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
-    crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
+    crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked,
+                          CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
   }
   return asked_with;
 }
@@ -328,7 +329,8 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
   if (!crumbs__proc_thread_read(slot->tid, false, &facts) || facts.state == 'Z' || facts.state == 'X' ||
       facts.state == 'x') {
     crumbs__settle_slot(slot, CRUMBS__SLOT_GONE); // exited since the listing (or before it): not listed
-    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_GONE);
+    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) !=
+           CRUMBS__SLOT_WORD(crumbs__capture_generation(), CRUMBS__SLOT_GONE);
   }
   if (facts.seccomp != 0) {
     // Under a seccomp filter: the handler's own system calls (gettid, futex…) could kill the
@@ -338,7 +340,8 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
     // when it is blocked in a system call (crumbs__capture_write_entry); a live capture has done
     // so already (crumbs_thread_capture_live.c).
     slot->not_signalled |= CRUMBS_NOT_SIGNALLED_SECCOMP;
-    if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) && crumbs__proc_thread_read(slot->tid, true, &facts)) {
+    if (!__atomic_load_n(&capture->live, __ATOMIC_ACQUIRE) &&
+        crumbs__proc_thread_read(slot->tid, true, &facts)) {
       (void)crumbs__capture_note_blocked(slot, &facts);
     }
     crumbs__settle_slot(slot, CRUMBS__SLOT_NOT_ASKED);
@@ -363,7 +366,7 @@ bool crumbs__capture_ask(uint32_t index, bool capture_usable, crumbs_crash_threa
     // Blocked or stopped: no answer can come, so none is waited for. Not asked at all when no
     // signal could be used (the capture signal taken, SIGPROF someone's).
     bool could_ask = capture_usable || capture->sigprof_state > 0;
-    slot->not_signalled |= stopped      ? CRUMBS_NOT_SIGNALLED_STOPPED
+    slot->not_signalled |= stopped     ? CRUMBS_NOT_SIGNALLED_STOPPED
                            : could_ask ? CRUMBS_NOT_SIGNALLED_BLOCKS_SIGNALS
                                        : CRUMBS_NOT_SIGNALLED_NO_SIGNAL;
     crumbs__settle_slot(slot, could_ask ? CRUMBS__SLOT_LATE : CRUMBS__SLOT_NOT_ASKED);
@@ -430,8 +433,9 @@ bool crumbs__capture_release_slot(uint32_t index) {
   uint32_t generation = crumbs__capture_generation();
   crumbs__capture_slot *slot = &crumbs__capture.slots[index];
   uint32_t expected = CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_ANSWERED);
-  if (!__atomic_compare_exchange_n(&slot->state, &expected, CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_RELEASED),
-                                   false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&slot->state, &expected,
+                                   CRUMBS__SLOT_WORD(generation, CRUMBS__SLOT_RELEASED), false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     return false;
   }
   crumbs__capture_futex(&slot->state, FUTEX_WAKE_PRIVATE, 0x7fffffff, 0);

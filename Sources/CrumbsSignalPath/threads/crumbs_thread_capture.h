@@ -53,26 +53,26 @@ enum {
                               // signalled (crumbs_thread_capture_live.c); its entry is written
 };
 #define CRUMBS__SLOT_WORD(generation, state) (((generation) << 3) | (uint32_t)(state))
-#define CRUMBS__SLOT_STATE(word) ((word) & 7u)
+#define CRUMBS__SLOT_STATE(word) ((word)&7u)
 
 /// One other thread, while captured. Entry `index` of a table is slot `index` (slot 0, the
 /// capturing thread, is never asked). Written by the capturing thread (tid, state at listing)
 /// and by the thread it names (the rest, before it answers).
 typedef struct crumbs__capture_slot {
   uint32_t tid;
-  uint32_t state;         // atomic: CRUMBS__SLOT_WORD; the parked thread's futex word
-  int32_t asked_with;     // the signal sent (0: none)
-  int32_t also_crashed;   // the signal of a thread that crashed too, else 0
+  uint32_t state;       // atomic: CRUMBS__SLOT_WORD; the parked thread's futex word
+  int32_t asked_with;   // the signal sent (0: none)
+  int32_t also_crashed; // the signal of a thread that crashed too, else 0
   uint32_t register_count;
   /// 1 while the thread's answer waits for it to leave the capture handler: asked, it blocked
   /// both request signals because it was inside the handler (for an earlier request), so no
   /// signal was sent yet; crumbs__capture_ask_again asks it once it has left.
   uint32_t deferred;
-  uint64_t asked_ns;      // CLOCK_MONOTONIC: when the signal was sent
-  uint64_t entered_ns;    // CLOCK_MONOTONIC: when its handler started (the pause's start)
+  uint64_t asked_ns;   // CLOCK_MONOTONIC: when the signal was sent
+  uint64_t entered_ns; // CLOCK_MONOTONIC: when its handler started (the pause's start)
   crumbs__context_registers context;
   crumbs__unwind_registers unwind; // every register the CFI unwinder may start from
-  uint64_t stack_low, stack_high; // registered bounds (crumbs__crash_this_thread), or 0
+  uint64_t stack_low, stack_high;  // registered bounds (crumbs__crash_this_thread), or 0
   uint64_t registers[CRUMBS_CRASH_THREAD_MAX_REGISTERS];
   char name[16];
   /// Why no signal asked it (CRUMBS_NOT_SIGNALLED_*), written by the capturing thread.
@@ -88,7 +88,7 @@ typedef struct crumbs__capture_slot {
 /// The one capture in progress (crash or live), and who holds it.
 typedef struct crumbs__capture_state {
   crumbs__capture_slot slots[CRUMBS__CAPTURE_SLOTS];
-  uint32_t slot_count;  // slots in use (written before any signal is sent)
+  uint32_t slot_count; // slots in use (written before any signal is sent)
   /// Futex word, bumped by every answer and by every thread leaving the handler: what the
   /// capturing thread waits on (an answer came, or a thread that could not be asked while it was
   /// inside the handler can be asked now).
@@ -110,16 +110,16 @@ typedef struct crumbs__capture_state {
   /// asked thread).
   uint32_t pid;
   uint32_t signals_sent; // this capture: signals sent (tgkill succeeded)
-  uint32_t generation;  // atomic: bumped by every capture's listing
-  uint32_t capturing;   // atomic: 1 from the first request to the release
-  uint32_t ending;      // atomic, crash only: answering threads end instead of parking
-  uint32_t holding;     // atomic, crash only: parked threads stay parked (a core, a tracer)
+  uint32_t generation;   // atomic: bumped by every capture's listing
+  uint32_t capturing;    // atomic: 1 from the first request to the release
+  uint32_t ending;       // atomic, crash only: answering threads end instead of parking
+  uint32_t holding;      // atomic, crash only: parked threads stay parked (a core, a tracer)
   /// Futex word: the tid of the thread holding the capture (a live capture's caller, or the
   /// crashing thread), 0 when free. See docs/crash-capture.md#who-captures.
   uint32_t owner;
-  uint32_t live;        // atomic: 1 while the owner is a live capture
-  int capture_signal;   // 0: none installed
-  int sigprof_state;    // this capture: 0 not looked at, 1 usable (ours), -1 someone's
+  uint32_t live;         // atomic: 1 while the owner is a live capture
+  int capture_signal;    // 0: none installed
+  int sigprof_state;     // this capture: 0 not looked at, 1 usable (ours), -1 someone's
   uint64_t requested_ns; // CLOCK_MONOTONIC: the capture's start
   uint64_t limit_ns;     // a live capture's bound on its whole run (the crash waits that long)
   uint64_t deadline_ns;  // how long an asked thread has to answer
@@ -179,7 +179,8 @@ bool crumbs__capture_note_blocked(crumbs__capture_slot *slot, const crumbs__thre
 /// asleep, not one context switch since the first reading), so the frames are those of a stack
 /// that did not change (CAPTURED, CRUMBS_NOT_SIGNALLED_IN_SYSCALL, no registers). Otherwise the
 /// entry is cleared.
-bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t index, crumbs_crash_thread *entry);
+bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t index,
+                                  crumbs_crash_thread *entry);
 /// Writes slot `index` into `entry`: an answered thread's registers and the walk of its stack
 /// (crumbs__unwind over `record`'s modules, read only), or tid and name of one that did
 /// not answer. Counts it into `table`. False for a GONE slot (nothing written).

@@ -72,7 +72,8 @@ static void crumbs__live_read_blocked(crumbs__live_run *run) {
   crumbs__capture_state *capture = &crumbs__capture;
   if (CRUMBS__HOOK_ON(signal_blocked)) return; // tests only
   uint32_t count = capture->slot_count, candidates = 0;
-  uint32_t asked = CRUMBS__SLOT_WORD(__atomic_load_n(&capture->generation, __ATOMIC_ACQUIRE), CRUMBS__SLOT_ASKED);
+  uint32_t asked =
+      CRUMBS__SLOT_WORD(__atomic_load_n(&capture->generation, __ATOMIC_ACQUIRE), CRUMBS__SLOT_ASKED);
   for (uint32_t index = 1; index < count; index++) {
     crumbs__capture_slot *slot = &capture->slots[index];
     if (crumbs__context_clock_ns(CLOCK_MONOTONIC) >= run->stop_at) break;
@@ -167,7 +168,8 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
       } else if (!parked && (now >= slot->asked_ns + run->answer_deadline_ns || now >= run->stop_at) &&
                  crumbs__capture_close(index)) {
         run->table->flags |= CRUMBS_THREADS_DEADLINE_PASSED;
-        if (slot->asked_with != 0) crumbs__capture_owe(slot->tid, slot->asked_with); // 0: deferred, never sent
+        if (slot->asked_with != 0)
+          crumbs__capture_owe(slot->tid, slot->asked_with); // 0: deferred, never sent
       } else {
         waiting[kept++] = index;
       }
@@ -191,7 +193,8 @@ static void crumbs__live_ask_all(crumbs__live_run *run) {
     uint32_t state = CRUMBS__SLOT_STATE(__atomic_load_n(&capture->slots[index].state, __ATOMIC_ACQUIRE));
     if (state == CRUMBS__SLOT_RELEASED || state == CRUMBS__SLOT_READ) continue;
     crumbs_crash_thread *entry = &run->table->threads[index];
-    if (!crumbs__capture_write_entry(&run->modules, index, entry, run->table)) memset(entry, 0, sizeof *entry);
+    if (!crumbs__capture_write_entry(&run->modules, index, entry, run->table))
+      memset(entry, 0, sizeof *entry);
   }
 }
 
@@ -238,8 +241,9 @@ __attribute__((noinline)) int crumbs__thread_capture_live(const crumbs_crash_rec
   __atomic_store_n(&capture->live, 1u, __ATOMIC_RELEASE);
   crumbs_live_capture_options defaults = {0, 0, 0, 0};
   if (options == NULL) options = &defaults;
-  uint64_t deadline = options->answer_deadline_ns != 0 ? options->answer_deadline_ns
-                                                       : __atomic_load_n(&capture->deadline_ns, __ATOMIC_RELAXED);
+  uint64_t deadline = options->answer_deadline_ns != 0
+                          ? options->answer_deadline_ns
+                          : __atomic_load_n(&capture->deadline_ns, __ATOMIC_RELAXED);
   uint64_t limit = options->limit_ns != 0 ? options->limit_ns : 4 * deadline;
   if (options->limit_ns == 0 && limit < CRUMBS__LIVE_MIN_LIMIT_NS) limit = CRUMBS__LIVE_MIN_LIMIT_NS;
   __atomic_store_n(&capture->limit_ns, limit, __ATOMIC_RELAXED);
@@ -256,7 +260,8 @@ __attribute__((noinline)) int crumbs__thread_capture_live(const crumbs_crash_rec
 
   int status = CRUMBS_LIVE_CAPTURE_OK;
   if (crumbs__capture_list(out, own_tid)) {
-    crumbs__live_run run = {record, crumbs__module_table_of(record), out, stats, deadline, started + limit, window};
+    crumbs__live_run run = {record, crumbs__module_table_of(record), out, stats, deadline, started + limit,
+                            window};
     crumbs__modules_check_read_only(&run.modules);
     crumbs__live_ask_all(&run);
     crumbs__modules_check_stop();

@@ -84,13 +84,15 @@ static bool crumbs__same_call(const crumbs__blocked_syscall *first, const crumbs
   return true;
 }
 
-bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t index, crumbs_crash_thread *entry) {
+bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t index,
+                                  crumbs_crash_thread *entry) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs__capture_slot *slot = &capture->slots[index];
   memset(entry, 0, sizeof *entry);
   entry->tid = slot->tid;
   entry->state = CRUMBS_THREAD_CAPTURED;
-  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL | (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
+  entry->not_signalled = CRUMBS_NOT_SIGNALLED_IN_SYSCALL |
+                         (slot->seccomp != 0 ? CRUMBS_NOT_SIGNALLED_SECCOMP : 0u);
   entry->blocked_syscall = slot->blocked.number;
   uint32_t source = capture->stack_source[index];
   entry->stack_source = source == CRUMBS__STACK_NOT_LOOKED ? CRUMBS_STACK_UNKNOWN : source;
@@ -109,13 +111,13 @@ bool crumbs__capture_walk_blocked(const crumbs__module_table *modules, uint32_t 
   registers.pc = slot->blocked.pc;
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
   entry->frame_count = crumbs__unwind(modules, &registers, entry->stack_low, entry->stack_high, entry->frames,
-                                            entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
+                                      entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES, &stop);
   entry->backtrace_stop = stop;
   crumbs__blocked_syscall again;
   crumbs__thread_facts after;
   bool same = crumbs__proc_thread_syscall(slot->tid, &again) && crumbs__same_call(&slot->blocked, &again) &&
-              crumbs__proc_thread_read(slot->tid, true, &after) && (after.state == 'S' || after.state == 'D') &&
-              after.switches == slot->switches;
+              crumbs__proc_thread_read(slot->tid, true, &after) &&
+              (after.state == 'S' || after.state == 'D') && after.switches == slot->switches;
   if (!same) memset(entry, 0, sizeof *entry);
   return same;
 }
@@ -165,8 +167,8 @@ bool crumbs__capture_write_entry(const crumbs__module_table *modules, uint32_t i
   // frame pointer register holds anything) still shows its callers.
   uint32_t stop = CRUMBS_BACKTRACE_NO_STACK_BOUNDS;
   entry->frame_count = crumbs__unwind(modules, &slot->unwind, entry->stack_low, entry->stack_high,
-                                            entry->frames, entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES,
-                                            &stop);
+                                      entry->frames, entry->frame_marks, CRUMBS_CRASH_THREAD_MAX_FRAMES,
+                                      &stop);
   entry->backtrace_stop = stop;
   table->captured++;
   return true;

@@ -54,7 +54,9 @@ static void crumbs__thread_dump_handler(int signal_number, siginfo_t *info, void
 
 /// The child side of fork: the responder thread and its pipe stay in the parent, so a request
 /// reaching the child is dropped (its pipe's write end is the parent's).
-static void crumbs__thread_dump_forked(void) { __atomic_store_n(&crumbs__dump_descriptor, -1, __ATOMIC_SEQ_CST); }
+static void crumbs__thread_dump_forked(void) {
+  __atomic_store_n(&crumbs__dump_descriptor, -1, __ATOMIC_SEQ_CST);
+}
 
 static bool crumbs__dump_is_ours(int signal_number) {
   struct sigaction current;

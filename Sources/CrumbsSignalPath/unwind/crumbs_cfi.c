@@ -124,17 +124,21 @@ static uint64_t crumbs__read_encoded(crumbs__cursor *cursor, uint8_t encoding, u
 /// The size a fixed-size encoding takes, 0 for a variable or unknown one.
 static unsigned crumbs__encoded_size(uint8_t encoding) {
   switch (encoding & 0x0f) {
-  case CRUMBS__PE_ABSPTR: case CRUMBS__PE_UDATA8: case CRUMBS__PE_SDATA8: return 8;
-  case CRUMBS__PE_UDATA4: case CRUMBS__PE_SDATA4: return 4;
-  case CRUMBS__PE_UDATA2: case CRUMBS__PE_SDATA2: return 2;
+  case CRUMBS__PE_ABSPTR:
+  case CRUMBS__PE_UDATA8:
+  case CRUMBS__PE_SDATA8: return 8;
+  case CRUMBS__PE_UDATA4:
+  case CRUMBS__PE_SDATA4: return 4;
+  case CRUMBS__PE_UDATA2:
+  case CRUMBS__PE_SDATA2: return 2;
   default: return 0;
   }
 }
 
 // MARK: - .eh_frame_hdr
 
-int crumbs__cfi_find_fde(const crumbs__cfi_region *region, uint64_t header, uint64_t pc,
-                         uint64_t *fde, uint64_t *function_start, uint64_t *function_end) {
+int crumbs__cfi_find_fde(const crumbs__cfi_region *region, uint64_t header, uint64_t pc, uint64_t *fde,
+                         uint64_t *function_start, uint64_t *function_end) {
   crumbs__cursor cursor;
   if (header < region->low || !crumbs__cursor_at(&cursor, region, header, region->high)) {
     return CRUMBS_CFI_MALFORMED;
@@ -255,7 +259,8 @@ static int crumbs__parse_cie(const crumbs__cfi_region *region, uint64_t address,
         break;
       }
       case 'S': cie->signal_frame = true; break;
-      case 'B': case 'G': break; // aarch64 BTI / MTE markers: no data
+      case 'B':
+      case 'G': break; // aarch64 BTI / MTE markers: no data
       default: return CRUMBS_CFI_UNSUPPORTED;
       }
       if (cursor.failed || cursor.position > data_end) return CRUMBS_CFI_MALFORMED;
@@ -324,8 +329,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
     switch (opcode & 0xc0) {
     case 0x40: advance = low; break; // DW_CFA_advance_loc
     case 0x80:                       // DW_CFA_offset
-      crumbs__set_rule(state, low, CRUMBS_CFI_OFFSET,
-                       crumbs__factored_uleb(&cursor, cie));
+      crumbs__set_rule(state, low, CRUMBS_CFI_OFFSET, crumbs__factored_uleb(&cursor, cie));
       break;
     case 0xc0: // DW_CFA_restore
       if (low < CRUMBS_CFI_REGISTERS) {
@@ -348,8 +352,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
       case 0x04: advance = crumbs__read_bytes(&cursor, 4); break;
       case 0x05: // offset_extended
         reg = crumbs__read_uleb(&cursor);
-        crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET,
-                         crumbs__factored_uleb(&cursor, cie));
+        crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET, crumbs__factored_uleb(&cursor, cie));
         break;
       case 0x06: // restore_extended
         reg = crumbs__read_uleb(&cursor);
@@ -410,8 +413,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
       case 0x13: state->cfa_offset = crumbs__factored_sleb(&cursor, cie); break;
       case 0x14: // val_offset
         reg = crumbs__read_uleb(&cursor);
-        crumbs__set_rule(state, reg, CRUMBS_CFI_VAL_OFFSET,
-                         crumbs__factored_uleb(&cursor, cie));
+        crumbs__set_rule(state, reg, CRUMBS_CFI_VAL_OFFSET, crumbs__factored_uleb(&cursor, cie));
         break;
       case 0x15: // val_offset_sf
         reg = crumbs__read_uleb(&cursor);
@@ -419,7 +421,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
         break;
       case 0x2d: break; // GNU_window_save / aarch64 negate_ra_state: no pointer authentication here
       case 0x2e: (void)crumbs__read_uleb(&cursor); break; // GNU_args_size: nothing to unwind
-      case 0x2f: // GNU_negative_offset_extended
+      case 0x2f:                                          // GNU_negative_offset_extended
         reg = crumbs__read_uleb(&cursor);
         crumbs__set_rule(state, reg, CRUMBS_CFI_OFFSET,
                          crumbs__scaled(0u - crumbs__read_uleb(&cursor), cie->data_alignment));
@@ -439,8 +441,7 @@ static int crumbs__run_program(crumbs__cfi_machine *machine, const crumbs__cfi_r
   return CRUMBS_CFI_OK;
 }
 
-int crumbs__cfi_row_at(const crumbs__cfi_region *region, uint64_t header, uint64_t pc,
-                       crumbs__cfi_row *row) {
+int crumbs__cfi_row_at(const crumbs__cfi_region *region, uint64_t header, uint64_t pc, crumbs__cfi_row *row) {
   uint64_t fde = 0, start = 0, end = 0;
   int found = crumbs__cfi_find_fde(region, header, pc, &fde, &start, &end);
   if (found != CRUMBS_CFI_OK) return found;

@@ -23,7 +23,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-
 /// Bytes an address range lets the parser read: [low, high), stored at `bytes` (which is `low`
 /// itself in the handler).
 typedef struct crumbs__cfi_region {
@@ -65,15 +64,14 @@ typedef struct crumbs__cfi_row {
 /// The FDE covering `pc` from the binary-search table of the .eh_frame_hdr at `header` (inside
 /// `region`): its address and the function's range. CRUMBS_CFI_OK or an error.
 /// Safe to call from a signal handler (loads inside `region` only; O(log n) steps).
-int crumbs__cfi_find_fde(const crumbs__cfi_region *region, uint64_t header, uint64_t pc,
-                         uint64_t *fde, uint64_t *function_start, uint64_t *function_end);
+int crumbs__cfi_find_fde(const crumbs__cfi_region *region, uint64_t header, uint64_t pc, uint64_t *fde,
+                         uint64_t *function_start, uint64_t *function_end);
 
 /// The row for `pc` (which the caller has already turned into the address of the instruction
 /// that is executing, i.e. return address − 1 for callers): finds the FDE through `header`,
 /// parses it and its CIE, runs the CIE's and the FDE's CFA programs up to `pc`.
 /// Safe to call from a signal handler (loads inside `region` only; every loop bounded by the
 /// bytes it consumes and by a fixed step count).
-int crumbs__cfi_row_at(const crumbs__cfi_region *region, uint64_t header, uint64_t pc,
-                       crumbs__cfi_row *row);
+int crumbs__cfi_row_at(const crumbs__cfi_region *region, uint64_t header, uint64_t pc, crumbs__cfi_row *row);
 
 #endif // CRUMBS_CFI_H

@@ -184,8 +184,7 @@ int crumbs__crash_mapping_protection(uint64_t address) {
         if (perm_index == 2 && c == 'x') protection |= PROT_EXEC;
         perm_index++;
         break;
-      default:
-        break;
+      default: break;
       }
     }
   }

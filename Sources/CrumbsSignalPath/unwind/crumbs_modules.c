@@ -31,7 +31,7 @@ crumbs__module_cfi crumbs__modules_cfi[CRUMBS_CRASH_MAX_MODULES];
 /// Where the module's .eh_frame_hdr is loaded (PT_GNU_EH_FRAME) and the bounds of the PT_LOAD
 /// segment holding it, the only bytes the CFI parser may read. Zeros when there is none.
 /// Safe to call from a signal handler (loads from the program headers only).
-static void crumbs__find_eh_frame_hdr(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+static void crumbs__find_eh_frame_hdr(const ElfW(Phdr) * headers, size_t count, uint64_t bias,
                                       crumbs__module_cfi *cfi) {
   cfi->header = cfi->low = cfi->high = 0;
   uint64_t header = 0;
@@ -62,7 +62,7 @@ typedef struct crumbs__scan_state {
 /// Finds NT_GNU_BUILD_ID in the PT_NOTE segments of a loaded object whose program headers are
 /// `headers` and load bias `bias`. Notes outside [readable_low, readable_high) are not read.
 /// Safe to call from a signal handler (loads, memcmp, memcpy).
-static void crumbs__read_build_id(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+static void crumbs__read_build_id(const ElfW(Phdr) * headers, size_t count, uint64_t bias,
                                   uint64_t readable_low, uint64_t readable_high,
                                   crumbs_crash_module *module) {
   for (size_t index = 0; index < count; index++) {
@@ -94,7 +94,7 @@ static void crumbs__read_build_id(const ElfW(Phdr) *headers, size_t count, uint6
 
 /// Load ranges of a module from its program headers: the whole mapping and the executable part.
 /// Returns false when nothing is loaded. Safe to call from a signal handler (loads only).
-static bool crumbs__fill_ranges(const ElfW(Phdr) *headers, size_t count, uint64_t bias,
+static bool crumbs__fill_ranges(const ElfW(Phdr) * headers, size_t count, uint64_t bias,
                                 crumbs_crash_module *module) {
   uint64_t low = UINT64_MAX, high = 0, text_low = UINT64_MAX, text_high = 0;
   for (size_t index = 0; index < count; index++) {
@@ -143,16 +143,14 @@ static int crumbs__scan_one(struct dl_phdr_info *info, size_t size, void *contex
 
 uint32_t crumbs__modules_scan(const crumbs__module_table *modules, uint32_t *adds_seen) {
   if (crumbs__executable_path[0] == '\0') {
-    ssize_t length = readlink("/proc/self/exe", crumbs__executable_path,
-                              sizeof crumbs__executable_path - 1);
+    ssize_t length = readlink("/proc/self/exe", crumbs__executable_path, sizeof crumbs__executable_path - 1);
     crumbs__executable_path[length > 0 ? length : 0] = '\0';
   }
   // Seqlock: odd while the table is rewritten, so a crash in the middle is flagged as torn. Odd
   // already: the crash handler is adding rows (the process is dying): leave the table to it.
   uint64_t generation = __atomic_load_n(modules->generation, __ATOMIC_RELAXED);
-  if ((generation & 1u) ||
-      !__atomic_compare_exchange_n(modules->generation, &generation, generation | 1u, false,
-                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+  if ((generation & 1u) || !__atomic_compare_exchange_n(modules->generation, &generation, generation | 1u,
+                                                        false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
     return __atomic_load_n(modules->count, __ATOMIC_RELAXED);
   }
   __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -201,7 +199,8 @@ static bool crumbs__build_id_changed(const crumbs_crash_module *module) {
     return false;
   }
   size_t count = elf.e_phnum < 32 ? elf.e_phnum : 32;
-  if (!crumbs__crash_read_memory(module->start + elf.e_phoff, headers, count * sizeof headers[0])) return false;
+  if (!crumbs__crash_read_memory(module->start + elf.e_phoff, headers, count * sizeof headers[0]))
+    return false;
   // Where the first PT_LOAD (file offset 0) puts the headers gives the object's load bias.
   uint64_t bias = 0;
   bool found = false;
@@ -234,8 +233,9 @@ static bool crumbs__row_present(uint32_t index) {
   if (crumbs__row_state[index] != 0) return crumbs__row_state[index] == 1;
   crumbs_crash_module *module = &crumbs__checked_rows[index];
   uint8_t byte = 0;
-  bool present = (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
-                 (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
+  bool present =
+      (module->flags & CRUMBS_CRASH_MODULE_FOUND_AT_CRASH) ||
+      (crumbs__crash_read_memory(module->text_start, &byte, 1) && !crumbs__build_id_changed(module));
   crumbs__row_state[index] = present ? 1 : 2;
   if (!present && crumbs__checked_flags_rows) module->flags |= CRUMBS_CRASH_MODULE_UNLOADED;
   return present;
@@ -349,12 +349,11 @@ static bool crumbs__late_scan_line(const char *line, size_t length, void *contex
 }
 
 uint32_t crumbs__modules_add_at_crash(const crumbs__module_table *modules, const uint64_t *addresses,
-                                            uint32_t count) {
+                                      uint32_t count) {
   if (count == 0) return 0;
   uint64_t generation = __atomic_load_n(modules->generation, __ATOMIC_ACQUIRE);
-  if ((generation & 1u) ||
-      !__atomic_compare_exchange_n(modules->generation, &generation, generation + 1, false,
-                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+  if ((generation & 1u) || !__atomic_compare_exchange_n(modules->generation, &generation, generation + 1,
+                                                        false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
     return 0;
   }
   crumbs__late_scan scan = {.modules = modules, .addresses = addresses, .count = count};
@@ -369,7 +368,7 @@ uint32_t crumbs__modules_add_at_crash(const crumbs__module_table *modules, const
 // MARK: - CFI lookups (async-signal-safe: the table, and loads inside a .eh_frame_hdr segment)
 
 bool crumbs__modules_cfi_for(const crumbs__module_table *modules, uint64_t address,
-                                  crumbs__cfi_region *region, uint64_t *header) {
+                             crumbs__cfi_region *region, uint64_t *header) {
   int module = crumbs__modules_for_text(modules, address);
   if (module < 0) return false;
   const crumbs__module_cfi *cfi = &crumbs__modules_cfi[module];

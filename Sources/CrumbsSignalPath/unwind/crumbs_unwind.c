@@ -20,9 +20,8 @@
 #include "unwind/crumbs_cfi.h"
 #include "unwind/crumbs_unwind_parts.h"
 
-uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
-                                   uint64_t high, uint64_t *frames, uint32_t capacity,
-                                   uint32_t *stop) {
+uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low, uint64_t high,
+                                    uint64_t *frames, uint32_t capacity, uint32_t *stop) {
   uint32_t count = 0;
   if (capacity == 0) {
     *stop = CRUMBS_BACKTRACE_FULL;
@@ -124,7 +123,8 @@ static int crumbs__step_cfi(const crumbs__module_table *modules, crumbs__unwind_
       caller.known |= 1ull << reg;
       break;
     case CRUMBS_CFI_REGISTER:
-      if (value < 0 || value >= (int64_t)CRUMBS_CFI_REGISTERS || !crumbs__unwind_known(registers, (uint32_t)value)) {
+      if (value < 0 || value >= (int64_t)CRUMBS_CFI_REGISTERS ||
+          !crumbs__unwind_known(registers, (uint32_t)value)) {
         caller.known &= ~(1ull << reg);
       } else {
         caller.values[reg] = registers->values[value];
@@ -237,8 +237,8 @@ static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs
 // MARK: - The backtrace
 
 uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwind_registers *registers,
-                              uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
-                              uint32_t capacity, uint32_t *stop) {
+                        uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks, uint32_t capacity,
+                        uint32_t *stop) {
   if (capacity == 0) {
     *stop = CRUMBS_BACKTRACE_FULL;
     return 0;
@@ -321,8 +321,9 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
     if (outcome == CRUMBS__STEP_OK) {
       uint64_t saved_fp = state.registers.values[CRUMBS__REG_FP];
       uint64_t context = result.saved_fp_at != 0
-                             ? crumbs__unwind_async_context(modules, &state, inner_exact ? inner_pc : inner_pc - 1,
-                                                     result.saved_fp_at, saved_fp, state.registers.pc)
+                             ? crumbs__unwind_async_context(modules, &state,
+                                                            inner_exact ? inner_pc : inner_pc - 1,
+                                                            result.saved_fp_at, saved_fp, state.registers.pc)
                              : 0;
       if (context != 0) {
         count = crumbs__unwind_async_chain(context, frames, marks, count, capacity);

@@ -43,9 +43,8 @@ static inline crumbs__module_table crumbs__module_table_of(const crumbs_crash_re
 /// Walks frame pointers from (pc, fp) within [low, high): frames[0] = pc, then return
 /// addresses. Returns the count; `stop` gets a crumbs_crash_backtrace_stop.
 /// Safe to call from a signal handler (reads memory only inside [low, high)).
-uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low,
-                                   uint64_t high, uint64_t *frames, uint32_t capacity,
-                                   uint32_t *stop);
+uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low, uint64_t high,
+                                    uint64_t *frames, uint32_t capacity, uint32_t *stop);
 /// Whether `address` is a return address: in a module's text, right after a call instruction
 /// (crumbs_unwind_scan.c). Safe to call from a signal handler (reads only that module's text).
 bool crumbs__unwind_is_return_address(const crumbs__module_table *modules, uint64_t address);
@@ -57,8 +56,8 @@ bool crumbs__unwind_is_return_address(const crumbs__module_table *modules, uint6
 /// thread's from the handler's context, another thread's from its own signal context).
 /// Safe to call from a signal handler (see crumbs_unwind.c for what it reads and calls).
 uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwind_registers *registers,
-                              uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks,
-                              uint32_t capacity, uint32_t *stop);
+                        uint64_t low, uint64_t high, uint64_t *frames, uint8_t *marks, uint32_t capacity,
+                        uint32_t *stop);
 /// Copies `size` bytes at `address` of this process without ever faulting
 /// (crumbs_unwind_memory.c): through process_vm_readv (EFAULT for unmapped memory and guard
 /// regions, which /proc/self/maps does not show), or, where the kernel refuses that call
@@ -141,7 +140,7 @@ void crumbs__modules_check_stop(void);
 /// The CFI region and .eh_frame_hdr of the module whose text holds `address`: false when the
 /// module has none. Safe to call from a signal handler (crumbs__modules_for_text).
 bool crumbs__modules_cfi_for(const crumbs__module_table *modules, uint64_t address,
-                                  crumbs__cfi_region *region, uint64_t *header);
+                             crumbs__cfi_region *region, uint64_t *header);
 /// Start of the function holding `address` according to its module's FDE table, or 0. Safe to
 /// call from a signal handler (loads inside the module's .eh_frame_hdr segment only).
 uint64_t crumbs__modules_function_start(const crumbs__module_table *modules, uint64_t address);
@@ -152,6 +151,6 @@ uint64_t crumbs__modules_function_start(const crumbs__module_table *modules, uin
 /// signal handler (crumbs__crash_each_maps_line; loads only from mappings the maps file says
 /// are readable).
 uint32_t crumbs__modules_add_at_crash(const crumbs__module_table *modules, const uint64_t *addresses,
-                                            uint32_t count);
+                                      uint32_t count);
 
 #endif // CRUMBS_UNWIND_H

@@ -29,8 +29,8 @@
 /// One unwind in progress: the registers of the frame it is in, and the stack it walks.
 typedef struct crumbs__unwind_state {
   crumbs__unwind_registers registers;
-  bool exact;          // pc is the executing instruction (frame 0, after a signal frame)
-  uint64_t low, high;  // the stack being unwound
+  bool exact;         // pc is the executing instruction (frame 0, after a signal frame)
+  uint64_t low, high; // the stack being unwound
 } crumbs__unwind_state;
 
 /// Whether register `reg` (a DWARF number) holds a meaningful value. Pure.

@@ -19,7 +19,6 @@
 #define CRUMBS__SCAN_WINDOW 32768u
 #define CRUMBS__SCAN_BUDGET 65536u
 
-
 /// Whether `address` is a return address: inside a module's text, right after a call
 /// instruction (x86_64: E8 rel32, or FF /2 with its ModRM byte at one of the usual distances;
 /// aarch64: BL or BLR). Reads only that module's text, which is mapped and readable.
@@ -53,8 +52,8 @@ static uint64_t crumbs__direct_call_target(const crumbs__module_table *modules, 
 #if defined(__x86_64__)
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
   if (code[-5] != 0xE8) return 0;
-  int32_t relative = (int32_t)((uint32_t)code[-4] | (uint32_t)code[-3] << 8 |
-                               (uint32_t)code[-2] << 16 | (uint32_t)code[-1] << 24);
+  int32_t relative = (int32_t)((uint32_t)code[-4] | (uint32_t)code[-3] << 8 | (uint32_t)code[-2] << 16 |
+                               (uint32_t)code[-1] << 24);
   uint64_t target = address + (uint64_t)(int64_t)relative;
   int module = crumbs__modules_for_text(modules, target);
   if (module < 0 || target + 16 > modules->rows[module].text_end) return target;

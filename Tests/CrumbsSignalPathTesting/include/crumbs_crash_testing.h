@@ -88,7 +88,7 @@ typedef struct crumbs_cfi_testing_result {
   uint8_t cfa_is_expression;
   uint8_t reserved;
   int64_t cfa_offset;
-  int64_t return_value;     // the return address rule's operand
+  int64_t return_value; // the return address rule's operand
   uint64_t function_start, function_end;
 } crumbs_cfi_testing_result;
 

@@ -115,7 +115,6 @@ int crumbs_test_wait_at_gate(const char *path);
 /// without, SIGXFSZ is ignored and the write fails with EFBIG (a disk that is full). Returns 0 or -1.
 int crumbs_test_limit_file_size(uint64_t bytes, int stop_in_write);
 
-
 /// The calling thread's alternate signal stack (its lowest address) when it has one of exactly
 /// `size` bytes, else 0.
 uintptr_t crumbs_test_alternate_stack(uint32_t size);

@@ -11,11 +11,11 @@ long crumbs_test_count_mappings(void);
 
 /// What the threads of one crumbs_test_hold_threads call had as alternate stacks.
 typedef struct crumbs_test_held_stacks {
-  uint32_t started;   // threads started (fewer than asked when pthread_create failed)
-  int32_t error;      // pthread_create's error for the first thread that could not start, else 0
-  uint32_t with_one;  // threads with an enabled alternate stack of at least `size` bytes
-  uint32_t distinct;  // different ss_sp among those
-  uint32_t reused;    // of those, how many an earlier call's threads had (0 on the first call)
+  uint32_t started;  // threads started (fewer than asked when pthread_create failed)
+  int32_t error;     // pthread_create's error for the first thread that could not start, else 0
+  uint32_t with_one; // threads with an enabled alternate stack of at least `size` bytes
+  uint32_t distinct; // different ss_sp among those
+  uint32_t reused;   // of those, how many an earlier call's threads had (0 on the first call)
 } crumbs_test_held_stacks;
 
 /// Starts up to `count` threads (256 KiB stacks) and returns once each has begun its start

@@ -30,9 +30,9 @@ extern "C" {
 
 /// A mapped baseline ring. Owned by whoever opened it.
 typedef struct crumbs_baseline_ring {
-  uint64_t *counter;      // in the mapping's first page; shared by all threads
-  unsigned char *slots;   // slot_count * slot_size bytes after the first page
-  uint32_t slot_mask;     // slot_count - 1 (slot_count is a power of two)
+  uint64_t *counter;    // in the mapping's first page; shared by all threads
+  unsigned char *slots; // slot_count * slot_size bytes after the first page
+  uint32_t slot_mask;   // slot_count - 1 (slot_count is a power of two)
   uint32_t slot_size;
   void *base;
   size_t mapped_size;
