@@ -1,6 +1,9 @@
-// BreadcrumbRing+Testing.swift — white-box entry points for tests: build a ring at any head or
-// wrap position and see its lanes, so tests can walk every layout. Nothing in the product calls
-// these.
+// BreadcrumbRing+Testing.swift — white-box entry points for the ring tests (through
+// @testable import): build a ring at any head or wrap position and see its lanes, so tests can
+// walk every layout. Test-only, so the product carries none of it.
+
+import CrumbsSignalPath
+@testable import CrumbsRecorder
 
 extension BreadcrumbRing {
   /// Puts the head of every general lane (or every important lane) at `position`, as if that
