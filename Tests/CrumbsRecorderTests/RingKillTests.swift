@@ -19,20 +19,24 @@ import Testing
     let ringPath = try #require(child.value(after: "ring "))
     #expect(child.readLine() == "ready")
 
-    // Let it wrap the ring a few times and thread 0 (the one that appends warnings) get its turn
-    // — on a busy machine the other threads can make 5,000 appends before it first runs —
-    // (bounded waits for conditions, not timing assertions), then kill it at a random moment.
+    // Let it wrap the ring a few times and every thread get its turn — thread 0 (the one that
+    // appends warnings) and the others (infos): on a busy machine one kind can make 5,000 appends
+    // before the other first runs — (bounded waits for conditions, not timing assertions), then
+    // kill it at a random moment.
     let deadline = ChildProcess.now() + 30
     var claimed: UInt64 = 0
     var warned = false
-    while claimed < 5_000 || !warned, ChildProcess.now() < deadline {
+    var informed = false
+    while claimed < 5_000 || !warned || !informed, ChildProcess.now() < deadline {
       let snapshot = try? RingReader.read(file: ringPath)
       claimed = snapshot?.header.appendsClaimed ?? 0
       warned =
         snapshot?.breadcrumbs.contains { $0.level == .warning && $0.message.hasPrefix("t=0 ") } ?? false
+      informed = snapshot?.breadcrumbs.contains { $0.level == .info } ?? false
     }
     #expect(claimed >= 5_000)
     #expect(warned)
+    #expect(informed)
     usleep(UInt32.random(in: 0...20_000))
     child.signal(SIGKILL)
     child.wait()
