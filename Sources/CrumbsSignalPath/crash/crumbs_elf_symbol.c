@@ -328,14 +328,19 @@ bool crumbs__symbol_is_crumbs(const char *name) {
   if (prefix[index] == '\0') return true;
   const char *cursor = crumbs__swift_entity(name);
   if (cursor == NULL) return false;
+  // The module's name, the entity's first identifier (never a word substitution: no word
+  // precedes it). Crumbs' modules are `Crumbs` and `Crumbs` + a capitalised word (Recorder,
+  // Logging, ServiceLifecycle…): the rule, not a list, so a new module is recognised the day it
+  // is added. A name with `Test` in it is a test module (CrumbsTestChild), which plays the app.
   size_t length = crumbs__swift_length(&cursor);
-  static const char *const modules[] = {"Crumbs", "CrumbsRecorder", "CrumbsReports", "CrumbsDelivery",
-                                        "CrumbsPlatform"};
-  for (size_t module = 0; module < sizeof modules / sizeof modules[0]; module++) {
-    const char *candidate = modules[module];
-    size_t at = 0;
-    while (at < length && candidate[at] != '\0' && cursor[at] == candidate[at]) at++;
-    if (at == length && candidate[at] == '\0') return true;
+  const char *module = "Crumbs";
+  size_t at = 0;
+  while (module[at] != '\0' && at < length && cursor[at] == module[at]) at++;
+  if (module[at] != '\0') return false;
+  if (at < length && !(cursor[at] >= 'A' && cursor[at] <= 'Z')) return false;
+  for (; at + 4 <= length; at++) {
+    const char *word = cursor + at;
+    if (word[0] == 'T' && word[1] == 'e' && word[2] == 's' && word[3] == 't') return false;
   }
-  return false;
+  return true;
 }
