@@ -56,6 +56,25 @@ int crumbs_termination_message_set_fd(int fd);
 /// handler reads the rules without a lock once it saw a descriptor. Not signal-safe.
 bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls);
 
+// MARK: - The pair rule, for the reports too
+
+/// Prepares `length` bytes of keys (each ended by a NUL, the last one may lack it) for
+/// crumbs_redact_pairs into `out`: ASCII lowercase, `-` as `_`, empty keys left out, each
+/// ended by a NUL, an empty key after the last. Returns the bytes the list needs, its end
+/// included: when that is more than `capacity`, `out` holds an empty list (no key). Safe to
+/// call from a signal handler (pure).
+size_t crumbs_redaction_keys_prepare(const char *keys, size_t length, char *out, size_t capacity);
+
+/// `text[0..<length]` with the value of every sensitive pair whose key contains one of `keys`
+/// (prepared by crumbs_redaction_keys_prepare; NULL or empty: no pair) replaced by
+/// "[redacted]", and with `urls` every URL's userinfo, into `out` (`capacity` bytes, not
+/// NUL-terminated); returns the bytes written and sets `*cut` when the result did not fit.
+/// Each replacement follows a separator and takes at least one byte, so `length * 6 + 16`
+/// bytes always suffice. The rule the crash handler applies to its line (crumbs_redact.c).
+/// Safe to call from a signal handler (pure).
+size_t crumbs_redact_pairs(const char *keys, bool urls, const char *text, size_t length, char *out,
+                           size_t capacity, bool *cut);
+
 // MARK: - Tests and fuzzing only
 
 /// The handler's redaction of `text` (`length` bytes) with the rules set now, into `out`
