@@ -177,7 +177,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "FuzzTrailEntries",
-      dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"
     ),
     .executableTarget(
