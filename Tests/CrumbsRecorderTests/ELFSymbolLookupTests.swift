@@ -171,6 +171,25 @@ struct ELFSymbolLookupTests {
     }
   }
 
+  @Test func theSymbolRuleRanksWhatCanNameCode() {
+    // st_info: binding << 4 | type. Functions (2, IFUNC 10) outrank the rest; global (1) over
+    // weak (2) over local (0); sized over unsized.
+    func rank(_ info: UInt8, section: UInt16 = 12, size: UInt64 = 8, name: UInt64 = 1, code: Bool = false)
+      -> UInt8
+    { crumbs_elf_symbol_rank(info, section, size, name, 100, code) }
+    #expect(rank(0x12) == 16 + 4 + 1)
+    #expect(rank(0x2A) == 16 + 2 + 1)
+    #expect(rank(0x02, size: 0) == 16)
+    #expect(rank(0x11, code: true) == 4 + 1)  // a sized object in a code section
+    #expect(rank(0x10, code: true) == 4 + 1)  // untyped
+    for refused in [
+      rank(0x12, section: 0), rank(0x12, section: 0xFFF1), rank(0x12, name: 0), rank(0x12, name: 100),
+      rank(0x11), rank(0x11, size: 0, code: true), rank(0x13, code: true), rank(0x14, code: true),
+    ] {
+      #expect(refused == 0)
+    }
+  }
+
   @Test func everySwiftModuleUnderSourcesIsCrumbsOwnCode() throws {
     // The modules are the folders of Sources/ holding Swift: a module added there is skipped by
     // the termination line without any list to update.

@@ -9,7 +9,9 @@
 // functions), and the section headers are not mapped either.
 //
 // Entry points, in call order:
-//   crumbs__elf_symbols_find   one pass over `.symtab` (else `.dynsym`) for several addresses
+//   crumbs__elf_symbols_find   one pass over `.symtab` (else `.dynsym`) for several addresses,
+//                              entries judged by crumbs_elf_symbol_rank (the reports' rule too,
+//                              include/crumbs_termination_message.h)
 //   crumbs__elf_symbol_name    a found symbol's name, bounded
 //   crumbs__swift_name_simplify / crumbs__symbol_is_crumbs   what to show, what to skip
 //

@@ -56,6 +56,22 @@ int crumbs_termination_message_set_fd(int fd);
 /// handler reads the rules without a lock once it saw a descriptor. Not signal-safe.
 bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls);
 
+// MARK: - The symbol rule, for the reports too
+
+/// The rank crumbs_elf_symbol_rank gives a function (STT_FUNC, STT_GNU_IFUNC): above any other.
+#define CRUMBS_ELF_RANK_FUNCTION 16
+
+/// Whether an ELF symbol-table entry can name code, and how it ranks among entries at one
+/// address: 0 when it cannot (undefined, absolute or special section, a name offset of 0 or
+/// outside the string table's `names_size` bytes; not a function, unless a sized object or
+/// untyped symbol in a section that holds code: `code_section`, SHF_EXECINSTR), else
+/// CRUMBS_ELF_RANK_FUNCTION for a function, + 4 global / + 2 weak, + 1 when sized. The one rule
+/// of the crash handler's symbol lookup and the reports' symbol tables (which add a rank for a
+/// name not starting with `_`). `info`, `section`, `size` are st_info, st_shndx, st_size. Safe to
+/// call from a signal handler (pure).
+uint8_t crumbs_elf_symbol_rank(uint8_t info, uint16_t section, uint64_t size, uint64_t name_offset,
+                               uint64_t names_size, bool code_section);
+
 // MARK: - The pair rule, for the reports too
 
 /// Prepares `length` bytes of keys (each ended by a NUL, the last one may lack it) for
