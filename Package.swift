@@ -174,7 +174,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "FuzzELFSymbol",
-      dependencies: ["CrumbsSignalPath", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsSignalPath", "CrumbsSignalPathTesting", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ELFSymbol"
     ),
     .executableTarget(
@@ -194,7 +194,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "FuzzTrailEntries",
-      dependencies: ["CrumbsDelivery", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
+      dependencies: ["CrumbsDelivery", "CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/TrailEntries"
     ),
     .executableTarget(
@@ -234,8 +234,8 @@ let package = Package(
       name: "CrumbsRecorderTests",
       dependencies: [
         "CrumbsPlatform",
-        "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsTestSupportC",
-        .product(name: "SystemPackage", package: "swift-system"),
+        "CrumbsRecorder", "CrumbsSignalPath", "CrumbsSignalPathTesting", "CrumbsTestSupport",
+        "CrumbsTestSupportC", .product(name: "SystemPackage", package: "swift-system"),
       ],
       swiftSettings: testFileImports
     ),
@@ -243,7 +243,8 @@ let package = Package(
       name: "CrumbsReportsTests",
       dependencies: [
         "CrumbsPlatform",
-        "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport", "CrumbsReportTestSupport",
+        "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsSignalPathTesting", "CrumbsTestSupport",
+        "CrumbsReportTestSupport",
       ],
       swiftSettings: testFileImports
     ),
@@ -272,8 +273,8 @@ let package = Package(
       name: "CrumbsCrashScenarioTests",
       dependencies: [
         "CrumbsPlatform",
-        "Crumbs", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsTestSupport",
-        "CrumbsReportTestSupport",
+        "Crumbs", "CrumbsReports", "CrumbsRecorder", "CrumbsSignalPath", "CrumbsSignalPathTesting",
+        "CrumbsTestSupport", "CrumbsReportTestSupport",
       ],
       swiftSettings: testFileImports
     ),

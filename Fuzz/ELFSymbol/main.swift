@@ -19,6 +19,7 @@
 
 import CFuzzDriver
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import FuzzSupport
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 // FuzzTrailEntries — libFuzzer target for a stored report's trail read back for delivery: JSON
-// Lines → TrailEntry (TrailEntry.entries), each timestamp → nanoseconds (ISO8601.nanoseconds),
+// Lines → Breadcrumb (Breadcrumb.trail), each timestamp → nanoseconds (ISO8601.nanoseconds),
 // and what the destinations make of the entries (Backtrace's breadcrumb file, OTLP breadcrumb
 // records). Report folders are untrusted: a torn write, a hand edit, another version.
 //
@@ -9,11 +9,12 @@
 //                         crumbs_fuzz_run drives fuzzOneInput; in a normal build, files given
 //                         are replayed
 //   fuzzOneInput          the bytes through each parser; each must return, never trap, and a
-//                         parsed timestamp must come back from its own formatting unchanged
+//                         parsed time must come back from its own formatting unchanged
 // Not signal-safe (an ordinary program).
 
 import CFuzzDriver
 import CrumbsDelivery
+import CrumbsRecorder
 import CrumbsReports
 import FuzzSupport
 
@@ -24,6 +25,10 @@ import FuzzSupport
 /// A parsed time, formatted with nine digits and parsed again, is itself.
 func checkRoundTrip(_ text: String) {
   guard let nanoseconds = ISO8601.nanoseconds(text) else { return }
+  checkRoundTrip(nanoseconds, text)
+}
+
+func checkRoundTrip(_ nanoseconds: UInt64, _ text: String) {
   let again = ISO8601.nanoseconds(ISO8601.string(nanoseconds: nanoseconds, fractionDigits: 9))
   if again != nanoseconds {
     fatalError("\(text.debugDescription) → \(nanoseconds) → \(String(describing: again))")
@@ -36,10 +41,9 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   for line in bytes.split(separator: UInt8(ascii: "\n")) {
     checkRoundTrip(String(decoding: line, as: UTF8.self))
   }
-  let entries = TrailEntry.entries(jsonLines: bytes)
-  for entry in entries {
-    checkRoundTrip(entry.timestamp)
-    _ = entry.timeUnixNano
+  let entries = Breadcrumb.trail(jsonLines: bytes)
+  for entry in entries where entry.wallTimeNanoseconds != 0 {
+    checkRoundTrip(entry.wallTimeNanoseconds, "a line's timestamp")
   }
   _ = BacktraceDestination.breadcrumbsFile(entries)
   let report = CrashReportSample.report
@@ -95,6 +99,6 @@ FuzzMain.run(
   name: "FuzzTrailEntries", callback: { data, size in fuzzOneInput(data, size) },
   makeSeeds: { directory, _ in try makeSeeds(in: directory) },
   describe: { bytes in
-    let entries = TrailEntry.entries(jsonLines: bytes)
-    return "\(entries.count) entries, times \(entries.map(\.timeUnixNano))"
+    let entries = Breadcrumb.trail(jsonLines: bytes)
+    return "\(entries.count) entries, times \(entries.map(\.wallTimeNanoseconds))"
   })

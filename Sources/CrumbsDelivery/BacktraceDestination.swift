@@ -59,9 +59,9 @@ public struct BacktraceDestination: ReportDestination {
   {
     var form = MultipartForm()
     var omitted: [String] = []
-    var trail: [TrailEntry] = []
+    var trail: [Breadcrumb] = []
     do {
-      trail = try stored.trailEntries()
+      trail = try stored.trailBreadcrumbs()
     } catch {
       omitted.append("\(error)")
     }
@@ -98,27 +98,27 @@ public struct BacktraceDestination: ReportDestination {
   }
 
   /// The Backtrace JSON report (BacktraceJSON.swift).
-  public func json(for report: CrashReport, trail: [TrailEntry], omitted: [String] = []) -> [UInt8] {
+  public func json(for report: CrashReport, trail: [Breadcrumb], omitted: [String] = []) -> [UInt8] {
     BacktraceJSON.body(for: report, trail: trail, omitted: omitted)
   }
 
   /// The trail as Backtrace breadcrumb objects in one JSON array (see the file comment).
-  package static func breadcrumbsFile(_ trail: [TrailEntry]) -> [UInt8] {
+  package static func breadcrumbsFile(_ trail: [Breadcrumb]) -> [UInt8] {
     var json = JSONWriter()
     json.array { breadcrumbs in
       for (index, entry) in trail.enumerated() {
         breadcrumbs.object { breadcrumb in
           breadcrumb.field("id", index + 1)
-          breadcrumb.field("timestamp", entry.timeUnixNano / 1_000_000)
-          breadcrumb.field("level", entry.level)
-          breadcrumb.field("type", entry.type)
+          breadcrumb.field("timestamp", entry.wallTimeNanoseconds / 1_000_000)
+          breadcrumb.field("level", entry.level.name)
+          breadcrumb.field("type", entry.type.name)
           breadcrumb.field("message", entry.message)
           breadcrumb.object("attributes") { attributes in
-            for (key, value) in entry.attributes.sorted(by: { $0.key < $1.key }) {
-              attributes.field(key, value)
+            for attribute in entry.attributes.sorted(by: { $0.key < $1.key }) {
+              attributes.field(attribute.key, attribute.value)
             }
             attributes.field("crumbs.id", String(entry.id))
-            attributes.field("thread.id", String(entry.thread))
+            attributes.field("thread.id", String(entry.threadID))
           }
         }
       }

@@ -54,7 +54,7 @@ package enum BacktraceJSON {
   ]
 
   /// The JSON body (see the file comment).
-  package static func body(for report: CrashReport, trail: [TrailEntry], omitted: [String]) -> [UInt8] {
+  package static func body(for report: CrashReport, trail: [Breadcrumb], omitted: [String]) -> [UInt8] {
     let threads = threads(of: report)
     let main = threads.first { $0.fault } ?? threads[0]
     let files = sourceFiles(threads)
@@ -274,7 +274,7 @@ package enum BacktraceJSON {
   }
 
   /// The flat attribute map, sorted by key.
-  static func attributes(for report: CrashReport, trail: [TrailEntry]) -> [(String, AttributeValue)] {
+  static func attributes(for report: CrashReport, trail: [Breadcrumb]) -> [(String, AttributeValue)] {
     var attributes: [String: AttributeValue] = [:]
     for (key, value) in report.resource { attributes[key] = .string(value) }
     let derived: [(String, String)] = [

@@ -162,7 +162,7 @@ public struct OTLPDestination: ReportDestination {
     var records = [crashRecord(report, stored: stored)]
     if breadcrumbsAsLogRecords {
       // A damaged or missing trail was already named in the crash record's omitted list.
-      for entry in (try? stored.trailEntries()) ?? [] {
+      for entry in (try? stored.trailBreadcrumbs()) ?? [] {
         records.append(Self.breadcrumbRecord(entry, report: report))
       }
     }
@@ -365,14 +365,14 @@ public struct OTLPDestination: ReportDestination {
     return .keyValueList(fields)
   }
 
-  package static func breadcrumbRecord(_ entry: TrailEntry, report: CrashReport) -> OTLPLogRecord {
+  package static func breadcrumbRecord(_ entry: Breadcrumb, report: CrashReport) -> OTLPLogRecord {
     var attributes = [
       OTLPAttribute("session.id", .string(report.sessionID)),
       OTLPAttribute("crumbs.report.id", .string(report.id)),
-      OTLPAttribute("thread.id", .int(Int64(entry.thread))),
+      OTLPAttribute("thread.id", .int(Int64(entry.threadID))),
       OTLPAttribute("crumbs.breadcrumb.id", .int(Int64(bitPattern: entry.id))),
-      OTLPAttribute("crumbs.breadcrumb.seq", .int(Int64(entry.seq))),
-      OTLPAttribute("crumbs.breadcrumb.type", .string(entry.type)),
+      OTLPAttribute("crumbs.breadcrumb.seq", .int(Int64(entry.threadSequence))),
+      OTLPAttribute("crumbs.breadcrumb.type", .string(entry.type.name)),
     ]
     let own = entry.attributes.filter { !TraceContext.isReserved($0.key) }
     if !own.isEmpty {
@@ -381,17 +381,17 @@ public struct OTLPDestination: ReportDestination {
           "crumbs.breadcrumb.attributes",
           .keyValueList(own.sorted { $0.key < $1.key }.map { OTLPAttribute($0.key, .string($0.value)) })))
     }
-    if entry.truncated == true {
+    if entry.truncated {
       attributes.append(OTLPAttribute("crumbs.breadcrumb.truncated", .bool(true)))
     }
-    if entry.signalHandler == true {
+    if entry.fromSignalHandler {
       attributes.append(OTLPAttribute("crumbs.breadcrumb.signal_handler", .bool(true)))
     }
     return OTLPLogRecord(
-      timeUnixNano: entry.timeUnixNano, observedTimeUnixNano: report.observedTimeUnixNano,
-      severity: OTLPSeverity(breadcrumbLevel: entry.level), body: .string(entry.message),
+      timeUnixNano: entry.wallTimeNanoseconds, observedTimeUnixNano: report.observedTimeUnixNano,
+      severity: OTLPSeverity(breadcrumbLevel: entry.level.name), body: .string(entry.message),
       attributes: attributes, eventName: breadcrumbEventName,
-      trace: TraceContext(attributes: entry.attributes))
+      trace: TraceContext { key in entry.attributes.first { $0.key == key }?.value })
   }
 }
 

@@ -5,7 +5,7 @@
 //
 // Entry points, in call order (ReportUploader.deliver, once per report and pass, before the
 // first destination is tried):
-//   ReportDraft(stored:)          the report and its trail read back (trailEntries)
+//   ReportDraft(stored:)          the report and its trail read back (trailBreadcrumbs)
 //   delegate.willSend(_:)         the app edits it or drops it
 //   outgoing(from:stored:)        what the destinations are given: the report, and — only when
 //                                 the trail was changed — the stored report with the edited
@@ -16,7 +16,6 @@
 
 import CrumbsRecorder
 import CrumbsReports
-import FoundationEssentials
 
 /// A report about to be sent, as `willSend` may change it.
 public struct ReportDraft: Sendable {
@@ -25,9 +24,9 @@ public struct ReportDraft: Sendable {
   /// Its breadcrumb trail, oldest first: remove or edit entries and the destinations send what
   /// is left (the trail attachment is re-encoded from them). Empty when the report has none, or
   /// when its trail is damaged (then left out and named as before, unless this is changed).
-  public var breadcrumbs: [TrailEntry]
+  public var breadcrumbs: [Breadcrumb]
 
-  public init(report: CrashReport, breadcrumbs: [TrailEntry]) {
+  public init(report: CrashReport, breadcrumbs: [Breadcrumb]) {
     self.report = report
     self.breadcrumbs = breadcrumbs
   }
@@ -38,35 +37,25 @@ public struct ReportDraft: Sendable {
 
   /// The stored report and its trail as read back.
   init(stored: StoredReport) {
-    self.init(report: stored.report, breadcrumbs: (try? stored.trailEntries()) ?? [])
+    self.init(report: stored.report, breadcrumbs: (try? stored.trailBreadcrumbs()) ?? [])
   }
 
   /// What destinations are given for this draft of `stored` (whose trail read back as
   /// `original`): the report, and the stored report carrying the edited trail when it changed.
-  func outgoing(from stored: StoredReport, original: [TrailEntry]) -> (CrashReport, StoredReport) {
+  func outgoing(from stored: StoredReport, original: [Breadcrumb]) -> (CrashReport, StoredReport) {
     guard breadcrumbs != original else { return (report, stored) }
     var view = stored
     var report = report
-    if breadcrumbs.isEmpty {
-      view.trailOverride = []
-    } else {
-      let encoder = JSONEncoder()
-      var text: [UInt8] = []
-      for entry in breadcrumbs {
-        guard let line = try? encoder.encode(entry) else { continue }
-        text += line
-        text.append(UInt8(ascii: "\n"))
-      }
-      // An LZ4 failure leaves the trail out rather than sending the unedited one.
-      view.trailOverride = (try? LZ4Frame.compress(text)) ?? []
-    }
+    // Encoded by the trail's one writer; an LZ4 failure leaves the trail out rather than
+    // sending the unedited one.
+    view.trailOverride = breadcrumbs.isEmpty ? [] : (try? TrailAttachment.make(breadcrumbs))?.bytes ?? []
     // The counts and the last message follow the edited trail, unless the app set them itself;
     // a removed breadcrumb's message must not leave as the last one.
     if report.breadcrumbs == stored.report.breadcrumbs {
       report.breadcrumbs.count = breadcrumbs.count
       report.breadcrumbs.valid = breadcrumbs.count
       if let last = report.breadcrumbs.lastMessage, !breadcrumbs.contains(where: { $0.message == last }) {
-        report.breadcrumbs.lastMessage = breadcrumbs.last { $0.signalHandler != true }?.message
+        report.breadcrumbs.lastMessage = breadcrumbs.last { !$0.fromSignalHandler }?.message
       }
     }
     return (report, view)

@@ -7,6 +7,7 @@ import Crumbs
 import CrumbsPlatform
 import CrumbsReportTestSupport
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import CrumbsTestSupport
 import Testing
 

@@ -64,7 +64,7 @@ import Testing
     #expect(trailText == String(decoding: storedTrail, as: UTF8.self))
 
     // One record per breadcrumb, stitched to the crash, each with its own time and severity.
-    let entries = try stored.trailEntries()
+    let entries = try stored.trailBreadcrumbs()
     #expect(records.count == 1 + entries.count)
     for (record, entry) in zip(records.dropFirst(), entries) {
       let crumb = try #require(record["attributes"] as? [String: Any])
@@ -72,8 +72,8 @@ import Testing
       #expect(crumb["session.id"] as? String == report.sessionID)
       #expect(crumb["crumbs.report.id"] as? String == report.id)
       #expect(record["body"] as? String == entry.message)
-      #expect(record["time_unix_nano"] as? String == String(ISO8601.nanoseconds(entry.timestamp)!))
-      #expect(record["severity_number"] as? Int == (entry.level == "warning" ? 13 : 9))
+      #expect(record["time_unix_nano"] as? String == String(entry.wallTimeNanoseconds))
+      #expect(record["severity_number"] as? Int == (entry.level == .warning ? 13 : 9))
     }
     #expect(delegate.succeeded.withLock { $0 } == [report.id])
     #expect(!fixture.everythingStored().contains("s3cret-otlp"))

@@ -262,7 +262,7 @@ import Testing
     destination.compression = .gzip
     let plain = try OTLPDestination(endpoint: server.baseURL, breadcrumbsAsLogRecords: true)
       .request(for: fixture.reports[0].report, stored: fixture.reports[0]).body
-    let breadcrumbs = try fixture.reports[0].trailEntries().count
+    let breadcrumbs = try fixture.reports[0].trailBreadcrumbs().count
     let pass = ReportUploader(store: fixture.store, destinations: [destination]).deliverPendingNow()
     #expect(pass.finished.map(\.state) == [.sent])
     let request = try #require(server.requests.first)

@@ -162,14 +162,14 @@ import Testing
 
   /// The checks of Fuzz/TrailEntries: a parsed time comes back from its own formatting.
   static func replayTrailEntries(_ bytes: UnsafeRawBufferPointer) -> Outcome {
-    let entries = TrailEntry.entries(jsonLines: Array(bytes))
+    let entries = Breadcrumb.trail(jsonLines: Array(bytes))
     let lines = bytes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
-    for text in lines + entries.map(\.timestamp) {
-      guard let nanoseconds = ISO8601.nanoseconds(text) else { continue }
+    for nanoseconds in lines.compactMap(ISO8601.nanoseconds) + entries.map(\.wallTimeNanoseconds) {
       #expect(ISO8601.nanoseconds(ISO8601.string(nanoseconds: nanoseconds, fractionDigits: 9)) == nanoseconds)
     }
     _ = BacktraceDestination.breadcrumbsFile(entries)
-    return .parsedTrailEntries(count: entries.count, timed: entries.filter { $0.timeUnixNano != 0 }.count)
+    return .parsedTrailEntries(
+      count: entries.count, timed: entries.filter { $0.wallTimeNanoseconds != 0 }.count)
   }
 
   static func replayStoredReport(_ bytes: UnsafeRawBufferPointer) -> Outcome {

@@ -1,5 +1,6 @@
 import CrumbsPlatform
 import CrumbsSignalPath
+import CrumbsSignalPathTesting
 import CrumbsTestSupport
 import FoundationEssentials
 import Testing

@@ -248,7 +248,7 @@ import Testing
       let client = try nextLaunchDelivering(directory, to: server, delegate: delegate)
       defer { client.close() }
       let stored = try #require(client.store.list(.sent).reports.first)
-      let storedTrail = try stored.trailEntries().map(\.message)
+      let storedTrail = try stored.trailBreadcrumbs().map(\.message)
       #expect(storedTrail.contains("about to crash"))
       let decoded = try server.requests.map { try decodeOTLP($0.body) }
       let report = try #require(
@@ -257,7 +257,7 @@ import Testing
       let sent = attributes(crash)
       // The trail as the server got it: the LZ4 JSON Lines attribute, decompressed by `lz4 -d`.
       let jsonl = try #require(report["trail_jsonl"] as? String, "\(report["trail_error"] ?? "no trail")")
-      let trail = TrailEntry.entries(jsonLines: Array(jsonl.utf8))
+      let trail = Breadcrumb.trail(jsonLines: Array(jsonl.utf8))
       #expect(!trail.isEmpty)
       #expect(trail.map(\.message) == storedTrail.filter { $0 != "about to crash" })
       #expect(sent["crumbs.breadcrumbs.count"] as? Int == trail.count)

@@ -1,4 +1,5 @@
-/// One breadcrumb as a reader decoded it from a ring slot.
+/// One breadcrumb as a reader decoded it: from a ring slot, or from a report's trail read back
+/// (`StoredReport.trailBreadcrumbs()`, the destinations and `ReportDraft`).
 public struct Breadcrumb: Sendable, Equatable, Codable {
   /// Unique within its ring: the lane in the high 16 bits, the lane position below.
   public var id: UInt64
@@ -37,4 +38,27 @@ public struct Breadcrumb: Sendable, Equatable, Codable {
 
   /// Whether any part was cut or repaired.
   public var truncated: Bool { messageTruncated || attributesTruncated }
+
+  /// A breadcrumb with every field given: what a reader decoded (a ring slot, a trail's line),
+  /// or one an app puts into a report's trail (`ReportDraft`).
+  public init(
+    id: UInt64, threadSequence: UInt32, threadID: UInt32, wallTimeNanoseconds: UInt64,
+    monotonicNanoseconds: UInt64, ticks: UInt64, level: BreadcrumbLevel, type: BreadcrumbType,
+    message: String,
+    attributes: [Attribute], messageTruncated: Bool, attributesTruncated: Bool, fromSignalHandler: Bool
+  ) {
+    self.id = id
+    self.threadSequence = threadSequence
+    self.threadID = threadID
+    self.wallTimeNanoseconds = wallTimeNanoseconds
+    self.monotonicNanoseconds = monotonicNanoseconds
+    self.ticks = ticks
+    self.level = level
+    self.type = type
+    self.message = message
+    self.attributes = attributes
+    self.messageTruncated = messageTruncated
+    self.attributesTruncated = attributesTruncated
+    self.fromSignalHandler = fromSignalHandler
+  }
 }

@@ -1,15 +1,17 @@
 // BreadcrumbJSON.swift — the one JSON form of a breadcrumb: a line of the trail attachment
-// (TrailAttachment), read back by TrailEntries (CrumbsDelivery), and what `crumbs ring dump
-// --json` and `ring tail --json` print. Keys, in this order (docs/formats.md "Breadcrumb trail schema"):
+// (TrailAttachment), read back here too (Breadcrumb.trail(jsonLines:), for the destinations and
+// `willSend`), and what `crumbs ring dump --json` and `ring tail --json` print. Keys, in this
+// order (docs/formats.md "Breadcrumb trail schema"):
 //
 //   timestamp, id, seq, thread, level, type, message, attributes
 //   [, truncated, truncated_parts]   only when something was cut
 //   [, signal_handler]               only when appended from a signal handler
 //
 // Timestamps have microseconds. Trails written before this schema had milliseconds and no
-// `truncated_parts`; TrailEntries reads both. Not signal-safe.
+// `truncated_parts`; the reader takes both. Not signal-safe.
 
 import CrumbsRecorder
+import FoundationEssentials
 
 extension Breadcrumb {
   /// This breadcrumb as one JSON Lines line (no newline). See docs/formats.md "Breadcrumb trail schema".
@@ -126,5 +128,60 @@ extension BreadcrumbSlots {
       if entry.fromSignalHandler { line.raw(",\"signal_handler\":true") }
       line.raw("}")
     }
+  }
+}
+
+// MARK: - Reading back
+
+extension Breadcrumb {
+  /// The breadcrumbs of a trail's JSON Lines text, in order. A line that does not decode (torn,
+  /// hand-edited, an unknown level or type) is skipped: the trail was written by us, so that
+  /// means damage, not a format change. A line's attributes come back in key order (its object
+  /// is read as a dictionary); the clock fields no line holds (`monotonicNanoseconds`, `ticks`)
+  /// are 0, and `wallTimeNanoseconds` is 0 for a timestamp ISO8601.nanoseconds refuses.
+  public static func trail(jsonLines text: [UInt8]) -> [Breadcrumb] {
+    let decoder = JSONDecoder()
+    return text.split(separator: UInt8(ascii: "\n")).compactMap {
+      (try? decoder.decode(TrailLine.self, from: Data($0)))?.breadcrumb
+    }
+  }
+}
+
+/// One line of the trail as stored (the schema above), decoded before it becomes a Breadcrumb.
+private struct TrailLine: Decodable {
+  var timestamp: String
+  var id: UInt64
+  var seq: UInt32
+  var thread: UInt32
+  var level: String
+  var type: String
+  var message: String
+  var attributes: [String: String]
+  var truncated: Bool?
+  /// With `truncated`: `message`, `attributes` or both (absent in trails of older versions).
+  var truncatedParts: [String]?
+  var signalHandler: Bool?
+
+  enum CodingKeys: String, CodingKey {
+    case timestamp, id, seq, thread, level, type, message, attributes, truncated
+    case truncatedParts = "truncated_parts"
+    case signalHandler = "signal_handler"
+  }
+
+  var breadcrumb: Breadcrumb? {
+    guard let level = BreadcrumbLevel(name: level), let type = BreadcrumbType(name: type) else { return nil }
+    let cut = truncated == true
+    // An older trail says only that something was cut: the message, as far as can be told
+    // (`truncated` stays what the line said either way).
+    let parts = truncatedParts ?? (cut ? ["message"] : [])
+    return Breadcrumb(
+      id: id, threadSequence: seq, threadID: thread, wallTimeNanoseconds: ISO8601.nanoseconds(timestamp) ?? 0,
+      monotonicNanoseconds: 0, ticks: 0, level: level, type: type, message: message,
+      attributes: attributes.sorted { $0.key < $1.key }.map {
+        Breadcrumb.Attribute(key: $0.key, value: $0.value)
+      },
+      messageTruncated: cut && (parts.contains("message") || !parts.contains("attributes")),
+      attributesTruncated: cut && parts.contains("attributes"),
+      fromSignalHandler: signalHandler == true)
   }
 }

@@ -1,9 +1,8 @@
 // Redaction+Bytes.swift — the byte-level pieces the redactor (Redaction.swift) scans and edits
 // text with: the cheap prefilters that settle most strings without copying them (a word at a
-// time), key normalization, the byte classes of keys, values and paths, and the constants.
-// Pure functions of their arguments. Not signal-safe (the crash handler's own matcher is C:
-// crumbs_redact.c, held to the same cases, Tests/Fixtures/redaction-cases.json, by
-// RedactionTests).
+// time), key normalization, the byte classes of keys and paths, and the constants. The pair
+// rule itself is the crash handler's C (crumbs_redact.c, through CrumbsRecorder's
+// PairRedaction). Pure functions of their arguments. Not signal-safe.
 
 extension Redactor {
   /// Whether `bytes` holds an `=`, `:`, `>` or `/`: without one, no pair (`->` has its `>`), no
@@ -43,15 +42,6 @@ extension Redactor {
     return false
   }
 
-  static func contains(_ bytes: [UInt8], _ wanted: [UInt8]) -> Bool {
-    guard wanted.count <= bytes.count else { return false }
-    for start in 0...(bytes.count - wanted.count)
-    where bytes[start..<start + wanted.count].elementsEqual(wanted) {
-      return true
-    }
-    return false
-  }
-
   /// ASCII lowercase, `-` as `_`: how keys are compared.
   static func normalized<Bytes: Sequence<UInt8>>(_ key: Bytes) -> [UInt8] { key.map(normalized) }
 
@@ -62,47 +52,29 @@ extension Redactor {
 
   static func normalized(_ key: String) -> [UInt8] { normalized(key.utf8) }
 
-  static func lowercased(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
-    bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-  }
-
   // MARK: - Bytes
 
   enum Byte {
     static let equals = UInt8(ascii: "=")
     static let colon = UInt8(ascii: ":")
     static let slash = UInt8(ascii: "/")
-    static let backslash = UInt8(ascii: "\\")
     static let tilde = UInt8(ascii: "~")
-    static let space = UInt8(ascii: " ")
     static let hyphen = UInt8(ascii: "-")
     static let underscore = UInt8(ascii: "_")
     static let greater = UInt8(ascii: ">")
     static let at = UInt8(ascii: "@")
-    static let question = UInt8(ascii: "?")
-    static let hash = UInt8(ascii: "#")
-    static let doubleQuote = UInt8(ascii: "\"")
   }
 
   static let replacementBytes = Array(Redaction.replacement.utf8)
-  static let cookie = Array("cookie".utf8)
-  /// How Swift describes an optional (`"\(value)"` of a `String?`): skipped before a value.
-  static let optionalPrefix = Array("Optional(".utf8)
   static let homePrefix = Array("/home/".utf8)
   static let usersPrefix = Array("/Users/".utf8)
   static let rootPrefix = Array("/root".utf8)
-  /// HTTP authentication schemes (IANA registry) whose credential follows after one space.
-  static let authorizationSchemes: Set<[UInt8]> = Set(
-    ["bearer", "basic", "digest", "negotiate", "ntlm", "token", "hoba", "mutual", "dpop", "aws4-hmac-sha256"]
-      .map { Array($0.utf8) })
 
   /// The index after `prefix` when `bytes` has it at `index`.
   static func after(_ bytes: [UInt8], at index: Int, prefix: [UInt8]) -> Int? {
     bytes[index...].starts(with: prefix) ? index + prefix.count : nil
   }
 
-  static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
-  static func isQuote(_ byte: UInt8) -> Bool { byte == 0x22 || byte == 0x27 }
   static func isAlphanumeric(_ byte: UInt8) -> Bool {
     (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
   }
@@ -112,15 +84,14 @@ extension Redactor {
   }
   /// A byte that continues a path component: `/data/home/x` is not a home directory.
   static func isPathByte(_ byte: UInt8) -> Bool { isKeyByte(byte) || byte == Byte.tilde }
-  /// Where an unquoted value ends: blanks, line ends, `& , ;`, quotes, closing brackets, `< >`.
+  /// Where an unquoted value ends (as in crumbs_redact.c): blanks, line ends, `& , ;`, quotes,
+  /// closing brackets, `< >`; a user name in a path ends there too.
   static func isDelimiter(_ byte: UInt8) -> Bool {
     switch byte {
     case 0x20, 0x09, 0x0A, 0x0D, 0x26, 0x2C, 0x3B, 0x22, 0x27, 0x29, 0x5D, 0x7D, 0x3C, 0x3E: true
     default: false
     }
   }
-  static func isOpening(_ byte: UInt8) -> Bool { byte == 0x28 || byte == 0x5B || byte == 0x7B }
-  static func isClosing(_ byte: UInt8) -> Bool { byte == 0x29 || byte == 0x5D || byte == 0x7D }
   /// Where a user name in a path ends.
   static func endsUserName(_ byte: UInt8) -> Bool {
     byte == Byte.slash || isDelimiter(byte) || byte == 0x3A

@@ -10,7 +10,10 @@
 //                       `key=value` or `key: value` pair whose key matches so (quoted, JSON-ish,
 //                       URL query, an HTTP authorization scheme and its credential); after the
 //                       separator (`=`, `:`, `=>`, `->`), Swift's `Optional(` is skipped and a
-//                       bracketed value (`[…]`, `(…)`, `{…}`) is redacted to its balanced end
+//                       bracketed value (`[…]`, `(…)`, `{…}`) is redacted to its balanced end.
+//                       The pair rule is the crash handler's own C (crumbs_redact.c, reached
+//                       through CrumbsRecorder's PairRedaction): one implementation for the
+//                       termination line and the reports
 //   redactsURLCredentials  a URL's userinfo (`postgres://app:s3cr3t@db` → `postgres://[redacted]@db`)
 //   valuePatterns       regular expressions in a linear-time subset (ValuePattern.swift); every
 //                       match replaced; a refused pattern, or one that runs out of its step
@@ -142,6 +145,9 @@ package struct Redactor {
   private let patterns: [ValuePattern]
   private let homes: Bool
   private let urls: Bool
+  /// The pair rule, the crash handler's own (crumbs_redact.c through CrumbsRecorder): the line
+  /// and the report cannot disagree.
+  private let pairs: PairRedaction
   /// Patterns refused, with the reason: with one, every text is redacted whole.
   package let refusedPatterns: [String]
   private let budget: PatternBudget
@@ -171,6 +177,7 @@ package struct Redactor {
     budget = PatternBudget(patternSteps)
     homes = rules.shortensHomeDirectories
     urls = rules.redactsURLCredentials
+    pairs = PairRedaction(keys: rules.keys, redactsURLCredentials: rules.redactsURLCredentials)
     isIdentity = keys.isEmpty && patterns.isEmpty && refused.isEmpty && !homes && !urls
   }
 
@@ -362,7 +369,7 @@ package struct Redactor {
     // time, settles it before the keys, URLs and home directories are looked for.
     if patterns.isEmpty, !Self.mayNeedWork(text) { return nil }
     let pairs = (!keys.isEmpty && mayHoldPair(text)) || (urls && text.contains(Byte.at))
-    var result = pairs ? pairsRedacted(Array(text)) : nil
+    var result = pairs ? self.pairs.redacted(text) : nil
     if homes {
       let shortened =
         if let current = result {
@@ -457,166 +464,6 @@ package struct Redactor {
     guard copied > 0 else { return nil }
     out += bytes[copied...]
     return out
-  }
-
-  /// The text with the value of every sensitive `key=value` / `key: value` pair (and `=>`, `->`)
-  /// and every URL's userinfo replaced, nil when there was none.
-  private func pairsRedacted(_ bytes: [UInt8]) -> [UInt8]? {
-    var out: [UInt8] = []
-    var copied = 0
-    var index = 0
-    while index < bytes.count {
-      let byte = bytes[index]
-      // The separator, and where its value starts.
-      let valueStart: Int
-      switch byte {
-      case Byte.equals:
-        valueStart = index + 1 < bytes.count && bytes[index + 1] == Byte.greater ? index + 2 : index + 1
-      case Byte.colon:
-        if urls, let userinfo = Self.userinfoSpan(bytes, colon: index) {
-          out += bytes[copied..<userinfo.lowerBound]
-          out += Self.replacementBytes
-          copied = userinfo.upperBound
-          index = userinfo.upperBound
-          continue
-        }
-        // `::` is a scope (C++, Swift's demangled names), not a pair.
-        if (index + 1 < bytes.count && bytes[index + 1] == Byte.colon)
-          || (index > 0 && bytes[index - 1] == Byte.colon)
-        {
-          index += 1
-          continue
-        }
-        valueStart = index + 1
-      case Byte.hyphen where index + 1 < bytes.count && bytes[index + 1] == Byte.greater:
-        valueStart = index + 2
-      default:
-        index += 1
-        continue
-      }
-      guard !keys.isEmpty else {
-        index += 1
-        continue
-      }
-      // The key: the word before the separator, past spaces and a closing quote (`"token": …`,
-      // `\"token\":…` inside escaped JSON).
-      var keyEnd = index
-      while keyEnd > copied, Self.isBlank(bytes[keyEnd - 1]) { keyEnd -= 1 }
-      if keyEnd > copied, Self.isQuote(bytes[keyEnd - 1]) { keyEnd -= 1 }
-      if keyEnd > copied, bytes[keyEnd - 1] == Byte.backslash { keyEnd -= 1 }
-      var keyStart = keyEnd
-      while keyStart > copied, Self.isKeyByte(bytes[keyStart - 1]) { keyStart -= 1 }
-      let key = bytes[keyStart..<keyEnd]
-      // A cookie header's value is every cookie to the end of the line (`a=1; b=2`).
-      guard keyStart < keyEnd, key.withUnsafeBufferPointer({ containsKey($0) }),
-        let value = Self.valueSpan(
-          bytes, from: valueStart, toLineEnd: Self.contains(Self.normalized(key), Self.cookie))
-      else {
-        index += 1
-        continue
-      }
-      out += bytes[copied..<value.lowerBound]
-      out += Self.replacementBytes
-      copied = value.upperBound
-      index = max(value.upperBound, index + 1)
-    }
-    guard copied > 0 else { return nil }
-    out += bytes[copied...]
-    return out
-  }
-
-  /// The userinfo of a URL whose `://` is at `colon` (after a scheme's letter or digit): from
-  /// after the `//` to the authority's last `@` (a password may hold a raw `@`), the authority
-  /// ending at `/`, `?`, `#` or a delimiter. Nil when it has no userinfo, or it is redacted.
-  static func userinfoSpan(_ bytes: [UInt8], colon: Int) -> Range<Int>? {
-    guard colon > 0, isAlphanumeric(bytes[colon - 1]), colon + 2 < bytes.count,
-      bytes[colon + 1] == Byte.slash,
-      bytes[colon + 2] == Byte.slash
-    else { return nil }
-    let start = colon + 3
-    var end = start
-    var at: Int?
-    while end < bytes.count {
-      let byte = bytes[end]
-      if byte == Byte.slash || byte == Byte.question || byte == Byte.hash || isDelimiter(byte) { break }
-      if byte == Byte.at { at = end }
-      end += 1
-    }
-    guard let at, at > start, !bytes[start..<at].elementsEqual(replacementBytes) else { return nil }
-    return start..<at
-  }
-
-  /// The value after a separator at `start`: past blanks and Swift's `Optional(`; a bracketed
-  /// value (`[…]`, `(…)`, `{…}`) inside its brackets, to the balanced end (to the text's end
-  /// when unbalanced); a quoted one inside its quotes (to the end when the quote is not closed);
-  /// else up to a delimiter, an HTTP authorization scheme (`Bearer xyz`) taking the credential
-  /// after it too. Nil when empty or already redacted.
-  private static func valueSpan(_ bytes: [UInt8], from start: Int, toLineEnd: Bool) -> Range<Int>? {
-    var start = start
-    while start < bytes.count, isBlank(bytes[start]) { start += 1 }
-    while bytes[start...].starts(with: optionalPrefix) { start += optionalPrefix.count }
-    guard start < bytes.count else { return nil }
-    if bytes[start...].starts(with: replacementBytes) { return nil }
-    var end = start
-    // Quoted: `"a b"`, `'a b'`, `\"a b\"` (escaped JSON inside a message).
-    var quote: [UInt8]?
-    if isQuote(bytes[start]) {
-      quote = [bytes[start]]
-    } else if bytes[start] == Byte.backslash, start + 1 < bytes.count, isQuote(bytes[start + 1]) {
-      quote = [Byte.backslash, bytes[start + 1]]
-    }
-    if let quote {
-      let inside = start + quote.count
-      end = inside
-      while end < bytes.count, !bytes[end...].starts(with: quote) {
-        // A backslash escapes the next byte in an unescaped quoted string.
-        end += quote.count == 1 && bytes[end] == Byte.backslash ? 2 : 1
-      }
-      end = min(end, bytes.count)
-      return end > inside ? inside..<end : nil
-    }
-    if toLineEnd {
-      while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D { end += 1 }
-      return start..<end
-    }
-    if isOpening(bytes[start]) {
-      let inside = start + 1
-      end = balancedEnd(bytes, from: inside)
-      guard end > inside, !bytes[inside..<end].elementsEqual(replacementBytes) else { return nil }
-      return inside..<end
-    }
-    while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
-    guard end > start else { return nil }
-    if authorizationSchemes.contains(lowercased(bytes[start..<end])), end + 1 < bytes.count,
-      bytes[end] == Byte.space, !isDelimiter(bytes[end + 1])
-    {
-      end += 1
-      while end < bytes.count, !isDelimiter(bytes[end]) { end += 1 }
-    }
-    return start..<end
-  }
-
-  /// Where the bracket opened before `inside` closes: brackets of any kind counted, double-quoted
-  /// strings (with backslash escapes) skipped; the text's end when it never closes.
-  static func balancedEnd(_ bytes: [UInt8], from inside: Int) -> Int {
-    var depth = 1
-    var index = inside
-    while index < bytes.count {
-      let byte = bytes[index]
-      if byte == Byte.doubleQuote {
-        index += 1
-        while index < bytes.count, bytes[index] != Byte.doubleQuote {
-          index += bytes[index] == Byte.backslash ? 2 : 1
-        }
-      } else if isOpening(byte) {
-        depth += 1
-      } else if isClosing(byte) {
-        depth -= 1
-        if depth == 0 { return index }
-      }
-      index += 1
-    }
-    return bytes.count
   }
 
   /// Whether `key` contains one of the keys (normalized alike).

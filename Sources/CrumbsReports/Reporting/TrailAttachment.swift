@@ -1,6 +1,12 @@
 // TrailAttachment.swift — the breadcrumb trail as a report attachment: JSON Lines, oldest to
 // newest, compressed into one LZ4 frame (`breadcrumbs.jsonl.lz4`, readable by `lz4 -d`).
 // Schema of a line: see Breadcrumb.jsonLine() and docs/formats.md "Breadcrumb trail schema".
+// Written here (TrailAttachment.make) and read back here, for the destinations that send
+// breadcrumbs one by one (OTLP log records, Backtrace's breadcrumb file) and for `willSend`:
+// every destination reads the trail through StoredReport.trailAttachment(), which verifies the
+// LZ4 frame first, so a damaged trail is left out, and named with the same reason
+// (TrailProblem), whatever the format. Entry points: TrailAttachment.make →
+// StoredReport.trailAttachment() → trailBreadcrumbs(). Not signal-safe.
 
 import CrumbsRecorder
 
@@ -58,5 +64,55 @@ public enum TrailAttachment {
       empty: contents.counts.empty,
       lastMessage: ownFinal.map { contents.slots.string($0.message) },
       timesCalibrated: contents.timesAreCalibrated)
+  }
+}
+
+// MARK: - Reading back
+
+/// Why a report's trail is left out of what is sent: the attachment's name and the reason, as
+/// both destinations list it among the omitted attachments.
+public struct TrailProblem: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The attachment's file name (`breadcrumbs.jsonl.lz4`).
+  public var name: String
+  /// `unreadable: …` or `damaged: …` (e.g. `damaged: content checksum mismatch`).
+  public var reason: String
+  public var description: String { "\(name): \(reason)" }
+}
+
+extension StoredReport {
+  /// The most a trail may decompress to (a ring holds far less).
+  static let trailTextLimit = 1 << 30
+
+  /// The trail attachment's bytes once verified as whole LZ4 frames (LZ4Frame.verify: magic,
+  /// descriptor checksum, block sizes, content checksum); nil when the report has none. Every
+  /// destination reads the trail through here, so a damaged one is left out, with the same
+  /// reason, whatever the format.
+  public func trailAttachment() throws(TrailProblem) -> [UInt8]? {
+    // A trail `willSend` edited (ReportDraft): empty means none is sent.
+    if let trailOverride { return trailOverride.isEmpty ? nil : trailOverride }
+    guard let name = report.breadcrumbs.attachment else { return nil }
+    let bytes: [UInt8]
+    do {
+      bytes = try readFile(name, limit: 256 << 20)
+    } catch {
+      throw TrailProblem(name: name, reason: "unreadable: \(error)")
+    }
+    do {
+      try LZ4Frame.verify(bytes, limit: Self.trailTextLimit)
+    } catch {
+      throw TrailProblem(name: name, reason: "damaged: \(error.reason)")
+    }
+    return bytes
+  }
+
+  /// The trail's breadcrumbs, oldest first; empty without a trail. Lines that do not parse are
+  /// skipped (the attachment was written by us, so that means damage, not a format change).
+  public func trailBreadcrumbs() throws(TrailProblem) -> [Breadcrumb] {
+    guard let compressed = try trailAttachment(), let name = report.breadcrumbs.attachment else { return [] }
+    do {
+      return Breadcrumb.trail(jsonLines: try LZ4Frame.decompress(compressed, limit: Self.trailTextLimit))
+    } catch {
+      throw TrailProblem(name: name, reason: "damaged: \(error.reason)")
+    }
   }
 }

@@ -171,21 +171,14 @@ package final class SortedSymbols: @unchecked Sendable {
     let sectionIndex = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: base + 6, as: UInt16.self))
     let value = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 8, as: UInt64.self))
     let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: base + 16, as: UInt64.self))
-    let type = info & 0xF
-    let binding = info >> 4
-    guard sectionIndex != 0, sectionIndex < 0xFF00, nameOffset != 0,
-      UInt64(nameOffset) < UInt64(nameTableSize)
-    else { return nil }  // undefined, absolute or special, or nameless
-    let isFunction = type == 2 || type == 10  // STT_FUNC, STT_GNU_IFUNC
-    if !isFunction {
-      // Other symbols only when sized and in a section that holds code.
-      guard type <= 1, size > 0, Int(sectionIndex) < sections.count,
-        sections[Int(sectionIndex)].flags & 0x4 != 0  // SHF_EXECINSTR
-      else { return nil }
+    // Which entries hold code and how they rank: the crash handler's rule (ELFSymbolRule); the
+    // name's first byte, which adds `plainNameRank`, is the caller's to read.
+    let rank = ELFSymbolRule.rank(
+      info: info, section: sectionIndex, size: size, nameOffset: nameOffset, namesSize: nameTableSize
+    ) {
+      Int(sectionIndex) < sections.count && sections[Int(sectionIndex)].flags & 0x4 != 0  // SHF_EXECINSTR
     }
-    // Prefer functions, then the public spelling (`getpid` over its alias `__getpid`), then
-    // global over weak over local, then the sized one.
-    let rank: UInt8 = (isFunction ? 16 : 0) + (binding == 1 ? 4 : binding == 2 ? 2 : 0) + (size > 0 ? 1 : 0)
+    guard rank > 0 else { return nil }
     var extent = size
     if size == 0 {
       // Unsized (hand-written assembly, `_init`): provisionally up to the end of its section,

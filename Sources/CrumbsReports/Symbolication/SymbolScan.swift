@@ -17,7 +17,13 @@
 //                                       other address (a later report of the same process), once
 //
 // The scan makes the checks SortedSymbols.read makes (entry size, ranges, the string table's
-// link), so a damaged file gives the same problems either way. Not signal-safe.
+// link), so a damaged file gives the same problems either way. Which entries can name code, and
+// their rank, is the crash handler's rule (SortedSymbols.keep → ELFSymbolRule →
+// crumbs_elf_symbol_rank). The handler's own scan (crumbs_elf_symbol.c) is not this one, and
+// why: in a signal handler it may not allocate, sort or read a section per symbol, so it takes
+// the first sized function holding each of its few frames; a report names what the sorted
+// table names (innermost, best ranked, unsized symbols too), for any number of addresses, with
+// the problems of a damaged file said in words. Not signal-safe.
 
 import CrumbsPlatform
 import CrumbsRecorder

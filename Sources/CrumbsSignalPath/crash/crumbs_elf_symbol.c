@@ -4,15 +4,23 @@
 // Design: the ELF header, then the section headers (in 4 KiB chunks) to find `.symtab` (else
 // `.dynsym`) and its linked string table; then one pass over the symbols in 4 KiB chunks, each
 // symbol compared with every query (a handful of frames), so a table is read once whatever the
-// number of frames. Only sized function symbols (STT_FUNC, STT_GNU_IFUNC) defined in a section
-// match. Every offset and size from the file is checked (crumbs__elf_span) before a read; reads
-// go through crumbs__elf_read, which refuses anything past the file's size.
+// number of frames. Which entries can name code, and how they rank, is one rule for the handler
+// and the reports (crumbs_elf_symbol_rank; the reports' SortedSymbols and SymbolScan call it
+// through CrumbsRecorder's ELFSymbolRule). What differs is the choice, and why: the handler
+// takes the first sized function holding the address and stops when every frame is named (a
+// bounded number of preads in a signal handler: no sort, no section read per symbol, so neither
+// unsized symbols, which end where their section does, nor code that is not typed a function);
+// the reports take what their sorted table names (the innermost, best-ranked symbol, unsized
+// ones too), which SymbolScan finds without sorting. Every offset and size from the file is
+// checked (crumbs__elf_span) before a read; reads go through crumbs__elf_read, which refuses
+// anything past the file's size.
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. libc calls: pread. No static state (reentrant:
 // tests call it from several threads), no allocation, no locks.
 
 #define _GNU_SOURCE
 #include "crash/crumbs_elf_symbol.h"
+#include "crumbs_termination_message.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -139,11 +147,10 @@ bool crumbs__elf_symbols_find(const crumbs__elf_file *file, crumbs__elf_query *q
     }
     for (uint64_t at = 0; at < batch; at++) {
       const ElfW(Sym) *symbol = &chunk.symbols[at];
-      unsigned type = ELF64_ST_TYPE(symbol->st_info);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || symbol->st_shndx == SHN_UNDEF ||
-          symbol->st_size == 0 || symbol->st_name >= strings->size) {
-        continue;
-      }
+      // Sized functions only (see the file's comment): no section is read to place the others.
+      uint8_t rank = crumbs_elf_symbol_rank(symbol->st_info, symbol->st_shndx, symbol->st_size,
+                                            symbol->st_name, strings->size, false);
+      if ((rank & CRUMBS_ELF_RANK_FUNCTION) == 0 || symbol->st_size == 0) continue;
       uint64_t start = symbol->st_value, size = symbol->st_size;
       for (uint32_t index = 0; index < count; index++) {
         crumbs__elf_query *query = &queries[index];
@@ -157,6 +164,23 @@ bool crumbs__elf_symbols_find(const crumbs__elf_file *file, crumbs__elf_query *q
     first += batch;
   }
   return true;
+}
+
+uint8_t crumbs_elf_symbol_rank(uint8_t info, uint16_t section, uint64_t size, uint64_t name_offset,
+                               uint64_t names_size, bool code_section) {
+  // Undefined, absolute or special (SHN_LORESERVE and up), or nameless.
+  if (section == SHN_UNDEF || section >= SHN_LORESERVE || name_offset == 0 || name_offset >= names_size)
+    return 0;
+  unsigned type = ELF64_ST_TYPE(info), binding = ELF64_ST_BIND(info);
+  bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
+  // Other symbols only when sized and in a section that holds code.
+  if (!function && (type > STT_OBJECT || size == 0 || !code_section)) return 0;
+  // Functions first, then global over weak over local, then the sized one.
+  uint8_t rank = function ? CRUMBS_ELF_RANK_FUNCTION : 0;
+  if (binding == STB_GLOBAL) rank += 4;
+  if (binding == STB_WEAK) rank += 2;
+  if (size > 0) rank += 1;
+  return rank;
 }
 
 size_t crumbs__elf_symbol_name(const crumbs__elf_file *file, const crumbs__elf_strings *strings,
@@ -332,14 +356,19 @@ bool crumbs__symbol_is_crumbs(const char *name) {
   if (prefix[index] == '\0') return true;
   const char *cursor = crumbs__swift_entity(name);
   if (cursor == NULL) return false;
+  // The module's name, the entity's first identifier (never a word substitution: no word
+  // precedes it). Crumbs' modules are `Crumbs` and `Crumbs` + a capitalised word (Recorder,
+  // Logging, ServiceLifecycle…): the rule, not a list, so a new module is recognised the day it
+  // is added. A name with `Test` in it is a test module (CrumbsTestChild), which plays the app.
   size_t length = crumbs__swift_length(&cursor);
-  static const char *const modules[] = {"Crumbs", "CrumbsRecorder", "CrumbsReports", "CrumbsDelivery",
-                                        "CrumbsPlatform"};
-  for (size_t module = 0; module < sizeof modules / sizeof modules[0]; module++) {
-    const char *candidate = modules[module];
-    size_t at = 0;
-    while (at < length && candidate[at] != '\0' && cursor[at] == candidate[at]) at++;
-    if (at == length && candidate[at] == '\0') return true;
+  const char *module = "Crumbs";
+  size_t at = 0;
+  while (module[at] != '\0' && at < length && cursor[at] == module[at]) at++;
+  if (module[at] != '\0') return false;
+  if (at < length && !(cursor[at] >= 'A' && cursor[at] <= 'Z')) return false;
+  for (; at + 4 <= length; at++) {
+    const char *word = cursor + at;
+    if (word[0] == 'T' && word[1] == 'e' && word[2] == 's' && word[3] == 't') return false;
   }
-  return false;
+  return true;
 }

@@ -6,7 +6,9 @@
 // Design (why at crash time, from the file): docs/crash-capture.md#symbols-from-the-executable
 //
 // Entry points, in call order:
-//   crumbs__elf_symbols_find   one pass over `.symtab` (else `.dynsym`) for several addresses
+//   crumbs__elf_symbols_find   one pass over `.symtab` (else `.dynsym`) for several addresses,
+//                              entries judged by crumbs_elf_symbol_rank (the reports' rule too,
+//                              include/crumbs_termination_message.h)
 //   crumbs__elf_symbol_name    a found symbol's name, bounded
 //   crumbs__swift_name_simplify / crumbs__symbol_is_crumbs   what to show, what to skip
 //
@@ -69,8 +71,9 @@ size_t crumbs__elf_symbol_name(const crumbs__elf_file *file, const crumbs__elf_s
 size_t crumbs__swift_name_simplify(const char *mangled, char *buffer, size_t capacity);
 
 /// Whether `name` is Crumbs' own code, linked statically into the app: a C symbol starting with
-/// "crumbs_", or a Swift symbol of the modules Crumbs, CrumbsRecorder, CrumbsReports,
-/// CrumbsDelivery or CrumbsPlatform. Safe to call from a signal handler (pure).
+/// "crumbs_", or a Swift symbol of a module named `Crumbs` or `Crumbs` + a capitalised word
+/// (CrumbsRecorder, CrumbsLogging, CrumbsTracing…) without `Test` in it (test modules play the
+/// app). Safe to call from a signal handler (pure).
 bool crumbs__symbol_is_crumbs(const char *name);
 
 #endif // CRUMBS_ELF_SYMBOL_H

@@ -1,16 +1,19 @@
-// crumbs_redact.c — the one redaction the crash handler does: the values of sensitive
-// `key=value` and `key: value` pairs, and URLs' userinfo, in the termination line's message, by
-// the same rules as the reports' redaction (Redaction.swift), tested against the same cases.
-// Fails closed: keys that do not fit leave the message withheld, never written unredacted.
-// Design: docs/crash-capture.md#redaction
+// crumbs_redact.c — the one implementation of the pair rule: the values of sensitive
+// `key=value` and `key: value` pairs, and URLs' userinfo, in free text. Two users: the crash
+// handler on the termination line's message, and the reports' redaction (CrumbsRecorder's
+// PairRedaction), so the line and the report never disagree. Fails closed: keys that do not fit
+// the handler's storage leave the message withheld. Design: docs/crash-capture.md#redaction
 //
 // Entry points, in call order:
-//   crumbs_termination_message_set_redaction  (set-up) the keys, copied and normalized into
-//                                 static storage, while no descriptor is published
-//   crumbs__redact_pairs          [crash] the message's pairs, into a stack buffer
+//   crumbs_redaction_keys_prepare   keys normalized into the caller's storage (both users)
+//   crumbs_termination_message_set_redaction  (set-up) the handler's keys, into static storage,
+//                                 while no descriptor is published
+//   crumbs_redact_pairs           a text's pairs with the keys given (the reports)
+//   crumbs__redact_pairs          [crash] the message's pairs with the handler's keys, into a
+//                                 stack buffer
 //
-// ASYNC-SIGNAL-SAFE: crumbs__redact_pairs (no libc call at all: loops over bytes). Set-up and
-// testing functions are not meant for a handler.
+// ASYNC-SIGNAL-SAFE: crumbs_redaction_keys_prepare, crumbs_redact_pairs, crumbs__redact_pairs
+// (no libc call at all: loops over bytes). Set-up functions are not meant for a handler.
 
 #include "crash/crumbs_redact.h"
 #include "crumbs_termination_message.h"
@@ -18,9 +21,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/// The keys, normalized, each ended by a NUL; an empty key ends the list.
+/// The handler's keys, prepared (crumbs_redaction_keys_prepare).
 static char crumbs__redact_keys[CRUMBS_TERMINATION_REDACTION_KEYS_MAX + 1];
-/// Whether URLs' userinfo is redacted.
+/// Whether the handler redacts URLs' userinfo.
 static bool crumbs__redact_urls;
 /// Whether the keys given did not fit: the message must not be written.
 static bool crumbs__redact_withheld;
@@ -34,26 +37,33 @@ static char crumbs__redact_normalized(char c) {
   return c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
 }
 
-bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls) {
-  crumbs__redact_urls = urls;
-  // Checked whole first: a list that does not fit leaves no key, and the message is withheld
-  // (the caller says so).
+size_t crumbs_redaction_keys_prepare(const char *keys, size_t length, char *out, size_t capacity) {
+  // Checked whole first: a list that does not fit leaves no key.
   // The bytes kept, a NUL after the last key when the list lacks it, and the list's end.
   size_t needed = 1;
   for (size_t index = 0; index < length; index++) {
     if (keys[index] != '\0' || (index > 0 && keys[index - 1] != '\0')) needed++;
   }
   if (length > 0 && keys[length - 1] != '\0') needed++;
+  if (capacity == 0) return needed;
   size_t used = 0;
-  if (needed <= sizeof crumbs__redact_keys) {
+  if (needed <= capacity) {
     for (size_t index = 0; index < length; index++) {
       // Empty keys (two NULs in a row, or a NUL first) are left out: they would match anything.
-      if (keys[index] == '\0' && (used == 0 || crumbs__redact_keys[used - 1] == '\0')) continue;
-      crumbs__redact_keys[used++] = crumbs__redact_normalized(keys[index]);
+      if (keys[index] == '\0' && (used == 0 || out[used - 1] == '\0')) continue;
+      out[used++] = crumbs__redact_normalized(keys[index]);
     }
-    if (used > 0 && crumbs__redact_keys[used - 1] != '\0') crumbs__redact_keys[used++] = '\0';
+    if (used > 0 && out[used - 1] != '\0') out[used++] = '\0';
   }
-  crumbs__redact_keys[used] = '\0';
+  out[used] = '\0';
+  return needed;
+}
+
+bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls) {
+  crumbs__redact_urls = urls;
+  // A list that does not fit leaves no key, and the message is withheld (the caller says so).
+  size_t needed =
+      crumbs_redaction_keys_prepare(keys, length, crumbs__redact_keys, sizeof crumbs__redact_keys);
   crumbs__redact_withheld = needed > sizeof crumbs__redact_keys;
   return !crumbs__redact_withheld;
 }
@@ -164,9 +174,9 @@ static bool crumbs__redact_contains(const char *text, size_t length, const char 
   return false;
 }
 
-/// Whether the key `text[0..<length]` contains one of the configured keys.
-static bool crumbs__redact_key_matches(const char *text, size_t length) {
-  for (const char *key = crumbs__redact_keys; *key != '\0';) {
+/// Whether the key `text[0..<length]` contains one of `keys` (prepared).
+static bool crumbs__redact_key_matches(const char *keys, const char *text, size_t length) {
+  for (const char *key = keys; *key != '\0';) {
     if (crumbs__redact_contains(text, length, key)) return true;
     while (*key != '\0') key++;
     key++;
@@ -262,7 +272,8 @@ static size_t crumbs__redact_append(char *out, size_t capacity, size_t used, con
   return used;
 }
 
-size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t capacity, bool *cut) {
+size_t crumbs_redact_pairs(const char *keys, bool urls, const char *text, size_t length, char *out,
+                           size_t capacity, bool *cut) {
   size_t used = 0, copied = 0;
   *cut = false;
   if (text == NULL || length == 0) return 0;
@@ -274,7 +285,7 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
       value_from = index + 1 < length && text[index + 1] == '>' ? index + 2 : index + 1;
     } else if (c == ':') {
       size_t user_start, user_end;
-      if (crumbs__redact_urls && crumbs__redact_userinfo(text, length, index, &user_start, &user_end)) {
+      if (urls && crumbs__redact_userinfo(text, length, index, &user_start, &user_end)) {
         used = crumbs__redact_append(out, capacity, used, text + copied, user_start - copied, cut);
         used = crumbs__redact_append(out, capacity, used, crumbs__redact_replacement,
                                      CRUMBS__REDACT_REPLACEMENT_LENGTH, cut);
@@ -290,7 +301,7 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
     } else {
       continue;
     }
-    if (crumbs__redact_keys[0] == '\0') continue;
+    if (keys == NULL || keys[0] == '\0') continue;
     // The key: the word before the separator, past blanks and a closing quote (`"token": …`,
     // `\"token\":…` inside escaped JSON).
     size_t key_end = index;
@@ -299,7 +310,8 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
     if (key_end > copied && text[key_end - 1] == '\\') key_end--;
     size_t key_start = key_end;
     while (key_start > copied && crumbs__redact_is_key_byte(text[key_start - 1])) key_start--;
-    if (key_start == key_end || !crumbs__redact_key_matches(text + key_start, key_end - key_start)) continue;
+    if (key_start == key_end || !crumbs__redact_key_matches(keys, text + key_start, key_end - key_start))
+      continue;
     size_t value_start, value_end;
     bool cookie = crumbs__redact_contains(text + key_start, key_end - key_start, "cookie");
     if (!crumbs__redact_value(text, length, value_from, cookie, &value_start, &value_end)) continue;
@@ -312,8 +324,6 @@ size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t c
   return crumbs__redact_append(out, capacity, used, text + copied, length - copied, cut);
 }
 
-size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out,
-                                                 size_t capacity) {
-  bool cut;
-  return crumbs__redact_pairs(text, length, out, capacity, &cut);
+size_t crumbs__redact_pairs(const char *text, size_t length, char *out, size_t capacity, bool *cut) {
+  return crumbs_redact_pairs(crumbs__redact_keys, crumbs__redact_urls, text, length, out, capacity, cut);
 }

@@ -18,10 +18,11 @@
 //   crumbs_termination_message_set_redaction  (set-up) the keys, while no descriptor is set
 //   crumbs_termination_message_set_fd   (set-up) the file the line goes to, opened by the caller
 //   [crash] the handler writes the line (crumbs_termination_message.c)
-// Tests and fuzzing reach the pieces through the crumbs_*_testing_* functions below.
+// Tests and fuzzing reach the pieces through the test-only target's crumbs_*_testing_*
+// functions (Tests/CrumbsSignalPathTesting).
 //
 // SIGNAL SAFETY: crumbs_termination_message_set_fd is set-up code (not signal-safe: the Swift
-// wrapper serializes it); the testing functions are pure or read a file. What runs in the
+// wrapper serializes it). What runs in the
 // handler is listed in crumbs_termination_message.c.
 
 #ifndef CRUMBS_TERMINATION_MESSAGE_H
@@ -56,30 +57,40 @@ int crumbs_termination_message_set_fd(int fd);
 /// handler reads the rules without a lock once it saw a descriptor. Not signal-safe.
 bool crumbs_termination_message_set_redaction(const char *keys, size_t length, bool urls);
 
-// MARK: - Tests and fuzzing only
+// MARK: - The symbol rule, for the reports too
 
-/// The handler's redaction of `text` (`length` bytes) with the rules set now, into `out`
-/// (`capacity` bytes, not NUL-terminated); returns the bytes written. Pure but for the rules.
-size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out, size_t capacity);
+/// The rank crumbs_elf_symbol_rank gives a function (STT_FUNC, STT_GNU_IFUNC): above any other.
+#define CRUMBS_ELF_RANK_FUNCTION 16
 
-/// The crash handler's symbol lookup (crumbs_elf_symbol.c) over `size` bytes of an ELF file in
-/// memory: the name of the function symbol holding file address `address` into `name`
-/// (`capacity` bytes, NUL-terminated), its start into `*start`. Returns 1 found, 0 not found,
-/// -1 when the bytes hold no usable symbol table. Never reads outside `bytes`. Pure.
-int32_t crumbs_elf_symbol_testing_lookup(const uint8_t *bytes, size_t size, uint64_t address, char *name,
-                                         size_t capacity, uint64_t *start);
+/// Whether an ELF symbol-table entry can name code, and how it ranks among entries at one
+/// address: 0 when it cannot (undefined, absolute or special section, a name offset of 0 or
+/// outside the string table's `names_size` bytes; not a function, unless a sized object or
+/// untyped symbol in a section that holds code: `code_section`, SHF_EXECINSTR), else
+/// CRUMBS_ELF_RANK_FUNCTION for a function, + 4 global / + 2 weak, + 1 when sized. The one rule
+/// of the crash handler's symbol lookup and the reports' symbol tables (which add a rank for a
+/// name not starting with `_`). `info`, `section`, `size` are st_info, st_shndx, st_size. Safe to
+/// call from a signal handler (pure).
+uint8_t crumbs_elf_symbol_rank(uint8_t info, uint16_t section, uint64_t size, uint64_t name_offset,
+                               uint64_t names_size, bool code_section);
 
-/// The same lookup in the file at `path`, read with pread as the handler reads the executable.
-/// Returns as crumbs_elf_symbol_testing_lookup, -2 when the file cannot be opened.
-int32_t crumbs_elf_symbol_testing_lookup_file(const char *path, uint64_t address, char *name, size_t capacity,
-                                              uint64_t *start);
+// MARK: - The pair rule, for the reports too
 
-/// The readable name of a Swift mangled name ("$s5MyApp6ParserC5parseyyF" → "MyApp.Parser.parse")
-/// into `buffer`; returns its length, 0 when the name is not one it reads. Pure.
-size_t crumbs_swift_name_testing_simplify(const char *mangled, char *buffer, size_t capacity);
+/// Prepares `length` bytes of keys (each ended by a NUL, the last one may lack it) for
+/// crumbs_redact_pairs into `out`: ASCII lowercase, `-` as `_`, empty keys left out, each
+/// ended by a NUL, an empty key after the last. Returns the bytes the list needs, its end
+/// included: when that is more than `capacity`, `out` holds an empty list (no key). Safe to
+/// call from a signal handler (pure).
+size_t crumbs_redaction_keys_prepare(const char *keys, size_t length, char *out, size_t capacity);
 
-/// Whether the handler skips `name` as Crumbs' own code. Pure.
-bool crumbs_symbol_testing_is_crumbs(const char *name);
+/// `text[0..<length]` with the value of every sensitive pair whose key contains one of `keys`
+/// (prepared by crumbs_redaction_keys_prepare; NULL or empty: no pair) replaced by
+/// "[redacted]", and with `urls` every URL's userinfo, into `out` (`capacity` bytes, not
+/// NUL-terminated); returns the bytes written and sets `*cut` when the result did not fit.
+/// Each replacement follows a separator and takes at least one byte, so `length * 6 + 16`
+/// bytes always suffice. The rule the crash handler applies to its line (crumbs_redact.c).
+/// Safe to call from a signal handler (pure).
+size_t crumbs_redact_pairs(const char *keys, bool urls, const char *text, size_t length, char *out,
+                           size_t capacity, bool *cut);
 
 #ifdef __cplusplus
 }

@@ -99,6 +99,31 @@ typedef struct crumbs_cfi_testing_result {
 void crumbs_cfi_testing_row(const uint8_t *bytes, size_t size, uint64_t base, uint64_t header, uint64_t pc,
                             crumbs_cfi_testing_result *result);
 
+// MARK: - The termination line's pieces (crumbs_termination_testing.c)
+
+/// The handler's redaction of `text` (`length` bytes) with the rules set now, into `out`
+/// (`capacity` bytes, not NUL-terminated); returns the bytes written. Pure but for the rules.
+size_t crumbs_termination_message_testing_redact(const char *text, size_t length, char *out, size_t capacity);
+
+/// The crash handler's symbol lookup (crumbs_elf_symbol.c) over `size` bytes of an ELF file in
+/// memory: the name of the function symbol holding file address `address` into `name`
+/// (`capacity` bytes, NUL-terminated), its start into `*start`. Returns 1 found, 0 not found,
+/// -1 when the bytes hold no usable symbol table. Never reads outside `bytes`. Pure.
+int32_t crumbs_elf_symbol_testing_lookup(const uint8_t *bytes, size_t size, uint64_t address, char *name,
+                                         size_t capacity, uint64_t *start);
+
+/// The same lookup in the file at `path`, read with pread as the handler reads the executable.
+/// Returns as crumbs_elf_symbol_testing_lookup, -2 when the file cannot be opened.
+int32_t crumbs_elf_symbol_testing_lookup_file(const char *path, uint64_t address, char *name, size_t capacity,
+                                              uint64_t *start);
+
+/// The readable name of a Swift mangled name ("$s5MyApp6ParserC5parseyyF" → "MyApp.Parser.parse")
+/// into `buffer`; returns its length, 0 when the name is not one it reads. Pure.
+size_t crumbs_swift_name_testing_simplify(const char *mangled, char *buffer, size_t capacity);
+
+/// Whether the handler skips `name` as Crumbs' own code. Pure.
+bool crumbs_symbol_testing_is_crumbs(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

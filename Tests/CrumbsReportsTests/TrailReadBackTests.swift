@@ -1,38 +1,35 @@
-// TrailEntriesTests.swift — a stored report's trail read back for delivery: today's lines
-// (microseconds, truncated_parts) and trails stored by earlier versions (milliseconds, no
-// truncated_parts) alike.
+// TrailReadBackTests.swift — a stored report's trail read back (for delivery and `willSend`) as
+// the breadcrumbs it was written from: today's lines (microseconds, truncated_parts) and trails
+// stored by earlier versions (milliseconds, no truncated_parts) alike.
 
 import CrumbsPlatform
 import CrumbsTestSupport
-import Foundation
 import Testing
 
-@testable import CrumbsDelivery
 @testable import CrumbsRecorder
 @testable import CrumbsReports
 
-@Suite struct TrailEntriesTests {
+@Suite struct TrailReadBackTests {
   @Test func todaysLinesDecodeWithEveryField() throws {
     let crumb = Breadcrumb(
       id: 1 << 48 | 3, threadSequence: 9, threadID: 77, wallTimeNanoseconds: 1_795_320_611_123_456_789,
       monotonicNanoseconds: 0, ticks: 0, level: .error, type: .log, message: "cut",
       attributes: [.init(key: "k", value: "v")], messageTruncated: true, attributesTruncated: true,
       fromSignalHandler: true)
-    let entry = try JSONDecoder().decode(TrailEntry.self, from: Data(crumb.jsonLine().utf8))
-    #expect(entry.timestamp == "2026-11-22T04:10:11.123456Z")
-    #expect(entry.timeUnixNano == 1_795_320_611_123_456_000)
-    #expect(entry.id == crumb.id && entry.seq == 9 && entry.thread == 77)
-    #expect(entry.level == "error" && entry.type == "log" && entry.message == "cut")
-    #expect(entry.attributes == ["k": "v"])
-    #expect(entry.truncated == true)
-    #expect(entry.truncatedParts == ["message", "attributes"])
-    #expect(entry.signalHandler == true)
+    let entries = Breadcrumb.trail(jsonLines: Array(crumb.jsonLine().utf8))
+    #expect(crumb.jsonLine().contains(#""timestamp":"2026-11-22T04:10:11.123456Z""#))
+    // What the line holds comes back; microseconds, and no clock ticks, are what it keeps.
+    var expected = crumb
+    expected.wallTimeNanoseconds = 1_795_320_611_123_456_000
+    #expect(entries == [expected])
+    // Written again, it is the same line.
+    #expect(entries.first?.jsonLine() == crumb.jsonLine())
   }
 
   @Test func aTrailStoredByAnEarlierVersionStillReads() throws {
     // Fuzz/Corpus/stored-report holds a report folder as an earlier version wrote it.
     let corpus =
-      String(#filePath.dropLast("Tests/CrumbsDeliveryTests/TrailEntriesTests.swift".count))
+      String(#filePath.dropLast("Tests/CrumbsReportsTests/TrailReadBackTests.swift".count))
       + "Fuzz/Corpus/stored-report"
     let directory = TestDirectory()
     for (from, to) in [("report.json", "report.json"), ("trail.jsonl.lz4", TrailAttachment.name)] {
@@ -40,19 +37,34 @@ import Testing
     }
     let report = try ReportStore.decode(try Syscall.readFile(directory.file("report.json")))
     let stored = StoredReport(report: report, state: .pending, path: directory.path)
-    let entries = try stored.trailEntries()
+    let entries = try stored.trailBreadcrumbs()
     #expect(entries.count == 40)
     let first = try #require(entries.first)
-    #expect(first.timestamp == "2026-11-22T04:10:11.123Z")
-    #expect(first.timeUnixNano == 1_795_320_611_123_000_000)
-    #expect(first.message == "GET /v1/0" && first.attributes == ["k": "v"] && first.thread == 7)
-    #expect(first.truncated == nil && first.truncatedParts == nil && first.signalHandler == nil)
+    #expect(first.wallTimeNanoseconds == 1_795_320_611_123_000_000)
+    #expect(
+      first.message == "GET /v1/0" && first.attributes == [.init(key: "k", value: "v")] && first.threadID == 7
+    )
+    #expect(!first.truncated && !first.fromSignalHandler)
 
     let old =
       #"{"timestamp":"2026-11-22T04:10:11.123Z","id":5,"seq":1,"thread":7,"level":"fatal","#
       + #""type":"system","message":"m","attributes":{},"truncated":true,"signal_handler":true}"#
-    let entry = try JSONDecoder().decode(TrailEntry.self, from: Data(old.utf8))
-    #expect(entry.truncated == true && entry.truncatedParts == nil && entry.signalHandler == true)
+    let entry = try #require(Breadcrumb.trail(jsonLines: Array(old.utf8)).first)
+    #expect(
+      entry.truncated && entry.messageTruncated && !entry.attributesTruncated && entry.fromSignalHandler)
+    #expect(entry.level == .fatal && entry.type == .system && entry.id == 5 && entry.threadSequence == 1)
+  }
+
+  @Test func aLineThatDoesNotDecodeIsSkippedAndTheRestRead() {
+    let good =
+      #"{"timestamp":"2026-11-22T04:10:11.123456Z","id":1,"seq":1,"thread":7,"level":"info","#
+      + #""type":"http","message":"a","attributes":{"b":"2","a":"1"}}"#
+    let unknownLevel = good.replacing(#""info""#, with: #""loud""#)
+    let text = [good, unknownLevel, #"{"timestamp":"2026-11-2"#, "", good].joined(separator: "\n")
+    let trail = Breadcrumb.trail(jsonLines: Array(text.utf8))
+    #expect(trail.count == 2)
+    // The attributes, read as an object, come back in key order.
+    #expect(trail.first?.attributes.map(\.key) == ["a", "b"])
   }
 
   @Test func timestampsParseOnlyWithinTheirFieldsAndSixtyFourBits() {
