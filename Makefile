@@ -48,19 +48,23 @@ test: deps test-deps check-c check-arrows check-docs
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
 
-## The recorder and delivery tests under the thread sanitizer, built into .build-tsan (about 5
-## minutes from nothing on 2 CPUs, seconds after). Any report fails it: each process writes its
-## reports to a file under .build-tsan/reports (the test process and the `crumbs` CLI it runs, both
-## instrumented), and a file there is printed and fails the run. The children the tests crash are
-## the ordinary debug and release builds (CRUMBS_TEST_CHILD, CRUMBS_RELEASE_CHILD): the test child
-## replaces malloc, which the sanitizer's runtime owns, and dies before `main` when built with it.
+## The recorder and delivery tests under the thread sanitizer, built into .build-tsan: the test
+## bundle and the `crumbs` CLI they run; not the fuzz targets nor the test child, 16 links that
+## `--build-tests` would add for nothing. 2 to 5 minutes from nothing on 2 busy CPUs, seconds
+## after; the tests take 1 to 2 minutes. Any report fails it: each process writes its reports to
+## a file under .build-tsan/reports (the test process and the `crumbs` CLI, both instrumented),
+## and a file there is printed and fails the run. The children the tests crash are the ordinary
+## debug and release builds (CRUMBS_TEST_CHILD, CRUMBS_RELEASE_CHILD): built with the sanitizer,
+## the test child dies before `main` (it replaces malloc, which the sanitizer's runtime owns).
 ## ConsumerPackageTests are skipped: they build and run packages of their own, none of it
-## instrumented. Reports that are no bug: .ci/tsan-suppressions.txt, each with its reason.
+## instrumented. Reports that are no bug: .ci/tsan-suppressions.txt, each with its reason
+## (docs/testing.md, "The thread-sanitizer run").
 TSAN_REPORTS = $(CURDIR)/.build-tsan/reports
 tsan: deps test-deps
 	$(SWIFT) build --product CrumbsTestChild
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) build --product CrumbsPackageTests --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) build --product crumbs --sanitize=thread --scratch-path .build-tsan
 	rm -rf "$(TSAN_REPORTS)" && mkdir -p "$(TSAN_REPORTS)"
 	@status=0; \
 	  CRUMBS_TEST_CHILD=$$($(SWIFT) build --show-bin-path)/CrumbsTestChild \
