@@ -1,10 +1,13 @@
 // MutexHandOverTests.swift — under `make tsan`, the thread sanitizer sees a Synchronization.Mutex
-// handed over under contention (Tests/CrumbsTestSupportC/crumbs_test_tsan_mutex.c): without that,
-// the contended lock is taken where the sanitizer cannot see it and this test alone gets the run
-// reported, as every contended Mutex of the recorder and the uploader did, at random. Only under
-// the sanitizer: elsewhere it would only test the standard library, and a contended Mutex is a
-// convoy of kernel hand-overs that took a minute of the full suite's time on 2 busy CPUs.
+// handed over by the kernel (Tests/CrumbsTestSupportC/crumbs_test_tsan_mutex.c): without that,
+// the waiter takes the lock where the sanitizer cannot see it, and this test alone gets the run
+// reported, as contended Mutexes of the recorder and the uploader did, at random. Each hand-over
+// is made certain, not hoped for: the holder lets go only once the waiter sleeps in
+// FUTEX_LOCK_PI (its /proc/self/task/TID/syscall says so). Only under the sanitizer: elsewhere it
+// would test nothing of ours.
 
+import CrumbsPlatform
+import CrumbsRecorder
 import CrumbsTestSupport
 import Synchronization
 import Testing
@@ -16,27 +19,89 @@ import Testing
 /// Whether the thread sanitizer's runtime is in this process (it exports `__tsan_init`).
 private let underThreadSanitizer = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
-/// Shared by the threads: a count inside a Mutex, and one outside a Mutex<()> that guards it,
-/// the two ways the package uses Mutex.
-private final class Counts: @unchecked Sendable {
+/// What the holder (the test's first thread) and the waiter (its second) share: a count inside a
+/// Mutex and one outside a Mutex<()> that guards it, the two ways the package uses Mutex; and
+/// the turns they take.
+private final class HandOvers: @unchecked Sendable {
   let inside = Mutex<Int>(0)
   let lock = Mutex(())
   var outside = 0  // only under `lock`
+  /// The waiter's thread id, once it runs.
+  let waiter = Atomic<Int32>(0)
+  /// The last turn the holder asked the waiter to take (stored while holding the lock, before
+  /// the holder's own access: that access is ordered before the waiter's by the lock alone).
+  let asked = Atomic<Int>(0)
+  /// The last turn the waiter finished.
+  let done = Atomic<Int>(0)
+  /// Turns where the waiter was not seen asleep in the lock within the deadline.
+  let missed = Atomic<Int>(0)
+}
+
+#if arch(x86_64)
+  private let futexCall = "202"
+#else
+  private let futexCall = "98"  // aarch64
+#endif
+
+/// Waits until thread `thread` of this process sleeps in FUTEX_LOCK_PI (at most 60 s): the lock
+/// it asked for is held, so its release goes through the kernel.
+private func sleepsInLock(_ thread: Int32) -> Bool {
+  let deadline = ChildProcess.now() + 60
+  while ChildProcess.now() < deadline {
+    if let bytes = try? Syscall.readFile("/proc/self/task/\(thread)/syscall", limit: 512) {
+      let fields = String(decoding: bytes, as: UTF8.self).split(separator: " ")
+      // futex(2), FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG.
+      if fields.count > 2, fields[0] == futexCall, fields[2] == "0x86" { return true }
+    }
+    sched_yield()
+  }
+  return false
 }
 
 @Suite struct MutexHandOverTests {
   @Test(.enabled(if: underThreadSanitizer, "only the thread sanitizer can miss a hand-over"))
-  func everyContendedHandOverIsSeen() {
-    let counts = Counts()
-    let threads = 4
-    let rounds = 10_000
-    onThreads(threads) { _ in
-      for _ in 0..<rounds {
-        counts.inside.withLock { $0 += 1 }
-        counts.lock.withLock { _ in counts.outside += 1 }
+  func everyHandOverThroughTheKernelIsSeen() {
+    let state = HandOvers()
+    let rounds = 10  // per Mutex
+    onThreads(2) { index in
+      if index == 1 {
+        state.waiter.store(Int32(CurrentThread.id), ordering: .releasing)
+        for turn in 1...2 * rounds {
+          while state.asked.load(ordering: .acquiring) < turn { sched_yield() }
+          if turn <= rounds {
+            state.inside.withLock { $0 += 1 }
+          } else {
+            state.lock.withLock { _ in state.outside += 1 }
+          }
+          state.done.store(turn, ordering: .releasing)
+        }
+        return
       }
+      var waiter: Int32 = 0
+      while waiter == 0 {
+        waiter = state.waiter.load(ordering: .acquiring)
+        sched_yield()
+      }
+      for turn in 1...2 * rounds {
+        while state.done.load(ordering: .acquiring) < turn - 1 { sched_yield() }
+        if turn <= rounds {
+          state.inside.withLock { count in
+            state.asked.store(turn, ordering: .releasing)
+            if !sleepsInLock(waiter) { state.missed.add(1, ordering: .relaxed) }
+            count += 1
+          }
+        } else {
+          state.lock.withLock { _ in
+            state.asked.store(turn, ordering: .releasing)
+            if !sleepsInLock(waiter) { state.missed.add(1, ordering: .relaxed) }
+            state.outside += 1
+          }
+        }
+      }
+      while state.done.load(ordering: .acquiring) < 2 * rounds { sched_yield() }
     }
-    #expect(counts.inside.withLock { $0 } == threads * rounds)
-    #expect(counts.lock.withLock { _ in counts.outside } == threads * rounds)
+    #expect(state.missed.load(ordering: .relaxed) == 0)
+    #expect(state.inside.withLock { $0 } == 2 * rounds)
+    #expect(state.lock.withLock { _ in state.outside } == 2 * rounds)
   }
 }
