@@ -21,20 +21,44 @@ private let underThreadSanitizer = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") !
 
 /// What the holder (the test's first thread) and the waiter (its second) share: a count inside a
 /// Mutex and one outside a Mutex<()> that guards it, the two ways the package uses Mutex; and
-/// the turns they take.
+/// two pipes for their turns (blocking reads: spinning for a turn, each starved the other of
+/// the CPU on a busy machine).
 private final class HandOvers: @unchecked Sendable {
   let inside = Mutex<Int>(0)
   let lock = Mutex(())
   var outside = 0  // only under `lock`
   /// The waiter's thread id, once it runs.
   let waiter = Atomic<Int32>(0)
-  /// The last turn the holder asked the waiter to take (stored while holding the lock, before
-  /// the holder's own access: that access is ordered before the waiter's by the lock alone).
-  let asked = Atomic<Int>(0)
-  /// The last turn the waiter finished.
-  let done = Atomic<Int>(0)
+  /// Holder → waiter: "take your turn", written while holding the lock and before the holder's
+  /// own access, so that access is ordered before the waiter's by the lock alone.
+  let asked: [Int32]
+  /// Waiter → holder: "my turn is done".
+  let done: [Int32]
   /// Turns where the waiter was not seen asleep in the lock within the deadline.
   let missed = Atomic<Int>(0)
+
+  init() {
+    var asked: [Int32] = [-1, -1]
+    var done: [Int32] = [-1, -1]
+    precondition(pipe(&asked) == 0 && pipe(&done) == 0)
+    for end in asked + done { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // no child of another test
+    self.asked = asked
+    self.done = done
+  }
+
+  deinit { for descriptor in asked + done { close(descriptor) } }
+
+  /// Writes one byte to the pipe `ends`.
+  func signal(_ ends: [Int32]) {
+    var byte: UInt8 = 1
+    while write(ends[1], &byte, 1) < 0 && errno == EINTR {}
+  }
+
+  /// Reads one byte from the pipe `ends` (blocks until there is one).
+  func wait(_ ends: [Int32]) {
+    var byte: UInt8 = 0
+    while read(ends[0], &byte, 1) < 0 && errno == EINTR {}
+  }
 }
 
 #if arch(x86_64)
@@ -62,18 +86,18 @@ private func sleepsInLock(_ thread: Int32) -> Bool {
   @Test(.enabled(if: underThreadSanitizer, "only the thread sanitizer can miss a hand-over"))
   func everyHandOverThroughTheKernelIsSeen() {
     let state = HandOvers()
-    let rounds = 10  // per Mutex
+    let rounds = 3  // hand-overs per Mutex (one would do)
     onThreads(2) { index in
       if index == 1 {
         state.waiter.store(Int32(CurrentThread.id), ordering: .releasing)
         for turn in 1...2 * rounds {
-          while state.asked.load(ordering: .acquiring) < turn { sched_yield() }
+          state.wait(state.asked)
           if turn <= rounds {
             state.inside.withLock { $0 += 1 }
           } else {
             state.lock.withLock { _ in state.outside += 1 }
           }
-          state.done.store(turn, ordering: .releasing)
+          state.signal(state.done)
         }
         return
       }
@@ -83,22 +107,21 @@ private func sleepsInLock(_ thread: Int32) -> Bool {
         sched_yield()
       }
       for turn in 1...2 * rounds {
-        while state.done.load(ordering: .acquiring) < turn - 1 { sched_yield() }
         if turn <= rounds {
           state.inside.withLock { count in
-            state.asked.store(turn, ordering: .releasing)
+            state.signal(state.asked)
             if !sleepsInLock(waiter) { state.missed.add(1, ordering: .relaxed) }
             count += 1
           }
         } else {
           state.lock.withLock { _ in
-            state.asked.store(turn, ordering: .releasing)
+            state.signal(state.asked)
             if !sleepsInLock(waiter) { state.missed.add(1, ordering: .relaxed) }
             state.outside += 1
           }
         }
+        state.wait(state.done)
       }
-      while state.done.load(ordering: .acquiring) < 2 * rounds { sched_yield() }
     }
     #expect(state.missed.load(ordering: .relaxed) == 0)
     #expect(state.inside.withLock { $0 } == 2 * rounds)
