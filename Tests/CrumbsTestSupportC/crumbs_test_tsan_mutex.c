@@ -35,12 +35,10 @@ void __tsan_release(void *address);
 #define CRUMBS_TEST_TRY_LOCK_SLOW "$s15Synchronization12_MutexHandleV12_tryLockSlowSbyF"
 #define CRUMBS_TEST_UNLOCK_SLOW "$s15Synchronization12_MutexHandleV11_unlockSlowyyF"
 
-typedef __attribute__((swiftcall)) void (*crumbs_test_lock_slow)(
-    uint32_t thread_id, __attribute__((swift_context)) void *word);
-typedef __attribute__((swiftcall)) bool (*crumbs_test_try_lock_slow)(
-    __attribute__((swift_context)) void *word);
-typedef __attribute__((swiftcall)) void (*crumbs_test_unlock_slow)(
-    __attribute__((swift_context)) void *word);
+typedef __attribute__((swiftcall)) void (*crumbs_test_lock_fn)(uint32_t thread_id,
+                                                               __attribute__((swift_context)) void *word);
+typedef __attribute__((swiftcall)) bool (*crumbs_test_try_fn)(__attribute__((swift_context)) void *word);
+typedef __attribute__((swiftcall)) void (*crumbs_test_unlock_fn)(__attribute__((swift_context)) void *word);
 
 /// libswiftSynchronization's definition of `name`, found once (a race between two first calls
 /// finds the same address twice).
@@ -70,27 +68,25 @@ __attribute__((swiftcall)) bool crumbs_test_mutex_try_lock_slow(
 __attribute__((swiftcall)) void crumbs_test_mutex_unlock_slow(
     __attribute__((swift_context)) void *word) __asm__(CRUMBS_TEST_UNLOCK_SLOW);
 
-__attribute__((swiftcall)) void crumbs_test_mutex_lock_slow(
-    uint32_t thread_id, __attribute__((swift_context)) void *word) {
-  crumbs_test_lock_slow next =
-      (crumbs_test_lock_slow)crumbs_test_next(&crumbs_test_next_lock_slow, CRUMBS_TEST_LOCK_SLOW);
+__attribute__((swiftcall)) void crumbs_test_mutex_lock_slow(uint32_t thread_id,
+                                                            __attribute__((swift_context)) void *word) {
+  crumbs_test_lock_fn next =
+      (crumbs_test_lock_fn)crumbs_test_next(&crumbs_test_next_lock_slow, CRUMBS_TEST_LOCK_SLOW);
   next(thread_id, word);
   __tsan_acquire(word);
 }
 
-__attribute__((swiftcall)) bool crumbs_test_mutex_try_lock_slow(
-    __attribute__((swift_context)) void *word) {
-  crumbs_test_try_lock_slow next = (crumbs_test_try_lock_slow)crumbs_test_next(
-      &crumbs_test_next_try_lock_slow, CRUMBS_TEST_TRY_LOCK_SLOW);
+__attribute__((swiftcall)) bool crumbs_test_mutex_try_lock_slow(__attribute__((swift_context)) void *word) {
+  crumbs_test_try_fn next =
+      (crumbs_test_try_fn)crumbs_test_next(&crumbs_test_next_try_lock_slow, CRUMBS_TEST_TRY_LOCK_SLOW);
   bool taken = next(word);
   if (taken) __tsan_acquire(word);
   return taken;
 }
 
-__attribute__((swiftcall)) void crumbs_test_mutex_unlock_slow(
-    __attribute__((swift_context)) void *word) {
-  crumbs_test_unlock_slow next = (crumbs_test_unlock_slow)crumbs_test_next(
-      &crumbs_test_next_unlock_slow, CRUMBS_TEST_UNLOCK_SLOW);
+__attribute__((swiftcall)) void crumbs_test_mutex_unlock_slow(__attribute__((swift_context)) void *word) {
+  crumbs_test_unlock_fn next =
+      (crumbs_test_unlock_fn)crumbs_test_next(&crumbs_test_next_unlock_slow, CRUMBS_TEST_UNLOCK_SLOW);
   __tsan_release(word);
   next(word);
 }
