@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz format lint clean
+.PHONY: demo test tsan deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -47,6 +47,35 @@ test: deps test-deps check-c check-arrows check-docs check-rooms
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
+
+## The recorder and delivery tests under the thread sanitizer, built into .build-tsan: the test
+## bundle and the `crumbs` CLI they run; not the fuzz targets nor the test child, 16 links that
+## `--build-tests` would add for nothing. 2 to 5 minutes from nothing on 2 busy CPUs, seconds
+## after; the tests take 1 to 2 minutes. Any report fails it: each process writes its reports to
+## a file under .build-tsan/reports (the test process and the `crumbs` CLI, both instrumented),
+## and a file there is printed and fails the run. The children the tests crash are the ordinary
+## debug and release builds (CRUMBS_TEST_CHILD, CRUMBS_RELEASE_CHILD): built with the sanitizer,
+## the test child dies before `main` (it replaces malloc, which the sanitizer's runtime owns).
+## ConsumerPackageTests are skipped: they build and run packages of their own, none of it
+## instrumented. Reports that are no bug: .ci/tsan-suppressions.txt, each with its reason
+## (docs/testing.md, "The thread-sanitizer run").
+TSAN_REPORTS = $(CURDIR)/.build-tsan/reports
+tsan: deps test-deps
+	$(SWIFT) build --product CrumbsTestChild
+	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
+	$(SWIFT) build --product CrumbsPackageTests --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) build --product crumbs --sanitize=thread --scratch-path .build-tsan
+	rm -rf "$(TSAN_REPORTS)" && mkdir -p "$(TSAN_REPORTS)"
+	@status=0; \
+	  CRUMBS_TEST_CHILD=$$($(SWIFT) build --show-bin-path)/CrumbsTestChild \
+	  CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
+	  TSAN_OPTIONS="suppressions=$(CURDIR)/.ci/tsan-suppressions.txt:log_path=$(TSAN_REPORTS)/report:print_suppressions=0" \
+	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
+	    --filter 'CrumbsRecorderTests|CrumbsDeliveryTests' --skip ConsumerPackageTests || status=$$?; \
+	  if [ -n "$$(ls -A "$(TSAN_REPORTS)")" ]; then \
+	    cat "$(TSAN_REPORTS)"/*; echo "tsan: thread-sanitizer reports in $(TSAN_REPORTS) (above)" >&2; exit 1; \
+	  fi; \
+	  exit $$status
 
 ## The arrows test and fuzz targets keep: CrumbsRecorderTests and what it links never reach
 ## Crumbs, CrumbsReports or CrumbsDelivery; each fuzz target links only the module it fuzzes

@@ -25,8 +25,14 @@ extension Subprocess {
     return String(bundle[..<slash])
   }()
 
-  /// The debug test child.
-  package static var testChild: String { productsDirectory + "/CrumbsTestChild" }
+  /// The debug test child: the one built next to the tests, unless CRUMBS_TEST_CHILD names
+  /// another. `make tsan` names the ordinary debug build's: a child built with the thread
+  /// sanitizer dies before its `main` (it replaces malloc, which the sanitizer's runtime, linked
+  /// into the same executable, owns), and a crash child's races are not the tests' to find.
+  package static var testChild: String {
+    if let path = getenv("CRUMBS_TEST_CHILD").map({ String(cString: $0) }), !path.isEmpty { return path }
+    return productsDirectory + "/CrumbsTestChild"
+  }
 
   /// Monotonic seconds, for deadlines.
   package static func now() -> Double { SystemClock.monotonicSeconds() }
