@@ -27,7 +27,8 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/crumbs demo --dir "$(DEMO_DIR)" $(DEMO_ARGS)
 
 ## Every test: unit, stress, crash and kill -9 children, fuzz regressions. The crash tests also
-## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path.
+## run a release build of the test child (CRUMBS_RELEASE_CHILD), built into its own scratch path,
+## beside a release `crumbs` whose symbols must name no test code (Scripts/check-no-test-code.sh).
 ## The delivery tests decode what was sent with the official OTLP decoder (PyPI opentelemetry-proto).
 ## check-c compiles the signal path with -Werror under gcc, clang and musl-gcc (Debian's musl-tools).
 test-deps:
@@ -45,6 +46,8 @@ test-deps:
 test: deps test-deps check-c check-arrows check-docs check-rooms
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
+	$(SWIFT) build -c release --product crumbs --scratch-path .build-release-child
+	./Scripts/check-no-test-code.sh $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/crumbs
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  $(SWIFT) test --skip-build
 
