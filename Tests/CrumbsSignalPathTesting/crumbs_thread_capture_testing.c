@@ -79,7 +79,6 @@ static void crumbs__testing_late_done(void) {
 }
 
 static bool crumbs__testing_late_paused(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
   uint32_t *hooks[] = {&crumbs__late_answer, &crumbs__stale_request};
   for (unsigned k = 0; k < sizeof hooks / sizeof hooks[0]; k++) {
     if (__atomic_load_n(hooks[k], __ATOMIC_ACQUIRE) == CRUMBS__LATE_OFF) continue;
@@ -102,7 +101,6 @@ static void crumbs__testing_slow_leaver_stop(int asked_with) {
 }
 
 static void crumbs__testing_slow_leaver_go(void) {
-  crumbs__capture_state *capture = &crumbs__capture;
   crumbs__testing_advance(&crumbs__slow_leaver, CRUMBS__LATE_STOPPED, CRUMBS__LATE_GO, false);
   // The stale request's thread, stopped on its way out.
   crumbs__testing_advance(&crumbs__stale_request, CRUMBS__LATE_DONE, CRUMBS__LATE_OFF, false);
