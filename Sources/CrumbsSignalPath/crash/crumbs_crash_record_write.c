@@ -3,7 +3,7 @@
 // time and memory, what was said before the signal, the fatal breadcrumb, the complete marker.
 // When to write it, and whom to call before and after, is crumbs_crash_handler.c's.
 //
-// Entry points, in call order (crumbs_crash_internal.h):
+// Entry points, in call order (crash/crumbs_crash.h):
 //   crumbs__crash_own_record     the installed record, unless it is another process's
 //   crumbs__crash_write_record   the whole record, for the thread that won the first crash
 //   crumbs__crash_finish_record  duration and complete marker (also for a PARTIAL record)

@@ -1,6 +1,6 @@
 // crumbs_unwind.c — a thread's backtrace: CFI, frame pointers, async contexts, and a checked
 // stack scan last, each frame marked with how it was found. This file is the walk; the pieces it
-// calls each have their own (crumbs_unwind.h lists them).
+// calls each have their own (crumbs_unwind_parts.h lists them).
 // Design (why CFI first, memory reads, aarch64): docs/crash-capture.md#unwind-a-threads-backtrace
 //
 // Entry points, in call order:

@@ -9,9 +9,9 @@
 // back to plain loads.) Stack words are copied a 4 KiB chunk at a time: the unwinder reads
 // words near each other, so one copy serves dozens of them.
 //
-// Entry points: crumbs__crash_read_memory and crumbs__crash_readable_floor (crumbs_crash_internal.h,
+// Entry points: crumbs__crash_read_memory and crumbs__crash_readable_floor (unwind/crumbs_unwind.h,
 // also used by the module checks and the record), crumbs__unwind_stack_word,
-// crumbs__unwind_read_anywhere and crumbs__unwind_forget_chunk (crumbs_unwind.h).
+// crumbs__unwind_read_anywhere and crumbs__unwind_forget_chunk (crumbs_unwind_parts.h).
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio; a static chunk used
 // only by the crashing thread (first crash wins). libc calls: syscall(SYS_gettid,
