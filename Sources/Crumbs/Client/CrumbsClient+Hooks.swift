@@ -1,6 +1,7 @@
 // CrumbsClient+Hooks.swift — the app's hooks: its delegate (which reports are processed, and
 // every uploader hook), and its consent to sending crash reports. The uploader reaches both
-// through UploaderBridge.
+// through UploaderBridge, which also tells the client's observers of deliveries
+// (CrumbsClient+Observers.swift).
 //
 // Both may be given in CrumbsConfiguration (`delegate`, `consent`): the client's initializer puts
 // them in place before `start` begins any work on the previous sessions (processBacklog on the
@@ -112,9 +113,11 @@ final class UploaderBridge: ReportUploaderDelegate, @unchecked Sendable {
   func serverDidFail(_ failure: DeliveryFailure) { client?.delegate?.serverDidFail(failure) }
   func didReachLimit(_ result: DeliveryResult) { client?.delegate?.didReachLimit(result) }
   func didSucceedSending(_ report: CrashReport, results: [DeliveryResult]) {
+    client?.tell(.reportDelivered(report.kind))
     client?.delegate?.didSucceedSending(report, results: results)
   }
   func didFailSending(_ report: CrashReport, result: DeliveryResult) {
+    if case .dropped = result.outcome { client?.tell(.reportDropped(report.kind)) }
     client?.delegate?.didFailSending(report, result: result)
   }
 }

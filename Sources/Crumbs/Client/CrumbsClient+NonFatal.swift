@@ -78,6 +78,7 @@ extension CrumbsClient {
     if let delegate, !delegate.shouldProcess(report) { return nil }
     do {
       let stored = try store.store(report, attachments: attachments, heldUntilUnixNano: heldUntilUnixNano)
+      tell(.reportStored(report.kind))
       uploader?.wake()
       return stored
     } catch {

@@ -55,6 +55,9 @@ extension CrumbsClient {
     } catch {
       problems.append("cannot read the session metrics: \(error)")
     }
+    // Before the waiters resume: whoever waited for the previous sessions finds the observers
+    // told (CrumbsClient+Observers.swift).
+    previousSessionsProcessed(outcome, metrics: metrics)
     let waiters = state.withLock { state in
       state.previous = outcome
       state.metrics = metrics

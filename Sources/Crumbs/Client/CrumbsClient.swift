@@ -49,7 +49,7 @@
 // +PreviousSessions (what earlier sessions left), +SessionFile (attributes, attachments,
 // replaced crash signals), +Hooks (delegate and consent), +Enabled (the persisted switch),
 // +NonFatal (reports of caught errors), +Hangs (heartbeats, the watchdog), +Flush (delivering now), SessionSummaries (each ended
-// session's summary as an OTLP log).
+// session's summary as an OTLP log), +Observers (what it did, for the metrics product).
 
 import CrumbsPlatform
 import Dispatch
@@ -93,6 +93,10 @@ public final class CrumbsClient: @unchecked Sendable {
     var automatic: AutomaticBreadcrumbs?
     /// Async callers of `previousSessions`, resumed when the background run ends.
     var previousWaiters: [CheckedContinuation<PostMortemOutcome, Never>] = []
+    /// Told what the client did (CrumbsClient+Observers.swift), and what the previous
+    /// sessions' processing told them, for those added after it.
+    var observers: [CrumbsClientObserver] = []
+    var processedSessions: CrumbsClientEvent?
   }
 
   let state = Mutex(State())

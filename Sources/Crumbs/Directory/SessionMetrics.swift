@@ -85,6 +85,14 @@ public struct ReleaseCounts: Codable, Sendable, Equatable {
   public var ended: Int {
     clean.saturatingAdd(crashed).saturatingAdd(abnormal).saturatingAdd(terminatedBySignal).saturatingAdd(hang)
   }
+  /// The ended sessions by how they ended, each end named as every metric of them names it
+  /// (`crumbs.session.end` of OTLP, `end` of swift-metrics): the ends part the sessions.
+  package var byEnd: [(end: String, count: Int)] {
+    [
+      ("clean", clean), ("crashed", crashed), ("abnormal", abnormal),
+      ("terminated_by_signal", terminatedBySignal), ("hang", hang),
+    ]
+  }
   /// Share of them with no crash, no abnormal end and no end in a hang (1 with none).
   public var crashFreeRate: Double {
     let ended = Double(clean) + Double(crashed) + Double(abnormal) + Double(terminatedBySignal) + Double(hang)

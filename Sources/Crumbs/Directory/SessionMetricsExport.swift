@@ -50,11 +50,7 @@ enum SessionMetricsExport {
       var resource = counts.resource
       resource["service.instance.id"] = installID
       if version.isEmpty { resource["service.version"] = nil } else { resource["service.version"] = version }
-      let ends: [(String, Int)] = [
-        ("clean", counts.clean), ("crashed", counts.crashed), ("abnormal", counts.abnormal),
-        ("terminated_by_signal", counts.terminatedBySignal), ("hang", counts.hang),
-      ]
-      let points = ends.map { end, value in
+      let points = counts.byEnd.map { end, value in
         OTLPSumPoint(
           attributes: (version.isEmpty ? [] : [OTLPAttribute("service.version", .string(version))])
             + [OTLPAttribute("crumbs.session.end", .string(end))],

@@ -28,6 +28,7 @@ extension HangWatchdog {
     client.ring.append(
       "hang: \(name) silent for \(HangFacts.text(silent))", level: .error, type: .system,
       attributes: [HangFacts.watchKey: name])
+    client.tell(.hangBegan(watch: name))
     let due = hangs.withLock { hangs -> Bool in
       let last = hangs.lastReported[name]
       let interval = UInt64(max(0, min(detection.minimumReportInterval, 1e9)) * 1e9)
