@@ -25,6 +25,9 @@
 //   CrumbsTracing         swift-distributed-tracing's ServiceContext → the trace and span of
 //                         breadcrumbs and non-fatal reports; an optional product, so the core
 //                         links no tracing.
+//   CrumbsMetrics         session ends per release, hangs and reports as swift-metrics
+//                         counters (for swift-prometheus and the like); an optional product, so
+//                         the core links no metrics.
 //   CrumbsCollector       the collector (`crumbs collect`): the client's processor and uploader
 //                         run from outside over Crumbs directories, once or watching; a library
 //                         (no product names it) so that tests drive it without the command line.
@@ -34,7 +37,7 @@
 //   CrumbsPlatform ───┴→ CrumbsRecorder → CrumbsReports → CrumbsDelivery → Crumbs → CrumbsCollector
 //          (CrumbsPlatform is also used   ↘ CrumbsLogging        Crumbs → CrumbsServiceLifecycle    ↓
 //           by Reports, Delivery, Crumbs,                        Crumbs → CrumbsTracing         CrumbsCLI
-//           the collector and the CLI)
+//           the collector and the CLI)                           Crumbs → CrumbsMetrics
 import PackageDescription
 
 // Test files import every module whose members they use (SE-0444): a test's imports say what it
@@ -50,6 +53,7 @@ let package = Package(
     .library(name: "CrumbsLogging", targets: ["CrumbsLogging"]),
     .library(name: "CrumbsServiceLifecycle", targets: ["CrumbsServiceLifecycle"]),
     .library(name: "CrumbsTracing", targets: ["CrumbsTracing"]),
+    .library(name: "CrumbsMetrics", targets: ["CrumbsMetrics"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
   ],
   dependencies: [
@@ -58,6 +62,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
   ],
   targets: [
     // The signal path's rooms are folders (docs/crash-capture.md): its C files include a private
@@ -105,6 +110,10 @@ let package = Package(
     .target(
       name: "CrumbsTracing",
       dependencies: ["Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing")]
+    ),
+    .target(
+      name: "CrumbsMetrics",
+      dependencies: ["Crumbs", .product(name: "CoreMetrics", package: "swift-metrics")]
     ),
     // The collector as a library: the CLI parses `crumbs collect`'s arguments and prints.
     .target(name: "CrumbsCollector", dependencies: ["Crumbs", "CrumbsPlatform"]),
@@ -302,6 +311,15 @@ let package = Package(
       dependencies: [
         "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
         .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+      ],
+      swiftSettings: testFileImports
+    ),
+    .testTarget(
+      name: "CrumbsMetricsTests",
+      dependencies: [
+        "CrumbsMetrics", "Crumbs", "CrumbsTestSupport",
+        .product(name: "CoreMetrics", package: "swift-metrics"),
+        .product(name: "MetricsTestKit", package: "swift-metrics"),
       ],
       swiftSettings: testFileImports
     ),

@@ -11,6 +11,8 @@ It also keeps the layering of the sources: CrumbsPlatform depends on none of our
 product names it, and CrumbsRecorder is the only door to C: no other module under Sources/
 depends on CrumbsSignalPath or imports it. The collector (CrumbsCollector) is a library the
 SDK's modules never link and that links no command-line parser: `crumbs collect` parses.
+An optional integration's package (swift-metrics) is reached only through its own product
+(CrumbsMetrics): no other product's closure names it, so `import Crumbs` links no metrics.
 
 Usage: Scripts/check-dependency-closure.py [DUMP.json]   (default: runs `$SWIFT package dump-package`)
 """
@@ -48,7 +50,13 @@ FORBIDDEN = {
     "CrumbsLogging": APPS_NEVER_LINK,
     "CrumbsServiceLifecycle": APPS_NEVER_LINK,
     "CrumbsTracing": APPS_NEVER_LINK,
+    "CrumbsMetrics": APPS_NEVER_LINK,
     "CrumbsTests": APPS_NEVER_LINK,
+}
+
+# Packages of optional integrations → the only targets whose closure may name their products.
+OPTIONAL_PACKAGES = {
+    "swift-metrics": {"CrumbsMetrics", "CrumbsMetricsTests"},
 }
 
 # Products of other packages a target must not name (the collector leaves parsing to the CLI).
@@ -78,6 +86,35 @@ def paths_to_forbidden(start, graph, forbidden):
                 paths[dependency] = paths[current] + [dependency]
                 queue.append(dependency)
     return {name: paths[name] for name in forbidden if name in paths}
+
+
+def closure(start, graph):
+    """`start` and every one of our targets it reaches."""
+    seen = {start}
+    queue = [start]
+    while queue:
+        for dependency in graph[queue.pop(0)]:
+            if dependency not in seen:
+                seen.add(dependency)
+                queue.append(dependency)
+    return seen
+
+
+def optional_package_failures(targets, graph):
+    """Every target outside an optional package's own whose closure names one of its products."""
+    failures = []
+    for package, allowed in sorted(OPTIONAL_PACKAGES.items()):
+        for name in sorted(targets):
+            if name in allowed:
+                continue
+            for member in sorted(closure(name, graph)):
+                for dependency in targets[member]["dependencies"]:
+                    kind, value = next(iter(dependency.items()))
+                    if kind == "product" and value[1] == package:
+                        via = "" if member == name else f" (through {member})"
+                        failures.append(f"{name} must not depend on {package}'s {value[0]}{via}: only "
+                                        + ", ".join(sorted(allowed)) + " may")
+    return failures
 
 
 def layering_failures(manifest, graph):
@@ -136,13 +173,14 @@ def main():
         for module, path in sorted(paths_to_forbidden(name, graph, forbidden).items()):
             failures.append(f"{name} must not depend on {module}: " + " → ".join(path))
     failures += layering_failures(manifest, graph)
+    failures += optional_package_failures(targets, graph)
     for failure in failures:
         print("check-dependency-closure: " + failure, file=sys.stderr)
     if failures:
         return 1
     print(f"check-dependency-closure: {len(FORBIDDEN)} targets keep their arrows; CrumbsPlatform is internal"
           " and at the bottom; only CrumbsRecorder reaches CrumbsSignalPath; the collector parses no"
-          " command line")
+          " command line; only CrumbsMetrics links swift-metrics")
     return 0
 
 
