@@ -1,5 +1,5 @@
 // CLIConventions.swift — what every `crumbs` command does the same way: exit codes, colour,
-// secrets, and opening a Crumbs directory without creating one.
+// secrets, the environment, and opening a Crumbs directory without creating one.
 //
 // Exit codes (also in `crumbs --help` and docs/cli.md):
 //   0   success
@@ -15,8 +15,13 @@
 // NO_COLOR, being asked for on this command line.
 //
 // Secrets (a Backtrace token, header values) come from a file (`--token-file`, `--header-file`)
-// or the environment (CRUMBS_BACKTRACE_TOKEN, CRUMBS_SECRET_HEADERS): on a command line they
-// show in `ps` and the shell's history.
+// or the environment (CRUMBS_BACKTRACE_TOKEN_FILE, CRUMBS_BACKTRACE_TOKEN, CRUMBS_SECRET_HEADERS):
+// on a command line they show in `ps` and the shell's history.
+//
+// The environment: every command reads the CRUMBS_* and OTEL_* variables the way the client does
+// (CrumbsEnvironment, read once: `CrumbsEnvironment.cli`), and a flag wins over a variable. The
+// Crumbs directory is --dir, else CRUMBS_DIRECTORY, else a usage error saying how to name it
+// (only `crumbs demo` has a folder of its own, crumbs-demo).
 // Not signal-safe (an ordinary command-line program).
 
 import ArgumentParser
@@ -42,8 +47,11 @@ enum CLIExit {
     or argument, an ambiguous report id prefix).
     Colour: --color auto|always|never where a command colours its output; auto colours a \
     terminal unless NO_COLOR is set.
-    Secrets: --token-file, --header-file or CRUMBS_BACKTRACE_TOKEN / CRUMBS_SECRET_HEADERS rather \
-    than the command line.
+    Secrets: --token-file, --header-file or CRUMBS_BACKTRACE_TOKEN_FILE / CRUMBS_BACKTRACE_TOKEN / \
+    CRUMBS_SECRET_HEADERS rather than the command line.
+    Environment (a flag wins): CRUMBS_DIRECTORY (the default of --dir), CRUMBS_OTLP_ENDPOINT, \
+    CRUMBS_BACKTRACE_URL and the OTEL_EXPORTER_OTLP_* variables (the destination of collect and \
+    reports send, as the client takes them), CRUMBS_DISABLED (collect and reports send send nothing).
     """
 }
 
@@ -87,20 +95,27 @@ enum Environment {
   static func value(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 }
 
+extension CrumbsEnvironment {
+  /// This process's CRUMBS_* and OTEL_* variables, read once (the token file with them).
+  static let cli = CrumbsEnvironment(CrumbsEnvironment.processEnvironment())
+
+  /// The problems of the variables a delivering command uses (all but CRUMBS_DIRECTORY's, which
+  /// has none), printed on stderr.
+  func printProblems(command: String) {
+    for problem in problemDescriptions { printError("crumbs \(command): \(problem)") }
+  }
+}
+
 /// Secrets read from a file or the environment.
 enum Secrets {
-  /// The whole file, without its trailing line break; an error in words when it cannot be read
-  /// or is empty.
-  static func file(_ path: String, command: String, what: String) throws -> String {
-    let bytes: [UInt8]
-    do {
-      bytes = try Syscall.readFile(absolute(path), limit: 1 << 16)
-    } catch {
-      throw fail(command, "cannot read the \(what) file \(path): \(error)")
+  /// The whole file, without the white space around it (CrumbsEnvironment.readSecret, as the
+  /// client reads CRUMBS_BACKTRACE_TOKEN_FILE: a regular file, bounded); an error in words when
+  /// it cannot be read or is empty. `singleLine`: a token, not header lines.
+  static func file(_ path: String, command: String, what: String, singleLine: Bool = false) throws -> String {
+    switch CrumbsEnvironment.readSecret(file: path, limit: 1 << 16, singleLine: singleLine) {
+    case .success(let text): return text
+    case .failure(let error): throw fail(command, "the \(what) file \(path) \(error)")
     }
-    let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    guard !text.isEmpty else { throw fail(command, "the \(what) file \(path) is empty") }
-    return text
   }
 
   /// `Name: value` lines (blank lines and `#` comments skipped), every value secret.
@@ -120,16 +135,33 @@ enum Secrets {
 
 /// Where the Crumbs directory is, opened without creating anything.
 struct StoreOptions: ParsableArguments {
-  @Option(help: "The Crumbs directory (holding reports/).")
-  var dir: String = "crumbs-demo"
+  @Option(help: "The Crumbs directory (holding reports/); default: CRUMBS_DIRECTORY.")
+  var dir: String?
 
-  /// The report store in `dir`, which must exist: a missing directory, or one that is not a
-  /// Crumbs directory, is an error (exit 1), never an empty store made on the spot.
+  /// What a command says when nothing names the Crumbs directory.
+  static let noDirectory =
+    "which Crumbs directory? give --dir DIR, or set CRUMBS_DIRECTORY to the directory the app's client uses"
+
+  /// --dir, else CRUMBS_DIRECTORY, else a usage error saying how to name it: never a default
+  /// folder that is not the app's.
+  func directory(command: String) throws -> String {
+    if let dir { return dir }
+    if let directory = CrumbsEnvironment.cli.directory { return directory }
+    throw fail(command, Self.noDirectory, CLIExit.usage)
+  }
+
+  /// The directory as named, for messages (after `directory(command:)` found one).
+  var named: String { dir ?? CrumbsEnvironment.cli.directory ?? "" }
+
+  /// The report store in the directory, which must exist: a missing directory, or one that is
+  /// not a Crumbs directory, is an error (exit 1), never an empty store made on the spot.
   /// `readOnly` opens it without making or moving any folder (list, show).
   func openStore(command: String, readOnly: Bool = false) throws -> ReportStore {
+    let dir = try directory(command: command)
     let directory = absolute(dir)
     guard Syscall.fileExists(directory) else {
-      throw fail(command, "no such directory: \(dir) (give the Crumbs directory with --dir)")
+      let from = self.dir == nil ? "CRUMBS_DIRECTORY names it" : "give the Crumbs directory with --dir"
+      throw fail(command, "no such directory: \(dir) (\(from))")
     }
     guard Syscall.isDirectory(directory) else { throw fail(command, "\(dir) is not a directory") }
     guard Syscall.isDirectory(CrumbsDirectory(directory).reports) else {
@@ -149,7 +181,7 @@ struct StoreOptions: ParsableArguments {
     do {
       return try store.load(id: id)
     } catch .notFound {
-      throw fail(command, "no report \(id) in \(dir)", CLIExit.nothingFound)
+      throw fail(command, "no report \(id) in \(named)", CLIExit.nothingFound)
     } catch .ambiguous(_, let ids) {
       throw fail(
         command,

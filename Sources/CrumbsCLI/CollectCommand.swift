@@ -32,14 +32,17 @@ struct CollectCommand: ParsableCommand {
       it in that directory's reports/, counts the session) exactly as the app's next start would, \
       and delivers the pending reports and session summaries with the same limits and retries. \
       Safe beside the apps' own clients and other collectors: each session is reported once. \
-      Destination: --otlp URL, or --backtrace URL with --token-file (or CRUMBS_BACKTRACE_TOKEN), \
-      or neither: the OTEL_EXPORTER_OTLP_* environment, as the client reads it. \
+      Directories: --dir (repeatable), else CRUMBS_DIRECTORY. \
+      Destination: --otlp URL, or --backtrace URL with --token-file (or CRUMBS_BACKTRACE_TOKEN_FILE, \
+      CRUMBS_BACKTRACE_TOKEN), or neither: the environment's, as the client reads it \
+      (CRUMBS_OTLP_ENDPOINT, CRUMBS_BACKTRACE_URL, OTEL_EXPORTER_OTLP_*). With CRUMBS_DISABLED set, \
+      sessions are processed and stored but nothing is sent. \
       Exit 0 when everything was delivered, 1 when a report stayed pending or was dropped or a \
       directory could not be processed. --watch keeps running (inotify, and a rescan every \
       --rescan seconds) until SIGTERM or SIGINT, then exits 0. See docs/collector.md.
       """)
 
-  @Option(name: .customLong("dir"), help: "A Crumbs directory (repeatable).")
+  @Option(name: .customLong("dir"), help: "A Crumbs directory (repeatable); default: CRUMBS_DIRECTORY.")
   var directories: [String] = []
 
   @OptionGroup var destination: DestinationOptions
@@ -51,14 +54,21 @@ struct CollectCommand: ParsableCommand {
   var rescan: Double = 60
 
   func validate() throws {
-    guard !directories.isEmpty else { throw ValidationError("give at least one --dir") }
-    try destination.validate(exactlyOne: false)
+    guard !directories.isEmpty || CrumbsEnvironment.cli.directory != nil else {
+      throw ValidationError(StoreOptions.noDirectory)
+    }
+    try destination.validate()
+  }
+
+  /// --dir, else CRUMBS_DIRECTORY (validate made sure there is one).
+  var resolvedDirectories: [String] {
+    directories.isEmpty ? CrumbsEnvironment.cli.directory.map { [$0] } ?? [] : directories
   }
 
   /// The destinations, resolved the client's way (CrumbsConfiguration.resolvedDestinations):
-  /// the flag's, filled in from OTEL_*, or the one OTEL_* names.
-  func destinations(environment otel: OTLPEnvironment) throws -> [any ReportDestination] {
-    var configuration = CrumbsConfiguration(directory: "")
+  /// the flag's, else the environment's, each OTLP one filled in from OTEL_*.
+  func destinations(environment: CrumbsEnvironment) throws -> [any ReportDestination] {
+    var configuration = CrumbsConfiguration()
     if let otlp = destination.otlp {
       // Extra headers reach OTLP only: the client's Backtrace destination takes none.
       let headers = try destination.allHeaders(command: "collect")
@@ -69,7 +79,7 @@ struct CollectCommand: ParsableCommand {
         token.map { .backtrace(endpoint: backtrace, token: $0) } ?? .backtraceSubmissionURL(backtrace)
       ]
     }
-    return configuration.resolvedDestinations(otel)
+    return configuration.resolvedDestinations(environment)
   }
 
   func run() throws {
@@ -81,22 +91,20 @@ struct CollectCommand: ParsableCommand {
     } catch {
       throw fail("collect", "cannot set up signal handling: \(error)")
     }
-    let otel = OTLPEnvironment(SystemFacts.environment(prefixed: "OTEL_"))
-    for problem in otel.problems { printError("crumbs collect: \(problem)") }
-    let destinations = try destinations(environment: otel)
+    let environment = CrumbsEnvironment.cli
+    environment.printProblems(command: "collect")
+    let destinations = try destinations(environment: environment)
     guard !destinations.isEmpty else {
-      throw fail(
-        "collect",
-        "no destination: give --otlp URL or --backtrace URL, or set OTEL_EXPORTER_OTLP_ENDPOINT",
-        CLIExit.usage)
+      throw fail("collect", DestinationOptions.noDestination, CLIExit.usage)
     }
     // A request in flight is given up once SIGTERM/SIGINT is pending (the report stays pending).
     var transport = CurlTransport(timeout: destination.timeout)
     transport.abandons = { CollectEngine.signalPending(signals) }
     let engine = CollectEngine(
-      directories: directories.map(absolute), destinations: destinations,
-      transport: transport, summaryResource: otel.resource(appName: nil), signals: signals,
-      output: Self.output)
+      directories: resolvedDirectories.map(absolute), destinations: destinations,
+      transport: transport, summaryResource: environment.otel.resource(appName: environment.appName),
+      signals: signals, output: Self.output)
+    engine.turnedOffByEnvironment = environment.isDisabled
     if watch {
       do {
         var watcher = try CollectWatcher(engine: engine, signals: signals, rescanSeconds: rescan)

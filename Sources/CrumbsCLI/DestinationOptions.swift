@@ -1,6 +1,8 @@
 // DestinationOptions.swift — where reports go, as the commands that deliver take it
 // (`crumbs reports send`, `crumbs collect`): the flags, and the token and headers read from
-// files or the environment so that no secret has to sit on a command line.
+// files or the environment so that no secret has to sit on a command line. Without a
+// destination flag, the environment's destinations are used, resolved as the client resolves
+// them (CrumbsEnvironment, CrumbsConfiguration.resolvedDestinations).
 // Not signal-safe (an ordinary command-line program).
 
 import ArgumentParser
@@ -15,7 +17,10 @@ struct DestinationOptions: ParsableArguments {
       "Backtrace endpoint (POST {URL}/post?format=json&token=T), or a full submission URL without a token.")
   var backtrace: String?
 
-  @Option(help: "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN).")
+  @Option(
+    help:
+      "A file holding the Backtrace submission token (else CRUMBS_BACKTRACE_TOKEN_FILE, else CRUMBS_BACKTRACE_TOKEN)."
+  )
   var tokenFile: String?
 
   @Option(help: "Discouraged (visible in ps): the Backtrace token itself; prefer --token-file.")
@@ -35,17 +40,11 @@ struct DestinationOptions: ParsableArguments {
   @Option(help: "Seconds to wait for a server.")
   var timeout: Double = 30
 
-  /// The checks every delivering command makes; `exactlyOne`: a destination flag is required
-  /// (else neither is allowed too: the command falls back to the OTEL_* environment).
-  func validate(exactlyOne: Bool) throws {
-    if exactlyOne {
-      guard (otlp == nil) != (backtrace == nil) else {
-        throw ValidationError("give exactly one destination: --otlp URL or --backtrace URL [--token-file F]")
-      }
-    } else {
-      guard otlp == nil || backtrace == nil else {
-        throw ValidationError("give --otlp or --backtrace, not both")
-      }
+  /// The checks every delivering command makes: at most one destination flag (with neither,
+  /// the command takes the environment's destinations).
+  func validate() throws {
+    guard otlp == nil || backtrace == nil else {
+      throw ValidationError("give --otlp or --backtrace, not both")
     }
     guard token == nil || tokenFile == nil else {
       throw ValidationError("give --token-file or --token, not both")
@@ -59,12 +58,27 @@ struct DestinationOptions: ParsableArguments {
     try validateTimeout(timeout)
   }
 
-  /// The Backtrace token: --token-file, else --token, else CRUMBS_BACKTRACE_TOKEN.
+  /// The Backtrace token: --token-file, else --token, else the environment's
+  /// (CRUMBS_BACKTRACE_TOKEN_FILE, else CRUMBS_BACKTRACE_TOKEN); a token file the environment
+  /// names that cannot be read is an error, as --token-file's is.
   func backtraceToken(command: String) throws -> String? {
-    if let tokenFile { return try Secrets.file(tokenFile, command: command, what: "token") }
+    if let tokenFile { return try Secrets.file(tokenFile, command: command, what: "token", singleLine: true) }
     if let token { return token }
-    return Environment.value("CRUMBS_BACKTRACE_TOKEN").flatMap { $0.isEmpty ? nil : $0 }
+    let environment = CrumbsEnvironment.cli
+    if environment.backtraceTokenFailed,
+      let problem = environment.problems.first(where: {
+        $0.variable == .backtraceTokenFile
+      })
+    {
+      throw fail(command, problem.description)
+    }
+    return environment.backtraceToken
   }
+
+  /// What to say when neither a flag nor the environment names a destination.
+  static let noDestination =
+    "no destination: give --otlp URL or --backtrace URL, or set CRUMBS_OTLP_ENDPOINT, CRUMBS_BACKTRACE_URL "
+    + "or OTEL_EXPORTER_OTLP_ENDPOINT"
 
   /// Plain headers, then the secret ones from --header-file, CRUMBS_SECRET_HEADERS and argv.
   func allHeaders(command: String) throws -> [HTTPHeader] {

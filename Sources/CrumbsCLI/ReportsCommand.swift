@@ -26,7 +26,11 @@ struct ReportsSendCommand: ParsableCommand {
     commandName: "send",
     abstract: "Send the pending reports (one pass: each is tried once, failures stay pending).",
     discussion: """
-      The Backtrace token comes from --token-file or CRUMBS_BACKTRACE_TOKEN, secret headers from \
+      Destination: --otlp URL or --backtrace URL, else the environment's, as the client reads it \
+      (CRUMBS_OTLP_ENDPOINT, CRUMBS_BACKTRACE_URL, OTEL_EXPORTER_OTLP_*). With CRUMBS_DISABLED set, \
+      nothing is sent (exit 1). \
+      The Backtrace token comes from --token-file, CRUMBS_BACKTRACE_TOKEN_FILE or \
+      CRUMBS_BACKTRACE_TOKEN, secret headers from \
       --header-file or CRUMBS_SECRET_HEADERS (one 'Name: value' per line). --token and \
       --secret-header still work but are discouraged: a command line shows in ps and the shell's \
       history. Exit 0 when every pending report was delivered (or none was pending), 1 when one \
@@ -49,20 +53,17 @@ struct ReportsSendCommand: ParsableCommand {
   @Flag(help: "Print one JSON object with every result instead of progress lines.")
   var json = false
 
-  func validate() throws { try destination.validate(exactlyOne: true) }
+  func validate() throws { try destination.validate() }
 
   func run() throws {
     let reportStore = try store.openStore(command: "reports send")
-    let extra = try destination.allHeaders(command: "reports send")
-    let target: any ReportDestination
-    if let otlp = destination.otlp {
-      target = OTLPDestination(
-        endpoint: otlp, headers: extra, encoding: otlpJSON ? .json : .protobuf,
-        breadcrumbsAsLogRecords: breadcrumbRecords)
-    } else if let token = try destination.backtraceToken(command: "reports send") {
-      target = BacktraceDestination(endpoint: destination.backtrace!, token: token, headers: extra)
-    } else {
-      target = BacktraceDestination(submissionURL: destination.backtrace!, headers: extra)
+    let environment = CrumbsEnvironment.cli
+    if environment.isDisabled {
+      throw fail("reports send", "CRUMBS_DISABLED is set: nothing sent (unset it to send)")
+    }
+    let targets = try destinations(environment)
+    guard !targets.isEmpty else {
+      throw fail("reports send", DestinationOptions.noDestination, CLIExit.usage)
     }
     var settings = DeliverySettings()
     settings.honoursSchedule = false
@@ -78,7 +79,7 @@ struct ReportsSendCommand: ParsableCommand {
     }
     let progress = SendProgress(total: pending, printsLines: !json)
     let uploader = ReportUploader(
-      store: reportStore, destinations: [target], settings: settings,
+      store: reportStore, destinations: targets, settings: settings,
       transport: CurlTransport(timeout: destination.timeout), delegate: progress)
     let pass = uploader.deliverPendingNow()
     if pass.lockBusy {
@@ -98,6 +99,27 @@ struct ReportsSendCommand: ParsableCommand {
       print("\(summary.sent) sent, \(summary.dropped) dropped, \(summary.pending) still pending")
     }
     if summary.pending > 0 || summary.dropped > 0 { throw CLIExit.failure }
+  }
+
+  /// The flag's destination as the flags shape it, else the environment's, resolved as the
+  /// client resolves them (its problems printed).
+  func destinations(_ environment: CrumbsEnvironment) throws -> [any ReportDestination] {
+    let extra = try destination.allHeaders(command: "reports send")
+    if let otlp = destination.otlp {
+      return [
+        OTLPDestination(
+          endpoint: otlp, headers: extra, encoding: otlpJSON ? .json : .protobuf,
+          breadcrumbsAsLogRecords: breadcrumbRecords)
+      ]
+    }
+    if let backtrace = destination.backtrace {
+      if let token = try destination.backtraceToken(command: "reports send") {
+        return [BacktraceDestination(endpoint: backtrace, token: token, headers: extra)]
+      }
+      return [BacktraceDestination(submissionURL: backtrace, headers: extra)]
+    }
+    environment.printProblems(command: "reports send")
+    return CrumbsConfiguration().resolvedDestinations(environment)
   }
 }
 

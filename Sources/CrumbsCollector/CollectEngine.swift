@@ -39,7 +39,8 @@
 // The app's consent handler lives in the app: the collector cannot ask it, so from a directory
 // whose app configured one (the `consent` file: `required`) it sends nothing — reports stay
 // pending, summaries queued — until the user's standing consent (`always`) is recorded there
-// (docs/collector.md).
+// (docs/collector.md). CRUMBS_DISABLED in the collector's own environment does what the
+// `disabled` file does, for every directory (`turnedOffByEnvironment`).
 // Not signal-safe (an ordinary program: the command line, or a test).
 
 import Crumbs
@@ -133,6 +134,8 @@ package final class CollectEngine {
   /// stops a pass early but its slice.
   let signals: Int32?
   let output: CollectOutput
+  /// CRUMBS_DISABLED is set where the collector runs: directories are processed, nothing is sent.
+  package var turnedOffByEnvironment = false
 
   /// `directories` are taken as given (the command makes them absolute).
   package init(
@@ -278,6 +281,10 @@ package final class CollectEngine {
         + "\(outcome.reports.count) report(s) stored; "
     }
     // The collector cannot ask the app's consent handler: the `consent` file stands for it.
+    if turnedOffByEnvironment {
+      if !quiet || !sessions.isEmpty { output.line(line + "not sent: CRUMBS_DISABLED is set") }
+      return result
+    }
     switch crumbs.delivery(consentHandlerSet: nil) {
     case .allowed: break
     case .turnedOff:

@@ -192,8 +192,10 @@ public struct OTLPEnvironment: Sendable, Equatable {
     return String(validating: bytes, as: UTF8.self)
   }
 
-  private static func isHTTPURL(_ text: String) -> Bool {
-    guard !text.contains(" ") else { return false }
+  /// Whether `text` is an http(s) URL with something after the scheme and no space or control
+  /// character (one test for every endpoint read from the environment, OTEL_* and CRUMBS_*).
+  package static func isHTTPURL(_ text: String) -> Bool {
+    guard text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else { return false }
     return ["http://", "https://"].contains { text.hasPrefix($0) && text.utf8.count > $0.utf8.count }
   }
 }

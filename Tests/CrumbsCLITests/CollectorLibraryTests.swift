@@ -33,7 +33,7 @@ import Testing
   static func otlp(_ url: String) -> [any ReportDestination] {
     var configuration = CrumbsConfiguration(directory: "")
     configuration.destinations = [.otlp(endpoint: url)]
-    return configuration.resolvedDestinations(OTLPEnvironment([:]))
+    return configuration.resolvedDestinations(CrumbsEnvironment([:]))
   }
 
   @Test func oneEngineCollectsACrashedSessionIntoTheStoreAndDeliversIt() throws {

@@ -257,6 +257,27 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 71
   },
 
+  // client-env-only: a client configured in code by nothing at all (`CrumbsConfiguration()`,
+  // automatic breadcrumbs and hang detection off): its directory, version and destination come
+  // from the CRUMBS_* and OTEL_* variables the test gave this process. Prints "directory PATH"
+  // (the one the client uses), "problem TEXT" for each problem, sends a non-fatal report,
+  // flushes (up to 60 s) and prints "sent yes" or "sent no", then closes and exits 0. Without a
+  // directory anywhere it prints "error TEXT" and exits 1.
+  "client-env-only": { _ in
+    var configuration = CrumbsConfiguration()
+    configuration.automaticBreadcrumbs = nil
+    configuration.hangs = nil
+    guard let client = startClient(configuration) else { return 1 }
+    client.waitForPreviousSessions()
+    print("directory \(client.configuration.directory)")
+    for problem in client.problems { print("problem \(problem)") }
+    guard let report = client.send(message: "configured by the environment") else { return 1 }
+    print("sent \(flushedAndSent(report, client) ? "yes" : "no")")
+    client.close()
+    fflush(nil)
+    return 0
+  },
+
   // client-handler-replaced DIR crash|exit: starts a client (app version "1.0") and waits for
   // its background start-up work; then another handler takes a crash signal.
   //   crash: SIGSEGV is set back to SIG_DFL (a library that does not chain); with the memory

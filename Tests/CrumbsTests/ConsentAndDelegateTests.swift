@@ -153,7 +153,7 @@ import Testing
       #expect(client.store.list(.pending).reports.count == 1)
       // A pass with the client's hooks, as its uploader would run one.
       let pass = ReportUploader(
-        store: client.store, destinations: configuration.resolvedDestinations(OTLPEnvironment([:])),
+        store: client.store, destinations: configuration.resolvedDestinations(CrumbsEnvironment([:])),
         delegate: client.bridge, outbox: client.bridge
       ).deliverPendingNow()
       #expect(pass.results.count == 0)

@@ -74,6 +74,7 @@ extension CrumbsClient {
   /// Crumbs is turned off there), and while consent is awaited, the consent handler's answer
   /// about it; called on the uploader's thread.
   func consentToSend(_ report: CrashReport) -> Bool {
+    guard isEnabled else { return false }
     let handler = state.withLock { $0.consentHandler }
     switch crumbsDirectory.delivery(consentHandlerSet: handler != nil) {
     case .allowed: return true
@@ -139,7 +140,7 @@ extension UploaderBridge: DeliveryOutbox {
   /// about crash reports, and its standing answer (`.always`) covers the summaries too
   /// (CrumbsDirectory.delivery: `allowed` only).
   func shouldSend(event: OutboxEvent) -> Bool {
-    guard let client,
+    guard let client, client.isEnabled,
       client.crumbsDirectory.delivery(consentHandlerSet: client.hasConsentHandler) == .allowed
     else { return false }
     return client.delegate?.shouldSend(event: event) ?? true

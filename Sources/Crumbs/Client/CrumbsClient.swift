@@ -109,6 +109,8 @@ public final class CrumbsClient: @unchecked Sendable {
   let liveSymbolicator: LiveSymbolicator
   /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
   let otel: OTLPEnvironment
+  /// CRUMBS_DISABLED turned this process's client off (until `setEnabled(true)`).
+  let turnedOffByEnvironment: Mutex<Bool>
   /// Watches for hangs (`configuration.hangs`); its thread starts with the background work.
   var watchdog: HangWatchdog?
   /// Answers `crumbs threads PID`; nil when off or when no signal was free. Set once, in init.
@@ -162,9 +164,14 @@ public final class CrumbsClient: @unchecked Sendable {
       let invalid = configuration.redaction.invalidPatterns
       if !invalid.isEmpty { throw .redactionPatterns(invalid) }
     }
-    var configuration = configuration
+    // The environment fills in what the code left unset (code wins: CrumbsEnvironment).
+    let environment = CrumbsEnvironment(
+      configuration.environment ?? CrumbsEnvironment.processEnvironment())
+    var configuration = configuration.filledIn(from: environment)
+    guard !configuration.directory.isEmpty else { throw .noDirectory }
     configuration.directory = Syscall.absolutePath(configuration.directory)
     self.configuration = configuration
+    turnedOffByEnvironment = Mutex(environment.isDisabled)
     do {
       directory = try RingDirectory(path: configuration.directory)
     } catch {
@@ -176,7 +183,7 @@ public final class CrumbsClient: @unchecked Sendable {
     } catch {
       throw .store(error)
     }
-    otel = OTLPEnvironment(configuration.environment ?? SystemFacts.environment(prefixed: "OTEL_"))
+    otel = environment.otel
     var ringOptions = configuration.ring
     if ringOptions.appName == nil { ringOptions.appName = configuration.appName }
     // What a crash needs of the session file before the background work writes it: the version,
@@ -214,7 +221,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ))
     bridge = UploaderBridge()
     liveSymbolicator = LiveSymbolicator(options: configuration.symbolication)
-    let destinations = configuration.resolvedDestinations(otel)
+    let destinations = configuration.resolvedDestinations(environment)
     uploader =
       destinations.isEmpty
       ? nil
@@ -230,9 +237,10 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     if configuration.consent != nil { noteConsentRequired() }
     watchdog = configuration.hangs.map { HangWatchdog(client: self, detection: $0) }
-    if !otel.problems.isEmpty { state.withLock { $0.problems += otel.problems } }
+    let environmentProblems = environment.problemDescriptions
+    if !environmentProblems.isEmpty { state.withLock { $0.problems += environmentProblems } }
     if let problem = configuration.requestTimeoutProblem { state.withLock { $0.problems.append(problem) } }
-    let enabled = crumbsDirectory.isEnabled
+    let enabled = isEnabled
     if !enabled {
       ring.setFilter(minimumLevel: .debug, enabledTypes: [])
     } else if configuration.installsCrashHandler

@@ -39,11 +39,14 @@ public enum CrumbsDestination: Sendable {
 public struct CrumbsConfiguration: Sendable {
   /// The Crumbs directory (rings, crash records, reports), created 0700. A relative path is
   /// resolved against the working directory when the client starts (`client.configuration`
-  /// holds it absolute): a later chdir changes nothing.
+  /// holds it absolute): a later chdir changes nothing. Empty (`CrumbsConfiguration()`): the
+  /// environment's CRUMBS_DIRECTORY, read at start; without it `start` throws
+  /// `CrumbsError.noDirectory`.
   public var directory: String
-  /// Reported as `service.name` (default: the executable's name).
+  /// Reported as `service.name` (default: CRUMBS_APP_NAME, else OTEL_SERVICE_NAME, else the
+  /// executable's name).
   public var appName: String?
-  /// Reported as `service.version`.
+  /// Reported as `service.version` (default: CRUMBS_APP_VERSION).
   public var appVersion: String?
 
   /// Ring shape and append-time filters: `slotCount` (capacity), `slotSize`, `minimumLevel`,
@@ -139,17 +142,40 @@ public struct CrumbsConfiguration: Sendable {
   /// Tests only: the random source of `nonFatalSampleRate`, a number in 0..<1.
   package var nonFatalSampleRandom: @Sendable () -> Double = { Double.random(in: 0..<1) }
 
-  /// The environment the OpenTelemetry variables are read from (nil: the process's). Honoured:
-  /// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT and
-  /// _LOGS_ENDPOINT, _HEADERS and _LOGS_HEADERS, _PROTOCOL (http/protobuf, http/json),
-  /// _COMPRESSION (gzip), _TIMEOUT (ms); see OTLPEnvironment. Configuration in code wins: an
-  /// endpoint from the environment adds an OTLP destination only when `destinations` has none,
-  /// and `appName` wins over OTEL_SERVICE_NAME. A malformed value is ignored and named in the
-  /// client's `problems`. `[:]` ignores the environment.
+  /// The environment the CRUMBS_* and OTEL_* variables are read from at `start` (nil: the
+  /// process's); CrumbsEnvironment reads them, as every `crumbs` command does. Honoured:
+  /// CRUMBS_DIRECTORY, CRUMBS_DISABLED, CRUMBS_APP_NAME, CRUMBS_APP_VERSION,
+  /// CRUMBS_OTLP_ENDPOINT, CRUMBS_BACKTRACE_URL with CRUMBS_BACKTRACE_TOKEN_FILE (or
+  /// CRUMBS_BACKTRACE_TOKEN); OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+  /// OTEL_EXPORTER_OTLP_ENDPOINT and _LOGS_ENDPOINT, _HEADERS and _LOGS_HEADERS, _PROTOCOL
+  /// (http/protobuf, http/json), _COMPRESSION (gzip), _TIMEOUT (ms); see OTLPEnvironment.
+  /// Configuration in code wins: a `directory`, `appName` or `appVersion` set here is used as
+  /// it is; an OTLP (Backtrace) destination in `destinations` leaves the environment's OTLP
+  /// (Backtrace) endpoint unused; CRUMBS_OTLP_ENDPOINT wins over the OTEL_* endpoint. A value
+  /// that cannot be used is named in the client's `problems`. CRUMBS_DISABLED turns the client
+  /// off for this process as `setEnabled(false)` does, without persisting it (`setEnabled(true)`
+  /// turns it back on). `[:]` ignores the environment.
   public var environment: [String: String]?
 
   public init(directory: String) {
     self.directory = directory
+  }
+
+  /// A configuration whose directory is CRUMBS_DIRECTORY (read from `environment` at start).
+  public init() {
+    self.directory = ""
+  }
+
+  /// This configuration with what the code left unset taken from `environment`: the directory,
+  /// the app's name and version.
+  package func filledIn(from environment: CrumbsEnvironment) -> CrumbsConfiguration {
+    var configuration = self
+    if configuration.directory.isEmpty, let directory = environment.directory {
+      configuration.directory = directory
+    }
+    if configuration.appName == nil { configuration.appName = environment.appName }
+    if configuration.appVersion == nil { configuration.appVersion = environment.appVersion }
+    return configuration
   }
 
   /// What `requestTimeout` is taken as when it is out of range, in words; nil when it is used as
@@ -161,12 +187,23 @@ public struct CrumbsConfiguration: Sendable {
       + "\(Int(CurlTransport.maxTimeout)); using \(used)"
   }
 
-  /// The destinations to deliver to: `destinations`, each filled in from `otel` where the code
-  /// left it unset, or the one `otel` names when the code configured no OTLP destination.
-  package func resolvedDestinations(_ otel: OTLPEnvironment) -> [any ReportDestination] {
+  /// The destinations to deliver to, kind by kind, code first: the OTLP destinations of
+  /// `destinations`, else CRUMBS_OTLP_ENDPOINT's, else the OTEL_* endpoint's; the Backtrace
+  /// destinations of `destinations`, else CRUMBS_BACKTRACE_URL's. Every OTLP destination takes
+  /// from the OTEL_* variables what it leaves unset (headers it does not name, compression,
+  /// timeout).
+  package func resolvedDestinations(_ environment: CrumbsEnvironment) -> [any ReportDestination] {
+    let otel = environment.otel
+    var chosen = destinations
+    let isOTLP: (CrumbsDestination) -> Bool = {
+      if case .otlp = $0 { return true }
+      return false
+    }
+    if !chosen.contains(where: isOTLP) { chosen += environment.destinations.filter(isOTLP) }
+    if !chosen.contains(where: { !isOTLP($0) }) { chosen += environment.destinations.filter { !isOTLP($0) } }
     var resolved: [any ReportDestination] = []
     var hasOTLP = false
-    for configured in destinations {
+    for configured in chosen {
       let destination = configured.destination(maxAttachmentBytes: attachmentSizeLimit)
       if case .otlp(_, _, _, _, let compression) = configured, let otlp = destination as? OTLPDestination {
         hasOTLP = true

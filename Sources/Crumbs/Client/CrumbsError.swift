@@ -13,6 +13,9 @@ public enum CrumbsError: Error, CustomStringConvertible {
   /// crash handler), so that one crash is one report. Use the running client, or `close()` it
   /// first.
   case alreadyStarted(CrumbsClient)
+  /// Neither the configuration (`CrumbsConfiguration(directory:)`) nor the environment
+  /// (CRUMBS_DIRECTORY) names the Crumbs directory.
+  case noDirectory
 
   public var description: String {
     switch self {
@@ -21,6 +24,9 @@ public enum CrumbsError: Error, CustomStringConvertible {
     case .crashHandler(let error): "crumbs: cannot install the crash handler: \(error)"
     case .store(let error): "crumbs: cannot open the report store: \(error)"
     case .redactionPatterns(let problems): "crumbs: " + problems.joined(separator: "; ")
+    case .noDirectory:
+      "crumbs: no Crumbs directory: give CrumbsConfiguration(directory:) in code, or set CRUMBS_DIRECTORY "
+        + "in the environment"
     case .alreadyStarted(let running):
       "crumbs: a client is already running in this process (session \(running.sessionID), "
         + "directory \(running.configuration.directory)); use it, or close() it first"
