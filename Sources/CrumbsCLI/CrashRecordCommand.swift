@@ -120,7 +120,8 @@ enum CrashRecordText {
           + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns"
           + (table.threadsEnded ? "; nothing chained: they ended once they answered)" : "")
           + (table.threadsKeptForDump ? "; kept parked for the core dump or the tracer)" : "")
-          + (table.threadsKeptForChain ? "; kept parked while the chained handlers ran, until the death)" : "")
+          + (table.threadsKeptForChain
+            ? "; kept parked while the chained handlers ran, until the death)" : "")
           + (table.threadsEnded || table.threadsKeptForDump || table.threadsKeptForChain ? "" : ")"))
       for thread in table.threads {
         var heading = "  \(thread.id) \"\(thread.name)\" \(thread.state.rawValue)"

@@ -50,7 +50,9 @@ import Testing
 
   @Test(
     "no other thread serves a request between the crash and the death, the backtracer chained or not",
-    arguments: [ChildVariant(release: false, backtracer: false), ChildVariant(release: false, backtracer: true)])
+    arguments: [
+      ChildVariant(release: false, backtracer: false), ChildVariant(release: false, backtracer: true),
+    ])
   func threadsStayStoppedUntilTheDeath(variant: ChildVariant) throws {
     let directory = TestDirectory()
     let run = try runCrashScenario("client-dying-late-worker", variant: variant, directory: directory)

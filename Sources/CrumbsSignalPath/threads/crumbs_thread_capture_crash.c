@@ -62,7 +62,8 @@ static bool crumbs__acquire_for_crash(crumbs_crash_thread_table *table, uint32_t
   }
 }
 
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, crumbs__after_record after) {
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid,
+                                    crumbs__after_record after) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs_crash_thread_table *table = &record->threads;
   crumbs_crash_thread *own = &table->threads[0];

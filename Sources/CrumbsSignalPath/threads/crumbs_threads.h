@@ -65,7 +65,8 @@ typedef enum crumbs__after_record {
 
 /// Crashing thread: lists the other threads into the record's table and asks each for its
 /// registers; `after` says what they do once walked. Safe to call from a signal handler.
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, crumbs__after_record after);
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid,
+                                    crumbs__after_record after);
 /// Crashing thread, after its own backtrace: waits (bounded) for the answers, walks the parked
 /// threads' stacks into the table, then releases them (or keeps them parked: see
 /// crumbs__after_record). Safe to call from a signal handler.
