@@ -68,6 +68,14 @@ import Testing
     #expect(table.threadsKeptForChain && !table.threadsEnded, "flags \(table.flags): \(context)")
     let worker = try #require(table.threads.first { $0.name == "late-worker" }, "\(context)")
     #expect(worker.state == .captured, "\(context)")
+    // That handler set SIG_DFL for the crash signals while the process died, as the backtracer
+    // does, and took a second doing so: not a replaced handler, in the record or in the client's
+    // checks (the memory monitor's, every 100 ms, on a thread that stays parked).
+    #expect(record.replacedSignals.isEmpty, "\(record.replacedSignals): \(context)")
+    let outcome = PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+    ).run(reportingSession: SessionID())
+    #expect(!outcome.problems.contains { $0.contains("replaced") }, "\(outcome.problems)")
     if variant.backtracer {
       // The backtracer, chained after that handler, still sees the parked worker.
       let output = run.lines.joined(separator: "\n") + run.stderr

@@ -15,8 +15,9 @@ let dyingScenarios: [String: @Sendable ([String]) -> Int32] = [
   // sessions, prints "session ID", then "crashing", and dereferences null.
   "client-dying": { arguments in dying(arguments, lateWorker: false) },
   // client-dying-late-worker DIR: the same, but first (before the client installs its crash
-  // handler) starts "late-worker" and chains a SIGSEGV handler that asks it to serve from inside
-  // the crash, waiting up to 1 s for it (crumbs_test_after_crash.h): it prints "after-crash
+  // handler) starts "late-worker" and chains a SIGSEGV handler that, like the backtracer, sets
+  // SIG_DFL for the crash signals and takes 1 s, asking the worker to serve from inside
+  // the crash meanwhile (crumbs_test_after_crash.h): it prints "after-crash
   // served" or "after-crash not-served"; a worker that serves prints "served".
   "client-dying-late-worker": { arguments in dying(arguments, lateWorker: true) },
 ]

@@ -44,16 +44,25 @@ static long crumbs__now_ms(void) {
 
 static void crumbs__after_crash(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
+  // What the Swift runtime's backtracer does first: SIG_DFL back for the signals it handles.
+  static const int handled[] = {SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV};
+  struct sigaction default_action;
+  memset(&default_action, 0, sizeof default_action);
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (unsigned index = 0; index < sizeof handled / sizeof handled[0]; index++) {
+    sigaction(handled[index], &default_action, NULL);
+  }
   char byte = 1;
   (void)!write(crumbs__request[1], &byte, 1);
   struct pollfd reply = {crumbs__reply[0], POLLIN, 0};
   long deadline = crumbs__now_ms() + crumbs__wait_ms;
-  int ready = 0;
+  int served = 0;
+  // The whole wait, served or not: the backtracer takes that long (and more) to symbolicate.
   for (long left = crumbs__wait_ms; left > 0; left = deadline - crumbs__now_ms()) {
-    ready = poll(&reply, 1, (int)left);
-    if (ready >= 0) break;
+    if (poll(&reply, served ? 0 : 1, (int)left) > 0) served = 1;
   }
-  crumbs__say(ready > 0 ? "after-crash served\n" : "after-crash not-served\n");
+  crumbs__say(served ? "after-crash served\n" : "after-crash not-served\n");
   if (crumbs__before.sa_flags & SA_SIGINFO) {
     crumbs__before.sa_sigaction(signal_number, info, context);
   } else if (crumbs__before.sa_handler != SIG_DFL && crumbs__before.sa_handler != SIG_IGN) {

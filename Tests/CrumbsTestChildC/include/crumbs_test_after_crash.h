@@ -13,9 +13,11 @@ extern "C" {
 /// about to block (0; -1 when it could not be started). Given a byte, it writes "served" on
 /// stdout and a byte on a reply pipe. Then installs a SIGSEGV handler over the current action
 /// (the Swift runtime's backtracer, or SIG_DFL) — call it before Crumbs' crash handler is
-/// installed, which then chains to it after the record. That handler writes the request byte,
-/// waits up to `wait_ms` for the reply, writes "after-crash served" or "after-crash not-served"
-/// on stdout, then calls the action it replaced (if a handler) and returns.
+/// installed, which then chains to it after the record. That handler does what the Swift
+/// runtime's backtracer does while the process dies: sets SIG_DFL for the six crash signals it
+/// handles, then takes `wait_ms` (symbolicating, for the backtracer); meanwhile it writes the
+/// request byte and watches for the reply, then writes "after-crash served" or "after-crash
+/// not-served" on stdout, calls the action it replaced (if a handler) and returns.
 int crumbs_test_start_late_worker(int wait_ms);
 
 #ifdef __cplusplus
