@@ -68,7 +68,11 @@ import Testing
         now: lastBeat + 3 * second, heartbeats: [heartbeat], resolution: resolution, longest: 3 * second)
         == resolution)
     #expect(tracker.observe([heartbeat], now: 105 * second).isEmpty)
+    // The loop beats again at 105.2 s, and twice more before the watchdog looks: the hang ends
+    // at the first of those beats.
     heartbeat.beat(at: lastBeat + 4 * second)
+    heartbeat.beat(at: lastBeat + 4 * second + resolution)
+    heartbeat.beat(at: lastBeat + 4 * second + 2 * resolution)
     #expect(
       tracker.observe([heartbeat], now: 105 * second + resolution * 3) == [
         .resumed(name: "loop", since: lastBeat, duration: 4 * second)

@@ -5,8 +5,9 @@
 //   Heartbeat(name:threshold:)      made once per loop (an event loop, a worker, a request loop)
 //   heartbeat.beat()                on the hot path, as often as the loop turns: a read of the
 //                                   coarse monotonic clock (the vDSO's last tick, no hardware
-//                                   counter, no system call) and one relaxed store of it; no
-//                                   read-modify-write, no lock, no allocation
+//                                   counter, no system call), one relaxed store of it and one
+//                                   relaxed load (is the watchdog waiting for the end of a
+//                                   stall?); no read-modify-write, no lock, no allocation
 //   heartbeat.end()                 the loop finished: from now on its silence is not a hang
 //   StallTracker.observe(_:now:)    the watchdog, at each look: reads each heartbeat's last beat,
 //                                   and says when one stalled (silent for `threshold` since that
@@ -14,11 +15,11 @@
 //   StallTracker.wait(now:…)        when the watchdog should look next: when the first watch
 //                                   could reach its threshold, soon while one is stalled
 //
-// The beat stamps its time, so a stall's start is its last beat and its end the beat that
-// ended it, to the clock's tick, whenever the watchdog looks: a flag ("beat since the last
-// look") would leave both to the looks, a threshold apart when the watchdog wakes once a
-// threshold. The stamp is all the beat writes (a counter's load-add-store makes each beat wait
-// for the last). A watchdog that itself ran late (every CPU busy, the process stopped) does not
+// The beat stamps its time, so a stall's start is its last beat, to the clock's tick, whenever
+// the watchdog looks; once the watchdog found it stalled, the first beat after also stamps when
+// the stall ended: a flag ("beat since the last look") would leave both ends to the looks, a
+// threshold apart when the watchdog wakes once a threshold. The stamp is all a beat writes (a
+// counter's load-add-store makes each beat wait for the last). A watchdog that itself ran late (every CPU busy, the process stopped) does not
 // count the silence it did not see: a look that comes late starts the watchdog's count anew,
 // and a loop that is merely slow to be scheduled is not reported for the time the watchdog did
 // not look. Not signal-safe (nothing here runs in a handler).
@@ -35,6 +36,10 @@ public final class Heartbeat: Sendable {
   /// When it last beat: CLOCK_MONOTONIC_COARSE in nanoseconds, 0 before its first beat. Stored
   /// by each beat, read by the watchdog.
   @usableFromInline let lastBeat = Atomic<UInt64>(0)
+  /// Raised by the watchdog when it finds the loop stalled; the first beat after lowers it and
+  /// stamps `resumedAt`, so that the hang ends at that beat, not at a later one the watchdog sees.
+  @usableFromInline let awaitingResume = Atomic<Bool>(false)
+  @usableFromInline let resumedAt = Atomic<UInt64>(0)
   /// The kernel id of the thread that made it: the thread a hang report of this heartbeat leads
   /// with. Made on the loop's own thread (an event loop, a worker), it names the loop's thread.
   package let threadID: UInt32
@@ -46,10 +51,22 @@ public final class Heartbeat: Sendable {
     threadID = CurrentThread.id
   }
 
-  /// The loop is alive. Costs a read of the coarse monotonic clock and one relaxed store: no
-  /// read-modify-write, no lock, no allocation, no system call.
+  /// The loop is alive. Costs a read of the coarse monotonic clock, one relaxed store and one
+  /// relaxed load: no read-modify-write (but on the first beat after a stall), no lock, no
+  /// allocation, no system call.
   @inlinable @inline(__always)
-  public func beat() { lastBeat.store(Self.now(), ordering: .relaxed) }
+  public func beat() { stamp(Self.now()) }
+
+  @inlinable @inline(__always)
+  func stamp(_ now: UInt64) {
+    lastBeat.store(now, ordering: .relaxed)
+    if awaitingResume.load(ordering: .relaxed) { firstBeatAfterStall(now) }
+  }
+
+  /// The first beat after the watchdog found the loop stalled (out of line: once per hang).
+  @usableFromInline func firstBeatAfterStall(_ now: UInt64) {
+    if awaitingResume.exchange(false, ordering: .relaxed) { resumedAt.store(now, ordering: .relaxed) }
+  }
 
   /// The loop finished: its silence from now on is not a hang. A later `beat()` does not undo it.
   public func end() { ended.store(true, ordering: .releasing) }
@@ -64,7 +81,21 @@ public final class Heartbeat: Sendable {
   @usableFromInline static func now() -> UInt64 { SystemClock.coarseMonotonicNanoseconds() }
 
   /// A beat at `nanoseconds` (tests drive the tracker with explicit times).
-  package func beat(at nanoseconds: UInt64) { lastBeat.store(nanoseconds, ordering: .relaxed) }
+  package func beat(at nanoseconds: UInt64) { stamp(nanoseconds) }
+
+  /// The watchdog found it stalled: the next beat says when the stall ended.
+  func awaitResume() {
+    resumedAt.store(0, ordering: .relaxed)
+    awaitingResume.store(true, ordering: .relaxed)
+  }
+
+  /// The first beat since `awaitResume()`, nil when none was seen (ended, or a beat raced the
+  /// watchdog's finding).
+  func takeResume() -> UInt64? {
+    awaitingResume.store(false, ordering: .relaxed)
+    let first = resumedAt.exchange(0, ordering: .relaxed)
+    return first == 0 ? nil : first
+  }
 }
 
 /// What a watchdog concludes from the heartbeats it watches: the pure rule, given the times
@@ -75,9 +106,8 @@ package struct StallTracker {
   package enum Event: Equatable, Sendable {
     /// Silent since its last beat at `since`, for `threshold` or more.
     case stalled(name: String, since: UInt64)
-    /// Beating again after a stall that began at `since`, `duration` nanoseconds later: at its
-    /// latest beat when the watchdog looked (the first one after the stall, unless the loop beat
-    /// more than once between two looks), or when it ended.
+    /// Beating again after a stall that began at `since`, `duration` nanoseconds later: at the
+    /// first beat after the watchdog found it stalled, or when it ended.
     case resumed(name: String, since: UInt64, duration: UInt64)
   }
 
@@ -125,7 +155,8 @@ package struct StallTracker {
       let moved = beat > entry.lastBeat
       if heartbeat.hasEnded || moved {
         if entry.stalled {
-          let end = moved ? beat : max(now, entry.lastBeat)
+          let first = heartbeat.takeResume().map { min($0, beat) }
+          let end = max(first ?? (moved ? beat : now), entry.lastBeat)
           events.append(.resumed(name: heartbeat.name, since: entry.lastBeat, duration: end - entry.lastBeat))
         }
         if heartbeat.hasEnded {
@@ -138,6 +169,7 @@ package struct StallTracker {
           >= Self.nanoseconds(heartbeat.threshold)
       {
         entry.stalled = true
+        heartbeat.awaitResume()
         events.append(.stalled(name: heartbeat.name, since: entry.lastBeat))
       }
       seen[key] = entry
