@@ -129,18 +129,16 @@ package struct StallTracker {
   /// beaten yet starts its clock at its first sight; an ended one is forgotten (and, if it was
   /// stalled, says it resumed: the loop finished, which is not a hang going on).
   ///
-  /// A look that comes more than one and a half of the smallest threshold after the previous
-  /// one is late (the watchdog never waits longer than that threshold: it was not scheduled, or
+  /// A look that comes more than one and a half of the smallest threshold (or of 50 ms) after
+  /// the previous one is late (the watchdog never waits longer than that: it was not scheduled, or
   /// the process was stopped by a debugger, SIGSTOP or a frozen container): silence counts for
   /// the decision only from then, though a stall's reported start stays the loop's last beat.
   package mutating func observe(_ heartbeats: [Heartbeat], now: UInt64) -> [Event] {
-    let smallest = heartbeats.lazy.map { Self.nanoseconds($0.threshold) }.min() ?? .max
+    // The watchdog waits at most the smallest threshold between looks, or 50 ms.
+    let smallest = max(heartbeats.lazy.map { Self.nanoseconds($0.threshold) }.min() ?? .max, 50_000_000)
     let (latest, overflow) = smallest.addingReportingOverflow(smallest / 2)
-    if let previousLook, now >= previousLook, overflow || now - previousLook <= latest {
-      // on time: the watchdog saw the silence since its run of looks began
-    } else {
-      lookingSince = now
-    }
+    let onTime = previousLook.map { now >= $0 && (overflow || now - $0 <= latest) } ?? false
+    if !onTime { lookingSince = now }
     previousLook = now
     var events: [Event] = []
     var present = Set<ObjectIdentifier>()
