@@ -355,7 +355,8 @@ extension CrashReport {
         text = text.dropFirst(3 + number.count)
         dropped = true
       }
-      for prefix in SymbolDemangler.readablePrefixes + asyncPartPrefixes where text.hasPrefix(prefix) {
+      for prefix in SymbolDemangler.readablePrefixes + asyncPartPrefixes
+      where text.hasPrefix(prefix) && text.count > prefix.count {
         text = text.dropFirst(prefix.count)
         dropped = true
       }
