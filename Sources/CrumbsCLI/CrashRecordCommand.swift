@@ -120,7 +120,9 @@ enum CrashRecordText {
           + "\(table.captureNanoseconds) ns, deadline \(table.deadlineNanoseconds) ns"
           + (table.threadsEnded ? "; nothing chained: they ended once they answered)" : "")
           + (table.threadsKeptForDump ? "; kept parked for the core dump or the tracer)" : "")
-          + (table.threadsEnded || table.threadsKeptForDump ? "" : ")"))
+          + (table.threadsKeptForChain
+            ? "; kept parked while the chained handlers ran, until the death)" : "")
+          + (table.threadsEnded || table.threadsKeptForDump || table.threadsKeptForChain ? "" : ")"))
       for thread in table.threads {
         var heading = "  \(thread.id) \"\(thread.name)\" \(thread.state.rawValue)"
         if let signal = thread.signal, thread.state == .alsoCrashed { heading += " signal \(signal)" }
@@ -195,6 +197,7 @@ enum CrashRecordText {
           fields.field("flags", table.flags)
           fields.field("threads_ended", table.threadsEnded)
           fields.field("threads_kept_for_dump", table.threadsKeptForDump)
+          fields.field("threads_kept_for_chain", table.threadsKeptForChain)
           fields.array("threads") { threads in
             for thread in table.threads {
               threads.object { entry in

@@ -55,6 +55,47 @@ let hangScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 0
   },
 
+  // hang-timed DIR: a thread "timed-loop" beats the heartbeat "timed-loop" (threshold 3 s)
+  // every 10 ms until the watchdog has looked at it, then stalls for 4 s (a sleep: the
+  // workload) and beats on. It prints "stall WALL START END" (ns: the wall clock and the
+  // monotonic clock just after its last beat, the monotonic clock just before its next: the
+  // truth a report is held to), then beats until the watchdog saw the hang end, or looked
+  // three more times without a hang ("no-hang"); the client closes and the child exits 0.
+  "hang-timed": { arguments in
+    guard let directory = arguments.first else { return 64 }
+    let events = HangEventPrinter()
+    guard let client = startHangClient(directory, threshold: 3, pool: false) else { return 1 }
+    let thread = try? BackgroundThread.startJoinable(name: "timed-loop") {
+      let heartbeat = client.heartbeat("timed-loop", threshold: 3)
+      // Two checks ended after the heartbeat joined: one of them looked at it.
+      let joined = events.checks
+      while events.checks < joined + 2 {
+        heartbeat.beat()
+        usleep(10_000)
+      }
+      heartbeat.beat()
+      let wall = SystemClock.wallNanoseconds()
+      let start = SystemClock.monotonicNanoseconds()
+      stallLoopSleeping(until: start + 4_000_000_000)
+      let end = SystemClock.monotonicNanoseconds()
+      heartbeat.beat()
+      print("stall \(wall) \(start) \(end)")
+      fflush(nil)
+      let after = events.checks
+      while !events.sawEnd, events.checks < after + 3 {
+        heartbeat.beat()
+        usleep(10_000)
+      }
+      if !events.sawEnd { print("no-hang") }
+      heartbeat.end()
+    }
+    thread?.join()
+    client.close()
+    print("done")
+    fflush(nil)
+    return 0
+  },
+
   // hang-pool DIR: 64 tasks block in poolBlockedOnParent() (a semaphore) until SIGUSR1: the
   // concurrency pool (threshold 1 s) starves; once the watchdog saw the hang end, the client
   // closes and the child exits 0.
@@ -144,7 +185,10 @@ private final class HangEventPrinter: Sendable {
   private let ended = DispatchSemaphore(value: 0)
   private let checked = DispatchSemaphore(value: 0)
   private let seen = Atomic<UInt64>(0)
+  private let endSeen = Atomic<Bool>(false)
   var checks: UInt64 { seen.load(ordering: .relaxed) }
+  /// Whether a hang ended (without waiting for it).
+  var sawEnd: Bool { endSeen.load(ordering: .relaxed) }
 
   init(checksWanted: UInt64 = .max) {
     CrumbsClient.hangWatchdogEvents.withLock {
@@ -158,6 +202,7 @@ private final class HangEventPrinter: Sendable {
           print("hang-began \(watch) \(report?.report.id ?? "-")")
         case .ended(let watch, let nanoseconds):
           print("hang-ended \(watch) \(Double(nanoseconds) / 1e9)")
+          endSeen.store(true, ordering: .relaxed)
           ended.signal()
         }
         fflush(nil)
@@ -205,6 +250,12 @@ private func waitForGoOn() {
 
 @inline(never) func stallLoopBlockedOnParent() {
   waitForGoOn()
+}
+
+/// Sleeps until the monotonic clock reads `deadline` (ns), whatever interrupts the sleep.
+@inline(never) func stallLoopSleeping(until deadline: UInt64) {
+  var wake = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+  while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, nil) == EINTR {}
 }
 
 @inline(never) func poolBlockedOnParent(_ release: DispatchSemaphore) {

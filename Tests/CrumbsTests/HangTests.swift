@@ -160,10 +160,49 @@ private struct HangChild {
     #expect(child.exitCode == 0)
   }
 
+  @Test func aFourSecondStallWithAThreeSecondThresholdIsReportedWithItsTrueStartAndDuration() throws {
+    // The child times its own stall (its clocks, just after its last beat and just before its
+    // next); the report is held to that, not to the test's clock: a busy machine delays the
+    // child's wake-up and the watchdog alike, and the stall is what the child lived.
+    let directory = TestDirectory()
+    let store = try ReportStore(directory: directory.path)
+    let child = try ChildProcess(ChildProcess.testChild, ["hang-timed", directory.path])
+    let lines = child.readLines(until: "done", seconds: 120)
+    child.wait()
+    #expect(child.exitCode == 0)
+    #expect(!lines.contains("no-hang"), "the 4 s stall went unreported: \(lines)")
+    let stall = try #require(lines.first { $0.hasPrefix("stall ") }, "\(lines)")
+      .split(separator: " ").dropFirst().compactMap { UInt64($0) }
+    try #require(stall.count == 3)
+    let (wallStart, start, end) = (stall[0], stall[1], stall[2])
+    let lived = Double(end - start) / 1e9
+    #expect(lived >= 4)
+
+    let began = try #require(lines.first { $0.hasPrefix("hang-began timed-loop ") }, "\(lines)")
+    let ended = try #require(lines.first { $0.hasPrefix("hang-ended timed-loop ") }, "\(lines)")
+    let reported = try #require(Double(ended.dropFirst("hang-ended timed-loop ".count)))
+    #expect(abs(reported - lived) <= 0.5, "reported \(reported) s for a stall of \(lived) s")
+
+    // The stored report says the same: its duration, and its start is the last beat.
+    let id = String(began.dropFirst("hang-began timed-loop ".count))
+    let report = try store.load(id: id).report
+    #expect(report.attributes[HangFacts.ongoingKey] == "false")
+    let milliseconds = try #require(report.attributes[HangFacts.durationKey].flatMap { Double($0.text) })
+    #expect(abs(milliseconds / 1000 - lived) <= 0.5, "reported \(milliseconds) ms for a stall of \(lived) s")
+    let since = try #require(report.attributes[HangFacts.sinceKey].flatMap { ISO8601.nanoseconds($0.text) })
+    let early = Double(Int64(bitPattern: wallStart &- since)) / 1e9
+    #expect(abs(early) <= 0.5, "reported start \(early) s before the last beat")
+  }
+
   @Test func theCheckIntervalIsTheSmallestThreshold() {
     #expect(HangWatchdog.interval(thresholds: [3, 2]) == 2)
     #expect(HangWatchdog.interval(thresholds: []) == 3)
     #expect(HangWatchdog.interval(thresholds: [0.01]) == 0.05)
+    // The resolution: a twentieth of the smallest threshold, between 10 and 250 ms.
+    #expect(HangWatchdog.resolution(thresholds: [3, 2]) == 0.1)
+    #expect(HangWatchdog.resolution(thresholds: []) == 0.15)
+    #expect(HangWatchdog.resolution(thresholds: [60]) == 0.25)
+    #expect(HangWatchdog.resolution(thresholds: [0.05]) == 0.01)
   }
 
   @Test func hangFactsTellDurationsAndTopFrames() {

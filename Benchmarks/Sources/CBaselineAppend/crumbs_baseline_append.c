@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 int crumbs_baseline_open(crumbs_baseline_ring *ring, const char *path, uint32_t slot_count,
@@ -43,4 +44,12 @@ void crumbs_baseline_close(crumbs_baseline_ring *ring) {
 
 void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count) {
   for (uint64_t index = 0; index < count; index++) __atomic_store_n(flag, 1, __ATOMIC_RELAXED);
+}
+
+void crumbs_bench_stamped_stores(uint64_t *stamp, uint64_t count, int clock) {
+  for (uint64_t index = 0; index < count; index++) {
+    struct timespec now;
+    clock_gettime(clock, &now);
+    __atomic_store_n(stamp, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, __ATOMIC_RELAXED);
+  }
 }

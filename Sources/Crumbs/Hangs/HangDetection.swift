@@ -8,11 +8,13 @@ public struct HangDetection: Sendable, Equatable {
   /// Seconds a watch may stay silent before it counts as hung (default 3). Named heartbeats may
   /// set their own (`client.heartbeat(_:threshold:)`).
   ///
-  /// Silence is measured by the watchdog, not by the clock alone: a probe that runs late but
-  /// runs is not a hang, and a watchdog that itself was not scheduled (every CPU busy) sees
-  /// the watch move as soon as it runs again. So a process whose CPUs are saturated is reported
-  /// only when a watch stays silent for `threshold` of the watchdog's own running time —
-  /// something a thread that is merely slow to be scheduled does not do.
+  /// A hang starts at the watch's last beat and ends at its next, both true to the watchdog's
+  /// resolution (a twentieth of the smallest threshold, 10 to 250 ms). Silence is counted only
+  /// while the watchdog itself runs: a probe that runs late but runs is not a hang, and a
+  /// watchdog that was not scheduled (every CPU busy, the process stopped) does not count the
+  /// time it did not look. So a process whose CPUs are saturated is reported only when a watch
+  /// stays silent for `threshold` of the watchdog's own running time — something a thread that
+  /// is merely slow to be scheduled does not do.
   public var threshold: Double = 3
   /// Whether a probe job is enqueued on Swift concurrency's global executor every check: when
   /// it has not run after `threshold`, the cooperative pool is starved (tasks blocking in

@@ -9,22 +9,26 @@
 //                                           nothing runs on the app's threads
 //   client.heartbeat(_:threshold:)          a named heartbeat joins the watches (held weakly: a
 //                                           heartbeat the app dropped is forgotten)
-//   [watchdog thread] check(now:)           every `interval` (the smallest threshold):
-//                                           enqueues the pool / main-queue probes whose previous
-//                                           one ran, asks StallTracker what changed, and
-//                                           handles it (HangWatchdog+Reports.swift):
+//   [watchdog thread] check(_:now:)         at each look: enqueues the pool / main-queue
+//                                           probes whose previous one ran, asks StallTracker
+//                                           what changed and when to look next (when the first
+//                                           watch could reach its threshold, at most `interval`
+//                                           ahead; every `resolution` while one is stalled),
+//                                           and handles it (HangWatchdog+Reports.swift):
 //                                           hangBegan → capture, report, ring header;
 //                                           hangEnded → "hang ended after X s", report updated
 //   stop()                                  at close: wakes the thread and waits for it
 //
-// Probes: a probe is a Heartbeat that a job beats when it runs. One is outstanding at a time:
-// the next is enqueued only once the last one ran, so a starved pool holds one probe, not a
-// pile. A probe that ran late but ran moved its heartbeat, which is not a hang; a watchdog that
-// was itself not scheduled sees the move as soon as it runs (StallTracker), so a saturated but
-// healthy process is not reported.
+// Probes: a probe is a Heartbeat that the watchdog beats when it enqueues a job, and the job
+// beats when it runs: silent only while its job waits, from the moment it was enqueued. One is
+// outstanding at a time: the next is enqueued only once the last one ran, so a starved pool
+// holds one probe, not a pile. A probe that ran late but ran beat its heartbeat, which is not a
+// hang; a watchdog that was itself not scheduled does not count the time it did not look
+// (StallTracker), so a saturated but healthy process is not reported.
 //
-// Cost while nothing hangs: one wake-up per interval (one a threshold), one probe job
-// and a look at each heartbeat's counter. Not signal-safe.
+// Cost while nothing hangs: about one wake-up per threshold (a look is due when the watch that
+// beat longest ago could reach its threshold), one probe job and a read of each heartbeat's
+// stamp. While a watch is stalled, one look per `resolution`. Not signal-safe.
 
 import CrumbsPlatform
 import Dispatch
@@ -49,12 +53,14 @@ final class HangWatchdog: Sendable {
       heartbeat = Heartbeat(name: name, threshold: threshold)
     }
 
-    /// Enqueues the next probe job, unless the last one has not run yet.
+    /// Enqueues the next probe job, unless the last one has not run yet; the heartbeat beats
+    /// now, so that its silence is the time the job waits.
     func enqueueIfIdle() {
       guard
         outstanding.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
           .exchanged
       else { return }
+      heartbeat.beat()
       switch kind {
       case .concurrencyPool:
         // At the default priority: each priority has its own cooperative pool (Dispatch's
@@ -163,13 +169,19 @@ final class HangWatchdog: Sendable {
     finished.wait()
   }
 
-  /// Seconds between checks: the smallest threshold watched, at least 50 ms. A watch silent
-  /// since just after a check is seen silent `threshold` later, at the check after next: a hang
-  /// is reported between one and two thresholds after it began. Checking more often would see
-  /// it sooner by less than a threshold, for twice the wake-ups (measured: each check costs the
-  /// process about 75 µs of CPU with the pool probe's job).
+  /// The longest wait between two looks: the smallest threshold watched, at least 50 ms. The
+  /// watchdog usually wakes later than the look before plus this, but never sleeps longer (each
+  /// look costs the process about 75 µs of CPU with the pool probe's job, measured).
   static func interval(thresholds: some Sequence<Double>) -> Double {
     max(0.05, thresholds.min() ?? 3)
+  }
+
+  /// The watchdog's resolution: the wait between looks while a watch is stalled (to see its end)
+  /// and the shortest wait of all: a twentieth of the smallest threshold, between 10 and 250 ms
+  /// (150 ms for the default 3 s). A hang is reported within this of its threshold, and its
+  /// end (so its duration) seen within this of the beat that ended it.
+  static func resolution(thresholds: some Sequence<Double>) -> Double {
+    min(0.25, max(0.01, (thresholds.min() ?? 3) / 20))
   }
 
   private func run() {
@@ -187,22 +199,36 @@ final class HangWatchdog: Sendable {
         return false
       }
       guard !stopping else { return }
-      check(watched, now: SystemClock.monotonicNanoseconds())
+      // The beats' clock (Heartbeat.beat): a stall's start and end are their stamps.
+      let now = SystemClock.coarseMonotonicNanoseconds()
+      let next = now &+ check(watched, now: now)
       ForkedSessionReaper.startIfForked()  // a background pass: the reaper's thread, once forked
       let checks = state.withLock { state in
         state.checks &+= 1
         return state.checks
       }
       CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.checked(checks))
-      let seconds = Self.interval(thresholds: watched.lazy.map(\.threshold))
       watched.removeAll(keepingCapacity: true)
-      _ = wakeUp.wait(timeout: .now() + .nanoseconds(Int(seconds * 1e9)))
+      // From the look's own time: a capture for a report does not push the next look back.
+      let current = SystemClock.coarseMonotonicNanoseconds()
+      let wait = next > current ? next - current : 0
+      _ = wakeUp.wait(timeout: .now() + .nanoseconds(Int(min(wait, UInt64(Int.max)))))
     }
   }
 
-  /// One look at every watch: what stalled, what resumed; then the next probes.
-  private func check(_ watched: [Heartbeat], now: UInt64) {
-    let events = hangs.withLock { $0.tracker.observe(watched, now: now) }
+  /// One look at every watch: the next probes (a probe enqueued now is alive as of now), what
+  /// stalled, what resumed. Returns the nanoseconds to wait before the next look.
+  private func check(_ watched: [Heartbeat], now: UInt64) -> UInt64 {
+    for probe in probes { probe.enqueueIfIdle() }
+    let thresholds = watched.lazy.map(\.threshold)
+    let resolution = StallTracker.nanoseconds(Self.resolution(thresholds: thresholds))
+    let longest = StallTracker.nanoseconds(Self.interval(thresholds: thresholds))
+    let (events, wait) = hangs.withLock { hangs in
+      let events = hangs.tracker.observe(watched, now: now)
+      return (
+        events, hangs.tracker.wait(now: now, heartbeats: watched, resolution: resolution, longest: longest)
+      )
+    }
     for event in events {
       switch event {
       case .stalled(let name, let since):
@@ -213,7 +239,7 @@ final class HangWatchdog: Sendable {
       }
     }
     refreshOngoing()
-    for probe in probes { probe.enqueueIfIdle() }
+    return wait
   }
 
   private func kind(of heartbeat: Heartbeat?) -> Kind {

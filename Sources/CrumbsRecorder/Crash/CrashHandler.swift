@@ -243,7 +243,9 @@ public enum CrashHandler {
   }
 
   /// Signals we installed whose action another library has replaced since (sorted). Installing
-  /// again re-takes them.
+  /// again re-takes them. Once a crash began, the answer is what was replaced when it began: the
+  /// handlers chained after the crash record (the Swift runtime's backtracer) change the actions
+  /// while the process dies, and no crash is lost to that.
   public static func replacedSignals() -> [Int32] {
     installation.withLock { _ in replacedSignalsWithoutLocking() }
   }

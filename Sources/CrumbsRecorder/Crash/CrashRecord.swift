@@ -168,6 +168,10 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     /// A core dump was to be written or a tracer was attached: the threads that answered stayed
     /// parked until the fatal signal took the process, so the core shows them all.
     public var threadsKeptForDump: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_DUMP) != 0 }
+    /// Handlers were chained after the crash handler (the Swift runtime's backtracer): the
+    /// threads that answered stayed parked until the process died, running none of the app's
+    /// code while those handlers ran.
+    public var threadsKeptForChain: Bool { flags & UInt32(CRUMBS_THREADS_KEPT_FOR_CHAIN) != 0 }
     /// A live capture was running when the crash came: the handler waited for it to finish.
     public var waitedForLiveCapture: Bool { flags & UInt32(CRUMBS_THREADS_WAITED_FOR_LIVE) != 0 }
     /// The crashing thread crashed inside its own live capture: the handler released that

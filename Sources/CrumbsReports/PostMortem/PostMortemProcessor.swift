@@ -343,6 +343,11 @@ public struct PostMortemProcessor: Sendable {
     for name in replacedInRecord.map(SignalNames.name) where !session.replacedCrashSignals.contains(name) {
       session.replacedCrashSignals.append(name)
     }
+    // The crash handler recorded a crash on this signal: whatever a check said of it, the crash
+    // reached it, so it did not leave "no crash record" (what the problem below claims).
+    if let crashed = record?.signal.number {
+      session.replacedCrashSignals.removeAll { $0 == SignalNames.name(crashed) }
+    }
     var identity = CrashReportBuilder(
       attributes: [:],
       appVersion: Self.appVersion(

@@ -311,10 +311,11 @@ extension CrashReport {
   /// report of a signature while older ones of it remain): the kind, the exception type
   /// (`SIGSEGV`, `SIGILL`, `AbnormalTermination`, an error's type) and the top frame in the app's
   /// own code — the first frame in the executable (`process.executable.path`) that is not
-  /// Crumbs' own, named by its function, else by its module offset; the first frame when none
-  /// is in the executable (a crash deep in a library). Reports without frames (abnormal ends)
-  /// group by kind and type alone. The message is left out on purpose: it holds addresses and
-  /// values that differ between two crashes of one bug.
+  /// Crumbs' own, named by its function as grouped (`groupingName(of:)`: without closure
+  /// numbers, generic arguments and the compiler's thunk and specialization words), else by its
+  /// module offset; the first frame when none is in the executable (a crash deep in a library).
+  /// Reports without frames (abnormal ends) group by kind and type alone. The message is left
+  /// out on purpose: it holds addresses and values that differ between two crashes of one bug.
   public var signature: String {
     let executable = resource["process.executable.path"]
     let ownPrefixes = ["Crumbs.", "CrumbsReports.", "CrumbsRecorder.", "CrumbsDelivery.", "crumbs_"]
@@ -325,10 +326,88 @@ extension CrashReport {
     let inApp = frames.first { $0.module != nil && $0.module == executable && !isCrumbs($0) }
     let top = inApp ?? frames.first { !isCrumbs($0) }
     let location = top.map { frame in
-      frame.function
+      frame.function.map(Self.groupingName(of:))
         ?? ((frame.module.map { Syscall.baseName(of: $0) } ?? "?") + "+" + (frame.moduleOffset ?? "?"))
     }
     return [kind.rawValue, exceptionType, location ?? ""].joined(separator: " | ")
+  }
+
+  /// A frame's function (`Frame.function`) as the signature names it: what stays the same when
+  /// a deploy adds code around it. A Swift name loses the numbers the compiler gives by
+  /// position (`closure #3 in` → `closure in`, `implicit closure #1 in`, `$defer #2`, an async
+  /// function's `(2) await resume partial function for`: adding a route renumbers every closure
+  /// after it), its generic arguments (`buildShopRouter<A>(_:)`, a specialization's `<Int>`:
+  /// the same source either way) and the words that say how the compiler made the code
+  /// (`specialized`, `merged`, `partial apply for`, `dispatch thunk of`, `static`, `@objc`).
+  /// What remains — the closure's place in its function, the function, its type and argument
+  /// labels — still tells two functions apart. A C++ name (`::`) is kept as it is: its template
+  /// arguments name different code.
+  package static func groupingName(of function: String) -> String {
+    guard !function.contains("::") else { return function }
+    var text = Substring(function)
+    // The words in front, any number of them and in any order (`(1) await resume partial
+    // function for specialized closure #2 in …`); each pass drops at least one word.
+    var dropped = true
+    while dropped {
+      dropped = false
+      let number = text.dropFirst().prefix(while: \.isNumber)
+      if text.first == "(", !number.isEmpty, text.dropFirst(1 + number.count).hasPrefix(") ") {
+        text = text.dropFirst(3 + number.count)
+        dropped = true
+      }
+      for prefix in SymbolDemangler.readablePrefixes + asyncPartPrefixes
+      where text.hasPrefix(prefix) && text.count > prefix.count {
+        text = text.dropFirst(prefix.count)
+        dropped = true
+      }
+    }
+    var output = ""
+    output.reserveCapacity(text.utf8.count)
+    while let character = text.first {
+      // " #12" after `closure` or `$defer`: the position among its siblings.
+      let digits = text.dropFirst(2).prefix(while: \.isNumber)
+      if character == " ", text.dropFirst().first == "#", !digits.isEmpty {
+        text = text.dropFirst(2 + digits.count)
+        continue
+      }
+      // A generic argument list follows a name (or another list) and opens on a type: an
+      // operator's `<` (`Foo.< infix`, `<<`) does neither.
+      if character == "<", let previous = output.last,
+        previous.isLetter || previous.isNumber || previous == "_" || previous == ">" || previous == " ",
+        let next = text.dropFirst().first, next.isLetter || next == "_" || next == "[" || next == "(",
+        let end = genericListEnd(text)
+      {
+        text = text[end...]
+        continue
+      }
+      output.append(character)
+      text = text.dropFirst()
+    }
+    return output
+  }
+
+  /// The words in front of an async function's parts: one function, split at its awaits.
+  static let asyncPartPrefixes = [
+    "await resume partial function for ", "suspend resume partial function for ",
+  ]
+
+  /// The index after the `>` that closes the `<` `text` starts with, nil when it is not closed
+  /// (`->` inside is an arrow, not a close).
+  private static func genericListEnd(_ text: Substring) -> Substring.Index? {
+    var depth = 0
+    var previous: Character = " "
+    var index = text.startIndex
+    while index < text.endIndex {
+      let character = text[index]
+      if character == "<" { depth += 1 }
+      if character == ">", previous != "-" {
+        depth -= 1
+        if depth == 0 { return text.index(after: index) }
+      }
+      previous = character
+      index = text.index(after: index)
+    }
+    return nil
   }
 
   /// `signature` as 64 hex digits of its SHA-256: the grouping hint for a backend that wants a

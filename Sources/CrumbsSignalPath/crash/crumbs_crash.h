@@ -8,6 +8,7 @@
 #define CRUMBS_CRASH_H
 
 #include "crumbs_crash_handler.h"
+#include "threads/crumbs_threads.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -95,14 +96,21 @@ extern __thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tl
 /// The fatal-signal handler (installed with SA_SIGINFO | SA_ONSTACK | SA_NODEFER).
 void crumbs__crash_signal_handler(int signal_number, siginfo_t *info, void *context);
 
+/// Whether a crash of this process has begun its record (the record's state left ARMED): the
+/// process is dying, and whatever happens from here on (handlers chained after the record
+/// changing signal actions, their helper processes ending) is part of its death, not of its
+/// life. Safe to call from a signal handler (getpid, atomics).
+bool crumbs__crash_started(void);
+
 /// Whether `action` is our crash handler. Safe to call from a signal handler (pure).
 bool crumbs__crash_is_ours(const struct sigaction *action);
 
 /// Called by crumbs_signal_watch.c after `signal_number`'s action was set to `action` by anyone:
-/// for a signal install took, outside our handler, marks it replaced in the record (or no longer
-/// replaced, when the action is ours); inside a first chance on this thread, an action set to
-/// SIG_DFL or SIG_IGN for the signal being chained means the handler gave up, and the crash is
-/// recorded at once. Safe to call from a signal handler (getpid, atomics; the crash record).
+/// for a signal install took, outside our handler and before any crash began, marks it replaced
+/// in the record (or no longer replaced, when the action is ours); inside a first chance on this
+/// thread, an action set to SIG_DFL or SIG_IGN for the signal being chained means the handler
+/// gave up, and the crash is recorded at once. Safe to call from a signal handler (getpid,
+/// atomics; the crash record).
 void crumbs__crash_note_action(int signal_number, const struct sigaction *action);
 
 // MARK: - The record (crumbs_crash_record_write.c)
@@ -112,10 +120,12 @@ void crumbs__crash_note_action(int signal_number, const struct sigaction *action
 /// from a signal handler (getpid).
 crumbs_crash_record *crumbs__crash_own_record(void);
 /// Writes the whole record of the crash `signal_number` on the calling thread (the first crash's
-/// winner), ending with the complete marker. `process_ends`: nothing runs after the record
-/// (crumbs__thread_capture_request). Safe to call from a signal handler.
+/// winner), ending with the complete marker. `after`: what follows the record, which decides
+/// what the other threads do once walked (crumbs__thread_capture_request). Safe to call from a
+/// signal handler.
 void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
-                                void *context, uint32_t thread_id, uint64_t started_ns, bool process_ends);
+                                void *context, uint32_t thread_id, uint64_t started_ns,
+                                crumbs__after_record after);
 /// The handler's duration, state COMPLETE and the complete marker, last (release). Safe to
 /// call from a signal handler.
 void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_ns);

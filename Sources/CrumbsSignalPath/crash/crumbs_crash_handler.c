@@ -186,13 +186,16 @@ static void crumbs__record_crash(int signal_number, siginfo_t *info, void *conte
     if (crumbs__crash_this_thread.looped) {
       __atomic_fetch_or(&record->flags, CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED, __ATOMIC_RELAXED);
     }
-    // Nothing chained after us, and nothing before us either (no library that replaced our
-    // handler and called us from its own, which may still want the threads when we return):
-    // the process dies once the record is written, so the threads the capture asks end as soon
-    // as they have answered rather than run on until the kernel kills them (one wake-up each
-    // fewer on the way to the death).
-    bool process_ends = !crumbs__chains(signal_number) && crumbs__called_by_the_kernel(signal_number);
-    crumbs__crash_write_record(record, signal_number, info, context, thread_id, started_ns, process_ends);
+    // A library that replaced our handler and called us from its own may still want the
+    // threads when we return: released. Otherwise the process dies after the record, at once or
+    // after the handlers chained after ours: the threads the capture asks end as soon as they
+    // have answered (one wake-up each fewer on the way to the death), or, with handlers to
+    // call, stay parked until the death, so no request is served after the fault while the
+    // Swift runtime's backtracer symbolicates for seconds (it suspends them again itself).
+    crumbs__after_record after = !crumbs__called_by_the_kernel(signal_number) ? CRUMBS__AFTER_RECORD_RETURN
+                                 : crumbs__chains(signal_number)              ? CRUMBS__AFTER_RECORD_CHAIN
+                                                                              : CRUMBS__AFTER_RECORD_DEATH;
+    crumbs__crash_write_record(record, signal_number, info, context, thread_id, started_ns, after);
     // After the record is complete: the orchestrator's line never delays or endangers it.
     crumbs__termination_message_write(record);
   }
@@ -503,6 +506,11 @@ void crumbs__crash_note_action(int signal_number, const struct sigaction *action
     }
     return;
   }
+  // The process is dying: a handler chained after the record (the Swift runtime's backtracer
+  // puts SIG_DFL back for every signal it handles, on its own helper threads too) changes
+  // actions on the way to the death. No crash is lost to that: the record keeps what was
+  // replaced when the crash began.
+  if (crumbs__crash_started()) return;
   if (crumbs__crash_is_ours(action)) {
     __atomic_fetch_and(&record->replaced_signals, ~bit, __ATOMIC_RELAXED);
   } else {

@@ -239,7 +239,8 @@ void crumbs__crash_finish_record(crumbs_crash_record *record, uint64_t started_n
 }
 
 void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, siginfo_t *info,
-                                void *context, uint32_t thread_id, uint64_t started_ns, bool process_ends) {
+                                void *context, uint32_t thread_id, uint64_t started_ns,
+                                crumbs__after_record after) {
   record->crash_monotonic_ns = started_ns;
   record->crash_wall_ns = crumbs__context_clock_ns(CLOCK_REALTIME);
   uint64_t boottime = crumbs__context_clock_ns(CLOCK_BOOTTIME);
@@ -254,7 +255,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   // while the request waits for that capture to finish shows the fault, not the wait.
   crumbs__this_thread.crash_context = context;
   // Ask the other threads first: they stop while this thread records its own crash.
-  crumbs__thread_capture_request(record, thread_id, process_ends);
+  crumbs__thread_capture_request(record, thread_id, after);
 
   if (CRUMBS__HOOK_ON(fault_inside_handler)) { // tests only
     volatile uintptr_t unmapped = 8;           // through a variable: gcc -Warray-bounds flags a constant
@@ -272,7 +273,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   crumbs__context_registers registers = {0, 0, 0, 0};
   if (context != NULL) registers = crumbs__copy_registers(record, context);
   crumbs__record_backtrace(record, registers, context);
-  crumbs__thread_capture_collect(record); // releases the parked threads
+  crumbs__thread_capture_collect(record); // releases the parked threads, or keeps them
 
   struct sysinfo memory;
   if (sysinfo(&memory) == 0) {

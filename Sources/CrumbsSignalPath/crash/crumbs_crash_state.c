@@ -7,7 +7,7 @@
 // each depends on this file and calls point one way: install → handler → record writer →
 // the thread capture.
 //
-// ASYNC-SIGNAL-SAFE: crumbs__crash_own_record (getpid).
+// ASYNC-SIGNAL-SAFE: crumbs__crash_own_record, crumbs__crash_started (getpid, atomics).
 
 #include "crash/crumbs_crash.h"
 
@@ -19,4 +19,9 @@ __thread crumbs__crash_thread crumbs__crash_this_thread __attribute__((tls_model
 crumbs_crash_record *crumbs__crash_own_record(void) {
   crumbs_crash_record *record = crumbs__crash_installed.record;
   return record != NULL && record->pid == (uint32_t)getpid() ? record : NULL;
+}
+
+bool crumbs__crash_started(void) {
+  const crumbs_crash_record *record = crumbs__crash_own_record();
+  return record != NULL && __atomic_load_n(&record->state, __ATOMIC_ACQUIRE) != CRUMBS_CRASH_ARMED;
 }

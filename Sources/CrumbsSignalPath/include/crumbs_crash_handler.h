@@ -135,8 +135,10 @@ int crumbs_crash_install(const crumbs_crash_config *config);
 /// make one (its crashes are then not recorded). Not signal-safe (meant for set-up threads).
 const char *crumbs_crash_record_path(void);
 
-/// Bit set (1 << signo) of the signals we installed whose current action is no longer ours.
-/// Not signal-safe (sigaction only, but meant for ordinary threads).
+/// Bit set (1 << signo) of the signals we installed whose current action is no longer ours;
+/// once a crash of this process began, what the record kept when it began (the handlers chained
+/// after it change actions while the process dies). Not signal-safe (sigaction only, but meant
+/// for ordinary threads).
 uint64_t crumbs_crash_replaced_signals(void);
 
 /// Gives the calling thread an alternate signal stack from the pool, grown by a chunk when it

@@ -310,6 +310,10 @@ enum {
   /// A live capture held the threads longer than the crash handler waits for it (its limit
   /// plus a margin): only the crashing thread is listed.
   CRUMBS_THREADS_BUSY = 1u << 9,
+  /// Handlers were chained after the crash handler (the Swift runtime's backtracer): the threads
+  /// that answered stayed parked until the process died, instead of running the app's code
+  /// while those handlers ran. One that suspends threads itself interrupts them in the park.
+  CRUMBS_THREADS_KEPT_FOR_CHAIN = 1u << 10,
 };
 
 /// One thread of the crashed process (version 3).

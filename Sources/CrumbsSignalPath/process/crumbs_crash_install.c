@@ -349,6 +349,14 @@ uint64_t crumbs_crash_replaced_signals(void) {
       replaced |= 1ull << signal_number;
     }
   }
+  // Checked after the queries: a crash that began before them (or during them) lets the
+  // handlers chained after the record change the actions on the way to the death (the Swift
+  // runtime's backtracer puts SIG_DFL back for every signal it handles). What was replaced is
+  // then what the record kept when the crash began.
+  if (crumbs__crash_started()) {
+    const crumbs_crash_record *record = crumbs__crash_own_record();
+    if (record != NULL) return __atomic_load_n(&record->replaced_signals, __ATOMIC_RELAXED);
+  }
   return replaced;
 }
 

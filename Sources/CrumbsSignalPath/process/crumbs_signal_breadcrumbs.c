@@ -10,7 +10,8 @@
 // handler runs. libc calls from signal context: clock_gettime(CLOCK_MONOTONIC) (vDSO,
 // crumbs_context.c; the rate limit), clock_gettime(CLOCK_REALTIME) (vDSO; when a stop request or
 // limit signal came), sched_getcpu and syscall(SYS_gettid) (the ring append); getpid (is the ring
-// ours? to note a stop request or limit signal, and to die by a terminating signal); through
+// ours? to note a stop request or limit signal, to die by a terminating signal, has a crash of
+// this process begun?); through
 // crumbs_die_by_signal.c memset, sigaction (libc's own), sigemptyset/sigaddset, sigprocmask,
 // getpid, syscall(SYS_gettid), syscall(SYS_tgkill). Then the app's own handler, the app's business.
 
@@ -19,6 +20,7 @@
 #include "kit/crumbs_context.h"
 #include "kit/crumbs_die_by_signal.h"
 #include "kit/crumbs_format.h"
+#include "crash/crumbs_crash.h"
 #include "crumbs_ring.h"
 #include "crumbs_ring_ends.h"
 #include "crumbs_signal_names.h"
@@ -319,10 +321,13 @@ static void crumbs__signal_breadcrumb(int signo, siginfo_t *info, void *context)
     if (own != NULL) crumbs_ring_note_limit_signal(own, signo, crumbs__context_clock_ns(CLOCK_REALTIME));
   }
 
+  // Once a crash began, the signals a dying process gets (the SIGCHLD of the Swift runtime's
+  // backtracer's helper when it ends) are not part of the trail that led to the crash: only one
+  // that ends the process (a supervisor's SIGTERM cutting the death short) is recorded.
   const crumbs_ring *ring = crumbs_installed_ring();
   uint32_t suppressed_before = 0;
-  if (ring != NULL &&
-      (action == CRUMBS__ACTION_TERMINATES || crumbs__within_limit(signo, &suppressed_before))) {
+  if (ring != NULL && (action == CRUMBS__ACTION_TERMINATES ||
+                       (!crumbs__crash_started() && crumbs__within_limit(signo, &suppressed_before)))) {
     crumbs__record_signal(ring, signo, info, action, suppressed_before);
   }
 

@@ -163,7 +163,7 @@ static void crumbs__capture_leave(crumbs__thread_state *thread, const void *cont
 }
 
 /// The request itself, between crumbs__capture_enter and crumbs__capture_leave: fills the slot,
-/// answers and parks (or ends the thread: `process_ends`). Returns the signal it was asked with
+/// answers and parks (or ends the thread: `ending`). Returns the signal it was asked with
 /// when it parked, 0 when it did not answer (a stray signal, or a request after its capture).
 static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *context, const void *outer,
                                   uint64_t entered) {
@@ -217,7 +217,7 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
   crumbs__capture_futex(&capture->answered, FUTEX_WAKE_PRIVATE, 1, 0);
   if (late) CRUMBS__HOOK0(late_done);
 
-  // The process is sure to die (the crash request's `process_ends`): this thread ends here
+  // The process is sure to die (the crash request's `ending`): this thread ends here
   // rather than park, be woken again and then be killed. Its stack and the slot stay as they
   // are (the thread's memory is not unmapped and nothing unwinds), so the crashing thread walks
   // it all the same, and the kernel has one thread fewer to wake and end at the death.
@@ -226,13 +226,19 @@ static int crumbs__capture_answer(siginfo_t *info, uint32_t tid, const void *con
     syscall(SYS_exit, 0);
   }
 
+  // Kept parked until the process dies: the request signals unblocked again (as when leaving),
+  // so a handler chained after the crash's that suspends threads itself with SIGPROF (the Swift
+  // runtime's backtracer, for Dispatch's workers) reaches this one too; it interrupts the
+  // futex wait, and its return lands back in this loop.
+  bool held = __atomic_load_n(&capture->holding, __ATOMIC_ACQUIRE) != 0;
+  if (held) crumbs__unblock_requests(context);
+  uint64_t limit = held ? CRUMBS__CAPTURE_HOLD_LIMIT_NS : CRUMBS__CAPTURE_PARK_LIMIT_NS;
   // Parked: the stack must not change while it is walked. The slot's word changes when it is
   // released (or rewritten by a later capture's listing).
   while (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) == parked) {
     uint64_t now = crumbs__context_clock_ns(CLOCK_MONOTONIC);
-    if (now - entered >= CRUMBS__CAPTURE_PARK_LIMIT_NS) break;
-    crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked,
-                          CRUMBS__CAPTURE_PARK_LIMIT_NS - (now - entered));
+    if (now - entered >= limit) break;
+    crumbs__capture_futex(&slot->state, FUTEX_WAIT_PRIVATE, parked, limit - (now - entered));
   }
   return asked_with;
 }

@@ -34,6 +34,10 @@
 /// How long a parked thread waits to be released before it goes back on its own (the capturing
 /// thread hung or was stopped): it only keeps "never a hang" true.
 #define CRUMBS__CAPTURE_PARK_LIMIT_NS (10ull * 1000000000u)
+/// The same for a thread kept parked until the process dies (`holding`): a core dump of a large
+/// process, or the Swift runtime's backtracer symbolicating, may take longer than the park
+/// limit. Past it the thread runs on (a chained handler that recovered, or never ended).
+#define CRUMBS__CAPTURE_HOLD_LIMIT_NS (60ull * 1000000000u)
 #define CRUMBS__CAPTURE_SLOTS CRUMBS_CRASH_MAX_THREADS
 /// `crumbs__capture_state.stack_source[i]` before slot i's stack was looked for.
 #define CRUMBS__STACK_NOT_LOOKED 0xFFFFFFFFu
@@ -113,7 +117,7 @@ typedef struct crumbs__capture_state {
   uint32_t generation;   // atomic: bumped by every capture's listing
   uint32_t capturing;    // atomic: 1 from the first request to the release
   uint32_t ending;       // atomic, crash only: answering threads end instead of parking
-  uint32_t holding;      // atomic, crash only: parked threads stay parked (a core, a tracer)
+  uint32_t holding;      // atomic, crash only: parked threads stay parked (a core, a tracer, a chain)
   /// Futex word: the tid of the thread holding the capture (a live capture's caller, or the
   /// crashing thread), 0 when free. See docs/crash-capture.md#who-captures.
   uint32_t owner;

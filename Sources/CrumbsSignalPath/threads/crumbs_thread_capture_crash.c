@@ -62,7 +62,8 @@ static bool crumbs__acquire_for_crash(crumbs_crash_thread_table *table, uint32_t
   }
 }
 
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, bool process_ends) {
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid,
+                                    crumbs__after_record after) {
   crumbs__capture_state *capture = &crumbs__capture;
   crumbs_crash_thread_table *table = &record->threads;
   crumbs_crash_thread *own = &table->threads[0];
@@ -89,13 +90,16 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   }
   bool ours = crumbs__capture_handles(capture->capture_signal);
   if (!ours && capture->capture_signal != 0) table->flags |= CRUMBS_THREADS_SIGNAL_TAKEN;
-  // A process about to die whose death is watched keeps its threads for the core / debugger.
-  bool hold = process_ends && crumbs__proc_death_is_watched();
-  if (hold) process_ends = false;
+  // A process about to die whose death is watched keeps its threads for the core / debugger;
+  // one that calls handlers before it dies keeps them from running on meanwhile.
+  bool watched = after == CRUMBS__AFTER_RECORD_DEATH && crumbs__proc_death_is_watched();
+  bool process_ends = after == CRUMBS__AFTER_RECORD_DEATH && !watched;
+  bool hold = watched || after == CRUMBS__AFTER_RECORD_CHAIN;
   __atomic_store_n(&capture->holding, hold ? 1u : 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&capture->ending, process_ends ? 1u : 0u, __ATOMIC_RELEASE);
   if (process_ends) table->flags |= CRUMBS_THREADS_ENDED;
-  if (hold) table->flags |= CRUMBS_THREADS_KEPT_FOR_DUMP;
+  if (watched) table->flags |= CRUMBS_THREADS_KEPT_FOR_DUMP;
+  if (after == CRUMBS__AFTER_RECORD_CHAIN) table->flags |= CRUMBS_THREADS_KEPT_FOR_CHAIN;
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
   CRUMBS__HOOK0(uninstall_meet); // tests only
   uint32_t count = capture->slot_count;
@@ -165,8 +169,9 @@ void crumbs__thread_capture_collect(crumbs_crash_record *record) {
   }
 }
 
-/// The capture's end: the parked threads are released, unless they are kept for a core dump or
-/// a tracer (`holding`; the fatal signal ends them, or the park limit).
+/// The capture's end: the parked threads are released, unless they are kept (`holding`) for a
+/// core dump or a tracer, or while the handlers chained after ours run: the fatal signal ends
+/// them, or the hold limit.
 static void crumbs__thread_capture_finish(crumbs_crash_record *record) {
   crumbs__capture_state *capture = &crumbs__capture;
   if (!__atomic_load_n(&capture->holding, __ATOMIC_ACQUIRE)) {

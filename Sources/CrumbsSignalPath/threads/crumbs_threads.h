@@ -49,15 +49,27 @@ void crumbs__thread_capture_uninstall(void);
 int crumbs__thread_capture_signal(void);
 /// The capture signal's handler, on every other thread.
 void crumbs__capture_signal_handler(int signal_number, siginfo_t *info, void *context);
+/// What follows the crash record, which decides what the threads asked for it do once walked.
+typedef enum crumbs__after_record {
+  /// The handler returns to a library that called it from its own handler, which may still want
+  /// the threads (or recover): they are released.
+  CRUMBS__AFTER_RECORD_RETURN = 0,
+  /// Handlers chained after ours (the Swift runtime's backtracer), then the death: they stay
+  /// parked until the process dies (CRUMBS_THREADS_KEPT_FOR_CHAIN), so no other thread runs the
+  /// app's code after the fault.
+  CRUMBS__AFTER_RECORD_CHAIN = 1,
+  /// The death at once: they end as soon as they have answered (CRUMBS_THREADS_ENDED), or stay
+  /// parked when a core dump or a tracer watches the death (CRUMBS_THREADS_KEPT_FOR_DUMP).
+  CRUMBS__AFTER_RECORD_DEATH = 2,
+} crumbs__after_record;
+
 /// Crashing thread: lists the other threads into the record's table and asks each for its
-/// registers. `process_ends`: nothing is chained after the crash handler, so the process dies
-/// once the record is written; the asked threads then end as soon as they have answered instead
-/// of parking until released (CRUMBS_THREADS_ENDED). Safe to call from a signal handler.
-void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid, bool process_ends);
+/// registers; `after` says what they do once walked. Safe to call from a signal handler.
+void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_tid,
+                                    crumbs__after_record after);
 /// Crashing thread, after its own backtrace: waits (bounded) for the answers, walks the parked
-/// threads' stacks into the table, then releases them (or, when `process_ends` was asked but a
-/// core dump or a tracer watches the death, keeps them parked: CRUMBS_THREADS_KEPT_FOR_DUMP).
-/// Safe to call from a signal handler.
+/// threads' stacks into the table, then releases them (or keeps them parked: see
+/// crumbs__after_record). Safe to call from a signal handler.
 void crumbs__thread_capture_collect(crumbs_crash_record *record);
 /// Lets parked threads go (idempotent). Safe to call from a signal handler.
 void crumbs__thread_capture_release(crumbs_crash_record *record);

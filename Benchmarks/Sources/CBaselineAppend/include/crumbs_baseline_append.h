@@ -77,6 +77,10 @@ static inline void crumbs_baseline_append_stamped(const crumbs_baseline_ring *ri
 /// shape as the Swift beat it is compared with.
 void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count);
 
+/// The stamped heartbeat's floor: `count` times, read `clock` (CLOCK_MONOTONIC_COARSE, or
+/// CLOCK_MONOTONIC to show what the fine clock would cost) and store it relaxed into `*stamp`.
+void crumbs_bench_stamped_stores(uint64_t *stamp, uint64_t count, int clock);
+
 #ifdef __cplusplus
 }
 #endif
