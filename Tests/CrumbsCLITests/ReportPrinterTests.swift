@@ -95,7 +95,7 @@ struct ReportPrinterTests {
       })
   }
 
-  @Test("breadcrumbs appended by other threads while the chained handlers ran are marked after the crash")
+  @Test("breadcrumbs appended by a thread the crash could not park are marked after the crash")
   func breadcrumbsAfterTheCrash() throws {
     let directory = TestDirectory()
     let run = try runCrashScenario(

@@ -350,14 +350,23 @@ let crashScenarios: [String: @Sendable ([String]) -> Int32] = [
   // Another thread appends "appended after the crash" while the handler Crumbs chains to runs
   // (a test handler, installed before Crumbs, that waits for it), then the process dies by
   // abort(): a signal that is not a fault, so it is recorded before the chained handler runs
-  // (a fault would go to that handler first: see "runtime-recovers").
+  // (a fault would go to that handler first: see "runtime-recovers"). The thread blocks every
+  // signal, so the crash cannot park it: the one kind of thread that still runs after a crash.
   "append-after-crash": { arguments in
     guard crumbs_test_install_waking_handler(SIGABRT) == 0, setUp(arguments) else { return 70 }
+    let blocked = UnsafeMutablePointer<pthread_barrier_t>.allocate(capacity: 1)
+    pthread_barrier_init(blocked, nil, 2)
+    let barrier = BarrierBox(blocked)
     spawnThread {
+      var every = sigset_t()
+      sigfillset(&every)
+      pthread_sigmask(SIG_BLOCK, &every, nil)
+      pthread_barrier_wait(barrier.pointer)
       guard crumbs_test_wait_for_wake() == 0 else { return }
       addBreadcrumb("appended after the crash", level: .warning)
       crumbs_test_signal_done()
     }
+    pthread_barrier_wait(blocked)
     print("crashing")
     fflush(nil)
     abort()
