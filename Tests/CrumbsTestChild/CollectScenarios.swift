@@ -28,11 +28,6 @@ let collectScenarios: [String: @Sendable ([String]) -> Int32] = [
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
     guard let client = startClient(configuration) else { return 1 }
-    client.addBreadcrumb("about to crash")
-    print("session \(client.sessionID)")
-    print("crashing")
-    fflush(nil)
-    crumbs_test_null_deref()
-    return 71
+    return crashThroughNull(client)
   },
 ]

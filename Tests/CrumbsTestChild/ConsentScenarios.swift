@@ -17,11 +17,6 @@ let consentScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.hangs = nil
     configuration.consent = { _ in .dontSend }
     guard let client = startClient(configuration) else { return 1 }
-    client.addBreadcrumb("about to crash")
-    print("session \(client.sessionID)")
-    print("crashing")
-    fflush(nil)
-    crumbs_test_null_deref()
-    return 71
+    return crashThroughNull(client)
   }
 ]

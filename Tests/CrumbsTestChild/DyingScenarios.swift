@@ -34,10 +34,5 @@ private func dying(_ arguments: [String], lateWorker: Bool) -> Int32 {
   configuration.automaticBreadcrumbs?.memoryPressure = memory
   guard let client = startClient(configuration) else { return 1 }
   client.waitForPreviousSessions()
-  client.addBreadcrumb("about to crash")
-  print("session \(client.sessionID)")
-  print("crashing")
-  fflush(nil)
-  crumbs_test_null_deref()
-  return 71
+  return crashThroughNull(client)
 }

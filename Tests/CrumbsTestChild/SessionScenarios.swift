@@ -355,6 +355,17 @@ func startClient(_ configuration: CrumbsConfiguration) -> CrumbsClient? {
   }
 }
 
+/// The end of every "client crashes" scenario: "about to crash" in the trail, "session ID" and
+/// "crashing" printed, then a null store. Returns only if the store did not crash (exit 71).
+func crashThroughNull(_ client: CrumbsClient) -> Int32 {
+  client.addBreadcrumb("about to crash")
+  print("session \(client.sessionID)")
+  print("crashing")
+  fflush(nil)
+  crumbs_test_null_deref()
+  return 71
+}
+
 /// Whether `report` went out: one flush (a delivery pass already running in this process is
 /// waited for), up to 60 s.
 func flushedAndSent(_ report: StoredReport, _ client: CrumbsClient) -> Bool {
