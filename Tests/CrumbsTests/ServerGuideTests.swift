@@ -39,7 +39,7 @@ import Testing
     let cleared = CrumbsEnvironment.processEnvironment().mapValues { _ in "" }
     let container = [
       "CRUMBS_DIRECTORY": crumbs, "CRUMBS_APP_VERSION": "1.4.2", "CRUMBS_OTLP_ENDPOINT": collector.baseURL,
-      "SWIFT_BACKTRACE": "enable=no", "PORT": "0",
+      "SWIFT_BACKTRACE": "enable=no", "HOST": "127.0.0.1", "PORT": "0",
     ]
     let server = try ChildProcess(
       executable, [], environment: cleared.merging(container) { $1 }, standardError: .pipe)
