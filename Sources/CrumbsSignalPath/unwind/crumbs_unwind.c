@@ -56,7 +56,7 @@ uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint6
     // aarch64 AAPCS64 alike).
     const volatile uint64_t *record = (const volatile uint64_t *)(uintptr_t)fp;
     uint64_t next = record[0];
-    uint64_t return_address = record[1];
+    uint64_t return_address = crumbs__context_code_address(record[1]);
     if (return_address == 0) {
       *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
       return count;
@@ -139,7 +139,8 @@ static int crumbs__step_cfi(const crumbs__module_table *modules, crumbs__unwind_
   }
   if (row.rules[row.return_register] == CRUMBS_CFI_UNDEFINED) return CRUMBS__STEP_END; // _start, clone
   if (!crumbs__unwind_known(&caller, row.return_register)) return CRUMBS__STEP_FAILED;
-  uint64_t return_address = caller.values[row.return_register];
+  // A signed return address (pointer authentication) is stripped, never followed as it is.
+  uint64_t return_address = crumbs__context_code_address(caller.values[row.return_register]);
   // Frame 0 with nothing pushed yet (a leaf on aarch64) may keep the CFA at sp; past frame 0
   // the stack must grow toward the caller, or a damaged row could go round in circles.
   if (cfa == sp && !state->exact) return CRUMBS__STEP_FAILED;
@@ -174,6 +175,7 @@ static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_
       !crumbs__unwind_stack_word(state->low, state->high, fp + 8, &return_address)) {
     return CRUMBS__STEP_FAILED;
   }
+  return_address = crumbs__context_code_address(return_address);
   if (return_address == 0) return CRUMBS__STEP_END;
   registers->values[CRUMBS__REG_FP] = next;
   registers->values[CRUMBS__REG_SP] = fp + 16;
@@ -258,13 +260,14 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
   // Frame 0 outside every module: control went to a bad address (a call through a garbage
   // pointer), and the caller's return address is at [sp] (x86_64) or in LR (aarch64).
   if (crumbs__modules_for_text(modules, registers->pc) < 0) {
-    uint64_t sp = registers->values[CRUMBS__REG_SP], caller = 0;
+    uint64_t caller = 0;
 #if defined(__x86_64__)
+    uint64_t sp = registers->values[CRUMBS__REG_SP];
     if (crumbs__unwind_stack_word(low, high, sp, &caller) && crumbs__modules_for_text(modules, caller) >= 0 &&
         count < capacity) {
       state.registers.values[CRUMBS__REG_SP] = sp + 8;
 #elif defined(__aarch64__)
-    caller = registers->values[CRUMBS__REG_LR];
+    caller = crumbs__context_code_address(registers->values[CRUMBS__REG_LR]);
     if (crumbs__modules_for_text(modules, caller) >= 0 && count < capacity) {
 #else
     if (false) {
@@ -296,7 +299,7 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
       bool have = crumbs__unwind_stack_word(state.low, state.high, inner_sp, &caller);
 #elif defined(__aarch64__)
       bool have = crumbs__unwind_known(&state.registers, CRUMBS__REG_LR);
-      caller = state.registers.values[CRUMBS__REG_LR];
+      caller = crumbs__context_code_address(state.registers.values[CRUMBS__REG_LR]);
 #else
       bool have = false;
 #endif
