@@ -107,10 +107,11 @@ check-c: test-deps
 	./Scripts/check-c-portability.sh
 
 ## The signal path proven on aarch64 (Scripts/check-arm64.sh): compiled for it with -Wall -Wextra
-## -Werror -mbranch-protection=standard by Debian's cross compiler, linked with the test hooks
-## into Tests/Arm64Driver, and run under qemu-aarch64 -cpu max (pointer authentication real):
-## every crash signal, unwinding through signed return addresses, libc and a leaf, a stack
-## overflow, every thread, fork, the ring; 64 KiB pages too. About a minute once installed.
+## -Werror -mbranch-protection=standard by Debian's cross compiler and the toolchain's clang,
+## linked with the test hooks into Tests/Arm64Driver, and run under qemu-aarch64 -cpu max
+## (pointer authentication real): every crash signal, unwinding through signed return addresses,
+## libc and a leaf, a stack overflow, every thread, fork, the ring; 64 KiB pages too. One to two
+## minutes once installed.
 arm64-deps:
 	@if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] \
 	  || ! command -v qemu-aarch64-static >/dev/null 2>&1; then \

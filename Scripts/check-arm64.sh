@@ -4,17 +4,20 @@
 # qemu-user-static when missing).
 #
 #   1. every .c of Sources/CrumbsSignalPath compiles for aarch64 with -Wall -Wextra -Werror and
-#      -mbranch-protection=standard (pointer authentication and BTI on, as distributions build);
+#      -mbranch-protection=standard (pointer authentication and BTI on, as distributions build),
+#      by gcc and by the Swift toolchain's clang (what SwiftPM builds it with);
 #   2. with the test hooks (Tests/CrumbsSignalPathTesting) it links into the driver
 #      (Tests/Arm64Driver), dynamically against the cross glibc, so libc is a module of its own;
 #   3. the driver runs under qemu-aarch64 -cpu max (pointer authentication real: saved return
 #      addresses carry a code): every case a process that crashes or records
-#      (docs/crash-capture.md#aarch64); its page-size case runs again with 64 KiB pages (-p 65536).
+#      (docs/crash-capture.md#aarch64); its page-size case runs again with 64 KiB pages (-p 65536),
+#      and every case again with clang's objects.
 #
-# ARM64_OUT=DIR keeps the driver's ELF (arm64-driver) and its unwind case's record
-# (unwind.crash) there, for CrashRecordArm64Tests. Not covered: the C++ terminate hook
-# (crumbs_terminate.cpp, stood in for: no aarch64 C++ library is installed), the Swift layers
-# (no aarch64 Swift SDK here).
+# ARM64_OUT=DIR builds the driver there (DIR/arm64-driver) and leaves each case's files in
+# DIR/run, so a record's module paths name files that exist (CrashRecordArm64Tests reads the
+# unwind case's); ARM64_CASES="unwind …" runs only those cases with gcc's objects, nothing else.
+# Not covered: the C++ terminate hook (crumbs_terminate.cpp, stood in for: no aarch64 C++
+# library is installed), the Swift layers (no aarch64 Swift SDK here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,30 +36,46 @@ includes=(-I"$source_dir/include" -I"$source_dir" -I"$testing_dir/include" -I"$t
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/objects" "$work/run"
+out="${ARM64_OUT:-$work}"
+rm -rf "$out/run" && mkdir -p "$out/run"
 
 mapfile -t c_files < <(find "$source_dir" "$testing_dir" -name "*.c" -print | sort)
-for file in "${c_files[@]}"; do
-  "$cc" "${flags[@]}" "${includes[@]}" -c "$file" -o "$work/objects/$(basename "$file" .c).o"
-done
-echo "check-arm64: ${#c_files[@]} C files of $source_dir and $testing_dir compile for aarch64 with -Wall -Wextra -Werror -mbranch-protection=standard"
-
-# The driver keeps its frame records and real calls, so each of its frames is a frame to find
-# (one of its functions asks for no frame pointer: CFI only).
-"$cc" "${flags[@]}" "${includes[@]}" -fno-omit-frame-pointer -fno-optimize-sibling-calls -rdynamic \
-  "$driver_dir"/*.c "$work"/objects/*.o -pthread -ldl -o "$work/arm64-driver"
-
 run() { timeout 600 "$qemu" -L "$sysroot" "$@"; }
-echo "check-arm64: the driver under $qemu -cpu max ($(run -version | head -1)):"
-run -cpu max "$work/arm64-driver" "$work/run"
-page_size_case() {
-  rm -rf "$work/run64" && mkdir "$work/run64"
-  run -cpu max -p 65536 "$work/arm64-driver" "$work/run64" page-size
-}
-echo "check-arm64: with 64 KiB pages (-p 65536):"
-page_size_case
 
-if [ -n "${ARM64_OUT:-}" ]; then
-  mkdir -p "$ARM64_OUT"
-  cp "$work/arm64-driver" "$work/run/unwind.crash" "$ARM64_OUT/"
+# Compiles the signal path and the hooks with compiler "$@" into $work/objects-$label, links
+# them with the driver (always gcc: it asks gcc for one frame without a frame pointer, and keeps
+# its frame records and real calls, so each of its frames is one to find) into $out/$label.
+build() {
+  local label=$1
+  shift
+  mkdir -p "$work/objects-$label"
+  for file in "${c_files[@]}"; do
+    "$@" "${flags[@]}" "${includes[@]}" -c "$file" -o "$work/objects-$label/$(basename "$file" .c).o"
+  done
+  echo "check-arm64: ${#c_files[@]} C files of $source_dir and $testing_dir compile for aarch64 with $(basename "$1") -Wall -Wextra -Werror -mbranch-protection=standard"
+  "$cc" "${flags[@]}" "${includes[@]}" -fno-omit-frame-pointer -fno-optimize-sibling-calls -rdynamic \
+    "$driver_dir"/*.c "$work/objects-$label"/*.o -pthread -ldl -o "$out/$label"
+}
+
+build arm64-driver "$cc"
+echo "check-arm64: the driver under $qemu -cpu max ($(run -version | head -1)):"
+# shellcheck disable=SC2086 # ARM64_CASES is a list of case names
+run -cpu max "$out/arm64-driver" "$out/run" ${ARM64_CASES:-}
+[ -n "${ARM64_CASES:-}" ] && exit 0
+echo "check-arm64: with 64 KiB pages (-p 65536):"
+mkdir "$work/run64"
+run -cpu max -p 65536 "$out/arm64-driver" "$work/run64" page-size
+
+# SwiftPM builds the signal path with the toolchain's clang: the same cases with its objects.
+clang=""
+if command -v swift >/dev/null 2>&1; then
+  clang="$(dirname "$(readlink -f "$(command -v swift)")")/clang"
+fi
+if [ -x "$clang" ]; then
+  build arm64-driver-clang "$clang" --target=aarch64-linux-gnu
+  echo "check-arm64: the driver with the signal path built by clang:"
+  mkdir "$work/run-clang"
+  run -cpu max "$out/arm64-driver-clang" "$work/run-clang"
+else
+  echo "check-arm64: no Swift toolchain clang: the signal path was built by gcc only"
 fi
