@@ -499,7 +499,9 @@ _Static_assert(sizeof(crumbs_crash_record) ==
                    CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
                "persisted: crumbs_crash_record");
 
-/// Bytes of a crash record file: the struct rounded up to a 4 KiB page.
+/// Bytes of a crash record file: the struct rounded up to a multiple of 4 KiB. A size rule, not
+/// the page size: the file is mapped whole from offset 0, which maps under any page size (16 and
+/// 64 KiB pages too: the last page then runs past the end of the file, never touched).
 #define CRUMBS_CRASH_FILE_SIZE ((sizeof(crumbs_crash_record) + 4095u) & ~(size_t)4095u)
 
 /// CRUMBS_CRASH_FILE_SIZE for Swift, which does not import a macro that uses sizeof. Pure.
