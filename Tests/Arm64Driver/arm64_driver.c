@@ -238,6 +238,7 @@ static const struct {
     {"divide-by-zero", driver_case_divide},
     {"esr-record", driver_case_esr_record},
     {"unwind", driver_case_unwind},
+    {"frame-records", driver_case_frame_records},
     {"stack-overflow", driver_case_stack_overflow},
     {"threads", driver_case_threads},
     {"fork", driver_case_fork},

@@ -56,6 +56,7 @@ void driver_case_sigabrt(const char *name);
 void driver_case_divide(const char *name);
 void driver_case_esr_record(const char *name);
 void driver_case_unwind(const char *name);
+void driver_case_frame_records(const char *name);
 void driver_case_stack_overflow(const char *name);
 void driver_case_threads(const char *name);
 void driver_case_fork(const char *name);

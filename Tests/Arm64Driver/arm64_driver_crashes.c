@@ -316,3 +316,41 @@ void driver_case_esr_record(const char *name) {
                 count, (unsigned long long)data_abort, write_access, fetch_access, (unsigned long long)none,
                 no_access);
 }
+
+// MARK: - Frame records without CFI
+
+void driver_records_outer(volatile int *pointer);
+
+__attribute__((noinline)) void driver_records_child(const char *name) {
+  driver_install(name);
+  driver_records_outer((volatile int *)(uintptr_t)DRIVER_WILD);
+  driver_sink++;
+}
+
+/// The fault in a leaf of code without CFI (arm64_driver_records.c): its caller from LR, theirs
+/// from frame records whose return addresses are signed, then CFI again in the driver.
+void driver_case_frame_records(const char *name) {
+  char why[256] = "", text[512] = "", frames[512] = "";
+  int status = driver_run_child(name, driver_records_child);
+  const crumbs_crash_record *record = driver_read_record("frame-records.crash");
+  bool passed = driver_died_by(status, SIGSEGV, why, sizeof why) &&
+                driver_check_record(record, SIGSEGV, DRIVER_WILD, why, sizeof why);
+  if (record != NULL) driver_describe_record(record, text, sizeof text);
+  static const char *const expected[] = {"driver_records_leaf", "driver_records_inner",
+                                         "driver_records_outer", "driver_records_child", "driver_run_child"};
+  static const uint8_t marks[] = {0, CRUMBS_FRAME_INSERTED, 0, 0, 0};
+  size_t used = 0;
+  for (uint32_t index = 0; record != NULL && index < record->frame_count && index < 8; index++) {
+    used += (size_t)snprintf(frames + used, sizeof frames - used, "%s%s[%u]", index ? " < " : "",
+                             driver_symbol(record->frames[index]), record->frame_marks[index]);
+    if (used >= sizeof frames) used = sizeof frames - 1;
+  }
+  for (uint32_t index = 0; passed && index < sizeof expected / sizeof expected[0]; index++) {
+    if (index >= record->frame_count || strcmp(driver_symbol(record->frames[index]), expected[index]) != 0 ||
+        record->frame_marks[index] != marks[index]) {
+      snprintf(why, sizeof why, "frame %u is not %s (mark %u)", index, expected[index], marks[index]);
+      passed = false;
+    }
+  }
+  driver_report(name, passed, "%s; %s%s%s", text, frames, passed ? "" : ": ", why);
+}
