@@ -241,6 +241,7 @@ static const struct {
     {"frame-records", driver_case_frame_records},
     {"stack-overflow", driver_case_stack_overflow},
     {"threads", driver_case_threads},
+    {"live-capture", driver_case_live_capture},
     {"fork", driver_case_fork},
     {"page-size", driver_case_page_size},
 };

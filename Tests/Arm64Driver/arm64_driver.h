@@ -59,6 +59,8 @@ void driver_case_unwind(const char *name);
 void driver_case_frame_records(const char *name);
 void driver_case_stack_overflow(const char *name);
 void driver_case_threads(const char *name);
+void driver_case_live_capture(const char *name);
+void driver_live(const char *name);
 void driver_case_fork(const char *name);
 void driver_case_page_size(const char *name);
 

@@ -4,6 +4,8 @@
 // the alternate stacks' guards at the run-time page size (arm64_driver.c says how it runs).
 #define _GNU_SOURCE
 #include "arm64_driver.h"
+#include "crumbs_live_capture.h"
+#include "crumbs_stack_capture.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -366,4 +368,99 @@ void driver_case_page_size(const char *name) {
   if (record != NULL) driver_describe_record(record, text, sizeof text);
   driver_report(name, passed, "page size %llu: guards page aligned, overflow %s%s%s",
                 (unsigned long long)driver_shared[19], text, passed ? "" : ": ", why);
+}
+
+// MARK: - Live capture and the calling thread's stack
+
+static crumbs_crash_thread_table driver_live_table;
+
+__attribute__((noinline)) uint32_t driver_current_stack(uint64_t *frames, uint32_t capacity) {
+  uint32_t count = crumbs_capture_current_stack(frames, capacity);
+  driver_sink++;
+  return count;
+}
+
+void driver_live(const char *name) {
+  driver_install(name);
+  if (pipe(driver_pipe) != 0) _exit(95);
+  pthread_t thread;
+  for (int index = 0; index < DRIVER_BLOCKED; index++) {
+    if (pthread_create(&thread, NULL, driver_blocked_thread, NULL) != 0) _exit(95);
+  }
+  for (int index = 0; index < DRIVER_RUNNING; index++) {
+    if (pthread_create(&thread, NULL, driver_running_thread, NULL) != 0) _exit(95);
+  }
+  for (int tries = 0; tries < 10000 && __atomic_load_n(&driver_shared[15], __ATOMIC_ACQUIRE) < 4; tries++) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  struct timespec settle = {0, 100000000};
+  nanosleep(&settle, NULL);
+  crumbs_live_capture_options options;
+  memset(&options, 0, sizeof options);
+  options.answer_deadline_ns = 20000000000ull; // an emulated thread answers slowly
+  options.limit_ns = 60000000000ull;
+  int result = crumbs_capture_threads_live(&driver_live_table, &options, NULL);
+  int blocked = 0, running = 0, requesting = 0, blocked_walked = 0, blocked_unknown = 0;
+  for (uint32_t index = 0; index < driver_live_table.thread_count && index < CRUMBS_CRASH_MAX_THREADS;
+       index++) {
+    const crumbs_crash_thread *entry = &driver_live_table.threads[index];
+    bool reaches_blocked = false, reaches_running = false, reaches_main = false;
+    for (uint32_t frame = 0; frame < entry->frame_count && frame < CRUMBS_CRASH_THREAD_MAX_FRAMES; frame++) {
+      const char *symbol = driver_symbol(entry->frames[frame]);
+      reaches_blocked |= strcmp(symbol, "driver_blocked_thread") == 0;
+      reaches_running |= strcmp(symbol, "driver_running_thread") == 0;
+      reaches_main |= strcmp(symbol, "main") == 0;
+    }
+    requesting += entry->state == CRUMBS_THREAD_REQUESTING && reaches_main;
+    running += strcmp(entry->name, "running") == 0 && entry->state == CRUMBS_THREAD_CAPTURED &&
+               entry->register_count == DRIVER_REGISTERS && reaches_running;
+    // A thread blocked in read is walked where it blocks, never signalled, from the pc and sp
+    // /proc/self/task/<tid>/syscall shows. qemu-user does not emulate that file: it shows the
+    // emulator's own host pc, so those frames are checked only where it lies in a module here.
+    bool blocked_entry = strcmp(entry->name, "blocked") == 0;
+    blocked += blocked_entry && entry->state == CRUMBS_THREAD_CAPTURED &&
+               (entry->not_signalled & CRUMBS_NOT_SIGNALLED_IN_SYSCALL);
+    blocked_walked += blocked_entry && reaches_blocked;
+    blocked_unknown += blocked_entry && entry->frame_count > 0 &&
+                       strcmp(driver_symbol(entry->frames[0]), "?") == 0;
+  }
+  // The calling thread's own stack, by frame records (non-fatal reports): stripped, in order.
+  uint64_t frames[16];
+  uint32_t count = driver_current_stack(frames, 16);
+  bool current = count >= 3 && strcmp(driver_symbol(frames[0]), "driver_current_stack") == 0 &&
+                 strcmp(driver_symbol(frames[1]), "driver_live") == 0 &&
+                 strcmp(driver_symbol(frames[2]), "driver_run_child") == 0;
+  driver_shared[24] = (uint64_t)result;
+  driver_shared[25] = (uint64_t)requesting;
+  driver_shared[26] = (uint64_t)running;
+  driver_shared[27] = (uint64_t)blocked;
+  driver_shared[28] = (uint64_t)blocked_walked;
+  driver_shared[29] = current;
+  driver_shared[30] = driver_live_table.thread_count;
+  driver_shared[31] = (uint64_t)blocked_unknown;
+  _exit(0);
+}
+
+/// A live capture (hang reports, thread dumps) while two threads block in read and two spin:
+/// the process runs on; the calling thread's own frames reach main, the spinning threads are
+/// captured with registers and unwound to their start. Then the calling thread's stack as a
+/// non-fatal report takes it (crumbs_capture_current_stack: frame records, stripped).
+void driver_case_live_capture(const char *name) {
+  driver_shared[15] = 0;
+  int status = driver_run_child(name, driver_live);
+  bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+                driver_shared[24] == CRUMBS_LIVE_CAPTURE_OK && driver_shared[25] == 1 &&
+                driver_shared[26] == DRIVER_RUNNING && driver_shared[27] == DRIVER_BLOCKED &&
+                driver_shared[28] + driver_shared[31] == DRIVER_BLOCKED && driver_shared[29] == 1;
+  driver_report(
+      name, passed,
+      "result %llu, %llu threads listed: requesting thread to main %llu, running captured and unwound "
+      "%llu, blocked walked where they block %llu (to their start %llu, from the emulator's host pc "
+      "%llu); current stack %s (exit status %d)",
+      (unsigned long long)driver_shared[24], (unsigned long long)driver_shared[30],
+      (unsigned long long)driver_shared[25], (unsigned long long)driver_shared[26],
+      (unsigned long long)driver_shared[27], (unsigned long long)driver_shared[28],
+      (unsigned long long)driver_shared[31], driver_shared[29] ? "in order" : "WRONG",
+      WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 }
