@@ -80,7 +80,8 @@ run -cpu max "$out/arm64-driver" "$out/run" ${ARM64_CASES:-}
 echo "check-arm64: with 64 KiB pages (-p 65536):"
 mkdir "$work/run64"
 run -cpu max -p 65536 "$out/arm64-driver" "$work/run64" ring segv-null segv-wild bad-call sigill sigtrap \
-  sigabrt divide-by-zero esr-record unwind frame-records stack-overflow threads fork page-size
+  sigabrt divide-by-zero esr-record unwind frame-records signal-handler stack-overflow threads fork \
+  page-size
 
 # SwiftPM builds the signal path with the toolchain's clang: the same cases with its objects.
 clang=""

@@ -239,6 +239,7 @@ static const struct {
     {"esr-record", driver_case_esr_record},
     {"unwind", driver_case_unwind},
     {"frame-records", driver_case_frame_records},
+    {"signal-handler", driver_case_signal_handler},
     {"stack-overflow", driver_case_stack_overflow},
     {"threads", driver_case_threads},
     {"live-capture", driver_case_live_capture},

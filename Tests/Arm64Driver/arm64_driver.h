@@ -57,6 +57,7 @@ void driver_case_divide(const char *name);
 void driver_case_esr_record(const char *name);
 void driver_case_unwind(const char *name);
 void driver_case_frame_records(const char *name);
+void driver_case_signal_handler(const char *name);
 void driver_case_stack_overflow(const char *name);
 void driver_case_threads(const char *name);
 void driver_case_live_capture(const char *name);

@@ -354,3 +354,66 @@ void driver_case_frame_records(const char *name) {
   }
   driver_report(name, passed, "%s; %s%s%s", text, frames, passed ? "" : ": ", why);
 }
+
+// MARK: - A crash in a signal handler
+
+/// A handler that faults: the unwind must cross the signal frame back into the interrupted code.
+void driver_usr1_handler(int signal_number, siginfo_t *info, void *context) {
+  (void)signal_number;
+  (void)info;
+  driver_shared[32] = ((const ucontext_t *)context)->uc_mcontext.pc; // where the signal came
+  volatile int *volatile pointer = (volatile int *)(uintptr_t)DRIVER_WILD;
+  *pointer = 3;
+}
+
+__attribute__((noinline)) void driver_interrupted_inner(void) {
+  raise(SIGUSR1);
+  driver_sink++;
+}
+
+__attribute__((noinline)) void driver_interrupted_outer(void) {
+  driver_interrupted_inner();
+  driver_sink++;
+}
+
+__attribute__((noinline)) void driver_signal_child(const char *name) {
+  driver_install(name);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = driver_usr1_handler;
+  action.sa_flags = SA_SIGINFO;
+  sigaction(SIGUSR1, &action, NULL);
+  driver_interrupted_outer();
+  driver_sink++;
+}
+
+/// The fault inside a signal handler: after the handler, the signal trampoline (the vDSO's
+/// __kernel_rt_sigreturn; qemu-user's own page), then exactly the interrupted pc, from the
+/// ucontext on the signal frame, then its callers.
+void driver_case_signal_handler(const char *name) {
+  driver_shared[32] = 0;
+  char why[256] = "", text[512] = "", frames[768] = "";
+  int status = driver_run_child(name, driver_signal_child);
+  const crumbs_crash_record *record = driver_read_record("signal-handler.crash");
+  bool passed = driver_died_by(status, SIGSEGV, why, sizeof why) &&
+                driver_check_record(record, SIGSEGV, DRIVER_WILD, why, sizeof why);
+  if (record != NULL) driver_describe_record(record, text, sizeof text);
+  size_t used = 0;
+  int handler = -1, interrupted = -1, inner = -1, outer = -1;
+  for (uint32_t index = 0; record != NULL && index < record->frame_count && index < 16; index++) {
+    const char *symbol = driver_symbol(record->frames[index]);
+    used += (size_t)snprintf(frames + used, sizeof frames - used, "%s%s[%u]", index ? " < " : "", symbol,
+                             record->frame_marks[index]);
+    if (used >= sizeof frames) used = sizeof frames - 1;
+    if (handler < 0 && strcmp(symbol, "driver_usr1_handler") == 0) handler = (int)index;
+    if (interrupted < 0 && record->frames[index] == driver_shared[32]) interrupted = (int)index;
+    if (inner < 0 && strcmp(symbol, "driver_interrupted_inner") == 0) inner = (int)index;
+    if (outer < 0 && strcmp(symbol, "driver_interrupted_outer") == 0) outer = (int)index;
+  }
+  if (passed && !(handler == 0 && interrupted == 2 && inner > interrupted && outer == inner + 1)) {
+    snprintf(why, sizeof why, "handler at %d, interrupted pc 0x%llx at %d (not 2), inner at %d, outer at %d",
+             handler, (unsigned long long)driver_shared[32], interrupted, inner, outer);
+    passed = false;
+  }
+  driver_report(name, passed, "%s; %s%s%s", text, frames, passed ? "" : ": ", why);
+}

@@ -133,6 +133,22 @@ uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, 
   }
   *pc_offset = gregs + 8u * (uint64_t)REG_RIP;
   return count;
+#elif defined(__aarch64__)
+  // The kernel's ucontext: uc_flags, uc_link, uc_stack (24 bytes), a sigset padded to 128 bytes,
+  // then the 16-byte aligned sigcontext: fault_address, regs[31], sp, pc. glibc's ucontext_t
+  // lays it out the same way (its sigset_t is those 128 bytes).
+  const uint64_t mcontext = offsetof(ucontext_t, uc_mcontext);
+  _Static_assert(offsetof(ucontext_t, uc_mcontext) == 176, "the kernel's ucontext layout");
+  _Static_assert(offsetof(mcontext_t, regs) == 8 && offsetof(mcontext_t, sp) == 256 &&
+                     offsetof(mcontext_t, pc) == 264,
+                 "the kernel's sigcontext layout");
+  uint32_t count = capacity < 32 ? capacity : 32; // x0…x30, sp: DWARF 0…31
+  for (uint32_t index = 0; index < count; index++) {
+    offsets[index] = mcontext +
+                     (index < 31 ? offsetof(mcontext_t, regs) + 8u * index : offsetof(mcontext_t, sp));
+  }
+  *pc_offset = mcontext + offsetof(mcontext_t, pc);
+  return count;
 #else
   (void)offsets;
   (void)capacity;

@@ -73,8 +73,7 @@ void crumbs__context_unwind_registers(const void *ucontext, crumbs__unwind_regis
 /// Where a `ucontext_t` keeps its registers, as byte offsets from its start, for one that is
 /// read from memory rather than held (the ucontext a signal trampoline's frame holds on the
 /// stack): `offsets[i]` for DWARF register i, i < the returned count, and `pc_offset`. Returns
-/// 0 where that layout is not known (aarch64: its trampoline is not recognized). Safe to call
-/// from a signal handler (pure).
+/// 0 where that layout is not known. Safe to call from a signal handler (pure).
 uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, uint64_t *pc_offset);
 
 /// The program counter of a signal handler's `ucontext_t *` (0 when NULL or unknown). Safe to
