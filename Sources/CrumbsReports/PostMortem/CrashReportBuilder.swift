@@ -136,7 +136,8 @@ package struct CrashReportBuilder {
     // Measured at the crash, by the handler.
     report.resource["crumbs.process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
     report.resource["crumbs.host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
-    report.resource["host.arch"] = record.architecture == "x86_64" ? "amd64" : record.architecture
+    // The machine the record was written on, not the one reading it (an aarch64 record read here).
+    report.resource["host.arch"] = ProcessAttributes.normalizedArchitecture(record.architecture)
     if let ring, let (trace, origin) = Self.lastTrace(ring.slots, thread: record.threadID) {
       report.trace = trace
       report.traceBreadcrumb = origin
