@@ -70,6 +70,7 @@ struct ThreadsCommand: ParsableCommand {
     }
     var options = PostMortemProcessor.defaultSymbolication
     options.useLLVMSymbolizer = true
+    options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
     let threads = answer.threads(options: options)
     let printer = ThreadDumpPrinter(pid: pid, header: asker.header, answer: answer, threads: threads)

@@ -640,10 +640,8 @@ private var noEnhancer: Symbolicator.Options {
     let modules = CurrentProcessModules.list()
     let libc = try #require(modules.first { $0.path.hasSuffix("/libc.so.6") })
     let image = try ELFImage.read(path: libc.path)
-    guard !Symbolicator.hasLineInfo(image, path: libc.path) else {
-      print("skipped: libc's debug file is installed here, llvm-symbolizer has lines for it")
-      return
-    }
+    try #require(!image.hasDebugInfo, "libc carries DWARF itself here")
+    let installed = Symbolicator.hasLineInfo(image, path: libc.path, installedDebugFiles: true)
     let directory = TestDirectory()
     var options = Symbolicator.Options()
     options.llvmSymbolizerPath = try Self.inliningSymbolizer(in: directory)
@@ -657,6 +655,18 @@ private var noEnhancer: Symbolicator.Options {
     let asked = String(decoding: try Syscall.readFile(directory.file("asked")), as: UTF8.self)
     #expect(!asked.contains("libc"), "\(asked)")
     #expect(asked.split(separator: "\n").count == 1, "\(asked)")
+
+    // With its debug package installed (libc6-dbg), it is asked only when installed debug files
+    // are read (`crumbs threads`, `crumbs symbolicate`).
+    guard installed else {
+      print("libc's debug file is not installed here: the installed-debug-file case is not tested")
+      return
+    }
+    options.readsInstalledDebugFiles = true
+    _ = Symbolicator(modules: modules, options: options)
+      .symbolicate([libc.textStart + (libc.textEnd - libc.textStart) / 2], firstIsExactPC: false)
+    let askedAgain = String(decoding: try Syscall.readFile(directory.file("asked")), as: UTF8.self)
+    #expect(askedAgain.split(separator: "\n").last?.contains("libc") == true, "\(askedAgain)")
   }
 
   @Test func llvmSymbolizerOutputParses() {

@@ -153,10 +153,15 @@ public final class Symbolicator {
   /// What a Symbolicator does beyond the ELF symbol tables.
   public struct Options: Sendable {
     /// Ask `llvm-symbolizer` for file, line and inlined calls when it can be found, for the
-    /// modules that carry DWARF or have a debug file installed (an app's own code; a system
-    /// library without its debug package costs no run). Never required: without it, or when it
-    /// fails, frames keep their ELF names and `note` says what happened.
+    /// modules that carry DWARF (an app's own code; a module without costs no run), or whose
+    /// debug file `symbolDirectories` holds. Never required: without it, or when it fails,
+    /// frames keep their ELF names and `note` says what happened.
     public var useLLVMSymbolizer: Bool = true
+    /// Ask it also for the modules whose DWARF is only in a debug file installed where it looks
+    /// by itself (a distribution's debug package under /usr/lib/debug: libc's is 0.15–0.2 s a
+    /// run here, for a system library's lines). Off by default; `crumbs threads` and `crumbs
+    /// symbolicate`, which a person runs and waits for, turn it on.
+    public var readsInstalledDebugFiles: Bool = false
     /// Where `llvm-symbolizer` is; nil: the first one on PATH.
     public var llvmSymbolizerPath: String? = nil
     /// How long one `llvm-symbolizer` run may take before it is killed.
@@ -311,9 +316,11 @@ public final class Symbolicator {
           frame.note =
             image.symbolTable == .symtab ? SymbolicatedFrame.Note.noSymbol : SymbolicatedFrame.Note.stripped
         }
-        // Lines only where DWARF is: in the file, or in a debug file llvm-symbolizer finds by
-        // itself (installed debug packages). A damaged file is not worth a subprocess.
-        if usable, image.problems.isEmpty, Self.hasLineInfo(image, path: imagePath) {
+        // Lines only where DWARF is: in the file, or (when asked) in a debug file llvm-symbolizer
+        // finds by itself. A damaged file is not worth a subprocess.
+        if usable, image.problems.isEmpty,
+          Self.hasLineInfo(image, path: imagePath, installedDebugFiles: options.readsInstalledDebugFiles)
+        {
           lineRequests[imagePath, default: []].append((frames.count, lookupOffset))
         }
       }
@@ -518,11 +525,12 @@ public final class Symbolicator {
   }
 
   /// Whether DWARF for the file at `path` is within llvm-symbolizer's reach: in the file itself,
-  /// or in a debug file where it looks by itself (/usr/lib/debug/.build-id/xx/rest.debug, or
-  /// the `.gnu_debuglink` name beside the file, in its `.debug` folder, or under
-  /// /usr/lib/debug). One stat per place, so a library without its debug package costs no run.
-  static func hasLineInfo(_ image: ELFImage, path: String) -> Bool {
+  /// or with `installedDebugFiles`, in a debug file where it looks by itself
+  /// (/usr/lib/debug/.build-id/xx/rest.debug, or the `.gnu_debuglink` name beside the file, in
+  /// its `.debug` folder, or under /usr/lib/debug): one stat per place.
+  static func hasLineInfo(_ image: ELFImage, path: String, installedDebugFiles: Bool) -> Bool {
     if image.hasDebugInfo { return true }
+    guard installedDebugFiles else { return false }
     var candidates: [String] = []
     if !image.buildID.isEmpty {
       let hex = LoadedModule.hex(image.buildID)
