@@ -636,6 +636,23 @@ private var noEnhancer: Symbolicator.Options {
     #expect(again.map(\.foundBy) == reported.map(\.foundBy))
   }
 
+  @Test func llvmSymbolizersAnswersKeptAreBounded() throws {
+    let directory = TestDirectory()
+    var options = Symbolicator.Options()
+    options.llvmSymbolizerPath = try Self.inliningSymbolizer(in: directory)
+    let (probe, _) = SymbolicationProbe.outer(11)
+    let symbolicator = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+    let executable = try #require(symbolicator.module(containing: probe[0]))
+    // Three batches of 1500 distinct addresses of this binary's code: the third passes the bound.
+    for batch in 0..<3 {
+      let addresses = (0..<1500).map { executable.textStart + UInt64(16 * (batch * 1500 + $0) + 1) }
+      let frames = symbolicator.symbolicate(addresses, firstIsExactPC: false)
+      #expect(frames.allSatisfy { $0.line == 20 })
+      #expect(symbolicator.keptSourceLocations <= Symbolicator.maxSourceLocations)
+    }
+    #expect(symbolicator.keptSourceLocations == 1500)
+  }
+
   @Test func aModuleWithoutDWARFCostsNoLLVMSymbolizerRun() throws {
     let modules = CurrentProcessModules.list()
     let libc = try #require(modules.first { $0.path.hasSuffix("/libc.so.6") })

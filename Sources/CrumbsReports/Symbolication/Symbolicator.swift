@@ -22,7 +22,7 @@
 //                                        the calls inlined at the address (DWARF's inlined
 //                                        subroutines, as `llvm-symbolizer --inlines` prints
 //                                        them): one batched run per module that carries DWARF
-//                                        (or has a debug file installed), when one is on PATH
+//                                        (Symbolicator.hasLineInfo), when one is on PATH
 //
 // Whatever a module's state, a frame keeps its module, offset and build ID, which is what a
 // server needs to symbolicate it later; `note` says why a name is missing. Never traps on any
@@ -195,7 +195,9 @@ public final class Symbolicator {
   private var sourceLocations: [String: [UInt64: [SymbolizerLocation]]] = [:]
   private var sourceLocationCount = 0
   /// The bound on `sourceLocations`: a few hundred bytes each, some thousands of frames.
-  static let maxSourceLocations = 4096
+  package static let maxSourceLocations = 4096
+  /// How many llvm-symbolizer answers are kept now (at most `maxSourceLocations`).
+  package var keptSourceLocations: Int { sourceLocationCount }
   /// Module indices sorted by text start, for lookups.
   private let modulesByText: [Int]
   /// The lookup offsets of the current call in each module file not parsed yet: a file read
@@ -479,9 +481,9 @@ public final class Symbolicator {
       case .success(let results):
         if sourceLocationCount + missing.count > Self.maxSourceLocations {
           sourceLocations = [:]
-          sourceLocationCount = 0
           let wanted = Set(requests.map(\.offset))
           known = known.filter { wanted.contains($0.key) }
+          sourceLocationCount = known.count
         }
         for (offset, locations) in zip(missing, results) { known[offset] = locations }
         sourceLocationCount += missing.count
