@@ -4,7 +4,10 @@
 // libcurl is loaded with dlopen at the first request (CCurlLoader), not linked: a program that
 // links Crumbs but never uploads does not load libcurl and its TLS, Kerberos, LDAP… libraries,
 // which cost every process start, ~18 MB of memory and its death and exit (FoundationNetworking,
-// the previous transport, linked them all). Without libcurl.so.4 on the machine (slim and
+// the previous transport, linked them all). It is unloaded again at the end of each delivery
+// pass (`endOfPass`, when no request is in flight): a server keeps none of it between passes
+// but what cannot be unloaded (OpenSSL 3 and p11-kit, linked -z nodelete). Plain http needs
+// none of it: DeliveryTransport sends that through PlainHTTPTransport. Without libcurl.so.4 on the machine (slim and
 // distroless images) `missingTransport()` says so in one line, with how to install it, and a
 // request fails with `TransportError.unavailable`; the uploader then attempts nothing (a missing
 // transport is not an attempt) and looks again at its next pass, so a libcurl installed later
@@ -91,6 +94,10 @@ public struct CurlTransport: HTTPTransport {
   public static func missingTransport() -> String? {
     var why = [CChar](repeating: 0, count: 512)
     guard crumbs_curl_load(&why, why.count) != 0 else { return nil }
+    return missingMessage(why)
+  }
+
+  private static func missingMessage(_ why: [CChar]) -> String {
     let reason = String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     return "libcurl is missing (\(reason)); reports stay pending until it is installed "
       + "(Debian/Ubuntu: apt-get install libcurl4; Fedora/RHEL: dnf install libcurl; "
@@ -99,12 +106,26 @@ public struct CurlTransport: HTTPTransport {
 
   public func missingTransport() -> String? { Self.missingTransport() }
 
+  /// The uploader's pass ended: libcurl is unloaded (`unloadIfUnused`).
+  public func endOfPass() { Self.unloadIfUnused() }
+
+  /// Unloads libcurl when it is loaded and no request is using it: curl_global_cleanup, then
+  /// dlclose, which unmaps libcurl and the libraries only it needed; OpenSSL 3 and p11-kit are
+  /// linked -z nodelete and stay (docs/platform-facts.md). The next request loads it again.
+  /// True when it unloaded.
+  @discardableResult
+  public static func unloadIfUnused() -> Bool { crumbs_curl_unload_if_unused() == 1 }
+
   public func send(_ request: DeliveryRequest) -> Result<HTTPResponse, TransportError> {
     let scheme = request.url.prefix { $0 != ":" }.lowercased()
     guard scheme == "http" || scheme == "https", !request.url.contains(where: \.isWhitespace) else {
       return .failure(.invalidURL)
     }
-    if let missing = Self.missingTransport() { return .failure(.unavailable(missing)) }
+    var why = [CChar](repeating: 0, count: 512)
+    guard crumbs_curl_acquire(&why, why.count) == 0 else {
+      return .failure(.unavailable(Self.missingMessage(why)))
+    }
+    defer { crumbs_curl_release() }
     guard let handle = crumbs_curl_easy_init() else { return .failure(.other(code: -1)) }
     defer { crumbs_curl_easy_cleanup(handle) }
     var headers: UnsafeMutableRawPointer?

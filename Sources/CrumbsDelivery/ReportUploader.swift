@@ -116,7 +116,7 @@ public final class ReportUploader: Sendable {
   public init(
     store: ReportStore, destinations: [any ReportDestination],
     settings: DeliverySettings = DeliverySettings(),
-    transport: any HTTPTransport = CurlTransport(), delegate: (any ReportUploaderDelegate)? = nil,
+    transport: any HTTPTransport = DeliveryTransport(), delegate: (any ReportUploaderDelegate)? = nil,
     outbox: (any DeliveryOutbox)? = nil,
     clock: @escaping @Sendable () -> UInt64 = ReportUploader.wallClock,
     random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
@@ -161,33 +161,48 @@ public final class ReportUploader: Sendable {
   /// One pass that ends early (between attempts) once `stopping` says so.
   package func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
-      var pass = DeliveryPass()
-      guard DeliveryLock.take(store: store.path) else {
-        pass.lockBusy = true
-        return pass
+      var pass = onePass(stopping: stopping)
+      // What the transport loaded to send (libcurl) is let go until the next pass; a request
+      // that found the transport missing names it in the pass, as the first check would have.
+      transport.endOfPass()
+      // A pass that sent something encoded and compressed it on this thread: its arena keeps
+      // what was freed unless given back.
+      if !pass.results.isEmpty || !pass.events.isEmpty { Syscall.returnFreeMemory() }
+      if !pass.lockBusy, pass.missingTransport == nil {
+        pass.missingTransport = state.withLock { $0.missingTransport }
       }
-      defer { DeliveryLock.release(store: store.path) }
-      pass.evictions = enforceLimits()
-      let listing = store.list(.pending)
-      pass.quarantined = listing.quarantined
-      let events = queuedEvents()
-      // Asked only with something to send: a program that never uploads never loads libcurl.
-      let missing = listing.reports.isEmpty && events.isEmpty ? nil : transport.missingTransport()
-      state.withLock { $0.missingTransport = missing }
-      if let missing {
-        pass.missingTransport = missing
-        pass.nextDueUnixNano = Self.adding(clock(), Self.missingTransportRecheck)
-        return pass
-      }
-      let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
-      for stored in reports {
-        if stopping() { return pass }
-        // The rate limit stopped the pass: the events wait too.
-        if !deliver(stored, into: &pass, stopping: stopping) { return pass }
-      }
-      deliver(events, into: &pass, stopping: stopping)
       return pass
     }
+  }
+
+  /// The pass itself, within passLock.
+  private func onePass(stopping: () -> Bool) -> DeliveryPass {
+    var pass = DeliveryPass()
+    guard DeliveryLock.take(store: store.path) else {
+      pass.lockBusy = true
+      return pass
+    }
+    defer { DeliveryLock.release(store: store.path) }
+    pass.evictions = enforceLimits()
+    let listing = store.list(.pending)
+    pass.quarantined = listing.quarantined
+    let events = queuedEvents()
+    // Asked only with something to send: a program that never uploads never loads libcurl.
+    let missing = listing.reports.isEmpty && events.isEmpty ? nil : transport.missingTransport()
+    state.withLock { $0.missingTransport = missing }
+    if let missing {
+      pass.missingTransport = missing
+      pass.nextDueUnixNano = Self.adding(clock(), Self.missingTransportRecheck)
+      return pass
+    }
+    let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
+    for stored in reports {
+      if stopping() { return pass }
+      // The rate limit stopped the pass: the events wait too.
+      if !deliver(stored, into: &pass, stopping: stopping) { return pass }
+    }
+    deliver(events, into: &pass, stopping: stopping)
+    return pass
   }
 
   /// Delivers one report to every destination that is due; false when the rate limit stops the pass.
