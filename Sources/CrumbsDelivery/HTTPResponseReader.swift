@@ -56,7 +56,8 @@ package struct HTTPResponseReader {
       case .done:
         return false
       case .headers, .chunkSize, .chunkEnd, .trailers:
-        let limit = phase == .chunkSize || phase == .chunkEnd ? Self.maxChunkLine : ResponseHeaders.maxBytes + 1
+        let limit =
+          phase == .chunkSize || phase == .chunkEnd ? Self.maxChunkLine : ResponseHeaders.maxBytes + 1
         while index < bytes.count, line.count < limit {
           let byte = bytes[index]
           line.append(byte)
@@ -109,7 +110,9 @@ package struct HTTPResponseReader {
       phase = .chunkSize
       return true
     case .chunkSize:
-      guard line.last == UInt8(ascii: "\n"), let size = Self.chunkSize(line) else { return malformedFraming() }
+      guard line.last == UInt8(ascii: "\n"), let size = Self.chunkSize(line) else {
+        return malformedFraming()
+      }
       phase = size == 0 ? .trailers : .chunkData(remaining: size)
       return true
     case .body, .chunkData, .done:
@@ -175,7 +178,8 @@ package struct HTTPResponseReader {
       case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = Int(byte - UInt8(ascii: "a")) + 10
       case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = Int(byte - UInt8(ascii: "A")) + 10
       default:
-        guard digits > 0, [UInt8(ascii: ";"), UInt8(ascii: " "), UInt8(ascii: "\t"), 13, 10].contains(byte) else {
+        guard digits > 0, [UInt8(ascii: ";"), UInt8(ascii: " "), UInt8(ascii: "\t"), 13, 10].contains(byte)
+        else {
           return nil
         }
         return size

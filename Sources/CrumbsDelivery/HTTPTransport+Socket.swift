@@ -81,7 +81,8 @@ package struct PlainHTTPURL: Equatable {
   }
 
   private static func port(_ text: Substring) -> Int? {
-    guard !text.isEmpty, text.count <= 5, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let port = Int(text),
+    guard !text.isEmpty, text.count <= 5, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+      let port = Int(text),
       port > 0, port < 65536
     else { return nil }
     return port
@@ -112,7 +113,9 @@ public struct PlainHTTPTransport: HTTPTransport {
 
     let addresses: [Syscall.SocketAddress]
     do {
-      guard let found = try Syscall.resolve(host: url.host, port: url.port, timeoutMilliseconds: Int(idle / 1_000_000))
+      guard
+        let found = try Syscall.resolve(
+          host: url.host, port: url.port, timeoutMilliseconds: Int(idle / 1_000_000))
       else { return .failure(.timedOut) }
       addresses = found
     } catch {
@@ -168,7 +171,8 @@ public struct PlainHTTPTransport: HTTPTransport {
     func progressed() { lastProgress = SystemClock.monotonicNanoseconds() }
   }
 
-  private func connect(_ address: Syscall.SocketAddress, _ clock: Deadlines) -> Result<Int32, TransportError> {
+  private func connect(_ address: Syscall.SocketAddress, _ clock: Deadlines) -> Result<Int32, TransportError>
+  {
     let fd: Int32
     do {
       fd = try Syscall.startConnect(address)

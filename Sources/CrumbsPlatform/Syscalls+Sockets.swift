@@ -71,7 +71,9 @@ extension Syscall {
     var hints = addrinfo()
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     hints.ai_family = AF_UNSPEC
-    hints.ai_flags = numericOnly ? AI_NUMERICHOST | AI_NUMERICSERV : AI_NUMERICSERV | AI_ADDRCONFIG
+    // No AI_ADDRCONFIG: in a container with only a loopback interface it drops the loopback
+    // addresses of "localhost" too.
+    hints.ai_flags = numericOnly ? AI_NUMERICHOST | AI_NUMERICSERV : AI_NUMERICSERV
     var list: UnsafeMutablePointer<addrinfo>?
     guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { return nil }
     defer { freeaddrinfo(first) }
@@ -91,8 +93,10 @@ extension Syscall {
   /// waits for POLLOUT, then asks `socketError`.
   package static func startConnect(_ address: SocketAddress) throws(SystemCallError) -> Int32 {
     let fd = try retrying("socket") {
-      socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-        | Int32(SOCK_CLOEXEC.rawValue), 0)
+      socket(
+        address.family,
+        Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+          | Int32(SOCK_CLOEXEC.rawValue), 0)
     }
     var one: Int32 = 1
     _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -111,7 +115,9 @@ extension Syscall {
   package static func socketError(_ fd: Int32) -> Errno? {
     var value: Int32 = 0
     var length = socklen_t(MemoryLayout<Int32>.size)
-    guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) == 0 else { return Errno(rawValue: Glibc.errno) }
+    guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) == 0 else {
+      return Errno(rawValue: Glibc.errno)
+    }
     return value == 0 ? nil : Errno(rawValue: value)
   }
 
@@ -130,7 +136,8 @@ extension Syscall {
 
   /// Receives what the socket holds now into `buffer`: the count, 0 at the end of the stream,
   /// nil when nothing is there yet (EAGAIN).
-  package static func receiveSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError)
+  package static func receiveSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer)
+    throws(SystemCallError)
     -> Int?
   {
     while true {

@@ -10,8 +10,8 @@ import CrumbsReports
 let memoryScenarios: [String: @Sendable ([String]) -> Int32] = [
   // after-delivery DIR none|client URL: with `client`, starts a client delivering OTLP to URL,
   // waits for the previous sessions and one flush (120 s) and prints "flushed delivered=D";
-  // with `none`, starts nothing. Then prints "ready" and waits until its stdin ends, so the
-  // test (or a measurement) reads /proc/PID/maps and smaps of a process that stays as it is.
+  // with `none`, starts nothing. Then prints "ready" and waits to be killed, so the test (or a
+  // measurement) reads /proc/PID/maps and smaps of a process that stays as it is.
   "after-delivery": { arguments in
     guard arguments.count >= 2 else { return 64 }
     var client: CrumbsClient?
@@ -28,9 +28,9 @@ let memoryScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     print("ready")
     fflush(nil)
-    var byte: UInt8 = 0
-    while read(0, &byte, 1) > 0 {}
-    withExtendedLifetime(client) {}
-    return 0
+    while true {
+      pause()
+      withExtendedLifetime(client) {}
+    }
   }
 ]
