@@ -36,9 +36,10 @@ package struct HTTPResponseReader {
   /// Whether the body went past `maxBody` (reading stopped there).
   package private(set) var bodyOverLimit = false
   /// Whether the whole answer was read, as its framing says.
-  package var complete: Bool { phase == .done && !bodyOverLimit && !malformed }
-  /// Whether the answer's framing could not be read (a bad chunk size or Content-Length).
-  package private(set) var malformed = false
+  package var complete: Bool { phase == .done && !bodyOverLimit && !cut }
+  /// Whether reading stopped before the answer's end: its framing could not be read (a bad
+  /// chunk size or Content-Length), or its trailers went past the header lines' bound.
+  package private(set) var cut = false
   package let maxBody: Int
 
   private var phase = Phase.headers
@@ -102,16 +103,16 @@ package struct HTTPResponseReader {
       if !hadStatus, headers.status != nil { startBody() }
       return true
     case .trailers:
-      guard headers.read(line: line) else { return stop() }
+      guard headers.read(line: line) else { return cutShort() }
       if Self.isBlank(line) { phase = .done }
       return phase != .done
     case .chunkEnd:
-      guard Self.isBlank(line) else { return malformedFraming() }
+      guard Self.isBlank(line) else { return cutShort() }
       phase = .chunkSize
       return true
     case .chunkSize:
       guard line.last == UInt8(ascii: "\n"), let size = Self.chunkSize(line) else {
-        return malformedFraming()
+        return cutShort()
       }
       phase = size == 0 ? .trailers : .chunkData(remaining: size)
       return true
@@ -129,7 +130,7 @@ package struct HTTPResponseReader {
       phase = .chunkSize
     } else if let length = headers.headers["content-length"] {
       guard let count = Self.decimal(length) else {
-        malformed = true
+        cut = true
         phase = .done
         return
       }
@@ -157,8 +158,8 @@ package struct HTTPResponseReader {
     return false
   }
 
-  private mutating func malformedFraming() -> Bool {
-    malformed = true
+  private mutating func cutShort() -> Bool {
+    cut = true
     return stop()
   }
 
