@@ -45,7 +45,11 @@
 // (HTTPTransport.missingTransport: no libcurl on the machine); while it is missing, nothing is
 // attempted, counted or scheduled, the pass says why (`DeliveryPass.missingTransport`, also
 // `ReportUploader.missingTransport` and the client's `problems`), and the next pass (within a
-// minute) looks again, so reports are delivered once it is installed.
+// minute) looks again, so reports are delivered once it is installed. DeliveryTransport needs
+// libcurl only for some requests (https, proxies): it answers nil, and such a request that finds
+// libcurl missing fails with `.unavailable`, which is handled the same way, request by request.
+// At the end of every pass the transport is told (`endOfPass`: libcurl is unloaded), and a pass
+// that sent something gives the memory its thread freed back (malloc_trim).
 //
 // Settings are the app's: any Double (infinity, NaN, 1e300) must do. Waits are clamped
 // (`RetryPolicy.maxWait`, a NaN wait is none) and every time is `now` plus a wait that
