@@ -14,13 +14,15 @@ extension HTTPResponseReader {
     let limit = 1 << 16
     func readAll(_ input: [UInt8], piece: Int) -> HTTPResponseReader {
       var reader = HTTPResponseReader(maxBody: limit)
-      var start = 0
-      while start < input.count {
-        let end = min(input.count, start + piece)
-        if !reader.read(Array(input[start..<end])) { return reader }
-        start = end
+      input.withUnsafeBytes { bytes in
+        var start = 0
+        while start < bytes.count {
+          let end = min(bytes.count, start + piece)
+          if !reader.read(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) { return }
+          start = end
+        }
+        reader.end()
       }
-      reader.end()
       return reader
     }
     let piece = 1 + Int(bytes.first ?? 0)
