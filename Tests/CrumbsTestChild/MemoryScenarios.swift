@@ -1,4 +1,5 @@
 import Crumbs
+import CrumbsPlatform
 import CrumbsReports
 
 // Memory scenarios: what a process keeps mapped once the client delivered what the previous
@@ -8,14 +9,15 @@ import CrumbsReports
 #endif
 
 let memoryScenarios: [String: @Sendable ([String]) -> Int32] = [
-  // after-delivery DIR none|client URL: with `client`, starts a client delivering OTLP to URL,
-  // waits for the previous sessions and one flush (120 s) and prints "flushed delivered=D";
+  // after-delivery DIR none|client|client-forget URL: with `client`, starts a client delivering
+  // OTLP to URL, waits for the previous sessions and one flush (120 s) and prints "flushed
+  // delivered=D" with what ParsedModuleCache keeps (`client-forget` then frees that and trims);
   // with `none`, starts nothing. Then prints "ready" and waits to be killed, so the test (or a
   // measurement) reads /proc/PID/maps and smaps of a process that stays as it is.
   "after-delivery": { arguments in
     guard arguments.count >= 2 else { return 64 }
     var client: CrumbsClient?
-    if arguments[1] == "client" {
+    if arguments[1].hasPrefix("client") {
       guard arguments.count == 3 else { return 64 }
       var configuration = CrumbsConfiguration(directory: arguments[0])
       configuration.destinations = [.otlp(endpoint: arguments[2])]
@@ -24,6 +26,10 @@ let memoryScenarios: [String: @Sendable ([String]) -> Int32] = [
       let result = started.flush(timeout: 120)
       let kept = ParsedModuleCache.shared.usage
       print("flushed delivered=\(result.delivered) parsed-modules=\(kept.entries) bytes=\(kept.bytes)")
+      if arguments[1] == "client-forget" {
+        Symbolicator.forgetParsedModules()
+        Syscall.returnFreeMemory()
+      }
       client = started
     }
     print("ready")
