@@ -31,6 +31,9 @@ static int loaded;
 // The library's handle while loaded, and the requests using it now (acquire/release).
 static void *library_handle;
 static int users;
+// 1 once a request may have left a thread running libcurl's code (crumbs_curl_keep_loaded):
+// from then on libcurl is never unloaded.
+static int kept;
 // 1 when the library was found but cannot be used (a symbol missing, curl_global_init failed):
 // trying again would not change that, and the library stays mapped.
 static int unusable;
@@ -131,7 +134,7 @@ void crumbs_curl_release(void) {
 int crumbs_curl_unload_if_unused(void) {
   pthread_mutex_lock(&load_lock);
   int unloaded = 0;
-  if (loaded && users == 0) {
+  if (loaded && users == 0 && !kept) {
     // No easy handle is left (each request cleans its own up before it releases), so the global
     // cleanup frees what curl_global_init made; dlclose then unmaps libcurl and the libraries
     // only it needed. Those linked with -z nodelete (OpenSSL 3, p11-kit) stay mapped.
@@ -144,6 +147,12 @@ int crumbs_curl_unload_if_unused(void) {
   }
   pthread_mutex_unlock(&load_lock);
   return unloaded;
+}
+
+void crumbs_curl_keep_loaded(void) {
+  pthread_mutex_lock(&load_lock);
+  kept = 1;
+  pthread_mutex_unlock(&load_lock);
 }
 
 void *crumbs_curl_easy_init(void) { return curl.easy_init(); }

@@ -6,12 +6,15 @@
 // which cost every process start, ~18 MB of memory and its death and exit (FoundationNetworking,
 // the previous transport, linked them all). It is unloaded again at the end of each delivery
 // pass (`endOfPass`, when no request is in flight): a server keeps none of it between passes
-// but what cannot be unloaded (OpenSSL 3 and p11-kit, linked -z nodelete). Plain http needs
-// none of it: DeliveryTransport sends that through PlainHTTPTransport. Without libcurl.so.4 on the machine (slim and
-// distroless images) `missingTransport()` says so in one line, with how to install it, and a
-// request fails with `TransportError.unavailable`; the uploader then attempts nothing (a missing
-// transport is not an attempt) and looks again at its next pass, so a libcurl installed later
-// is used. CRUMBS_LIBCURL names another file to load (CCurlLoader).
+// but what cannot be unloaded (OpenSSL 3 and p11-kit, linked -z nodelete) — unless a request
+// timed out or was abandoned, which may leave curl's name-lookup thread running in libcurl's
+// code: then it stays for the life of the process. Plain http needs none of it:
+// DeliveryTransport sends that through PlainHTTPTransport.
+// Without libcurl.so.4 on the machine (slim and distroless images) `missingTransport()` says so
+// in one line, with how to install it, and a request fails with `TransportError.unavailable`;
+// the uploader then attempts nothing (a missing transport is not an attempt) and looks again at
+// its next pass, so a libcurl installed later is used. CRUMBS_LIBCURL names another file to load
+// (CCurlLoader).
 //
 // What each request is bounded by:
 // - Idle: no byte moving either way for `timeout` seconds is `timedOut`: the connect timeout,
@@ -112,7 +115,8 @@ public struct CurlTransport: HTTPTransport {
   /// Unloads libcurl when it is loaded and no request is using it: curl_global_cleanup, then
   /// dlclose, which unmaps libcurl and the libraries only it needed; OpenSSL 3 and p11-kit are
   /// linked -z nodelete and stay (docs/platform-facts.md). The next request loads it again.
-  /// True when it unloaded.
+  /// Once a request ended by a timeout or was abandoned, never: curl may have left its name
+  /// lookup's thread running in libcurl's code. True when it unloaded.
   @discardableResult
   public static func unloadIfUnused() -> Bool { crumbs_curl_unload_if_unused() == 1 }
 
@@ -203,6 +207,11 @@ public struct CurlTransport: HTTPTransport {
         exchange.lastProgress = SystemClock.monotonicNanoseconds()
         return withExtendedLifetime(exchange) { crumbs_curl_perform(handle) }
       }
+    }
+    // Ended by a timeout or by us, a request may have left curl's name-lookup thread running
+    // (detached by curl_easy_cleanup): libcurl must then stay mapped (crumbs_curl_keep_loaded).
+    if code == CRUMBS_CURLE_OPERATION_TIMEDOUT || code == CRUMBS_CURLE_ABORTED_BY_CALLBACK {
+      crumbs_curl_keep_loaded()
     }
     if code == -1 { return .failure(.other(code: -1)) }
     return exchange.outcome(code)

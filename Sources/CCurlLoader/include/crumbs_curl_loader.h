@@ -109,6 +109,10 @@ void crumbs_curl_release(void);
 /// (libraries linked with -z nodelete, OpenSSL 3 and p11-kit on Debian 12, stay mapped).
 /// Returns 1 when it unloaded. Thread-safe.
 int crumbs_curl_unload_if_unused(void);
+/// Never unload libcurl from now on: a request ended while its name lookup may still run. With
+/// the threaded resolver, curl_easy_cleanup detaches a lookup thread that has not finished, and
+/// that thread returns into libcurl's code once getaddrinfo does: unmapped, it would crash.
+void crumbs_curl_keep_loaded(void);
 
 /// The wrappers below may be called only between crumbs_curl_acquire returning 0 and the
 /// matching crumbs_curl_release.
