@@ -192,6 +192,11 @@ let package = Package(
       path: "Fuzz/HTTPHeaders"
     ),
     .executableTarget(
+      name: "FuzzHTTPResponse",
+      dependencies: ["CrumbsDelivery", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/HTTPResponse"
+    ),
+    .executableTarget(
       name: "FuzzThreadDump",
       dependencies: ["CrumbsPlatform", "CrumbsReports", "CrumbsRecorder", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/ThreadDump"

@@ -25,6 +25,7 @@ TARGETS=(
   "FuzzELFSymbol elf-symbol"
   "FuzzStoredReport stored-report"
   "FuzzHTTPHeaders http-headers"
+  "FuzzHTTPResponse http-response"
   "FuzzTrailEntries trail-entries"
   "FuzzThreadDump thread-dump"
   "FuzzCrashLoopTally loop-tally"

@@ -15,6 +15,7 @@ typedef int (*setopt_fn)(void *, int, ...);
 
 static struct {
   int (*global_init)(long);
+  void (*global_cleanup)(void);
   void *(*easy_init)(void);
   void (*easy_cleanup)(void *);
   setopt_fn easy_setopt;
@@ -25,8 +26,14 @@ static struct {
 
 // Guards everything below: a load may be tried again, from any thread.
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
-// 1 once libcurl is loaded and initialised: from then on it stays (it is never unloaded).
+// 1 while libcurl is loaded and initialised (crumbs_curl_unload_if_unused ends that).
 static int loaded;
+// The library's handle while loaded, and the requests using it now (acquire/release).
+static void *library_handle;
+static int users;
+// 1 once a request may have left a thread running libcurl's code (crumbs_curl_keep_loaded):
+// from then on libcurl is never unloaded.
+static int kept;
 // 1 when the library was found but cannot be used (a symbol missing, curl_global_init failed):
 // trying again would not change that, and the library stays mapped.
 static int unusable;
@@ -75,6 +82,7 @@ static void load(void) {
     return; // not installed (yet): the next call looks again
   }
   curl.global_init = (int (*)(long))symbol(library, "curl_global_init");
+  curl.global_cleanup = (void (*)(void))symbol(library, "curl_global_cleanup");
   curl.easy_init = (void *(*)(void))symbol(library, "curl_easy_init");
   curl.easy_cleanup = (void (*)(void *))symbol(library, "curl_easy_cleanup");
   curl.easy_setopt = (setopt_fn)symbol(library, "curl_easy_setopt");
@@ -91,6 +99,7 @@ static void load(void) {
     unusable = 1;
     return;
   }
+  library_handle = library;
   loaded = 1;
 }
 
@@ -101,6 +110,49 @@ int crumbs_curl_load(char *why, size_t size) {
   if (!usable && why != NULL && size > 0) snprintf(why, size, "%s", failure);
   pthread_mutex_unlock(&load_lock);
   return usable ? 0 : -1;
+}
+
+int crumbs_curl_acquire(char *why, size_t size) {
+  pthread_mutex_lock(&load_lock);
+  if (!loaded && !unusable) load();
+  int usable = loaded;
+  if (usable) {
+    users += 1;
+  } else if (why != NULL && size > 0) {
+    snprintf(why, size, "%s", failure);
+  }
+  pthread_mutex_unlock(&load_lock);
+  return usable ? 0 : -1;
+}
+
+void crumbs_curl_release(void) {
+  pthread_mutex_lock(&load_lock);
+  if (users > 0) users -= 1;
+  pthread_mutex_unlock(&load_lock);
+}
+
+int crumbs_curl_unload_if_unused(void) {
+  pthread_mutex_lock(&load_lock);
+  int unloaded = 0;
+  if (loaded && users == 0 && !kept) {
+    // No easy handle is left (each request cleans its own up before it releases), so the global
+    // cleanup frees what curl_global_init made; dlclose then unmaps libcurl and the libraries
+    // only it needed. Those linked with -z nodelete (OpenSSL 3, p11-kit) stay mapped.
+    curl.global_cleanup();
+    (void)dlclose(library_handle);
+    library_handle = NULL;
+    memset(&curl, 0, sizeof curl);
+    loaded = 0;
+    unloaded = 1;
+  }
+  pthread_mutex_unlock(&load_lock);
+  return unloaded;
+}
+
+void crumbs_curl_keep_loaded(void) {
+  pthread_mutex_lock(&load_lock);
+  kept = 1;
+  pthread_mutex_unlock(&load_lock);
 }
 
 void *crumbs_curl_easy_init(void) { return curl.easy_init(); }

@@ -98,7 +98,7 @@ struct CollectCommand: ParsableCommand {
       throw fail("collect", DestinationOptions.noDestination, CLIExit.usage)
     }
     // A request in flight is given up once SIGTERM/SIGINT is pending (the report stays pending).
-    var transport = CurlTransport(timeout: destination.timeout)
+    var transport = DeliveryTransport(timeout: destination.timeout)
     transport.abandons = { CollectEngine.signalPending(signals) }
     let engine = CollectEngine(
       directories: resolvedDirectories.map(absolute), destinations: destinations,

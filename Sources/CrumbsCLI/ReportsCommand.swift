@@ -80,7 +80,7 @@ struct ReportsSendCommand: ParsableCommand {
     let progress = SendProgress(total: pending, printsLines: !json)
     let uploader = ReportUploader(
       store: reportStore, destinations: targets, settings: settings,
-      transport: CurlTransport(timeout: destination.timeout), delegate: progress)
+      transport: DeliveryTransport(timeout: destination.timeout), delegate: progress)
     let pass = uploader.deliverPendingNow()
     if pass.lockBusy {
       throw fail("reports send", "another process is delivering from this store; try again later")

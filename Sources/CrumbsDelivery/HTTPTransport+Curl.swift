@@ -4,11 +4,17 @@
 // libcurl is loaded with dlopen at the first request (CCurlLoader), not linked: a program that
 // links Crumbs but never uploads does not load libcurl and its TLS, Kerberos, LDAP… libraries,
 // which cost every process start, ~18 MB of memory and its death and exit (FoundationNetworking,
-// the previous transport, linked them all). Without libcurl.so.4 on the machine (slim and
-// distroless images) `missingTransport()` says so in one line, with how to install it, and a
-// request fails with `TransportError.unavailable`; the uploader then attempts nothing (a missing
-// transport is not an attempt) and looks again at its next pass, so a libcurl installed later
-// is used. CRUMBS_LIBCURL names another file to load (CCurlLoader).
+// the previous transport, linked them all). It is unloaded again at the end of each delivery
+// pass (`endOfPass`, when no request is in flight): a server keeps none of it between passes
+// but what cannot be unloaded (OpenSSL 3 and p11-kit, linked -z nodelete) — unless a request
+// timed out or was abandoned, which may leave curl's name-lookup thread running in libcurl's
+// code: then it stays for the life of the process. Plain http needs none of it:
+// DeliveryTransport sends that through PlainHTTPTransport.
+// Without libcurl.so.4 on the machine (slim and distroless images) `missingTransport()` says so
+// in one line, with how to install it, and a request fails with `TransportError.unavailable`;
+// the uploader then attempts nothing (a missing transport is not an attempt) and looks again at
+// its next pass, so a libcurl installed later is used. CRUMBS_LIBCURL names another file to load
+// (CCurlLoader).
 //
 // What each request is bounded by:
 // - Idle: no byte moving either way for `timeout` seconds is `timedOut`: the connect timeout,
@@ -91,6 +97,10 @@ public struct CurlTransport: HTTPTransport {
   public static func missingTransport() -> String? {
     var why = [CChar](repeating: 0, count: 512)
     guard crumbs_curl_load(&why, why.count) != 0 else { return nil }
+    return missingMessage(why)
+  }
+
+  private static func missingMessage(_ why: [CChar]) -> String {
     let reason = String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     return "libcurl is missing (\(reason)); reports stay pending until it is installed "
       + "(Debian/Ubuntu: apt-get install libcurl4; Fedora/RHEL: dnf install libcurl; "
@@ -99,12 +109,27 @@ public struct CurlTransport: HTTPTransport {
 
   public func missingTransport() -> String? { Self.missingTransport() }
 
+  /// The uploader's pass ended: libcurl is unloaded (`unloadIfUnused`).
+  public func endOfPass() { Self.unloadIfUnused() }
+
+  /// Unloads libcurl when it is loaded and no request is using it: curl_global_cleanup, then
+  /// dlclose, which unmaps libcurl and the libraries only it needed; OpenSSL 3 and p11-kit are
+  /// linked -z nodelete and stay (docs/platform-facts.md). The next request loads it again.
+  /// Once a request ended by a timeout or was abandoned, never: curl may have left its name
+  /// lookup's thread running in libcurl's code. True when it unloaded.
+  @discardableResult
+  public static func unloadIfUnused() -> Bool { crumbs_curl_unload_if_unused() == 1 }
+
   public func send(_ request: DeliveryRequest) -> Result<HTTPResponse, TransportError> {
     let scheme = request.url.prefix { $0 != ":" }.lowercased()
     guard scheme == "http" || scheme == "https", !request.url.contains(where: \.isWhitespace) else {
       return .failure(.invalidURL)
     }
-    if let missing = Self.missingTransport() { return .failure(.unavailable(missing)) }
+    var why = [CChar](repeating: 0, count: 512)
+    guard crumbs_curl_acquire(&why, why.count) == 0 else {
+      return .failure(.unavailable(Self.missingMessage(why)))
+    }
+    defer { crumbs_curl_release() }
     guard let handle = crumbs_curl_easy_init() else { return .failure(.other(code: -1)) }
     defer { crumbs_curl_easy_cleanup(handle) }
     var headers: UnsafeMutableRawPointer?
@@ -182,6 +207,11 @@ public struct CurlTransport: HTTPTransport {
         exchange.lastProgress = SystemClock.monotonicNanoseconds()
         return withExtendedLifetime(exchange) { crumbs_curl_perform(handle) }
       }
+    }
+    // Ended by a timeout or by us, a request may have left curl's name-lookup thread running
+    // (detached by curl_easy_cleanup): libcurl must then stay mapped (crumbs_curl_keep_loaded).
+    if code == CRUMBS_CURLE_OPERATION_TIMEDOUT || code == CRUMBS_CURLE_ABORTED_BY_CALLBACK {
+      crumbs_curl_keep_loaded()
     }
     if code == -1 { return .failure(.other(code: -1)) }
     return exchange.outcome(code)

@@ -45,7 +45,11 @@
 // (HTTPTransport.missingTransport: no libcurl on the machine); while it is missing, nothing is
 // attempted, counted or scheduled, the pass says why (`DeliveryPass.missingTransport`, also
 // `ReportUploader.missingTransport` and the client's `problems`), and the next pass (within a
-// minute) looks again, so reports are delivered once it is installed.
+// minute) looks again, so reports are delivered once it is installed. DeliveryTransport needs
+// libcurl only for some requests (https, proxies): it answers nil, and such a request that finds
+// libcurl missing fails with `.unavailable`, which is handled the same way, request by request.
+// At the end of every pass the transport is told (`endOfPass`: libcurl is unloaded), and a pass
+// that sent something gives the memory its thread freed back (malloc_trim).
 //
 // Settings are the app's: any Double (infinity, NaN, 1e300) must do. Waits are clamped
 // (`RetryPolicy.maxWait`, a NaN wait is none) and every time is `now` plus a wait that
@@ -116,7 +120,7 @@ public final class ReportUploader: Sendable {
   public init(
     store: ReportStore, destinations: [any ReportDestination],
     settings: DeliverySettings = DeliverySettings(),
-    transport: any HTTPTransport = CurlTransport(), delegate: (any ReportUploaderDelegate)? = nil,
+    transport: any HTTPTransport = DeliveryTransport(), delegate: (any ReportUploaderDelegate)? = nil,
     outbox: (any DeliveryOutbox)? = nil,
     clock: @escaping @Sendable () -> UInt64 = ReportUploader.wallClock,
     random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
@@ -161,33 +165,48 @@ public final class ReportUploader: Sendable {
   /// One pass that ends early (between attempts) once `stopping` says so.
   package func deliverPending(stopping: () -> Bool) -> DeliveryPass {
     passLock.withLock { _ in
-      var pass = DeliveryPass()
-      guard DeliveryLock.take(store: store.path) else {
-        pass.lockBusy = true
-        return pass
+      var pass = onePass(stopping: stopping)
+      // What the transport loaded to send (libcurl) is let go until the next pass; a request
+      // that found the transport missing names it in the pass, as the first check would have.
+      transport.endOfPass()
+      // A pass that sent something encoded and compressed it on this thread: its arena keeps
+      // what was freed unless given back.
+      if !pass.results.isEmpty || !pass.events.isEmpty { Syscall.returnFreeMemory() }
+      if !pass.lockBusy, pass.missingTransport == nil {
+        pass.missingTransport = state.withLock { $0.missingTransport }
       }
-      defer { DeliveryLock.release(store: store.path) }
-      pass.evictions = enforceLimits()
-      let listing = store.list(.pending)
-      pass.quarantined = listing.quarantined
-      let events = queuedEvents()
-      // Asked only with something to send: a program that never uploads never loads libcurl.
-      let missing = listing.reports.isEmpty && events.isEmpty ? nil : transport.missingTransport()
-      state.withLock { $0.missingTransport = missing }
-      if let missing {
-        pass.missingTransport = missing
-        pass.nextDueUnixNano = Self.adding(clock(), Self.missingTransportRecheck)
-        return pass
-      }
-      let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
-      for stored in reports {
-        if stopping() { return pass }
-        // The rate limit stopped the pass: the events wait too.
-        if !deliver(stored, into: &pass, stopping: stopping) { return pass }
-      }
-      deliver(events, into: &pass, stopping: stopping)
       return pass
     }
+  }
+
+  /// The pass itself, within passLock.
+  private func onePass(stopping: () -> Bool) -> DeliveryPass {
+    var pass = DeliveryPass()
+    guard DeliveryLock.take(store: store.path) else {
+      pass.lockBusy = true
+      return pass
+    }
+    defer { DeliveryLock.release(store: store.path) }
+    pass.evictions = enforceLimits()
+    let listing = store.list(.pending)
+    pass.quarantined = listing.quarantined
+    let events = queuedEvents()
+    // Asked only with something to send: a program that never uploads never loads libcurl.
+    let missing = listing.reports.isEmpty && events.isEmpty ? nil : transport.missingTransport()
+    state.withLock { $0.missingTransport = missing }
+    if let missing {
+      pass.missingTransport = missing
+      pass.nextDueUnixNano = Self.adding(clock(), Self.missingTransportRecheck)
+      return pass
+    }
+    let reports = settings.retryOrder == .queue ? listing.reports : listing.reports.reversed()
+    for stored in reports {
+      if stopping() { return pass }
+      // The rate limit stopped the pass: the events wait too.
+      if !deliver(stored, into: &pass, stopping: stopping) { return pass }
+    }
+    deliver(events, into: &pass, stopping: stopping)
+    return pass
   }
 
   /// Delivers one report to every destination that is due; false when the rate limit stops the pass.

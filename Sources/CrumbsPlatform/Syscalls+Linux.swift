@@ -30,6 +30,12 @@ import SystemPackage
   import Musl
 #endif
 
+#if canImport(Glibc)
+  /// glibc's malloc_trim (<malloc.h>, which the Glibc module leaves out).
+  @_silgen_name("malloc_trim")
+  private func glibcMallocTrim(_ pad: Int) -> Int32
+#endif
+
 package enum Syscall {
   /// Runs `body` until it stops failing with EINTR; turns -1 into a thrown error.
   @discardableResult
@@ -49,6 +55,17 @@ package enum Syscall {
     -> Int32
   {
     try retrying("open", path: path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+  }
+
+  /// Gives the memory malloc holds free back to the kernel, in every arena (glibc's
+  /// malloc_trim(0)): a thread's arena keeps what it freed, so the work of one pass (parsing,
+  /// symbolication, encoding) would otherwise stay resident for the life of the process. It
+  /// walks every arena under its lock: call it after such a pass, not per request. Nothing on
+  /// musl, whose malloc returns freed memory itself.
+  package static func returnFreeMemory() {
+    #if canImport(Glibc)
+      _ = glibcMallocTrim(0)
+    #endif
   }
 
   package static func close(_ fd: Int32) {

@@ -65,7 +65,8 @@ import Testing
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
     let libraries = TestDirectory()
-    let hidden = ["CRUMBS_LIBCURL": libraries.file("libcurl.so.4")]
+    // Plain http needs no libcurl: CRUMBS_PLAIN_HTTP=libcurl sends it through libcurl, as https.
+    let hidden = ["CRUMBS_LIBCURL": libraries.file("libcurl.so.4"), "CRUMBS_PLAIN_HTTP": "libcurl"]
     for run in 1...4 {
       let send = try CLIProcess.run(
         ["reports", "send", "--dir", fixture.directory.path, "--otlp", server.baseURL], environment: hidden)
@@ -107,7 +108,8 @@ import Testing
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
     let libraries = TestDirectory()
-    let hidden = ["CRUMBS_LIBCURL": libraries.file("libcurl.so.4")]
+    // Plain http needs no libcurl: CRUMBS_PLAIN_HTTP=libcurl sends it through libcurl, as https.
+    let hidden = ["CRUMBS_LIBCURL": libraries.file("libcurl.so.4"), "CRUMBS_PLAIN_HTTP": "libcurl"]
     let first = try ChildProcess(
       ChildProcess.testChild, ["client-cli-flush", directory.path, server.baseURL + "/v1/logs", "60"],
       environment: hidden)

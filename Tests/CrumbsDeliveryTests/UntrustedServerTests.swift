@@ -14,11 +14,24 @@ import Testing
 @testable import CrumbsDelivery
 @testable import CrumbsReports
 
+/// Each transport Crumbs sends with: libcurl (https, proxies) and its own client (plain http).
+enum TransportKind: CaseIterable, CustomStringConvertible {
+  case curl, plain
+  func transport(timeout: Double) -> any HTTPTransport {
+    switch self {
+    case .curl: CurlTransport(timeout: timeout)
+    case .plain: PlainHTTPTransport(timeout: timeout)
+    }
+  }
+  var description: String { self == .curl ? "libcurl" : "plain" }
+}
+
 @Suite struct UntrustedServerTests {
-  @Test func aLargeAnswerIsReadOnlyUpToTheLimitAndKeepsItsStatus() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aLargeAnswerIsReadOnlyUpToTheLimitAndKeepsItsStatus(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .respondWithLargeBody(200, bodyBytes: 64 << 20) }
     defer { server.stop() }
-    let transport = CurlTransport(timeout: 60)
+    let transport = kind.transport(timeout: 60)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
@@ -32,10 +45,11 @@ import Testing
   /// A redirect is an answer like any other: its endless body is cut at the limit at once (the
   /// URLSession transport let FoundationNetworking gather a 3xx's body itself, and held the
   /// request until the whole exchange's bound, four times the timeout).
-  @Test func aRedirectWithAnEndlessBodyIsCutAtTheLimitAtOnce() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aRedirectWithAnEndlessBodyIsCutAtTheLimitAtOnce(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .respondEndlessly(301) }
     defer { server.stop() }
-    let transport = CurlTransport(timeout: 60)
+    let transport = kind.transport(timeout: 60)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
@@ -51,14 +65,15 @@ import Testing
 
   /// A line break in a configured header (a pasted token, say) stays inside that header: it
   /// cannot add headers of its own to the request.
-  @Test func aLineBreakInAHeaderValueAddsNoHeader() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aLineBreakInAHeaderValueAddsNoHeader(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer(status: 200)
     defer { server.stop() }
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs",
       headers: [HTTPHeader("Authorization", "Bearer abc\r\nX-Injected: 1", isSecret: true)],
       body: Array("{}".utf8))
-    let answer = try CurlTransport(timeout: 60).send(request).get()
+    let answer = try kind.transport(timeout: 60).send(request).get()
     #expect(answer.status == 200)
     let received = try #require(server.requests.first)
     #expect(received.headers["x-injected"] == nil, "\(received.headers)")
@@ -67,10 +82,11 @@ import Testing
 
   /// A server that never falls silent long enough for the request timeout still cannot hold a
   /// request past four times it; the status it sent in time stands.
-  @Test func aTricklingAnswerEndsAtFourTimesTheTimeout() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aTricklingAnswerEndsAtFourTimesTheTimeout(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .respondTrickling(200) }
     defer { server.stop() }
-    let transport = CurlTransport(timeout: 1)
+    let transport = kind.transport(timeout: 1)
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
@@ -120,14 +136,15 @@ import Testing
 
   /// A server that streams header lines forever (libcurl before 7.84 passes every one; 7.84+
   /// stops at 300 KiB with a lost connection): the request fails at our bound, at once.
-  @Test func endlessHeaderLinesFailTheRequestAtTheBound() throws {
+  @Test(arguments: TransportKind.allCases)
+  func endlessHeaderLinesFailTheRequestAtTheBound(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .respondWithEndlessHeaders(200) }
     defer { server.stop() }
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
     let started = ChildProcess.now()
-    let outcome = CurlTransport(timeout: 10).send(request)
+    let outcome = kind.transport(timeout: 10).send(request)
     let took = ChildProcess.now() - started
     #expect(outcome == .failure(.headersTooLarge), "\(outcome)")
     // Well under a second here; the whole-exchange bound is 40 s.
@@ -139,14 +156,15 @@ import Testing
   /// ends at the bound, and the status stands, cut short. The old transport read and kept them
   /// all (about a million lines here) until curl's low-speed limit, which counts no header
   /// bytes, ended the exchange after 35 s.
-  @Test func endlessTrailersEndTheExchangeAtTheBound() throws {
+  @Test(arguments: TransportKind.allCases)
+  func endlessTrailersEndTheExchangeAtTheBound(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .respondWithEndlessTrailers(200) }
     defer { server.stop() }
     let request = DeliveryRequest(
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: Array("{}".utf8))
     let started = ChildProcess.now()
-    let answer = try CurlTransport(timeout: 30).send(request).get()
+    let answer = try kind.transport(timeout: 30).send(request).get()
     let took = ChildProcess.now() - started
     #expect(answer.status == 200)
     #expect(answer.body == Array("ok".utf8))
@@ -192,7 +210,8 @@ import Testing
   /// (plus at most the second between two looks of the idle watch), not at the whole-exchange
   /// bound of four times it (8 s for 2 s before: curl's low-speed limit averages over five
   /// seconds, and the report just sent kept its average above 1 byte/s). One request, no retry.
-  @Test func aServerThatNeverAnswersFailsTheRequestAfterTheTimeout() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aServerThatNeverAnswersFailsTheRequestAfterTheTimeout(_ kind: TransportKind) throws {
     let server = try LoopbackHTTPServer { _, _ in .stall(seconds: 120) }
     defer { server.stop() }
     // About a report's size: enough for curl's five-second speed average to stay above 1 B/s.
@@ -200,7 +219,7 @@ import Testing
       destination: "otlp", reportID: "r", url: server.baseURL + "/v1/logs", headers: [],
       body: [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10))
     let started = ChildProcess.now()
-    let outcome = CurlTransport(timeout: 2).send(request)
+    let outcome = kind.transport(timeout: 2).send(request)
     let took = ChildProcess.now() - started
     #expect(outcome == .failure(.timedOut), "\(outcome)")
     #expect(server.requestsStarted == 1)

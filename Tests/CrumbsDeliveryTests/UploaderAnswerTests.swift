@@ -292,7 +292,8 @@ import Testing
     #expect(!fixture.everythingStored().contains(token))
   }
 
-  @Test func aServerDyingMidUploadNeitherKillsTheProcessNorLosesTheReport() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aServerDyingMidUploadNeitherKillsTheProcessNorLosesTheReport(_ kind: TransportKind) throws {
     // SIGPIPE at its default action would kill this test process if the client wrote to the
     // reset connection without MSG_NOSIGNAL.
     var previous = sigaction()
@@ -306,7 +307,7 @@ import Testing
     let clock = ManualClock()
     let uploader = ReportUploader(
       store: fixture.store, destinations: [OTLPDestination(endpoint: dying.baseURL)], settings: settings(),
-      transport: CurlTransport(timeout: 10), clock: { clock.now() })
+      transport: kind.transport(timeout: 10), clock: { clock.now() })
     // Only the clone carries 6 MiB; send it first.
     try fixture.store.drop(id: fixture.ids[0], reason: "not part of this test")
     let result = try #require(uploader.deliverPendingNow().results.first)
@@ -315,7 +316,8 @@ import Testing
       Issue.record("expected a retry, got \(result)")
       return
     }
-    // libcurl met the reset as EPIPE ("Send failure: Broken pipe") and the process lives on.
+    // The client met the reset as EPIPE (libcurl: "Send failure: Broken pipe") and the process
+    // lives on.
     #expect(reason == "connection lost")
     #expect(dying.requests.isEmpty)
     #expect(try fixture.store.load(id: fixture.ids[1]).state == .pending)

@@ -60,6 +60,7 @@ import Testing
     "crashrecord-reader": replayCrashRecordReader,
     "stored-report": replayStoredReport,
     "http-headers": replayHTTPHeaders,
+    "http-response": replayHTTPResponse,
     "trail-entries": replayTrailEntries,
     "cfi-reader": replayCFIReader,
     "elf-symbol": replayELFSymbol,
@@ -133,6 +134,14 @@ import Testing
 
   /// The checks of Fuzz/HTTPHeaders: a 429's pause stays within a day of any now; the retry
   /// policy decides within its rules.
+  /// The checks of Fuzz/HTTPResponse: an answer read from a socket's bytes, the same whole and
+  /// in pieces, within its bounds (HTTPResponseReader+Fuzzing.swift).
+  static func replayHTTPResponse(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let violation = HTTPResponseReader.fuzzViolation(Array(bytes))
+    #expect(violation == nil)
+    return .checked(violation: violation)
+  }
+
   static func replayHTTPHeaders(_ bytes: UnsafeRawBufferPointer) -> Outcome {
     let value = String(decoding: bytes, as: UTF8.self)
     let answer = HTTPResponse(status: 429, headers: ["Retry-After": value], body: Array(bytes))

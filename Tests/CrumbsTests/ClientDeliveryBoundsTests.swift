@@ -83,7 +83,7 @@ final class SignallingDelegate: CrumbsClientDelegate {
       configuration.requestTimeout = 1
       let client = try CrumbsClient.start(configuration, shared: false)
       defer { client.close() }
-      #expect((client.uploader?.transport as? CurlTransport)?.timeout == 1)
+      #expect((client.uploader?.transport as? DeliveryTransport)?.timeout == 1)
       let delegate = SignallingDelegate()
       client.delegate = delegate
       client.waitForPreviousSessions(timeout: 300)

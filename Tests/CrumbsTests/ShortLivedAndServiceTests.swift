@@ -68,8 +68,11 @@ import Testing
     let directory = TestDirectory()
     let server = try LoopbackHTTPServer { _, _ in .respond(200) }
     defer { server.stop() }
+    // Plain http needs no libcurl: through libcurl, as https goes (OpenSSL stays loaded once
+    // libcurl is unloaded after the pass: it is linked -z nodelete).
     let cli = try ChildProcess(
-      ChildProcess.testChild, ["client-tls-at-exit", directory.path, server.baseURL + "/v1/logs"])
+      ChildProcess.testChild, ["client-tls-at-exit", directory.path, server.baseURL + "/v1/logs"],
+      environment: ["CRUMBS_PLAIN_HTTP": "libcurl"])
     let verdict = try #require(cli.value(after: "tls-at-exit ", seconds: 300))
     #expect(cli.wait(seconds: 60) == 0)
     // libcurl was loaded and used: the report reached the server.

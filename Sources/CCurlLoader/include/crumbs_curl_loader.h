@@ -5,8 +5,10 @@
 //
 // The option and info numbers are libcurl's (curl/curl.h), stable across its versions; the
 // library is not needed to build, only to send.
-// Entry points: crumbs_curl_load → crumbs_curl_easy_init → crumbs_curl_setopt_* →
-// crumbs_curl_perform → crumbs_curl_easy_cleanup.
+// Entry points: crumbs_curl_acquire → crumbs_curl_easy_init → crumbs_curl_setopt_* →
+// crumbs_curl_perform → crumbs_curl_easy_cleanup → crumbs_curl_release; then, once the caller
+// has nothing more to send for a while, crumbs_curl_unload_if_unused (the next acquire loads
+// it again). crumbs_curl_load only loads (to ask whether libcurl is there).
 //
 // Which library: libcurl.so.4, or the file the CRUMBS_LIBCURL environment variable names (read
 // with secure_getenv at each try: a test hides libcurl with a path where none is, or a machine
@@ -92,13 +94,28 @@ enum {
 /// "libcurl.so.4".
 const char *crumbs_curl_library_name(void);
 
-/// Loads libcurl and initialises it. Thread-safe. 0 when it is usable (loaded once, kept for
-/// the life of the process); otherwise -1 and why not in `why` (dlerror's text, a missing
+/// Loads libcurl and initialises it. Thread-safe. 0 when it is usable (kept loaded until
+/// crumbs_curl_unload_if_unused); otherwise -1 and why not in `why` (dlerror's text, a missing
 /// symbol; cut to `size` bytes). A library that could not be opened is tried again at the next
 /// call; one that opened but is unusable is not.
 int crumbs_curl_load(char *why, size_t size);
 
-/// The wrappers below may be called only after crumbs_curl_load returned 0.
+/// crumbs_curl_load, and on success counts one more user: libcurl stays loaded until a matching
+/// crumbs_curl_release. Thread-safe.
+int crumbs_curl_acquire(char *why, size_t size);
+/// Ends one crumbs_curl_acquire's use (its easy handles already cleaned up).
+void crumbs_curl_release(void);
+/// When libcurl is loaded and no acquire is outstanding: curl_global_cleanup, then dlclose
+/// (libraries linked with -z nodelete, OpenSSL 3 and p11-kit on Debian 12, stay mapped).
+/// Returns 1 when it unloaded. Thread-safe.
+int crumbs_curl_unload_if_unused(void);
+/// Never unload libcurl from now on: a request ended while its name lookup may still run. With
+/// the threaded resolver, curl_easy_cleanup detaches a lookup thread that has not finished, and
+/// that thread returns into libcurl's code once getaddrinfo does: unmapped, it would crash.
+void crumbs_curl_keep_loaded(void);
+
+/// The wrappers below may be called only between crumbs_curl_acquire returning 0 and the
+/// matching crumbs_curl_release.
 void *crumbs_curl_easy_init(void);
 void crumbs_curl_easy_cleanup(void *handle);
 long crumbs_curl_setopt_long(void *handle, long option, long value);

@@ -48,6 +48,9 @@ extension CrumbsClient {
     let directory = configuration.directory
     // The client's own files, which a process killed mid-write may have left temporary copies of.
     outcome.removedLeftovers += crumbsDirectory.removeAbandonedTemporaryFiles()
+    // The processing's parsing, symbolication and encoding freed what they used, into this
+    // thread's malloc arena, which would keep it: give it back.
+    Syscall.returnFreeMemory()
     var problems = outcome.problems
     var metrics: SessionMetrics?
     do {

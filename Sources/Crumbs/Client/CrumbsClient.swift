@@ -227,7 +227,7 @@ public final class CrumbsClient: @unchecked Sendable {
       ? nil
       : ReportUploader(
         store: store, destinations: destinations, settings: configuration.database,
-        transport: CurlTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
+        transport: DeliveryTransport(timeout: configuration.requestTimeout), delegate: bridge, outbox: bridge)
     bridge.client = self
     // Before any work on the previous sessions (processBacklog, the background thread): the
     // configured hooks are in place from the first report on (CrumbsClient+Hooks.swift).
