@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test tsan deps test-deps check-c check-arrows check-docs check-rooms werror build bench fuzz format lint clean
+.PHONY: demo test tsan deps test-deps check-c check-arm64 arm64-deps check-arrows check-docs check-rooms werror build bench fuzz format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -105,6 +105,23 @@ check-docs:
 ## statically against musl and glibc into a program that runs it (Scripts/check-c-portability.sh).
 check-c: test-deps
 	./Scripts/check-c-portability.sh
+
+## The signal path proven on aarch64 (Scripts/check-arm64.sh): compiled for it with -Wall -Wextra
+## -Werror -mbranch-protection=standard by Debian's cross compiler and the toolchain's clang,
+## linked with the test hooks into Tests/Arm64Driver, and run under qemu-aarch64 -cpu max
+## (pointer authentication real): every crash signal, unwinding through signed return addresses,
+## libc and a leaf, a stack overflow, every thread, fork, the ring; 64 KiB pages too. One to two
+## minutes once installed.
+arm64-deps:
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] \
+	  || ! command -v qemu-aarch64-static >/dev/null 2>&1; then \
+	  echo "Installing gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user-static (apt-get)…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static >/dev/null; \
+	fi
+
+check-arm64: arm64-deps
+	./Scripts/check-arm64.sh
 
 ## Every C target of the package (the signal path, the libcurl loader, the test and fuzz C
 ## helpers: whatever `swift package describe` lists as C) built by SwiftPM's own clang with

@@ -33,6 +33,7 @@ struct SymbolicateCommand: ParsableCommand {
     var options = PostMortemProcessor.defaultSymbolication
     options.symbolDirectories = symbolDirectories.map(absolute)
     options.useLLVMSymbolizer = true
+    options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
     let report = stored.report.symbolicated(with: options)
     do {

@@ -70,6 +70,7 @@ struct ThreadsCommand: ParsableCommand {
     }
     var options = PostMortemProcessor.defaultSymbolication
     options.useLLVMSymbolizer = true
+    options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
     let threads = answer.threads(options: options)
     let printer = ThreadDumpPrinter(pid: pid, header: asker.header, answer: answer, threads: threads)
@@ -115,10 +116,12 @@ struct ThreadDumpPrinter {
     return lines.joined(separator: "\n")
   }
 
-  /// `function (file:line)`, or what is known of an unnamed frame; how it was found when not
+  /// `function (file:line)` (`function [inlined] (file:line)` for a call inlined into the next
+  /// frame), or what is known of an unnamed frame; how it was found when not
   /// from a frame record, marked as report stack texts mark it (`{async}` for an async caller).
   static func line(_ frame: CrashReport.Frame) -> String {
     var text = frame.function ?? frame.address
+    if frame.isInlined { text += " [inlined]" }
     if let file = frame.file {
       text += " (\(file)" + (frame.line.map { ":\($0)" } ?? "") + ")"
     } else if let module = frame.module {

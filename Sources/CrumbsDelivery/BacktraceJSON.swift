@@ -7,9 +7,10 @@
 //                                                                  (today the faulting one)
 //   frame: funcName (the short function name), address (decimal string), library (module file
 //          name), debug_identifier (the module's, see below), guessed_frame (found by stack
-//          scanning), faulted (the faulting frame), sourceCode (an id into `sourceCode`) and
-//          line when symbolicated, registers on the faulting frame; `symbol` (the whole
-//          demangled name) is Crumbs' own addition
+//          scanning), faulted (the faulting frame), sourceCode (an id into `sourceCode`), line
+//          and column when symbolicated, registers on the faulting frame; `symbol` (the whole
+//          demangled name) and `inlined` (true on a call inlined into the next frame, which
+//          has the same address) are Crumbs' own additions
 //   arch {name, registers {name: "u64"}}                           the types of those registers
 //   modules [{start (decimal string), size, code_file, debug_file, debug_identifier}]
 //   sourceCode {id: {path}}                                        the files frames name
@@ -47,10 +48,10 @@ package struct BacktraceThread {
 }
 
 package enum BacktraceJSON {
-  /// The frame keys the schema defines, and the one Crumbs adds (`symbol`).
+  /// The frame keys the schema defines, and the two Crumbs adds (`symbol`, `inlined`).
   package static let frameKeys: Set<String> = [
     "funcName", "address", "library", "debug_identifier", "guessed_frame", "faulted", "sourceCode",
-    "line", "column", "registers", "symbol",
+    "line", "column", "registers", "symbol", "inlined",
   ]
 
   /// The JSON body (see the file comment).
@@ -178,6 +179,8 @@ package enum BacktraceJSON {
     json.field("faulted", faulted)
     if let sourceID { json.field("sourceCode", sourceID) }
     if let line = frame.line { json.field("line", String(line)) }
+    if let column = frame.column { json.field("column", String(column)) }
+    if frame.isInlined { json.field("inlined", true) }
     if let symbol = frame.symbol, symbol != frame.function { json.field("symbol", symbol) }
     if !registers.isEmpty {
       json.object("registers") { values in

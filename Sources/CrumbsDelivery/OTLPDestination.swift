@@ -357,9 +357,13 @@ public struct OTLPDestination: ReportDestination {
     if let module = frame.module { fields.append(OTLPAttribute("module", .string(module))) }
     if let offset = frame.moduleOffset { fields.append(OTLPAttribute("module_offset", .string(offset))) }
     if let buildID = frame.buildID { fields.append(OTLPAttribute("build_id", .string(buildID))) }
-    if let function = frame.function { fields.append(OTLPAttribute("function", .string(function))) }
-    if let file = frame.file { fields.append(OTLPAttribute("file", .string(file))) }
-    if let line = frame.line { fields.append(OTLPAttribute("line", .int(Int64(line)))) }
+    // The source location under the semantic conventions' `code.*` names.
+    if let function = frame.function { fields.append(OTLPAttribute("code.function", .string(function))) }
+    if let file = frame.file { fields.append(OTLPAttribute("code.filepath", .string(file))) }
+    if let line = frame.line { fields.append(OTLPAttribute("code.lineno", .int(Int64(line)))) }
+    if let column = frame.column { fields.append(OTLPAttribute("code.column", .int(Int64(column)))) }
+    // A call inlined into the next frame (`exception.stacktrace` says `[inlined]`).
+    if frame.isInlined { fields.append(OTLPAttribute("inlined", .bool(true))) }
     // How the handler found it (`exception.stacktrace` says it too: `{guessed}`).
     if let origin = frame.foundBy { fields.append(OTLPAttribute("found_by", .string(origin.rawValue))) }
     return .keyValueList(fields)

@@ -71,6 +71,31 @@ private func attributes(_ crumb: Breadcrumb?) -> [String: String] {
     #expect(ring.snapshot().breadcrumbs.count == 7)
   }
 
+  /// docs/server.md, "What the log handler records": `.info` and above by default, and inside a
+  /// MultiplexLogHandler each handler keeps its own level (a console at `.info`, breadcrumbs at
+  /// `.debug`).
+  @Test func theDefaultLevelIsInfoAndAMultiplexKeepsEachHandlersLevel() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))
+    defer { ring.close() }
+    #expect(BreadcrumbLogHandler(label: "default").logLevel == .info)
+    let plain = Logger(label: "default") { BreadcrumbLogHandler(label: $0, target: .ring(ring)) }
+    plain.debug("below the default level")
+    plain.info("at the default level")
+    #expect(ring.snapshot().breadcrumbs.map(\.message) == ["at the default level"])
+
+    let stream = RecordingStream()
+    let both = Logger(label: "both") { label in
+      MultiplexLogHandler([
+        StreamLogHandler(label: label, stream: stream),
+        BreadcrumbLogHandler(label: label, target: .ring(ring), logLevel: .debug),
+      ])
+    }
+    both.debug("debug detail")
+    #expect(ring.snapshot().breadcrumbs.map(\.message).contains("debug detail"))
+    #expect(!stream.text.contains("debug detail"), "the console's .info let a debug event through")
+  }
+
   @Test func theRingsFiltersAreCheckedBeforeAnyWork() throws {
     let directory = TestDirectory()
     let ring = try BreadcrumbRing.create(at: directory.file("r.ring"))

@@ -76,7 +76,8 @@ import Testing
         index: 0, address: "0x55d0c0de1234", module: "/usr/bin/app", moduleOffset: "0x1234",
         buildID: "abcdef0123", function: "TestCrash.writeThroughNull()",
         symbol: "static Crumbs.TestCrash.writeThroughNull() -> Swift.Never", symbolOffset: UInt64.max,
-        file: "/src/Crash.swift", line: Int.max, note: "stripped", foundBy: .cfi),
+        file: "/src/Crash.swift", line: Int.max, column: Int.max, note: "stripped", foundBy: .cfi,
+        inlined: true),
       .init(
         index: 1, address: "0x2", module: nil, moduleOffset: nil, buildID: nil, function: nil, symbol: nil,
         symbolOffset: nil, file: nil, line: Int.min, note: nil, foundBy: .guessed),
@@ -112,7 +113,7 @@ import Testing
           .init(
             index: 0, address: "0x1", module: "/usr/bin/app", moduleOffset: "0x1", buildID: "abcdef0123",
             function: "f", symbol: "$s3app1fyyF", symbolOffset: 4, file: "/src/f.swift", line: 7,
-            note: "inlined", foundBy: .inserted)
+            column: 9, note: "inlined", foundBy: .inserted, inlined: false)
         ]),
       .init(id: 4243, name: nil, state: .noAnswer, crashed: false, frames: []),
       .init(
@@ -351,8 +352,8 @@ import Testing
         index: index, address: CrashReport.hex(random.next()), module: maybe(text()),
         moduleOffset: maybe(text()),
         buildID: maybe(text()), function: maybe(text()), symbol: maybe(text()), symbolOffset: maybe(uint64()),
-        file: maybe(text()), line: maybe(int()), note: maybe(text()),
-        foundBy: maybe([.guessed, .cfi, .async, .inserted][Int(random.next() % 4)]))
+        file: maybe(text()), line: maybe(int()), column: maybe(int()), note: maybe(text()),
+        foundBy: maybe([.guessed, .cfi, .async, .inserted][Int(random.next() % 4)]), inlined: maybe(flag()))
     }
     func frames(_ most: UInt64) -> [CrashReport.Frame] { (0..<Int(random.next() % most)).map(frame) }
     func registers() -> [CrashReport.Register] {

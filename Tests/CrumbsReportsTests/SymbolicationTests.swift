@@ -3,6 +3,7 @@
 // ELF files; and the optional llvm-symbolizer enhancer.
 
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Testing
 
@@ -568,6 +569,123 @@ private var noEnhancer: Symbolicator.Options {
     #expect(missing[0].function != nil)
   }
 
+  /// A fake llvm-symbolizer answers every address with two inlined calls, then the function the
+  /// address lies in; it logs the module it was asked about.
+  private static func inliningSymbolizer(in directory: TestDirectory) throws -> String {
+    let fake = directory.file("llvm-symbolizer")
+    let log = directory.file("asked")
+    let script = """
+      #!/bin/sh
+      for a in "$@"; do
+        case "$a" in
+          --obj=*) echo "$a" >> \(log) ;;
+          0x*) printf '%s\n$s4main5innerSiyF\n/src/a.swift:3:17\n$s4main6middleSiyF\n/src/a.swift:9:5\nouter\n/src/b.swift:20:0\n\n' "$a" ;;
+        esac
+      done
+      """
+    try Syscall.writeFileAtomically(fake, Array(script.utf8))
+    #expect(chmod(fake, 0o700) == 0)
+    return fake
+  }
+
+  @Test func callsInlinedAtAnAddressBecomeFramesOfTheirOwnInLLVMSymbolizersOrder() throws {
+    let directory = TestDirectory()
+    var options = Symbolicator.Options()
+    options.llvmSymbolizerPath = try Self.inliningSymbolizer(in: directory)
+    let (addresses, _) = SymbolicationProbe.outer(9)
+    let frames = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+      .symbolicate([addresses[0]], firstIsExactPC: false)
+    try #require(frames.count == 1)
+    let frame = frames[0]
+    // The frame keeps its symbol table's name; its line is where the outermost call was written.
+    #expect(frame.symbol?.hasPrefix("$s18CrumbsReportsTests18SymbolicationProbeV5inner") == true)
+    #expect(frame.file == "/src/b.swift" && frame.line == 20 && frame.column == nil, "\(frame)")
+    #expect(!frame.inlined)
+    #expect(frame.inlinedCalls.map(\.symbol) == ["$s4main5innerSiyF", "$s4main6middleSiyF"])
+    #expect(
+      frame.inlinedCalls.map(\.function) == ["main.inner() -> Swift.Int", "main.middle() -> Swift.Int"])
+    #expect(frame.inlinedCalls.map(\.line) == [3, 9] && frame.inlinedCalls.map(\.column) == [17, 5])
+    #expect(
+      frame.inlinedCalls.allSatisfy { $0.inlined && $0.address == frame.address && $0.symbolOffset == nil })
+    #expect(frame.expanded.map(\.line) == [3, 9, 20])
+    #expect(frame.expanded[0].description.contains("[inlined] at /src/a.swift:3"), "\(frame.expanded[0])")
+
+    // In a report: three frames, numbered in order, each with how its address was found.
+    let reported = CrashReportBuilder.frames(frames + frames, marks: [.cfi, .guessed])
+    #expect(reported.map(\.index) == Array(0..<6))
+    #expect(reported.map(\.inlined) == [true, true, nil, true, true, nil])
+    #expect(reported.map(\.line) == [3, 9, 20, 3, 9, 20])
+    #expect(reported.map(\.column) == [17, 5, nil, 17, 5, nil])
+    #expect(reported.map(\.foundBy) == [.cfi, .cfi, .cfi, .guessed, .guessed, .guessed])
+    #expect(reported[0].function == "inner()" && reported[1].function == "middle()", "\(reported)")
+    #expect(reported[0].symbolOffset == nil && reported[2].symbolOffset != nil)
+    let text = CrashReport.stacktrace(reported)
+    #expect(
+      text.split(separator: "\n").map { $0.contains("[inlined]") } == [true, true, false, true, true, false])
+
+    // Named again later (`crumbs symbolicate`): an address's inlined calls are looked up with it,
+    // once, and come back in their place.
+    var report = CrashReport.sample()
+    report.kind = .nonFatal
+    report.modules = CurrentProcessModules.list()
+    report.frames = reported
+    let again = report.symbolicated(with: options).frames
+    #expect(again.map(\.inlined) == reported.map(\.inlined))
+    #expect(again.map(\.line) == reported.map(\.line))
+    #expect(again.map(\.index) == Array(0..<6))
+    #expect(again.map(\.foundBy) == reported.map(\.foundBy))
+  }
+
+  @Test func llvmSymbolizersAnswersKeptAreBounded() throws {
+    let directory = TestDirectory()
+    var options = Symbolicator.Options()
+    options.llvmSymbolizerPath = try Self.inliningSymbolizer(in: directory)
+    let (probe, _) = SymbolicationProbe.outer(11)
+    let symbolicator = Symbolicator(modules: CurrentProcessModules.list(), options: options)
+    let executable = try #require(symbolicator.module(containing: probe[0]))
+    // Three batches of 1500 distinct addresses of this binary's code: the third passes the bound.
+    for batch in 0..<3 {
+      let addresses = (0..<1500).map { executable.textStart + UInt64(16 * (batch * 1500 + $0) + 1) }
+      let frames = symbolicator.symbolicate(addresses, firstIsExactPC: false)
+      #expect(frames.allSatisfy { $0.line == 20 })
+      #expect(symbolicator.keptSourceLocations <= Symbolicator.maxSourceLocations)
+    }
+    #expect(symbolicator.keptSourceLocations == 1500)
+  }
+
+  @Test func aModuleWithoutDWARFCostsNoLLVMSymbolizerRun() throws {
+    let modules = CurrentProcessModules.list()
+    let libc = try #require(modules.first { $0.path.hasSuffix("/libc.so.6") })
+    let image = try ELFImage.read(path: libc.path)
+    try #require(!image.hasDebugInfo, "libc carries DWARF itself here")
+    let installed = Symbolicator.hasLineInfo(image, path: libc.path, installedDebugFiles: true)
+    let directory = TestDirectory()
+    var options = Symbolicator.Options()
+    options.llvmSymbolizerPath = try Self.inliningSymbolizer(in: directory)
+    let (addresses, _) = SymbolicationProbe.outer(10)
+    let frames = Symbolicator(modules: modules, options: options)
+      .symbolicate(
+        [addresses[0], libc.textStart + (libc.textEnd - libc.textStart) / 2], firstIsExactPC: false)
+    #expect(frames[0].line == 20)
+    #expect(
+      frames[1].line == nil && frames[1].inlinedCalls.isEmpty && frames[1].function != nil, "\(frames[1])")
+    let asked = String(decoding: try Syscall.readFile(directory.file("asked")), as: UTF8.self)
+    #expect(!asked.contains("libc"), "\(asked)")
+    #expect(asked.split(separator: "\n").count == 1, "\(asked)")
+
+    // With its debug package installed (libc6-dbg), it is asked only when installed debug files
+    // are read (`crumbs threads`, `crumbs symbolicate`).
+    guard installed else {
+      print("libc's debug file is not installed here: the installed-debug-file case is not tested")
+      return
+    }
+    options.readsInstalledDebugFiles = true
+    _ = Symbolicator(modules: modules, options: options)
+      .symbolicate([libc.textStart + (libc.textEnd - libc.textStart) / 2], firstIsExactPC: false)
+    let askedAgain = String(decoding: try Syscall.readFile(directory.file("asked")), as: UTF8.self)
+    #expect(askedAgain.split(separator: "\n").last?.contains("libc") == true, "\(askedAgain)")
+  }
+
   @Test func llvmSymbolizerOutputParses() {
     let output = """
       0x1763
@@ -585,8 +703,9 @@ private var noEnhancer: Symbolicator.Options {
     #expect(
       parsed == [
         [
-          SymbolizerLocation(function: "$s1t5ProbeV5probeySaySvSgGSiFZ", file: "/tmp/a:b/t.swift", line: 7),
-          SymbolizerLocation(function: "main", file: "/tmp/t.swift", line: 11),
+          SymbolizerLocation(
+            function: "$s1t5ProbeV5probeySaySvSgGSiFZ", file: "/tmp/a:b/t.swift", line: 7, column: 11),
+          SymbolizerLocation(function: "main", file: "/tmp/t.swift", line: 11, column: 3),
         ],
         [SymbolizerLocation(function: nil, file: nil, line: nil)],
       ])

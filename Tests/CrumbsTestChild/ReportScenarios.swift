@@ -4,6 +4,7 @@ import CrumbsTestChildC
 // Report scenarios: crash through named Swift functions, so the next launch's report can be
 // checked for the function that trapped and its callers.
 //   report-crash DIR   (kind from CRUMBS_TEST_CRASH_KIND, a CrashKind raw value)
+//   report-inlined-crash DIR   (a fault in a function forced inline)
 // Prints what the crash scenarios print (ring, record, thread, last-breadcrumb, crashing).
 #if canImport(Glibc)
   import Glibc
@@ -59,7 +60,35 @@ let reportScenarios: [String: @Sendable ([String]) -> Int32] = [
     armAndFlush()
     ReportWorkload.checkout(kind)
   },
+  // report-inlined-crash DIR: dies of SIGSEGV inside a function forced inline
+  // (`InlinedWorkload.store`, inlined in a release build, a call of its own in a debug one),
+  // called by an ordinary app function (`InlinedWorkload.record`) called by another
+  // (`InlinedWorkload.enter`). The lines a report must name are marked `// line-of:` below.
+  "report-inlined-crash": crashing { arguments in
+    armAndFlush()
+    // An address no page holds, that the optimizer cannot see: 8 bytes per argument.
+    InlinedWorkload.enter(UInt(8 * (arguments.count + 1)))
+  },
 ]
+
+/// The calls of `report-inlined-crash`.
+enum InlinedWorkload {
+  @inline(never) static func enter(_ address: UInt) {
+    addBreadcrumb("entering", level: .info, type: .user)
+    record(address)  // line-of: enter calls record
+    print("unreachable: enter")
+  }
+
+  @inline(never) static func record(_ address: UInt) {
+    addBreadcrumb("recording", level: .info, type: .user)
+    store(Int(address), at: address)  // line-of: record calls store
+    print("unreachable: record")
+  }
+
+  @inline(__always) static func store(_ value: Int, at address: UInt) {
+    UnsafeMutablePointer<Int>(bitPattern: address)!.pointee = value  // line-of: store faults
+  }
+}
 
 /// Three named callers between the scenario and the crash. Each does something different
 /// (a distinct breadcrumb), so a release build cannot merge them into one function.

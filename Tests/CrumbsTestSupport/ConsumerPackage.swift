@@ -17,9 +17,10 @@ package enum ConsumerPackage {
   /// Copies the consumer at `Tests/Consumers/<name>` into `directory` with its path dependency
   /// pointing at this checkout, builds it (its own scratch path under `.build-consumers`, kept
   /// between runs), and returns the built executable. `swiftFlags` go to swiftc (`-Xswiftc`), e.g.
-  /// `-static-executable`.
+  /// `-static-executable`. `files` are written into the copy first (path inside the package →
+  /// text, folders made as needed): a source taken from the documentation, say.
   package static func build(
-    _ name: String, in directory: TestDirectory, swiftFlags: [String] = []
+    _ name: String, in directory: TestDirectory, swiftFlags: [String] = [], files: [String: String] = [:]
   ) throws -> String {
     let source = packageRoot + "/Tests/Consumers/" + name
     let copy = directory.file(name)
@@ -31,6 +32,11 @@ package enum ConsumerPackage {
     try Syscall.writeFileAtomically(
       manifestPath,
       Array(manifest.replacing("path: \"../../..\"", with: "path: \"\(packageRoot)\"").utf8))
+    for (path, text) in files {
+      let file = copy + "/" + path
+      try Syscall.makeDirectories(Syscall.directoryName(of: file))
+      try Syscall.writeFileAtomically(file, Array(text.utf8))
+    }
     let scratch = packageRoot + "/.build-consumers/" + name
     // A first build resolves and compiles the dependencies: minutes on a busy 2-core machine,
     // so the limit is generous; a later build takes seconds.
@@ -47,5 +53,25 @@ package enum ConsumerPackage {
       timeoutMilliseconds: 10 * 60_000)
     let bin = String(decoding: binPath.standardOutput, as: UTF8.self).split(separator: "\n").last ?? ""
     return String(bin) + "/" + name
+  }
+
+  /// The fenced block that follows the line holding `marker` in the checkout's README.md (an
+  /// HTML comment there, which GitHub does not show): its text without the fence lines. Throws
+  /// when the marker, or a fenced block right after it, is missing, so a README edit that drops
+  /// the marker fails the test that builds the block rather than building nothing.
+  package static func readmeBlock(after marker: String) throws -> String {
+    let readme = String(
+      decoding: try Syscall.readFile(packageRoot + "/README.md", limit: 1 << 20), as: UTF8.self)
+    let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
+    let markerLine = try #require(
+      lines.firstIndex { $0.contains(marker) }, "README.md has no line holding \(marker)")
+    let opening = markerLine + 1
+    try #require(
+      opening < lines.count && lines[opening].hasPrefix("```"),
+      "README.md: no fenced block right after \(marker)")
+    let closing = try #require(
+      lines[(opening + 1)...].firstIndex { $0.hasPrefix("```") },
+      "README.md: the block after \(marker) is not closed")
+    return lines[(opening + 1)..<closing].joined(separator: "\n") + "\n"
   }
 }

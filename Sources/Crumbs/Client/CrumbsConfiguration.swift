@@ -118,9 +118,10 @@ public struct CrumbsConfiguration: Sendable {
   /// a watch silent past `threshold` gives a `hang` report with every thread's stack while the
   /// process runs on. Default on, threshold 3 s; nil turns it off.
   public var hangs: HangDetection? = HangDetection()
-  /// Symbolication on the device (default: ELF symbols, simplified names; `useLLVMSymbolizer`
-  /// adds file and line at 200–300 ms per report; `symbolDirectories` names folders where the
-  /// symbols of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
+  /// Symbolication on the device (default: ELF symbols, simplified names, and file, line and
+  /// inlined calls for the modules that carry DWARF when `llvm-symbolizer` is on PATH — false
+  /// `useLLVMSymbolizer` leaves them out; `symbolDirectories` names folders where the symbols
+  /// of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
   public var symbolication = PostMortemProcessor.defaultSymbolication
 
   /// The app's hooks (`shouldProcess`, `willSend`, …), in place before `start` processes the

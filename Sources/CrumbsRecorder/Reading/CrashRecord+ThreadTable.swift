@@ -70,7 +70,7 @@ extension CrashRecord {
         ]
       )
     case UInt32(CRUMBS_CRASH_ARCH_AARCH64.rawValue):
-      ("aarch64", (0...30).map { "x\($0)" } + ["sp", "pc", "pstate", "fault_address"])
+      ("aarch64", (0...30).map { "x\($0)" } + ["sp", "pc", "pstate", "fault_address", "esr"])
     default: ("unknown", [])
     }
   }

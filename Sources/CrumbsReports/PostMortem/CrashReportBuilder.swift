@@ -136,7 +136,8 @@ package struct CrashReportBuilder {
     // Measured at the crash, by the handler.
     report.resource["crumbs.process.uptime_ms"] = String(record.processUptimeNanoseconds / 1_000_000)
     report.resource["crumbs.host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
-    report.resource["host.arch"] = record.architecture == "x86_64" ? "amd64" : record.architecture
+    // The machine the record was written on, not the one reading it (an aarch64 record read here).
+    report.resource["host.arch"] = ProcessAttributes.normalizedArchitecture(record.architecture)
     if let ring, let (trace, origin) = Self.lastTrace(ring.slots, thread: record.threadID) {
       report.trace = trace
       report.traceBreadcrumb = origin
@@ -455,16 +456,13 @@ package struct CrashReportBuilder {
   }
 
   /// The report's frames: each named as a person reads it (`function`) and in full (`symbol`),
-  /// each distinct symbol demangled once (a deep recursion repeats one name 128 times).
-  /// Report frames from symbolicated ones, each with how the crash handler found it
-  /// (`marks[i]`, when given).
-  package static func frames(_ symbolicated: [SymbolicatedFrame], marks: [FrameMarks]) -> [CrashReport.Frame]
+  /// each distinct symbol demangled once (a deep recursion repeats one name 128 times); each
+  /// address's inlined calls first, as frames of their own (`inlined`), numbered in that order;
+  /// each with how the crash handler found its address (`marks[i]` for address i, when given).
+  package static func frames(_ symbolicated: [SymbolicatedFrame], marks: [FrameMarks] = []) -> [CrashReport
+    .Frame]
   {
-    var frames = Self.frames(symbolicated)
-    for index in frames.indices where index < marks.count {
-      frames[index].foundBy = CrashReport.FrameOrigin(marks[index])
-    }
-    return frames
+    numbered(frameGroups(symbolicated, marks: marks).flatMap { $0 })
   }
 
   /// The indices of async resume points among `marks`.
@@ -472,15 +470,37 @@ package struct CrashReportBuilder {
     Set(marks.indices.filter { marks[$0].contains(.async) })
   }
 
-  package static func frames(_ symbolicated: [SymbolicatedFrame]) -> [CrashReport.Frame] {
+  /// Per address, its report frames (`frames(_:marks:)`, not numbered yet): its inlined calls,
+  /// innermost first, then the frame of the function the address lies in.
+  package static func frameGroups(_ symbolicated: [SymbolicatedFrame], marks: [FrameMarks] = [])
+    -> [[CrashReport.Frame]]
+  {
     var names: [String: (readable: String?, full: String?)] = [:]
-    return symbolicated.map { frame in
-      guard let symbol = frame.symbol else { return Self.frame(frame, readable: frame.function, full: nil) }
-      let known =
-        names[symbol]
-        ?? (SymbolDemangler.readable(symbol), SymbolDemangler.demangle(symbol, style: .full) ?? symbol)
-      names[symbol] = known
-      return Self.frame(frame, readable: known.readable ?? frame.function ?? symbol, full: known.full)
+    return symbolicated.enumerated().map { position, address in
+      let origin = position < marks.count ? CrashReport.FrameOrigin(marks[position]) : nil
+      return address.expanded.map { frame in
+        var named: CrashReport.Frame
+        if let symbol = frame.symbol {
+          let known =
+            names[symbol]
+            ?? (SymbolDemangler.readable(symbol), SymbolDemangler.demangle(symbol, style: .full) ?? symbol)
+          names[symbol] = known
+          named = Self.frame(frame, readable: known.readable ?? frame.function ?? symbol, full: known.full)
+        } else {
+          named = Self.frame(frame, readable: frame.function, full: nil)
+        }
+        named.foundBy = origin
+        return named
+      }
+    }
+  }
+
+  /// `frames` with each `index` its position.
+  package static func numbered(_ frames: [CrashReport.Frame]) -> [CrashReport.Frame] {
+    frames.enumerated().map { position, frame in
+      var frame = frame
+      frame.index = position
+      return frame
     }
   }
 
@@ -490,7 +510,7 @@ package struct CrashReportBuilder {
       index: frame.index, address: CrashReport.hex(frame.address), module: frame.modulePath,
       moduleOffset: frame.moduleOffset.map(CrashReport.hex), buildID: frame.buildID,
       function: readable, symbol: full, symbolOffset: frame.symbolOffset, file: frame.file,
-      line: frame.line, note: frame.note)
+      line: frame.line, column: frame.column, note: frame.note, inlined: frame.inlined ? true : nil)
   }
 
   /// What was said before the signal, as the exception message: an uncaught C++ exception

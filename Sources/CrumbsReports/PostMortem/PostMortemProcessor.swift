@@ -165,9 +165,10 @@ public struct PostMortemProcessor: Sendable {
   /// Crumbs directory (ReportAttachments.Confinement). Without it, the same holds for each
   /// session whose session file another user owns than this process's effective user.
   public var runsOutsideTheApp = false
-  /// How frames are symbolicated. By default from the ELF symbol tables only, with simplified
-  /// Swift names: llvm-symbolizer's file and line cost 200–300 ms per report, beyond the 50 ms
-  /// next-launch budget (the demo turns it on).
+  /// How frames are symbolicated (`defaultSymbolication`): names from the ELF symbol tables,
+  /// file, line and inlined calls from one `llvm-symbolizer` run per report for the modules
+  /// that carry DWARF (docs/next-launch.md gives its cost). A backlog's brief processing reads
+  /// no module file at all.
   public var symbolicatorOptions = PostMortemProcessor.defaultSymbolication
   /// Whether a session that vanished without a crash record becomes a report (`detectOOM`).
   /// When false such sessions are still counted (and their files removed), but not reported.
@@ -198,10 +199,11 @@ public struct PostMortemProcessor: Sendable {
   /// Two: a crash loop adds one session per launch, so the backlog shrinks.
   public var maxBriefPerCall = 2
 
-  /// ELF symbols only, simplified Swift names.
+  /// ELF symbols, simplified Swift names, and file, line and inlined calls for the frames in
+  /// modules that carry DWARF (the app's own code), from `llvm-symbolizer` when it is on PATH:
+  /// the same as `crumbs threads` prints for a live process.
   public static var defaultSymbolication: Symbolicator.Options {
     var options = Symbolicator.Options()
-    options.useLLVMSymbolizer = false
     options.nameStyle = .simplified
     return options
   }

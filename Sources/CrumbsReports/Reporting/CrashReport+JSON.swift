@@ -124,10 +124,12 @@ extension CrashReport.Frame {
   private func write(into object: inout JSONObject) {
     object.field("address", address)
     if let buildID { object.field("buildID", buildID) }
+    if let column { object.field("column", column) }
     if let file { object.field("file", file) }
     if let foundBy { object.field("foundBy", foundBy.rawValue) }
     if let function { object.field("function", function) }
     object.field("index", index)
+    if let inlined { object.field("inlined", inlined) }
     if let line { object.field("line", line) }
     if let module { object.field("module", module) }
     if let moduleOffset { object.field("moduleOffset", moduleOffset) }

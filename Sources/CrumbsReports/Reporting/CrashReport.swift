@@ -61,13 +61,26 @@ public struct CrashReport: Codable, Sendable, Equatable {
     /// before this field existed have the whole (simplified) name in `function` and none here.
     public var symbol: String?
     public var symbolOffset: UInt64?
+    /// Source file, line and column from the module's DWARF line table: where the address lies
+    /// in `function`, or — in a frame that inlined calls at its address — where the outermost
+    /// of those calls was written.
     public var file: String?
     public var line: Int?
+    /// Absent in reports made before this field existed, and where DWARF has no column.
+    public var column: Int? = nil
     /// Why a frame is not (fully) symbolicated: "module gone", "build id changed", "stripped".
     public var note: String?
     /// How the crash handler found this frame; nil for a frame read from a frame record (or the
     /// faulting PC), and for every frame of a report made before this field existed.
     public var foundBy: FrameOrigin? = nil
+    /// True for a call the compiler inlined at this address (DWARF's inlined subroutine): not a
+    /// function of its own on the stack, but shown as one, before the frame it was inlined into
+    /// (the next frame not inlined, with the same address), as `llvm-symbolizer --inlines`
+    /// shows it. Nil for every other frame, and in reports made before this field existed.
+    public var inlined: Bool? = nil
+
+    /// Whether this frame is a call inlined into the next one (`inlined`).
+    public var isInlined: Bool { inlined == true }
 
     /// Whether the frame was guessed by a stack scan (it may be a stale return address).
     public var guessed: Bool { foundBy == .guessed }
@@ -286,8 +299,9 @@ extension CrashReport {
   }
 
   /// A readable multi-line stack trace from `frames`:
-  /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`, and how the frame was found when
-  /// not from a frame record: `{guessed}`, `{cfi}`, `{async}`, `{inserted}` (`Frame.foundBy`).
+  /// `#0  0x… MyApp.Cache.lookup(_:) + 52 (MyApp) [file:line]`, `[inlined]` after the function of
+  /// a call inlined at the address (`Frame.inlined`), and how the frame was found when not from a
+  /// frame record: `{guessed}`, `{cfi}`, `{async}`, `{inserted}` (`Frame.foundBy`).
   package static func stacktrace(_ frames: [Frame]) -> String {
     frames.map { frame in
       var line = "#\(frame.index)  \(frame.address)"
@@ -297,6 +311,7 @@ extension CrashReport {
       } else if let offset = frame.moduleOffset {
         line += "  \(offset)"
       }
+      if frame.isInlined { line += " [inlined]" }
       if let module = frame.module { line += "  (\(module.split(separator: "/").last ?? ""))" }
       if let file = frame.file { line += "  \(file)" + (frame.line.map { ":\($0)" } ?? "") }
       if let note = frame.note { line += "  [\(note)]" }
@@ -311,7 +326,7 @@ extension CrashReport {
   /// report of a signature while older ones of it remain): the kind, the exception type
   /// (`SIGSEGV`, `SIGILL`, `AbnormalTermination`, an error's type) and the top frame in the app's
   /// own code — the first frame in the executable (`process.executable.path`) that is not
-  /// Crumbs' own, named by its function as grouped (`groupingName(of:)`: without closure
+  /// Crumbs' own nor an inlined call (`Frame.inlined`), named by its function as grouped (`groupingName(of:)`: without closure
   /// numbers, generic arguments and the compiler's thunk and specialization words), else by its
   /// module offset; the first frame when none is in the executable (a crash deep in a library).
   /// Reports without frames (abnormal ends) group by kind and type alone. The message is left
@@ -323,8 +338,12 @@ extension CrashReport {
       guard let function = frame.function else { return false }
       return ownPrefixes.contains { function.hasPrefix($0) || function.hasPrefix("static " + $0) }
     }
-    let inApp = frames.first { $0.module != nil && $0.module == executable && !isCrumbs($0) }
-    let top = inApp ?? frames.first { !isCrumbs($0) }
+    // Inlined calls are left out: they are there only where llvm-symbolizer and the module's
+    // DWARF were, and an inlined library function (an Array subscript) says less of the bug
+    // than the app's function it was inlined into.
+    let real = frames.filter { !$0.isInlined }
+    let inApp = real.first { $0.module != nil && $0.module == executable && !isCrumbs($0) }
+    let top = inApp ?? real.first { !isCrumbs($0) }
     let location = top.map { frame in
       frame.function.map(Self.groupingName(of:))
         ?? ((frame.module.map { Syscall.baseName(of: $0) } ?? "?") + "+" + (frame.moduleOffset ?? "?"))

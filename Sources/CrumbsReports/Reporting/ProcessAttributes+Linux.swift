@@ -81,7 +81,9 @@ package enum ProcessAttributes {
     }
   }
 
-  private static func normalizedArchitecture(_ machine: String) -> String {
+  /// OpenTelemetry's `host.arch` for a machine name (uname's, or a crash record's
+  /// architecture): amd64 and arm64, as the semantic conventions spell them.
+  static func normalizedArchitecture(_ machine: String) -> String {
     switch machine {
     case "x86_64": "amd64"
     case "aarch64": "arm64"

@@ -46,7 +46,9 @@ package enum ThreadJSON {
     if let offset = frame.symbolOffset { object.field("symbolOffset", offset) }
     if let file = frame.file { object.field("file", file) }
     if let line = frame.line { object.field("line", line) }
+    if let column = frame.column { object.field("column", column) }
     if let note = frame.note { object.field("note", note) }
     if let origin = frame.foundBy { object.field("foundBy", origin.rawValue) }
+    if let inlined = frame.inlined { object.field("inlined", inlined) }
   }
 }

@@ -32,7 +32,7 @@ extension CrashReport {
       var exact: [Set<Int>] = []
       var firstIsExactPC: [Bool] = []
       for thread in threads where !thread.crashed {
-        let parsed = thread.frames.filter { Self.address($0) != nil }
+        let parsed = thread.frames.filter { !$0.isInlined && Self.address($0) != nil }
         batch.append(parsed.compactMap(Self.address))
         exact.append(Self.asyncIndices(parsed))
         firstIsExactPC.append(thread.state != .requesting)
@@ -64,22 +64,40 @@ extension CrashReport {
 
   /// `frames` with each frame whose address parses replaced by what `name` made of it (given
   /// the parsed addresses, whether the first frame's parsed, and the indices among them of
-  /// async resume points), unless that names it less well. How each frame was found stays.
+  /// async resume points), with the calls inlined there, unless that names it less well. An
+  /// old report's inlined calls (`Frame.inlined`) go with the frame they were inlined into: the
+  /// address is looked up once. How each frame was found stays.
   private static func renamed(
     _ frames: [Frame], _ name: ([UInt64], Bool, Set<Int>) -> [SymbolicatedFrame]
   ) -> [Frame] {
-    let addresses = frames.map(address)
+    // Each address's frames: its inlined calls, then the frame they were inlined into.
+    var groups: [[Frame]] = []
+    var pending: [Frame] = []
+    for frame in frames {
+      pending.append(frame)
+      if !frame.isInlined {
+        groups.append(pending)
+        pending = []
+      }
+    }
+    if !pending.isEmpty { groups.append(pending) }
+    let owners = groups.map { $0[$0.count - 1] }
+    let addresses = owners.map(address)
     let parsed = addresses.compactMap { $0 }
     guard !parsed.isEmpty else { return frames }
-    let parsedFrames = zip(frames, addresses).filter { $0.1 != nil }.map(\.0)
-    var next = CrashReportBuilder.frames(name(parsed, addresses[0] != nil, asyncIndices(parsedFrames)))
+    let parsedOwners = zip(owners, addresses).filter { $0.1 != nil }.map(\.0)
+    var next = CrashReportBuilder.frameGroups(name(parsed, addresses[0] != nil, asyncIndices(parsedOwners)))
       .makeIterator()
-    return zip(frames, addresses).map { old, address in
-      guard address != nil, var fresh = next.next() else { return old }
-      fresh.index = old.index
-      fresh.foundBy = old.foundBy
-      return fresh.function == nil && old.function != nil ? old : fresh
+    let renamed = zip(groups, addresses).flatMap { old, address -> [Frame] in
+      guard address != nil, let fresh = next.next(), let owner = fresh.last else { return old }
+      if owner.function == nil && old[old.count - 1].function != nil { return old }
+      return fresh.map { frame in
+        var frame = frame
+        frame.foundBy = old[old.count - 1].foundBy
+        return frame
+      }
     }
+    return CrashReportBuilder.numbered(renamed)
   }
 }
 

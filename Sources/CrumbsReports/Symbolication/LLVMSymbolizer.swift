@@ -1,4 +1,4 @@
-// LLVMSymbolizer.swift — the optional enhancer: file and line from DWARF via `llvm-symbolizer`.
+// LLVMSymbolizer.swift — file, line and inlined calls from DWARF, via `llvm-symbolizer`.
 //
 // Entry points, in call order:
 //   LLVMSymbolizer.find(options)        the explicit path, else the first `llvm-symbolizer` on
@@ -9,7 +9,8 @@
 //                                       (the LLVM text style parses without Foundation; with
 //                                       --addresses each answer starts with its address, so the
 //                                       parser checks it is reading the answer it expects)
-//     → parse(_:offsets:)               per address, its locations, innermost inlined first
+//     → parse(_:offsets:)               per address, its locations (function, file, line,
+//                                       column), innermost inlined call first
 //
 // Any failure (not found, spawn error, timeout, non-zero exit, output that does not parse, or
 // only "??" answers with an error on stderr) is returned as an error; the Symbolicator then keeps
@@ -30,6 +31,8 @@ package struct SymbolizerLocation: Equatable {
   package var file: String?
   /// The line, nil when unknown (0).
   package var line: Int?
+  /// The column, nil when unknown (0) or without a line.
+  package var column: Int?
 }
 
 package struct LLVMSymbolizerError: Error, Equatable {
@@ -133,9 +136,10 @@ package struct LLVMSymbolizer {
     if function != "??" { location.function = String(function) }
     var parts = place.split(separator: ":", omittingEmptySubsequences: false)
     // Column, then line, when numeric; what remains is the file.
-    if parts.count >= 3, Int(parts[parts.count - 1]) != nil, let line = Int(parts[parts.count - 2]) {
+    if parts.count >= 3, let column = Int(parts[parts.count - 1]), let line = Int(parts[parts.count - 2]) {
       parts.removeLast(2)
       location.line = line > 0 ? line : nil
+      location.column = column > 0 ? column : nil
     } else if parts.count >= 2, let line = Int(parts[parts.count - 1]) {
       parts.removeLast()
       location.line = line > 0 ? line : nil
@@ -143,6 +147,7 @@ package struct LLVMSymbolizer {
     let file = parts.joined(separator: ":")
     if file != "??", !file.isEmpty, !file.hasSuffix("<compiler-generated>") { location.file = file }
     if location.file == nil { location.line = nil }
+    if location.line == nil { location.column = nil }
     return location
   }
 }

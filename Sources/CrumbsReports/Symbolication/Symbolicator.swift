@@ -18,8 +18,11 @@
 //     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
 //                                        address − 1 for return addresses
 //     → SymbolDemangler.demangle         Swift and C++ names, in process
-//     → LLVMSymbolizer.lineInfo          optional: file and line from DWARF, one batched
-//                                        `llvm-symbolizer` run per module, when it is on PATH
+//     → LLVMSymbolizer.lineInfo          file, line and column from the DWARF line tables, and
+//                                        the calls inlined at the address (DWARF's inlined
+//                                        subroutines, as `llvm-symbolizer --inlines` prints
+//                                        them): one batched run per module that carries DWARF
+//                                        (Symbolicator.hasLineInfo), when one is on PATH
 //
 // Whatever a module's state, a frame keeps its module, offset and build ID, which is what a
 // server needs to symbolicate it later; `note` says why a name is missing. Never traps on any
@@ -70,10 +73,22 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
   public var function: String?
   /// `address − symbol start`.
   public var symbolOffset: UInt64?
-  /// Source file, only when the optional `llvm-symbolizer` enhancer found debug info.
+  /// Source file, from the module's DWARF line table (read by `llvm-symbolizer`).
   public var file: String?
-  /// Source line, with `file`.
+  /// Source line, with `file`: where the address lies, or in a frame that inlined calls at
+  /// the address, where the outermost of those calls was written.
   public var line: Int?
+  /// Source column, with `line`, when DWARF has one.
+  public var column: Int?
+  /// Whether this frame is a call inlined at the address rather than a function of its own:
+  /// it shares the address, module and offset of the frame it was inlined into, and has no
+  /// symbol offset (only frames in `inlinedCalls` have it set).
+  public var inlined: Bool = false
+  /// The calls inlined at this frame's address, innermost first, each with the file and line
+  /// inside that inlined function; `expanded` lists them with this frame last, in the order
+  /// `llvm-symbolizer --inlines` prints them. Empty when nothing was inlined there or the
+  /// module has no DWARF.
+  public var inlinedCalls: [SymbolicatedFrame] = []
   /// Why something is missing (see `Note`), or what the optional enhancer could not do.
   public var note: String?
 
@@ -81,7 +96,7 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
     index: Int, address: UInt64, modulePath: String? = nil, moduleOffset: UInt64? = nil,
     buildID: String? = nil,
     symbol: String? = nil, function: String? = nil, symbolOffset: UInt64? = nil, file: String? = nil,
-    line: Int? = nil, note: String? = nil
+    line: Int? = nil, column: Int? = nil, note: String? = nil
   ) {
     self.index = index
     self.address = address
@@ -93,7 +108,17 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
     self.symbolOffset = symbolOffset
     self.file = file
     self.line = line
+    self.column = column
     self.note = note
+  }
+
+  /// The frames this address stands for, innermost first: each inlined call (`inlined`), then
+  /// this frame (without its `inlinedCalls`). A backtrace shows these, one after the other.
+  public var expanded: [SymbolicatedFrame] {
+    guard !inlinedCalls.isEmpty else { return [self] }
+    var outer = self
+    outer.inlinedCalls = []
+    return inlinedCalls + [outer]
   }
 
   /// One line: `MyApp.Cache.lookup(_:) + 52 (MyApp +0x1a2b4) at Cache.swift:10`, or for an
@@ -113,6 +138,7 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
       if function == nil, let buildID, !buildID.isEmpty { text += ", build id \(buildID)" }
       text += ")"
     }
+    if inlined { text += " [inlined]" }
     if let file {
       text += " at \(file)"
       if let line { text += ":\(line)" }
@@ -126,9 +152,16 @@ public struct SymbolicatedFrame: Sendable, Equatable, Codable, CustomStringConve
 public final class Symbolicator {
   /// What a Symbolicator does beyond the ELF symbol tables.
   public struct Options: Sendable {
-    /// Ask `llvm-symbolizer` for file and line when it can be found (never required: without it,
-    /// or when it fails, frames keep their ELF names and `note` says what happened).
+    /// Ask `llvm-symbolizer` for file, line and inlined calls when it can be found, for the
+    /// modules that carry DWARF (an app's own code; a module without costs no run), or whose
+    /// debug file `symbolDirectories` holds. Never required: without it, or when it fails,
+    /// frames keep their ELF names and `note` says what happened.
     public var useLLVMSymbolizer: Bool = true
+    /// Ask it also for the modules whose DWARF is only in a debug file installed where it looks
+    /// by itself (a distribution's debug package under /usr/lib/debug: libc's is 0.15–0.2 s a
+    /// run here, for a system library's lines). Off by default; `crumbs threads` and `crumbs
+    /// symbolicate`, which a person runs and waits for, turn it on.
+    public var readsInstalledDebugFiles: Bool = false
     /// Where `llvm-symbolizer` is; nil: the first one on PATH.
     public var llvmSymbolizerPath: String? = nil
     /// How long one `llvm-symbolizer` run may take before it is killed.
@@ -157,8 +190,14 @@ public final class Symbolicator {
   private let debugFiles: DebugFileLocator?
   private var demangled: [String: String?] = [:]
   /// llvm-symbolizer's answers by module path and offset: a second backtrace through the same
-  /// code costs no subprocess.
+  /// code costs no subprocess. At most `maxSourceLocations` answers (a live process keeps its
+  /// Symbolicator for its whole life): past that it starts again from empty.
   private var sourceLocations: [String: [UInt64: [SymbolizerLocation]]] = [:]
+  private var sourceLocationCount = 0
+  /// The bound on `sourceLocations`: a few hundred bytes each, some thousands of frames.
+  package static let maxSourceLocations = 4096
+  /// How many llvm-symbolizer answers are kept now (at most `maxSourceLocations`).
+  package var keptSourceLocations: Int { sourceLocationCount }
   /// Module indices sorted by text start, for lookups.
   private let modulesByText: [Int]
   /// The lookup offsets of the current call in each module file not parsed yet: a file read
@@ -279,8 +318,11 @@ public final class Symbolicator {
           frame.note =
             image.symbolTable == .symtab ? SymbolicatedFrame.Note.noSymbol : SymbolicatedFrame.Note.stripped
         }
-        // A damaged file is not worth a subprocess; a stripped one may have separate debug info.
-        if usable, image.problems.isEmpty {
+        // Lines only where DWARF is: in the file, or (when asked) in a debug file llvm-symbolizer
+        // finds by itself. A damaged file is not worth a subprocess.
+        if usable, image.problems.isEmpty,
+          Self.hasLineInfo(image, path: imagePath, installedDebugFiles: options.readsInstalledDebugFiles)
+        {
           lineRequests[imagePath, default: []].append((frames.count, lookupOffset))
         }
       }
@@ -437,32 +479,72 @@ public final class Symbolicator {
         }
         return
       case .success(let results):
+        if sourceLocationCount + missing.count > Self.maxSourceLocations {
+          sourceLocations = [:]
+          let wanted = Set(requests.map(\.offset))
+          known = known.filter { wanted.contains($0.key) }
+          sourceLocationCount = known.count
+        }
         for (offset, locations) in zip(missing, results) { known[offset] = locations }
+        sourceLocationCount += missing.count
         sourceLocations[path] = known
       }
     }
     for request in requests {
-      let locations = known[request.offset] ?? []
-      var frame = frames[request.frame]
-      // The entry for the function the symbol table named (inlined callees come first), else
-      // the outermost one, which is the function the address lies in.
-      // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
-      // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
-      let withLines = locations.filter { $0.line != nil }
-      let location = withLines.first { $0.function == frame.symbol } ?? withLines.last
-      guard let location else { continue }
-      if frame.symbol == nil, let function = location.function {
-        frame.symbol = function
-        frame.function = demangle(function)
-        // Named after all (separate debug info): the symbol-table note no longer applies.
-        if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
-          frame.note = nil
-        }
-      }
-      frame.file = location.file
-      frame.line = location.line
-      frames[request.frame] = frame
+      addLineInfo(to: &frames[request.frame], locations: known[request.offset] ?? [])
     }
+  }
+
+  /// Names `frame` from llvm-symbolizer's locations for its address (innermost inlined call
+  /// first, the function the address lies in last): the frame takes the location of the
+  /// function the symbol table named (else the outermost), and every location before it
+  /// becomes an inlined call of its own.
+  private func addLineInfo(to frame: inout SymbolicatedFrame, locations: [SymbolizerLocation]) {
+    // Only answers with a line come from DWARF; without one llvm-symbolizer only repeats a
+    // symbol table (often a wrong one, like `__ehdr_start` for an address in no function).
+    guard locations.contains(where: { $0.line != nil }) else { return }
+    let own = locations.lastIndex { $0.function != nil && $0.function == frame.symbol } ?? locations.count - 1
+    let location = locations[own]
+    if frame.symbol == nil, let function = location.function {
+      frame.symbol = function
+      frame.function = demangle(function)
+      // Named after all (separate debug info): the symbol-table note no longer applies.
+      if frame.note == SymbolicatedFrame.Note.stripped || frame.note == SymbolicatedFrame.Note.noSymbol {
+        frame.note = nil
+      }
+    }
+    frame.file = location.file
+    frame.line = location.line
+    frame.column = location.column
+    frame.inlinedCalls = locations[..<own].map { call in
+      var inlined = SymbolicatedFrame(
+        index: frame.index, address: frame.address, modulePath: frame.modulePath,
+        moduleOffset: frame.moduleOffset, buildID: frame.buildID, symbol: call.function,
+        function: call.function.map(demangle), file: call.file, line: call.line, column: call.column)
+      inlined.inlined = true
+      return inlined
+    }
+  }
+
+  /// Whether DWARF for the file at `path` is within llvm-symbolizer's reach: in the file itself,
+  /// or with `installedDebugFiles`, in a debug file where it looks by itself
+  /// (/usr/lib/debug/.build-id/xx/rest.debug, or the `.gnu_debuglink` name beside the file, in
+  /// its `.debug` folder, or under /usr/lib/debug): one stat per place.
+  static func hasLineInfo(_ image: ELFImage, path: String, installedDebugFiles: Bool) -> Bool {
+    if image.hasDebugInfo { return true }
+    guard installedDebugFiles else { return false }
+    var candidates: [String] = []
+    if !image.buildID.isEmpty {
+      let hex = LoadedModule.hex(image.buildID)
+      candidates.append("/usr/lib/debug/.build-id/" + hex.prefix(2) + "/" + hex.dropFirst(2) + ".debug")
+    }
+    if let link = image.debugLink {
+      let directory = Syscall.directoryName(of: path)
+      candidates += [
+        directory + "/" + link, directory + "/.debug/" + link, "/usr/lib/debug" + directory + "/" + link,
+      ]
+    }
+    return candidates.contains { $0 != path && Syscall.fileExists($0) }
   }
 
   private func joined(_ note: String?, _ more: String) -> String {

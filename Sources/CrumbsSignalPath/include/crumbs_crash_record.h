@@ -76,7 +76,7 @@ extern "C" {
 #define CRUMBS_CRASH_MAX_THREADS 256u
 /// Frames kept per thread other than the crashing one (which keeps CRUMBS_CRASH_MAX_FRAMES).
 #define CRUMBS_CRASH_THREAD_MAX_FRAMES 64u
-/// Registers kept per thread (x86_64 has 23, aarch64 35: see crumbs_crash_arch).
+/// Registers kept per thread (x86_64 has 23, aarch64 36: see crumbs_crash_arch).
 #define CRUMBS_CRASH_THREAD_MAX_REGISTERS 40u
 
 /// `crumbs_crash_record.state`.
@@ -155,7 +155,10 @@ typedef enum crumbs_crash_arch {
   /// glibc `gregs` order: r8 r9 r10 r11 r12 r13 r14 r15 rdi rsi rbp rbx rdx rax rcx rsp rip
   /// eflags csgsfs err trapno oldmask cr2 (23 registers).
   CRUMBS_CRASH_ARCH_X86_64 = 1,
-  /// x0..x30, sp, pc, pstate, fault_address (35 registers).
+  /// x0..x30, sp, pc, pstate, fault_address, esr (36 registers; records written before esr was
+  /// added have 35: `register_count` says, and a reader names what it has). esr is the fault's
+  /// exception syndrome from the signal frame's ESR record, 0 when the kernel wrote none (a
+  /// signal that is not a fault; qemu-user writes none at all).
   CRUMBS_CRASH_ARCH_AARCH64 = 2,
 } crumbs_crash_arch;
 
@@ -496,7 +499,9 @@ _Static_assert(sizeof(crumbs_crash_record) ==
                    CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
                "persisted: crumbs_crash_record");
 
-/// Bytes of a crash record file: the struct rounded up to a 4 KiB page.
+/// Bytes of a crash record file: the struct rounded up to a multiple of 4 KiB. A size rule, not
+/// the page size: the file is mapped whole from offset 0, which maps under any page size (16 and
+/// 64 KiB pages too: the last page then runs past the end of the file, never touched).
 #define CRUMBS_CRASH_FILE_SIZE ((sizeof(crumbs_crash_record) + 4095u) & ~(size_t)4095u)
 
 /// CRUMBS_CRASH_FILE_SIZE for Swift, which does not import a macro that uses sizeof. Pure.

@@ -155,7 +155,7 @@ typedef struct crumbs_ring_header {
   uint32_t slot_count;  // total slots, all lanes
   uint32_t lane_count;  // general + important
   uint32_t general_lane_count;
-  uint64_t slots_offset; // byte offset of slot 0, page aligned
+  uint64_t slots_offset; // byte offset of slot 0, a multiple of 4 KiB
   uint64_t file_size;    // slots_offset + slot_count * slot_size
 
   uint32_t pid;
@@ -309,7 +309,9 @@ static inline crumbs_clock_anchor crumbs_ring_header_latest_anchor(const crumbs_
 }
 
 /// Where slot 0 starts in a ring with `lane_count` lanes: after the header and the lane table,
-/// rounded up to a 4 KiB page. For the writer's plan (crumbs_ring.c) and the reader's check. Pure.
+/// rounded up to a multiple of 4 KiB (a layout rule, not the page size: the file is mapped whole
+/// from offset 0, under any page size). For the writer's plan (crumbs_ring.c) and the reader's
+/// check. Pure.
 static inline uint64_t crumbs_ring_slots_offset(uint32_t lane_count) {
   uint64_t lanes_end = CRUMBS_RING_HEADER_SIZE + (uint64_t)lane_count * CRUMBS_RING_LANE_SIZE;
   return (lanes_end + 4095u) & ~(uint64_t)4095u;

@@ -27,6 +27,32 @@ uint64_t crumbs__context_clock_ns(clockid_t clock) {
 
 // MARK: - Registers
 
+#if defined(__aarch64__)
+/// The fault's ESR (exception syndrome register) from the records the kernel lays out after
+/// `pstate` in the signal frame's mcontext (`__reserved`: each record a u32 magic and a u32
+/// size, the last magic 0), 0 when there is no ESR record (a signal that is no fault). Found
+/// from `pstate`, not by the area's name, which glibc and musl spell differently. Bounded by the
+/// area's 4096 bytes. Pure.
+static uint64_t crumbs__context_esr(const ucontext_t *context) {
+  const unsigned char *area =
+      (const unsigned char *)(((uintptr_t)(&context->uc_mcontext.pstate + 1) + 15u) & ~(uintptr_t)15u);
+  enum { AREA_SIZE = 4096, ESR_MAGIC = 0x45535201 };
+  for (uint32_t offset = 0; offset + 16 <= AREA_SIZE;) {
+    uint32_t magic, size;
+    __builtin_memcpy(&magic, area + offset, 4);
+    __builtin_memcpy(&size, area + offset + 4, 4);
+    if (magic == 0 || size < 8 || size > AREA_SIZE - offset) return 0;
+    if (magic == ESR_MAGIC && size >= 16) {
+      uint64_t esr;
+      __builtin_memcpy(&esr, area + offset + 8, 8);
+      return esr;
+    }
+    offset += size;
+  }
+  return 0;
+}
+#endif
+
 #if defined(__x86_64__)
 /// DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8…r15, as glibc's `gregs` indices.
 static const int crumbs__dwarf_gregs[16] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
@@ -51,18 +77,19 @@ uint32_t crumbs__context_copy_registers(const void *raw_context, uint64_t *regis
   // caller's return address is the word at [sp]; only readable once the stack range is known,
   // so the caller fills `leaf_return` later.
 #elif defined(__aarch64__)
-  uint64_t all[35];
+  uint64_t all[36];
   for (uint32_t index = 0; index < 31; index++) all[index] = (uint64_t)context->uc_mcontext.regs[index];
   all[31] = (uint64_t)context->uc_mcontext.sp;
   all[32] = (uint64_t)context->uc_mcontext.pc;
   all[33] = (uint64_t)context->uc_mcontext.pstate;
   all[34] = (uint64_t)context->uc_mcontext.fault_address;
-  count = 35 < capacity ? 35 : capacity;
+  all[35] = crumbs__context_esr(context);
+  count = 36 < capacity ? 36 : capacity;
   for (uint32_t index = 0; index < count; index++) registers[index] = all[index];
   result.pc = (uint64_t)context->uc_mcontext.pc;
   result.fp = (uint64_t)context->uc_mcontext.regs[29];
   result.sp = (uint64_t)context->uc_mcontext.sp;
-  result.leaf_return = (uint64_t)context->uc_mcontext.regs[30]; // LR
+  result.leaf_return = crumbs__context_code_address((uint64_t)context->uc_mcontext.regs[30]); // LR
 #else
   (void)context;
   (void)registers;
@@ -106,6 +133,22 @@ uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, 
   }
   *pc_offset = gregs + 8u * (uint64_t)REG_RIP;
   return count;
+#elif defined(__aarch64__)
+  // The kernel's ucontext: uc_flags, uc_link, uc_stack (24 bytes), a sigset padded to 128 bytes,
+  // then the 16-byte aligned sigcontext: fault_address, regs[31], sp, pc. glibc's ucontext_t
+  // lays it out the same way (its sigset_t is those 128 bytes).
+  const uint64_t mcontext = offsetof(ucontext_t, uc_mcontext);
+  _Static_assert(offsetof(ucontext_t, uc_mcontext) == 176, "the kernel's ucontext layout");
+  _Static_assert(offsetof(mcontext_t, regs) == 8 && offsetof(mcontext_t, sp) == 256 &&
+                     offsetof(mcontext_t, pc) == 264,
+                 "the kernel's sigcontext layout");
+  uint32_t count = capacity < 32 ? capacity : 32; // x0…x30, sp: DWARF 0…31
+  for (uint32_t index = 0; index < count; index++) {
+    offsets[index] = mcontext +
+                     (index < 31 ? offsetof(mcontext_t, regs) + 8u * index : offsetof(mcontext_t, sp));
+  }
+  *pc_offset = mcontext + offsetof(mcontext_t, pc);
+  return count;
 #else
   (void)offsets;
   (void)capacity;
@@ -136,6 +179,17 @@ uint32_t crumbs__context_fault_access(const void *ucontext) {
   uint32_t access = CRUMBS__ACCESS_KNOWN;
   if (error & 2u) access |= CRUMBS__ACCESS_WRITE;
   if (error & 16u) access |= CRUMBS__ACCESS_EXECUTE;
+  return access;
+#elif defined(__aarch64__)
+  // ESR_ELx: the exception class in bits 31..26; a data abort's WnR (bit 6) says a write, and
+  // its CM (bit 8) a cache maintenance, which the architecture reports as a write too.
+  uint64_t esr = crumbs__context_esr(context);
+  uint32_t exception_class = (uint32_t)(esr >> 26) & 0x3fu;
+  if (exception_class == 0x20 || exception_class == 0x21)
+    return CRUMBS__ACCESS_KNOWN | CRUMBS__ACCESS_EXECUTE;
+  if (exception_class != 0x24 && exception_class != 0x25) return 0;
+  uint32_t access = CRUMBS__ACCESS_KNOWN;
+  if ((esr & (1u << 6)) && !(esr & (1u << 8))) access |= CRUMBS__ACCESS_WRITE;
   return access;
 #else
   (void)context;

@@ -47,8 +47,9 @@ typedef struct crumbs__context_registers {
 
 /// Copies a signal context's (`ucontext_t *`) registers into `registers` (at most `capacity`,
 /// in crumbs_crash_arch order) and returns how many; `start` gets those an unwind starts from
-/// (leaf_return: aarch64's LR; x86_64 leaves it 0, as [sp] is read only once the stack is
-/// known). Safe to call from a signal handler (pure).
+/// (leaf_return: aarch64's LR, its authentication code stripped; x86_64 leaves it 0, as [sp]
+/// is read only once the stack is known). aarch64 adds the fault's ESR last, from the context's
+/// ESR record (0 where the kernel wrote none). Safe to call from a signal handler (pure).
 uint32_t crumbs__context_copy_registers(const void *context, uint64_t *registers, uint32_t capacity,
                                         crumbs__context_registers *start);
 
@@ -72,13 +73,28 @@ void crumbs__context_unwind_registers(const void *ucontext, crumbs__unwind_regis
 /// Where a `ucontext_t` keeps its registers, as byte offsets from its start, for one that is
 /// read from memory rather than held (the ucontext a signal trampoline's frame holds on the
 /// stack): `offsets[i]` for DWARF register i, i < the returned count, and `pc_offset`. Returns
-/// 0 where that layout is not known (aarch64: its trampoline is not recognized). Safe to call
-/// from a signal handler (pure).
+/// 0 where that layout is not known. Safe to call from a signal handler (pure).
 uint32_t crumbs__context_register_offsets(uint64_t *offsets, uint32_t capacity, uint64_t *pc_offset);
 
 /// The program counter of a signal handler's `ucontext_t *` (0 when NULL or unknown). Safe to
 /// call from a signal handler (pure).
 uint64_t crumbs__context_pc(const void *ucontext);
+
+/// A code address as saved by the program (a return address from LR or from the stack), made a
+/// plain address: aarch64 built with pointer authentication (-mbranch-protection, as
+/// distributions build) keeps a signature in the unused top bits of every return address it
+/// saves, which `xpaclri` strips (an instruction in the hint space: it does nothing on a CPU
+/// without pointer authentication, where no address is signed either). Elsewhere the value
+/// itself. Safe to call from a signal handler (one instruction).
+static inline uint64_t crumbs__context_code_address(uint64_t value) {
+#if defined(__aarch64__)
+  register uint64_t link __asm__("x30") = value;
+  __asm__("hint #7" : "+r"(link)); // xpaclri: strip x30's authentication code
+  return link;
+#else
+  return value;
+#endif
+}
 
 /// `crumbs__context_fault_access` bits.
 enum {
@@ -88,8 +104,9 @@ enum {
 };
 
 /// How the access that raised a memory fault (SIGSEGV, SIGBUS) touched memory, from the page
-/// fault's error code in the context: CRUMBS__ACCESS_* bits, 0 where the context does not say
-/// (aarch64's ESR is not read). Safe to call from a signal handler (pure).
+/// fault's error code in the context (x86_64) or its ESR record (aarch64: a data abort's WnR
+/// bit, an instruction abort): CRUMBS__ACCESS_* bits, 0 where the context does not say. Safe to
+/// call from a signal handler (pure).
 uint32_t crumbs__context_fault_access(const void *ucontext);
 
 #endif // CRUMBS_CONTEXT_H

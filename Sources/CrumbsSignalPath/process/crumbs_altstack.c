@@ -12,7 +12,7 @@
 // handler run at thread exit and in a forked child, ordinary contexts; they call sigaltstack
 // (destructor) and nothing else, and are signal-safe as well.
 // Set-up only (not signal-safe): reserve (mmap, madvise or mprotect, pthread_key_create,
-// pthread_atfork), give_install_thread, restore_install_thread, resolve_calls, start, stop,
+// pthread_atfork, sysconf), give_install_thread, restore_install_thread, resolve_calls, start, stop,
 // give_this_thread (sigaltstack, pthread_setspecific; mmap, madvise or mprotect, sched_yield
 // when the pool is used up and grows).
 
@@ -28,11 +28,16 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 // Defined in crumbs_ring.c: called once per thread on its first append. Signal context possible.
 extern void (*crumbs__first_append_hook)(void);
 
-#define CRUMBS__ALTSTACK_GUARD 4096u
+// The run-time page size (4, 16 or 64 KiB on aarch64 kernels): every guard is one page, every
+// stack a whole number of pages, so each guard starts on a page boundary. Written once by
+// reserve, before any stack is handed out.
+static size_t crumbs__altstack_page = 4096u;
+#define CRUMBS__ALTSTACK_GUARD crumbs__altstack_page
 
 // MARK: - State
 
@@ -59,9 +64,8 @@ static uint32_t crumbs__altstack_next[CRUMBS__ALTSTACK_MAX_COUNT]; // atomic: ta
 // growers (a chunk whose mapping failed or is not yet stored reads NULL).
 #define CRUMBS__ALTSTACK_CHUNK 64u
 #define CRUMBS__ALTSTACK_MAX_CHUNKS 4096u
-#define CRUMBS__ALTSTACK_HEADER 4096u
-_Static_assert(CRUMBS__ALTSTACK_CHUNK * sizeof(uint32_t) <= CRUMBS__ALTSTACK_HEADER,
-               "a chunk's links fit its header page");
+#define CRUMBS__ALTSTACK_HEADER crumbs__altstack_page
+_Static_assert(CRUMBS__ALTSTACK_CHUNK * sizeof(uint32_t) <= 4096u, "a chunk's links fit its header page");
 static unsigned char *crumbs__altstack_chunks[CRUMBS__ALTSTACK_MAX_CHUNKS]; // atomic
 static uint32_t crumbs__altstack_chunks_reserved;                           // atomic
 // 1 while a thread grows the pool; the others wait for its chunk rather than map their own.
@@ -366,7 +370,9 @@ void crumbs__altstack_guard_rest(void) {
 bool crumbs__altstack_reserve(uint32_t size, uint32_t count, uint32_t eager) {
   if (crumbs__altstack_pool != NULL) return true;
   if (size == 0) size = CRUMBS__ALTSTACK_DEFAULT_SIZE;
-  size = (size + 4095u) & ~4095u;
+  long page = sysconf(_SC_PAGESIZE);
+  if (page >= 4096 && (page & (page - 1)) == 0 && page <= (1l << 20)) crumbs__altstack_page = (size_t)page;
+  size = (uint32_t)(((size_t)size + crumbs__altstack_page - 1) & ~(crumbs__altstack_page - 1));
   if (count == 0) count = CRUMBS__ALTSTACK_DEFAULT_COUNT;
   if (count > CRUMBS__ALTSTACK_MAX_COUNT) count = CRUMBS__ALTSTACK_MAX_COUNT;
   size_t stride = (size_t)size + CRUMBS__ALTSTACK_GUARD;

@@ -212,14 +212,16 @@ static void crumbs__register_stack_bounds(void) {
 #endif
     if (name == NULL || (uint64_t)(uintptr_t)name < frames_top) return;
     uint64_t name_end = (uint64_t)(uintptr_t)name + crumbs__format_length(name) + 1 + 8;
-    uint64_t top = (name_end + 4095u) & ~(uint64_t)4095u;
+    long page_size = sysconf(_SC_PAGESIZE);
+    uint64_t page = page_size >= 4096 && (page_size & (page_size - 1)) == 0 ? (uint64_t)page_size : 4096u;
+    uint64_t top = (name_end + page - 1) & ~(page - 1); // the stack ends on a page boundary
     struct rlimit limit;
     uint64_t size = 8u << 20;
     if (getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
         limit.rlim_cur < (1ull << 30)) {
       size = limit.rlim_cur;
     }
-    if (top > size + 4096u && top - frames_top < size) {
+    if (top > size + page && top - frames_top < size) {
       crumbs__this_thread.stack_low = top - size;
       crumbs__this_thread.stack_high = top;
     }

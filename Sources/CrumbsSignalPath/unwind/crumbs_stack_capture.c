@@ -23,7 +23,7 @@ __attribute__((noinline)) uint32_t crumbs_capture_current_stack(uint64_t *frames
   uint64_t low = (uint64_t)(uintptr_t)stack;
   uint64_t high = low + size;
   uint64_t frame = (uint64_t)(uintptr_t)__builtin_frame_address(0);
-  uint64_t caller = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  uint64_t caller = crumbs__context_code_address((uint64_t)(uintptr_t)__builtin_return_address(0));
   if (frame < low || frame + 16 > high) return 0;
   uint32_t stop = 0;
   // frames[0] is where our caller called us; the walk continues from the caller's frame.

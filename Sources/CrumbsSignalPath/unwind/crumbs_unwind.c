@@ -13,12 +13,14 @@
 // ASYNC-SIGNAL-SAFE: everything in this file and the unwinder's others. No malloc, no locks, no
 // stdio. libc calls: syscall(SYS_gettid, SYS_process_vm_readv) (stack words, async contexts:
 // crumbs_unwind_memory.c; stack words are never plain loads), memcpy, and
-// crumbs__crash_mapping_containing (open/read/close of /proc/thread-self/maps) after a signal
-// trampoline. Every loop is bounded: frames by the capacity, steps by twice that, the scan by
+// crumbs__crash_mapping_containing (open/read/close of /proc/thread-self/maps) at a signal
+// trampoline outside every module (aarch64) and after one. Every loop is bounded: frames by the capacity, steps by twice that, the scan by
 // 64 KiB of stack, the async chain by the capacity.
 
 #include "unwind/crumbs_cfi.h"
 #include "unwind/crumbs_unwind_parts.h"
+
+#include <errno.h>
 
 uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint64_t low, uint64_t high,
                                     uint64_t *frames, uint32_t capacity, uint32_t *stop) {
@@ -56,7 +58,7 @@ uint32_t crumbs__unwind_walk_frames(uint64_t pc, uint64_t fp, uint64_t sp, uint6
     // aarch64 AAPCS64 alike).
     const volatile uint64_t *record = (const volatile uint64_t *)(uintptr_t)fp;
     uint64_t next = record[0];
-    uint64_t return_address = record[1];
+    uint64_t return_address = crumbs__context_code_address(record[1]);
     if (return_address == 0) {
       *stop = CRUMBS_BACKTRACE_END_OF_CHAIN;
       return count;
@@ -139,7 +141,8 @@ static int crumbs__step_cfi(const crumbs__module_table *modules, crumbs__unwind_
   }
   if (row.rules[row.return_register] == CRUMBS_CFI_UNDEFINED) return CRUMBS__STEP_END; // _start, clone
   if (!crumbs__unwind_known(&caller, row.return_register)) return CRUMBS__STEP_FAILED;
-  uint64_t return_address = caller.values[row.return_register];
+  // A signed return address (pointer authentication) is stripped, never followed as it is.
+  uint64_t return_address = crumbs__context_code_address(caller.values[row.return_register]);
   // Frame 0 with nothing pushed yet (a leaf on aarch64) may keep the CFA at sp; past frame 0
   // the stack must grow toward the caller, or a damaged row could go round in circles.
   if (cfa == sp && !state->exact) return CRUMBS__STEP_FAILED;
@@ -174,6 +177,7 @@ static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_
       !crumbs__unwind_stack_word(state->low, state->high, fp + 8, &return_address)) {
     return CRUMBS__STEP_FAILED;
   }
+  return_address = crumbs__context_code_address(return_address);
   if (return_address == 0) return CRUMBS__STEP_END;
   registers->values[CRUMBS__REG_FP] = next;
   registers->values[CRUMBS__REG_SP] = fp + 16;
@@ -185,26 +189,65 @@ static int crumbs__step_frame_pointer(crumbs__unwind_state *state, crumbs__step_
   return CRUMBS__STEP_OK;
 }
 
-/// The x86_64 signal trampoline (glibc's __restore_rt: mov $15, %rax; syscall): the
-/// interrupted registers are in the ucontext at sp. Its FDE describes them with expressions,
-/// which crumbs_cfi.c does not evaluate, so it is recognized by its code, as libgcc does.
-static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs__unwind_state *state,
-                                     crumbs__step_result *result) {
-#if defined(__x86_64__)
+/// Where the ucontext of the signal frame whose trampoline `state` has reached lies (0: `state`
+/// is at no trampoline). x86_64: glibc's __restore_rt (mov $15, %rax; syscall), whose FDE
+/// describes the registers with expressions, which crumbs_cfi.c does not evaluate, so it is
+/// recognized by its code, as libgcc does; the ucontext is at sp. aarch64: the kernel's
+/// __kernel_rt_sigreturn in the vDSO (mov x8, #139; svc #0), or wherever a signal's sa_restorer
+/// or an emulator (qemu-user) put the same two instructions, in a page of no module; the
+/// ucontext follows the 128-byte siginfo at sp (the kernel's rt_sigframe).
+static uint64_t crumbs__signal_frame_context(const crumbs__module_table *modules,
+                                             const crumbs__unwind_state *state) {
   uint64_t pc = state->registers.pc;
+  if (state->exact) return 0;
+#if defined(__x86_64__)
   int module = crumbs__modules_for_text(modules, pc);
-  if (state->exact || module < 0 || pc + 9 > modules->rows[module].text_end) return CRUMBS__STEP_FAILED;
+  if (module < 0 || pc + 9 > modules->rows[module].text_end) return 0;
   static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)pc;
   for (unsigned index = 0; index < sizeof restore_rt; index++) {
-    if (code[index] != restore_rt[index]) return CRUMBS__STEP_FAILED;
+    if (code[index] != restore_rt[index]) return 0;
   }
-  // The ucontext_t is at sp (crumbs_context.c knows where it keeps each register).
-  uint64_t context = state->registers.values[CRUMBS__REG_SP];
-  uint64_t offsets[16], pc_offset = 0;
-  if (crumbs__context_register_offsets(offsets, 16, &pc_offset) != 16) return CRUMBS__STEP_FAILED;
+  return state->registers.values[CRUMBS__REG_SP];
+#elif defined(__aarch64__)
+  if ((pc & 3u) != 0) return 0;
+  uint32_t code[2] = {0, 0};
+  int module = crumbs__modules_for_text(modules, pc);
+  uint64_t low = 0, high = 0;
+  // In a module's text (the vDSO), a plain load; elsewhere (a page of its own) through the
+  // kernel, or, only where that call is refused (not EFAULT: unmapped or guarded), inside a
+  // readable mapping /proc/self/maps shows.
+  bool readable = false;
+  if (module >= 0) {
+    readable = pc + 8 <= modules->rows[module].text_end;
+  } else if (!crumbs__unwind_read_anywhere(pc, code, sizeof code)) {
+    readable = errno != EFAULT && crumbs__crash_mapping_containing(pc, &low, &high) && pc + 8 <= high;
+  }
+  if (readable) {
+    const volatile uint32_t *text = (const volatile uint32_t *)(uintptr_t)pc;
+    code[0] = text[0];
+    code[1] = text[1];
+  }
+  if (code[0] != 0xd2801168u || code[1] != 0xd4000001u) return 0;
+  return state->registers.values[CRUMBS__REG_SP] + 128u;
+#else
+  (void)modules;
+  (void)pc;
+  return 0;
+#endif
+}
+
+/// One step through a signal trampoline: the interrupted registers from the ucontext its frame
+/// holds on the stack (crumbs_context.c knows where it keeps each register).
+static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs__unwind_state *state,
+                                     crumbs__step_result *result) {
+  uint64_t context = crumbs__signal_frame_context(modules, state);
+  if (context == 0) return CRUMBS__STEP_FAILED;
+  uint64_t offsets[CRUMBS_CFI_REGISTERS], pc_offset = 0;
+  uint32_t count = crumbs__context_register_offsets(offsets, CRUMBS_CFI_REGISTERS, &pc_offset);
+  if (count == 0) return CRUMBS__STEP_FAILED;
   crumbs__unwind_registers interrupted = state->registers;
-  for (unsigned index = 0; index < 16; index++) {
+  for (unsigned index = 0; index < count; index++) {
     uint64_t *value = &interrupted.values[index];
     if (!crumbs__unwind_stack_word(state->low, state->high, context + offsets[index], value)) {
       return CRUMBS__STEP_FAILED;
@@ -213,7 +256,7 @@ static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs
   if (!crumbs__unwind_stack_word(state->low, state->high, context + pc_offset, &interrupted.pc)) {
     return CRUMBS__STEP_FAILED;
   }
-  interrupted.known = 0xffffu;
+  interrupted.known = count >= 64 ? ~0ull : (1ull << count) - 1u;
   // The handler may have run on an alternate stack: the interrupted code's stack is another one.
   uint64_t sp = interrupted.values[CRUMBS__REG_SP];
   if (sp < state->low || sp >= state->high) {
@@ -227,13 +270,8 @@ static int crumbs__step_signal_frame(const crumbs__module_table *modules, crumbs
   result->mark = CRUMBS_FRAME_CFI;
   result->saved_fp_at = 0;
   return CRUMBS__STEP_OK;
-#else
-  (void)modules;
-  (void)state;
-  (void)result;
-  return CRUMBS__STEP_FAILED; // aarch64's trampoline is in the vDSO: not recognized (yet)
-#endif
 }
+
 // MARK: - The backtrace
 
 uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwind_registers *registers,
@@ -258,13 +296,14 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
   // Frame 0 outside every module: control went to a bad address (a call through a garbage
   // pointer), and the caller's return address is at [sp] (x86_64) or in LR (aarch64).
   if (crumbs__modules_for_text(modules, registers->pc) < 0) {
-    uint64_t sp = registers->values[CRUMBS__REG_SP], caller = 0;
+    uint64_t caller = 0;
 #if defined(__x86_64__)
+    uint64_t sp = registers->values[CRUMBS__REG_SP];
     if (crumbs__unwind_stack_word(low, high, sp, &caller) && crumbs__modules_for_text(modules, caller) >= 0 &&
         count < capacity) {
       state.registers.values[CRUMBS__REG_SP] = sp + 8;
 #elif defined(__aarch64__)
-    caller = registers->values[CRUMBS__REG_LR];
+    caller = crumbs__context_code_address(registers->values[CRUMBS__REG_LR]);
     if (crumbs__modules_for_text(modules, caller) >= 0 && count < capacity) {
 #else
     if (false) {
@@ -296,7 +335,7 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
       bool have = crumbs__unwind_stack_word(state.low, state.high, inner_sp, &caller);
 #elif defined(__aarch64__)
       bool have = crumbs__unwind_known(&state.registers, CRUMBS__REG_LR);
-      caller = state.registers.values[CRUMBS__REG_LR];
+      caller = crumbs__context_code_address(state.registers.values[CRUMBS__REG_LR]);
 #else
       bool have = false;
 #endif

@@ -80,6 +80,7 @@ static uint64_t crumbs__direct_call_target(const crumbs__module_table *modules, 
   const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)address;
   uint32_t instruction = (uint32_t)code[-4] | (uint32_t)code[-3] << 8 | (uint32_t)code[-2] << 16 |
                          (uint32_t)code[-1] << 24;
+  (void)modules; // the table serves x86_64's PLT stubs: aarch64 does not follow them
   if ((instruction & 0xFC000000u) != 0x94000000u) return 0; // not BL
   int64_t offset = (int64_t)((int32_t)(instruction << 6) >> 6) * 4;
   return address - 4 + (uint64_t)offset; // PLT stubs are not followed on aarch64
@@ -124,6 +125,7 @@ bool crumbs__unwind_scan(const crumbs__module_table *modules, crumbs__unwind_sta
   bool hit = false;
   for (; slot + 8 <= limit && *scanned < CRUMBS__SCAN_BUDGET; slot += 8, *scanned += 8) {
     if (!crumbs__unwind_stack_word(state->low, state->high, slot, &candidate)) break;
+    candidate = crumbs__context_code_address(candidate); // a signed return address, stripped
     if (candidate == inner_pc || !crumbs__unwind_is_return_address(modules, candidate)) continue;
     if (!crumbs__unwind_can_call(modules, candidate, inner)) continue;
     hit = true;
@@ -139,7 +141,7 @@ bool crumbs__unwind_scan(const crumbs__module_table *modules, crumbs__unwind_sta
   uint64_t saved = 0, saved_return = 0;
   if (crumbs__unwind_stack_word(state->low, state->high, slot - 8, &saved) && saved > slot &&
       crumbs__unwind_stack_word(state->low, state->high, saved + 8, &saved_return) &&
-      crumbs__unwind_is_return_address(modules, saved_return)) {
+      crumbs__unwind_is_return_address(modules, crumbs__context_code_address(saved_return))) {
     state->registers.values[CRUMBS__REG_FP] = saved;
     state->registers.known |= 1ull << CRUMBS__REG_FP;
   }
