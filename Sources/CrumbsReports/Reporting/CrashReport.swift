@@ -278,7 +278,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
       public var threadID: UInt32
       public var attributes: [Breadcrumb.Attribute]
       /// Began on the thread that crashed (a thread-based guess for async code, which may have
-      /// moved: docs/next-launch.md); nil when the end was not a crash on a known thread.
+      /// moved: docs/client.md, "Open operations"); nil when the end was not a crash on a known thread.
       public var onCrashingThread: Bool?
 
       enum CodingKeys: String, CodingKey {
