@@ -14,7 +14,8 @@
 //                           instead of dying at the checksum
 //
 // The property checked: read(image:) returns contents or throws PersistedFileError, never traps,
-// and what it returns is self-consistent: among it the header's hang going on (OngoingHang), which
+// and what it returns is self-consistent: among it the in-flight ledger (no more open operations
+// than entries, none read from a ledger named damaged), the header's hang going on (OngoingHang), which
 // is a hang that started, was seen at or after its start and reads whole, or damage named, never
 // both; and a stop request or limit signal only ever one such signal. Not signal-safe (an
 // ordinary program).
@@ -53,6 +54,14 @@ func check(_ image: UnsafeRawBufferPointer) {
       precondition(hang.seenWallNanoseconds >= hang.sinceWallNanoseconds, "a hang seen before it began")
       precondition(contents.header.hangDamage == nil, "a hang and its damage at once")
       precondition(!hang.summary.isEmpty, "a hang the next launch cannot name")
+    }
+    if let ledger = contents.ledger {
+      precondition(ledger.open.count <= ledger.capacity, "more open operations than entries")
+      precondition(ledger.damage == nil || ledger.open.isEmpty, "a damaged ledger read anyway")
+      for operation in ledger.open {
+        precondition(operation.name.utf8.count <= Int(CRUMBS_LEDGER_NAME_MAX) * 3, "absurd name")
+        precondition(operation.attributes.count <= Int(CRUMBS_LEDGER_MAX_ATTRIBUTES), "absurd attributes")
+      }
     }
     let signs = contents.header.uncleanEndSigns
     if let stop = signs.stopRequest {
@@ -111,6 +120,7 @@ func makeSeeds(in directory: String) throws -> Int {
     options.slotSize = slotSize
     options.slotCount = slotCount
     options.appName = "fuzz-seed"
+    options.ledgerEntryCount = 8
     let ring = try BreadcrumbRing.create(at: path, options: options)
     fill(ring)
     ring.close(clean: clean)
@@ -123,6 +133,15 @@ func makeSeeds(in directory: String) throws -> Int {
     ring.append("launch", level: .info, type: .system)
     ring.append("open", level: .debug, type: .navigation, attributes: ["screen": "home"])
     ring.append("GET /x", level: .warning, type: .http, attributes: ["status": "500", "ms": "12"])
+  }
+  _ = try ring("ledger-open-64x64") { ring in
+    let trace = TraceContext(traceID: "4bf92f3577b34da6a3ce929d0e0e4736", spanID: "00f067aa0ba902b7")
+    let request = ring.beginOperation("GET /v1/orders/:id", trace: trace, parentSpanID: "b7ad6b7169203331")
+    ring.addOperationAttribute(request, key: "url.path", value: "/v1/orders/42")
+    ring.addOperationAttribute(request, key: "user", value: "u-1")
+    _ = ring.beginOperation("nightly export", kind: .job)
+    ring.endOperation(ring.beginOperation("ended"))
+    ring.append("beside the ledger", level: .info, type: .http)
   }
   _ = try ring("wrapped-64x64") { ring in
     for number in 0..<200 { ring.append("tick \(number)", level: .debug, attributes: ["n": "\(number)"]) }

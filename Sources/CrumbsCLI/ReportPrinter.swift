@@ -88,6 +88,11 @@ struct ReportPrinter {
       }
     }
 
+    if let open = report.openOperations {
+      lines.append("")
+      lines.append(contentsOf: openOperationLines(open))
+    }
+
     lines.append("")
     let trail = report.breadcrumbs
     lines.append(
@@ -113,6 +118,28 @@ struct ReportPrinter {
       row("trail", stored.attachmentPath(attachment) + style.dim("  (read it with: lz4 -dc FILE)"))
     }
     return lines.joined(separator: "\n")
+  }
+
+  /// "Open operations (2 of 512 entries)" and one line each, oldest first: age at the death,
+  /// name, kind, thread, trace id, attributes; the one begun on the crashing thread marked.
+  func openOperationLines(_ open: CrashReport.OpenOperations) -> [String] {
+    var notes = ["\(open.operations.count) open at the death, \(open.capacity) entries"]
+    if open.notHeld > 0 { notes.append("\(open.notHeld) not held: the ledger was full") }
+    if open.unreadable > 0 { notes.append("\(open.unreadable) unreadable") }
+    var lines = [style.bold("Open operations") + style.dim("  (" + notes.joined(separator: ", ") + ")")]
+    if let damage = open.damage { lines.append("  " + style.yellow(damage)) }
+    for operation in open.operations {
+      var text =
+        "  " + String(format: "%9.3f s", Double(operation.ageNanoseconds) / 1e9) + "  " + operation.name
+      text += style.dim("  \(operation.kind), thread \(operation.threadID)")
+      if let trace = operation.traceID { text += style.dim("  trace \(trace)") }
+      if !operation.attributes.isEmpty {
+        text += style.dim("  " + operation.attributes.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+      }
+      if operation.onCrashingThread == true { text += "  " + style.red("[crashing thread]") }
+      lines.append(text)
+    }
+    return lines
   }
 
   /// A `CrashReport.Thread.notSignalled` reason as a person reads it.

@@ -95,13 +95,38 @@ import Testing
     try bytes.withUnsafeBytes { image throws(PersistedFileError) in try RingReader.read(image: image) }
   }
 
-  @Test func newRingsAreWrittenAsVersion2() throws {
+  @Test func newRingsAreWrittenAsVersion3WithALedger() throws {
     let directory = TestDirectory()
     let (bytes, _, _) = try Self.oneBreadcrumb(directory)
-    #expect(CRUMBS_RING_VERSION == 2)
+    #expect(CRUMBS_RING_VERSION == 3)
     let contents = try Self.read(bytes)
-    #expect(contents.header.version == 2)
+    #expect(contents.header.version == 3)
     #expect(contents.breadcrumbs.map(\.attributes.count) == [3])
+    #expect(contents.ledger?.capacity == 512)
+  }
+
+  /// Version 3 only added the ledger after the slots (and its two header fields, reserved zero
+  /// before): a version-3 ring without a ledger, its version word set to 2, is byte for byte what
+  /// the version-2 writer wrote. It is read as before; in a version-2 file the ledger fields are
+  /// not trusted, whatever they hold.
+  @Test func aVersion2RingIsReadAsBeforeAndItsReservedBytesNameNoLedger() throws {
+    let directory = TestDirectory()
+    var options = RingOptions()
+    options.ledgerEntryCount = 0
+    let ring = try BreadcrumbRing.create(at: directory.file("v2.ring"), options: options)
+    ring.append("from version 2")
+    ring.close(clean: true)
+    var bytes = try Syscall.readFile(directory.file("v2.ring"))
+    let versionOffset = 8
+    bytes.replaceSubrange(versionOffset..<versionOffset + 4, with: [2, 0, 0, 0])
+    var contents = try Self.read(bytes)
+    #expect(contents.header.version == 2)
+    #expect(contents.breadcrumbs.map(\.message) == ["from version 2"])
+    #expect(contents.ledger == nil)
+    // The ledger fields (offset 3592, count 3600) set in a version-2 file: ignored.
+    bytes.replaceSubrange(3600..<3604, with: [8, 0, 0, 0])
+    contents = try Self.read(bytes)
+    #expect(contents.ledger == nil && contents.breadcrumbs.count == 1)
   }
 
   /// Every byte the checksum covers matters: the header words, the lengths, the message, each

@@ -11,7 +11,7 @@ extension Array where Element == UInt8 {
     bytes.reserveCapacity(utf8.count / 2)
     var index = 0
     while index < utf8.count {
-      guard let high = Self.digitValue(utf8[index]), let low = Self.digitValue(utf8[index + 1]) else {
+      guard let high = Self.hexDigitValue(utf8[index]), let low = Self.hexDigitValue(utf8[index + 1]) else {
         return nil
       }
       bytes.append(high << 4 | low)
@@ -20,7 +20,8 @@ extension Array where Element == UInt8 {
     self = bytes
   }
 
-  private static func digitValue(_ digit: UInt8) -> UInt8? {
+  /// The value of one hex digit (either case), nil for any other byte.
+  package static func hexDigitValue(_ digit: UInt8) -> UInt8? {
     switch digit {
     case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
     case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10

@@ -27,6 +27,9 @@ package struct RingLayout {
   package var slotSize: Int
   package var slotCount: Int
   package var slotsOffset: Int
+  /// The in-flight ledger's place in the file (nil: none); its header is not checked yet (the
+  /// ledger's reader does, and a damaged ledger never hides the breadcrumbs).
+  package var ledger: (offset: Int, entryCount: Int)?
   package var lanes: [Lane]
   package var clockKind: UInt32
   package var created: crumbs_clock_anchor
@@ -100,8 +103,10 @@ package enum RingHeaderValidation {
     (info.ongoingHang, info.hangDamage) = withUnsafePointer(to: header) { OngoingHang.read($0) }
     info.uncleanEndSigns = withUnsafePointer(to: header) { UncleanEndSigns.read($0) }
     let latest = withUnsafePointer(to: header) { crumbs_ring_header_latest_anchor($0) }
+    let ledger = try ledgerPlace(header, slotsEnd: expectedSlotsOffset + slotCount * slotSize)
     return RingLayout(
-      slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, lanes: lanes,
+      slotSize: slotSize, slotCount: slotCount, slotsOffset: expectedSlotsOffset, ledger: ledger,
+      lanes: lanes,
       clockKind: header.clock_kind, created: header.created, latestAnchor: latest, info: info)
   }
 
@@ -161,10 +166,13 @@ package enum RingHeaderValidation {
       throw corrupt(
         "slot count \(slotCount) is more than a client makes (\(RingOptions.maxPlannedSlotCount))")
     }
-    let fileSize = expectedSlotsOffset + slotCount * slotSize
+    let slotsEnd = expectedSlotsOffset + slotCount * slotSize
+    let ledger = try ledgerPlace(header, slotsEnd: slotsEnd)
+    let fileSize = slotsEnd + Int(crumbs_ledger_bytes(UInt32(ledger?.entryCount ?? 0)))
     guard header.file_size == UInt64(fileSize) else {
       throw corrupt(
-        "file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes")
+        "file size field \(header.file_size) does not match \(slotCount) slots of \(slotSize) bytes"
+          + (ledger.map { " and a ledger of \($0.entryCount) entries" } ?? ""))
     }
     guard availableBytes >= fileSize else {
       throw failure(.truncated, "truncated ring: \(availableBytes) bytes, header says \(fileSize)")
@@ -193,6 +201,23 @@ package enum RingHeaderValidation {
       throw corrupt("lanes hold \(nextSlot) slots, header says \(slotCount)")
     }
     return header
+  }
+
+  /// Where the in-flight ledger is (version 3 and later, when the header names one): right after
+  /// the slots, with a valid entry count. Earlier versions have none, whatever those bytes say.
+  package static func ledgerPlace(_ header: crumbs_ring_header, slotsEnd: Int)
+    throws(PersistedFileError) -> (offset: Int, entryCount: Int)?
+  {
+    guard header.version >= 3, header.ledger_entry_count != 0 || header.ledger_offset != 0 else { return nil }
+    guard crumbs_ledger_entry_count_is_valid(header.ledger_entry_count) else {
+      throw corrupt(
+        "ledger of \(header.ledger_entry_count) entries (a power of two in "
+          + "\(CRUMBS_LEDGER_MIN_ENTRIES)...\(CRUMBS_LEDGER_MAX_ENTRIES))")
+    }
+    guard header.ledger_offset == UInt64(slotsEnd) else {
+      throw corrupt("ledger offset \(header.ledger_offset), expected \(slotsEnd) (the end of the slots)")
+    }
+    return (slotsEnd, Int(header.ledger_entry_count))
   }
 
   private static func corrupt(_ reason: String) -> PersistedFileError {
@@ -266,13 +291,19 @@ package struct RingClock {
   }
 
   package func stamp(_ breadcrumb: inout BreadcrumbSlots.Entry) {
-    let deltaTicks = Double(Int64(bitPattern: breadcrumb.ticks &- anchor.ticks))
+    (breadcrumb.monotonicNanoseconds, breadcrumb.wallTimeNanoseconds) = times(ofTicks: breadcrumb.ticks)
+  }
+
+  /// The monotonic and wall times (ns) of a tick count of this ring's clock.
+  package func times(ofTicks ticks: UInt64) -> (monotonic: UInt64, wall: UInt64) {
+    let deltaTicks = Double(Int64(bitPattern: ticks &- anchor.ticks))
     let scaled = (deltaTicks / ticksPerNanosecond).rounded()
     // Garbage ticks (a damaged file that still verified) must not trap the conversion.
     let deltaNanoseconds = scaled.isFinite && abs(scaled) < 9.0e18 ? Int64(scaled) : 0
-    breadcrumb.monotonicNanoseconds = UInt64(
-      bitPattern: Int64(bitPattern: anchor.monotonic_ns) &+ deltaNanoseconds)
-    breadcrumb.wallTimeNanoseconds = UInt64(bitPattern: Int64(bitPattern: anchor.wall_ns) &+ deltaNanoseconds)
+    return (
+      UInt64(bitPattern: Int64(bitPattern: anchor.monotonic_ns) &+ deltaNanoseconds),
+      UInt64(bitPattern: Int64(bitPattern: anchor.wall_ns) &+ deltaNanoseconds)
+    )
   }
 
 }

@@ -134,6 +134,8 @@ public struct RingContents: Sendable {
   /// False when the ring's clock could not be calibrated (it died within milliseconds of its
   /// creation, in another boot): times are then the creation time plus raw ticks as nanoseconds.
   public var timesAreCalibrated: Bool
+  /// The operations open in the ring's in-flight ledger; nil when the ring has none.
+  public var ledger: LedgerContents? = nil
 
   package init(header: RingHeaderInfo, slots: BreadcrumbSlots, counts: SlotCounts, timesAreCalibrated: Bool) {
     self.header = header
@@ -201,7 +203,18 @@ public enum RingReader {
         return (slot.loadUnaligned(as: UInt64.self), slot)
       }
       if let failure { throw failure }
-      return contents
+      var withLedger = contents
+      if let place = layout.ledger {
+        // A ledger that cannot be read is named; the breadcrumbs stand.
+        do throws(PersistedFileError) {
+          let bytes = try file.bytes(at: UInt64(place.offset), count: LedgerReader.byteCount(place))
+          withLedger.ledger = bytes.withUnsafeBytes { LedgerReader.read(ledger: $0, layout: layout) }
+        } catch {
+          withLedger.ledger = LedgerContents(
+            capacity: place.entryCount, damage: "cannot read the ledger: \(error)")
+        }
+      }
+      return withLedger
     }
   }
 
@@ -252,11 +265,13 @@ public enum RingReader {
     let slotSize = layout.slotSize
     let slotsStart = layout.slotsOffset
     // The image does not change under the reader: each slot is decoded where it is, not copied.
-    return decodeSlots(layout: layout) { slotIndex, _ in
+    var contents = decodeSlots(layout: layout) { slotIndex, _ in
       let start = slotsStart + slotIndex * slotSize
       let slot = UnsafeRawBufferPointer(rebasing: image[start..<start + slotSize])
       return (slot.loadUnaligned(as: UInt64.self), slot)
     }
+    contents.ledger = LedgerReader.read(image: image, layout: layout)
+    return contents
   }
 
   /// Reads a mapped ring while writers run: each slot is copied with a seqlock read and skipped
@@ -275,12 +290,14 @@ public enum RingReader {
     // Validation read the hang fields from a plain copy of the header, which the watchdog may
     // have been writing: read them again with the seqlock, from the mapping.
     (layout.info.ongoingHang, layout.info.hangDamage) = OngoingHang.read(UnsafePointer(header))
-    return decodeSlots(layout: layout) { slotIndex, destination in
+    var contents = decodeSlots(layout: layout) { slotIndex, destination in
       (
         crumbs_ring_read_slot(ring, UInt32(slotIndex), destination.baseAddress),
         UnsafeRawBufferPointer(destination)
       )
     }
+    contents.ledger = LedgerReader.readLive(ring, layout: layout)
+    return contents
   }
 
   /// Decodes every slot through `copySlot(index, buffer) -> (commit word, slot)` (commit 0:

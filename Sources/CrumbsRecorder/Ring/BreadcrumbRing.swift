@@ -61,6 +61,10 @@ public struct RingOptions: Sendable, Equatable {
   public var minimumLevel: BreadcrumbLevel = .debug
   /// Types recorded; `nil` records all.
   public var enabledTypes: Set<BreadcrumbType>? = nil
+  /// How many operations (requests, jobs) the in-flight ledger holds open at once: 0 (none) or
+  /// a power of two from 8 to 65536. Each takes 512 bytes of the ring file (256 KiB for 512);
+  /// an operation begun while all are open is counted, not held.
+  public var ledgerEntryCount: Int = 512
   /// Recorded in the header, e.g. for the next launch to find its own rings.
   public var appName: String? = nil
   /// Recorded in the header: the version a crash of this session is reported with when the
@@ -188,6 +192,13 @@ public final class BreadcrumbRing: @unchecked Sendable {
       throw .invalidOptions("slot size \(options.slotSize) is not a power of two in 64...4096")
     default:
       throw .invalidOptions("slot count \(options.slotCount) is not in 64...\(RingOptions.maxSlotCount)")
+    }
+    guard
+      Int(crumbs_ring_plan_ledger(&plan, UInt32(clamping: options.ledgerEntryCount))) == Int(CRUMBS_PLAN_OK)
+    else {
+      throw .invalidOptions(
+        "ledger entry count \(options.ledgerEntryCount) is neither 0 nor a power of two in "
+          + "\(CRUMBS_LEDGER_MIN_ENTRIES)...\(CRUMBS_LEDGER_MAX_ENTRIES)")
     }
     guard options.slotCount <= RingOptions.maxSlotCount else {
       throw .invalidOptions("slot count \(options.slotCount) is not in 64...\(RingOptions.maxSlotCount)")

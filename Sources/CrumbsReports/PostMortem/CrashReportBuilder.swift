@@ -125,6 +125,10 @@ package struct CrashReportBuilder {
     }
     report.threadID = Int(record.threadID)
     report.threadName = record.threadName.isEmpty ? nil : record.threadName
+    if let ledger = ring?.ledger {
+      report.openOperations = CrashReport.OpenOperations(
+        ledger, death: report.timeUnixNano, crashingThread: UInt32(truncatingIfNeeded: record.threadID))
+    }
     report.signal = CrashReport.SignalInfo(
       number: signal.number, name: signal.name, code: signal.code, codeName: signal.codeName,
       faultAddress: CrashReport.hex(signal.faultAddress), senderPID: signal.senderPID,
@@ -389,6 +393,10 @@ package struct CrashReportBuilder {
       attachments: [], damage: [], evidence: [], handlerDurationNanoseconds: nil)
     if let ring, ring.counts.torn > 0 {
       report.damage.append("\(ring.counts.torn) breadcrumb slot(s) torn or damaged, skipped")
+    }
+    if let ledger = ring?.ledger {
+      report.openOperations = CrashReport.OpenOperations(ledger, death: time)
+      if let damage = ledger.damage { report.damage.append("in-flight ledger: \(damage)") }
     }
     if let trailSize {
       report.attachments.append(

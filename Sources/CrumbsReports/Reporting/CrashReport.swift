@@ -245,6 +245,77 @@ public struct CrashReport: Codable, Sendable, Equatable {
   public var trace: TraceContext? = nil
   /// For a crash: the breadcrumb `trace` was taken from.
   public var traceBreadcrumb: TraceBreadcrumb? = nil
+  /// The operations (requests, jobs) open in the in-flight ledger when the process died, oldest
+  /// first; nil when its ring had no ledger (or for reports that do not read one).
+  public var openOperations: OpenOperations? = nil
+
+  /// What the in-flight ledger held at the death.
+  public struct OpenOperations: Codable, Sendable, Equatable {
+    public var operations: [Operation]
+    /// How many the ledger holds at once.
+    public var capacity: Int
+    /// Begun while the ledger was full: open at some point, never recorded (some may have been
+    /// open at the death).
+    public var notHeld: UInt64
+    /// Entries being written when the process died: not trusted, only counted.
+    public var unreadable: Int
+    /// Why the ledger could not be read at all; nil when it was.
+    public var damage: String?
+
+    public struct Operation: Codable, Sendable, Equatable {
+      public var name: String
+      /// `server`, `consumer`, `job`, `internal`.
+      public var kind: String
+      public var traceID: String?
+      public var spanID: String?
+      public var parentSpanID: String?
+      public var startTimeUnixNano: UInt64
+      /// ISO 8601.
+      public var startTime: String
+      /// How long it had been open at the death.
+      public var ageNanoseconds: UInt64
+      /// The thread that began it.
+      public var threadID: UInt32
+      public var attributes: [Breadcrumb.Attribute]
+      /// Began on the thread that crashed (a thread-based guess for async code, which may have
+      /// moved: docs/client.md, "Open operations"); nil when the end was not a crash on a known thread.
+      public var onCrashingThread: Bool?
+
+      enum CodingKeys: String, CodingKey {
+        case name, kind, attributes
+        case traceID = "trace_id"
+        case spanID = "span_id"
+        case parentSpanID = "parent_span_id"
+        case startTimeUnixNano = "start_time_unix_nano"
+        case startTime = "start_time"
+        case ageNanoseconds = "age_ns"
+        case threadID = "thread.id"
+        case onCrashingThread = "on_crashing_thread"
+      }
+    }
+
+    enum CodingKeys: String, CodingKey {
+      case operations, capacity, unreadable, damage
+      case notHeld = "not_held"
+    }
+
+    /// The ledger as read, aged at `death` (wall ns); the crashing thread marked when known.
+    package init(_ ledger: LedgerContents, death: UInt64, crashingThread: UInt32? = nil) {
+      operations = ledger.open.map { open in
+        Operation(
+          name: open.name, kind: open.kind.rawValue, traceID: open.trace?.traceID, spanID: open.trace?.spanID,
+          parentSpanID: open.parentSpanID, startTimeUnixNano: open.startWallNanoseconds,
+          startTime: ISO8601.string(nanoseconds: open.startWallNanoseconds),
+          ageNanoseconds: death >= open.startWallNanoseconds ? death - open.startWallNanoseconds : 0,
+          threadID: open.threadID, attributes: open.attributes,
+          onCrashingThread: crashingThread.map { $0 == open.threadID })
+      }
+      capacity = ledger.capacity
+      notHeld = ledger.overflow
+      unreadable = ledger.unreadable
+      damage = ledger.damage
+    }
+  }
 
   /// The breadcrumb a crash's trace was taken from: the crashing thread's last one that carried
   /// a trace context (see TraceContext).
@@ -278,6 +349,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
     case threadsNotRecorded = "crumbs.threads_not_recorded"
     case trace = "crumbs.trace"
     case traceBreadcrumb = "crumbs.trace.breadcrumb"
+    case openOperations = "crumbs.open_operations"
   }
 }
 

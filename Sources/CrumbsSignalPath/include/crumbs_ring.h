@@ -5,6 +5,7 @@
 //
 // Entry points, in call order:
 //   crumbs_ring_plan           geometry (lanes, offsets, file size) for a slot size and count
+//   crumbs_ring_plan_ledger    and room for the in-flight ledger after the slots
 //   crumbs_ring_format         write header and lane table into a fresh zeroed mapping
 //   crumbs_ring_attach         fill a crumbs_ring handle from a mapping we formatted
 //   crumbs_ring_install        the process-wide ring (crumbs_add_breadcrumb, signal breadcrumbs)
@@ -45,14 +46,17 @@ typedef struct crumbs_ring_plan_result {
   uint32_t general_lane_slots;   // slots per general lane
   uint32_t important_lane_slots; // slots per important lane
   uint64_t slots_offset;
+  uint64_t ledger_offset;      // 0: no ledger (crumbs_ring_plan_ledger adds one)
+  uint32_t ledger_entry_count; // 0: no ledger
   uint64_t file_size;
 } crumbs_ring_plan_result;
 
 /// Error codes of crumbs_ring_plan.
 enum {
   CRUMBS_PLAN_OK = 0,
-  CRUMBS_PLAN_BAD_SLOT_SIZE = 1,  // not a power of two in [64, 4096]
-  CRUMBS_PLAN_BAD_SLOT_COUNT = 2, // fewer than 64 or more than 2^24 slots
+  CRUMBS_PLAN_BAD_SLOT_SIZE = 1,   // not a power of two in [64, 4096]
+  CRUMBS_PLAN_BAD_SLOT_COUNT = 2,  // fewer than 64 or more than 2^24 slots
+  CRUMBS_PLAN_BAD_LEDGER_SIZE = 3, // not a power of two in [8, 65536] (or 0)
 };
 
 /// Plans a ring of about `slot_count` slots of `slot_size` bytes for `cpu_count` CPUs, keeping
@@ -61,6 +65,10 @@ enum {
 /// down. Returns a CRUMBS_PLAN_* code.
 int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count, uint32_t important_share,
                      crumbs_ring_plan_result *plan);
+
+/// Adds an in-flight ledger of `entry_count` entries (crumbs_ledger.h) after the slots of a
+/// planned ring; 0 plans none. Returns a CRUMBS_PLAN_* code.
+int crumbs_ring_plan_ledger(crumbs_ring_plan_result *plan, uint32_t entry_count);
 
 /// Who is writing the ring, recorded in its header.
 typedef struct crumbs_ring_identity {

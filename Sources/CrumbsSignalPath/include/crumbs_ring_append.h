@@ -75,6 +75,10 @@ typedef struct crumbs_ring {
   /// general, bit 1: important), set by crumbs_ring_attach: only then may a lane be claimed
   /// without a locked instruction (crumbs__lane_claim).
   uint32_t exclusive_lanes;
+  /// The in-flight ledger after the slots (crumbs_ledger.h), NULL when the file has none, and
+  /// its entry count - 1.
+  struct crumbs_ledger_header *ledger;
+  uint32_t ledger_entry_mask;
 } crumbs_ring;
 
 /// Per-thread state kept in initial-exec TLS (no allocation, no lock on first access).

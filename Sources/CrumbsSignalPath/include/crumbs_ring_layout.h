@@ -12,6 +12,8 @@
 //   offset 4096                  crumbs_ring_lane[lane_count], 64 bytes each (one cache line each,
 //                                so two CPUs appending to two lanes never share a line)
 //   offset slots_offset          slot_count slots of slot_size bytes, grouped by lane
+//   offset ledger_offset         (version 3, when ledger_entry_count > 0) the in-flight ledger,
+//                                crumbs_ledger.h, to file_size
 //
 // A slot:
 //   crumbs_slot_header (32 bytes) | payload (slot_size - 32 bytes)
@@ -60,8 +62,10 @@ extern "C" {
 /// `parent_pid`, `writer_start_ticks`, `writer_pid_namespace`, `parent_session_id`,
 /// `app_version`, `environment_resource`, `thread_dump_signal`, the `hang_*` fields,
 /// `stop_request`, `limit_signal` and the `rlimit_*` fields were added that way. Version 2
-/// changed the slot checksum (see "Versions" above); readers read 1 and 2.
-#define CRUMBS_RING_VERSION 2u
+/// changed the slot checksum (see "Versions" above). Version 3 may have an in-flight ledger after
+/// the slots (`ledger_offset`), which `file_size` includes; a reader of version 2 would refuse
+/// such a file for its size. Readers read 1, 2 and 3.
+#define CRUMBS_RING_VERSION 3u
 /// The oldest version readers still read.
 #define CRUMBS_RING_OLDEST_READABLE_VERSION 1u
 
@@ -240,7 +244,12 @@ typedef struct crumbs_ring_header {
   uint64_t rlimit_rttime[2]; // µs of real-time CPU without a blocking call (RLIMIT_RTTIME)
   uint32_t limits_recorded;
   uint32_t reserved1;
-  uint8_t reserved[504];
+  /// Version 3: where the in-flight ledger starts (crumbs_ledger.h), right after the slots, and
+  /// how many entries it has; 0 and 0 when the ring has none (and in earlier versions).
+  uint64_t ledger_offset;
+  uint32_t ledger_entry_count;
+  uint32_t reserved2;
+  uint8_t reserved[488];
 } crumbs_ring_header;
 
 /// A `stop_request` / `limit_signal` word: wall milliseconds since the Unix epoch above the
@@ -283,6 +292,8 @@ _Static_assert(offsetof(crumbs_ring_header, rlimit_cpu) == 3536, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, rlimit_fsize) == 3552, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, rlimit_rttime) == 3568, "persisted");
 _Static_assert(offsetof(crumbs_ring_header, limits_recorded) == 3584, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, ledger_offset) == 3592, "persisted");
+_Static_assert(offsetof(crumbs_ring_header, ledger_entry_count) == 3600, "persisted");
 
 /// The entry of `anchors` holding the latest complete anchor when `anchor_generation` is
 /// `generation`; a refresher writes the other one (`index ^ 1`). The one statement of the rule,

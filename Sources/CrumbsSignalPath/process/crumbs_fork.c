@@ -210,6 +210,9 @@ static bool crumbs__fork_follow_ring(crumbs_ring_file *file, uint32_t pid, uint6
       .general_lane_slots = lanes[0].slot_count,
       .important_lane_slots = lanes[general].slot_count,
       .slots_offset = inherited->slots_offset,
+      // The ledger's place too, empty: the parent's open operations are not the child's.
+      .ledger_offset = inherited->ledger_offset,
+      .ledger_entry_count = inherited->ledger_entry_count,
       .file_size = inherited->file_size,
   };
   crumbs_ring_identity identity = {

@@ -17,6 +17,7 @@
 // plain system calls, no lock, so the fork handler may call it in a forked child too).
 
 #define _GNU_SOURCE
+#include "crumbs_ledger.h"
 #include "crumbs_ring.h"
 #include "kit/crumbs_context.h"
 #include "kit/crumbs_format.h"
@@ -165,7 +166,25 @@ int crumbs_ring_plan(uint32_t slot_size, uint32_t slot_count, uint32_t cpu_count
   plan->important_lane_slots = important_lane_slots;
   plan->slot_count = general_lanes * general_lane_slots + important_lanes * important_lane_slots;
   plan->slots_offset = crumbs_ring_slots_offset(general_lanes + important_lanes);
+  plan->ledger_offset = 0;
+  plan->ledger_entry_count = 0;
   plan->file_size = plan->slots_offset + (uint64_t)plan->slot_count * slot_size;
+  return CRUMBS_PLAN_OK;
+}
+
+int crumbs_ring_plan_ledger(crumbs_ring_plan_result *plan, uint32_t entry_count) {
+  uint64_t slots_end = plan->slots_offset + (uint64_t)plan->slot_count * plan->slot_size;
+  if (entry_count == 0) {
+    plan->ledger_offset = 0;
+    plan->ledger_entry_count = 0;
+    plan->file_size = slots_end;
+    return CRUMBS_PLAN_OK;
+  }
+  if (!crumbs_ledger_entry_count_is_valid(entry_count)) return CRUMBS_PLAN_BAD_LEDGER_SIZE;
+  // Slots are at least 64 bytes and a power of two: their end is 64-aligned, as entries want.
+  plan->ledger_offset = slots_end;
+  plan->ledger_entry_count = entry_count;
+  plan->file_size = slots_end + crumbs_ledger_bytes(entry_count);
   return CRUMBS_PLAN_OK;
 }
 
@@ -207,6 +226,11 @@ void crumbs_ring_format(void *base, const crumbs_ring_plan_result *plan, const c
   header->writer_pid_namespace = identity->writer_pid_namespace;
   header->parent_pid = identity->parent_pid;
   __builtin_memcpy(header->parent_session_id, identity->parent_session_id, 16);
+  if (plan->ledger_entry_count > 0) {
+    crumbs_ledger_format((unsigned char *)base + plan->ledger_offset, plan->ledger_entry_count);
+    header->ledger_offset = plan->ledger_offset;
+    header->ledger_entry_count = plan->ledger_entry_count;
+  }
 
   crumbs_ring_lane *lanes = (crumbs_ring_lane *)((unsigned char *)base + CRUMBS_RING_HEADER_SIZE);
   uint32_t next_slot = 0;
@@ -242,6 +266,12 @@ void crumbs_ring_attach(crumbs_ring *ring, void *base) {
   uint32_t cpus = crumbs__possible_cpu_limit();
   uint32_t general = header->general_lane_count;
   uint32_t important = header->lane_count - header->general_lane_count;
+  ring->ledger = NULL;
+  ring->ledger_entry_mask = 0;
+  if (header->version >= 3 && header->ledger_entry_count > 0) {
+    ring->ledger = (crumbs_ledger_header *)((unsigned char *)base + header->ledger_offset);
+    ring->ledger_entry_mask = header->ledger_entry_count - 1;
+  }
   ring->exclusive_lanes = 0;
   if (cpus > 0 && cpus <= general) ring->exclusive_lanes |= 1u;
   if (cpus > 0 && cpus <= important) ring->exclusive_lanes |= 2u;

@@ -1,0 +1,124 @@
+// BreadcrumbRing+Ledger.swift — operations (requests, jobs) open in the ring's in-flight ledger
+// (crumbs_ledger.h): begin, rename, add an attribute, end. Each is one call into C, lock-free,
+// with no allocation for a native (e.g. literal) name and no system call; a ring without a
+// ledger (ledgerEntryCount 0), or closed, records nothing. The reader is LedgerReader.
+
+import CrumbsSignalPath
+
+/// An operation open in a ring's ledger. Ending it twice, or after its ring closed, does nothing.
+public struct LedgerEntry: Sendable, Equatable {
+  @usableFromInline let handle: crumbs_ledger_handle
+
+  @usableFromInline init(_ handle: crumbs_ledger_handle) { self.handle = handle }
+
+  /// False when the ledger had no free entry (the operation is counted, not held), has none, or
+  /// the ring was closed: later calls with it do nothing.
+  public var isRecorded: Bool { handle.valid != 0 }
+
+  public static func == (lhs: LedgerEntry, rhs: LedgerEntry) -> Bool {
+    lhs.handle.valid == rhs.handle.valid && lhs.handle.index == rhs.handle.index
+      && lhs.handle.generation == rhs.handle.generation
+  }
+}
+
+extension BreadcrumbRing {
+  /// Begins an operation named `name` (a route, `POST /v1/orders/:id`, not a path with ids; cut at
+  /// 128 bytes), of `kind`, in the trace `trace` (its span id is the operation's own), a child
+  /// of `parentSpanID` (16 hex digits) when given.
+  public func beginOperation(
+    _ name: String, kind: OpenOperation.Kind = .server, trace: TraceContext? = nil,
+    parentSpanID: String? = nil
+  ) -> LedgerEntry {
+    guard let ring = openHandle else { return LedgerEntry(crumbs_ledger_handle()) }
+    var ids = LedgerIDs()
+    let hasTrace = trace.map { ids.set(trace: $0) } ?? false
+    let hasParent = hasTrace && (parentSpanID.map { ids.set(parent: $0) } ?? false)
+    var name = name
+    return name.withUTF8 { utf8 in
+      withUnsafeBytes(of: &ids) { raw in
+        let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        var operation = crumbs_ledger_operation(
+          name: UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self),
+          name_length: utf8.count,
+          trace_id: hasTrace ? base : nil, span_id: hasTrace ? base + 16 : nil,
+          parent_span_id: hasParent ? base + 24 : nil, kind: kind.raw)
+        return LedgerEntry(crumbs_ledger_begin(ring, &operation))
+      }
+    }
+  }
+
+  /// Renames an open operation (e.g. to its route, known once routing is done). False when the
+  /// entry is no longer open.
+  @discardableResult
+  public func renameOperation(_ entry: LedgerEntry, to name: String) -> Bool {
+    guard entry.isRecorded, let ring = openHandle else { return false }
+    var name = name
+    return name.withUTF8 { utf8 in
+      crumbs_ledger_set_name(
+        ring, entry.handle, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self),
+        utf8.count)
+    }
+  }
+
+  /// Adds a short attribute (at most four per operation; each side cut at 255 bytes and to what
+  /// is left of 288). False when the entry is no longer open.
+  @discardableResult
+  public func addOperationAttribute(_ entry: LedgerEntry, key: String, value: String) -> Bool {
+    guard entry.isRecorded, let ring = openHandle else { return false }
+    var key = key
+    var value = value
+    return key.withUTF8 { keyBytes in
+      value.withUTF8 { valueBytes in
+        crumbs_ledger_add_attribute(
+          ring, entry.handle, UnsafeRawPointer(keyBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+          keyBytes.count, UnsafeRawPointer(valueBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+          valueBytes.count)
+      }
+    }
+  }
+
+  /// Ends an operation: it is no longer open. False when it was not (ended before, or never
+  /// recorded).
+  @discardableResult
+  public func endOperation(_ entry: LedgerEntry) -> Bool {
+    guard entry.isRecorded else { return false }
+    // Through the handle even when closed: the entry is freed in whatever memory it is in.
+    return crumbs_ledger_end(handle, entry.handle)
+  }
+}
+
+/// The ids of an operation as the ledger stores them, on the stack: trace id (16 bytes), span id
+/// (8), parent span id (8), each in W3C byte order (the hex digits' order).
+struct LedgerIDs {
+  var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+  /// Sets trace and span ids from a TraceContext (well-formed by construction).
+  mutating func set(trace: TraceContext) -> Bool {
+    guard let high = Self.word(trace.traceID, at: 0), let low = Self.word(trace.traceID, at: 16),
+      let span = Self.word(trace.spanID, at: 0)
+    else { return false }
+    words.0 = high.bigEndian
+    words.1 = low.bigEndian
+    words.2 = span.bigEndian
+    return true
+  }
+
+  mutating func set(parent: String) -> Bool {
+    guard parent.utf8.count == 16, let word = Self.word(parent, at: 0), word != 0 else { return false }
+    words.3 = word.bigEndian
+    return true
+  }
+
+  /// Sixteen hex digits of `text` from the `offset`-th UTF-8 byte, as a number; nil when any is
+  /// not a hex digit or the text is too short.
+  static func word(_ text: String, at offset: Int) -> UInt64? {
+    var value: UInt64 = 0
+    var count = 0
+    for byte in text.utf8.dropFirst(offset).prefix(16) {
+      guard let digit = [UInt8].hexDigitValue(byte) else { return nil }
+      value = value << 4 | UInt64(digit)
+      count += 1
+    }
+    return count == 16 ? value : nil
+  }
+}
