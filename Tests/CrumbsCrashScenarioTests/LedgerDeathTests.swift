@@ -34,7 +34,10 @@ import Testing
     child.wait(seconds: 120)
     #expect(child.terminatingSignal == (mode == "kill" ? SIGKILL : SIGSEGV))
     let stored = try #require(try crashReport(leftIn: directory))
-    return (stored.report, orderThread, crashThread)
+    // As stored: report.json is written by hand, so read it back from the disk.
+    let report = try ReportStore.decode(try Syscall.readFile(stored.reportPath))
+    #expect(report.openOperations == stored.report.openOperations)
+    return (report, orderThread, crashThread)
   }
 
   @Test func aCrashListsEveryOpenOperationAndMarksTheCrashingThreads() throws {

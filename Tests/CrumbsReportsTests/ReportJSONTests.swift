@@ -129,7 +129,16 @@ import Testing
     threadsNotRecorded: 17,
     trace: TraceContext(traceID: "4bf92f3577b34da6a3ce929d0e0e4736", spanID: "00f067aa0ba902b7", flags: 255),
     traceBreadcrumb: .init(
-      threadID: UInt32.max, threadSequence: 0, message: "checkout", time: "2026-11-22T04:10:10.000Z"))
+      threadID: UInt32.max, threadSequence: 0, message: "checkout", time: "2026-11-22T04:10:10.000Z"),
+    openOperations: .init(
+      operations: [
+        .init(
+          name: "GET /v1/orders/:id", kind: "server", traceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+          spanID: "00f067aa0ba902b7", parentSpanID: "b7ad6b7169203331", startTimeUnixNano: UInt64.max,
+          startTime: "2026-11-22T04:10:09.000Z", ageNanoseconds: 1_000_000_000, threadID: UInt32.max,
+          attributes: [.init(key: "url.path", value: "/v1/orders/\"42\"")], onCrashingThread: true)
+      ],
+      capacity: 512, notHeld: 3, unreadable: 1, damage: "the ledger's magic is damaged"))
 
   /// Every optional nil (and the arrays empty), every kind but crash.
   static var noOptionals: [CrashReport] {
@@ -318,6 +327,7 @@ import Testing
       ("threads", { $0.threads = full.threads }), ("threadsNotRecorded", { $0.threadsNotRecorded = 0 }),
       ("trace", { $0.trace = full.trace }),
       ("traceBreadcrumb", { $0.traceBreadcrumb = full.traceBreadcrumb }),
+      ("openOperations", { $0.openOperations = full.openOperations }),
       ("frame", { $0.frames = full.frames }), ("module", { $0.modules = full.modules }),
       ("trail", { $0.breadcrumbs = full.breadcrumbs }),
       ("attachments", { $0.attachments = full.attachments }),

@@ -39,6 +39,7 @@ extension CrashReport {
     if let handlerDurationNanoseconds {
       report.field("crumbs.handler_duration_ns", handlerDurationNanoseconds)
     }
+    if let openOperations { report.object("crumbs.open_operations") { openOperations.write(into: &$0) } }
     if let reportingSessionID { report.field("crumbs.reporting_session.id", reportingSessionID) }
     if let threadsNotRecorded { report.field("crumbs.threads_not_recorded", threadsNotRecorded) }
     if let trace { report.object("crumbs.trace") { trace.write(into: &$0) } }
@@ -177,6 +178,41 @@ extension CrashReport.Thread {
     if let registers { object.array("registers") { CrashReport.Register.write(registers, into: &$0) } }
     if let signal { object.field("signal", signal) }
     object.field("state", state.rawValue)
+  }
+}
+
+extension CrashReport.OpenOperations {
+  fileprivate func write(into object: inout JSONObject) {
+    object.field("capacity", capacity)
+    if let damage { object.field("damage", damage) }
+    object.field("not_held", notHeld)
+    object.array("operations") { list in
+      for operation in operations { list.object { operation.write(into: &$0) } }
+    }
+    object.field("unreadable", unreadable)
+  }
+}
+
+extension CrashReport.OpenOperations.Operation {
+  fileprivate func write(into object: inout JSONObject) {
+    object.field("age_ns", ageNanoseconds)
+    object.array("attributes") { list in
+      for attribute in attributes {
+        list.object {
+          $0.field("key", attribute.key)
+          $0.field("value", attribute.value)
+        }
+      }
+    }
+    object.field("kind", kind)
+    object.field("name", name)
+    if let onCrashingThread { object.field("on_crashing_thread", onCrashingThread) }
+    if let parentSpanID { object.field("parent_span_id", parentSpanID) }
+    if let spanID { object.field("span_id", spanID) }
+    object.field("start_time", startTime)
+    object.field("start_time_unix_nano", startTimeUnixNano)
+    object.field("thread.id", threadID)
+    if let traceID { object.field("trace_id", traceID) }
   }
 }
 

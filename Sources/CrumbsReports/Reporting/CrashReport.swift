@@ -299,22 +299,6 @@ public struct CrashReport: Codable, Sendable, Equatable {
       case notHeld = "not_held"
     }
 
-    /// The ledger as read, aged at `death` (wall ns); the crashing thread marked when known.
-    package init(_ ledger: LedgerContents, death: UInt64, crashingThread: UInt32? = nil) {
-      operations = ledger.open.map { open in
-        Operation(
-          name: open.name, kind: open.kind.rawValue, traceID: open.trace?.traceID, spanID: open.trace?.spanID,
-          parentSpanID: open.parentSpanID, startTimeUnixNano: open.startWallNanoseconds,
-          startTime: ISO8601.string(nanoseconds: open.startWallNanoseconds),
-          ageNanoseconds: death >= open.startWallNanoseconds ? death - open.startWallNanoseconds : 0,
-          threadID: open.threadID, attributes: open.attributes,
-          onCrashingThread: crashingThread.map { $0 == open.threadID })
-      }
-      capacity = ledger.capacity
-      notHeld = ledger.overflow
-      unreadable = ledger.unreadable
-      damage = ledger.damage
-    }
   }
 
   /// The breadcrumb a crash's trace was taken from: the crashing thread's last one that carried
@@ -516,5 +500,24 @@ extension CrashReport.Thread.State: CustomStringConvertible {
     case .alsoCrashed: "crashed too"
     default: rawValue
     }
+  }
+}
+
+extension CrashReport.OpenOperations {
+  /// The ledger as read, aged at `death` (wall ns); the crashing thread marked when known.
+  package init(_ ledger: LedgerContents, death: UInt64, crashingThread: UInt32? = nil) {
+    operations = ledger.open.map { open in
+      Operation(
+        name: open.name, kind: open.kind.rawValue, traceID: open.trace?.traceID, spanID: open.trace?.spanID,
+        parentSpanID: open.parentSpanID, startTimeUnixNano: open.startWallNanoseconds,
+        startTime: ISO8601.string(nanoseconds: open.startWallNanoseconds),
+        ageNanoseconds: death >= open.startWallNanoseconds ? death - open.startWallNanoseconds : 0,
+        threadID: open.threadID, attributes: open.attributes,
+        onCrashingThread: crashingThread.map { $0 == open.threadID })
+    }
+    capacity = ledger.capacity
+    notHeld = ledger.overflow
+    unreadable = ledger.unreadable
+    damage = ledger.damage
   }
 }

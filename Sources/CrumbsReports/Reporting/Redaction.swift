@@ -289,6 +289,15 @@ package struct Redactor {
     report.damage = report.damage.map(text)
     report.breadcrumbs.lastMessage = report.breadcrumbs.lastMessage.map(text)
     if let message = report.traceBreadcrumb?.message { report.traceBreadcrumb?.message = text(message) }
+    if var open = report.openOperations {
+      for index in open.operations.indices {
+        open.operations[index].name = text(open.operations[index].name)
+        open.operations[index].attributes = open.operations[index].attributes.map {
+          Breadcrumb.Attribute(key: $0.key, value: value($0.value, key: $0.key))
+        }
+      }
+      report.openOperations = open
+    }
     report.frames = frames(report.frames)
     for index in report.modules.indices { report.modules[index].path = path(report.modules[index].path) }
     if var threads = report.threads {
