@@ -10,7 +10,7 @@ let scenarios = [
   storeScenarios, hostScenarios, hangScenarios, hangRecordScenarios, liveCaptureScenarios, dumpScenarios,
   terminationMessageScenarios, crashLoopScenarios, uncleanEndScenarios, collectScenarios,
   attributeScenarios, releaseHealthScenarios, consentScenarios, redactionScenarios, altstackScenarios,
-  hostileDumpScenarios, signalChainScenarios, firstChanceScenarios, dyingScenarios,
+  hostileDumpScenarios, signalChainScenarios, firstChanceScenarios, dyingScenarios, readinessScenarios,
 ].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }

@@ -69,6 +69,9 @@ let app = Application(
   configuration: .init(address: .hostname("127.0.0.1", port: port)),
   services: crumbs.map { [$0] } ?? [],
   onServerRunning: { _ in
+    // It listens: now the previous sessions' work may run (CrumbsService's run, which the group
+    // starts before the server binds, would say so too; the first call counts).
+    crumbs?.client.appIsReady()
     print("listening on 127.0.0.1:\(port) (\(variant.rawValue))")
   },
   logger: logger
