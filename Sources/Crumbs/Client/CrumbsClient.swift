@@ -288,7 +288,7 @@ public final class CrumbsClient: @unchecked Sendable {
     if let options = configuration.automaticBreadcrumbs, options.recordStart, isEnabled {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
-    let work: @Sendable () -> Void = { [self] in
+    let work: @Sendable (_ onOwnThread: Bool) -> Void = { [self] onOwnThread in
       Self.backgroundWorkWillStart.withLock { $0 }?()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
@@ -305,21 +305,23 @@ public final class CrumbsClient: @unchecked Sendable {
       // The previous sessions, and delivery with the libcurl it loads: once the app is ready,
       // at the lowest priority (CrumbsClient+Readiness.swift).
       _ = previousSessionsGate.waitThenLowerPriority(delay: configuration.previousSessionsDelay)
-      Syscall.setCurrentThreadName("crumbs.previous")
+      if onOwnThread { Syscall.setCurrentThreadName("crumbs.previous") }
       processPreviousSessions()
       noteReplacedCrashSignals()
       previousSessionsGate.workDone()
       previousSessionsDone.signal()
-      // Its first pass sends the session summaries just queued.
-      if isEnabled { uploader?.start() }
+      // Its first pass sends the session summaries just queued. Not after close(), which may
+      // have come while the work waited (close stopped delivery for good).
+      if isEnabled && !state.withLock({ $0.closed }) { uploader?.start() }
     }
     // Without a thread (the process is out of them), the work runs here rather than not at all,
-    // and then at once: waiting for the app's readiness here would hold `start` itself.
+    // and then at once, at the caller's priority: waiting for the app's readiness here would
+    // hold `start` itself.
     do {
-      try BackgroundThread.start(name: "crumbs.start", work)
+      try BackgroundThread.start(name: "crumbs.start") { work(true) }
     } catch {
       previousSessionsGate.open(.waiter)
-      work()
+      work(false)
     }
   }
 
