@@ -3,7 +3,8 @@
 // seen from inside that work (its delegate's shouldProcess runs on the work's thread, and reads
 // the thread's nice value from /proc/thread-self/stat):
 //   - with appIsReady() held back (and a delay of 600 s), nothing is processed in the first
-//     3 s; once the app says it is ready, the work runs on "crumbs.previous" at nice 19;
+//     3 s; once the app says it is ready, the work runs on "crumbs.previous" at nice 19, for a
+//     user who is not root too;
 //   - hasCrashedInLastSession starts it at once, at the caller's priority (no deadlock, no wait
 //     for the delay);
 //   - a program that never says it is ready gets it after previousSessionsDelay, at nice 19.
@@ -34,6 +35,38 @@ import Testing
     let base = try #require(child.value(after: "base ", seconds: 120))
     #expect(base != "19", "the test runs at nice 19 already: nothing to tell")
     // Old code processed them at once, beside the app's start.
+    #expect(child.value(after: "early ", seconds: 120) == "false")
+    #expect(child.value(after: "processed ", seconds: 300) == "ready=true nice=19 thread=crumbs.previous")
+    #expect(child.wait(seconds: 120) == 0)
+  }
+
+  /// Raising one's own thread's nice value needs no privilege: the same as a user who is not
+  /// root (made once, idempotently; skipped, saying so, when the tests do not run as root).
+  @Test func theLowestPriorityNeedsNoPrivilege() throws {
+    guard getuid() == 0 else {
+      print("skipped theLowestPriorityNeedsNoPrivilege: needs root (a second user)")
+      return
+    }
+    let name = "crumbs-test-other"
+    if getpwnam(name) == nil {
+      let made = try Subprocess.run(
+        "/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        timeoutMilliseconds: 60_000)
+      // Another test process may have made it at the same moment (exit 9: the name exists).
+      try #require(made.exitStatus == 0 || made.exitStatus == 9, "useradd: \(made.exitStatus ?? -1)")
+    }
+    let user = try #require(getpwnam(name)).pointee
+    let directory = TestDirectory()
+    try #require(chown(directory.path, user.pw_uid, user.pw_gid) == 0)
+    let asUser = [
+      "--reuid=\(user.pw_uid)", "--regid=\(user.pw_gid)", "--clear-groups", "--", ChildProcess.testChild,
+    ]
+    let crumbs = directory.file("crumbs")
+    let crashed = try ChildProcess("/usr/bin/setpriv", asUser + ["client-crash-at-once", crumbs])
+    crashed.wait(seconds: 120)
+    #expect(crashed.terminatingSignal == SIGSEGV)
+    let child = try ChildProcess(
+      "/usr/bin/setpriv", asUser + ["client-previous-when-ready", crumbs, "ready"])
     #expect(child.value(after: "early ", seconds: 120) == "false")
     #expect(child.value(after: "processed ", seconds: 300) == "ready=true nice=19 thread=crumbs.previous")
     #expect(child.wait(seconds: 120) == 0)
