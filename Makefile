@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test tsan deps test-deps check-c check-arm64 arm64-deps check-arrows check-docs check-rooms werror build bench fuzz format lint clean
+.PHONY: demo test tsan deps test-deps check-c check-arm64 arm64-deps check-arrows check-docs check-rooms werror build bench bench-server fuzz format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -144,7 +144,8 @@ werror: deps
 ## code per call site, the process figures (start, RSS, fault → death and exit against a
 ## recorder-only process), the crash path, a live thread capture of 100 threads (each thread's
 ## pause, a request loop's latency during captures), hang detection's costs (heartbeat.beat()
-## against a relaxed store, the watchdog idle), the collector; then one summary table of every
+## against a relaxed store, the watchdog idle), the collector, a Hummingbird server with and
+## without Crumbs (bench-server); then one summary table of every
 ## figure and goal, which also replaces the table in docs/figures.md. valgrind is installed when
 ## missing. About 6 to 12 minutes on 2 CPUs once built.
 BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
@@ -166,7 +167,20 @@ bench: deps
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \
 	  $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild
+	$(MAKE) bench-server SERVER_BENCH_SUMMARY=$(BENCH_SUMMARY)
 	@BENCH_SUMMARY=$(BENCH_SUMMARY) BENCH_FIGURES=$(CURDIR)/docs/figures.md Benchmarks/summary.sh
+
+## A real Hummingbird 2 server (Examples/HummingbirdServer) with and without Crumbs, variants
+## alternated: start → first response with a crash to process, RSS once the report is delivered,
+## wrk's throughput and p99 (Benchmarks/server-bench.py). wrk is installed when missing. About
+## a minute once built (the first build of Hummingbird takes minutes). `make bench` runs it and
+## adds its figures to the summary.
+SERVER_BENCH_SUMMARY =
+bench-server:
+	@command -v wrk >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	cd Examples/HummingbirdServer && $(SWIFT) build -c release --product HummingbirdServer
+	BENCH_SUMMARY=$(SERVER_BENCH_SUMMARY) python3 Benchmarks/server-bench.py \
+	  $$(cd Examples/HummingbirdServer && $(SWIFT) build -c release --show-bin-path)/HummingbirdServer
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps
@@ -175,7 +189,8 @@ fuzz: deps
 ## Every Swift file of the repository (both packages) and every C, C++ and header file, for
 ## format and lint. Build folders are left out (a consumer package the tests build keeps its own).
 SWIFT_FORMAT_PATHS = Package.swift Sources Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources \
-  Benchmarks/RingAppend Benchmarks/LogHandler
+  Benchmarks/RingAppend Benchmarks/LogHandler Examples/HummingbirdServer/Package.swift \
+  Examples/HummingbirdServer/Sources
 C_FORMAT_FILES = $(shell find Sources Tests Fuzz Benchmarks/Sources Scripts -path '*/.build*' -prune -o \
   -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \) -print | sort)
 ## clang-format with the repo's .clang-format (2 spaces, 110 columns: what .swift-format says). Its

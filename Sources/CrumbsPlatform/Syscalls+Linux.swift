@@ -2,7 +2,7 @@
 // mappings and processes: thin wrappers, one concern a file, the way swift-system keeps its
 // syscalls apart from the types that use them:
 //   Syscalls+Linux            open/close, locks, mappings, whole-file reads and atomic writes,
-//                             directories by path, this process
+//                             directories by path, this process (and a thread's nice value)
 //   Syscalls+Positioned       reads and writes at an offset, links and inodes (files read in parts)
 //   Syscalls+BeneathDirectory calls relative to an open directory that never follow a link
 //   Syscalls+Polling          wake-up pipes, poll, and small kernel files read again and again
@@ -380,7 +380,7 @@ package enum Syscall {
   /// Names the calling thread (Linux keeps 15 bytes) through /proc/thread-self/comm, which is
   /// what pthread_setname_np does (that function is not visible to Swift without _GNU_SOURCE).
   /// Best effort: a thread without a name works the same.
-  static func setCurrentThreadName(_ name: String) {
+  package static func setCurrentThreadName(_ name: String) {
     guard let fd = try? open("/proc/thread-self/comm", O_WRONLY) else { return }
     defer { close(fd) }
     let bytes = Array(name.utf8.prefix(15))
@@ -390,4 +390,24 @@ package enum Syscall {
   }
 
   package static func onlineCPUCount() -> Int { max(1, sysconf(Int32(_SC_NPROCESSORS_CONF))) }
+
+  /// Sets the nice value of one thread of this process, named by its kernel id (gettid): on
+  /// Linux, setpriority's PRIO_PROCESS with a thread's id changes that thread alone, and the
+  /// threads it starts afterwards inherit the value. Anyone may raise a nice value (lower the
+  /// priority); lowering it again needs CAP_SYS_NICE or an RLIMIT_NICE that allows it (EACCES).
+  /// The nice value of one thread of this process, named by its kernel id (gettid).
+  package static func threadNiceValue(threadID: UInt32) throws(SystemCallError) -> Int32 {
+    // -1 is also a nice value: only errno tells a failure.
+    Glibc.errno = 0
+    let value = Glibc.getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(threadID))
+    let error = Glibc.errno
+    if value == -1 && error != 0 { throw SystemCallError(call: "getpriority", errno: Errno(rawValue: error)) }
+    return value
+  }
+
+  package static func setThreadNiceValue(_ nice: Int32, threadID: UInt32) throws(SystemCallError) {
+    try retrying("setpriority") {
+      Glibc.setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(threadID), nice)
+    }
+  }
 }

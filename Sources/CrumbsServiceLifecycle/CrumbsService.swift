@@ -4,8 +4,10 @@
 // Entry points, in call order:
 //   CrumbsService(configuration)   starts the client at once (before the group runs), so a crash
 //                                  while other services start is already recorded
-//   ServiceGroup.run() → run()     waits for graceful shutdown (or cancellation); meanwhile the
-//                                  client records, and delivers in the background
+//   ServiceGroup.run() → run()     tells the client the app is ready (the previous sessions'
+//                                  work may run: CrumbsClient+Readiness.swift), then waits for
+//                                  graceful shutdown (or cancellation); meanwhile the client
+//                                  records, and delivers in the background
 //   [graceful shutdown]            flushes what is pending (at most `flushTimeout`), then closes
 //                                  the client: the session ends, and how it ended is recorded
 //
@@ -60,6 +62,10 @@ public struct CrumbsService: Service {
 
   /// Returns at graceful shutdown (or cancellation), after a bounded flush and the close.
   public func run() async throws {
+    // The group runs its services once the app has built them: the app is ready as far as
+    // this service can tell (a server that knows better, e.g. once it listens, calls
+    // `client.appIsReady()` itself; the first call counts).
+    client.appIsReady()
     // The group registered its signal sources before running any service, replacing the
     // SIGTERM handler Crumbs installed at start: chain the breadcrumb in front of it again.
     client.reinstallSignalBreadcrumbs()

@@ -83,10 +83,12 @@ extension CrumbsClient {
   /// Whether a consent handler is set (session summaries then need standing consent).
   var hasConsentHandler: Bool { state.withLock { $0.consentHandler } != nil }
 
-  /// Waits (at most `timeout` seconds) for the previous sessions to be processed.
+  /// Waits (at most `timeout` seconds) for the previous sessions to be processed, starting that
+  /// work at once if it still waits for the app's readiness.
   @discardableResult
   public func waitForPreviousSessions(timeout: Double = 10) -> PostMortemOutcome? {
     if let previous = state.withLock({ $0.previous }) { return previous }
+    demandPreviousSessions()
     if previousSessionsDone.wait(timeout: .now() + timeout) == .success { previousSessionsDone.signal() }
     return state.withLock { $0.previous }
   }
@@ -96,7 +98,8 @@ extension CrumbsClient {
   /// (`hasCrashedInLastSession`, …) wait at most 10 s; this waits as long as the run takes.
   public var previousSessions: PostMortemOutcome {
     get async {
-      await withCheckedContinuation { continuation in
+      if state.withLock({ $0.previous }) == nil { demandPreviousSessions() }
+      return await withCheckedContinuation { continuation in
         let ready = state.withLock { state -> PostMortemOutcome? in
           if let previous = state.previous { return previous }
           state.previousWaiters.append(continuation)

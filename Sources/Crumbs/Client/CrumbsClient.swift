@@ -19,12 +19,16 @@
 //                                   (first written there, unless the app sets an attribute
 //                                   first), the ring's cgroup facts, the guard pages of most alternate stacks, automatic
 //                                   breadcrumbs, the previous sessions' reports and their counts,
-//                                   delivery — runs on a background thread. One client per
+//                                   delivery — runs on a background thread; the previous
+//                                   sessions and delivery only once the app is ready, at the
+//                                   lowest priority (+Readiness). One client per
 //                                   process: a second start throws `.alreadyStarted`.
+//   appIsReady()                    the app serves: the previous sessions' work may run (+Readiness)
 //   addBreadcrumb / attributes / attachments / send(error:…)   while the app runs; attributes
 //                                   (typed: String, Bool, Int, Double; setUser's enduser.id)
 //                                   and attachments are persisted in the session file at once
-//   hasCrashedInLastSession, lastSessionCrashReport           (wait for the background work)
+//   hasCrashedInLastSession, lastSessionCrashReport           (start the previous sessions'
+//                                   work if it still waits for the app, and wait for it)
 //   setEnabled(_:)                  persisted; disabled records nothing and sends nothing
 //   await previousSessions          the same, suspending instead of blocking
 //   flush(timeout:)                 delivers what is pending now and returns (short-lived CLIs)
@@ -48,7 +52,8 @@
 // One idea a file: this one starts, records and closes; CrumbsError (why start failed),
 // +PreviousSessions (what earlier sessions left), +SessionFile (attributes, attachments,
 // replaced crash signals), +Hooks (delegate and consent), +Enabled (the persisted switch),
-// +NonFatal (reports of caught errors), +Hangs (heartbeats, the watchdog), +Flush (delivering now), SessionSummaries (each ended
+// +NonFatal (reports of caught errors), +Hangs (heartbeats, the watchdog), +Flush (delivering now),
+// +Readiness (when the previous sessions' work runs, and at what priority), SessionSummaries (each ended
 // session's summary as an OTLP log), +Observers (what it did, for the metrics product).
 
 import CrumbsPlatform
@@ -105,6 +110,8 @@ public final class CrumbsClient: @unchecked Sendable {
   /// Whether this client armed the clean-exit hook (disarmed at close).
   var armedExitHook = false
   let previousSessionsDone = DispatchSemaphore(value: 0)
+  /// Holds the previous sessions' work until the app is ready (CrumbsClient+Readiness.swift).
+  let previousSessionsGate = PreviousSessionsGate()
   let bridge: UploaderBridge
   let liveSymbolicator: LiveSymbolicator
   /// The OTEL_* variables as read at start (CrumbsConfiguration.environment).
@@ -281,7 +288,7 @@ public final class CrumbsClient: @unchecked Sendable {
     if let options = configuration.automaticBreadcrumbs, options.recordStart, isEnabled {
       Lifecycle.recordStart(version: configuration.appVersion)
     }
-    let work: @Sendable () -> Void = { [self] in
+    let work: @Sendable (_ onOwnThread: Bool) -> Void = { [self] onOwnThread in
       Self.backgroundWorkWillStart.withLock { $0 }?()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
@@ -295,14 +302,27 @@ public final class CrumbsClient: @unchecked Sendable {
         startAutomaticBreadcrumbs()
         startWatchdog()
       }
+      // The previous sessions, and delivery with the libcurl it loads: once the app is ready,
+      // at the lowest priority (CrumbsClient+Readiness.swift).
+      _ = previousSessionsGate.waitThenLowerPriority(delay: configuration.previousSessionsDelay)
+      if onOwnThread { Syscall.setCurrentThreadName("crumbs.previous") }
       processPreviousSessions()
       noteReplacedCrashSignals()
+      previousSessionsGate.workDone()
       previousSessionsDone.signal()
-      // Its first pass sends the session summaries just queued.
-      if isEnabled { uploader?.start() }
+      // Its first pass sends the session summaries just queued. Not after close(), which may
+      // have come while the work waited (close stopped delivery for good).
+      if isEnabled && !state.withLock({ $0.closed }) { uploader?.start() }
     }
-    // Without a thread (the process is out of them), the work runs here rather than not at all.
-    do { try BackgroundThread.start(name: "crumbs.start", work) } catch { work() }
+    // Without a thread (the process is out of them), the work runs here rather than not at all,
+    // and then at once, at the caller's priority: waiting for the app's readiness here would
+    // hold `start` itself.
+    do {
+      try BackgroundThread.start(name: "crumbs.start") { work(true) }
+    } catch {
+      previousSessionsGate.open(.waiter)
+      work(false)
+    }
   }
 
   /// Records the session's resource in the session file (off the caller's thread of `start`: it
@@ -409,6 +429,8 @@ public final class CrumbsClient: @unchecked Sendable {
       return !state.closed
     }
     guard first else { return }
+    // Whatever the previous sessions' work waited for, it runs now, as it would have at once.
+    demandPreviousSessions()
     noteReplacedCrashSignals()
     stopAutomaticBreadcrumbs()
     watchdog?.stop()

@@ -70,6 +70,13 @@ public struct CrumbsConfiguration: Sendable {
   /// they return; the upload ends on its own thread and its report stays pending until the
   /// answer is recorded, so it is sent at least once, never lost.
   public var closeTimeout: Double = 5
+  /// Seconds after `start` at which the previous sessions' work (their processing and reports,
+  /// then delivery, whose first pass loads libcurl) runs if the app has not said it is ready
+  /// (`CrumbsClient.appIsReady()`) by then: it never competes with the app becoming ready, and
+  /// runs at the lowest CPU priority (nice 19). Whatever waits for it
+  /// (`hasCrashedInLastSession`, `await previousSessions`, `flush(timeout:)`…) starts it at
+  /// once. 0: right after `start`, still at the lowest priority.
+  public var previousSessionsDelay: Double = 3
 
   /// Whether the crash handler stays installed while a debugger (any tracer in
   /// /proc/self/status) is attached. Default false: a debugger gets the signals first.

@@ -1,0 +1,79 @@
+// main.swift — a Hummingbird 2 server with Crumbs, as an app would write it; also what
+// Benchmarks/server-bench.py measures. One binary, the variant chosen at run time:
+//
+//   BENCH_VARIANT=none          no Crumbs at all: the client is never started
+//   BENCH_VARIANT=client        CrumbsService in the server's service group (the default);
+//                               its configuration comes from the environment
+//                               (CRUMBS_DIRECTORY, CRUMBS_OTLP_ENDPOINT, …)
+//   BENCH_VARIANT=breadcrumbs   the client, and a breadcrumb at each request's start and end,
+//                               with the request's run-time method and path
+//
+// Routes: GET /hello (a cheap answer), GET /crash (a crash in a route, for the next launch to
+// report). PORT (default 8080) on 127.0.0.1.
+
+import Crumbs
+import CrumbsServiceLifecycle
+import Hummingbird
+import Logging
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+enum Variant: String {
+  case none, client, breadcrumbs
+}
+
+/// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
+struct BreadcrumbMiddleware<Context: RequestContext>: RouterMiddleware {
+  let client: CrumbsClient
+
+  func handle(
+    _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+  ) async throws -> Response {
+    client.addBreadcrumb("\(request.method) \(request.uri.path)", type: .http)
+    let response = try await next(request, context)
+    client.addBreadcrumb(
+      "\(request.method) \(request.uri.path) answered", type: .http,
+      attributes: ["http.response.status_code": "\(response.status.code)"])
+    return response
+  }
+}
+
+let environment = Environment()
+let variant = Variant(rawValue: environment.get("BENCH_VARIANT") ?? "client") ?? .client
+let port = environment.get("PORT").flatMap(Int.init) ?? 8080
+
+// Started before the router is built: a crash while the app sets up is already recorded.
+let crumbs: CrumbsService? =
+  variant == .none
+  ? nil
+  : try CrumbsService(CrumbsConfiguration(directory: environment.get("CRUMBS_DIRECTORY") ?? "crumbs"))
+
+let router = Router()
+if variant == .breadcrumbs, let crumbs {
+  router.add(middleware: BreadcrumbMiddleware(client: crumbs.client))
+}
+router.get("hello") { _, _ in "Hello\n" }
+router.get("crash") { _, _ -> String in
+  // A real fault in a route: what the next launch reports.
+  let pointer = UnsafeMutablePointer<Int>(bitPattern: 8)!
+  pointer.pointee = 1
+  return "unreachable\n"
+}
+
+var logger = Logger(label: "HummingbirdServer")
+logger.logLevel = .warning
+let app = Application(
+  router: router,
+  configuration: .init(address: .hostname("127.0.0.1", port: port)),
+  services: crumbs.map { [$0] } ?? [],
+  onServerRunning: { _ in
+    // It listens: now the previous sessions' work may run (CrumbsService's run, which the group
+    // starts before the server binds, would say so too; the first call counts).
+    crumbs?.client.appIsReady()
+    print("listening on 127.0.0.1:\(port) (\(variant.rawValue))")
+  },
+  logger: logger
+)
+try await app.runService()
