@@ -77,8 +77,10 @@ final class StopRequestWatcher {
   /// the group's shutdown runs to here (a full suite run beside a fuzzer once ended a round
   /// with no breadcrumb from either path; this is the ordering we could not rule out). So when
   /// nothing has recorded a stop request yet, this waits for this watcher's event, at most
-  /// `grace` seconds: a shutdown no signal started (the app's own) pays that once.
-  func finish(grace: Double = 0.1) {
+  /// `grace` seconds: a shutdown no signal started (the app's own) pays that once. 0.1 s was
+  /// not enough: on a 2-core machine at load 15 (a suite beside four builds) a round still ended
+  /// with no breadcrumb; a preempted manager thread gets the CPU back well within 2 s there.
+  func finish(grace: Double = 2) {
     queue.sync {}
     if !sources.isEmpty && !SignalBreadcrumbs.stopRequestRecorded {
       _ = delivered.wait(timeout: .now() + .nanoseconds(Int(grace * 1e9)))
