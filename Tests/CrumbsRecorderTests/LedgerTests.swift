@@ -95,6 +95,18 @@ import Testing
     #expect(operation.attributes.prefix(2).allSatisfy { $0.value.utf8.count == 100 })
   }
 
+  @Test func aRingThatTakesNoBreadcrumbTypeBeginsNoOperation() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("a.ring"))
+    let before = ring.beginOperation("before")
+    ring.setFilter(minimumLevel: .debug, enabledTypes: [])  // what a disabled client sets
+    #expect(!ring.beginOperation("while disabled").isRecorded)
+    #expect(ring.endOperation(before), "one begun before still ends")
+    ring.setFilter(minimumLevel: .debug, enabledTypes: nil)
+    #expect(ring.beginOperation("enabled again").isRecorded)
+    #expect(ring.snapshot().ledger?.open.map(\.name) == ["enabled again"])
+  }
+
   @Test func aRingWithoutALedgerRecordsNothingAndIsReadWithoutOne() throws {
     var options = RingOptions()
     options.ledgerEntryCount = 0

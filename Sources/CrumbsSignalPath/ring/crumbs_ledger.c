@@ -28,6 +28,13 @@ static inline bool crumbs__ledger_usable(const crumbs_ring *ring) {
   return ring != NULL && ring->ledger != NULL && __atomic_load_n(&ring->closed, __ATOMIC_RELAXED) == 0;
 }
 
+/// Whether `ring`'s filter takes no breadcrumb type at all (a disabled client's): then no
+/// operation is begun either, as a disabled client records nothing.
+static inline bool crumbs__ledger_filtered_out(const crumbs_ring *ring) {
+  uint32_t types = __atomic_load_n(&ring->header->enabled_types, __ATOMIC_RELAXED);
+  return types != 0 && (types & ((1u << CRUMBS_TYPE_COUNT) - 1u)) == 0;
+}
+
 /// Stores `count` words of `source` at `target`, each a relaxed atomic store (a reader may copy
 /// them at the same time).
 static inline void crumbs__ledger_store_words(uint64_t *target, const uint64_t *source, size_t count) {
@@ -64,7 +71,7 @@ static inline uint32_t crumbs__ledger_fit(const char *bytes, size_t length, uint
 
 crumbs_ledger_handle crumbs_ledger_begin(const crumbs_ring *ring, const crumbs_ledger_operation *operation) {
   crumbs_ledger_handle handle = {0, 0, 0};
-  if (!crumbs__ledger_usable(ring)) return handle;
+  if (!crumbs__ledger_usable(ring) || crumbs__ledger_filtered_out(ring)) return handle;
   uint32_t count = ring->ledger_entry_mask + 1;
   uint32_t index = crumbs__ledger_start(ring);
   uint64_t *words = NULL;
