@@ -88,15 +88,18 @@ package enum ForkedSessionReaper {
     }
   }
 
-  /// The reaper thread: a round each time `interval` more forks were counted.
+  /// The reaper thread: a round each time `interval` more forks were counted. A round counts
+  /// from the multiple of `interval` at or below the count it saw: the fork handler wakes this
+  /// thread only on multiples of `interval`, so a round counted from, say, 193 would wait for
+  /// 201 and sleep through the wake at 200 — and forever, if the forks stopped at 202.
   private static func run() {
     var last: UInt32 = 0
     while true {
       let seen = crumbs_fork_count()
       if seen &- last >= interval {
-        last = seen
+        last = seen - seen % interval
         reapNow()
-        reaped.store(seen, ordering: .releasing)
+        reaped.store(last, ordering: .releasing)
         continue
       }
       crumbs_fork_wait(seen)
