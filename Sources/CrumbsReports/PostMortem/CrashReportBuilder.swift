@@ -125,9 +125,13 @@ package struct CrashReportBuilder {
     }
     report.threadID = Int(record.threadID)
     report.threadName = record.threadName.isEmpty ? nil : record.threadName
-    if let ledger = ring?.ledger {
-      report.openOperations = CrashReport.OpenOperations(
-        ledger, death: report.timeUnixNano, crashingThread: UInt32(truncatingIfNeeded: record.threadID))
+    // `base` listed the open operations; a crash also names the thread they may have died on.
+    if var open = report.openOperations {
+      let crashing = UInt32(truncatingIfNeeded: record.threadID)
+      for index in open.operations.indices {
+        open.operations[index].onCrashingThread = open.operations[index].threadID == crashing
+      }
+      report.openOperations = open
     }
     report.signal = CrashReport.SignalInfo(
       number: signal.number, name: signal.name, code: signal.code, codeName: signal.codeName,

@@ -504,8 +504,8 @@ extension CrashReport.Thread.State: CustomStringConvertible {
 }
 
 extension CrashReport.OpenOperations {
-  /// The ledger as read, aged at `death` (wall ns); the crashing thread marked when known.
-  package init(_ ledger: LedgerContents, death: UInt64, crashingThread: UInt32? = nil) {
+  /// The ledger as read, aged at `death` (wall ns); no thread marked as the crashing one.
+  package init(_ ledger: LedgerContents, death: UInt64) {
     operations = ledger.open.map { open in
       Operation(
         name: open.name, kind: open.kind.rawValue, traceID: open.trace?.traceID, spanID: open.trace?.spanID,
@@ -513,7 +513,7 @@ extension CrashReport.OpenOperations {
         startTime: ISO8601.string(nanoseconds: open.startWallNanoseconds),
         ageNanoseconds: death >= open.startWallNanoseconds ? death - open.startWallNanoseconds : 0,
         threadID: open.threadID, attributes: open.attributes,
-        onCrashingThread: crashingThread.map { $0 == open.threadID })
+        onCrashingThread: nil)
     }
     capacity = ledger.capacity
     notHeld = ledger.overflow
