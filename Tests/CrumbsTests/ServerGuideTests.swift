@@ -3,7 +3,8 @@
 // package of its own: Crumbs by path, Hummingbird 2, public products only), which is built, and
 // run as a container would run it — configured by its environment alone — then:
 //   - it answers a request on the port it listens on (PORT=0: the kernel's pick, read from the
-//     line Hummingbird logs through the snippet's StreamLogHandler);
+//     line Hummingbird logs through the snippet's StreamLogHandler), and CrumbsMiddleware's
+//     breadcrumbs name the request by its route;
 //   - the route's non-fatal report reaches a loopback OTLP server through CRUMBS_OTLP_ENDPOINT
 //     (Crumbs' own exporter: no swift-otel), carrying CRUMBS_APP_VERSION;
 //   - a SIGTERM ends it gracefully (exit 0), and its ring says how: terminated by SIGTERM, with
@@ -106,6 +107,11 @@ import Testing
     #expect(
       lookup?.type == .http && lookup?.attributes.contains { $0.key == "order.id" && $0.value == "0" } == true
     )
+    // The snippet's CrumbsMiddleware: a breadcrumb at the request's start, named by its route.
+    let began = breadcrumbs.first { $0.message == "GET /orders/{id}" }
+    #expect(
+      began?.type == .http && began?.attributes.contains { $0.key == "url.path" } == true, "\(messages)")
+    #expect(messages.contains("GET /orders/{id} answered"), "\(messages)")
     let logged = breadcrumbs.first { $0.message.hasPrefix(announcement) }
     #expect(logged?.type == .log, "the log event is no breadcrumb: \(messages)")
 
