@@ -257,6 +257,45 @@ final class RecordingSpan: Span, Sendable {
     }
   }
 
+  @Test func aReportMadeInASpanCarriesItsOperationsScope() throws {
+    try withClient { client in
+      client.setUser(id: "session-user")
+      let tracer = CrumbsTracer(wrapping: RecordingTracer(), client: client, kinds: nil)
+      let request = tracer.startSpan("GET /v1/orders/:id", context: incomingContext(), ofKind: .server)
+      request.updateAttributes { attributes in
+        attributes["url.path"] = "/v1/orders/42"
+        attributes["enduser.id"] = "user-7"
+      }
+      let query = tracer.startSpan("SELECT", context: request.context, ofKind: .client)
+      let requestIDs = try #require(request.wrapped.ids)
+      let queryIDs = try #require(query.wrapped.ids)
+      // A plain send(error:) finds the operation in the task's ServiceContext (the lookup the
+      // tracer installed); the `context:` overload names the span it is given.
+      let plain = try ServiceContext.withValue(request.context) {
+        try #require(client.send(error: SampleFailure()))
+      }
+      #expect(plain.report.attributes["enduser.id"] == .string("user-7"))
+      #expect(plain.report.attributes["url.path"] == .string("/v1/orders/42"))
+      #expect(plain.report.trace?.spanID == requestIDs.spanID)
+      let given = try #require(client.send(message: "slow", context: query.context))
+      #expect(given.report.trace?.spanID == queryIDs.spanID, "the given span's trace")
+      #expect(given.report.attributes["enduser.id"] == .string("session-user"), "no operation is current")
+      let nested = try ServiceContext.withValue(query.context) {
+        try #require(client.send(message: "slow", context: ServiceContext.current))
+      }
+      #expect(nested.report.trace?.spanID == queryIDs.spanID)
+      #expect(
+        nested.report.attributes["enduser.id"] == .string("session-user"), "the query's own scope: none set")
+      query.end()
+      let after = try ServiceContext.withValue(request.context) { try #require(client.send(message: "done")) }
+      #expect(after.report.attributes["enduser.id"] == .string("user-7"))
+      request.end()
+      let outside = try #require(client.send(message: "later"))
+      #expect(
+        outside.report.attributes["enduser.id"] == .string("session-user") && outside.report.trace == nil)
+    }
+  }
+
   @Test func aFullLedgerCountsTheSpanAndStillForwardsIt() throws {
     try withClient(ledgerEntries: 8) { client in
       let tracer = CrumbsTracer(wrapping: RecordingTracer(), client: client)
