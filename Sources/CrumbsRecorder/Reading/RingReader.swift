@@ -278,11 +278,9 @@ public enum RingReader {
   /// (as torn) if it changed during the copy.
   static func readLive(_ ring: UnsafePointer<crumbs_ring>) -> RingContents {
     let header = ring.pointee.header!
-    let fileSize = Int(header.pointee.file_size)
-    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
     // Our own ring, formatted by this process: validation cannot fail unless memory was
     // overwritten, and then an empty result is the honest answer.
-    guard var layout = try? RingHeaderValidation.validate(tables, availableBytes: fileSize) else {
+    guard var layout = liveLayout(ring) else {
       return RingContents(
         header: RingHeaderInfo.unknown, breadcrumbs: [], counts: SlotCounts(),
         timesAreCalibrated: false)
@@ -298,6 +296,14 @@ public enum RingReader {
     }
     contents.ledger = LedgerReader.readLive(ring, layout: layout)
     return contents
+  }
+
+  /// The layout of this process's own mapped ring, from its header; nil only when that memory
+  /// was overwritten.
+  static func liveLayout(_ ring: UnsafePointer<crumbs_ring>) -> RingLayout? {
+    let header = ring.pointee.header!
+    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
+    return try? RingHeaderValidation.validate(tables, availableBytes: Int(header.pointee.file_size))
   }
 
   /// Decodes every slot through `copySlot(index, buffer) -> (commit word, slot)` (commit 0:

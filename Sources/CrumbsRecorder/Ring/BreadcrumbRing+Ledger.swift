@@ -77,6 +77,15 @@ extension BreadcrumbRing {
     }
   }
 
+  /// What the ledger holds for an open operation now (name, ids, attributes); nil when it is no
+  /// longer open, was never recorded, or a writer was busy in it every time it was read.
+  public func openOperation(_ entry: LedgerEntry) -> OpenOperation? {
+    guard entry.isRecorded, let ring = openHandle, let layout = RingReader.liveLayout(ring) else {
+      return nil
+    }
+    return LedgerReader.readLive(ring, handle: entry.handle, layout: layout)
+  }
+
   /// Ends an operation: it is no longer open. False when it was not (ended before, or never
   /// recorded).
   @discardableResult
