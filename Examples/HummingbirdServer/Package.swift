@@ -14,6 +14,7 @@ let package = Package(
     .package(name: "Crumbs", path: "../..", traits: ["Hummingbird"]),
     .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
   ],
   targets: [
     .executableTarget(
@@ -22,6 +23,9 @@ let package = Package(
         .product(name: "Crumbs", package: "Crumbs"),
         .product(name: "CrumbsServiceLifecycle", package: "Crumbs"),
         .product(name: "CrumbsHummingbird", package: "Crumbs"),
+        .product(name: "CrumbsTracing", package: "Crumbs"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
+        .product(name: "Instrumentation", package: "swift-distributed-tracing"),
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "Logging", package: "swift-log"),
       ]

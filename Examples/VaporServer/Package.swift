@@ -10,6 +10,7 @@ let package = Package(
   dependencies: [
     .package(name: "Crumbs", path: "../..", traits: ["Vapor"]),
     .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
   ],
   targets: [
     .executableTarget(
@@ -17,6 +18,9 @@ let package = Package(
       dependencies: [
         .product(name: "Crumbs", package: "Crumbs"),
         .product(name: "CrumbsVapor", package: "Crumbs"),
+        .product(name: "CrumbsTracing", package: "Crumbs"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
+        .product(name: "Instrumentation", package: "swift-distributed-tracing"),
         .product(name: "Vapor", package: "vapor"),
       ]
     )

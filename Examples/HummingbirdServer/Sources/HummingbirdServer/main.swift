@@ -10,6 +10,9 @@
 //                               with the request's run-time method and path
 //   BENCH_VARIANT=ledger        the client, and CrumbsMiddleware: each request in the in-flight
 //                               ledger under its route template, with its traceparent's trace id
+//   BENCH_VARIANT=tracer        the client, and Hummingbird's own TracingMiddleware with
+//                               CrumbsTracer (wrapping NoOpTracer) as the tracer: the ledger fed
+//                               with no Crumbs code in the router
 //
 // Routes: GET /hello (a cheap answer), GET /health, GET /held/:id (answers only when the
 // process ends: a request in flight), GET /crash and /crash/:id (a crash in a route, for the next
@@ -19,15 +22,18 @@
 import Crumbs
 import CrumbsHummingbird
 import CrumbsServiceLifecycle
+import CrumbsTracing
 import Hummingbird
+import Instrumentation
 import Logging
+import Tracing
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
 enum Variant: String {
-  case none, client, breadcrumbs, ledger
+  case none, client, breadcrumbs, ledger, tracer
 }
 
 /// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
@@ -59,6 +65,11 @@ let crumbs: CrumbsService? =
 let router = Router()
 if variant == .breadcrumbs, let crumbs {
   router.add(middleware: BreadcrumbMiddleware(client: crumbs.client))
+}
+if variant == .tracer, let crumbs {
+  // swift-otel's tracer would go where NoOpTracer is: then the spans' ids are the callers'.
+  InstrumentationSystem.bootstrap(CrumbsTracer(wrapping: NoOpTracer(), client: crumbs.client))
+  router.add(middleware: TracingMiddleware())
 }
 // A group's middleware runs once the route is known, so CrumbsMiddleware names each request by
 // its template (`GET /crash/:id`), even one that never returns.

@@ -3,6 +3,8 @@
 //
 //   CRUMBS_DIRECTORY, CRUMBS_OTLP_ENDPOINT, …   the client's (CrumbsConfiguration())
 //   CRUMBS_MIDDLEWARE=crumbs (default)           CrumbsMiddleware puts each request in the ledger
+//   CRUMBS_MIDDLEWARE=tracer                     Vapor's own TracingMiddleware, with CrumbsTracer
+//                                                (wrapping NoOpTracer) as the tracer
 //   CRUMBS_MIDDLEWARE=none                       no request is put there
 //   PORT (default 8080; 0: the kernel's pick) on 127.0.0.1
 //
@@ -10,7 +12,10 @@
 // GET /crash/:id (a fault in a route). Once it listens it prints "listening on 127.0.0.1:PORT".
 
 import Crumbs
+import CrumbsTracing
 import CrumbsVapor
+import Instrumentation
+import Tracing
 import Vapor
 
 let environment = ProcessInfo.processInfo.environment
@@ -21,8 +26,15 @@ let app = try await Application.make(Environment(name: "production", arguments: 
 app.logger.logLevel = .warning
 app.http.server.configuration.hostname = "127.0.0.1"
 app.http.server.configuration.port = environment["PORT"].flatMap(Int.init) ?? 8080
-if environment["CRUMBS_MIDDLEWARE"] ?? "crumbs" == "crumbs" {
+switch environment["CRUMBS_MIDDLEWARE"] ?? "crumbs" {
+case "crumbs":
   app.middleware.use(CrumbsMiddleware(client: crumbs))
+case "tracer":
+  // swift-otel's tracer would go where NoOpTracer is: then the spans' ids are the callers'.
+  InstrumentationSystem.bootstrap(CrumbsTracer(wrapping: NoOpTracer(), client: crumbs))
+  app.middleware.use(TracingMiddleware())
+default:
+  break
 }
 
 app.get("health") { _ in "ok\n" }
