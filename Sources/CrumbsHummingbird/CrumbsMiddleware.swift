@@ -38,7 +38,10 @@
         name, traceparent: request.headers.first { $0.name.canonicalName == "traceparent" }?.value,
         requestID: context.id, path: request.uri.path)
       do {
-        let response = try await next(request, context)
+        // The request's scope: a non-fatal report made in the handler carries its trace.
+        let response = try await CrumbsOperation.$current.withValue(open.operation) {
+          try await next(request, context)
+        }
         open.answered(status: response.status.code)
         return response
       } catch let error as any HTTPResponseError {

@@ -37,7 +37,10 @@
         name, traceparent: request.headers.first(name: "traceparent"), requestID: request.id,
         path: request.url.path)
       do {
-        let response = try await next.respond(to: request)
+        // The request's scope: a non-fatal report made in the handler carries its trace.
+        let response = try await CrumbsOperation.$current.withValue(open.operation) {
+          try await next.respond(to: request)
+        }
         open.answered(status: Int(response.status.code))
         return response
       } catch let error as any AbortError {
