@@ -62,6 +62,15 @@ struct ThreadsCommandTests {
       result.stdoutLines.first?.hasPrefix("Thread dump of pid \(target.child.pid)") == true,
       "\(result.stdout)")
     let blocks = threadBlocks(result.stdout)
+    // The operation the main thread holds open, with its age and thread (issue 38, point 5).
+    let thread = try #require(target.lines.first { $0.hasPrefix("operation-thread ") }).dropFirst(17)
+    let open = result.stdoutLines.drop { !$0.hasPrefix("Open operations") }
+    #expect(
+      open.first?.hasPrefix("Open operations  (1 open at the dump, 512 entries") == true, "\(result.stdout)")
+    let line = try #require(open.dropFirst().first, "\(result.stdout)")
+    #expect(
+      line.hasSuffix(
+        " s  GET /v1/dump/:id  server, thread \(thread)  trace 0af7651916cd43dd8448eb211c80319c"), "\(line)")
     for (name, function) in [
       ("parked-reader", "crumbs_test_parked_reader"), ("parked-waiter", "crumbs_test_parked_waiter"),
     ] {
@@ -137,6 +146,12 @@ struct ThreadsCommandTests {
     let reader = try #require(threads.first { $0.name == "parked-reader" }, "\(result.stdout)")
     #expect(reader.frames.contains { $0.function == "crumbs_test_parked_reader" }, "\(reader.frames)")
     #expect(threads.contains { $0.id == Int(target.child.pid) }, "the main thread is listed")
+    // The operation open on the main thread, read from the ring's ledger, as a report holds it.
+    let openJSON = try JSONSerialization.data(withJSONObject: try #require(object["crumbs.open_operations"]))
+    let open = try JSONDecoder().decode(CrashReport.OpenOperations.self, from: openJSON)
+    #expect(open.operations.map(\.name) == ["GET /v1/dump/:id"], "\(result.stdout)")
+    #expect(open.operations.first?.traceID == "0af7651916cd43dd8448eb211c80319c")
+    #expect(open.operations.first.map { Int($0.threadID) } == Int(target.child.pid))
 
     target.gate.open()
     target.child.wait(seconds: 120)
