@@ -8,7 +8,8 @@ import Synchronization
 // watchdog watches the in-flight ledger (`hangs.operationThreshold`) while the pool and a
 // heartbeat stay healthy. SIGUSR1 (blocked in every thread, taken with sigwait) is the parent's
 // "go on". Lines: "ring PATH", "op-thread TID", "op-hang-began REPORT-ID" ("-" when none was
-// stored), "op-hang-ended SECONDS", "other-hang WATCH" (any other watch's hang), "checks N",
+// stored), "stuck-checks 40" (forty checks after it), "op-hang-ended SECONDS", "other-hang
+// WATCH" (any other watch's hang), "checks N",
 // "hangs N", "done". Each takes the Crumbs directory as its first argument.
 #if canImport(Glibc)
   import Glibc
@@ -16,7 +17,8 @@ import Synchronization
 
 let operationHangScenarios: [String: @Sendable ([String]) -> Int32] = [
   // operation-hang DIR resume|kill|term: operation threshold 1 s; the pool (threshold 1 s) and
-  // a heartbeat "healthy-loop" beaten every 10 ms by its own thread stay fine. A thread
+  // a heartbeat "healthy-loop" beaten every 10 ms by its own thread (a breadcrumb every 20th
+  // turn) stay fine. A thread
   // "order-worker" begins "GET /v1/orders/:id" (a trace, a parent, an attribute), prints
   // "op-thread TID", and blocks in operationBlockedOnParent(). A second operation "GET /health"
   // is begun and ended at once. Then:
@@ -38,8 +40,12 @@ let operationHangScenarios: [String: @Sendable ([String]) -> Int32] = [
     let stop = StopFlag()
     let healthy = try? BackgroundThread.startJoinable(name: "healthy-loop") {
       let heartbeat = client.heartbeat("healthy-loop", threshold: 1)
+      var turns = 0
       while !stop.isSet {
         heartbeat.beat()
+        // A breadcrumb now and then: appends recalibrate the ring's clock (once a second).
+        if turns % 20 == 0 { client.addBreadcrumb("healthy-loop turn \(turns)", level: .debug) }
+        turns += 1
         usleep(10_000)
       }
       heartbeat.end()
@@ -173,6 +179,8 @@ private final class OperationHangEvents: Sendable {
   private let ended = DispatchSemaphore(value: 0)
   private let checked = DispatchSemaphore(value: 0)
   private let seen = Atomic<UInt64>(0)
+  /// Checks since the first operation hang began (0 before it).
+  private let sinceBegan = Atomic<UInt64>(0)
   var checks: UInt64 { seen.load(ordering: .relaxed) }
 
   init() {
@@ -182,8 +190,15 @@ private final class OperationHangEvents: Sendable {
         case .checked(let count):
           seen.store(count, ordering: .relaxed)
           checked.signal()
+          if sinceBegan.load(ordering: .relaxed) > 0,
+            sinceBegan.add(1, ordering: .relaxed).newValue == 41
+          {
+            print("stuck-checks 40")
+            fflush(nil)
+          }
           return
         case .began(let watch, let report) where watch.hasPrefix("operation "):
+          _ = sinceBegan.compareExchange(expected: 0, desired: 1, ordering: .relaxed)
           print("op-hang-began \(report?.report.id ?? "-")")
         case .ended(let watch, let nanoseconds) where watch.hasPrefix("operation "):
           print("op-hang-ended \(Double(nanoseconds) / 1e9)")

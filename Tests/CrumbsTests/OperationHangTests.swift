@@ -64,6 +64,11 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
     let (child, tid, stored, before) = try stuckChild("resume", directory)
     // The pool and the heartbeat were fine: the operation's is the only hang.
     #expect(!before.contains { $0.hasPrefix("other-hang ") }, "\(before)")
+    // Forty more looks while it stays stuck (two seconds: the ring's clock is recalibrated
+    // meanwhile): still one episode, neither ended nor begun again.
+    let stuck = child.readLines(until: "stuck-checks 40", seconds: 60)
+    #expect(stuck.last == "stuck-checks 40", "\(stuck)")
+    #expect(!stuck.contains { $0.hasPrefix("op-hang-") || $0.hasPrefix("other-hang ") }, "\(stuck)")
     let report = stored.report
     #expect(report.kind == .hang)
     #expect(stored.state == .pending)
@@ -200,9 +205,11 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
   static let second: UInt64 = 1_000_000_000
 
   func operation(startingAt start: UInt64, thread: UInt32 = 7) -> OpenOperation {
-    OpenOperation(
+    var operation = OpenOperation(
       name: "GET /x", kind: .server, trace: nil, parentSpanID: nil, startWallNanoseconds: start,
       startMonotonicNanoseconds: start, threadID: thread, attributes: [])
+    operation.startTicks = start * 3
+    return operation
   }
 
   @Test func oneEpisodePerStuckOperationEndedWhenItLeavesTheLedger() {
@@ -219,9 +226,13 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
     #expect(look([stuck], at: 11 * s).began == 0)
     #expect(look([stuck], at: 12 * s).began == 1)
     #expect(look([stuck], at: 13 * s).began == 0, "not once per look")
+    // Read again after the ring recalibrated its clock: the same operation, its times moved.
+    var recalibrated = stuck
+    recalibrated.startMonotonicNanoseconds += 3
+    #expect(look([recalibrated], at: 13 * s + s / 4) == (0, []))
     // A read that could not see every entry ends nothing: the entry may only have been busy.
     #expect(look([], at: 13 * s + s / 2, complete: false).ended.isEmpty)
-    #expect(look([], at: 14 * s).ended == [4 * s])
+    #expect(look([], at: 14 * s).ended == [4 * s - 3], "its age from its start as last read")
     #expect(stalls.stuck.isEmpty)
   }
 

@@ -15,8 +15,8 @@
 //                                          updated with its whole age and released
 //   OperationStalls.observe                the pure rule, tested without threads or clocks
 //
-// One episode per stuck operation, keyed by the thread that began it and its start (a rename
-// keeps both): reported when its age reaches the threshold, ended when it leaves the ledger, not
+// One episode per stuck operation, keyed by the thread that began it and its start in the
+// ring's ticks (a rename keeps both): reported when its age reaches the threshold, ended when it leaves the ledger, not
 // once per look. The watch an operation's hang is of is its name (`operation "GET /v1/x"`), so
 // that many requests of one route stuck at once (a database gone) give one report per
 // `minimumReportInterval`, and one breadcrumb while any of them is stuck. As for heartbeats, a
@@ -28,10 +28,16 @@ import CrumbsPlatform
 /// What the watchdog concludes from the open operations it reads at each look: the pure rule, in
 /// the ledger's monotonic clock (ns).
 struct OperationStalls {
-  /// One operation, for as long as it is open: the thread that began it and its start.
+  /// One operation, for as long as it is open: the thread that began it and its start in the
+  /// ring's ticks (exact: the converted times move a little whenever the ring recalibrates).
   struct Key: Hashable {
     var threadID: UInt32
-    var start: UInt64
+    var startTicks: UInt64
+
+    init(_ operation: OpenOperation) {
+      threadID = operation.threadID
+      startTicks = operation.startTicks
+    }
   }
 
   /// The operations stuck now (their episodes going on), as last read.
@@ -55,7 +61,7 @@ struct OperationStalls {
     var began: [(key: Key, operation: OpenOperation, age: UInt64)] = []
     var present = Set<Key>()
     for operation in open {
-      let key = Key(threadID: operation.threadID, start: operation.startMonotonicNanoseconds)
+      let key = Key(operation)
       present.insert(key)
       if stuck[key] != nil {
         stuck[key] = operation  // a rename shows in the end's breadcrumb
@@ -68,9 +74,10 @@ struct OperationStalls {
     }
     var ended: [(key: Key, age: UInt64)] = []
     if complete {
-      for (key, _) in stuck where !present.contains(key) {
+      for (key, operation) in stuck where !present.contains(key) {
         stuck[key] = nil
-        ended.append((key, now > key.start ? now - key.start : 0))
+        let start = operation.startMonotonicNanoseconds
+        ended.append((key, now > start ? now - start : 0))
       }
     }
     return (began, ended)
@@ -94,7 +101,7 @@ extension HangWatchdog {
   /// The ongoing-hang key of an operation's episode (never a heartbeat's name: it starts with a
   /// NUL).
   static func operationHangKey(_ key: OperationStalls.Key) -> String {
-    "\u{0}operation \(key.threadID) \(key.start)"
+    "\u{0}operation \(key.threadID) \(key.startTicks)"
   }
 
   /// The watch an operation's hang is of, as reports and the ring header name it.
@@ -113,7 +120,7 @@ extension HangWatchdog {
         open, complete: (ledger?.unreadable ?? 0) == 0, now: now, threshold: limit, longest: longest)
       let stuck = hangs.operations.stuck
       let waiting = open.filter {
-        stuck[OperationStalls.Key(threadID: $0.threadID, start: $0.startMonotonicNanoseconds)] == nil
+        stuck[OperationStalls.Key($0)] == nil
       }
       return (
         changes,
