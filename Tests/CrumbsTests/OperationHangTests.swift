@@ -42,7 +42,9 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
   func stuckChild(_ mode: String, _ directory: TestDirectory) throws -> (
     child: ChildProcess, tid: Int, report: StoredReport, before: [String]
   ) {
-    let child = try ChildProcess(ChildProcess.testChild, ["operation-hang", directory.path, mode])
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["operation-hang", directory.path, mode],
+      environment: ["SWIFT_BACKTRACE": "enable=no"])
     var before: [String] = []
     var began: String?
     let deadline = ChildProcess.now() + 60
@@ -145,6 +147,29 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
     #expect((open["GET /v1/orders/:id"]?.ageNanoseconds ?? 0) >= 1_000_000_000)
     let store = try ReportStore(directory: directory.path)
     #expect(store.list(.pending).reports.contains { $0.report.id == stored.report.id })
+  }
+
+  /// Point 3 (a), a supervisor's watchdog: systemd's `WatchdogSec` ends a service with SIGABRT
+  /// (its default `WatchdogSignal`). The crash handler records it: a crash report during the
+  /// hang, listing the stuck operation, begun on another thread than the one the signal hit.
+  @Test func aWatchdogsSIGABRTDuringAStuckOperationIsACrashListingIt() throws {
+    let directory = TestDirectory()
+    let (child, tid, _, _) = try stuckChild("kill", directory)
+    child.signal(SIGABRT)
+    child.wait()
+    #expect(child.terminatingSignal == SIGABRT)
+
+    let (_, report) = try nextLaunchReport(directory)
+    #expect(report.kind == .crash, "\(report.exceptionType): \(report.exceptionMessage)")
+    #expect(report.exceptionType == "SIGABRT", "\(report.exceptionMessage)")
+    #expect(
+      report.evidence.contains {
+        $0.hasPrefix("crashed during a hang of ") && $0.contains(" of operation \"GET /v1/orders/:id\" in ")
+      }, "\(report.evidence)")
+    let open = operations(report)
+    #expect(open.keys.sorted() == ["GET /v1/orders/:id"], "\(open.keys)")
+    #expect(open["GET /v1/orders/:id"]?.threadID == UInt32(tid))
+    #expect(open["GET /v1/orders/:id"]?.traceID == orderTrace)
   }
 
   /// Point 3 (b): SIGTERM taken by the app, whose shutdown waits for the stuck operation and is
