@@ -130,6 +130,40 @@ struct ThreadsCommandTests {
     #expect(target.child.exitCode == 0, "\(lines)")
   }
 
+  @Test("a damaged ledger in the process's ring file: named, and the threads printed all the same")
+  func damagedLedgerIsNamed() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory)
+    try #require(target.lines.last == "ready", "\(target.lines)")
+    let rings = directory.file("crumbs") + "/rings"
+    let name = try #require(try Syscall.directoryEntries(rings).first { $0.hasSuffix(".ring") })
+    let path = rings + "/" + name
+    let image = try Syscall.readFile(path)
+    let place = try #require(try image.withUnsafeBytes { try RingHeaderValidation.validate($0) }.ledger)
+    // The ledger's magic flipped in the file the child maps (its readers, not its writers, look).
+    func writeMagicByte(_ byte: UInt8) {
+      let fd = open(path, O_WRONLY)
+      #expect(fd >= 0)
+      var value = byte
+      #expect(pwrite(fd, &value, 1, off_t(place.offset)) == 1)
+      close(fd)
+    }
+    writeMagicByte(~image[place.offset])
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    writeMagicByte(image[place.offset])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(
+      result.stdoutLines.contains { $0.hasPrefix("\"parked-reader\" tid=") }, "\(result.stdout)")
+    let listed = result.stdoutLines.drop { !$0.hasPrefix("Open operations") }
+    #expect(listed.first?.hasPrefix("Open operations  (0 open at the dump") == true, "\(result.stdout)")
+    #expect(listed.dropFirst().first == "  the ledger's magic is damaged", "\(result.stdout)")
+
+    target.gate.open()
+    #expect(target.child.readLines(until: "closed", seconds: 120).contains("alive"))
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
   @Test("--json: one object whose threads decode as report threads")
   func dumpsAsJSON() throws {
     let directory = TestDirectory()
