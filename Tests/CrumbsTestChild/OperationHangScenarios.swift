@@ -27,8 +27,10 @@ let operationHangScenarios: [String: @Sendable ([String]) -> Int32] = [
   //   kill    waits for the parent's SIGKILL
   //   term    the app takes SIGTERM itself (a flag) and begins a shutdown that waits for the
   //           stuck operation forever ("stopping" printed): the parent SIGKILLs it
+  //   orphan  instead of the worker: a thread begins "POST /v1/orphan", prints
+  //           "orphan-thread TID" and ends; the operation stays open; the parent SIGKILLs it
   "operation-hang": { arguments in
-    guard arguments.count == 2, ["resume", "kill", "term"].contains(arguments[1]) else { return 64 }
+    guard arguments.count == 2, ["resume", "kill", "term", "orphan"].contains(arguments[1]) else { return 64 }
     let mode = arguments[1]
     blockOperationGoOn()
     if mode == "term" { signal(SIGTERM) { _ in operationStopRequested = 1 } }
@@ -51,6 +53,16 @@ let operationHangScenarios: [String: @Sendable ([String]) -> Int32] = [
       heartbeat.end()
     }
     client.beginOperation("GET /health").end()
+    if mode == "orphan" {
+      // Begun on a thread that ends at once: the operation stays open without its thread.
+      let orphan = try? BackgroundThread.startJoinable(name: "orphan-worker") {
+        _ = client.beginOperation("POST /v1/orphan", kind: .job)
+        print("orphan-thread \(CurrentThread.id)")
+        fflush(nil)
+      }
+      orphan?.join()
+      while true { pause() }
+    }
     let worker = try? BackgroundThread.startJoinable(name: "order-worker") {
       let trace = TraceContext(traceID: "4bf92f3577b34da6a3ce929d0e0e4736", spanID: "00f067aa0ba902b7")
       let order = client.beginOperation("GET /v1/orders/:id", trace: trace, parentSpanID: "b7ad6b7169203331")

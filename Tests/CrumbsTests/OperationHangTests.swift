@@ -149,6 +149,27 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
     #expect(store.list(.pending).reports.contains { $0.report.id == stored.report.id })
   }
 
+  /// The thread that began a stuck operation ended (async code, a worker gone): the report
+  /// says so and leads with the watchdog's own thread rather than a wrong one.
+  @Test func aStuckOperationWhoseThreadEndedSaysSo() throws {
+    let directory = TestDirectory()
+    let child = try ChildProcess(ChildProcess.testChild, ["operation-hang", directory.path, "orphan"])
+    defer {
+      child.signal(SIGKILL)
+      child.wait()
+    }
+    let tid = try #require(child.value(after: "orphan-thread "))
+    let id = try #require(child.value(after: "op-hang-began "))
+    try #require(id != "-")
+    let report = try ReportStore(directory: directory.path).load(id: id).report
+    #expect(report.attributes[HangFacts.operationKey] == "POST /v1/orphan")
+    #expect(
+      report.exceptionMessage.hasSuffix(
+        "begun on thread \(tid) (a thread not running any more: the report leads with the watchdog's)"),
+      "\(report.exceptionMessage)")
+    #expect(report.threadName == "crumbs.watchdog")
+  }
+
   /// Point 3 (a), a supervisor's watchdog: systemd's `WatchdogSec` ends a service with SIGABRT
   /// (its default `WatchdogSignal`). The crash handler records it: a crash report during the
   /// hang, listing the stuck operation, begun on another thread than the one the signal hit.

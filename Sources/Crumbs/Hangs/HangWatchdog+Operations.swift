@@ -158,9 +158,13 @@ extension HangWatchdog {
     client.tell(.hangBegan(watch: watch))
     let report = reportHang(
       key: Self.operationHangKey(key), watch: watch, sinceWall: operation.startWallNanoseconds, lasted: age,
-      threshold: threshold, now: now, attributes: attributes,
-      message: Self.operationMessage(operation, age: age, threshold: threshold), quiet: quiet
-    ) { threads in threads.first { $0.id == Int(operation.threadID) } }
+      threshold: threshold, now: now, attributes: attributes, quiet: quiet,
+      lead: { threads in threads.first { $0.id == Int(operation.threadID) } },
+      message: { lead in
+        Self.operationMessage(operation, age: age, threshold: threshold)
+          // Async code may have left it; a thread that ended is not in the capture.
+          + (lead == nil ? " (a thread not running any more: the report leads with the watchdog's)" : "")
+      })
     CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: watch, report: report))
   }
 

@@ -31,20 +31,21 @@ extension HangWatchdog {
     client.tell(.hangBegan(watch: name))
     let report = reportHang(
       key: name, watch: name, sinceWall: sinceWall, lasted: silent, threshold: threshold, now: now,
-      attributes: [:], message: Self.message(name: name, kind: kind, silent: silent, threshold: threshold)
-    ) { threads in Self.leadThread(threads, kind: kind, heartbeat: heartbeat) }
+      attributes: [:], lead: { threads in Self.leadThread(threads, kind: kind, heartbeat: heartbeat) },
+      message: { _ in Self.message(name: name, kind: kind, silent: silent, threshold: threshold) })
     CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: report))
   }
 
   /// The report of a hang that began, under `key` among the hangs going on: unless `watch` was
   /// reported within `minimumReportInterval`, every thread captured, the one `lead` picks
-  /// leading, and a `hang` report stored with `attributes` and `message`, held from delivery
+  /// leading, and a `hang` report stored with `attributes` and `message` (given the lead thread
+  /// found, or nil: the report then leads with the watchdog's own), held from delivery
   /// until the hang ends (at most `deliveryHold`); in any case the ring header's hang recorded.
   /// Returns the report stored, if one was.
   func reportHang(
     key: String, watch: String, sinceWall: UInt64, lasted: UInt64, threshold: Double, now: UInt64,
-    attributes extra: [String: String], message: String, quiet: Bool = false,
-    lead: ([CrashReport.Thread]) -> CrashReport.Thread?
+    attributes extra: [String: String], quiet: Bool = false,
+    lead: ([CrashReport.Thread]) -> CrashReport.Thread?, message: (CrashReport.Thread?) -> String
   ) -> StoredReport? {
     guard let client else { return nil }
     let due = hangs.withLock { hangs -> Bool in
@@ -73,9 +74,12 @@ extension HangWatchdog {
     if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(
-      kind: .hang, type: HangFacts.exceptionType, message: message,
+      kind: .hang, type: HangFacts.exceptionType, message: message(lead),
       frames: lead?.frames ?? [], modules: capture.modules,
-      thread: (lead?.id ?? Int(CurrentThread.id), lead?.name), threads: capture.threads,
+      thread: (
+        lead?.id ?? Int(CurrentThread.id),
+        lead?.name ?? capture.threads.first { $0.id == Int(CurrentThread.id) }?.name
+      ), threads: capture.threads,
       attachmentPaths: files)
     report.damage += capture.damage
     let hold = UInt64(max(0, min(detection.deliveryHold, 3600)) * 1e9)
