@@ -16,8 +16,8 @@
 //   OperationStalls.observe                the pure rule, tested without threads or clocks
 //
 // One episode per stuck operation, keyed by the thread that began it and its start in the
-// ring's ticks (a rename keeps both): reported when its age reaches the threshold, ended when it leaves the ledger, not
-// once per look. The watch an operation's hang is of is its name (`operation "GET /v1/x"`), so
+// ring's ticks (a rename keeps both): reported when its age reaches the threshold, ended when it
+// leaves the ledger, not once per look. The watch an operation's hang is of is its name (`operation "GET /v1/x"`), so
 // that many requests of one route stuck at once (a database gone) give one report per
 // `minimumReportInterval`, and one breadcrumb while any of them is stuck. As for heartbeats, a
 // watchdog that was not scheduled (the process stopped) does not count the time it did not look.
@@ -119,9 +119,7 @@ extension HangWatchdog {
       let changes = hangs.operations.observe(
         open, complete: (ledger?.unreadable ?? 0) == 0, now: now, threshold: limit, longest: longest)
       let stuck = hangs.operations.stuck
-      let waiting = open.filter {
-        stuck[OperationStalls.Key($0)] == nil
-      }
+      let waiting = open.filter { stuck[OperationStalls.Key($0)] == nil }
       return (
         changes,
         hangs.operations.wait(waiting, now: now, threshold: limit, resolution: resolution, longest: longest)

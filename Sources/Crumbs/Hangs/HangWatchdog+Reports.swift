@@ -5,10 +5,12 @@
 //                  stopping the process (LiveThreadCapture), the stalled thread chosen, the ring
 //                  header's hang recorded (so the next launch explains a kill during it), and a
 //                  `hang` report stored, held from delivery until the hang ends (at most
-//                  `deliveryHold`)
+//                  `deliveryHold`) — reportHang, which a stuck operation's hang shares
+//                  (HangWatchdog+Operations.swift)
 //   refreshOngoing each check while it goes on: the ring header's "still hung at" time
 //   hangEnded      "hang ended after 7.3 s" (a breadcrumb), the stored report updated with the
-//                  whole duration and released to delivery, the ring header's hang cleared
+//                  whole duration and released to delivery, the ring header's hang cleared once
+//                  no hang goes on; by key: a watch's name, or a stuck operation's episode
 //
 // All on the watchdog thread. Not signal-safe.
 
@@ -123,7 +125,7 @@ extension HangWatchdog {
   }
 
   /// Every thread, symbolicated; on failure none, and why, as the report's damage.
-  func captureThreads(_ client: CrumbsClient)
+  private func captureThreads(_ client: CrumbsClient)
     -> (threads: [CrashReport.Thread], modules: [LoadedModule], damage: [String])
   {
     do {

@@ -16,7 +16,9 @@
 //                                           ahead; every `resolution` while one is stalled),
 //                                           and handles it (HangWatchdog+Reports.swift):
 //                                           hangBegan → capture, report, ring header;
-//                                           hangEnded → "hang ended after X s", report updated
+//                                           hangEnded → "hang ended after X s", report updated;
+//                                           with `operationThreshold`, the ledger too
+//                                           (checkOperations, HangWatchdog+Operations.swift)
 //   stop()                                  at close: wakes the thread and waits for it
 //
 // Probes: a probe is a Heartbeat that the watchdog beats when it enqueues a job, and the job
