@@ -30,6 +30,13 @@ func nextLaunchReport(_ directory: TestDirectory) throws -> (PostMortemOutcome, 
   return (outcome, try #require(outcome.reports.first?.report, "\(outcome.problems)"))
 }
 
+/// A next launch's run over `directory` (nothing left to claim after the first).
+func nextLaunchReportIfAny(_ directory: TestDirectory) throws -> PostMortemOutcome {
+  PostMortemProcessor(
+    directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+  ).run()
+}
+
 /// The open operations a report lists, by name.
 private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOperations.Operation] {
   Dictionary(
@@ -145,8 +152,22 @@ private func operations(_ report: CrashReport) -> [String: CrashReport.OpenOpera
     #expect(open["GET /v1/orders/:id"]?.traceID == orderTrace)
     #expect(open["GET /v1/orders/:id"]?.threadID == UInt32(tid))
     #expect((open["GET /v1/orders/:id"]?.ageNanoseconds ?? 0) >= 1_000_000_000)
-    let store = try ReportStore(directory: directory.path)
-    #expect(store.list(.pending).reports.contains { $0.report.id == stored.report.id })
+    // The hang report held while it lived: finished by the next launch and released at once,
+    // its duration to the watchdog's last look (it went out after its hold, still "ongoing",
+    // with the duration it had when it began).
+    let held = try ReportStore(directory: directory.path).load(id: stored.report.id)
+    #expect(held.state == .pending)
+    #expect(held.report.attributes[HangFacts.ongoingKey] == "false")
+    #expect(held.deliveryState().heldUntilUnixNano == nil)
+    #expect(
+      held.report.exceptionMessage.contains("; the process ended during it, still hung after "),
+      "\(held.report.exceptionMessage)")
+    let lasted = try #require(held.report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) })
+    let began = try #require(stored.report.attributes[HangFacts.durationKey].flatMap { UInt64($0.text) })
+    #expect(lasted >= began && lasted >= 1000, "\(began) ms at the start, \(lasted) ms at the end")
+    // A second run (the collector racing the next launch) changes nothing.
+    _ = try nextLaunchReportIfAny(directory)
+    #expect(try ReportStore(directory: directory.path).load(id: stored.report.id).report == held.report)
   }
 
   /// The thread that began a stuck operation ended (async code, a worker gone): the report
