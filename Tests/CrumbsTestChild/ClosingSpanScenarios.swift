@@ -22,7 +22,8 @@ let closingSpanScenarios: [String: @Sendable ([String]) -> Int32] = [
     configuration.redaction.valuePatterns = [Redaction.emailAddresses]
     guard let client = startClient(configuration) else { return 1 }
     client.beginOperation(
-      "GET /v1/finished", trace: TraceContext(traceID: "0af7651916cd43dd8448eb211c80319c", spanID: "b9c7c989f97918e1")
+      "GET /v1/finished",
+      trace: TraceContext(traceID: "0af7651916cd43dd8448eb211c80319c", spanID: "b9c7c989f97918e1")
     ).end()
     let held = UnsafeMutablePointer<pthread_barrier_t>.allocate(capacity: 1)
     pthread_barrier_init(held, nil, 4)

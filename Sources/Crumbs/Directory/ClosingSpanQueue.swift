@@ -69,7 +69,9 @@ enum ClosingSpanQueue {
     guard let queue = open(directory) else { return [] }
     defer { Syscall.close(queue) }
     let path = folder(directory)
-    let names = ((try? Syscall.directoryEntries(of: queue, path: path)) ?? []).filter { $0.hasSuffix(".json") }
+    let names = ((try? Syscall.directoryEntries(of: queue, path: path)) ?? []).filter {
+      $0.hasSuffix(".json")
+    }
     var events: [OutboxEvent] = []
     for name in names.sorted() {
       guard
@@ -81,7 +83,8 @@ enum ClosingSpanQueue {
         try? Syscall.writeFileAtomically(
           named: name + ".reason", in: queue, Array("unreadable closing spans\n".utf8),
           path: path + "/" + name + ".reason")
-        try? Syscall.rename(named: name, in: queue, to: name + ".unreadable", in: queue, path: path + "/" + name)
+        try? Syscall.rename(
+          named: name, in: queue, to: name + ".unreadable", in: queue, path: path + "/" + name)
         continue
       }
       // The key is the file's name (with a prefix no summary's name has): `remove` finds it.
@@ -97,7 +100,9 @@ enum ClosingSpanQueue {
   static func remove(_ event: OutboxEvent, directory: String) -> Bool {
     guard event.traces != nil, event.key.hasPrefix(keyPrefix) else { return false }
     let name = String(event.key.dropFirst(keyPrefix.count))
-    guard !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")), let queue = open(directory) else { return true }
+    guard !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")), let queue = open(directory) else {
+      return true
+    }
     defer { Syscall.close(queue) }
     Syscall.removeTree(named: name, in: queue)
     return true
