@@ -44,7 +44,12 @@ import Testing
       ChildProcess.testChild, ["client-cli-flush", crumbs, server.baseURL, "60"],
       environment: ["SWIFT_BACKTRACE": "enable=no"])
     #expect(client.wait(seconds: 180) == 0)
-    #expect(collector.wait(timeoutMilliseconds: 180_000) == 0, "collect: \(collector.readRemaining())")
+    // A one-shot collector that raced the client may leave work to it (a report the client was
+    // delivering, or held pending while it delivered): exit status 1, never a signal. The last
+    // collector below sends whatever is left, and must finish clean.
+    let status = collector.wait(timeoutMilliseconds: 180_000)
+    let output = collector.readRemaining()
+    #expect(status == 0 || status == 256, "collect: \(output)")
     let last = try CLIProcess.run(["collect", "--dir", crumbs, "--otlp", server.baseURL])
     #expect(last.status == 0, "stderr: \(last.stderr)")
   }
