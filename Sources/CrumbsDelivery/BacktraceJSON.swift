@@ -381,8 +381,12 @@ package enum BacktraceJSON {
         ledger.field("notHeld", open.notHeld)
         ledger.field("unreadable", open.unreadable)
         if let damage = open.damage { ledger.field("damage", damage) }
+        let listed = open.operations.prefix(OTLPDestination.maxListedOperations)
+        if listed.count < open.operations.count {
+          ledger.field("omitted", open.operations.count - listed.count)
+        }
         ledger.array("operations") { list in
-          for operation in open.operations { list.object { Self.operation(operation, into: &$0) } }
+          for operation in listed { list.object { Self.operation(operation, into: &$0) } }
         }
       }
     }

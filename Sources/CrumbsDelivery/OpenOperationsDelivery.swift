@@ -15,7 +15,9 @@
 // The record's shape, for a backend to query: flat scalars for the counts and for the operation
 // marked as the crashing thread's (`crumbs.open_operations.crashing.*`: "which request killed
 // it"), parallel string arrays of the names and trace ids (oldest first: "which requests died"),
-// and the whole list as an array of key/value lists (`crumbs.open_operations`).
+// and the whole list as an array of key/value lists (`crumbs.open_operations`). The arrays and
+// the list hold the oldest `maxListedOperations` (a ledger may hold 65536, which would not fit
+// in one request); `crumbs.open_operations.omitted` counts the rest, and the count is all of them.
 //
 // A closing span is the open operation's own span — its trace id, span id, parent, name, kind
 // and start — ended at the death (start + its age at the death, the report's own clock), with
@@ -29,6 +31,9 @@ import CrumbsRecorder
 import CrumbsReports
 
 extension OTLPDestination {
+  /// The most operations listed on a crash record (and in Backtrace's annotation), oldest first.
+  public static let maxListedOperations = 1024
+
   /// The report's open operations as crash-record attributes (none when its ring had no ledger).
   public static func openOperationAttributes(_ report: CrashReport) -> [OTLPAttribute] {
     guard let open = report.openOperations else { return [] }
@@ -51,11 +56,15 @@ extension OTLPDestination {
       }
     }
     guard !open.operations.isEmpty else { return attributes }
+    let listed = open.operations.prefix(maxListedOperations)
+    if listed.count < open.operations.count {
+      attributes.append(
+        OTLPAttribute("crumbs.open_operations.omitted", .int(Int64(open.operations.count - listed.count))))
+    }
     attributes += [
-      OTLPAttribute("crumbs.open_operations.names", .array(open.operations.map { .string($0.name) })),
-      OTLPAttribute(
-        "crumbs.open_operations.trace_ids", .array(open.operations.map { .string($0.traceID ?? "") })),
-      OTLPAttribute("crumbs.open_operations", .array(open.operations.map(operationValue))),
+      OTLPAttribute("crumbs.open_operations.names", .array(listed.map { .string($0.name) })),
+      OTLPAttribute("crumbs.open_operations.trace_ids", .array(listed.map { .string($0.traceID ?? "") })),
+      OTLPAttribute("crumbs.open_operations", .array(listed.map(operationValue))),
     ]
     return attributes
   }

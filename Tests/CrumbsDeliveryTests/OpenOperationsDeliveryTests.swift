@@ -310,4 +310,27 @@ final class FixedOutbox: DeliveryOutbox {
     }
     #expect(outbox.keys.isEmpty)
   }
+
+  /// A ledger far larger than the default: the record lists the oldest 1024 and counts the rest,
+  /// so the report still fits one request.
+  @Test func aHugeLedgerListsTheOldestAndCountsTheRest() throws {
+    let (fixture, _) = try BacktraceSchemaTests.crashFixture { report in
+      let one = Self.operations().operations[0]
+      report.openOperations = CrashReport.OpenOperations(
+        operations: Array(repeating: one, count: 1100), capacity: 2048, notHeld: 0, unreadable: 0, damage: nil
+      )
+    }
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    #expect(
+      otlpUploader(fixture, server, clock: ManualClock()).deliverPendingNow().finished.map(\.state) == [.sent]
+    )
+    let body = try #require(server.requests.first).body
+    let record = try #require((try decodeOTLP(body)["records"] as? [[String: Any]])?.first)
+    let attributes = try #require(record["attributes"] as? [String: Any])
+    #expect(attributes["crumbs.open_operations.count"] as? Int == 1100)
+    #expect(attributes["crumbs.open_operations.omitted"] as? Int == 76)
+    #expect((attributes["crumbs.open_operations.names"] as? [String])?.count == 1024)
+    #expect((attributes["crumbs.open_operations"] as? [[String: Any]])?.count == 1024)
+  }
 }

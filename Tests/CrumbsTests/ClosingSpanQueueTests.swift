@@ -105,4 +105,24 @@ import Testing
     #expect(chown(folder + "/" + name, 65534, 65534) == 0)
     #expect(ClosingSpanQueue.events(directory: directory.path).isEmpty)
   }
+
+  /// At most `maxSpansPerDeath` spans are queued per death, the oldest.
+  @Test func aHugeLedgerQueuesItsOldestSpans() throws {
+    let directory = TestDirectory()
+    let store = try ReportStore(directory: directory.path)
+    var session = try crashedSession(store)
+    var report = try #require(session.report?.report)
+    let traced = try #require(report.openOperations?.operations.first)
+    report.openOperations?.operations = (0..<(ClosingSpanQueue.maxSpansPerDeath + 10)).map { index in
+      var operation = traced
+      operation.name = "op \(index)"
+      return operation
+    }
+    report.id = SessionID().description
+    session.report = try store.store(report, attachments: [])
+    ClosingSpanQueue.enqueue(session, directory: directory.path)
+    let spans = try #require(ClosingSpanQueue.events(directory: directory.path).first?.traces?.spans)
+    #expect(spans.count == ClosingSpanQueue.maxSpansPerDeath)
+    #expect(spans.first?.name == "op 0")
+  }
 }
