@@ -8,6 +8,7 @@ import CrumbsPlatform
 import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Crumbs
@@ -125,4 +126,30 @@ import Testing
     #expect(spans.count == ClosingSpanQueue.maxSpansPerDeath)
     #expect(spans.first?.name == "op 0")
   }
+
+  /// Spans wait for consent as the summaries do: refused, they stay queued; allowed, they go.
+  @Test func spansWaitForConsent() throws {
+    let directory = TestDirectory()
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    let store = try ReportStore(directory: directory.path)
+    ClosingSpanQueue.enqueue(try crashedSession(store), directory: directory.path)
+    let consent = EventConsent()
+    let uploader = ReportUploader(
+      store: store, destinations: [OTLPDestination(endpoint: server.baseURL)], delegate: consent,
+      outbox: SessionSummaryOutbox(directory: directory.path, resource: [:]))
+    uploader.deliverPendingNow()
+    #expect(try receivedSpans(server).isEmpty)
+    #expect(try Syscall.directoryEntries(directory.path + "/closing-spans").count == 1)
+    consent.allowed.withLock { $0 = true }
+    uploader.deliverPendingNow()
+    #expect(try receivedSpans(server).count == 1)
+    #expect(try Syscall.directoryEntries(directory.path + "/closing-spans").isEmpty)
+  }
+}
+
+/// Refuses every outbox event until `allowed`.
+final class EventConsent: ReportUploaderDelegate {
+  let allowed = Mutex(false)
+  func shouldSend(event: OutboxEvent) -> Bool { allowed.withLock { $0 } }
 }
