@@ -121,6 +121,14 @@ extension BreadcrumbRing {
     openHandle != nil ? entry.contents : nil
   }
 
+  /// The operations open in the ledger now, oldest first, read while writers run (lock-free:
+  /// each entry copied with its seqlock); nil when the ring has none or is closed. Costs one load
+  /// per free entry and a copy of each open one: for a watchdog or a dump, not a hot path.
+  public func openOperations() -> LedgerContents? {
+    guard let ring = openHandle else { return nil }
+    return RingReader.readLiveLedger(ring)
+  }
+
   /// Ends an operation: it is no longer open. False when it was not (ended before, or never
   /// recorded).
   @discardableResult
