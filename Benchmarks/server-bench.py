@@ -10,7 +10,9 @@
 #               in sent/, after the POST arrived), against `none` after its first response; and
 #               the ring's own resident pages, so what the client costs beyond the ring is shown
 #   requests    wrk on loopback against GET /hello: throughput and p99 of `none`, `client` and
-#               `breadcrumbs` (a breadcrumb at each request's start and end), ratios to `none`
+#               `breadcrumbs` (a breadcrumb at each request's start and end), ratios to `none`;
+#               and the server's CPU time per request (/proc/PID/stat), which a busy machine
+#               moves far less than throughput
 #
 # Every wait is on an event, bounded: the port answering (connection attempts 0.5 ms apart),
 # the report in sent/ after the POST, the process's exit. With BENCH_SUMMARY set, the headline
@@ -193,13 +195,26 @@ def readiness_and_memory(otlp, base, template, cpu=None):
     return ready, paired, rss, pss, ring
 
 
-def wrk(port):
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (all its threads), from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(process, port):
+    """wrk against GET /hello: throughput, p99 (ms), and the server's CPU time per request (µs).
+    CPU per request is what the server pays for each answer, whatever else the machine runs: on
+    a busy machine it varies far less than throughput, which moves with every other process."""
+    before = cpu_seconds(process.pid)
     output = subprocess.run(["wrk", "-t2", "-c32", "-d%ds" % WRK_SECONDS, "--latency",
                              "http://127.0.0.1:%d/hello" % port],
                             capture_output=True, text=True, timeout=WRK_SECONDS + 60).stdout
+    spent = cpu_seconds(process.pid) - before
     throughput = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    answered = int(re.search(r"(\d+) requests in", output).group(1))
     value, unit = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", output, re.M).groups()
-    return throughput, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+    return throughput, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit], spent * 1e6 / max(answered, 1)
 
 
 def requests(otlp, base):
@@ -212,6 +227,7 @@ def requests(otlp, base):
         servers[variant] = (process, port)
     throughput = {variant: [] for variant in variants}
     p99 = {variant: [] for variant in variants}
+    cpu = {variant: [] for variant in variants}
     try:
         for variant in variants:
             subprocess.run(["wrk", "-t2", "-c32", "-d1s", "http://127.0.0.1:%d/hello" % servers[variant][1]],
@@ -219,13 +235,14 @@ def requests(otlp, base):
         for round in range(WRK_ROUNDS):
             shift = round % len(variants)
             for variant in variants[shift:] + variants[:shift]:
-                rate, latency = wrk(servers[variant][1])
+                rate, latency, per_request = wrk(*servers[variant])
                 throughput[variant].append(rate)
                 p99[variant].append(latency)
+                cpu[variant].append(per_request)
     finally:
         for process, _ in servers.values():
             stop(process)
-    return throughput, p99
+    return throughput, p99, cpu
 
 
 def main():
@@ -239,7 +256,7 @@ def main():
         ready, paired, rss, pss, ring = readiness_and_memory(otlp, base, template)
         one_cpu = max(os.sched_getaffinity(0))
         ready_1, paired_1, _, _, _ = readiness_and_memory(otlp, base, template, one_cpu)
-        throughput, p99 = requests(otlp, base)
+        throughput, p99, cpu = requests(otlp, base)
     finally:
         otlp.shutdown()
         if base.startswith(tempfile.gettempdir() + "/server-bench-"):
@@ -265,6 +282,11 @@ def main():
 
     client_ratio, breadcrumbs_ratio = ratio("client"), ratio("breadcrumbs")
 
+    def cpu_ratio(variant):
+        return median(value / none for value, none in zip(cpu[variant], cpu["none"]))
+
+    cpu_client, cpu_breadcrumbs = cpu_ratio("client"), cpu_ratio("breadcrumbs")
+
     print("== A Hummingbird server with and without Crumbs (%d rounds alternated; wrk %d × %d s) =="
           % (ROUNDS, WRK_ROUNDS, WRK_SECONDS))
     print("   machine: %d CPUs, load average %s" % (os.cpu_count(), open("/proc/loadavg").read().split()[0]))
@@ -279,6 +301,8 @@ def main():
          % (beyond, ring_mb, ring_resident_kb), "≤ +5 MB", beyond <= 5),
         ("throughput, GET /hello", "none %.0f/s, client %.3f×, breadcrumbs %.3f×"
          % (rate["none"], client_ratio, breadcrumbs_ratio), "breadcrumbs ≥ 0.98×", breadcrumbs_ratio >= 0.98),
+        ("server CPU per request, GET /hello", "none %.1f µs, client %.3f×, breadcrumbs %.3f×"
+         % (median(cpu["none"]), cpu_client, cpu_breadcrumbs), "breadcrumbs ≤ 1.02×", cpu_breadcrumbs <= 1.02),
         ("p99 latency, GET /hello", "none %.2f ms, client %.2f ms, breadcrumbs %.2f ms"
          % (latency["none"], latency["client"], latency["breadcrumbs"]), "", None),
     ]
@@ -302,6 +326,9 @@ def main():
             out.write("Hummingbird server (wrk): throughput client / breadcrumbs vs none|"
                       "%.3f× / %.3f× (none %.0f req/s)|breadcrumbs ≥ 0.98×|%s\n"
                       % (client_ratio, breadcrumbs_ratio, rate["none"], "met" if breadcrumbs_ratio >= 0.98 else "MISSED"))
+            out.write("Hummingbird server (wrk): server CPU per request, client / breadcrumbs vs none|"
+                      "%.3f× / %.3f× (none %.1f µs)|breadcrumbs ≤ 1.02×|%s\n"
+                      % (cpu_client, cpu_breadcrumbs, median(cpu["none"]), "met" if cpu_breadcrumbs <= 1.02 else "MISSED"))
             out.write("Hummingbird server (wrk): p99 none / client / breadcrumbs|%.2f / %.2f / %.2f ms||\n"
                       % (latency["none"], latency["client"], latency["breadcrumbs"]))
 

@@ -122,8 +122,8 @@ struct ReportPrinter {
 
   /// "Open operations (2 of 512 entries)" and one line each, oldest first: age at the death,
   /// name, kind, thread, trace id, attributes; the one begun on the crashing thread marked.
-  func openOperationLines(_ open: CrashReport.OpenOperations) -> [String] {
-    var notes = ["\(open.operations.count) open at the death, \(open.capacity) entries"]
+  func openOperationLines(_ open: CrashReport.OpenOperations, when: String = "at the death") -> [String] {
+    var notes = ["\(open.operations.count) open \(when), \(open.capacity) entries"]
     if open.notHeld > 0 { notes.append("\(open.notHeld) not held: the ledger was full") }
     if open.unreadable > 0 { notes.append("\(open.unreadable) unreadable") }
     var lines = [style.bold("Open operations") + style.dim("  (" + notes.joined(separator: ", ") + ")")]

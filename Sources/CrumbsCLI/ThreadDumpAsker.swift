@@ -19,6 +19,9 @@
 //                                    `<session>.threads-<cookie>.json`, noticed when it is renamed
 //                                    into place; the process ending first, or the time running
 //                                    out, is an error in words
+//   openOperations(now:)             the ring's in-flight ledger, reopened beneath the folder's
+//                                    descriptor as findRing opened it, read twice as untrusted
+//                                    bytes (RingReader.readLedger)
 //   readAnswer(cookie:)              the answer opened beneath the folder's descriptor: looked at
 //                                    before it is opened (a link, FIFO or device is refused, never
 //                                    opened), a regular file of the process's user, read within a
@@ -343,6 +346,30 @@ final class ThreadDumpAsker {
       return try Syscall.readAll(file.fd, limit: Self.answerLimit, path: path)
     } catch {
       throw ThreadDumpFailure("cannot read the answer \(path): \(error)")
+    }
+  }
+
+  /// The operations open in the process's in-flight ledger now, read from its ring file (the
+  /// process's bytes: untrusted, RingReader.readLedger), reopened beneath the folder's
+  /// descriptor as `findRing` opened it; nil when its ring has no ledger. Aged at `now` (wall ns).
+  func openOperations(now: UInt64) throws(ThreadDumpFailure) -> CrashReport.OpenOperations? {
+    let ring: Syscall.OpenedFile
+    do {
+      ring = try Syscall.openRegularFile(named: Syscall.baseName(of: ringPath), in: folder, path: ringPath)
+    } catch {
+      throw ThreadDumpFailure("cannot open the ring \(ringPath) for its open operations: \(error)")
+    }
+    defer { Syscall.close(ring.fd) }
+    guard users.contains(ring.owner) else {
+      throw ThreadDumpFailure(
+        "refused the ring \(ringPath): owned by uid \(ring.owner), not by the process's user")
+    }
+    do {
+      return try RingReader.readLedger(descriptor: ring.fd, size: ring.size, path: ringPath).map {
+        CrashReport.OpenOperations($0, death: now)
+      }
+    } catch {
+      throw ThreadDumpFailure("cannot read the open operations of \(ringPath): \(error)")
     }
   }
 

@@ -7,8 +7,10 @@
 //   answer.threads(options:)         symbolicated here, with the modules the answer lists (the
 //                                    one symbolication path: Symbolicator, llvm-symbolizer for
 //                                    file and line when on PATH)
+//   asker.openOperations             the operations open in its ledger, read from its ring file
 //   ThreadDumpPrinter                "name" tid=… state, then `at function (file:line)` per
-//                                    frame; --json: one object through the JSON writer
+//                                    frame, then the open operations with their ages; --json:
+//                                    one object through the JSON writer
 // Not signal-safe (an ordinary command-line program).
 
 import ArgumentParser
@@ -73,7 +75,18 @@ struct ThreadsCommand: ParsableCommand {
     options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
     let threads = answer.threads(options: options)
-    let printer = ThreadDumpPrinter(pid: pid, header: asker.header, answer: answer, threads: threads)
+    // The ledger is read from the ring file as the answer arrives: the operations open at about
+    // the capture's moment, aged at it. A ledger that cannot be read costs the dump nothing.
+    var operations: CrashReport.OpenOperations?
+    var operationsProblem: String?
+    do throws(ThreadDumpFailure) {
+      operations = try asker.openOperations(now: answer.wallNanoseconds)
+    } catch {
+      operationsProblem = error.description
+    }
+    let printer = ThreadDumpPrinter(
+      pid: pid, header: asker.header, answer: answer, threads: threads, openOperations: operations,
+      openOperationsProblem: operationsProblem)
     print(json ? printer.json() : printer.text())
   }
 
@@ -93,6 +106,10 @@ struct ThreadDumpPrinter {
   var header: RingHeaderInfo
   var answer: ThreadDumpAnswer
   var threads: [CrashReport.Thread]
+  /// The operations open in its ledger, aged at the capture; nil without a ledger.
+  var openOperations: CrashReport.OpenOperations? = nil
+  /// Why the ledger could not be read, when it could not.
+  var openOperationsProblem: String? = nil
 
   /// jstack's shape: a heading, then per thread `"name" tid=… state` and its frames.
   func text() -> String {
@@ -113,6 +130,13 @@ struct ThreadDumpPrinter {
       if thread.frames.isEmpty { lines.append("    (no frames)") }
       for frame in thread.frames { lines.append("    at " + Self.line(frame)) }
     }
+    if let openOperations {
+      lines.append("")
+      lines.append(
+        contentsOf: ReportPrinter(style: TerminalStyle(enabled: false)).openOperationLines(
+          openOperations, when: "at the dump"))
+    }
+    if let openOperationsProblem { lines += ["", "Open operations: \(openOperationsProblem)"] }
     return lines.joined(separator: "\n")
   }
 
@@ -151,6 +175,9 @@ struct ThreadDumpPrinter {
       object.array("threads") { array in
         for thread in threads { array.object { ThreadJSON.write(thread, into: &$0) } }
       }
+      // As a report's `crumbs.open_operations`, each aged at the capture.
+      if let openOperations { object.object("crumbs.open_operations") { openOperations.write(into: &$0) } }
+      if let openOperationsProblem { object.field("crumbs.open_operations_problem", openOperationsProblem) }
     }
     return String(decoding: json.bytes, as: UTF8.self)
   }

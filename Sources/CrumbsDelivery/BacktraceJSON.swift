@@ -21,7 +21,11 @@
 //               error.message, error.type ("Crash", "Exception", "Low Memory" for a likely
 //               OOM), the app's attributes as typed, and the grouping hint: `_mod_fingerprint`
 //               (the SHA-256 of CrashReport.signature) with `crumbs.signature` (the signature)
-//   annotations structured extras (Crumbs, Signal, Registers, Modules with the full build IDs)
+//   annotations structured extras (Crumbs, Signal, Registers, Modules with the full build IDs,
+//               Open operations: the ledger's operations open at the death, oldest first, with
+//               its capacity and what it could not hold or read); the counts and the operation
+//               marked as the crashing thread's are attributes too (`crumbs.open_operations.*`,
+//               the OTLP record's names: OpenOperationsDelivery.swift)
 //
 // A module's `debug_identifier` is its GNU build ID in the form Breakpad symbol files (and so
 // Backtrace's symbol store) name ELF files by: the first 16 bytes as a GUID (the first three
@@ -307,6 +311,14 @@ package enum BacktraceJSON {
     attributes["breadcrumbs.lastId"] = .number(Int64(trail.count))
     attributes[OTLPDestination.signatureKey] = .string(report.signature)
     attributes[fingerprintKey] = .string(report.signatureDigest)
+    // The open operations' scalars (Backtrace indexes flat values; the list is an annotation).
+    for attribute in OTLPDestination.openOperationAttributes(report) {
+      switch attribute.value {
+      case .int(let number): attributes[attribute.key] = .number(number)
+      case .string(let text): attributes[attribute.key] = .string(text)
+      default: break
+      }
+    }
     return attributes.sorted { $0.key < $1.key }
   }
 
@@ -362,7 +374,45 @@ package enum BacktraceJSON {
         }
       }
     }
+    if let open = report.openOperations {
+      annotations.object("Open operations") { ledger in
+        ledger.field("count", open.operations.count)
+        ledger.field("capacity", open.capacity)
+        ledger.field("notHeld", open.notHeld)
+        ledger.field("unreadable", open.unreadable)
+        if let damage = open.damage { ledger.field("damage", damage) }
+        let listed = open.operations.prefix(OTLPDestination.maxListedOperations)
+        if listed.count < open.operations.count {
+          ledger.field("omitted", open.operations.count - listed.count)
+        }
+        ledger.array("operations") { list in
+          for operation in listed { list.object { Self.operation(operation, into: &$0) } }
+        }
+      }
+    }
     annotations.field("Stacktrace", report.exceptionStacktrace)
+  }
+
+  /// One open operation in the `Open operations` annotation.
+  static func operation(_ operation: CrashReport.OpenOperations.Operation, into fields: inout JSONObject) {
+    fields.field("name", operation.name)
+    fields.field("kind", operation.kind)
+    if let trace = operation.traceID { fields.field("traceId", trace) }
+    if let span = operation.spanID { fields.field("spanId", span) }
+    if let parent = operation.parentSpanID { fields.field("parentSpanId", parent) }
+    fields.field("startTime", operation.startTime)
+    fields.field("ageMs", operation.ageNanoseconds / 1_000_000)
+    fields.field("threadId", operation.threadID)
+    if let marked = operation.onCrashingThread { fields.field("onCrashingThread", marked) }
+    if !operation.attributes.isEmpty {
+      fields.object("attributes") { attributes in
+        // A JSON object names each key once: the first of a repeated key is kept.
+        var named = Set<String>()
+        for attribute in operation.attributes where named.insert(attribute.key).inserted {
+          attributes.field(attribute.key, attribute.value)
+        }
+      }
+    }
   }
 
   /// The report id when it is a UUID (session ids are); otherwise a UUID derived from it, the

@@ -26,7 +26,8 @@
 //
 // Entry points: OTLPDestination(endpoint:headers:) → batch(for:stored:) → request(for:stored:);
 // verdict(on:to:) for the answer. Metrics (the session counts) go to `{endpoint}/v1/metrics`:
-// OTLPDestination+Metrics.swift. Not signal-safe.
+// OTLPDestination+Metrics.swift; the spans a death left open to `{endpoint}/v1/traces`:
+// OTLPDestination+Traces.swift. Not signal-safe.
 
 import CrumbsRecorder
 import CrumbsReports
@@ -50,6 +51,9 @@ public struct OTLPDestination: ReportDestination {
   public var endpoint: String
   /// Whether `/v1/logs` is appended to `endpoint` (false for OTEL_EXPORTER_OTLP_LOGS_ENDPOINT).
   public var appendsLogsPath = true
+  /// The traces URL, used as is (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); nil: derived from
+  /// `endpoint` (OTLPDestination+Traces.swift).
+  public var tracesEndpoint: String?
   /// `.gzip` compresses every body (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
   public var compression = Compression.none
   /// Seconds the collector may stay silent (nil: the uploader's `requestTimeout`).
@@ -196,9 +200,14 @@ public struct OTLPDestination: ReportDestination {
 
   /// A report's resource, typed, with `service.instance.id` (unless the resource names its own).
   public static func resource(_ report: CrashReport) -> [OTLPAttribute] {
+    resourceAttributes(resourceStrings(report))
+  }
+
+  /// `resource(_:)` before it is typed.
+  public static func resourceStrings(_ report: CrashReport) -> [String: String] {
     var resource = report.resource.filter { !measuredAtCrash.contains($0.key) }
     if resource["service.instance.id"] == nil { resource["service.instance.id"] = report.sessionID }
-    return resourceAttributes(resource)
+    return resource
   }
 
   /// Resource attributes from strings, typed and sorted by key.
@@ -274,6 +283,8 @@ public struct OTLPDestination: ReportDestination {
             OTLPAttribute("time", .string(origin.time)),
           ])))
     }
+    // The operations open at the death (OpenOperationsDelivery.swift).
+    attributes += Self.openOperationAttributes(report)
     if !report.frames.isEmpty {
       attributes.append(OTLPAttribute("crumbs.frames", .array(report.frames.map(Self.frameValue))))
     }

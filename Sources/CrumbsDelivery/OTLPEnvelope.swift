@@ -1,14 +1,16 @@
 // OTLPEnvelope.swift — the part every OTLP export request shares, written once for the logs
-// (OTLPLogs.swift) and the metrics (OTLPMetrics.swift): per resource, its attributes and one
-// instrumentation scope holding the items (log records or metrics).
+// (OTLPLogs.swift), the metrics (OTLPMetrics.swift) and the spans (OTLPTraces.swift): per
+// resource, its attributes and one instrumentation scope holding the items (log records,
+// metrics or spans).
 //
 // Entry points: OTLPEnvelope.protobuf(resource:scopeName:scopeVersion:into:items:) and
 // OTLPEnvelope.json(_:resource:scopeName:scopeVersion:into:items:), each writing one resource.
 //
 // Field numbers (checked against opentelemetry-proto as shipped by the Python package), the same
-// for both signals:
-//   Resource{Logs,Metrics}: resource 1, scope_{logs,metrics} 2     Resource: attributes 1
-//   Scope{Logs,Metrics}:    scope 1, {log_records,metrics} 2       InstrumentationScope: name 1, version 2
+// for every signal:
+//   Resource{Logs,Metrics,Spans}: resource 1, scope_{logs,metrics,spans} 2
+//   Scope{Logs,Metrics,Spans}:    scope 1, {log_records,metrics,spans} 2
+//   Resource: attributes 1        InstrumentationScope: name 1, version 2
 // Not signal-safe.
 
 import CrumbsReports
@@ -22,6 +24,7 @@ enum OTLPEnvelope {
 
     static let logs = JSONNames(resources: "resourceLogs", scopes: "scopeLogs", items: "logRecords")
     static let metrics = JSONNames(resources: "resourceMetrics", scopes: "scopeMetrics", items: "metrics")
+    static let traces = JSONNames(resources: "resourceSpans", scopes: "scopeSpans", items: "spans")
   }
 
   /// Writes one `resource_logs` / `resource_metrics` (field 1 of the request); `items` writes the

@@ -5,7 +5,8 @@
 //   OTEL_RESOURCE_ATTRIBUTES              key=value,… (values percent-decoded); a malformed
 //                                         list is discarded whole, as the SDK spec says
 //   OTEL_EXPORTER_OTLP_LOGS_ENDPOINT      the logs URL, used as is
-//   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: /v1/logs is appended
+//   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT    the traces URL (closing spans), used as is
+//   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: /v1/logs (and /v1/traces) is appended
 //   OTEL_EXPORTER_OTLP_[LOGS_]HEADERS     Name=value,… (values percent-decoded; all treated as
 //                                         secrets); the logs one wins per name
 //   OTEL_EXPORTER_OTLP_[LOGS_]PROTOCOL    http/protobuf or http/json; grpc is refused by name
@@ -13,7 +14,7 @@
 //   OTEL_EXPORTER_OTLP_[LOGS_]TIMEOUT     milliseconds
 //
 // Configuration in code wins: `apply(to:)` fills in only what the destination leaves unset
-// (headers by name, compression, timeout); an endpoint from the environment makes a destination
+// (headers by name, compression, timeout, a traces URL given as is); an endpoint from the environment makes a destination
 // only when the code configured no OTLP destination (CrumbsConfiguration). A malformed value is
 // ignored and named in `problems`; nothing here traps.
 //
@@ -29,6 +30,12 @@ public struct OTLPEnvironment: Sendable, Equatable {
   /// The logs URL: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT with
   /// `/v1/logs` appended.
   public var logsURL: String?
+  /// The traces URL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT with
+  /// `/v1/traces` appended; nil: derived from the logs URL (OTLPDestination.tracesURL).
+  public var tracesURL: String?
+  /// `tracesURL` came from OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (it then applies to a destination
+  /// configured in code too).
+  public var tracesURLGivenAsIs = false
   /// OTEL_EXPORTER_OTLP_HEADERS with OTEL_EXPORTER_OTLP_LOGS_HEADERS over it, all secret.
   public var headers: [HTTPHeader] = []
   public var encoding: OTLPDestination.Encoding?
@@ -70,6 +77,20 @@ public struct OTLPEnvironment: Sendable, Equatable {
       } else {
         problems.append("OTEL_EXPORTER_OTLP_ENDPOINT ignored: \"\(base)\" is not an http(s) URL")
       }
+    }
+
+    if let traces = environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]?.trimmed(of: " \t"), !traces.isEmpty {
+      if Self.isHTTPURL(traces) {
+        tracesURL = traces
+        tracesURLGivenAsIs = true
+      } else {
+        problems.append("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ignored: \"\(traces)\" is not an http(s) URL")
+      }
+    }
+    if tracesURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"),
+      Self.isHTTPURL(base)
+    {
+      tracesURL = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/traces"
     }
 
     // The generic list first, the logs one over it, name by name.
@@ -133,6 +154,7 @@ public struct OTLPEnvironment: Sendable, Equatable {
       endpoint: logsURL, headers: headers, encoding: encoding ?? .protobuf,
       maxAttachmentBytes: maxAttachmentBytes)
     destination.appendsLogsPath = false
+    destination.tracesEndpoint = tracesURL
     destination.compression = compression ?? .none
     destination.timeout = timeout
     return destination
@@ -146,6 +168,7 @@ public struct OTLPEnvironment: Sendable, Equatable {
     destination.headers += headers.filter { !named.contains($0.name.lowercased()) }
     if !compressionSetInCode, let compression { destination.compression = compression }
     if destination.timeout == nil { destination.timeout = timeout }
+    if destination.tracesEndpoint == nil, tracesURLGivenAsIs { destination.tracesEndpoint = tracesURL }
     return destination
   }
 

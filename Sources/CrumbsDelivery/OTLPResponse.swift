@@ -4,7 +4,8 @@
 //
 //   ExportLogsServiceResponse:  partial_success 1 (message)
 //   ExportLogsPartialSuccess:   rejected_log_records 1 (int64), error_message 2 (string)
-//   (ExportMetricsPartialSuccess: rejected_data_points 1, error_message 2: the same fields)
+//   (ExportMetricsPartialSuccess: rejected_data_points 1, error_message 2; ExportTracePartialSuccess:
+//   rejected_spans 1, error_message 2: the same fields)
 //
 // Entry points: OTLPResponse.verdict(on:itemCount:) → partialSuccess(in:). The body comes from the
 // network: every read is bounds-checked and nothing here traps. Not signal-safe.
@@ -101,14 +102,17 @@ enum OTLPResponse {
       var rejected: Int64 = 0
       var message = ""
       enum CodingKeys: String, CodingKey {
-        // Metrics responses (ExportMetricsPartialSuccess) name field 1 rejected_data_points.
+        // Metrics and traces responses (ExportMetricsPartialSuccess, ExportTracePartialSuccess)
+        // name field 1 rejected_data_points and rejected_spans.
         case rejectedLogRecords, rejected_log_records, rejectedDataPoints, rejected_data_points
+        case rejectedSpans, rejected_spans
         case errorMessage, error_message
       }
       init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         for key in [
           CodingKeys.rejectedLogRecords, .rejected_log_records, .rejectedDataPoints, .rejected_data_points,
+          .rejectedSpans, .rejected_spans,
         ]
         where container.contains(key) {
           if let number = try? container.decode(Int64.self, forKey: key) {

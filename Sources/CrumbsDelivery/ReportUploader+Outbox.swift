@@ -10,9 +10,12 @@
 //   RetryPolicy.decision               delivered | paused (429) | retry later | dropped
 //   DeliveryOutbox.remove(_:)          once a destination accepted it, or every one refused it
 //
-// An event is a batch of log records (`/v1/logs`) or, with `metrics`, a batch of metrics
-// (`/v1/metrics`: the session counts, OTLPMetrics.swift); a destination that has no metrics URL
-// refuses the latter (EventDestination.request(forMetrics:id:) nil).
+// An event is a batch of log records (`/v1/logs`), or, with `metrics`, a batch of metrics
+// (`/v1/metrics`: the session counts, OTLPMetrics.swift), or, with `traces`, a batch of spans
+// (`/v1/traces`: the operations a death left open, closed at it, OTLPTraces.swift); a
+// destination that has no URL for one refuses it (EventDestination.request(forMetrics:id:) or
+// request(forTraces:id:) nil). Spans keep their own backoff per destination, apart from the
+// other events': a collector that takes no traces (404, or down for them) delays no summary.
 //
 // Events keep no history on disk (a summary is a few hundred bytes, the queue is bounded by its
 // owner): a failure backs off per destination, in this process; once the retry limit is reached
@@ -31,6 +34,8 @@ public struct OutboxEvent: Sendable, Equatable {
   public var batch: OTLPLogBatch
   /// Set for metrics (sent to `/v1/metrics` instead of `batch`).
   public var metrics: OTLPMetricBatch?
+  /// Set for spans (sent to `/v1/traces` instead of `batch`).
+  public var traces: OTLPTraceBatch?
 
   public init(id: String, key: String, batch: OTLPLogBatch) {
     self.id = id
@@ -43,6 +48,13 @@ public struct OutboxEvent: Sendable, Equatable {
     self.init(
       id: id, key: key, batch: OTLPLogBatch(resource: [], scopeName: "", scopeVersion: "", records: []))
     self.metrics = metrics
+  }
+
+  /// An event carrying spans.
+  public init(id: String, key: String, traces: OTLPTraceBatch) {
+    self.init(
+      id: id, key: key, batch: OTLPLogBatch(resource: [], scopeName: "", scopeVersion: "", records: []))
+    self.traces = traces
   }
 }
 
@@ -63,6 +75,13 @@ public protocol EventDestination: ReportDestination {
   func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest
   /// The request carrying `metrics`; nil when the destination has nowhere to send them.
   func request(forMetrics metrics: OTLPMetricBatch, id: String) -> DeliveryRequest?
+  /// The request carrying `traces`; nil when the destination has nowhere to send them.
+  func request(forTraces traces: OTLPTraceBatch, id: String) -> DeliveryRequest?
+}
+
+extension EventDestination {
+  /// A destination that says nothing of spans takes none.
+  public func request(forTraces traces: OTLPTraceBatch, id: String) -> DeliveryRequest? { nil }
 }
 
 extension OTLPDestination: EventDestination {}
@@ -90,7 +109,8 @@ extension ReportUploader {
           continue
         }
         let now = clock()
-        let (due, attempts) = eventSchedule(destination.name, now: now)
+        let schedule = Self.scheduleKey(event, destination: destination.name)
+        let (due, attempts) = eventSchedule(schedule, destination: destination.name, now: now)
         if due > now {
           if due != .max { pass.due(at: due) }
           continue
@@ -104,7 +124,7 @@ extension ReportUploader {
         }
         guard
           let (result, refused) = send(
-            event, request, to: destination, attempts: attempts + 1, delegate: delegate)
+            event, request, to: destination, schedule: schedule, attempts: attempts + 1, delegate: delegate)
         else { return }
         pass.events.append(result)
         if refused { refusals += 1 }
@@ -121,15 +141,23 @@ extension ReportUploader {
 
   /// The request carrying `event` to `destination` (nil: it has nowhere to take metrics).
   static func request(for event: OutboxEvent, to destination: any EventDestination) -> DeliveryRequest? {
+    if let traces = event.traces { return destination.request(forTraces: traces, id: event.id) }
     guard let metrics = event.metrics else { return destination.request(for: event.batch, id: event.id) }
     return destination.request(forMetrics: metrics, id: event.id)
   }
 
-  /// When events may go to `destination` next (.max: not in this process) and the failed
-  /// attempts so far, under the 429 pause the reports share.
-  private func eventSchedule(_ destination: String, now: UInt64) -> (due: UInt64, attempts: Int) {
+  /// The backoff `event` counts under at `destination`: spans apart from the other events.
+  static func scheduleKey(_ event: OutboxEvent, destination: String) -> String {
+    event.traces == nil ? destination : destination + " /v1/traces"
+  }
+
+  /// When events of `schedule` may go to `destination` next (.max: not in this process) and the
+  /// failed attempts so far, under the 429 pause the reports share.
+  private func eventSchedule(_ schedule: String, destination: String, now: UInt64) -> (
+    due: UInt64, attempts: Int
+  ) {
     state.withLock { state in
-      let backoff = state.eventBackoff[destination] ?? (0, 0)
+      let backoff = state.eventBackoff[schedule] ?? (0, 0)
       return (max(backoff.next, state.pausedUntil[destination] ?? 0), backoff.attempts)
     }
   }
@@ -138,8 +166,8 @@ extension ReportUploader {
   /// policy's limit, and whether the destination refused it for good; nil when the transport went
   /// missing (nothing more is sent in this pass).
   private func send(
-    _ event: OutboxEvent, _ request: DeliveryRequest, to destination: any EventDestination, attempts: Int,
-    delegate: (any ReportUploaderDelegate)?
+    _ event: OutboxEvent, _ request: DeliveryRequest, to destination: any EventDestination, schedule: String,
+    attempts: Int, delegate: (any ReportUploaderDelegate)?
   ) -> (DeliveryResult, refused: Bool)? {
     var request = request
     if let delegate { request = delegate.willSendRequest(request) }
@@ -167,7 +195,7 @@ extension ReportUploader {
     let reason = decision.reason ?? ""
     switch decision {
     case .delivered:
-      state.withLock { $0.eventBackoff[destination.name] = nil }
+      state.withLock { $0.eventBackoff[schedule] = nil }
       result.outcome = .delivered(status: status ?? 0)
     case .throttled(let until):
       pause(destination.name, until: until, now: now)
@@ -175,11 +203,11 @@ extension ReportUploader {
       result.outcome = .throttled(untilUnixNano: until)
     case .retry(_, let next):
       let after = settings.retryBehaviour == .none ? UInt64.max : next
-      state.withLock { $0.eventBackoff[destination.name] = (attempts, after) }
+      state.withLock { $0.eventBackoff[schedule] = (attempts, after) }
       result.outcome = .willRetry(reason: reason, nextAttemptUnixNano: after == .max ? 0 : after)
     case .giveUp:
       // The event stays queued for the next launch; nothing more goes there in this process.
-      state.withLock { $0.eventBackoff[destination.name] = (attempts, .max) }
+      state.withLock { $0.eventBackoff[schedule] = (attempts, .max) }
       result.outcome = .dropped(reason: reason)
     case .drop:
       result.outcome = .dropped(reason: reason)

@@ -1,7 +1,8 @@
 // ReportUploaderDelegate.swift — the hooks into delivery, in the order a report meets them:
 // shouldSend → willSend (a ReportDraft: edit the trail, or drop) → willSendRequest → serverDidRespond | serverDidFail → didSucceedSending
 // | didFailSending (didReachLimit when the rate limit stops a pass). Queued events (session
-// summaries, DeliveryOutbox) meet shouldSend(event:) → willSendRequest → serverDid… too.
+// summaries, the session counts, closing spans: DeliveryOutbox) meet shouldSend(event:) →
+// willSendRequest → serverDid… too.
 // Not signal-safe.
 
 import CrumbsReports
@@ -20,7 +21,8 @@ import CrumbsReports
 public protocol ReportUploaderDelegate: AnyObject, Sendable {
   /// Whether `report` may be sent now. `false` leaves it pending, untouched (consent).
   func shouldSend(_ report: CrashReport) -> Bool
-  /// Whether an outbox event (a session summary) may be sent now. `false` leaves it queued
+  /// Whether an outbox event (a session summary, the session counts, or the spans a death left
+  /// open: `event.traces`) may be sent now. `false` leaves it queued
   /// (consent: it leaves the machine too).
   func shouldSend(event: OutboxEvent) -> Bool
   /// The report as it will be encoded (e.g. with attributes added). Not written back to the store.

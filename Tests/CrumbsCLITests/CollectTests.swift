@@ -107,6 +107,41 @@ func attributes(_ record: [String: Any]) -> [String: Any] { record["attributes"]
     #expect(arrivals.count == requestsBefore, "the second run sent nothing new")
   }
 
+  /// Issue 38, point 3 (d): a child holding operations is SIGKILLed and never starts again; one
+  /// `crumbs collect` makes and delivers its report, which lists the operations open at the
+  /// death (oldest first, with trace ids and threads), and `crumbs reports show` prints them.
+  @Test func oneShotReportsTheOperationsOpenWhenAProcessWasKilled() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    let arrivals = try ServerArrivals()
+    defer { arrivals.server.stop() }
+    let child = try ChildProcess(ChildProcess.testChild, ["ledger-death", crumbs, "kill"])
+    let orderThread = try #require(child.value(after: "order-thread ").flatMap(UInt32.init))
+    #expect(child.value(after: "ready") != nil)
+    child.signal(SIGKILL)
+    child.wait()
+
+    let result = try CLIProcess.run(["collect", "--dir", crumbs, "--otlp", arrivals.server.baseURL])
+    #expect(result.status == 0, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
+    // The report went to /v1/logs (closing spans for its open operations go to /v1/traces).
+    #expect(arrivals.server.requests.contains { $0.target == "/v1/logs" })
+    let store = try ReportStore(directory: crumbs)
+    let stored = try #require(
+      ReportState.allCases.flatMap { store.list($0).reports }.first { $0.report.kind == .abnormalTermination }
+    )
+    let open = try #require(stored.report.openOperations)
+    #expect(open.operations.map(\.name).sorted() == ["GET /v1/orders/:id", "orders.export"])
+    let order = try #require(open.operations.first { $0.name == "GET /v1/orders/:id" })
+    #expect(order.traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+    #expect(order.threadID == orderThread)
+    let shown = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", crumbs])
+    #expect(shown.status == 0, "\(shown.stderr)")
+    #expect(
+      shown.stdoutLines.contains { $0.hasPrefix("Open operations") && $0.contains("2 open at the death") },
+      "\(shown.stdout)")
+    #expect(shown.stdoutLines.contains { $0.contains("GET /v1/orders/:id") && $0.contains("trace 4bf92f35") })
+  }
+
   /// Without --otlp or --backtrace the destination is the OTEL_* environment's, read as the
   /// client reads it (OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs and /v1/metrics).
   @Test func oneShotReadsTheOTELEnvironment() throws {

@@ -62,6 +62,15 @@ struct ThreadsCommandTests {
       result.stdoutLines.first?.hasPrefix("Thread dump of pid \(target.child.pid)") == true,
       "\(result.stdout)")
     let blocks = threadBlocks(result.stdout)
+    // The operation the main thread holds open, with its age and thread (issue 38, point 5).
+    let thread = try #require(target.lines.first { $0.hasPrefix("operation-thread ") }).dropFirst(17)
+    let open = result.stdoutLines.drop { !$0.hasPrefix("Open operations") }
+    #expect(
+      open.first?.hasPrefix("Open operations  (1 open at the dump, 512 entries") == true, "\(result.stdout)")
+    let line = try #require(open.dropFirst().first, "\(result.stdout)")
+    #expect(
+      line.hasSuffix(
+        " s  GET /v1/dump/:id  server, thread \(thread)  trace 0af7651916cd43dd8448eb211c80319c"), "\(line)")
     for (name, function) in [
       ("parked-reader", "crumbs_test_parked_reader"), ("parked-waiter", "crumbs_test_parked_waiter"),
     ] {
@@ -121,6 +130,40 @@ struct ThreadsCommandTests {
     #expect(target.child.exitCode == 0, "\(lines)")
   }
 
+  @Test("a damaged ledger in the process's ring file: named, and the threads printed all the same")
+  func damagedLedgerIsNamed() throws {
+    let directory = TestDirectory()
+    let target = try startTarget(directory)
+    try #require(target.lines.last == "ready", "\(target.lines)")
+    let rings = directory.file("crumbs") + "/rings"
+    let name = try #require(try Syscall.directoryEntries(rings).first { $0.hasSuffix(".ring") })
+    let path = rings + "/" + name
+    let image = try Syscall.readFile(path)
+    let place = try #require(try image.withUnsafeBytes { try RingHeaderValidation.validate($0) }.ledger)
+    // The ledger's magic flipped in the file the child maps (its readers, not its writers, look).
+    func writeMagicByte(_ byte: UInt8) {
+      let fd = open(path, O_WRONLY)
+      #expect(fd >= 0)
+      var value = byte
+      #expect(pwrite(fd, &value, 1, off_t(place.offset)) == 1)
+      close(fd)
+    }
+    writeMagicByte(~image[place.offset])
+    let result = try CLIProcess.run(["threads", "\(target.child.pid)", "--timeout", "60"])
+    writeMagicByte(image[place.offset])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(
+      result.stdoutLines.contains { $0.hasPrefix("\"parked-reader\" tid=") }, "\(result.stdout)")
+    let listed = result.stdoutLines.drop { !$0.hasPrefix("Open operations") }
+    #expect(listed.first?.hasPrefix("Open operations  (0 open at the dump") == true, "\(result.stdout)")
+    #expect(listed.dropFirst().first == "  the ledger's magic is damaged", "\(result.stdout)")
+
+    target.gate.open()
+    #expect(target.child.readLines(until: "closed", seconds: 120).contains("alive"))
+    target.child.wait(seconds: 120)
+    #expect(target.child.exitCode == 0)
+  }
+
   @Test("--json: one object whose threads decode as report threads")
   func dumpsAsJSON() throws {
     let directory = TestDirectory()
@@ -137,6 +180,12 @@ struct ThreadsCommandTests {
     let reader = try #require(threads.first { $0.name == "parked-reader" }, "\(result.stdout)")
     #expect(reader.frames.contains { $0.function == "crumbs_test_parked_reader" }, "\(reader.frames)")
     #expect(threads.contains { $0.id == Int(target.child.pid) }, "the main thread is listed")
+    // The operation open on the main thread, read from the ring's ledger, as a report holds it.
+    let openJSON = try JSONSerialization.data(withJSONObject: try #require(object["crumbs.open_operations"]))
+    let open = try JSONDecoder().decode(CrashReport.OpenOperations.self, from: openJSON)
+    #expect(open.operations.map(\.name) == ["GET /v1/dump/:id"], "\(result.stdout)")
+    #expect(open.operations.first?.traceID == "0af7651916cd43dd8448eb211c80319c")
+    #expect(open.operations.first.map { Int($0.threadID) } == Int(target.child.pid))
 
     target.gate.open()
     target.child.wait(seconds: 120)

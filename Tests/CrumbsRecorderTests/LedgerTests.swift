@@ -149,6 +149,42 @@ import Testing
     #expect(ledger.open.isEmpty && ledger.unreadable == 0 && ledger.overflow == 0)
   }
 
+  /// `crumbs threads` reads the ledger alone from the file of a process still writing it:
+  /// the operations as the live reader sees them; damaged or cut bytes named, never a trap.
+  @Test func theLedgerAloneIsReadFromTheFileOfARunningProcess() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("a.ring"))
+    defer { ring.close() }
+    let held = ring.beginOperation("GET /v1/orders/:id", trace: Self.trace)
+    _ = ring.beginOperation("orders.export", kind: .job)
+    ring.endOperation(ring.beginOperation("ended"))
+    func readLedger(_ name: String) throws -> LedgerContents? {
+      let folder = try Syscall.open(directory.path, O_RDONLY | O_DIRECTORY)
+      defer { Syscall.close(folder) }
+      let file = try Syscall.openRegularFile(named: name, in: folder, path: directory.file(name))
+      defer { Syscall.close(file.fd) }
+      return try RingReader.readLedger(descriptor: file.fd, size: file.size, path: directory.file(name))
+    }
+    let ledger = try #require(try readLedger("a.ring"))
+    // As the live reader sees them (times aside: a ring this young is calibrated anew at each read).
+    let live = try #require(ring.openOperations())
+    #expect(ledger.open.map(\.name) == live.open.map(\.name))
+    #expect(ledger.open.map(\.threadID) == live.open.map(\.threadID))
+    #expect(ledger.open.map(\.name) == ["GET /v1/orders/:id", "orders.export"])
+    #expect(ledger.open.first?.trace == Self.trace && ledger.unreadable == 0)
+    ring.endOperation(held)
+    #expect(try readLedger("a.ring")?.open.map(\.name) == ["orders.export"])
+
+    let original = try Syscall.readFile(directory.file("a.ring"))
+    let place = try #require(try original.withUnsafeBytes { try RingHeaderValidation.validate($0) }.ledger)
+    var damaged = original
+    damaged[place.offset] ^= 0xFF
+    try Syscall.writeFileAtomically(directory.file("b.ring"), damaged)
+    #expect(try readLedger("b.ring")?.damage == "the ledger's magic is damaged")
+    try Syscall.writeFileAtomically(directory.file("c.ring"), Array(original.prefix(place.offset + 100)))
+    #expect(throws: PersistedFileError.self) { try readLedger("c.ring") }
+  }
+
   @Test func damagedLedgerBytesAreNamedOrCountedAndTheBreadcrumbsStand() throws {
     let directory = TestDirectory()
     let ring = try BreadcrumbRing.create(at: directory.file("a.ring"))

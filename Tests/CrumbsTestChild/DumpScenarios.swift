@@ -54,12 +54,18 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("error seccomp threads")
       return 1
     }
+    // An operation open on this thread while it waits at the gate: the dump lists it.
+    let operation = client?.beginOperation(
+      "GET /v1/dump/:id",
+      trace: TraceContext(traceID: "0af7651916cd43dd8448eb211c80319c", spanID: "b7ad6b7169203331"))
+    print("operation-thread \(CurrentThread.id)")
     print("dump-signal \(ThreadDumpRequests.installedSignal)")
     for problem in client?.problems ?? [] { print("problem \(problem)") }
     fflush(nil)
     guard crumbs_test_wait_at_gate(gates.first!) == 0 else { return 1 }
     if hostCalls > 0 { print("results \(crumbs_test_finish_host_calls(hostCalls))") }
     print("alive")
+    operation?.end()
     client?.close()
     ring?.close()
     print("closed")
@@ -73,7 +79,9 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
 
   // dump-capture DIR: starts a CrumbsClient and the parked threads, calls captureThreads() and
   // prints "thread TID NAME STATE F1|F2|…" (each frame's function, "?" for an unnamed one) per
-  // thread, then "pause NS" and "done"; or "error DESCRIPTION". Returns 0.
+  // thread, then "pause NS" and "done"; or "error DESCRIPTION". Returns 0. An operation
+  // "orders.export" is open during the capture: "open TID AGE-NS KIND NAME" per open operation
+  // the dump lists, and "capturing-thread TID".
   "dump-capture": { arguments in
     guard let directory = arguments.first else { return 64 }
     var configuration = CrumbsConfiguration(directory: directory)
@@ -84,7 +92,13 @@ let dumpScenarios: [String: @Sendable ([String]) -> Int32] = [
         print("error parked threads")
         return 1
       }
+      let operation = client.beginOperation("orders.export", kind: .job)
       let dump = try client.captureThreads()
+      operation.end()
+      for open in dump.openOperations?.operations ?? [] {
+        print("open \(open.threadID) \(open.ageNanoseconds) \(open.kind) \(open.name)")
+      }
+      print("capturing-thread \(CurrentThread.id)")
       for thread in dump.threads {
         let functions = thread.frames.map { $0.function ?? "?" }.joined(separator: "|")
         print("thread \(thread.id) \(thread.name ?? "-") \(thread.state.rawValue) \(functions)")

@@ -63,7 +63,7 @@ import Testing
     #expect(
       CrumbsDirectory.Name.allCases.map(directory.path) == [
         "/d/consent", "/d/disabled", "/d/session-starts", "/d/session-metrics.json", "/d/session-summaries",
-        "/d/crash-loop.json", "/d/crash-loop.lock",
+        "/d/closing-spans", "/d/crash-loop.json", "/d/crash-loop.lock",
       ])
     #expect(
       CrumbsDirectory.stateFiles == ["session-metrics.json", "crash-loop.json", "consent", "disabled"])

@@ -36,6 +36,16 @@ struct ThreadDumpClientTests {
     // The parked threads block in system calls: walked where they block, never paused (a
     // runtime thread that happened to run may have been).
     #expect(pause != nil, "\(context)")
+    // The operation open during the capture, begun on the capturing thread, with its age.
+    let capturing = try #require(lines.first { $0.hasPrefix("capturing-thread ") }, "\(context)").dropFirst(
+      17)
+    let open = lines.filter { $0.hasPrefix("open ") }.map {
+      $0.split(separator: " ", maxSplits: 4).map(String.init)
+    }
+    #expect(open.count == 1, "\(context)")
+    #expect(open.first?[1] == String(capturing), "\(context)")
+    #expect(open.first.flatMap { UInt64($0[2]) } != nil, "\(context)")
+    #expect(open.first?[3] == "job" && open.first?[4] == "orders.export", "\(context)")
   }
 
   @Test("a flood of requests: bounded takes, the rest dropped; a tgkill from inside is no request")

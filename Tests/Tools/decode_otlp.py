@@ -5,6 +5,7 @@
 Usage: decode_otlp.py BODY_FILE [--json] [--gzip]
        decode_otlp.py --partial-success REJECTED MESSAGE [--json]
        decode_otlp.py --metrics BODY_FILE [--json] [--gzip]
+       decode_otlp.py --traces BODY_FILE [--json] [--gzip]
   BODY_FILE  the request body as the server received it
   --json     the body is OTLP/JSON (parsed with google.protobuf.json_format into the same message)
   --gzip     the body is gzip-compressed (Content-Encoding: gzip): gunzipped first
@@ -26,6 +27,12 @@ With --metrics the body is an ExportMetricsServiceRequest, printed as
                  "aggregation_temporality" (1 delta, 2 cumulative),
                  "points": [{"attributes": {key: value}, "start_time_unix_nano",
                              "time_unix_nano", "as_int" (or "as_double")}]}]}]}
+With --traces the body is an ExportTraceServiceRequest, printed as
+  {"resource_spans": [{"resource": {key: value}, "scope": {"name", "version"},
+    "spans": [{"trace_id", "span_id", "parent_span_id" (hex, "" when unset), "name", "kind",
+               "start_time_unix_nano", "end_time_unix_nano", "attributes": {key: value},
+               "status": {"code", "message"},
+               "links": [{"trace_id", "span_id", "attributes": {key: value}}]}]}]}
 Attribute values: strings/ints/bools/doubles as JSON, bytes as {"bytes_len": n}, arrays as lists,
 kvlists as objects. Exit status 2 when the module is missing (run `make test` to install it).
 """
@@ -112,9 +119,66 @@ def metrics(arguments):
     json.dump(out, sys.stdout)
 
 
+def traces(arguments):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    with open(arguments[0], "rb") as f:
+        body = f.read()
+    if "--gzip" in arguments[1:]:
+        import gzip
+        body = gzip.decompress(body)
+    request = ExportTraceServiceRequest()
+    if "--json" in arguments[1:]:
+        # Ids in hex (OTLP spec, "JSON Protobuf Encoding"): base64 first, as collectors do.
+        document = json.loads(body.decode("utf-8"))
+        for resource_spans in document.get("resourceSpans", []):
+            for scope_spans in resource_spans.get("scopeSpans", []):
+                for span in scope_spans.get("spans", []):
+                    for holder in [span] + span.get("links", []):
+                        for key in ("traceId", "spanId", "parentSpanId"):
+                            if key in holder:
+                                holder[key] = base64.b64encode(bytes.fromhex(holder[key])).decode("ascii")
+        json_format.ParseDict(document, request)
+    else:
+        request.ParseFromString(body)
+    out = {"resource_spans": []}
+    for resource_spans in request.resource_spans:
+        entry = {
+            "resource": {kv.key: value(kv.value) for kv in resource_spans.resource.attributes},
+            "spans": [],
+        }
+        for scope_spans in resource_spans.scope_spans:
+            entry["scope"] = {"name": scope_spans.scope.name, "version": scope_spans.scope.version}
+            for span in scope_spans.spans:
+                entry["spans"].append({
+                    "trace_id": span.trace_id.hex(),
+                    "span_id": span.span_id.hex(),
+                    "parent_span_id": span.parent_span_id.hex(),
+                    "name": span.name,
+                    "kind": int(span.kind),
+                    "start_time_unix_nano": str(span.start_time_unix_nano),
+                    "end_time_unix_nano": str(span.end_time_unix_nano),
+                    "attributes": {kv.key: value(kv.value) for kv in span.attributes},
+                    "status": {"code": int(span.status.code), "message": span.status.message},
+                    "links": [
+                        {
+                            "trace_id": link.trace_id.hex(),
+                            "span_id": link.span_id.hex(),
+                            "attributes": {kv.key: value(kv.value) for kv in link.attributes},
+                        }
+                        for link in span.links
+                    ],
+                })
+        out["resource_spans"].append(entry)
+    json.dump(out, sys.stdout)
+
+
 def main():
     if sys.argv[1] == "--metrics":
         metrics(sys.argv[2:])
+        return
+    if sys.argv[1] == "--traces":
+        traces(sys.argv[2:])
         return
     if sys.argv[1] == "--partial-success":
         response = ExportLogsServiceResponse()

@@ -14,10 +14,19 @@ import CrumbsRecorder
 /// while it is current carries them, and a death lists them with it. An operation the ledger had
 /// no room for keeps only its trace.
 public struct CrumbsOperation: Sendable {
-  let ring: BreadcrumbRing
-  let entry: LedgerEntry
+  /// The ring, kept only when it was never published: a client's ring is (installed), so its
+  /// memory stays for the process and the entry alone reaches it, with no reference count
+  /// touched by begin and end (two threads would contend on the ring's).
+  @usableFromInline let keeper: BreadcrumbRing?
+  @usableFromInline let entry: LedgerEntry
   /// The trace it was begun in, its span id the operation's own.
   public let trace: TraceContext?
+
+  @usableFromInline init(keeper: BreadcrumbRing?, entry: LedgerEntry, trace: TraceContext?) {
+    self.keeper = keeper
+    self.entry = entry
+    self.trace = trace
+  }
 
   /// The operation the current task runs in: set by `withOperation` for its body. (CrumbsTracer
   /// carries the span's operation in the `ServiceContext` instead.)
@@ -31,12 +40,12 @@ public struct CrumbsOperation: Sendable {
 
   /// Renames it, e.g. to its route once routing is done (`GET /v1/orders/:id`: a template, never
   /// a path with ids in it).
-  public func rename(_ name: String) { ring.renameOperation(entry, to: name) }
+  public func rename(_ name: String) { entry.rename(to: name) }
 
   /// A short attribute (at most four an operation; keys and values cut to fit 288 bytes). The
   /// ledger only appends: a key set twice is held twice, and a report reads the last value.
   public func setAttribute(_ key: String, _ value: String) {
-    ring.addOperationAttribute(entry, key: key, value: value)
+    entry.addAttribute(key: key, value: value)
   }
 
   /// The user this operation serves (`enduser.id`, one of its four attributes): a non-fatal
@@ -46,23 +55,23 @@ public struct CrumbsOperation: Sendable {
 
   /// What the ledger holds for it now (name, ids, attributes); nil once ended or when it was
   /// never recorded.
-  public var contents: OpenOperation? { ring.openOperation(entry) }
+  public var contents: OpenOperation? { entry.contents }
 
   /// Ends it: it is no longer open.
-  public func end() { ring.endOperation(entry) }
+  @inlinable public func end() { entry.end() }
 }
 
 extension CrumbsClient {
   /// Begins an operation named `name` (a route template or a job's name), of `kind`, in the trace
   /// `trace` (its span id is the operation's own), a child of `parentSpanID` when given. End it
   /// with `end()`; a crash, a kill or a hang before that lists it in the report.
-  public func beginOperation(
+  @inlinable public func beginOperation(
     _ name: String, kind: OpenOperation.Kind = .server, trace: TraceContext? = nil,
     parentSpanID: String? = nil
   ) -> CrumbsOperation {
     CrumbsOperation(
-      ring: ring, entry: ring.beginOperation(name, kind: kind, trace: trace, parentSpanID: parentSpanID),
-      trace: trace)
+      keeper: ring.isPublished ? nil : ring,
+      entry: ring.beginOperation(name, kind: kind, trace: trace, parentSpanID: parentSpanID), trace: trace)
   }
 
   /// Runs `body` as an operation: begun before it, ended after it returns or throws, and the

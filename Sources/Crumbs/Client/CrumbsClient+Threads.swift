@@ -14,6 +14,9 @@ public struct ThreadDump: Sendable, Equatable {
   public var timeUnixNano: UInt64
   /// The longest any thread stayed paused by the capture.
   public var longestPauseNanoseconds: UInt64
+  /// The operations open in the in-flight ledger just after the capture, oldest first, each
+  /// with its age then and the thread that began it; nil when the ring has no ledger.
+  public var openOperations: CrashReport.OpenOperations?
 }
 
 /// Why `captureThreads()` has no dump.
@@ -32,7 +35,8 @@ extension CrumbsClient {
   /// registers and stack are copied, then runs on; a blocking call it enters just as the signal
   /// arrives is interrupted once (docs/hangs.md lists what still can be). Symbolicated in this process
   /// (the client's symbolication options; symbol tables kept between calls). At most one
-  /// capture runs at a time in the process: a call during another waits for it.
+  /// capture runs at a time in the process: a call during another waits for it. The operations
+  /// open in the ledger come with it (`openOperations`), aged as they are read.
   public func captureThreads() throws(ThreadCaptureError) -> ThreadDump {
     let snapshot: ThreadSnapshot
     do {
@@ -42,7 +46,10 @@ extension CrumbsClient {
     }
     return ThreadDump(
       threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
-      timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds)
+      timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds,
+      openOperations: ring.openOperations().map {
+        CrashReport.OpenOperations($0, death: SystemClock.wallNanoseconds())
+      })
   }
 
   /// The responder to `crumbs threads`, when the configuration wants one and the client records,

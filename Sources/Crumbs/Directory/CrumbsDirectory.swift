@@ -10,6 +10,7 @@
 //   session-starts         sessions started, and the lock of the counts (SessionMetrics.swift)
 //   session-metrics.json   the ended sessions counted, per release (SessionMetrics.swift)
 //   session-summaries/     each ended session's summary, queued for OTLP (SessionSummaries.swift)
+//   closing-spans/         the spans each death left open, queued for OTLP (ClosingSpanQueue.swift)
 //   crash-loop.json        the processed sessions of a crash loop (CrashLoop.swift)
 //   crash-loop.lock        its lock
 //   consent                what the app's consent handler requires (CrumbsDirectory+Consent.swift)
@@ -41,6 +42,7 @@ package struct CrumbsDirectory: Sendable, Equatable {
     case sessionStarts = "session-starts"
     case sessionMetrics = "session-metrics.json"
     case sessionSummaries = "session-summaries"
+    case closingSpans = "closing-spans"
     case crashLoopTally = "crash-loop.json"
     case crashLoopLock = "crash-loop.lock"
   }
@@ -111,12 +113,13 @@ package struct CrumbsDirectory: Sendable, Equatable {
   package static let stateFiles: Set<String> = Set(
     [Name.sessionMetrics, .crashLoopTally, .consent, .disabled].map(\.rawValue))
 
-  /// Removes what writers killed mid-write left of `stateFiles` and in the queued summaries'
-  /// folder (AbandonedFiles: only when the writer is gone), for whoever processes the
+  /// Removes what writers killed mid-write left of `stateFiles` and in the queued summaries' and
+  /// closing spans' folders (AbandonedFiles: only when the writer is gone), for whoever processes the
   /// directory: the client at start, the collector at each pass. Returns the paths removed.
   package func removeAbandonedTemporaryFiles() -> [String] {
     AbandonedFiles.removeTemporaryFiles(inFolder: path, of: Self.stateFiles)
       + AbandonedFiles.removeTemporaryFiles(inFolder: path(.sessionSummaries), beneath: path)
+      + AbandonedFiles.removeTemporaryFiles(inFolder: path(.closingSpans), beneath: path)
   }
 
   /// What the client and the collector do with one of the directory's small state files

@@ -4,8 +4,9 @@
 // is counted in the directory's session metrics and queued as a session summary exactly as the
 // client would have (SessionMetricsFile.countEnd counts by session id, under its lock: whichever
 // process claims the session counts it, once), and recorded in the crash-loop tally
-// (CrashLoopTally) that `client.crashLoop` reads at later starts. The queued summaries leave through a
-// SessionSummaryOutbox, the client's (UploaderBridge) or the collector's.
+// (CrashLoopTally) that `client.crashLoop` reads at later starts. The queued summaries (and the
+// spans each death left open, ClosingSpanQueue) leave through a SessionSummaryOutbox, the
+// client's (UploaderBridge) or the collector's.
 //
 // Entry points, in call order:
 //   CrumbsConfiguration.makePostMortemProcessor(directory:store:problem:)
@@ -37,6 +38,8 @@ extension CrumbsConfiguration {
         // Queued by the run that counts it, under the metrics lock: once (SessionMetrics.swift).
         try SessionMetricsFile.countEnd(session, directory: path, problem: problem) { metrics in
           SessionSummaryQueue.enqueue([session], metrics: metrics, directory: path)
+          // The spans its death left open, queued the same way (ClosingSpanQueue.swift).
+          ClosingSpanQueue.enqueue(session, directory: path)
         }
       } catch {
         problem("cannot count session \(session.sessionID): \(error)")
@@ -54,7 +57,8 @@ extension CrumbsConfiguration {
 
 /// A Crumbs directory's queued session summaries, as an uploader's outbox: each one OTLP log
 /// record with the ended session's own resource (`resource` only for summaries queued before
-/// they carried one), then the per-release session counts as one metrics event, when they
+/// they carried one), then the spans each death left open (one traces event per death,
+/// ClosingSpanQueue.swift), then the per-release session counts as one metrics event, when they
 /// changed since they last went out (SessionSummaries.swift, SessionMetricsExport.swift).
 package struct SessionSummaryOutbox: DeliveryOutbox {
   package let directory: String
@@ -67,6 +71,7 @@ package struct SessionSummaryOutbox: DeliveryOutbox {
 
   package func queuedEvents() -> [OutboxEvent] {
     SessionSummaryQueue.events(directory: directory, resource: resource)
+      + ClosingSpanQueue.events(directory: directory)
       + (SessionMetricsExport.event(directory: directory).map { [$0] } ?? [])
   }
 
@@ -75,6 +80,7 @@ package struct SessionSummaryOutbox: DeliveryOutbox {
       SessionMetricsFile.exported(revision: revision, directory: directory)
       return
     }
+    if ClosingSpanQueue.remove(event, directory: directory) { return }
     guard !event.key.utf8.contains(UInt8(ascii: "/")) else { return }
     guard let queue = SessionSummaryQueue.open(directory) else { return }
     defer { Syscall.close(queue) }

@@ -1,5 +1,6 @@
 // HangDetection.swift — how the client's watchdog looks for hangs (`CrumbsConfiguration.hangs`):
-// what it watches, after how long silence counts as a hang, and how often a hang is reported.
+// what it watches, after how long silence (or an operation left open) counts as a hang, and how
+// often a hang is reported.
 // The watchdog itself is HangWatchdog.swift.
 
 /// What the client's watchdog watches, and when silence is a hang. `nil` in
@@ -30,14 +31,29 @@ public struct HangDetection: Sendable, Equatable {
   /// (default 60 s): delivered after the end, it carries the hang's whole duration.
   public var deliveryHold: Double = 60
 
+  /// Seconds an operation (a request, a job: `client.beginOperation`, `CrumbsTracer`'s spans)
+  /// may stay open in the in-flight ledger before it is a hang of that operation, even while
+  /// the pool and every heartbeat are fine: a `hang` report led by the thread that began it,
+  /// naming it and its trace id, held and replaced as the other hang reports are. One report
+  /// per operation stuck (its episode ends when it ends), and per operation name at most one
+  /// in `minimumReportInterval`. nil (the default) watches no operation.
+  public var operationThreshold: Double? = nil
+
   public init(
-    threshold: Double = 3, watchesConcurrencyPool: Bool = true, watchesMainQueue: Bool = false
+    threshold: Double = 3, watchesConcurrencyPool: Bool = true, watchesMainQueue: Bool = false,
+    operationThreshold: Double? = nil
   ) {
     self.threshold = threshold
     self.watchesConcurrencyPool = watchesConcurrencyPool
     self.watchesMainQueue = watchesMainQueue
+    self.operationThreshold = operationThreshold
   }
 
   /// `threshold` when it is a usable number of seconds, else the default.
   var usableThreshold: Double { threshold.isFinite && threshold > 0 ? threshold : 3 }
+
+  /// `operationThreshold` when it is a usable number of seconds; nil (off) otherwise.
+  var usableOperationThreshold: Double? {
+    operationThreshold.flatMap { $0.isFinite && $0 > 0 ? $0 : nil }
+  }
 }

@@ -5,10 +5,12 @@
 //                  stopping the process (LiveThreadCapture), the stalled thread chosen, the ring
 //                  header's hang recorded (so the next launch explains a kill during it), and a
 //                  `hang` report stored, held from delivery until the hang ends (at most
-//                  `deliveryHold`)
+//                  `deliveryHold`) — reportHang, which a stuck operation's hang shares
+//                  (HangWatchdog+Operations.swift)
 //   refreshOngoing each check while it goes on: the ring header's "still hung at" time
 //   hangEnded      "hang ended after 7.3 s" (a breadcrumb), the stored report updated with the
-//                  whole duration and released to delivery, the ring header's hang cleared
+//                  whole duration and released to delivery, the ring header's hang cleared once
+//                  no hang goes on; by key: a watch's name, or a stuck operation's episode
 //
 // All on the watchdog thread. Not signal-safe.
 
@@ -29,52 +31,80 @@ extension HangWatchdog {
       "hang: \(name) silent for \(HangFacts.text(silent))", level: .error, type: .system,
       attributes: [HangFacts.watchKey: name])
     client.tell(.hangBegan(watch: name))
+    let report = reportHang(
+      key: name, watch: name, sinceWall: sinceWall, lasted: silent, threshold: threshold, now: now,
+      attributes: [:], lead: { threads in Self.leadThread(threads, kind: kind, heartbeat: heartbeat) },
+      message: { _ in Self.message(name: name, kind: kind, silent: silent, threshold: threshold) })
+    CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: report))
+  }
+
+  /// The report of a hang that began, under `key` among the hangs going on: unless `watch` was
+  /// reported within `minimumReportInterval`, every thread captured, the one `lead` picks
+  /// leading, and a `hang` report stored with `attributes` and `message` (given the lead thread
+  /// found, or nil: the report then leads with the watchdog's own), held from delivery
+  /// until the hang ends (at most `deliveryHold`); in any case the ring header's hang recorded.
+  /// Returns the report stored, if one was.
+  func reportHang(
+    key: String, watch: String, sinceWall: UInt64, lasted: UInt64, threshold: Double, now: UInt64,
+    attributes extra: [String: String], quiet: Bool = false,
+    lead: ([CrashReport.Thread]) -> CrashReport.Thread?, message: (CrashReport.Thread?) -> String
+  ) -> StoredReport? {
+    guard let client else { return nil }
     let due = hangs.withLock { hangs -> Bool in
-      let last = hangs.lastReported[name]
+      let last = hangs.lastReported[watch]
       let interval = UInt64(max(0, min(detection.minimumReportInterval, 1e9)) * 1e9)
       guard last == nil || now &- last! >= interval else { return false }
-      hangs.lastReported[name] = now
+      hangs.lastReported[watch] = now
       return true
     }
-    var ongoing = OngoingHang(report: nil)
+    var ongoing = OngoingHang(report: nil, watch: watch, quiet: quiet)
     guard due else {
-      client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: "")
-      hangs.withLock { $0.ongoing[name] = ongoing }
-      CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: nil))
-      return
+      client.ring.recordHang(watch: watch, sinceWallNanoseconds: sinceWall, frames: "")
+      hangs.withLock { $0.ongoing[key] = ongoing }
+      return nil
     }
     let capture = captureThreads(client)
-    let lead = Self.leadThread(capture.threads, kind: kind, heartbeat: heartbeat)
+    let lead = lead(capture.threads)
     let frames = HangFacts.topFrames(lead?.frames ?? [])
-    client.ring.recordHang(watch: name, sinceWallNanoseconds: sinceWall, frames: frames)
+    client.ring.recordHang(watch: watch, sinceWallNanoseconds: sinceWall, frames: frames)
     var attributes = [
-      HangFacts.watchKey: name, HangFacts.durationKey: HangFacts.milliseconds(silent),
+      HangFacts.watchKey: watch, HangFacts.durationKey: HangFacts.milliseconds(lasted),
       HangFacts.thresholdKey: HangFacts.milliseconds(StallTracker.nanoseconds(threshold)),
       HangFacts.ongoingKey: "true",
       HangFacts.sinceKey: ISO8601.string(nanoseconds: sinceWall),
-    ]
+    ].merging(extra) { _, new in new }
     if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(
-      kind: .hang, type: HangFacts.exceptionType,
-      message: Self.message(name: name, kind: kind, silent: silent, threshold: threshold),
+      kind: .hang, type: HangFacts.exceptionType, message: message(lead),
       frames: lead?.frames ?? [], modules: capture.modules,
-      thread: (lead?.id ?? Int(CurrentThread.id), lead?.name), threads: capture.threads,
+      thread: (
+        lead?.id ?? Int(CurrentThread.id),
+        lead?.name ?? capture.threads.first { $0.id == Int(CurrentThread.id) }?.name
+      ), threads: capture.threads,
       attachmentPaths: files)
     report.damage += capture.damage
     let hold = UInt64(max(0, min(detection.deliveryHold, 3600)) * 1e9)
-    ongoing.report = client.storeLiveReport(report, attachments: attached, heldUntilUnixNano: wallNow &+ hold)
-    hangs.withLock { $0.ongoing[name] = ongoing }
-    CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: ongoing.report))
+    ongoing.report = client.storeLiveReport(
+      report, attachments: attached, heldUntilUnixNano: SystemClock.wallNanoseconds() &+ hold)
+    hangs.withLock { $0.ongoing[key] = ongoing }
+    return ongoing.report
   }
 
-  func hangEnded(name: String, duration: UInt64) {
-    guard let ongoing = hangs.withLock({ $0.ongoing.removeValue(forKey: name) }), let client else { return }
-    client.ring.append(
-      "hang ended after \(HangFacts.text(duration))", level: .info, type: .system,
-      attributes: [HangFacts.watchKey: name])
+  /// The hang going on under `key` ended after `duration`: a breadcrumb (unless its start had
+  /// none), its report updated with the whole duration and released to delivery, the ring
+  /// header's hang cleared once none goes on.
+  func hangEnded(key: String, duration: UInt64) {
+    guard let ongoing = hangs.withLock({ $0.ongoing.removeValue(forKey: key) }), let client else { return }
+    if !ongoing.quiet {
+      client.ring.append(
+        "hang ended after \(HangFacts.text(duration))", level: .info, type: .system,
+        attributes: [HangFacts.watchKey: ongoing.watch])
+    }
     if hangs.withLock({ $0.ongoing.isEmpty }) { client.ring.clearHang() }
-    defer { CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.ended(watch: name, nanoseconds: duration)) }
+    defer {
+      CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.ended(watch: ongoing.watch, nanoseconds: duration))
+    }
     guard let stored = ongoing.report else { return }
     var report = stored.report
     report.attributes[HangFacts.durationKey] = .string(HangFacts.milliseconds(duration))

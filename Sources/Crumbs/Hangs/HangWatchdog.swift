@@ -16,7 +16,9 @@
 //                                           ahead; every `resolution` while one is stalled),
 //                                           and handles it (HangWatchdog+Reports.swift):
 //                                           hangBegan → capture, report, ring header;
-//                                           hangEnded → "hang ended after X s", report updated
+//                                           hangEnded → "hang ended after X s", report updated;
+//                                           with `operationThreshold`, the ledger too
+//                                           (checkOperations, HangWatchdog+Operations.swift)
 //   stop()                                  at close: wakes the thread and waits for it
 //
 // Probes: a probe is a Heartbeat that the watchdog beats when it enqueues a job, and the job
@@ -97,13 +99,19 @@ final class HangWatchdog: Sendable {
   /// The hangs going on, and when each watch was last reported (the watchdog thread's own).
   struct Hangs {
     var tracker = StallTracker()
+    /// By key: a watch's name, or an operation's (operationHangKey).
     var ongoing: [String: OngoingHang] = [:]
+    /// By watch name (an operation's watch is its name: HangWatchdog+Operations.swift).
     var lastReported: [String: UInt64] = [:]
+    var operations = OperationStalls()
   }
 
-  /// A hang being lived through: its report, when one was stored (not when rate-limited).
+  /// A hang being lived through: its report, when one was stored (not when rate-limited); the
+  /// watch it is of; whether its start left no breadcrumb (nor will its end).
   struct OngoingHang {
     var report: StoredReport?
+    var watch: String
+    var quiet = false
   }
 
   /// Set once, in init: the client owns the watchdog, not the other way round.
@@ -235,11 +243,12 @@ final class HangWatchdog: Sendable {
         let heartbeat = watched.first { $0.name == name }
         hangBegan(name: name, kind: kind(of: heartbeat), heartbeat: heartbeat, since: since, now: now)
       case .resumed(let name, _, let duration):
-        hangEnded(name: name, duration: duration)
+        hangEnded(key: name, duration: duration)
       }
     }
+    let operationsWait = checkOperations(resolution: resolution, longest: longest)
     refreshOngoing()
-    return wait
+    return min(wait, operationsWait)
   }
 
   private func kind(of heartbeat: Heartbeat?) -> Kind {

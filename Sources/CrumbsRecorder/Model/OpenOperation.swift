@@ -47,6 +47,16 @@ public struct OpenOperation: Sendable, Equatable, Codable {
   public var nameTruncated: Bool
   /// An attribute was cut or left out.
   public var attributesTruncated: Bool
+  /// Its start in the ring's own clock ticks, as the entry holds it (0 when not read from a
+  /// ledger): with `threadID`, what tells one open operation from another across reads. The
+  /// times above are converted through the ring's latest clock anchor, which moves them by
+  /// nanoseconds each time the ring recalibrates. Not coded.
+  package var startTicks: UInt64 = 0
+
+  enum CodingKeys: String, CodingKey {
+    case name, kind, trace, parentSpanID, startWallNanoseconds, startMonotonicNanoseconds, threadID
+    case attributes, nameTruncated, attributesTruncated
+  }
 
   public init(
     name: String, kind: Kind, trace: TraceContext?, parentSpanID: String?, startWallNanoseconds: UInt64,

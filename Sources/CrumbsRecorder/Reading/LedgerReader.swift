@@ -173,13 +173,15 @@ package enum LedgerReader {
       }
     }
     let times = clock.times(ofTicks: header.start_ticks)
-    return OpenOperation(
+    var operation = OpenOperation(
       name: name, kind: OpenOperation.Kind(raw: shape.kind), trace: trace, parentSpanID: parent,
       startWallNanoseconds: times.wall, startMonotonicNanoseconds: times.monotonic,
       threadID: header.thread_id,
       attributes: attributes,
       nameTruncated: flags & UInt32(CRUMBS_LEDGER_NAME_TRUNCATED) != 0,
       attributesTruncated: flags & UInt32(CRUMBS_LEDGER_ATTRIBUTES_TRUNCATED) != 0)
+    operation.startTicks = header.start_ticks
+    return operation
   }
 
   private static func bytes<T>(of tuple: T) -> [UInt8] {

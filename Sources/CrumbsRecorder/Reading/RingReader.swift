@@ -9,6 +9,7 @@
 //                                      BreadcrumbSlots (text kept as bytes: Breadcrumbs and their
 //                                      strings are made only when `breadcrumbs` is read)
 //   RingReader.readLive               a mapped ring while writers run (BreadcrumbRing.snapshot)
+//   RingReader.readLiveLedger         its in-flight ledger alone (BreadcrumbRing.openOperations)
 //
 // A reader never returns a torn slot (commit word not DONE, position not matching the slot,
 // checksum mismatch, or a payload that does not parse) and never traps on any input: every
@@ -259,6 +260,47 @@ public enum RingReader {
     }.get()
   }
 
+  /// The in-flight ledger of a ring file the caller opened itself as `fd` (`size` bytes long),
+  /// whose process may still be writing it (`crumbs threads`): untrusted bytes, checked as
+  /// `read(file:)` checks them. Read twice: an entry that changed between the two reads (begun,
+  /// renamed or ended meanwhile) is counted unreadable, or left out when the second read found
+  /// it free. Nil when the ring has no ledger.
+  package static func readLedger(descriptor fd: Int32, size: UInt64, path: String) throws(PersistedFileError)
+    -> LedgerContents?
+  {
+    let tables = Int(CRUMBS_RING_HEADER_SIZE + CRUMBS_RING_MAX_LANES * CRUMBS_RING_LANE_SIZE)
+    func read(at offset: UInt64, count: Int) throws(PersistedFileError) -> [UInt8] {
+      do {
+        return try Syscall.read(fd, at: offset, count: count, path: path)
+      } catch {
+        throw PersistedFileError(
+          .unreadable, "cannot read: \(error.cause)", format: .ring, path: path, errno: error.errno)
+      }
+    }
+    let layout = try read(at: 0, count: tables).withUnsafeBytes { image in
+      Result { () throws(PersistedFileError) in
+        try RingHeaderValidation.validate(image, availableBytes: Int(clamping: size))
+      }
+    }.get()
+    guard let place = layout.ledger else { return nil }
+    let count = LedgerReader.byteCount(place)
+    var first = try read(at: UInt64(place.offset), count: count)
+    let second = try read(at: UInt64(place.offset), count: count)
+    guard first.count == count, second.count == count else {
+      return LedgerContents(capacity: place.entryCount, damage: "the ledger is cut off")
+    }
+    for index in 0..<place.entryCount {
+      let start = LedgerReader.headerSize + index * LedgerReader.entrySize
+      let range = start..<start + LedgerReader.entrySize
+      guard first[range] != second[range] else { continue }
+      let state = second.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: start, as: UInt64.self) }
+      let phase = UInt64(state & 3 == UInt64(CRUMBS_LEDGER_FREE) ? CRUMBS_LEDGER_FREE : CRUMBS_LEDGER_WRITING)
+      // The state word's phase, in the file's (little-endian) byte order, as the decoder reads it.
+      first.withUnsafeMutableBytes { $0.storeBytes(of: phase, toByteOffset: start, as: UInt64.self) }
+    }
+    return first.withUnsafeBytes { LedgerReader.read(ledger: $0, layout: layout) }
+  }
+
   /// Reads a ring from a file image in memory.
   public static func read(image: UnsafeRawBufferPointer) throws(PersistedFileError) -> RingContents {
     let layout = try RingHeaderValidation.validate(image)
@@ -304,6 +346,13 @@ public enum RingReader {
     let header = ring.pointee.header!
     let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
     return try? RingHeaderValidation.validate(tables, availableBytes: Int(header.pointee.file_size))
+  }
+
+  /// The in-flight ledger of a mapped ring while writers run, without its slots (the hang
+  /// watchdog's look, a thread dump); nil when the ring has none or its header does not validate.
+  static func readLiveLedger(_ ring: UnsafePointer<crumbs_ring>) -> LedgerContents? {
+    guard let layout = liveLayout(ring) else { return nil }
+    return LedgerReader.readLive(ring, layout: layout)
   }
 
   /// Decodes every slot through `copySlot(index, buffer) -> (commit word, slot)` (commit 0:

@@ -34,6 +34,8 @@
 //                                       ring header proves one (machine restart, shutdown not
 //                                       finished after SIGTERM, CPU hard limit:
 //                                       CrashReportBuilder+UncleanEnds.swift)
+//     → finishHeldHangs             the session's `hang` reports still held for a hang it ended
+//                                   during: finished and released (PostMortemProcessor+HeldHangs)
 //     → CrashReportBuilder             symbolicates on the device, names what was damaged
 //     → Redactor                    the session's redaction rules (its session file's, else
 //                                   `redaction`) on the trail before it is encoded, then on the
@@ -334,6 +336,8 @@ public struct PostMortemProcessor: Sendable {
       }
     }
     let sessionID = ring?.header.sessionID ?? record!.sessionID
+    // Its hang reports held for a hang the end cut short: finished and released, whatever the end.
+    if let header = ring?.header, header.ongoingHang != nil { finishHeldHangs(of: sessionID, header: header) }
     var session = PreviousSession(
       sessionID: sessionID, end: .clean, report: nil,
       receivedMemoryWarning: ring?.header.receivedMemoryWarning ?? false,

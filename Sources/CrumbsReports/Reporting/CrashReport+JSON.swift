@@ -182,7 +182,8 @@ extension CrashReport.Thread {
 }
 
 extension CrashReport.OpenOperations {
-  fileprivate func write(into object: inout JSONObject) {
+  /// As report.json holds it (`crumbs.open_operations`); `crumbs threads --json` too.
+  package func write(into object: inout JSONObject) {
     object.field("capacity", capacity)
     if let damage { object.field("damage", damage) }
     object.field("not_held", notHeld)
@@ -194,7 +195,7 @@ extension CrashReport.OpenOperations {
 }
 
 extension CrashReport.OpenOperations.Operation {
-  fileprivate func write(into object: inout JSONObject) {
+  package func write(into object: inout JSONObject) {
     object.field("age_ns", ageNanoseconds)
     object.array("attributes") { list in
       for attribute in attributes {

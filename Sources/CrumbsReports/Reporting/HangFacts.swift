@@ -20,6 +20,13 @@ package enum HangFacts {
   package static let thresholdKey = "crumbs.hang.threshold_ms"
   /// "true" while the hang goes on (a `hang` report stored during it), "false" once it ended.
   package static let ongoingKey = "crumbs.hang.ongoing"
+  /// The operation a hang of an operation is of: its name as last set (`hangs.operationThreshold`).
+  package static let operationKey = "crumbs.hang.operation"
+  /// That operation's trace id and span id, when it was begun with them.
+  package static let operationTraceIDKey = "crumbs.hang.operation.trace_id"
+  package static let operationSpanIDKey = "crumbs.hang.operation.span_id"
+  /// The thread that began it (a kernel tid).
+  package static let operationThreadKey = "crumbs.hang.operation.thread_id"
   /// A `hang` report's exception type.
   package static let exceptionType = "Hang"
 
