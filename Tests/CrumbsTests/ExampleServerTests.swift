@@ -10,7 +10,9 @@
 //     reaches the OTLP server, the stored report.json is read, and it lists the held requests
 //     under their route template with the trace ids and parent span ids the clients sent, and, for
 //     the crash, the crashing request by its template, marked as on the crashing thread where
-//     that can be known (Hummingbird; not Vapor, whose route handler runs in a task of its own).
+//     that can be known (Hummingbird; not Vapor, whose route handler runs in a task of its own);
+//   - the OTLP server receives one closing span per held request (/v1/traces, decoded with
+//     opentelemetry-proto): its trace, span and parent ids, name, and status ERROR with the cause.
 // Each server runs twice over: fed by CrumbsMiddleware, then by its framework's own
 // TracingMiddleware with CrumbsTracer as the tracer (wrapping NoOpTracer, so the ids there are
 // made up, and Hummingbird's names are its placeholder: docs/tracing.md).
@@ -186,8 +188,37 @@ import Testing
       #expect(names.count == 3, "\(names)")
       #expect(open.operations.allSatisfy { $0.onCrashingThread == nil })
     }
-    // Closing spans: one per held request on /v1/traces, decoded with opentelemetry-proto, belongs
-    // here once Crumbs sends them (another part of issue 38, not on this branch yet).
+
+    // The traces the death cut end: one closing span per open operation on /v1/traces (decoded
+    // with opentelemetry-proto), with the operation's ids and name, status ERROR with the cause.
+    let spans = try closingSpans(collector, count: open.operations.count)
+    for operation in heldOperations {
+      let closing = spans.filter { $0["span_id"] as? String == operation.spanID }
+      #expect(closing.count == 1, "\(operation.spanID as Any) in \(spans)")
+      let span = closing.first ?? [:]
+      #expect(span["trace_id"] as? String == operation.traceID)
+      #expect(span["parent_span_id"] as? String == (operation.parentSpanID ?? ""))
+      #expect(span["name"] as? String == name("held"))
+      let status = span["status"] as? [String: Any] ?? [:]
+      #expect(status["code"] as? Int == 2, "ERROR: \(status)")
+      let cause = status["message"] as? String ?? ""
+      #expect(cause.hasPrefix(death == .crash ? "crashed: SIGSEGV" : "killed:"), "\(cause)")
+    }
+    if feed == .middleware {
+      let closedTraces = Set(spans.compactMap { $0["trace_id"] as? String })
+      #expect(callers.allSatisfy { closedTraces.contains($0.traceID) }, "\(spans)")
+    }
+  }
+
+  /// The spans received on /v1/traces once there are at least `count` (within 180 s).
+  func closingSpans(_ collector: LoopbackHTTPServer, count: Int) throws -> [[String: Any]] {
+    let deadline = ChildProcess.now() + 180
+    var spans = try receivedSpans(collector)
+    while spans.count < count, ChildProcess.now() < deadline {
+      _ = collector.requestReceived.wait(timeout: .now() + max(0, deadline - ChildProcess.now()))
+      spans = try receivedSpans(collector)
+    }
+    return spans
   }
 
   /// Starts the server; returns it and the port it listens on, once it says so.
