@@ -163,6 +163,8 @@ bench: deps
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/LiveCaptureFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/HangFigures
+	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
+	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/LedgerFigures
 	$(SWIFT) build -c release --product crumbs
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \

@@ -23,7 +23,8 @@
 //   CrumbsServiceLifecycle  Crumbs as a swift-service-lifecycle `Service` (optional product:
 //                         only a program that names it pulls in swift-service-lifecycle).
 //   CrumbsTracing         swift-distributed-tracing's ServiceContext → the trace and span of
-//                         breadcrumbs and non-fatal reports; an optional product, so the core
+//                         breadcrumbs and non-fatal reports, and CrumbsTracer (server spans as
+//                         open operations of the ledger); an optional product, so the core
 //                         links no tracing.
 //   CrumbsMetrics         session ends per release, hangs and reports as swift-metrics
 //                         counters (for swift-prometheus and the like); an optional product, so
@@ -109,7 +110,10 @@ let package = Package(
     ),
     .target(
       name: "CrumbsTracing",
-      dependencies: ["Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing")]
+      dependencies: [
+        "Crumbs", .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
+      ]
     ),
     .target(
       name: "CrumbsMetrics",
@@ -148,7 +152,7 @@ let package = Package(
       name: "CrumbsTestChild",
       dependencies: [
         "CrumbsPlatform", "Crumbs", "CrumbsSignalPath", "CrumbsSignalPathTesting", "CrumbsTestSupportC",
-        "CrumbsTestChildC",
+        "CrumbsTestChildC", "CrumbsTracing",
       ],
       path: "Tests/CrumbsTestChild"
     ),
@@ -314,8 +318,9 @@ let package = Package(
     .testTarget(
       name: "CrumbsTracingTests",
       dependencies: [
-        "CrumbsTracing", "Crumbs", "CrumbsTestSupport",
+        "CrumbsTracing", "Crumbs", "CrumbsTestSupport", "CrumbsReportTestSupport",
         .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
       ],
       swiftSettings: testFileImports
     ),

@@ -24,6 +24,9 @@
 //   HangFigures            what hang detection costs: heartbeat.beat() against a relaxed store
 //                          (C floor, same run), mallocs, and the watchdog's idle CPU and
 //                          wake-ups against a client without it
+//   LedgerFigures          what the in-flight ledger costs: beginOperation + end against one
+//                          addBreadcrumb of the same name (literal and run-time names) and a C
+//                          floor, two threads against one, mallocs
 //   LiveCaptureFigures     a live thread capture of 100 blocked threads: each thread's pause, the
 //                          whole capture, and a request loop's latency while captures run
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
@@ -103,6 +106,13 @@ let package = Package(
       name: "HangFigures",
       dependencies: [
         "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
+        .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+      ]
+    ),
+    .executableTarget(
+      name: "LedgerFigures",
+      dependencies: [
+        "AppendWorkloads", "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
         .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
       ]
     ),

@@ -212,8 +212,10 @@ struct ReportPrinter {
     case "error", "fatal": levelText = style.red(levelText)
     default: levelText = style.dim(levelText)
     }
+    // The writing thread, so the breadcrumbs of requests served side by side read apart.
+    let thread = (crumb["thread"] as? Int).map { style.dim("[\($0)]") + " " } ?? ""
     return style.dim(timestamp) + " " + levelText + " "
       + style.cyan(type.padding(toLength: 8, withPad: " ", startingAt: 0))
-      + " " + message + (attributes.isEmpty ? "" : style.dim("  " + attributes))
+      + " " + thread + message + (attributes.isEmpty ? "" : style.dim("  " + attributes))
   }
 }

@@ -10,7 +10,8 @@
 // Entry points: TraceContext(_:instrument:), TraceContext.current;
 // CrumbsClient.addBreadcrumb(_:level:type:attributes:context:) and
 // send(error:…context:) / send(message:…context:), which record the trace as
-// TraceContext's reserved attributes (the breadcrumb's slot; the report's `trace`).
+// TraceContext's reserved attributes (the breadcrumb's slot; the report's `trace`); the reports
+// are also scoped to the operation CrumbsTracer keeps in the context (its user, attributes).
 // Not signal-safe.
 
 import Crumbs
@@ -52,27 +53,34 @@ extension CrumbsClient {
   }
 
   /// `send(error:)`, the report joined to the span current in `context` (`CrashReport.trace`,
-  /// and the OTLP record's trace fields).
+  /// and the OTLP record's trace fields), and scoped to the operation CrumbsTracer keeps in it
+  /// (its user and attributes), if any.
   @discardableResult
   public func send(
     error: any Error, attributes: [String: String] = [:], attachments: [String] = [], context: ServiceContext?
   ) -> StoredReport? {
-    send(error: error, attributes: attributes.traced(context), attachments: attachments)
+    CrumbsOperation.$current.withValue(context.flatMap { CrumbsOperation($0) } ?? CrumbsOperation.current) {
+      send(error: error, attributes: attributes.traced(context), attachments: attachments)
+    }
   }
 
-  /// `send(message:)`, joined to the span current in `context`.
+  /// `send(message:)`, joined to the span current in `context` and scoped to its operation.
   @discardableResult
   public func send(
     message: String, attributes: [String: String] = [:], attachments: [String] = [], context: ServiceContext?
   ) -> StoredReport? {
-    send(message: message, attributes: attributes.traced(context), attachments: attachments)
+    CrumbsOperation.$current.withValue(context.flatMap { CrumbsOperation($0) } ?? CrumbsOperation.current) {
+      send(message: message, attributes: attributes.traced(context), attachments: attachments)
+    }
   }
 }
 
 extension TraceContext {
-  /// The reserved attributes of the span current in `context`; none outside a span.
+  /// The reserved attributes of the span current in `context` (as the instrument propagates it,
+  /// else the trace of the operation CrumbsTracer keeps in it); none outside a span.
   static func attributes(of context: ServiceContext?) -> [(key: String, value: String)] {
-    context.flatMap { TraceContext($0) }?.attributes ?? []
+    guard let context else { return [] }
+    return (TraceContext(context) ?? CrumbsOperation(context)?.trace)?.attributes ?? []
   }
 }
 

@@ -115,6 +115,11 @@ struct ReportPrinterTests {
     let before = try #require(lines.first { $0.contains("about to crash: append-after-crash") })
     #expect(!before.contains(marker), "\(before)")
     #expect(lines.filter { $0.contains(marker) }.count == 1, "\(shown.stdout)")
+    // Each breadcrumb names the thread that wrote it: the crash handler's is the crashing
+    // thread's, the late one another thread's.
+    let crashing = "[\(try #require(stored.report.threadID))] "
+    #expect(fatal.contains(crashing), "\(fatal)")
+    #expect(after.contains("] appended after the crash") && !after.contains(crashing), "\(after)")
     // In trail order: before, the crash, after.
     let order = [before, fatal, after].compactMap { lines.firstIndex(of: $0) }
     #expect(order == order.sorted() && order.count == 3, "\(shown.stdout)")

@@ -11,7 +11,7 @@ let scenarios = [
   terminationMessageScenarios, crashLoopScenarios, uncleanEndScenarios, collectScenarios,
   attributeScenarios, releaseHealthScenarios, consentScenarios, redactionScenarios, altstackScenarios,
   hostileDumpScenarios, signalChainScenarios, firstChanceScenarios, dyingScenarios, memoryScenarios,
-  ledgerScenarios, readinessScenarios, closingSpanScenarios, operationHangScenarios,
+  ledgerScenarios, tracerScenarios, readinessScenarios, closingSpanScenarios, operationHangScenarios,
 ].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }

@@ -3,6 +3,7 @@
 #include "crumbs_baseline_append.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -40,6 +41,24 @@ void crumbs_baseline_close(crumbs_baseline_ring *ring) {
   munmap(ring->base, ring->mapped_size);
   close(ring->descriptor);
   ring->base = NULL;
+}
+
+void crumbs_bench_ledger_floor(unsigned char *entry, const char *name, size_t name_length, const void *ids,
+                               uint64_t count) {
+  uint64_t *state = (uint64_t *)(void *)entry;
+  for (uint64_t index = 0; index < count; index++) {
+    uint64_t free_state = __atomic_load_n(state, __ATOMIC_RELAXED);
+    if ((free_state & 3u) != 0) continue;
+    if (!__atomic_compare_exchange_n(state, &free_state, free_state | 1u, false, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+      continue;
+    __builtin_memcpy(entry + 16, ids, 32);
+    __builtin_memcpy(entry + 64, name, name_length);
+    uint64_t open_state = free_state | 2u;
+    __atomic_store_n(state, open_state, __ATOMIC_RELEASE);
+    __atomic_compare_exchange_n(state, &open_state, free_state + 4u, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+  }
 }
 
 void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count) {

@@ -1,5 +1,8 @@
 // CrumbsClient+NonFatal.swift — reports of errors the app caught: the current stack, the
 // breadcrumbs so far and the session's attributes, stored and delivered like a crash report.
+// Made inside an operation (CrumbsOperation.current, or the one CrumbsTracer keeps in the task's
+// ServiceContext), a report carries that operation's trace, user and attributes over the
+// session's: a server's many requests each report as their own.
 
 extension CrumbsClient {
   /// Reports an `Error` the app survived, with the current thread's stack, the global and given
@@ -34,10 +37,35 @@ extension CrumbsClient {
   ) -> StoredReport? {
     guard isEnabled, keepsNonFatalReport() else { return nil }
     let addresses = CurrentThread.returnAddresses(limit: 128)
-    let (builder, files) = liveReportBuilder(attributes: extra)
+    let (builder, files) = liveReportBuilder(
+      attributes: operationScope().merging(extra) { _, given in given })
     let (report, attached) = builder.build(
       type: type, message: message, addresses: addresses, attachmentPaths: files + extraFiles)
     return storeLiveReport(report, attachments: attached)
+  }
+
+  /// The operation the caller runs in: the task's `CrumbsOperation.current`, else the one the
+  /// installed lookup finds (CrumbsTracer: the task's `ServiceContext`).
+  package func currentOperation() -> CrumbsOperation? {
+    if let current = CrumbsOperation.current { return current }
+    return state.withLock { $0.operationLookup }?()
+  }
+
+  /// Installs how `currentOperation` finds an operation outside `withOperation` (the last one
+  /// installed is used).
+  package func setOperationLookup(_ lookup: @escaping @Sendable () -> CrumbsOperation?) {
+    state.withLock { $0.operationLookup = lookup }
+  }
+
+  /// The current operation's scope as report attributes: its trace (the reserved attributes),
+  /// and the attributes its ledger entry holds (its user as `enduser.id`; a key held twice
+  /// gives its last value). Empty outside an operation.
+  func operationScope() -> [String: String] {
+    guard let operation = currentOperation() else { return [:] }
+    var scope: [String: String] = [:]
+    for attribute in operation.contents?.attributes ?? [] { scope[attribute.key] = attribute.value }
+    for (key, value) in operation.trace?.attributes ?? [] { scope[key] = value }
+    return scope
   }
 
   /// Whether a non-fatal report made now is kept (`nonFatalSampleRate`); hangs do not ask.

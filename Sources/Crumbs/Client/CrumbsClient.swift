@@ -102,6 +102,9 @@ public final class CrumbsClient: @unchecked Sendable {
     /// sessions' processing told them, for those added after it.
     var observers: [CrumbsClientObserver] = []
     var processedSessions: CrumbsClientEvent?
+    /// Finds the current operation where `CrumbsOperation.current` is not set: CrumbsTracer
+    /// installs one that reads the task's `ServiceContext`.
+    var operationLookup: (@Sendable () -> CrumbsOperation?)?
   }
 
   let state = Mutex(State())

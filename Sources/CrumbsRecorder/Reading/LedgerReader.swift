@@ -1,7 +1,8 @@
 // LedgerReader.swift — the in-flight ledger of a ring (crumbs_ledger.h), read as untrusted bytes.
 //
 // Entry points: LedgerReader.read(image:layout:) for a file (the next launch, the collector),
-// LedgerReader.readLive(_:) for this process's own mapped ring while writers run (a thread dump).
+// LedgerReader.readLive(_:) for this process's own mapped ring while writers run (a thread dump),
+// and readLive(_:handle:layout:) for one operation of it (the scope of a non-fatal report).
 // Both decode each entry with `decode`, which checks every length against the layout before it
 // reads a byte: a damaged entry is counted as unreadable, never trusted, never a trap; a damaged
 // ledger header is named in `LedgerContents.damage` and hides no breadcrumb. Not signal-safe.
@@ -91,6 +92,25 @@ package enum LedgerReader {
     }
     contents.open.sort { $0.startMonotonicNanoseconds < $1.startMonotonicNanoseconds }
     return contents
+  }
+
+  /// One operation of this process's own ring, while `handle`'s entry still holds it (OPEN, of
+  /// the handle's generation): a seqlock copy, tried 4 times while a writer is busy in it.
+  package static func readLive(
+    _ ring: UnsafePointer<crumbs_ring>, handle: crumbs_ledger_handle, layout: RingLayout
+  ) -> OpenOperation? {
+    guard layout.ledger != nil, ring.pointee.ledger != nil, handle.valid != 0 else { return nil }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: entrySize, alignment: 8)
+    defer { buffer.deallocate() }
+    var phase = UInt32(CRUMBS_LEDGER_WRITING)
+    for _ in 0..<4 where phase == UInt32(CRUMBS_LEDGER_WRITING) {
+      phase = crumbs_ledger_read_entry(ring, handle.index, buffer.baseAddress)
+    }
+    // The state word is the generation above the phase: another operation's entry now, or ours.
+    guard phase == UInt32(CRUMBS_LEDGER_OPEN),
+      buffer.load(as: UInt64.self) == handle.generation << 2 | UInt64(CRUMBS_LEDGER_OPEN)
+    else { return nil }
+    return decode(UnsafeRawBufferPointer(buffer), clock: RingClock(layout: layout))
   }
 
   /// What is wrong with a ledger header, or nil.

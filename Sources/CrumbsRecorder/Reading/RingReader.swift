@@ -320,11 +320,9 @@ public enum RingReader {
   /// (as torn) if it changed during the copy.
   static func readLive(_ ring: UnsafePointer<crumbs_ring>) -> RingContents {
     let header = ring.pointee.header!
-    let fileSize = Int(header.pointee.file_size)
-    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
     // Our own ring, formatted by this process: validation cannot fail unless memory was
     // overwritten, and then an empty result is the honest answer.
-    guard var layout = try? RingHeaderValidation.validate(tables, availableBytes: fileSize) else {
+    guard var layout = liveLayout(ring) else {
       return RingContents(
         header: RingHeaderInfo.unknown, breadcrumbs: [], counts: SlotCounts(),
         timesAreCalibrated: false)
@@ -342,14 +340,18 @@ public enum RingReader {
     return contents
   }
 
+  /// The layout of this process's own mapped ring, from its header; nil only when that memory
+  /// was overwritten.
+  static func liveLayout(_ ring: UnsafePointer<crumbs_ring>) -> RingLayout? {
+    let header = ring.pointee.header!
+    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
+    return try? RingHeaderValidation.validate(tables, availableBytes: Int(header.pointee.file_size))
+  }
+
   /// The in-flight ledger of a mapped ring while writers run, without its slots (the hang
   /// watchdog's look, a thread dump); nil when the ring has none or its header does not validate.
   static func readLiveLedger(_ ring: UnsafePointer<crumbs_ring>) -> LedgerContents? {
-    let header = ring.pointee.header!
-    let tables = UnsafeRawBufferPointer(start: header, count: Int(header.pointee.slots_offset))
-    guard
-      let layout = try? RingHeaderValidation.validate(tables, availableBytes: Int(header.pointee.file_size))
-    else { return nil }
+    guard let layout = liveLayout(ring) else { return nil }
     return LedgerReader.readLive(ring, layout: layout)
   }
 

@@ -4,12 +4,23 @@
 // ledger (ledgerEntryCount 0), or closed, records nothing. The reader is LedgerReader.
 
 import CrumbsSignalPath
+import Synchronization
 
 /// An operation open in a ring's ledger. Ending it twice, or after its ring closed, does nothing.
-public struct LedgerEntry: Sendable, Equatable {
+///
+/// It holds the ring's C handle, not the ring object: its own calls (rename, addAttribute, end,
+/// contents) touch no reference count, which two threads beginning and ending operations in one
+/// ring would contend on. They are valid while the ring's memory is: for a published ring (a
+/// client's, installed) for the rest of the process; otherwise while the caller keeps the ring.
+public struct LedgerEntry: @unchecked Sendable, Equatable {
   @usableFromInline let handle: crumbs_ledger_handle
+  /// The ring it is in; nil when not recorded.
+  @usableFromInline let ring: UnsafePointer<crumbs_ring>?
 
-  @usableFromInline init(_ handle: crumbs_ledger_handle) { self.handle = handle }
+  @usableFromInline init(_ handle: crumbs_ledger_handle, ring: UnsafePointer<crumbs_ring>? = nil) {
+    self.handle = handle
+    self.ring = handle.valid != 0 ? ring : nil
+  }
 
   /// False when the ledger had no free entry (the operation is counted, not held), has none, or
   /// the ring was closed: later calls with it do nothing.
@@ -17,7 +28,51 @@ public struct LedgerEntry: Sendable, Equatable {
 
   public static func == (lhs: LedgerEntry, rhs: LedgerEntry) -> Bool {
     lhs.handle.valid == rhs.handle.valid && lhs.handle.index == rhs.handle.index
-      && lhs.handle.generation == rhs.handle.generation
+      && lhs.handle.generation == rhs.handle.generation && lhs.ring == rhs.ring
+  }
+
+  /// Renames the operation (e.g. to its route, known once routing is done). False when it is no
+  /// longer open or its ring closed.
+  @discardableResult
+  public func rename(to name: String) -> Bool {
+    guard let ring else { return false }
+    var name = name
+    return name.withUTF8 { utf8 in
+      crumbs_ledger_set_name(
+        ring, handle, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), utf8.count)
+    }
+  }
+
+  /// Adds a short attribute (at most four per operation; each side cut at 255 bytes and to what
+  /// is left of 288). False when it is no longer open or its ring closed.
+  @discardableResult
+  public func addAttribute(key: String, value: String) -> Bool {
+    guard let ring else { return false }
+    var key = key
+    var value = value
+    return key.withUTF8 { keyBytes in
+      value.withUTF8 { valueBytes in
+        crumbs_ledger_add_attribute(
+          ring, handle, UnsafeRawPointer(keyBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+          keyBytes.count, UnsafeRawPointer(valueBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+          valueBytes.count)
+      }
+    }
+  }
+
+  /// Ends the operation, even after its ring closed (the entry is freed in whatever memory it is
+  /// in). False when it was not open (ended before, or never recorded).
+  @inlinable @discardableResult
+  public func end() -> Bool {
+    guard let ring else { return false }
+    return crumbs_ledger_end(ring, handle)
+  }
+
+  /// What the ledger holds for the operation now (name, ids, attributes); nil when it is no
+  /// longer open, was never recorded, or a writer was busy in it every time it was read.
+  public var contents: OpenOperation? {
+    guard let ring, let layout = RingReader.liveLayout(ring) else { return nil }
+    return LedgerReader.readLive(ring, handle: handle, layout: layout)
   }
 }
 
@@ -42,39 +97,28 @@ extension BreadcrumbRing {
           name_length: utf8.count,
           trace_id: hasTrace ? base : nil, span_id: hasTrace ? base + 16 : nil,
           parent_span_id: hasParent ? base + 24 : nil, kind: kind.raw)
-        return LedgerEntry(crumbs_ledger_begin(ring, &operation))
+        return LedgerEntry(crumbs_ledger_begin(ring, &operation), ring: ring)
       }
     }
   }
 
-  /// Renames an open operation (e.g. to its route, known once routing is done). False when the
-  /// entry is no longer open.
+  /// Renames an open operation (`LedgerEntry.rename(to:)`); false also once this ring closed.
   @discardableResult
   public func renameOperation(_ entry: LedgerEntry, to name: String) -> Bool {
-    guard entry.isRecorded, let ring = openHandle else { return false }
-    var name = name
-    return name.withUTF8 { utf8 in
-      crumbs_ledger_set_name(
-        ring, entry.handle, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self),
-        utf8.count)
-    }
+    openHandle != nil && entry.rename(to: name)
   }
 
-  /// Adds a short attribute (at most four per operation; each side cut at 255 bytes and to what
-  /// is left of 288). False when the entry is no longer open.
+  /// Adds a short attribute to an open operation (`LedgerEntry.addAttribute(key:value:)`); false
+  /// also once this ring closed.
   @discardableResult
   public func addOperationAttribute(_ entry: LedgerEntry, key: String, value: String) -> Bool {
-    guard entry.isRecorded, let ring = openHandle else { return false }
-    var key = key
-    var value = value
-    return key.withUTF8 { keyBytes in
-      value.withUTF8 { valueBytes in
-        crumbs_ledger_add_attribute(
-          ring, entry.handle, UnsafeRawPointer(keyBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
-          keyBytes.count, UnsafeRawPointer(valueBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
-          valueBytes.count)
-      }
-    }
+    openHandle != nil && entry.addAttribute(key: key, value: value)
+  }
+
+  /// What the ledger holds for an open operation now (`LedgerEntry.contents`); nil also once
+  /// this ring closed.
+  public func openOperation(_ entry: LedgerEntry) -> OpenOperation? {
+    openHandle != nil ? entry.contents : nil
   }
 
   /// The operations open in the ledger now, oldest first, read while writers run (lock-free:
@@ -89,10 +133,13 @@ extension BreadcrumbRing {
   /// recorded).
   @discardableResult
   public func endOperation(_ entry: LedgerEntry) -> Bool {
-    guard entry.isRecorded else { return false }
     // Through the handle even when closed: the entry is freed in whatever memory it is in.
-    return crumbs_ledger_end(handle, entry.handle)
+    withExtendedLifetime(self) { entry.end() }
   }
+
+  /// Whether the handle was given to C (`install`, the crash handler): its memory then stays for
+  /// the rest of the process, and a LedgerEntry needs nothing to keep it.
+  @inlinable package var isPublished: Bool { lifecycle.load(ordering: .relaxed) & Self.publishedBit != 0 }
 }
 
 /// The ids of an operation as the ledger stores them, on the stack: trace id (16 bytes), span id

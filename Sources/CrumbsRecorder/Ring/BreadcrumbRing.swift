@@ -146,7 +146,7 @@ public final class BreadcrumbRing: @unchecked Sendable {
   /// `closedBit` | `publishedBit`.
   @usableFromInline let lifecycle = Atomic<UInt32>(0)
   @inlinable static var closedBit: UInt32 { 1 }
-  static var publishedBit: UInt32 { 2 }
+  @inlinable static var publishedBit: UInt32 { 2 }
 
   /// The sessions of the rings this process has open (created, not yet closed). A reader in this
   /// process that finds one of its own rings' locks held (by a child another thread just spawned,

@@ -73,6 +73,14 @@ static inline void crumbs_baseline_append_stamped(const crumbs_baseline_ring *ri
   __atomic_store_n((uint64_t *)slot, position + 1, __ATOMIC_RELEASE);
 }
 
+/// The ledger's floor (LedgerFigures): `count` operations begun and ended on `entry` (512 bytes,
+/// 8-aligned, in a MAP_SHARED mapping) the least way a table shared by threads can: a
+/// compare-and-swap claiming it (free → writing), the three ids (32 bytes) and the name's
+/// `name_length` bytes copied in, a release store publishing it (open), then a compare-and-swap
+/// freeing it for its next generation. No clock, no thread id, no free-entry search, no cut.
+void crumbs_bench_ledger_floor(unsigned char *entry, const char *name, size_t name_length, const void *ids,
+                               uint64_t count);
+
 /// The heartbeat's floor (HangFigures): `count` relaxed stores of 1 into `*flag`, the same loop
 /// shape as the Swift beat it is compared with.
 void crumbs_bench_relaxed_stores(uint8_t *flag, uint64_t count);
