@@ -38,11 +38,13 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     return 71
   },
 
-  // client-crash-before-background DIR: holds the client's background work before it starts
-  // (so no session file is ever written), starts a client (no automatic breadcrumbs; OTEL_*
-  // from the environment), prints "start-ms X cpu-ms Y" and dereferences null at once.
+  // client-crash-before-background DIR [redacting]: holds the client's background work before
+  // it starts (so the background work writes no session file), starts a client (no automatic
+  // breadcrumbs; OTEL_* from the environment), prints "start-ms X cpu-ms Y" and dereferences
+  // null at once. redacting: the client redacts e-mail addresses, and a breadcrumb holds one.
   "client-crash-before-background": { arguments in
     guard let directory = arguments.first else { return 64 }
+    let redacting = arguments.dropFirst().first == "redacting"
     CrumbsClient.backgroundWorkWillStart.withLock {
       $0 = {
         let never = DispatchSemaphore(value: 0)
@@ -51,9 +53,11 @@ let sessionScenarios: [String: @Sendable ([String]) -> Int32] = [
     }
     var configuration = CrumbsConfiguration(directory: directory)
     configuration.automaticBreadcrumbs = nil
+    if redacting { configuration.redaction.valuePatterns = [Redaction.emailAddresses] }
     let before = nanoseconds(CLOCK_MONOTONIC)
     let cpuBefore = nanoseconds(CLOCK_THREAD_CPUTIME_ID)
-    guard startClient(configuration) != nil else { return 1 }
+    guard let client = startClient(configuration) else { return 1 }
+    if redacting { client.addBreadcrumb("mailing alice@example.com") }
     let cpu = nanoseconds(CLOCK_THREAD_CPUTIME_ID) - cpuBefore
     print("start-ms \(Double(nanoseconds(CLOCK_MONOTONIC) - before) / 1e6) cpu-ms \(Double(cpu) / 1e6)")
     fflush(nil)

@@ -325,6 +325,30 @@ import Testing
     #expect(report.resource["team"] == "payments", "\(report.resource)")
   }
 
+  @Test func aCrashBeforeTheBackgroundWorkKeepsTheAppsRedactionRules() throws {
+    // Issue 38 (a flaky ClosingSpanTests run): the session file, and the app's redaction rules
+    // in it, were written only by the background work; a crash before it ran was redacted by
+    // `crumbs collect` with the default rules alone, and an e-mail address went out.
+    let directory = TestDirectory()
+    let child = try ChildProcess(
+      ChildProcess.testChild, ["client-crash-before-background", directory.path, "redacting"],
+      environment: childEnvironment)
+    let output = child.readRemaining(seconds: 120)
+    child.wait(seconds: 120)
+    #expect(child.terminatingSignal == SIGSEGV, "\(output)")
+
+    // As the collector processes it: no configuration of the app's, the default rules.
+    let outcome = PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path)
+    ).run()
+    let stored = try #require(outcome.reports.first, "\(outcome.problems)")
+    let trail = String(
+      decoding: try LZ4Frame.decompress(try Syscall.readFile(stored.attachmentPath(TrailAttachment.name))),
+      as: UTF8.self)
+    #expect(trail.contains("mailing "), "\(trail)")
+    #expect(!trail.contains("alice@example.com"), "\(trail)")
+  }
+
   @Test func aRelativeDirectoryStillWorksAfterTheAppChangesItsWorkingDirectory() throws {
     // Issue 21 case 13: the session file, written after the chdir, went to the new working
     // directory (or nowhere), and the crash was reported without what was set after it.

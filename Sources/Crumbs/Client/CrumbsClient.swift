@@ -160,6 +160,11 @@ public final class CrumbsClient: @unchecked Sendable {
       return client
     }
     if shared { sharedClient.withLock { $0 = client } }
+    // Rules of the app's own are written before start returns, not by the background work: a
+    // crash before that work ran would leave no session file, and `crumbs collect`, which
+    // knows only what the session wrote, would redact its report with the defaults alone.
+    // The default rules need no file (every processor applies them), so start stays as fast.
+    if configuration.redaction != Redaction() { client.writeSessionFile() }
     client.processBacklog()
     client.startBackgroundWork()
     return client
@@ -295,8 +300,8 @@ public final class CrumbsClient: @unchecked Sendable {
       Self.backgroundWorkWillStart.withLock { $0 }?()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
-      // an app that sets attributes first writes it itself), the ring's cgroup facts and the
-      // alternate stacks' guards.
+      // an app that sets attributes or redaction rules of its own writes it first itself), the
+      // ring's cgroup facts and the alternate stacks' guards.
       writeSessionFile()
       ring.recordCgroup()
       CrashHandler.guardAlternateStacks()
