@@ -192,7 +192,7 @@ fuzz: deps
 ## format and lint. Build folders are left out (a consumer package the tests build keeps its own).
 SWIFT_FORMAT_PATHS = Package.swift Sources Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources \
   Benchmarks/RingAppend Benchmarks/LogHandler Examples/HummingbirdServer/Package.swift \
-  Examples/HummingbirdServer/Sources
+  Examples/HummingbirdServer/Sources Examples/VaporServer/Package.swift Examples/VaporServer/Sources
 C_FORMAT_FILES = $(shell find Sources Tests Fuzz Benchmarks/Sources Scripts -path '*/.build*' -prune -o \
   -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \) -print | sort)
 ## clang-format with the repo's .clang-format (2 spaces, 110 columns: what .swift-format says). Its

@@ -29,6 +29,10 @@
 //   CrumbsMetrics         session ends per release, hangs and reports as swift-metrics
 //                         counters (for swift-prometheus and the like); an optional product, so
 //                         the core links no metrics.
+//   CrumbsHummingbird, CrumbsVapor  a middleware per framework that puts each request in the
+//                         in-flight ledger; each built only with its package trait (`Hummingbird`,
+//                         `Vapor`), so a consumer that does not enable it neither fetches nor
+//                         builds the framework (docs/server.md).
 //   CrumbsCollector       the collector (`crumbs collect`): the client's processor and uploader
 //                         run from outside over Crumbs directories, once or watching; a library
 //                         (no product names it) so that tests drive it without the command line.
@@ -55,7 +59,15 @@ let package = Package(
     .library(name: "CrumbsServiceLifecycle", targets: ["CrumbsServiceLifecycle"]),
     .library(name: "CrumbsTracing", targets: ["CrumbsTracing"]),
     .library(name: "CrumbsMetrics", targets: ["CrumbsMetrics"]),
+    .library(name: "CrumbsHummingbird", targets: ["CrumbsHummingbird"]),
+    .library(name: "CrumbsVapor", targets: ["CrumbsVapor"]),
     .executable(name: "crumbs", targets: ["CrumbsCLI"]),
+  ],
+  // Off by default: SwiftPM resolves a dependency only a disabled trait uses for no one, so a
+  // consumer of `Crumbs` clones neither framework (`.package(url:…, traits: ["Vapor"])` opts in).
+  traits: [
+    .trait(name: "Hummingbird", description: "Builds CrumbsHummingbird, the Hummingbird 2 middleware"),
+    .trait(name: "Vapor", description: "Builds CrumbsVapor, the Vapor 4 middleware"),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -64,6 +76,10 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+    // Without its default traits: the middleware needs none of them, and a consumer that turns
+    // them off (as the README's server does) keeps them off.
+    .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+    .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
   ],
   targets: [
     // The signal path's rooms are folders (docs/crash-capture.md): its C files include a private
@@ -118,6 +134,19 @@ let package = Package(
     .target(
       name: "CrumbsMetrics",
       dependencies: ["Crumbs", .product(name: "CoreMetrics", package: "swift-metrics")]
+    ),
+    .target(
+      name: "CrumbsHummingbird",
+      dependencies: [
+        "Crumbs",
+        .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+      ]
+    ),
+    .target(
+      name: "CrumbsVapor",
+      dependencies: [
+        "Crumbs", .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+      ]
     ),
     // The collector as a library: the CLI parses `crumbs collect`'s arguments and prints.
     .target(name: "CrumbsCollector", dependencies: ["Crumbs", "CrumbsPlatform"]),

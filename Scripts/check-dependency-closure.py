@@ -12,7 +12,8 @@ product names it, and CrumbsRecorder is the only door to C: no other module unde
 depends on CrumbsSignalPath or imports it. The collector (CrumbsCollector) is a library the
 SDK's modules never link and that links no command-line parser: `crumbs collect` parses.
 An optional integration's package (swift-metrics) is reached only through its own product
-(CrumbsMetrics): no other product's closure names it, so `import Crumbs` links no metrics.
+(CrumbsMetrics): no other product's closure names it, so `import Crumbs` links no metrics; the
+same holds for hummingbird (CrumbsHummingbird) and vapor (CrumbsVapor).
 
 Usage: Scripts/check-dependency-closure.py [DUMP.json]   (default: runs `$SWIFT package dump-package`)
 """
@@ -51,12 +52,17 @@ FORBIDDEN = {
     "CrumbsServiceLifecycle": APPS_NEVER_LINK,
     "CrumbsTracing": APPS_NEVER_LINK,
     "CrumbsMetrics": APPS_NEVER_LINK,
+    "CrumbsHummingbird": APPS_NEVER_LINK,
+    "CrumbsVapor": APPS_NEVER_LINK,
     "CrumbsTests": APPS_NEVER_LINK,
 }
 
 # Packages of optional integrations → the only targets whose closure may name their products.
 OPTIONAL_PACKAGES = {
     "swift-metrics": {"CrumbsMetrics", "CrumbsMetricsTests"},
+    # The web frameworks, each behind a package trait as well (docs/server.md).
+    "hummingbird": {"CrumbsHummingbird"},
+    "vapor": {"CrumbsVapor"},
 }
 
 # Products of other packages a target must not name (the collector leaves parsing to the CLI).

@@ -37,7 +37,19 @@ package enum ConsumerPackage {
       try Syscall.makeDirectories(Syscall.directoryName(of: file))
       try Syscall.writeFileAtomically(file, Array(text.utf8))
     }
-    let scratch = packageRoot + "/.build-consumers/" + name
+    return try build(package: copy, product: name, scratch: name, swiftFlags: swiftFlags)
+  }
+
+  /// Builds the server at `Examples/<name>` in place (its path dependency, `../..`, is this
+  /// checkout) into `.build-consumers/<name>`, and returns the built executable `name`.
+  package static func buildExample(_ name: String) throws -> String {
+    try build(package: packageRoot + "/Examples/" + name, product: name, scratch: name, swiftFlags: [])
+  }
+
+  private static func build(package copy: String, product name: String, scratch: String, swiftFlags: [String])
+    throws -> String
+  {
+    let scratch = packageRoot + "/.build-consumers/" + scratch
     // A first build resolves and compiles the dependencies: minutes on a busy 2-core machine,
     // so the limit is generous; a later build takes seconds.
     let build = try Subprocess.run(

@@ -3,9 +3,11 @@
 // package of its own: Crumbs by path, Hummingbird 2, public products only), which is built, and
 // run as a container would run it — configured by its environment alone — then:
 //   - it answers a request on the port it listens on (PORT=0: the kernel's pick, read from the
-//     line Hummingbird logs through the snippet's StreamLogHandler);
+//     line Hummingbird logs through the snippet's StreamLogHandler), and CrumbsMiddleware's
+//     breadcrumbs name the request by its route;
 //   - the route's non-fatal report reaches a loopback OTLP server through CRUMBS_OTLP_ENDPOINT
-//     (Crumbs' own exporter: no swift-otel), carrying CRUMBS_APP_VERSION;
+//     (Crumbs' own exporter: no swift-otel), carrying CRUMBS_APP_VERSION and the trace of the
+//     request's `traceparent` (made inside the request's operation);
 //   - a SIGTERM ends it gracefully (exit 0), and its ring says how: terminated by SIGTERM, with
 //     the route's breadcrumb, a swift-log event (BreadcrumbLogHandler) and "SIGTERM received";
 //   - `crumbs reports list` with CRUMBS_DIRECTORY and no flag lists the report.
@@ -60,8 +62,10 @@ import Testing
       address.flatMap { $0.split(separator: ":").last.flatMap { Int($0) } },
       "the server never listened: \(output) \(server.readStderr(seconds: 5))")
 
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     var request = DeliveryRequest(
-      destination: "test", reportID: "-", url: "http://127.0.0.1:\(port)/orders/0", headers: [], body: [])
+      destination: "test", reportID: "-", url: "http://127.0.0.1:\(port)/orders/0",
+      headers: [HTTPHeader("traceparent", traceparent)], body: [])
     request.method = "GET"
     let answer = try CurlTransport(timeout: 60).send(request).get()
     #expect(answer.status == 200)
@@ -85,6 +89,9 @@ import Testing
     let delivered = try #require(report, "no non-fatal report reached \(collector.baseURL)")
     let reported = attributes(delivered.record)
     #expect(reported["order.id"] as? String == "0", "\(reported)")
+    // Made inside the request's operation (CrumbsMiddleware): it carries the caller's trace.
+    #expect(
+      delivered.record["trace_id"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736", "\(delivered.record)")
     #expect(delivered.resource["service.version"] as? String == "1.4.2", "\(delivered.resource)")
     let reportID = try #require(reported["crumbs.report.id"] as? String, "\(reported)")
 
@@ -106,6 +113,11 @@ import Testing
     #expect(
       lookup?.type == .http && lookup?.attributes.contains { $0.key == "order.id" && $0.value == "0" } == true
     )
+    // The snippet's CrumbsMiddleware: a breadcrumb at the request's start, named by its route.
+    let began = breadcrumbs.first { $0.message == "GET /orders/{id}" }
+    #expect(
+      began?.type == .http && began?.attributes.contains { $0.key == "url.path" } == true, "\(messages)")
+    #expect(messages.contains("GET /orders/{id} answered"), "\(messages)")
     let logged = breadcrumbs.first { $0.message.hasPrefix(announcement) }
     #expect(logged?.type == .log, "the log event is no breadcrumb: \(messages)")
 

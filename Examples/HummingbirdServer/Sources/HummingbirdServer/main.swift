@@ -1,5 +1,6 @@
 // main.swift — a Hummingbird 2 server with Crumbs, as an app would write it; also what
-// Benchmarks/server-bench.py measures. One binary, the variant chosen at run time:
+// Benchmarks/server-bench.py measures and ExampleServerTests starts, crashes, kills and starts
+// again. One binary, the variant chosen at run time:
 //
 //   BENCH_VARIANT=none          no Crumbs at all: the client is never started
 //   BENCH_VARIANT=client        CrumbsService in the server's service group (the default);
@@ -7,21 +8,32 @@
 //                               (CRUMBS_DIRECTORY, CRUMBS_OTLP_ENDPOINT, …)
 //   BENCH_VARIANT=breadcrumbs   the client, and a breadcrumb at each request's start and end,
 //                               with the request's run-time method and path
+//   BENCH_VARIANT=ledger        the client, and CrumbsMiddleware: each request in the in-flight
+//                               ledger under its route template, with its traceparent's trace id
+//   BENCH_VARIANT=tracer        the client, and Hummingbird's own TracingMiddleware with
+//                               CrumbsTracer (wrapping NoOpTracer) as the tracer: the ledger fed
+//                               with no Crumbs code in the router
 //
-// Routes: GET /hello (a cheap answer), GET /crash (a crash in a route, for the next launch to
-// report). PORT (default 8080) on 127.0.0.1.
+// Routes: GET /hello (a cheap answer), GET /health, GET /held/:id (answers only when the
+// process ends: a request in flight), GET /crash and /crash/:id (a crash in a route, for the next
+// launch to report). PORT (default 8080; 0: the kernel's pick) on 127.0.0.1; once it listens it
+// prints "listening on 127.0.0.1:PORT (variant)".
 
 import Crumbs
+import CrumbsHummingbird
 import CrumbsServiceLifecycle
+import CrumbsTracing
 import Hummingbird
+import Instrumentation
 import Logging
+import Tracing
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
 enum Variant: String {
-  case none, client, breadcrumbs
+  case none, client, breadcrumbs, ledger, tracer
 }
 
 /// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
@@ -54,13 +66,33 @@ let router = Router()
 if variant == .breadcrumbs, let crumbs {
   router.add(middleware: BreadcrumbMiddleware(client: crumbs.client))
 }
-router.get("hello") { _, _ in "Hello\n" }
-router.get("crash") { _, _ -> String in
+if variant == .tracer, let crumbs {
+  // swift-otel's tracer would go where NoOpTracer is: then the spans' ids are the callers'.
+  InstrumentationSystem.bootstrap(CrumbsTracer(wrapping: NoOpTracer(), client: crumbs.client))
+  router.add(middleware: TracingMiddleware())
+}
+// A group's middleware runs once the route is known, so CrumbsMiddleware names each request by
+// its template (`GET /crash/:id`), even one that never returns.
+let routes = router.group()
+if variant == .ledger, let crumbs {
+  routes.add(middleware: CrumbsMiddleware(client: crumbs.client))
+}
+routes.get("hello") { _, _ in "Hello\n" }
+routes.get("health") { _, _ in "ok\n" }
+routes.get("held/:id") { _, context -> String in
+  // In flight until the process ends: what a death cuts short. The line tells a test it is.
+  say("held \(context.parameters.get("id") ?? "?")")
+  try await Task.sleep(for: .seconds(24 * 3600))
+  return "released\n"
+}
+@Sendable func crash(_ request: Request, _ context: BasicRequestContext) -> String {
   // A real fault in a route: what the next launch reports.
   let pointer = UnsafeMutablePointer<Int>(bitPattern: 8)!
   pointer.pointee = 1
   return "unreachable\n"
 }
+routes.get("crash", use: crash)
+routes.get("crash/:id", use: crash)
 
 var logger = Logger(label: "HummingbirdServer")
 logger.logLevel = .warning
@@ -68,12 +100,18 @@ let app = Application(
   router: router,
   configuration: .init(address: .hostname("127.0.0.1", port: port)),
   services: crumbs.map { [$0] } ?? [],
-  onServerRunning: { _ in
+  onServerRunning: { channel in
     // It listens: now the previous sessions' work may run (CrumbsService's run, which the group
     // starts before the server binds, would say so too; the first call counts).
     crumbs?.client.appIsReady()
-    print("listening on 127.0.0.1:\(port) (\(variant.rawValue))")
+    say("listening on 127.0.0.1:\(channel.localAddress?.port ?? port) (\(variant.rawValue))")
   },
   logger: logger
 )
 try await app.runService()
+
+/// Writes `line` to stdout at once (a test reads it through a pipe, where print buffers).
+func say(_ line: String) {
+  var text = line + "\n"
+  text.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
+}
