@@ -12,7 +12,8 @@
 #   requests    wrk on loopback against GET /hello: throughput and p99 of `none`, `client` and
 #               `breadcrumbs` (a breadcrumb at each request's start and end), ratios to `none`;
 #               and the server's CPU time per request (/proc/PID/stat), which a busy machine
-#               moves far less than throughput
+#               moves far less than throughput; and `tracer` (Hummingbird's TracingMiddleware
+#               with CrumbsTracer) against `traced` (the same middleware, no CrumbsTracer)
 #
 # Every wait is on an event, bounded: the port answering (connection attempts 0.5 ms apart),
 # the report in sent/ after the POST, the process's exit. With BENCH_SUMMARY set, the headline
@@ -218,7 +219,7 @@ def wrk(process, port):
 
 
 def requests(otlp, base):
-    variants = ("none", "client", "breadcrumbs")
+    variants = ("none", "client", "breadcrumbs", "traced", "tracer")
     servers = {}
     for variant in variants:
         port = free_port()
@@ -282,10 +283,13 @@ def main():
 
     client_ratio, breadcrumbs_ratio = ratio("client"), ratio("breadcrumbs")
 
-    def cpu_ratio(variant):
-        return median(value / none for value, none in zip(cpu[variant], cpu["none"]))
+    def cpu_ratio(variant, base="none"):
+        return median(value / none for value, none in zip(cpu[variant], cpu[base]))
 
     cpu_client, cpu_breadcrumbs = cpu_ratio("client"), cpu_ratio("breadcrumbs")
+    # CrumbsTracer against the same traced server without it (TracingMiddleware, NoOpTracer).
+    tracer_ratio = median(value / base for value, base in zip(throughput["tracer"], throughput["traced"]))
+    cpu_tracer = cpu_ratio("tracer", "traced")
 
     print("== A Hummingbird server with and without Crumbs (%d rounds alternated; wrk %d × %d s) =="
           % (ROUNDS, WRK_ROUNDS, WRK_SECONDS))
@@ -303,6 +307,9 @@ def main():
          % (rate["none"], client_ratio, breadcrumbs_ratio), "breadcrumbs ≥ 0.98×", breadcrumbs_ratio >= 0.98),
         ("server CPU per request, GET /hello", "none %.1f µs, client %.3f×, breadcrumbs %.3f×"
          % (median(cpu["none"]), cpu_client, cpu_breadcrumbs), "breadcrumbs ≤ 1.02×", cpu_breadcrumbs <= 1.02),
+        ("CrumbsTracer vs the same traced server", "throughput %.3f×, CPU per request %.3f× (traced %.0f/s, %.1f µs)"
+         % (tracer_ratio, cpu_tracer, rate["traced"], median(cpu["traced"])), "throughput ≥ 0.97×",
+         tracer_ratio >= 0.97),
         ("p99 latency, GET /hello", "none %.2f ms, client %.2f ms, breadcrumbs %.2f ms"
          % (latency["none"], latency["client"], latency["breadcrumbs"]), "", None),
     ]
@@ -329,6 +336,9 @@ def main():
             out.write("Hummingbird server (wrk): server CPU per request, client / breadcrumbs vs none|"
                       "%.3f× / %.3f× (none %.1f µs)|breadcrumbs ≤ 1.02×|%s\n"
                       % (cpu_client, cpu_breadcrumbs, median(cpu["none"]), "met" if cpu_breadcrumbs <= 1.02 else "MISSED"))
+            out.write("Hummingbird server (wrk): TracingMiddleware with CrumbsTracer vs without|"
+                      "throughput %.3f×, CPU per request %.3f×|throughput ≥ 0.97×|%s\n"
+                      % (tracer_ratio, cpu_tracer, "met" if tracer_ratio >= 0.97 else "MISSED"))
             out.write("Hummingbird server (wrk): p99 none / client / breadcrumbs|%.2f / %.2f / %.2f ms||\n"
                       % (latency["none"], latency["client"], latency["breadcrumbs"]))
 

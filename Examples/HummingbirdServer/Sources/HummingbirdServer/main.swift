@@ -10,6 +10,8 @@
 //                               with the request's run-time method and path
 //   BENCH_VARIANT=ledger        the client, and CrumbsMiddleware: each request in the in-flight
 //                               ledger under its route template, with its traceparent's trace id
+//   BENCH_VARIANT=traced        the client, and Hummingbird's own TracingMiddleware with the
+//                               default tracer (NoOpTracer): `tracer` less CrumbsTracer
 //   BENCH_VARIANT=tracer        the client, and Hummingbird's own TracingMiddleware with
 //                               CrumbsTracer (wrapping NoOpTracer) as the tracer: the ledger fed
 //                               with no Crumbs code in the router
@@ -33,7 +35,7 @@ import Tracing
 #endif
 
 enum Variant: String {
-  case none, client, breadcrumbs, ledger, tracer
+  case none, client, breadcrumbs, ledger, traced, tracer
 }
 
 /// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
@@ -69,6 +71,9 @@ if variant == .breadcrumbs, let crumbs {
 if variant == .tracer, let crumbs {
   // swift-otel's tracer would go where NoOpTracer is: then the spans' ids are the callers'.
   InstrumentationSystem.bootstrap(CrumbsTracer(wrapping: NoOpTracer(), client: crumbs.client))
+  router.add(middleware: TracingMiddleware())
+}
+if variant == .traced {
   router.add(middleware: TracingMiddleware())
 }
 // A group's middleware runs once the route is known, so CrumbsMiddleware names each request by
