@@ -62,7 +62,7 @@ let package = Package(
     .executableTarget(
       name: "RingAppend",
       dependencies: [
-        "AppendWorkloads",
+        "AppendWorkloads", "CBaselineAppend", .product(name: "CrumbsRecorder", package: "Crumbs"),
         .product(name: "Benchmark", package: "benchmark"),
       ],
       path: "RingAppend",
