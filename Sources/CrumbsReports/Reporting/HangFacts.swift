@@ -27,6 +27,16 @@ package enum HangFacts {
   package static let operationSpanIDKey = "crumbs.hang.operation.span_id"
   /// The thread that began it (a kernel tid).
   package static let operationThreadKey = "crumbs.hang.operation.thread_id"
+  /// The wait-for graph's verdict over the captured threads: "deadlock" (a cycle of threads,
+  /// each waiting for a mutex the next holds) or "chain" (waits ending at a thread that waits
+  /// for nobody named). Absent when no thread waited for a named owner.
+  package static let verdictKey = "crumbs.hang.verdict"
+  /// The verdict's threads in wait order, kernel tids joined by ",".
+  package static let verdictThreadsKey = "crumbs.hang.verdict.threads"
+  /// The mutexes they wait for ("0x…", joined by ","): the i-th thread's.
+  package static let verdictLocksKey = "crumbs.hang.verdict.locks"
+  /// In a chain: what its last thread does ("in nanosleep", "running").
+  package static let verdictEndKey = "crumbs.hang.verdict.end"
   /// A `hang` report's exception type.
   package static let exceptionType = "Hang"
 
@@ -47,5 +57,16 @@ package enum HangFacts {
     let fromApp = named.drop { $0.inLibC }
     let chosen = fromApp.isEmpty ? named[...] : fromApp
     return chosen.prefix(limit).map(\.function).joined(separator: " ← ")
+  }
+
+  /// `verdict` as the report's attributes (verdictKey and the keys beside it).
+  package static func verdictAttributes(_ verdict: WaitVerdict) -> [String: String] {
+    var attributes = [
+      verdictKey: verdict.kind.rawValue,
+      verdictThreadsKey: verdict.threads.map(String.init).joined(separator: ","),
+      verdictLocksKey: verdict.locks.map { "0x" + String($0, radix: 16) }.joined(separator: ","),
+    ]
+    if let end = verdict.end { attributes[verdictEndKey] = end }
+    return attributes
   }
 }
