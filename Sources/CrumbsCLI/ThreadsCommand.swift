@@ -111,7 +111,8 @@ struct ThreadDumpPrinter {
   /// Why the ledger could not be read, when it could not.
   var openOperationsProblem: String? = nil
 
-  /// jstack's shape: a heading, then per thread `"name" tid=… state` and its frames.
+  /// jstack's shape: a heading (and the wait-for verdict, when there is one), then per thread
+  /// `"name" tid=… state`, what it waits on (`- in clock_nanosleep`) and its frames.
   func text() -> String {
     var lines: [String] = []
     let app = header.appName.isEmpty ? Syscall.baseName(of: header.executable) : header.appName
@@ -132,12 +133,13 @@ struct ThreadDumpPrinter {
     for thread in threads {
       lines.append("")
       var heading = "\(jsonQuoted(thread.name ?? "")) tid=\(thread.id) \(thread.state.description)"
-      if let activity = activities[thread.id] { heading += ", \(activity)" }
       if let reasons = thread.notSignalled, !reasons.isEmpty {
         heading +=
           " (not signalled: \(reasons.map(ReportPrinter.notSignalledPhrase).joined(separator: ", ")))"
       }
       lines.append(heading)
+      // jstack's place for what a thread waits on: under its heading.
+      if let activity = activities[thread.id] { lines.append("    - \(activity)") }
       if thread.frames.isEmpty { lines.append("    (no frames)") }
       for frame in thread.frames { lines.append("    at " + Self.line(frame)) }
     }

@@ -296,7 +296,7 @@ struct ThreadsCommandTests {
     #expect(
       verdictLine.contains("dl-a (tid \(a))") && verdictLine.contains("dl-b (tid \(b))"), "\(verdictLine)")
     #expect(text.stdout.contains("\"dl-a\" tid=\(a) "), "\(text.stdout.prefix(600))")
-    #expect(text.stdout.contains("waiting for mutex 0x"), "\(text.stdout.prefix(600))")
+    #expect(text.stdout.contains("\n    - waiting for mutex 0x"), "\(text.stdout.prefix(600))")
 
     let json = try CLIProcess.run(["threads", "\(child.pid)", "--json", "--timeout", "60"])
     #expect(json.status == 0, "\(json.stderr)")
