@@ -22,7 +22,32 @@ import Dispatch
 //                    "from NAME KIND TID,TID… | END" ("-" when none starts at it);
 //                    then the watchdog's "hang-began dl-a REPORT-ID", "done", and exits 0
 //                    (the deadlocked threads with it); with "stay" it stays until killed.
+//   wait-read-cost DIR [THREADS]
+//                    ring + crash handler and THREADS (default 100) threads blocked in read;
+//                    then 15 rounds, each timing one whole live capture (the waits read with
+//                    it) and, in the same round, the waits' read alone; prints "cost THREADS
+//                    CAPTURE_MEDIAN_NS WAITS_MEDIAN_NS" (the figure for docs/hangs.md).
 let waitScenarios: [String: @Sendable ([String]) -> Int32] = [
+  "wait-read-cost": { arguments in
+    guard setUp(arguments) else { return 70 }
+    let count = arguments.dropFirst().first.flatMap { Int32($0) } ?? 100
+    print("threads \(crumbs_test_start_blocked_threads(count, 1))")
+    var captures: [UInt64] = []
+    var reads: [UInt64] = []
+    for _ in 0..<15 {
+      let started = nanoseconds(CLOCK_MONOTONIC)
+      guard let snapshot = try? LiveThreadCapture.capture() else {
+        print("error capture failed")
+        return 1
+      }
+      let captured = nanoseconds(CLOCK_MONOTONIC)
+      _ = ThreadWaits.read(threads: snapshot.table.threads.map(\.id), skipping: snapshot.callerID)
+      reads.append(nanoseconds(CLOCK_MONOTONIC) - captured)
+      captures.append(captured - started)
+    }
+    print("cost \(count) \(captures.sorted()[7]) \(reads.sorted()[7])")
+    return 0
+  },
   "wait-graph": { arguments in
     guard let directory = arguments.first else { return 64 }
     let began = DispatchSemaphore(value: 0)
@@ -102,5 +127,5 @@ let waitScenarios: [String: @Sendable ([String]) -> Int32] = [
     // "stay": for `crumbs threads` to ask; the test ends it with a signal.
     while arguments.dropFirst().first == "stay" { pause() }
     exit(0)
-  }
+  },
 ]

@@ -19,7 +19,7 @@ public struct ThreadWait: Sendable, Equatable, Codable {
   /// Kernel thread id.
   public var threadID: UInt32
   /// Its scheduler state letter from /proc (`R` running, `S` sleeping, `D` uninterruptible,
-  /// `T` stopped, …); nil when it could not be read.
+  /// `T` stopped, …), read for a thread in no system call; nil when in one, or unreadable.
   public var state: String?
   /// The system call it is blocked in; nil when it runs, or waits outside any call.
   public var systemCall: Int?
@@ -148,16 +148,18 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
     var result: [ThreadWait] = []
     for tid in threads where tid != skipping {
       var wait = ThreadWait(threadID: tid)
-      if let count = try? Syscall.readSmallFile("/proc/self/task/\(tid)/stat", into: &buffer) {
-        wait.state = ProcText.stateLetter(buffer[..<count])
+      let line = (try? Syscall.readSmallFile("/proc/self/task/\(tid)/syscall", into: &buffer)).flatMap {
+        ProcText.systemCall(buffer[..<$0])
       }
-      if let count = try? Syscall.readSmallFile("/proc/self/task/\(tid)/syscall", into: &buffer),
-        case .inCall(let number, let arguments)? = ProcText.systemCall(buffer[..<count])
-      {
+      if case .inCall(let number, let arguments)? = line {
         wait.systemCall = number
         wait.systemCallName = SystemCallNames.name(number)
         wait.arguments = arguments
         if number == SystemCallNames.futex { readFutex(&wait, arguments: arguments, live: live) }
+      } else if let count = try? Syscall.readSmallFile("/proc/self/task/\(tid)/stat", into: &buffer) {
+        // Only for a thread in no call: a call says more than its state, and each file read
+        // costs tens of microseconds a thread.
+        wait.state = ProcText.stateLetter(buffer[..<count])
       }
       result.append(wait)
     }
