@@ -13,14 +13,16 @@ import Dispatch
 //                    a client (hang threshold 1 s, no pool watch) and six threads: "dl-a"
 //                    (beats the heartbeat "dl-a" once) and "dl-b" deadlocked on two pthread
 //                    mutexes taken in opposite order; "ch-holder" holding a mutex and sleeping
-//                    in nanosleep, "ch-waiter" waiting for it; "sem-waiter" in sem_wait and
+//                    in nanosleep, "ch-waiter" (beats the heartbeat "ch-waiter" once) waiting
+//                    for it; "sem-waiter" in sem_wait and
 //                    "cond-waiter" in pthread_cond_wait. Once each is in its call it prints
 //                    "role NAME TID OBJECT" (OBJECT: 0x… of what it waits on), then takes
 //                    captureThreads() and prints "wait TID OWNER CALL" for each thread
 //                    (OWNER "-" when unknown), "verdict KIND TID,TID…" and "verdict-text TEXT",
 //                    and for each thread but the deadlocked ones the graph followed from it:
 //                    "from NAME KIND TID,TID… | END" ("-" when none starts at it);
-//                    then the watchdog's "hang-began dl-a REPORT-ID", "done", and exits 0
+//                    then the watchdog's "hang-began WATCH REPORT-ID" for both heartbeats
+//                    (in either order), "done", and exits 0
 //                    (the deadlocked threads with it); with "stay" it stays until killed.
 //   wait-read-cost DIR [THREADS]
 //                    ring + crash handler and THREADS (default 100) threads blocked in read;
@@ -78,9 +80,10 @@ let waitScenarios: [String: @Sendable ([String]) -> Int32] = [
     for (name, role) in roles {
       do {
         try BackgroundThread.start(name: name) {
-          // Made on the deadlocked thread itself, so that the hang report leads with it.
-          guard role == Int32(CRUMBS_TEST_ROLE_DEADLOCK_FIRST) else { return crumbs_test_wait_role(role) }
-          let heartbeat = client.heartbeat("dl-a", threshold: 1)
+          // Made on the waiting thread itself, so that the hang report leads with it.
+          let beating = [Int32(CRUMBS_TEST_ROLE_DEADLOCK_FIRST), Int32(CRUMBS_TEST_ROLE_CHAIN_WAITER)]
+          guard beating.contains(role) else { return crumbs_test_wait_role(role) }
+          let heartbeat = client.heartbeat(name, threshold: 1)
           heartbeat.beat()
           withExtendedLifetime(heartbeat) { crumbs_test_wait_role(role) }
         }
@@ -121,6 +124,7 @@ let waitScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("error \(error)")
     }
     fflush(nil)
+    began.wait()
     began.wait()
     print("done")
     fflush(nil)

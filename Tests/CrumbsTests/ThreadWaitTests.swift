@@ -13,7 +13,7 @@ import Testing
 // The child prints what it set up and what captureThreads() found; its hang report is read
 // from its store. Every wait is for a line, with a bounded margin.
 @Suite struct ThreadWaitTests {
-  @Test func aDeadlockOfTwoMutexesIsNamedWithBothOwnersInTheDumpAndTheHangReport() throws {
+  @Test func aDeadlockAndAChainAreNamedWithTheirOwnersInTheDumpAndTheHangReports() throws {
     // Issue 40, points 1 and 2.
     let directory = TestDirectory()
     let child = try ChildProcess(ChildProcess.testChild, ["wait-graph", directory.path])
@@ -66,10 +66,11 @@ import Testing
     }
 
     // The hang report of the deadlocked heartbeat leads with the deadlock, and carries it.
-    let began = try #require(fields("hang-began ").first, "\(context)")
-    #expect(began.first == "dl-a")
+    let began = Dictionary(
+      fields("hang-began ").compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil },
+      uniquingKeysWith: { first, _ in first })
     let store = try ReportStore(directory: directory.path)
-    let report = try store.load(id: try #require(began.dropFirst().first)).report
+    let report = try store.load(id: try #require(began["dl-a"], "\(context)")).report
     let cycle = "deadlock: dl-a (tid \(a.tid)) → dl-b (tid \(b.tid)) → dl-a (tid \(a.tid))"
     #expect(report.exceptionMessage.hasPrefix(cycle), "\(report.exceptionMessage)")
     #expect(report.exceptionMessage.contains("heartbeat \"dl-a\" silent for"), "\(report.exceptionMessage)")
@@ -77,5 +78,15 @@ import Testing
     #expect(report.attributes[HangFacts.verdictThreadsKey]?.text == "\(a.tid),\(b.tid)")
     #expect(report.attributes[HangFacts.verdictLocksKey]?.text == "\(a.object),\(b.object)")
     #expect(report.attributes[HangFacts.verdictEndKey] == nil)
+
+    // The chain's waiter's hang report: the chain, its end, no deadlock claimed.
+    let chained = try store.load(id: try #require(began["ch-waiter"], "\(context)")).report
+    let prefix =
+      "wait chain: ch-waiter (tid \(waiter.tid)) → ch-holder (tid \(holder.tid)) (mutexes \(waiter.object))"
+    #expect(chained.exceptionMessage.hasPrefix(prefix), "\(chained.exceptionMessage)")
+    #expect(chained.attributes[HangFacts.verdictKey] == "chain")
+    #expect(chained.attributes[HangFacts.verdictThreadsKey]?.text == "\(waiter.tid),\(holder.tid)")
+    #expect(chained.attributes[HangFacts.verdictLocksKey]?.text == waiter.object)
+    #expect(chained.attributes[HangFacts.verdictEndKey]?.text.hasSuffix("nanosleep") == true)
   }
 }
