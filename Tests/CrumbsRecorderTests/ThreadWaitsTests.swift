@@ -71,6 +71,31 @@ import Testing
     var unmapped = ThreadWait(threadID: 1)
     ThreadWaits.readFutex(&unmapped, arguments: [0x10, 128, 2], live: [1])
     #expect(unmapped.owner == nil && unmapped.ownerUnknown == "the lock could not be read")
+    // A lock in memory given back (a freed mapping): the same, never a stale owner.
+    let page = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    #expect(page != MAP_FAILED)
+    if let page, page != MAP_FAILED {
+      page.storeBytes(of: 2, toByteOffset: 0, as: UInt32.self)
+      page.storeBytes(of: CurrentThread.id, toByteOffset: 8, as: UInt32.self)
+      let address = UInt64(UInt(bitPattern: page))
+      var mapped = ThreadWait(threadID: 1)
+      ThreadWaits.readFutex(&mapped, arguments: [address, 128, 2], live: [CurrentThread.id])
+      #expect(mapped.owner == CurrentThread.id)
+      munmap(page, 4096)
+      var freed = ThreadWait(threadID: 1)
+      ThreadWaits.readFutex(&freed, arguments: [address, 128, 2], live: [CurrentThread.id])
+      #expect(freed.owner == nil && freed.ownerUnknown == "the lock could not be read")
+    }
+    // A lock whose 12 bytes run into an unmapped page: refused whole (a short read).
+    let pages = mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if let pages, pages != MAP_FAILED {
+      munmap(pages + 4096, 4096)
+      let address = UInt64(UInt(bitPattern: pages)) + 4096 - 4
+      var straddling = ThreadWait(threadID: 1)
+      ThreadWaits.readFutex(&straddling, arguments: [address, 128, 2], live: [CurrentThread.id])
+      #expect(straddling.owner == nil && straddling.ownerUnknown == "the lock could not be read")
+      munmap(pages, 4096)
+    }
     // A wait for 0 (a semaphore's, a condition variable's) is no mutex lock: not even read.
     var semaphore = ThreadWait(threadID: 1)
     ThreadWaits.readFutex(&semaphore, arguments: [0x10, 137, 0], live: [1])
