@@ -78,6 +78,14 @@ import Testing
     #expect(report.attributes[HangFacts.verdictThreadsKey]?.text == "\(a.tid),\(b.tid)")
     #expect(report.attributes[HangFacts.verdictLocksKey]?.text == "\(a.object),\(b.object)")
     #expect(report.attributes[HangFacts.verdictEndKey] == nil)
+    // Both lock sites: the first function outside libc of each deadlocked thread.
+    #expect(
+      report.attributes[HangFacts.verdictSitesKey]?.text == "crumbs_test_wait_role | crumbs_test_wait_role",
+      "\(report.attributes)")
+    #expect(
+      report.exceptionMessage.contains(
+        "; lock sites: dl-a in crumbs_test_wait_role, dl-b in crumbs_test_wait_role; "),
+      "\(report.exceptionMessage)")
 
     // The chain's waiter's hang report: the chain, its end, no deadlock claimed.
     let chained = try store.load(id: try #require(began["ch-waiter"], "\(context)")).report

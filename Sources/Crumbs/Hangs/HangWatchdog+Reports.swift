@@ -80,8 +80,13 @@ extension HangWatchdog {
       let names = Dictionary(
         capture.threads.compactMap { thread in thread.name.map { (UInt32(clamping: thread.id), $0) } },
         uniquingKeysWith: { first, _ in first })
-      attributes.merge(HangFacts.verdictAttributes(verdict)) { _, new in new }
-      text = ThreadWaits.describe(verdict, names: names) + "; " + text
+      attributes.merge(HangFacts.verdictAttributes(verdict, threads: capture.threads)) { _, new in new }
+      let sites = zip(verdict.threads, HangFacts.lockSites(verdict, threads: capture.threads)).map {
+        "\(names[$0].map { "\($0)" } ?? "tid \($0)") in \($1)"
+      }
+      text =
+        ThreadWaits.describe(verdict, names: names) + "; lock sites: " + sites.joined(separator: ", ") + "; "
+        + text
     }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(

@@ -35,6 +35,9 @@ package enum HangFacts {
   package static let verdictThreadsKey = "crumbs.hang.verdict.threads"
   /// The mutexes they wait for ("0x…", joined by ","): the i-th thread's.
   package static let verdictLocksKey = "crumbs.hang.verdict.locks"
+  /// Where each waiting thread asked for its lock (its first function outside libc), in the
+  /// order of the threads, joined by " | ".
+  package static let verdictSitesKey = "crumbs.hang.verdict.sites"
   /// In a chain: what its last thread does ("in nanosleep", "running").
   package static let verdictEndKey = "crumbs.hang.verdict.end"
   /// A `hang` report's exception type.
@@ -59,12 +62,25 @@ package enum HangFacts {
     return chosen.prefix(limit).map(\.function).joined(separator: " ← ")
   }
 
-  /// `verdict` as the report's attributes (verdictKey and the keys beside it).
-  package static func verdictAttributes(_ verdict: WaitVerdict) -> [String: String] {
+  /// Where each waiting thread of `verdict` asked for its lock: its first frame outside libc
+  /// (`topFrames` with one frame), "?" for a thread without named frames; one a lock.
+  package static func lockSites(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String] {
+    verdict.threads.prefix(verdict.locks.count).map { tid in
+      let site = threads.first { $0.id == Int(tid) }.map { topFrames($0.frames, limit: 1) } ?? ""
+      return site.isEmpty ? "?" : site
+    }
+  }
+
+  /// `verdict` as the report's attributes (verdictKey and the keys beside it), with the lock
+  /// sites `lockSites` found in `threads`.
+  package static func verdictAttributes(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String:
+    String]
+  {
     var attributes = [
       verdictKey: verdict.kind.rawValue,
       verdictThreadsKey: verdict.threads.map(String.init).joined(separator: ","),
       verdictLocksKey: verdict.locks.map { "0x" + String($0, radix: 16) }.joined(separator: ","),
+      verdictSitesKey: lockSites(verdict, threads: threads).joined(separator: " | "),
     ]
     if let end = verdict.end { attributes[verdictEndKey] = end }
     return attributes
