@@ -111,7 +111,8 @@ struct ThreadDumpPrinter {
   /// Why the ledger could not be read, when it could not.
   var openOperationsProblem: String? = nil
 
-  /// jstack's shape: a heading, then per thread `"name" tid=… state` and its frames.
+  /// jstack's shape: a heading (and the wait-for verdict, when there is one), then per thread
+  /// `"name" tid=… state`, what it waits on (`- in clock_nanosleep`) and its frames.
   func text() -> String {
     var lines: [String] = []
     let app = header.appName.isEmpty ? Syscall.baseName(of: header.executable) : header.appName
@@ -119,6 +120,16 @@ struct ThreadDumpPrinter {
       "Thread dump of pid \(pid) (\(app)), session \(header.sessionID), "
         + "\(ISO8601.string(nanoseconds: answer.wallNanoseconds)): \(threads.count) threads, "
         + "each paused at most \(Self.milliseconds(answer.longestPauseNanoseconds))")
+    let waits = answer.snapshot?.waits
+    let verdict = waits?.verdict()
+    if let verdict {
+      let names = Dictionary(
+        threads.compactMap { thread in thread.name.map { (UInt32(clamping: thread.id), $0) } },
+        uniquingKeysWith: { first, _ in first })
+      lines.append(ThreadWaits.describe(verdict, names: names))
+    }
+    let activities = Dictionary(
+      (waits?.threads ?? []).map { (Int($0.threadID), $0.activity) }, uniquingKeysWith: { first, _ in first })
     for thread in threads {
       lines.append("")
       var heading = "\(jsonQuoted(thread.name ?? "")) tid=\(thread.id) \(thread.state.description)"
@@ -127,6 +138,8 @@ struct ThreadDumpPrinter {
           " (not signalled: \(reasons.map(ReportPrinter.notSignalledPhrase).joined(separator: ", ")))"
       }
       lines.append(heading)
+      // jstack's place for what a thread waits on: under its heading.
+      if let activity = activities[thread.id] { lines.append("    - \(activity)") }
       if thread.frames.isEmpty { lines.append("    (no frames)") }
       for frame in thread.frames { lines.append("    at " + Self.line(frame)) }
     }
@@ -178,6 +191,35 @@ struct ThreadDumpPrinter {
       // As a report's `crumbs.open_operations`, each aged at the capture.
       if let openOperations { object.object("crumbs.open_operations") { openOperations.write(into: &$0) } }
       if let openOperationsProblem { object.field("crumbs.open_operations_problem", openOperationsProblem) }
+      // What each thread waited on just after the capture, and the wait-for graph's verdict.
+      if let waits = answer.snapshot?.waits {
+        object.array("crumbs.waits") { array in
+          for wait in waits.threads {
+            array.object { entry in
+              entry.field("thread.id", UInt64(wait.threadID))
+              if let state = wait.state { entry.field("state", state) }
+              if let call = wait.systemCall { entry.field("system_call", call) }
+              if let name = wait.systemCallName { entry.field("system_call.name", name) }
+              if let address = wait.lockAddress {
+                entry.field("lock.address", "0x" + String(address, radix: 16))
+              }
+              if let owner = wait.owner { entry.field("lock.owner", UInt64(owner)) }
+              if let unknown = wait.ownerUnknown { entry.field("lock.owner_unknown", unknown) }
+              entry.field("activity", wait.activity)
+            }
+          }
+        }
+        if let verdict = waits.verdict() {
+          object.object("crumbs.verdict") { entry in
+            entry.field("kind", verdict.kind.rawValue)
+            entry.array("threads") { array in for tid in verdict.threads { array.append(UInt64(tid)) } }
+            entry.array("locks") { array in
+              for lock in verdict.locks { array.append("0x" + String(lock, radix: 16)) }
+            }
+            if let end = verdict.end { entry.field("end", end) }
+          }
+        }
+      }
     }
     return String(decoding: json.bytes, as: UTF8.self)
   }

@@ -8,6 +8,7 @@
 //   Syscalls+Polling          wake-up pipes, poll, and small kernel files read again and again
 //   Syscalls+Signals          a signal with a value to another process, waiting for its answer
 //                             (pidfd, inotify), a thread that takes a signal
+//   Syscalls+ProcessMemory    checked reads of this process's memory at an address from elsewhere
 //   SystemCallError           the one error they all throw
 // The rest of CrumbsPlatform is beside them, one idea a file: Subprocess+Linux (starting
 // programs), Clock+Linux (reading clocks), BackgroundThread+Linux (starting threads), Quarantine

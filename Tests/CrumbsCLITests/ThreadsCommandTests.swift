@@ -270,3 +270,44 @@ struct ThreadsCommandTests {
     #expect(try Syscall.directoryEntries(rings).filter { $0.contains(".threads-") } == [])
   }
 }
+
+@Suite struct ThreadsCommandWaitTests {
+  @Test("a deadlock of two mutexes: the text leads with it, --json carries each wait and the verdict")
+  func namesADeadlock() throws {
+    // Issue 40: the child's threads deadlock on two pthread mutexes (wait-graph, stay).
+    let directory = TestDirectory()
+    let child = try ChildProcess(ChildProcess.testChild, ["wait-graph", directory.path, "stay"])
+    defer {
+      child.signal(SIGKILL)
+      child.wait(seconds: 60)
+    }
+    let lines = child.readLines(until: "done", seconds: 120)
+    try #require(lines.last == "done", "\(lines)")
+    func tid(_ name: String) -> String? {
+      lines.first { $0.hasPrefix("role \(name) ") }?.split(separator: " ").dropFirst(2).first.map(String.init)
+    }
+    let a = try #require(tid("dl-a"), "\(lines)")
+    let b = try #require(tid("dl-b"), "\(lines)")
+
+    let text = try CLIProcess.run(["threads", "\(child.pid)", "--timeout", "60"])
+    #expect(text.status == 0, "\(text.stderr)")
+    let verdictLine = text.stdout.split(separator: "\n").dropFirst().first.map(String.init) ?? ""
+    #expect(verdictLine.hasPrefix("deadlock: "), "\(text.stdout.prefix(600))")
+    #expect(
+      verdictLine.contains("dl-a (tid \(a))") && verdictLine.contains("dl-b (tid \(b))"), "\(verdictLine)")
+    #expect(text.stdout.contains("\"dl-a\" tid=\(a) "), "\(text.stdout.prefix(600))")
+    #expect(text.stdout.contains("\n    - waiting for mutex 0x"), "\(text.stdout.prefix(600))")
+
+    let json = try CLIProcess.run(["threads", "\(child.pid)", "--json", "--timeout", "60"])
+    #expect(json.status == 0, "\(json.stderr)")
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+    let verdict = try #require(object["crumbs.verdict"] as? [String: Any], "\(json.stdout)")
+    #expect(verdict["kind"] as? String == "deadlock")
+    #expect(Set((verdict["threads"] as? [Int] ?? []).map(String.init)) == [a, b])
+    let waits = try #require(object["crumbs.waits"] as? [[String: Any]], "\(json.stdout)")
+    let waitOfA = waits.first { ($0["thread.id"] as? Int).map(String.init) == a }
+    #expect((waitOfA?["lock.owner"] as? Int).map(String.init) == b, "\(String(describing: waitOfA))")
+    #expect(waitOfA?["system_call.name"] as? String == "futex")
+  }
+}

@@ -17,6 +17,14 @@ public struct ThreadDump: Sendable, Equatable {
   /// The operations open in the in-flight ledger just after the capture, oldest first, each
   /// with its age then and the thread that began it; nil when the ring has no ledger.
   public var openOperations: CrashReport.OpenOperations?
+  /// What each thread (the calling one aside) waited on just after the capture: its system
+  /// call and arguments, and for a wait on a glibc mutex the owner's tid.
+  public var waits: [ThreadWait] = []
+  /// The wait-for graph's verdict: a deadlock (a cycle of mutex waits) or the longest chain of
+  /// waits and what its last thread does; nil when no thread waits for a named owner.
+  public var verdict: WaitVerdict?
+  /// `verdict` in words ("deadlock: a (tid 12) → b (tid 13) → a (tid 12) (mutexes 0x…, 0x…)").
+  public var verdictText: String?
 }
 
 /// Why `captureThreads()` has no dump.
@@ -36,7 +44,9 @@ extension CrumbsClient {
   /// arrives is interrupted once (docs/hangs.md lists what still can be). Symbolicated in this process
   /// (the client's symbolication options; symbol tables kept between calls). At most one
   /// capture runs at a time in the process: a call during another waits for it. The operations
-  /// open in the ledger come with it (`openOperations`), aged as they are read.
+  /// open in the ledger come with it (`openOperations`), aged as they are read, and what each
+  /// thread waits on with the wait-for graph's verdict (`waits`, `verdict`: a deadlock names
+  /// its cycle).
   public func captureThreads() throws(ThreadCaptureError) -> ThreadDump {
     let snapshot: ThreadSnapshot
     do {
@@ -44,12 +54,16 @@ extension CrumbsClient {
     } catch {
       throw ThreadCaptureError(reason: "\(error)")
     }
+    let verdict = snapshot.waits?.verdict()
+    let names = Dictionary(
+      snapshot.table.threads.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     return ThreadDump(
       threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
       timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds,
       openOperations: ring.openOperations().map {
         CrashReport.OpenOperations($0, death: SystemClock.wallNanoseconds())
-      })
+      }, waits: snapshot.waits?.threads ?? [], verdict: verdict,
+      verdictText: verdict.map { ThreadWaits.describe($0, names: names) })
   }
 
   /// The responder to `crumbs threads`, when the configuration wants one and the client records,

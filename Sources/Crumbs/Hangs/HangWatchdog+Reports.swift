@@ -4,7 +4,8 @@
 //                  reported within `minimumReportInterval`: every thread captured without
 //                  stopping the process (LiveThreadCapture), the stalled thread chosen, the ring
 //                  header's hang recorded (so the next launch explains a kill during it), and a
-//                  `hang` report stored, held from delivery until the hang ends (at most
+//                  `hang` report stored (led by the wait-for graph's verdict when one thread
+//                  waits for another's mutex: ThreadWaits), held from delivery until the hang ends (at most
 //                  `deliveryHold`) — reportHang, which a stuck operation's hang shares
 //                  (HangWatchdog+Operations.swift)
 //   refreshOngoing each check while it goes on: the ring header's "still hung at" time
@@ -74,9 +75,22 @@ extension HangWatchdog {
       HangFacts.sinceKey: ISO8601.string(nanoseconds: sinceWall),
     ].merging(extra) { _, new in new }
     if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
+    var text = message(lead)
+    if let waits = capture.waits, let verdict = waits.verdict(from: lead.map { UInt32(clamping: $0.id) }) {
+      let names = Dictionary(
+        capture.threads.compactMap { thread in thread.name.map { (UInt32(clamping: thread.id), $0) } },
+        uniquingKeysWith: { first, _ in first })
+      attributes.merge(HangFacts.verdictAttributes(verdict, threads: capture.threads)) { _, new in new }
+      let sites = zip(verdict.threads, HangFacts.lockSites(verdict, threads: capture.threads)).map {
+        "\(names[$0].map { "\($0)" } ?? "tid \($0)") in \($1)"
+      }
+      text =
+        ThreadWaits.describe(verdict, names: names) + "; lock sites: " + sites.joined(separator: ", ") + "; "
+        + text
+    }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(
-      kind: .hang, type: HangFacts.exceptionType, message: message(lead),
+      kind: .hang, type: HangFacts.exceptionType, message: text,
       frames: lead?.frames ?? [], modules: capture.modules,
       thread: (
         lead?.id ?? Int(CurrentThread.id),
@@ -124,17 +138,19 @@ extension HangWatchdog {
     client.ring.refreshHang(seenWallNanoseconds: SystemClock.wallNanoseconds())
   }
 
-  /// Every thread, symbolicated; on failure none, and why, as the report's damage.
+  /// Every thread, symbolicated, and what each waits on; on failure none, and why, as the
+  /// report's damage.
   private func captureThreads(_ client: CrumbsClient)
-    -> (threads: [CrashReport.Thread], modules: [LoadedModule], damage: [String])
+    -> (threads: [CrashReport.Thread], modules: [LoadedModule], waits: ThreadWaits?, damage: [String])
   {
     do {
       let snapshot = try LiveThreadCapture.capture()
       return (
-        CrashReportBuilder.threads(of: snapshot, symbolicator: client.liveSymbolicator), snapshot.modules, []
+        CrashReportBuilder.threads(of: snapshot, symbolicator: client.liveSymbolicator), snapshot.modules,
+        snapshot.waits, []
       )
     } catch {
-      return ([], CurrentProcessModules.list(), ["threads not captured: \(error)"])
+      return ([], CurrentProcessModules.list(), nil, ["threads not captured: \(error)"])
     }
   }
 

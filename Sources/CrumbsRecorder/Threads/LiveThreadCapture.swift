@@ -9,6 +9,7 @@
 //     into a buffer of our own (never the crash record)
 //   → the table read by the crash record's decoder (ThreadTableImage)
 //   → the live module list the frames are relative to (CurrentProcessModules)
+//   → what each thread waits on, and who holds the mutex it waits for (ThreadWaits)
 // Not signal-safe (allocates, lists modules with dl_iterate_phdr); never call it from a signal
 // handler. Nothing allocates while a thread is parked: that is all inside the C call.
 
@@ -37,11 +38,15 @@ package struct ThreadSnapshot: Sendable, Equatable, Codable {
   package var signalsSent: UInt32? = nil
   /// Threads walked where they block in a system call, never signalled.
   package var readWithoutSignal: UInt32? = nil
+  /// What each thread waited on just after the capture (its system call, a mutex's owner) and
+  /// the wait-for graph's verdict; nil in a snapshot written before it was read.
+  package var waits: ThreadWaits? = nil
 
   package init(
     table: CrashRecord.ThreadTable, callerID: UInt32, wallNanoseconds: UInt64,
     longestPauseNanoseconds: UInt64,
-    modules: [LoadedModule], signalsSent: UInt32? = nil, readWithoutSignal: UInt32? = nil
+    modules: [LoadedModule], signalsSent: UInt32? = nil, readWithoutSignal: UInt32? = nil,
+    waits: ThreadWaits? = nil
   ) {
     self.table = table
     self.callerID = callerID
@@ -50,6 +55,7 @@ package struct ThreadSnapshot: Sendable, Equatable, Codable {
     self.modules = modules
     self.signalsSent = signalsSent
     self.readWithoutSignal = readWithoutSignal
+    self.waits = waits
   }
 }
 
@@ -110,10 +116,14 @@ package enum LiveThreadCapture {
     guard let threads = image.decode(crashing: nil, registerNames: names) else {
       throw .unexpected("no thread listed")
     }
+    let callerID = threads.threads.first?.id ?? CurrentThread.id
+    // Read after every thread was released: a thread still blocked now blocked during the
+    // capture too, and a wait that ended meanwhile is simply not seen.
+    let waits = ThreadWaits.read(threads: threads.threads.map(\.id), skipping: callerID)
     return ThreadSnapshot(
-      table: threads, callerID: threads.threads.first?.id ?? CurrentThread.id,
+      table: threads, callerID: callerID,
       wallNanoseconds: stats.started_wall_ns, longestPauseNanoseconds: stats.longest_pause_ns,
       modules: CurrentProcessModules.list(), signalsSent: stats.signalled,
-      readWithoutSignal: stats.read_blocked)
+      readWithoutSignal: stats.read_blocked, waits: waits)
   }
 }

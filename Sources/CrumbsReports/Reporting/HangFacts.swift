@@ -27,6 +27,19 @@ package enum HangFacts {
   package static let operationSpanIDKey = "crumbs.hang.operation.span_id"
   /// The thread that began it (a kernel tid).
   package static let operationThreadKey = "crumbs.hang.operation.thread_id"
+  /// The wait-for graph's verdict over the captured threads: "deadlock" (a cycle of threads,
+  /// each waiting for a mutex the next holds) or "chain" (waits ending at a thread that waits
+  /// for nobody named). Absent when no thread waited for a named owner.
+  package static let verdictKey = "crumbs.hang.verdict"
+  /// The verdict's threads in wait order, kernel tids joined by ",".
+  package static let verdictThreadsKey = "crumbs.hang.verdict.threads"
+  /// The mutexes they wait for ("0x…", joined by ","): the i-th thread's.
+  package static let verdictLocksKey = "crumbs.hang.verdict.locks"
+  /// Where each waiting thread asked for its lock (its first function outside libc), in the
+  /// order of the threads, joined by " | ".
+  package static let verdictSitesKey = "crumbs.hang.verdict.sites"
+  /// In a chain: what its last thread does ("in nanosleep", "running").
+  package static let verdictEndKey = "crumbs.hang.verdict.end"
   /// A `hang` report's exception type.
   package static let exceptionType = "Hang"
 
@@ -47,5 +60,29 @@ package enum HangFacts {
     let fromApp = named.drop { $0.inLibC }
     let chosen = fromApp.isEmpty ? named[...] : fromApp
     return chosen.prefix(limit).map(\.function).joined(separator: " ← ")
+  }
+
+  /// Where each waiting thread of `verdict` asked for its lock: its first frame outside libc
+  /// (`topFrames` with one frame), "?" for a thread without named frames; one a lock.
+  package static func lockSites(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String] {
+    verdict.threads.prefix(verdict.locks.count).map { tid in
+      let site = threads.first { $0.id == Int(tid) }.map { topFrames($0.frames, limit: 1) } ?? ""
+      return site.isEmpty ? "?" : site
+    }
+  }
+
+  /// `verdict` as the report's attributes (verdictKey and the keys beside it), with the lock
+  /// sites `lockSites` found in `threads`.
+  package static func verdictAttributes(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String:
+    String]
+  {
+    var attributes = [
+      verdictKey: verdict.kind.rawValue,
+      verdictThreadsKey: verdict.threads.map(String.init).joined(separator: ","),
+      verdictLocksKey: verdict.locks.map { "0x" + String($0, radix: 16) }.joined(separator: ","),
+      verdictSitesKey: lockSites(verdict, threads: threads).joined(separator: " | "),
+    ]
+    if let end = verdict.end { attributes[verdictEndKey] = end }
+    return attributes
   }
 }

@@ -121,6 +121,13 @@ package struct ThreadDumpAnswer: Codable, Sendable, Equatable {
       for thread in snapshot.table.threads where thread.frames.count > maxFramesPerThread {
         throw .outOfBounds("thread \(thread.id) has \(thread.frames.count) frames")
       }
+      // One wait a thread at most, six arguments each: the verdict walks them.
+      if let waits = snapshot.waits?.threads {
+        guard waits.count <= maxThreads else { throw .outOfBounds("\(waits.count) waits") }
+        for wait in waits where (wait.arguments?.count ?? 0) > 6 {
+          throw .outOfBounds("thread \(wait.threadID) has \(wait.arguments?.count ?? 0) arguments")
+        }
+      }
     } else if answer.error == nil {
       throw .damaged("neither a snapshot nor an error")
     }
