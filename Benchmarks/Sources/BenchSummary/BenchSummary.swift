@@ -18,10 +18,21 @@ public enum BenchSummary {
       let file = fopen(path, "a")
     else { return }
     defer { fclose(file) }
-    let verdict = met.map { $0 ? "met" : "MISSED" } ?? ""
-    fputs("\(figure)|\(value)|\(goal)|\(verdict)\n", file)
+    fputs("\(figure)|\(value)|\(goal)|\(met.map(verdict) ?? "")\n", file)
   }
 }
+
+/// The median of `values` (the mean of the middle two for an even count; NaN for none): every
+/// figures program reports medians of its rounds.
+public func median(_ values: [Double]) -> Double {
+  let sorted = values.sorted()
+  guard !sorted.isEmpty else { return .nan }
+  return sorted.count % 2 == 1
+    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// A goal's verdict as the figures print it.
+public func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
 
 /// Monotonic nanoseconds: the one clock the figures programs time with.
 public func monotonicNanoseconds() -> UInt64 { clockNanoseconds(CLOCK_MONOTONIC) }

@@ -27,14 +27,7 @@ let blocks = max(1, arguments.first ?? 5)
 let roundsPerBlock = max(1, arguments.dropFirst().first ?? 300)
 let chunk = 1000
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  return sorted.count % 2 == 1
-    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
-func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
 
 /// A client of its own in a scratch directory (no hang watchdog, no automatic breadcrumbs, no
 /// destination): only the ring and its ledger are measured.

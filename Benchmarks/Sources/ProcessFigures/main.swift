@@ -38,15 +38,7 @@ import Foundation
   import Glibc
 #endif
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  guard !sorted.isEmpty else { return .nan }
-  return sorted.count % 2 == 1
-    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
 func ms(_ nanoseconds: Double) -> String { String(format: "%.2f ms", nanoseconds / 1e6) }
-func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
 
 let rounds = max(3, CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 15)
 let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path

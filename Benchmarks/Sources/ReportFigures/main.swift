@@ -28,11 +28,6 @@ import Foundation
   import Glibc
 #endif
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
-}
-
 func milliseconds(_ nanoseconds: Double) -> String { String(format: "%.3f ms", nanoseconds / 1e6) }
 
 func fill(_ ring: BreadcrumbRing, count: Int) {

@@ -38,12 +38,6 @@ let roundsPerBlock = max(1, arguments.dropFirst().first ?? 400)
 /// enough that the two clock reads are noise.
 let chunk = 1000
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  return sorted.count % 2 == 1
-    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
 /// The CPU's model name (/proc/cpuinfo), or "unknown".
 func cpuModel() -> String {
   guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
@@ -54,7 +48,6 @@ func cpuModel() -> String {
 }
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
-func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
 
 let workloads: Workloads
 do {
