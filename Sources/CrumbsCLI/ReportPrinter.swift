@@ -79,6 +79,8 @@ struct ReportPrinter {
         }
         lines.append(heading)
         if thread.crashed { continue }
+        // What it was blocked in at crash time, where jstack puts a thread's wait.
+        if let wait = thread.wait { lines.append("    - " + wait.activity) }
         let shown = thread.frames.prefix(threadFrameLimit)
         lines.append(
           contentsOf: CrashReport.stacktrace(Array(shown)).split(separator: "\n").map { "    " + $0 })

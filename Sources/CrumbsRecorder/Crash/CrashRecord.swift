@@ -110,6 +110,9 @@ public struct CrashRecord: Sendable, Equatable, Codable {
     /// `.inSystemCall`: the number of the system call it was blocked in (as the kernel numbers
     /// them on this architecture).
     public var blockedSystemCall: Int32? = nil
+    /// What it was blocked in when the crash handler listed it (version 4 records; nil before,
+    /// and for the crashing thread): its system call and, in a futex wait, the lock's owner.
+    public var wait: ThreadWait? = nil
 
     /// Why the capture sent a thread no signal (crumbs_crash_record.h, CRUMBS_NOT_SIGNALLED_*).
     public struct NotSignalled: OptionSet, Sendable, Equatable, Hashable, Codable {
@@ -252,6 +255,11 @@ public struct CrashRecord: Sendable, Equatable, Codable {
   /// first chance, `first_chance`: written whether or not the process crashed after); nil when
   /// none was given.
   public var firstChance: FirstChanceMark? = nil
+  /// Words the crashing thread's registers pointed at that name another thread of the record
+  /// (version 4): the lock a trapped lock call asked for, when a register still held it.
+  public var lockWords: [LockWord]? = nil
+  /// How long the handler spent reading the threads' waits (version 4).
+  public var waitReadNanoseconds: UInt64? = nil
   /// The crash is a fault a first-chance handler returned from again and again without fixing
   /// it (CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED).
   public var firstChanceLooped: Bool { flags & UInt32(CRUMBS_CRASH_FLAG_FIRST_CHANCE_LOOPED) != 0 }

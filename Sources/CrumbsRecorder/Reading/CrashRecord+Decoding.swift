@@ -59,6 +59,8 @@ private struct RecordFields: PersistedImage {
   var hasMessage = false
   /// Version 3 and later: `threads` is there.
   var hasThreads = false
+  /// Version 4 and later: `waits` is there.
+  var hasWaits = false
 
   init(validating image: UnsafeRawBufferPointer) throws(PersistedFileError) {
     self.image = image
@@ -81,11 +83,14 @@ private struct RecordFields: PersistedImage {
     guard u32(\C.header_size) == CRUMBS_CRASH_HEADER_SIZE else {
       throw failure(.corrupt, "header size \(u32(\C.header_size)) ≠ \(CRUMBS_CRASH_HEADER_SIZE)")
     }
-    // Version 1 ends before `message`, version 2 before `threads`.
+    // Version 1 ends before `message`, version 2 before `threads`, version 3 before `waits`.
     let expected =
-      version == 1
-      ? Int(CRUMBS_CRASH_RECORD_V1_SIZE)
-      : version == 2 ? Int(CRUMBS_CRASH_RECORD_V2_SIZE) : MemoryLayout<C>.size
+      switch version {
+      case 1: Int(CRUMBS_CRASH_RECORD_V1_SIZE)
+      case 2: Int(CRUMBS_CRASH_RECORD_V2_SIZE)
+      case 3: Int(CRUMBS_CRASH_RECORD_V3_SIZE)
+      default: MemoryLayout<C>.size
+      }
     let total = u64(\C.total_size)
     guard total == UInt64(expected) else {
       throw failure(.corrupt, "total size \(total) ≠ \(expected) (version \(version))")
@@ -95,6 +100,7 @@ private struct RecordFields: PersistedImage {
     }
     hasMessage = version >= 2
     hasThreads = version >= 3
+    hasWaits = version >= 4
     let state = u32(\C.state)
     guard (UInt32(CRUMBS_CRASH_ARMED.rawValue)...UInt32(CRUMBS_CRASH_COMPLETE.rawValue)).contains(state)
     else {
@@ -110,6 +116,7 @@ private struct RecordFields: PersistedImage {
       throw failure(.corrupt, "module count \(u32(\C.module_count)) > \(CRUMBS_CRASH_MAX_MODULES)")
     }
     if hasThreads, let problem = threadTable.problem() { throw failure(.corrupt, problem) }
+    if hasWaits, let problem = waitTable.problem() { throw failure(.corrupt, problem) }
     let marker = u64(\C.complete_marker)
     guard marker == 0 || marker == CRUMBS_CRASH_COMPLETE_MARKER else {
       throw failure(.corrupt, "complete marker is neither 0 nor the marker")
@@ -118,6 +125,8 @@ private struct RecordFields: PersistedImage {
 
   /// The thread table (version 3 and later).
   var threadTable: ThreadTableImage { ThreadTableImage(image: image, base: offset(\C.threads)) }
+  /// The waits at crash time (version 4 and later).
+  var waitTable: WaitTableImage { WaitTableImage(image: image, base: offset(\C.waits)) }
 
   func failure(_ kind: PersistedFileError.Kind, _ reason: String) -> PersistedFileError {
     PersistedFileError(kind, reason, format: .crashRecord)
@@ -254,6 +263,14 @@ private struct RecordFields: PersistedImage {
       signal: signalNumber, registers: registers, frames: frames,
       frameMarks: bytes(at: offset(\C.frame_marks), count: frames.count), backtraceStop: stop,
       stackLow: u64(\C.stack_low), stackHigh: u64(\C.stack_high), stackSource: stackSource)
+    var threads = hasThreads ? threadTable.decode(crashing: crashing, registerNames: names) : nil
+    let waits =
+      hasWaits && threads != nil
+      ? waitTable.decode(live: Set(threads?.threads.map(\.id) ?? []), registerNames: names) : nil
+    if let waits, var table = threads {
+      for index in table.threads.indices { table.threads[index].wait = waits.waits[table.threads[index].id] }
+      threads = table
+    }
     return CrashRecord(
       status: status,
       version: u32(\C.version),
@@ -287,10 +304,12 @@ private struct RecordFields: PersistedImage {
       swiftFatalMessage: said.swift,
       swiftFatalMessageTruncated: said.swiftCut,
       uncaughtException: said.exception,
-      threads: hasThreads ? threadTable.decode(crashing: crashing, registerNames: names) : nil,
+      threads: threads,
       flags: flags,
       replacedSignals: SignalNames.signals(inMask: u64(\C.replaced_signals)),
-      firstChance: firstChance())
+      firstChance: firstChance(),
+      lockWords: waits?.lockWords,
+      waitReadNanoseconds: waits?.readNanoseconds)
   }
 
   /// The first chance's mark, nil when none was given (zeros: a file written before it existed

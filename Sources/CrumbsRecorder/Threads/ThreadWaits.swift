@@ -166,8 +166,12 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
     return ThreadWaits(threads: result)
   }
 
-  /// A futex wait: its address, and the owner when it has glibc's mutex-lock shape.
-  static func readFutex(_ wait: inout ThreadWait, arguments: [UInt64], live: Set<UInt32>) {
+  /// A futex wait: its address, and the owner when it has glibc's mutex-lock shape. `memory`
+  /// copies bytes at an address (this process's memory now; a crash record's copy of it).
+  static func readFutex(
+    _ wait: inout ThreadWait, arguments: [UInt64], live: Set<UInt32>,
+    memory: (UInt64, UnsafeMutableRawBufferPointer) -> Bool = { (try? Syscall.readOwnMemory(at: $0, into: $1)) != nil }
+  ) {
     guard arguments.count >= 3 else { return }
     let address = arguments[0]
     wait.lockAddress = address
@@ -186,7 +190,7 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
     // pthread_mutex_t: __lock at 0, __count at 4, __owner at 8 (glibc, 64-bit Linux).
     var words: (UInt32, UInt32, UInt32) = (0, 0, 0)
     let read: Bool = withUnsafeMutableBytes(of: &words) { bytes in
-      (try? Syscall.readOwnMemory(at: address, into: bytes)) != nil
+      memory(address, bytes)
     }
     guard read else {
       wait.ownerUnknown = "the lock could not be read"

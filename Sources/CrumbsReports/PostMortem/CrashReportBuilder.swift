@@ -199,6 +199,7 @@ package struct CrashReportBuilder {
     if record.concurrentCrash {
       report.evidence.append("\(record.threadsCrashed) threads crashed at once; the first is reported")
     }
+    Self.explainLockCycle(record, into: &report)
     if record.firstChanceLooped, let mark = record.firstChance {
       let module = record.module(containing: mark.handler).map {
         " in " + ($0.path.split(separator: "/").last.map(String.init) ?? $0.path)
@@ -262,7 +263,7 @@ package struct CrashReportBuilder {
         ? nil : thread.registers.map { .init(name: $0.name, value: hex16($0.value)) },
       frames: Self.frames(symbolicated, marks: thread.frameMarks.map(FrameMarks.init(rawValue:))),
       notSignalled: thread.notSignalled.map(\.names),
-      blockedSystemCall: thread.blockedSystemCall.map(Int.init))
+      blockedSystemCall: thread.blockedSystemCall.map(Int.init), wait: thread.wait)
   }
 
   /// A report for a session that vanished without a crash record, or that a terminating signal

@@ -178,6 +178,7 @@ extension CrashReport.Thread {
     if let registers { object.array("registers") { CrashReport.Register.write(registers, into: &$0) } }
     if let signal { object.field("signal", signal) }
     object.field("state", state.rawValue)
+    if let wait { object.object("wait") { ThreadJSON.write(wait, into: &$0) } }
   }
 }
 

@@ -151,11 +151,14 @@ public struct CrashReport: Codable, Sendable, Equatable {
     public var notSignalled: [String]?
     /// With "in_system_call": the number of the system call it was blocked in.
     public var blockedSystemCall: Int?
+    /// What it was blocked in when the crash handler listed it: its system call and, in a futex
+    /// wait, the lock and its owner (crash reports of version 4 records; nil otherwise).
+    public var wait: ThreadWait?
 
     public init(
       id: Int, name: String?, state: State, crashed: Bool, signal: String? = nil,
       registers: [Register]? = nil,
-      frames: [Frame], notSignalled: [String]? = nil, blockedSystemCall: Int? = nil
+      frames: [Frame], notSignalled: [String]? = nil, blockedSystemCall: Int? = nil, wait: ThreadWait? = nil
     ) {
       self.id = id
       self.name = name
@@ -166,6 +169,7 @@ public struct CrashReport: Codable, Sendable, Equatable {
       self.frames = frames
       self.notSignalled = notSignalled
       self.blockedSystemCall = blockedSystemCall
+      self.wait = wait
     }
   }
 

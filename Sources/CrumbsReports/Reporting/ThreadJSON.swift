@@ -32,6 +32,24 @@ package enum ThreadJSON {
       }
     }
     if let call = thread.blockedSystemCall { object.field("blockedSystemCall", call) }
+    if let wait = thread.wait { object.object("wait") { write(wait, into: &$0) } }
+  }
+
+  /// Writes `wait`'s fields into `object` (ThreadWait's Codable keys, in sorted order as
+  /// report.json keeps them).
+  package static func write(_ wait: ThreadWait, into object: inout JSONObject) {
+    if let arguments = wait.arguments {
+      object.array("arguments") { array in
+        for argument in arguments { array.append(argument) }
+      }
+    }
+    if let address = wait.lockAddress { object.field("lockAddress", address) }
+    if let owner = wait.owner { object.field("owner", owner) }
+    if let unknown = wait.ownerUnknown { object.field("ownerUnknown", unknown) }
+    if let state = wait.state { object.field("state", state) }
+    if let call = wait.systemCall { object.field("systemCall", call) }
+    if let name = wait.systemCallName { object.field("systemCallName", name) }
+    object.field("threadID", wait.threadID)
   }
 
   /// Writes `frame`'s fields into `object`.

@@ -11,7 +11,8 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file. No malloc, no locks, no stdio. libc calls:
 //   sysinfo, prctl(PR_GET_NAME), sigaltstack (query only), getpid; and through what it calls:
-//   clock_gettime (crumbs_context.c), crumbs_thread_capture.c, crumbs_unwind.c, crumbs_maps.c,
+//   clock_gettime (crumbs_context.c), crumbs_thread_capture.c, crumbs_thread_waits.c,
+//   crumbs_unwind.c, crumbs_maps.c,
 //   crumbs_modules.c and the ring append (their own headers list theirs).
 
 #define _GNU_SOURCE
@@ -274,6 +275,7 @@ void crumbs__crash_write_record(crumbs_crash_record *record, int signal_number, 
   if (context != NULL) registers = crumbs__copy_registers(record, context);
   crumbs__record_backtrace(record, registers, context);
   crumbs__thread_capture_collect(record); // releases the parked threads, or keeps them
+  crumbs__thread_wait_candidates(record);
 
   struct sysinfo memory;
   if (sysinfo(&memory) == 0) {

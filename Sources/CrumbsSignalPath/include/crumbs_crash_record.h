@@ -29,9 +29,13 @@
 //   offset 90112   crumbs_crash_thread_table (since version 3): every thread of the process at
 //                  crash time, 64 bytes of counts, then CRUMBS_CRASH_MAX_THREADS entries of
 //                  1024 bytes; entry 0 is the crashing thread (crumbs_thread_capture.c)
+//   offset 352320  crumbs_crash_wait_table (since version 4): what each other thread was blocked
+//                  in (its /proc/self/task/<tid>/syscall line) and, in a futex call, the words at
+//                  the lock's address; and the lock words the crashing thread's registers point at
 // Version 1 files end after the module table (88,064 bytes, in a 90,112-byte file), version 2
-// files after the message (90,112 bytes); a reader accepts all three, and finds no message in a
-// version 1 file and no thread table before version 3.
+// files after the message (90,112 bytes), version 3 after the thread table (352,320 bytes); a
+// reader accepts all four, and finds no message in a version 1 file, no thread table before
+// version 3 and no waits before version 4.
 // The module table is written at install and on refresh, under a seqlock (`module_generation`,
 // odd while a refresh rewrites it); the handler only appends rows for modules loaded since the
 // last scan that hold a frame, taking the same seqlock (crumbs_modules.c).
@@ -56,12 +60,15 @@ extern "C" {
 /// CRUMBS_CRASH_FLAG_MODULES_ADDED_AT_CRASH were added that way (an older reader sees the added
 /// modules as ordinary rows, which they are).
 /// Version 2 appended `message` (crumbs_crash_message) after the module table; version 3
-/// appended `threads` (crumbs_crash_thread_table) after it.
-#define CRUMBS_CRASH_RECORD_VERSION 3u
+/// appended `threads` (crumbs_crash_thread_table) after it; version 4 appended `waits`
+/// (crumbs_crash_wait_table) after that.
+#define CRUMBS_CRASH_RECORD_VERSION 4u
 /// sizeof(crumbs_crash_record) of a version 1 file: everything before `message`.
 #define CRUMBS_CRASH_RECORD_V1_SIZE 88064u
 /// sizeof(crumbs_crash_record) of a version 2 file: everything before `threads`.
 #define CRUMBS_CRASH_RECORD_V2_SIZE 90112u
+/// sizeof(crumbs_crash_record) of a version 3 file: everything before `waits`.
+#define CRUMBS_CRASH_RECORD_V3_SIZE 352320u
 
 #define CRUMBS_CRASH_HEADER_SIZE 2048u
 #define CRUMBS_CRASH_MAX_FRAMES 128u
@@ -78,6 +85,11 @@ extern "C" {
 #define CRUMBS_CRASH_THREAD_MAX_FRAMES 64u
 /// Registers kept per thread (x86_64 has 23, aarch64 36: see crumbs_crash_arch).
 #define CRUMBS_CRASH_THREAD_MAX_REGISTERS 40u
+/// Bytes of a thread's /proc/self/task/<tid>/syscall line kept: the longest ("NR" and eight
+/// "0x" + 16 digit fields) is under 160.
+#define CRUMBS_CRASH_WAIT_TEXT_SIZE 208u
+/// Lock words read at the crashing thread's registers (see crumbs_crash_wait_table).
+#define CRUMBS_CRASH_MAX_LOCK_CANDIDATES 8u
 
 /// `crumbs_crash_record.state`.
 typedef enum crumbs_crash_state {
@@ -373,6 +385,56 @@ typedef struct crumbs_crash_thread_table {
 } crumbs_crash_thread_table;
 _Static_assert(offsetof(crumbs_crash_thread_table, threads) == 64, "persisted");
 
+/// `crumbs_crash_thread_wait.flags`.
+enum {
+  /// `text` holds the thread's syscall line, read before the crash asked the thread (asked, it
+  /// shows the capture's own wait instead).
+  CRUMBS_WAIT_TEXT_READ = 1u << 0,
+  /// The line names a futex call: `lock_address` is its first argument, and `words_read` bytes
+  /// of `lock_words` were read there through the kernel (process_vm_readv; never a plain load).
+  CRUMBS_WAIT_FUTEX = 1u << 1,
+};
+
+/// What one other thread was blocked in at crash time (version 4). The next launch parses
+/// `text` with the parser of live captures (ThreadWaits) and reads lock owners from `lock_words`
+/// as a live capture reads them from memory.
+typedef struct crumbs_crash_thread_wait {
+  uint32_t tid;          // 0: unused
+  uint32_t flags;        // CRUMBS_WAIT_*
+  uint64_t lock_address; // CRUMBS_WAIT_FUTEX: the futex word's address
+  uint32_t lock_words[4]; // the 16 bytes at lock_address (glibc's mutex: owner at byte 8;
+                          // a PI futex: the owner's tid in word 0)
+  uint32_t words_read;    // bytes of lock_words read: 16, 4 (the rest unreadable), or 0
+  uint32_t text_length;   // bytes of `text` used
+  uint8_t reserved[8];
+  char text[CRUMBS_CRASH_WAIT_TEXT_SIZE]; // the syscall line as read, not NUL-terminated
+} crumbs_crash_thread_wait;
+_Static_assert(sizeof(crumbs_crash_thread_wait) == 256, "persisted: crumbs_crash_thread_wait");
+_Static_assert(offsetof(crumbs_crash_thread_wait, text) == 48, "persisted");
+
+/// A word one of the crashing thread's registers pointed at, naming another listed thread in
+/// its low 30 bits (a PI futex's owner: FUTEX_TID_MASK): the lock a lock call that trapped was
+/// asking for, when the register still holds its address.
+typedef struct crumbs_crash_lock_candidate {
+  uint64_t address;
+  uint32_t word;
+  uint32_t register_index; // into the record's `registers`
+} crumbs_crash_lock_candidate;
+_Static_assert(sizeof(crumbs_crash_lock_candidate) == 16, "persisted: crumbs_crash_lock_candidate");
+
+/// Every other thread's wait at crash time (version 4; crumbs_thread_waits.c). Entries are in
+/// the order the threads were asked, matched to `threads` by tid.
+typedef struct crumbs_crash_wait_table {
+  uint32_t count;           // entries written (≤ CRUMBS_CRASH_MAX_THREADS)
+  uint32_t candidate_count; // ≤ CRUMBS_CRASH_MAX_LOCK_CANDIDATES
+  uint64_t read_ns;         // time spent reading the lines and words
+  uint8_t reserved[48];
+  crumbs_crash_lock_candidate candidates[CRUMBS_CRASH_MAX_LOCK_CANDIDATES];
+  crumbs_crash_thread_wait waits[CRUMBS_CRASH_MAX_THREADS];
+} crumbs_crash_wait_table;
+_Static_assert(offsetof(crumbs_crash_wait_table, candidates) == 64, "persisted");
+_Static_assert(offsetof(crumbs_crash_wait_table, waits) == 192, "persisted");
+
 /// One loaded ELF object, as dl_iterate_phdr saw it at install or at the last refresh, or as the
 /// handler found it at crash time (CRUMBS_CRASH_MODULE_FOUND_AT_CRASH).
 typedef struct crumbs_crash_module {
@@ -473,6 +535,9 @@ typedef struct crumbs_crash_record {
 
   // Version 3: every thread of the process (see the struct).
   crumbs_crash_thread_table threads;
+
+  // Version 4: what the other threads were blocked in (see the struct).
+  crumbs_crash_wait_table waits;
 } crumbs_crash_record;
 _Static_assert(offsetof(crumbs_crash_record, version) == 8, "persisted");
 _Static_assert(offsetof(crumbs_crash_record, total_size) == 16, "persisted");
@@ -495,8 +560,11 @@ _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_
                "persisted: version 1");
 _Static_assert(offsetof(crumbs_crash_record, threads) == CRUMBS_CRASH_RECORD_V2_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V2_SIZE == CRUMBS_CRASH_RECORD_V1_SIZE + 2048, "persisted: version 2");
+_Static_assert(offsetof(crumbs_crash_record, waits) == CRUMBS_CRASH_RECORD_V3_SIZE, "persisted");
+_Static_assert(CRUMBS_CRASH_RECORD_V3_SIZE == CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
+               "persisted: version 3");
 _Static_assert(sizeof(crumbs_crash_record) ==
-                   CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
+                   CRUMBS_CRASH_RECORD_V3_SIZE + 192 + CRUMBS_CRASH_MAX_THREADS * 256,
                "persisted: crumbs_crash_record");
 
 /// Bytes of a crash record file: the struct rounded up to a multiple of 4 KiB. A size rule, not

@@ -199,20 +199,23 @@ static bool crumbs__syscall_hex(const char *text, size_t length, size_t *at, uin
   return true;
 }
 
-bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out) {
+size_t crumbs__proc_thread_syscall_text(uint32_t tid, char *text, size_t size) {
   static char path[48];
-  static char text[256];
   size_t length = crumbs__format_copy(path, sizeof path, "/proc/self/task/");
   length = crumbs__format_append_decimal(path, sizeof path, length, tid);
   crumbs__format_append(path, sizeof path, length, "/syscall");
-  memset(out, 0, sizeof *out);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t count = read(fd, text, sizeof text - 1);
+  if (fd < 0) return 0;
+  ssize_t count = read(fd, text, size);
   close(fd);
+  return count > 0 ? (size_t)count : 0;
+}
+
+bool crumbs__proc_syscall_parse(const char *text, size_t end, crumbs__blocked_syscall *out) {
+  memset(out, 0, sizeof *out);
   // "running", or "-1 SP PC" (blocked, but not in a system call), or "NR A1 … A6 SP PC".
-  if (count <= 0 || text[0] < '0' || text[0] > '9') return false;
-  size_t at = 0, end = (size_t)count;
+  if (end == 0 || text[0] < '0' || text[0] > '9') return false;
+  size_t at = 0;
   int64_t number = 0;
   for (; at < end && text[at] >= '0' && text[at] <= '9' && number < 100000; at++)
     number = number * 10 + (text[at] - '0');
@@ -225,6 +228,12 @@ bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out) {
     return false;
   out->number = (int32_t)number;
   return out->sp != 0 && out->pc != 0;
+}
+
+bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out) {
+  static char text[256];
+  size_t count = crumbs__proc_thread_syscall_text(tid, text, sizeof text - 1);
+  return crumbs__proc_syscall_parse(text, count, out);
 }
 
 /// Reads `/proc/self/task/<tid>/comm` into `name` (16 bytes, NUL-terminated, newline dropped).

@@ -6,7 +6,8 @@
 //
 // ASYNC-SIGNAL-SAFE: everything in this file (the crash handler calls it). No malloc, no locks,
 // no stdio. libc calls: syscall(SYS_futex), and what crumbs_thread_capture.c's pieces, the
-// unwinder (crumbs_unwind.c) and the module table (crumbs_modules.c) call.
+// waits (crumbs_thread_waits.c), the unwinder (crumbs_unwind.c) and the module table
+// (crumbs_modules.c) call.
 
 #define _GNU_SOURCE
 #include "threads/crumbs_thread_capture.h"
@@ -103,7 +104,11 @@ void crumbs__thread_capture_request(crumbs_crash_record *record, uint32_t own_ti
   __atomic_store_n(&capture->capturing, 1u, __ATOMIC_RELEASE);
   CRUMBS__HOOK0(uninstall_meet); // tests only
   uint32_t count = capture->slot_count;
-  for (uint32_t index = 1; index < count; index++) crumbs__capture_ask(index, ours, table);
+  for (uint32_t index = 1; index < count; index++) {
+    // Before the ask: once asked, the thread shows the capture's wait, not its own.
+    crumbs__thread_wait_note(record, capture->slots[index].tid);
+    crumbs__capture_ask(index, ours, table);
+  }
   CRUMBS__HOOK0(slow_leaver_go); // tests only
 }
 

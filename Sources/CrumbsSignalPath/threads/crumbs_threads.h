@@ -107,6 +107,14 @@ typedef struct crumbs__blocked_syscall {
 /// as in a page fault): fills `out`. Safe to call from a signal handler (open, read, close;
 /// a static buffer).
 bool crumbs__proc_thread_syscall(uint32_t tid, crumbs__blocked_syscall *out);
+/// Reads thread `tid`'s /proc/self/task/<tid>/syscall line into `text` (at most `size` bytes,
+/// not NUL-terminated): the bytes read, 0 when it cannot be read. Safe to call from a signal
+/// handler (open, read, close; a static path buffer).
+size_t crumbs__proc_thread_syscall_text(uint32_t tid, char *text, size_t size);
+/// Parses a syscall line (`length` bytes of `text`) into `out`: true for "NR A1 … A6 SP PC"
+/// (blocked in a system call), false for "running", "-1 SP PC" or anything else. Pure; safe to
+/// call from a signal handler (memset).
+bool crumbs__proc_syscall_parse(const char *text, size_t length, crumbs__blocked_syscall *out);
 /// A thread's scheduling state letter, blocked-signal mask and (when `pending` is not NULL) its
 /// own pending signals (bit n - 1 for signal n), from /proc/self/task/<tid>/status read line by
 /// line. False when it cannot be read (the thread exited) or holds neither line. Safe to call
@@ -122,6 +130,19 @@ bool crumbs__proc_death_is_watched(void);
 /// Calls once what the functions above call, so no lazy binding happens at crash time.
 /// Not signal-safe (install).
 void crumbs__proc_threads_resolve(void);
+
+// MARK: - Waits at crash time (threads/crumbs_thread_waits.c)
+
+/// Notes into `record->waits` what thread `tid` is blocked in (its syscall line) and, in a futex
+/// call, the 16 bytes at the futex address (read through the kernel only). Call before the
+/// thread is asked: once asked it waits in the capture instead. Safe to call from a signal
+/// handler (open, read, close, syscall(SYS_process_vm_readv, SYS_gettid), clock_gettime).
+void crumbs__thread_wait_note(crumbs_crash_record *record, uint32_t tid);
+/// Reads the word at each of the crashing thread's registers (`record->registers`) that could
+/// address a lock, and keeps those naming another thread of the table in their low 30 bits
+/// (record->waits.candidates). Call once the thread table is written. Safe to call from a signal
+/// handler (syscall(SYS_process_vm_readv, SYS_gettid)).
+void crumbs__thread_wait_candidates(crumbs_crash_record *record);
 
 // MARK: - The live capture (threads/crumbs_thread_capture_live.c)
 

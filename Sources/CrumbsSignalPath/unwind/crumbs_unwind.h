@@ -63,6 +63,11 @@ uint32_t crumbs__unwind(const crumbs__module_table *modules, const crumbs__unwin
 /// regions, which /proc/self/maps does not show), or, where the kernel refuses that call
 /// (seccomp, ENOSYS), by plain loads. Safe to call from a signal handler (syscall(SYS_process_vm_readv, SYS_gettid)).
 bool crumbs__crash_read_memory(uint64_t address, void *out, size_t size);
+/// Copies `size` bytes at `address`, anywhere (the heap), only through the kernel: false when it
+/// cannot (unmapped, or process_vm_readv refused), never a plain load: for addresses taken from
+/// another thread's registers or system call (a lock word). Safe to call from a signal handler
+/// (syscall(SYS_process_vm_readv, SYS_gettid)).
+bool crumbs__unwind_read_anywhere(uint64_t address, void *out, size_t size);
 /// The lowest address of a stack [low, high) that holds `probe` (an SP or a fault address) once
 /// the unreadable pages at and right above the probe are left out: a guard region inside the
 /// mapping (MADV_GUARD_INSTALL) is not part of the stack. `low` when the probe's page reads or

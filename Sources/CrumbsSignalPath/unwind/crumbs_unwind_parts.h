@@ -40,10 +40,6 @@ static inline bool crumbs__unwind_known(const crumbs__unwind_registers *register
 
 // MARK: - Memory (crumbs_unwind_memory.c)
 
-/// Copies `size` bytes at `address`, anywhere (the heap), only through the kernel: false when it
-/// cannot (unmapped, or process_vm_readv refused). Safe to call from a signal handler
-/// (syscall(SYS_process_vm_readv, SYS_gettid)).
-bool crumbs__unwind_read_anywhere(uint64_t address, void *out, size_t size);
 /// A word of the stack being unwound, when [address, address + 8) lies in [low, high) and is
 /// readable; read through the kernel a 4 KiB chunk at a time, never by a plain load. Safe to
 /// call from a signal handler (crumbs__crash_read_memory).
