@@ -67,7 +67,15 @@ func check(_ image: UnsafeRawBufferPointer) {
           thread.registers.count <= Int(CRUMBS_CRASH_THREAD_MAX_REGISTERS), "too many thread registers")
         precondition(thread.name.utf8.count <= 16 * 3, "thread name too long")
       }
+      for thread in table.threads {
+        guard let wait = thread.wait else { continue }
+        precondition(record.version >= 4, "a wait before version 4")
+        precondition(wait.threadID == thread.id, "a wait on the wrong thread")
+        precondition((wait.arguments?.count ?? 6) == 6, "not six arguments")
+        precondition(wait.owner.map { owner in table.threads.contains { $0.id == owner } } ?? true, "an owner not listed")
+      }
     }
+    precondition((record.lockWords?.count ?? 0) <= Int(CRUMBS_CRASH_MAX_LOCK_CANDIDATES), "too many lock words")
   case .failure(let error):
     precondition(!error.reason.isEmpty, "an error without a reason")
   }
@@ -180,6 +188,54 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       as: UInt32.self)
   }
   try save("damaged-thread-frames", damagedThreads)
+  // The waits (version 4): thread 4243 in a PI futex lock on a word naming 4242, thread 4244 in
+  // a glibc mutex wait whose owner field names 4243; one lock word in the crashing thread's r13.
+  var waits = threads
+  waits.withUnsafeMutableBytes { bytes in
+    let table = MemoryLayout<crumbs_crash_record>.offset(of: \.waits)!
+    let stride = MemoryLayout<crumbs_crash_thread_wait>.stride
+    let lines = [
+      (4243, "202 0x7f0000001000 0x86 0x0 0x0 0x3 0x6300 0x7ffd00001000 0x7f0000002000\n", [4242 | 0x8000_0000, 0, 0, 0]),
+      (4244, "202 0x7f0000003000 0x80 0x2 0x0 0x0 0x0 0x7ffd00002000 0x7f0000004000\n", [2, 1, 4243, 0]),
+    ]
+    for (index, (tid, line, words)) in lines.enumerated() {
+      var wait = crumbs_crash_thread_wait()
+      wait.tid = UInt32(tid)
+      wait.flags = UInt32(CRUMBS_WAIT_TEXT_READ | CRUMBS_WAIT_FUTEX)
+      wait.lock_address = index == 0 ? 0x7f00_0000_1000 : 0x7f00_0000_3000
+      wait.lock_words = (UInt32(words[0]), UInt32(words[1]), UInt32(words[2]), UInt32(words[3]))
+      wait.words_read = 16
+      wait.text_length = UInt32(line.utf8.count)
+      setString(&wait.text, line)
+      bytes.storeBytes(
+        of: wait, toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)! + index * stride,
+        as: crumbs_crash_thread_wait.self)
+    }
+    bytes.storeBytes(
+      of: UInt32(2), toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.count)!,
+      as: UInt32.self)
+    var candidate = crumbs_crash_lock_candidate()
+    candidate.address = 0x7f00_0000_5000
+    candidate.word = 4243
+    candidate.register_index = 5
+    bytes.storeBytes(
+      of: candidate, toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidates)!,
+      as: crumbs_crash_lock_candidate.self)
+    bytes.storeBytes(
+      of: UInt32(1), toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidate_count)!,
+      as: UInt32.self)
+  }
+  try save("waits", waits)
+  var damagedWaits = waits
+  damagedWaits.withUnsafeMutableBytes { bytes in
+    let entry =
+      MemoryLayout<crumbs_crash_record>.offset(of: \.waits)!
+      + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)!
+    bytes.storeBytes(
+      of: UInt32(4000), toByteOffset: entry + MemoryLayout<crumbs_crash_thread_wait>.offset(of: \.text_length)!,
+      as: UInt32.self)
+  }
+  try save("damaged-wait-text", damagedWaits)
   try save(
     "partial",
     record { record in

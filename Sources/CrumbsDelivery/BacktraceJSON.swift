@@ -4,7 +4,8 @@
 //
 //   uuid, timestamp (s), lang, langVersion, agent, agentVersion   the required header fields
 //   threads {key: {name, fault, stack: [frame]}}, mainThread       built from `BacktraceThread`s
-//                                                                  (today the faulting one)
+//                                                                  (today the faulting one);
+//                                                                  Crumbs adds `state` and `wait`
 //   frame: funcName (the short function name), address (decimal string), library (module file
 //          name), debug_identifier (the module's, see below), guessed_frame (found by stack
 //          scanning), faulted (the faulting frame), sourceCode (an id into `sourceCode`), line
@@ -49,6 +50,8 @@ package struct BacktraceThread {
   package var registers: [CrashReport.Register]
   /// How the crash handler found it, when not simply stopped and read (`did_not_answer`, …).
   package var state: String? = nil
+  /// What it was blocked in at crash time (`ThreadWait.activity`), when the record says.
+  package var wait: String? = nil
 }
 
 package enum BacktraceJSON {
@@ -82,6 +85,7 @@ package enum BacktraceJSON {
             fields.field("name", thread.name)
             fields.field("fault", thread.fault)
             if let state = thread.state { fields.field("state", state) }
+            if let wait = thread.wait { fields.field("wait", wait) }
             fields.array("stack") { stack in
               for (position, frame) in thread.frames.enumerated() {
                 stack.object { fields in
@@ -153,7 +157,8 @@ package enum BacktraceJSON {
     let others = (report.threads ?? []).filter { !$0.crashed && String($0.id) != first.key }.map { other in
       BacktraceThread(
         key: String(other.id), name: other.name ?? "thread-\(other.id)", fault: false, frames: other.frames,
-        registers: other.registers ?? [], state: other.state == .captured ? nil : other.state.description)
+        registers: other.registers ?? [], state: other.state == .captured ? nil : other.state.description,
+        wait: other.wait?.activity)
     }
     return [first] + others
   }

@@ -607,6 +607,28 @@ struct CrashCaptureTests {
         $0[tableCount] = 1; $0[frames] = 64
       } == nil)  // at capacity: fine
 
+    // So are the wait table's (version 4): its entry count, lock words and each entry's lengths.
+    let waits = MemoryLayout<crumbs_crash_record>.offset(of: \.waits)!
+    let waitCount = waits + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.count)!
+    let lockWords = waits + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidate_count)!
+    let firstWait = waits + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)!
+    let textLength = firstWait + MemoryLayout<crumbs_crash_thread_wait>.offset(of: \.text_length)!
+    let wordsRead = firstWait + MemoryLayout<crumbs_crash_thread_wait>.offset(of: \.words_read)!
+    #expect(rejected { $0[waitCount + 1] = 2 } == .corrupt)  // 512 waits
+    #expect(rejected { $0[lockWords] = 9 } == .corrupt)
+    #expect(
+      rejected {
+        $0[waitCount] = 1; $0[textLength] = 209
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[waitCount] = 1; $0[wordsRead] = 17
+      } == .corrupt)
+    #expect(
+      rejected {
+        $0[waitCount] = 1; $0[textLength] = 208; $0[wordsRead] = 16
+      } == nil)  // at capacity: fine
+
     // From a file: the error names it.
     let directory = TestDirectory()
     let path = directory.file("cut.crash")

@@ -31,7 +31,9 @@ extension CrashReportBuilder {
   /// The lock-order cycle through the crashing thread, when its crash is a lock the kernel
   /// refused (`refusedLockTexts` in what the runtime said) and the other threads' waits lead
   /// back to it; `inferred` when the lock it asked for was not found in its registers (the
-  /// cycle's last waiter is then taken as that lock's owner).
+  /// cycle's last waiter is then taken as that lock's owner). Not inferred when a register's
+  /// lock word names the crashing thread itself and none leads back: that is a real recursive
+  /// lock (the kernel refuses a lock its owner asks for again with the same error).
   static func lockCycle(_ record: CrashRecord) -> (verdict: WaitVerdict, inferred: Bool)? {
     guard let said = record.swiftFatalMessage, refusedLockTexts.contains(where: { said.contains($0) }),
       let table = record.threads
@@ -54,7 +56,7 @@ extension CrashReportBuilder {
     var inferred = false
     if let word = record.lockWords?.first(where: { $0.owner != crashing && leadsBack($0.owner) }) {
       asked = (word.address, word.owner)
-    } else {
+    } else if record.lockWords?.contains(where: { $0.owner == crashing }) != true {
       // Walk back from the crashing thread through the threads that wait for it: the first of
       // that chain holds the lock the kernel refused (it waits for nobody in the cycle yet).
       var current = crashing

@@ -352,6 +352,8 @@ extension CrashReport {
       var heading = "Thread \(thread.id)"
       if let name = thread.name { heading += " \"\(name)\"" }
       heading += " (\(thread.state.description))"
+      // What it was blocked in at crash time, under its heading as jstack puts a thread's wait.
+      if let wait = thread.wait { heading += "\n- " + wait.activity }
       let frames = stacktrace(Array(thread.frames.prefix(framesPerThread)))
       let more = thread.frames.count > framesPerThread ? "\n…" : ""
       return frames.isEmpty ? heading : heading + "\n" + frames + more
