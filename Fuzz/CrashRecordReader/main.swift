@@ -282,6 +282,10 @@ FuzzMain.run(
       return
         "\(record.status.rawValue) signal \(record.signal.number), \(record.frames.count) frames, \(record.modules.count) modules"
         + (record.threads.map { ", \($0.threads.count) threads" } ?? "")
+        + (record.threads.map { table in
+          let waits = table.threads.compactMap(\.wait)
+          return waits.isEmpty ? "" : ", \(waits.count) waits, \(waits.filter { $0.owner != nil }.count) owners"
+        } ?? "")
     case .failure(let error):
       return "rejected (\(error.kind.rawValue)): \(error.reason)"
     }

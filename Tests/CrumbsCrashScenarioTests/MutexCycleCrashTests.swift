@@ -46,7 +46,10 @@ struct MutexCycleCrashTests {
       return MutexRole(name: parts[1], tid: tid, first: parts[3], second: parts[4])
     }
     try #require(roles.count == 2, "\(context)")
+    // Both files as the child left them: the next launch claims them.
     let recordBytes = try Syscall.readFile(try #require(run.recordPath))
+    let ring = try #require(run.ringPath)
+    let ringBytes = try Syscall.readFile(ring)
 
     let stored = try #require(try crashReport(leftIn: directory), "\(context)")
     let report = stored.report
@@ -110,9 +113,8 @@ struct MutexCycleCrashTests {
     #expect(oldThreads.count == threads.count && oldThreads.allSatisfy { $0.wait == nil })
     let second = TestDirectory()
     try Syscall.makeDirectory(second.file("rings"), mode: 0o700)
-    let ring = try #require(run.ringPath)
     let name = String(ring.split(separator: "/").last!.dropLast(".ring".count))
-    try Syscall.writeFileAtomically(second.file("rings/\(name).ring"), try Syscall.readFile(ring))
+    try Syscall.writeFileAtomically(second.file("rings/\(name).ring"), ringBytes)
     try Syscall.writeFileAtomically(second.file("rings/\(name).crash"), old)
     let before = try #require(try crashReport(leftIn: second)?.report)
     #expect(before.exceptionMessage.hasSuffix("Fatal error: Recursive call to lock Mutex"), "\(before.exceptionMessage)")

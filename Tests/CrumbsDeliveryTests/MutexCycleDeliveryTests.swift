@@ -4,6 +4,7 @@
 // `crumbs.threads`; over Backtrace the same attributes and the thread's `wait`.
 
 import CrumbsDeliveryTestSupport
+import CrumbsRecorder
 import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation

@@ -504,7 +504,7 @@ struct CrashCaptureTests {
 
   @Test("the record layout is the C one, and the reader rejects damaged bytes without trapping")
   func readerValidation() throws {
-    #expect(CrashHandler.recordFileSize == 356_352)  // 348 KiB: version 3, with the thread table
+    #expect(CrashHandler.recordFileSize == 421_888)  // 412 KiB: version 4, with the waits
     #expect(MemoryLayout<crumbs_crash_record>.offset(of: \.modules) == Int(CRUMBS_CRASH_HEADER_SIZE))
     var bytes = [UInt8](repeating: 0, count: CrashHandler.recordFileSize)
     bytes.withUnsafeMutableBytes { raw in

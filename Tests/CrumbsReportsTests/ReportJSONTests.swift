@@ -123,7 +123,19 @@ import Testing
       .init(id: 4246, name: "r", state: .requesting, crashed: false, frames: []),
       .init(
         id: 4247, name: "c", state: .captured, crashed: false, frames: [],
-        notSignalled: ["seccomp", "in_system_call"], blockedSystemCall: 0),
+        notSignalled: ["seccomp", "in_system_call"], blockedSystemCall: 0,
+        wait: {
+          // Every field, so the walk sees each set (no wait has both an owner and a reason).
+          var wait = ThreadWait(threadID: 4247)
+          wait.state = "S"
+          wait.systemCall = 202
+          wait.systemCallName = "futex"
+          wait.arguments = [0x7f00_0000_1000, 0x86, 0, 0, 3, 0x6300]
+          wait.lockAddress = 0x7f00_0000_1000
+          wait.owner = 4242
+          wait.ownerUnknown = "not read"
+          return wait
+        }()),
       .init(id: 4248, name: "u", state: .unknown, crashed: false, frames: []),
     ],
     threadsNotRecorded: 17,
