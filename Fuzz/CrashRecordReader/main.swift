@@ -72,10 +72,13 @@ func check(_ image: UnsafeRawBufferPointer) {
         precondition(record.version >= 4, "a wait before version 4")
         precondition(wait.threadID == thread.id, "a wait on the wrong thread")
         precondition((wait.arguments?.count ?? 6) == 6, "not six arguments")
-        precondition(wait.owner.map { owner in table.threads.contains { $0.id == owner } } ?? true, "an owner not listed")
+        precondition(
+          wait.owner.map { owner in table.threads.contains { $0.id == owner } } ?? true, "an owner not listed"
+        )
       }
     }
-    precondition((record.lockWords?.count ?? 0) <= Int(CRUMBS_CRASH_MAX_LOCK_CANDIDATES), "too many lock words")
+    precondition(
+      (record.lockWords?.count ?? 0) <= Int(CRUMBS_CRASH_MAX_LOCK_CANDIDATES), "too many lock words")
   case .failure(let error):
     precondition(!error.reason.isEmpty, "an error without a reason")
   }
@@ -195,7 +198,10 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
     let table = MemoryLayout<crumbs_crash_record>.offset(of: \.waits)!
     let stride = MemoryLayout<crumbs_crash_thread_wait>.stride
     let lines = [
-      (4243, "202 0x7f0000001000 0x86 0x0 0x0 0x3 0x6300 0x7ffd00001000 0x7f0000002000\n", [4242 | 0x8000_0000, 0, 0, 0]),
+      (
+        4243, "202 0x7f0000001000 0x86 0x0 0x0 0x3 0x6300 0x7ffd00001000 0x7f0000002000\n",
+        [4242 | 0x8000_0000, 0, 0, 0]
+      ),
       (4244, "202 0x7f0000003000 0x80 0x2 0x0 0x0 0x0 0x7ffd00002000 0x7f0000004000\n", [2, 1, 4243, 0]),
     ]
     for (index, (tid, line, words)) in lines.enumerated() {
@@ -208,7 +214,8 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       wait.text_length = UInt32(line.utf8.count)
       setString(&wait.text, line)
       bytes.storeBytes(
-        of: wait, toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)! + index * stride,
+        of: wait,
+        toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)! + index * stride,
         as: crumbs_crash_thread_wait.self)
     }
     bytes.storeBytes(
@@ -222,7 +229,8 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       of: candidate, toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidates)!,
       as: crumbs_crash_lock_candidate.self)
     bytes.storeBytes(
-      of: UInt32(1), toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidate_count)!,
+      of: UInt32(1),
+      toByteOffset: table + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.candidate_count)!,
       as: UInt32.self)
   }
   try save("waits", waits)
@@ -232,7 +240,8 @@ func makeSeeds(in directory: String, realRecords: [String]) throws -> Int {
       MemoryLayout<crumbs_crash_record>.offset(of: \.waits)!
       + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)!
     bytes.storeBytes(
-      of: UInt32(4000), toByteOffset: entry + MemoryLayout<crumbs_crash_thread_wait>.offset(of: \.text_length)!,
+      of: UInt32(4000),
+      toByteOffset: entry + MemoryLayout<crumbs_crash_thread_wait>.offset(of: \.text_length)!,
       as: UInt32.self)
   }
   try save("damaged-wait-text", damagedWaits)
@@ -284,7 +293,8 @@ FuzzMain.run(
         + (record.threads.map { ", \($0.threads.count) threads" } ?? "")
         + (record.threads.map { table in
           let waits = table.threads.compactMap(\.wait)
-          return waits.isEmpty ? "" : ", \(waits.count) waits, \(waits.filter { $0.owner != nil }.count) owners"
+          return waits.isEmpty
+            ? "" : ", \(waits.count) waits, \(waits.filter { $0.owner != nil }.count) owners"
         } ?? "")
     case .failure(let error):
       return "rejected (\(error.kind.rawValue)): \(error.reason)"

@@ -54,7 +54,8 @@ struct MutexCycleCrashTests {
     let stored = try #require(try crashReport(leftIn: directory), "\(context)")
     let report = stored.report
     let threads = try #require(report.threads, "\(context)")
-    let crashing = try #require(roles.first { $0.tid == report.threadID }, "\(report.threadID ?? -1): \(context)")
+    let crashing = try #require(
+      roles.first { $0.tid == report.threadID }, "\(report.threadID ?? -1): \(context)")
     let other = try #require(roles.first { $0.tid != crashing.tid })
 
     // The exception: the cycle, both locks and sites, and the runtime's message explained.
@@ -82,7 +83,8 @@ struct MutexCycleCrashTests {
       #expect(message.contains("asked for mutex \(crashing.second) held by \(other.name)"), "\(message)")
     }
     #expect(
-      attributes["crumbs.crash.verdict.runtime_message"].map { "\($0)" }?.contains("Recursive call to lock Mutex")
+      attributes["crumbs.crash.verdict.runtime_message"].map { "\($0)" }?.contains(
+        "Recursive call to lock Mutex")
         == true, "\(attributes)")
     // Each site is a frame of the app, not of the runtime, the Mutex or libc.
     guard case .string(let sites)? = attributes["crumbs.crash.verdict.sites"] else {
@@ -92,7 +94,8 @@ struct MutexCycleCrashTests {
     let parts = sites.split(separator: " | ")
     #expect(parts.count == 2, "\(sites)")
     for site in parts {
-      #expect(site != "?" && !site.contains("_MutexHandle") && !site.contains("_assertionFailure"), "\(sites)")
+      #expect(
+        site != "?" && !site.contains("_MutexHandle") && !site.contains("_assertionFailure"), "\(sites)")
     }
 
     // The other thread's wait, as its thread entry holds it: a futex on its second lock, whose
@@ -117,7 +120,9 @@ struct MutexCycleCrashTests {
     try Syscall.writeFileAtomically(second.file("rings/\(name).ring"), ringBytes)
     try Syscall.writeFileAtomically(second.file("rings/\(name).crash"), old)
     let before = try #require(try crashReport(leftIn: second)?.report)
-    #expect(before.exceptionMessage.hasSuffix("Fatal error: Recursive call to lock Mutex"), "\(before.exceptionMessage)")
+    #expect(
+      before.exceptionMessage.hasSuffix("Fatal error: Recursive call to lock Mutex"),
+      "\(before.exceptionMessage)")
     #expect(before.attributes["crumbs.crash.verdict"] == nil)
     #expect(before.threads?.allSatisfy { $0.wait == nil } == true)
   }

@@ -31,7 +31,8 @@ struct WaitTableImage: PersistedImage {
   }
   func entryOffset<T>(_ index: Int, _ path: KeyPath<crumbs_crash_thread_wait, T>) -> Int {
     base + MemoryLayout<crumbs_crash_wait_table>.offset(of: \.waits)! + index
-      * MemoryLayout<crumbs_crash_thread_wait>.stride + MemoryLayout<crumbs_crash_thread_wait>.offset(of: path)!
+      * MemoryLayout<crumbs_crash_thread_wait>.stride + MemoryLayout<crumbs_crash_thread_wait>.offset(
+        of: path)!
   }
   func entryWord(_ index: Int, _ path: KeyPath<crumbs_crash_thread_wait, UInt32>) -> UInt32 {
     image.loadUnaligned(fromByteOffset: entryOffset(index, path), as: UInt32.self)
@@ -46,7 +47,9 @@ struct WaitTableImage: PersistedImage {
   /// hold the whole struct from `base`.
   func problem() -> String? {
     let count = tableWord(\.count)
-    guard count <= CRUMBS_CRASH_MAX_THREADS else { return "wait count \(count) > \(CRUMBS_CRASH_MAX_THREADS)" }
+    guard count <= CRUMBS_CRASH_MAX_THREADS else {
+      return "wait count \(count) > \(CRUMBS_CRASH_MAX_THREADS)"
+    }
     let candidates = tableWord(\.candidate_count)
     guard candidates <= CRUMBS_CRASH_MAX_LOCK_CANDIDATES else {
       return "lock word count \(candidates) > \(CRUMBS_CRASH_MAX_LOCK_CANDIDATES)"
@@ -78,7 +81,8 @@ struct WaitTableImage: PersistedImage {
         tid: tid, line: flags & UInt32(CRUMBS_WAIT_TEXT_READ) != 0 ? text[...] : nil,
         lockAddress: futex
           ? image.loadUnaligned(fromByteOffset: entryOffset(index, \.lock_address), as: UInt64.self) : nil,
-        lockBytes: futex ? bytes(at: entryOffset(index, \.lock_words), count: Int(entryWord(index, \.words_read))) : [],
+        lockBytes: futex
+          ? bytes(at: entryOffset(index, \.lock_words), count: Int(entryWord(index, \.words_read))) : [],
         live: live)
     }
     var lockWords: [CrashRecord.LockWord] = []

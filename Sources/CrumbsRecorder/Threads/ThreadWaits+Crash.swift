@@ -37,7 +37,9 @@ extension ThreadWaits {
     // be read", as unmapped memory is in a live capture.
     let recorded: (UInt64, UnsafeMutableRawBufferPointer) -> Bool = { address, buffer in
       guard address == lockAddress, buffer.count <= lockBytes.count else { return false }
-      lockBytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.count))) }
+      lockBytes.withUnsafeBytes {
+        buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.count)))
+      }
       return true
     }
     readFutex(&wait, arguments: arguments, live: live, memory: recorded)

@@ -170,7 +170,9 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
   /// copies bytes at an address (this process's memory now; a crash record's copy of it).
   static func readFutex(
     _ wait: inout ThreadWait, arguments: [UInt64], live: Set<UInt32>,
-    memory: (UInt64, UnsafeMutableRawBufferPointer) -> Bool = { (try? Syscall.readOwnMemory(at: $0, into: $1)) != nil }
+    memory: (UInt64, UnsafeMutableRawBufferPointer) -> Bool = {
+      (try? Syscall.readOwnMemory(at: $0, into: $1)) != nil
+    }
   ) {
     guard arguments.count >= 3 else { return }
     let address = arguments[0]

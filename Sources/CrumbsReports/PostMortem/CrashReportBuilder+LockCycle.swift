@@ -41,7 +41,8 @@ extension CrashReportBuilder {
     let crashing = record.threadID
     var waits = table.threads.compactMap { $0.id == crashing ? nil : $0.wait }
     let owners = Dictionary(
-      waits.compactMap { wait in wait.owner.map { (wait.threadID, $0) } }, uniquingKeysWith: { first, _ in first })
+      waits.compactMap { wait in wait.owner.map { (wait.threadID, $0) } },
+      uniquingKeysWith: { first, _ in first })
     // Whether the owners' chain from `tid` comes back to the crashing thread (bounded).
     func leadsBack(_ tid: UInt32) -> Bool {
       var current = tid
@@ -61,7 +62,9 @@ extension CrashReportBuilder {
       // that chain holds the lock the kernel refused (it waits for nobody in the cycle yet).
       var current = crashing
       for _ in 0...waits.count {
-        guard let waiter = waits.first(where: { $0.owner == current && $0.threadID != crashing }) else { break }
+        guard let waiter = waits.first(where: { $0.owner == current && $0.threadID != crashing }) else {
+          break
+        }
         current = waiter.threadID
       }
       if current != crashing {
@@ -83,7 +86,9 @@ extension CrashReportBuilder {
   /// The first frame of `frames` in the app's own code: not in libc, the dynamic loader, the
   /// Swift runtime and its libraries, Dispatch or Foundation; "?" when none is named.
   static func appSite(_ frames: [CrashReport.Frame]) -> String {
-    let system = ["libc.so", "libc-", "ld-linux", "libswift", "libdispatch", "libFoundation", "libstdc++", "libgcc"]
+    let system = [
+      "libc.so", "libc-", "ld-linux", "libswift", "libdispatch", "libFoundation", "libstdc++", "libgcc",
+    ]
     let site = frames.first { frame in
       guard frame.function != nil else { return false }
       let file = frame.module.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? ""
@@ -115,11 +120,13 @@ extension CrashReportBuilder {
     let said = saidBeforeTheSignal(record) ?? record.swiftFatalMessage ?? ""
     report.exceptionMessage =
       "deadlock: \(cycle): " + steps.joined(separator: "; ")
-      + (inferred ? " (the lock it asked for was not in its registers: its owner is the cycle's other end)" : "")
+      + (inferred
+        ? " (the lock it asked for was not in its registers: its owner is the cycle's other end)" : "")
       + ". The runtime said \"\(said)\": the kernel refused the lock because it would close a lock-order "
       + "cycle (EDEADLK), which the runtime calls a 'Recursive call'; there is no recursion"
     report.attributes[crashVerdictKey] = .string(verdict.kind.rawValue)
-    report.attributes[crashVerdictThreadsKey] = .string(verdict.threads.map(String.init).joined(separator: ","))
+    report.attributes[crashVerdictThreadsKey] = .string(
+      verdict.threads.map(String.init).joined(separator: ","))
     report.attributes[crashVerdictLocksKey] = .string(locks.joined(separator: ","))
     report.attributes[crashVerdictSitesKey] = .string(sites.joined(separator: " | "))
     report.attributes[crashVerdictRuntimeMessageKey] = .string(said)

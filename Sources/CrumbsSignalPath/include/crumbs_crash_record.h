@@ -399,9 +399,9 @@ enum {
 /// `text` with the parser of live captures (ThreadWaits) and reads lock owners from `lock_words`
 /// as a live capture reads them from memory.
 typedef struct crumbs_crash_thread_wait {
-  uint32_t tid;          // 0: unused
-  uint32_t flags;        // CRUMBS_WAIT_*
-  uint64_t lock_address; // CRUMBS_WAIT_FUTEX: the futex word's address
+  uint32_t tid;           // 0: unused
+  uint32_t flags;         // CRUMBS_WAIT_*
+  uint64_t lock_address;  // CRUMBS_WAIT_FUTEX: the futex word's address
   uint32_t lock_words[4]; // the 16 bytes at lock_address (glibc's mutex: owner at byte 8;
                           // a PI futex: the owner's tid in word 0)
   uint32_t words_read;    // bytes of lock_words read: 16, 4 (the rest unreadable), or 0
@@ -561,7 +561,8 @@ _Static_assert(CRUMBS_CRASH_RECORD_V1_SIZE == CRUMBS_CRASH_HEADER_SIZE + CRUMBS_
 _Static_assert(offsetof(crumbs_crash_record, threads) == CRUMBS_CRASH_RECORD_V2_SIZE, "persisted");
 _Static_assert(CRUMBS_CRASH_RECORD_V2_SIZE == CRUMBS_CRASH_RECORD_V1_SIZE + 2048, "persisted: version 2");
 _Static_assert(offsetof(crumbs_crash_record, waits) == CRUMBS_CRASH_RECORD_V3_SIZE, "persisted");
-_Static_assert(CRUMBS_CRASH_RECORD_V3_SIZE == CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
+_Static_assert(CRUMBS_CRASH_RECORD_V3_SIZE ==
+                   CRUMBS_CRASH_RECORD_V2_SIZE + 64 + CRUMBS_CRASH_MAX_THREADS * 1024,
                "persisted: version 3");
 _Static_assert(sizeof(crumbs_crash_record) ==
                    CRUMBS_CRASH_RECORD_V3_SIZE + 192 + CRUMBS_CRASH_MAX_THREADS * 256,

@@ -67,8 +67,9 @@ void crumbs__thread_wait_candidates(crumbs_crash_record *record) {
   crumbs_crash_wait_table *table = &record->waits;
   uint64_t started = crumbs__context_clock_ns(CLOCK_MONOTONIC);
   uint32_t count = record->register_count < CRUMBS_CRASH_MAX_REGISTERS ? record->register_count
-                                                                        : CRUMBS_CRASH_MAX_REGISTERS;
-  for (uint32_t index = 0; index < count && table->candidate_count < CRUMBS_CRASH_MAX_LOCK_CANDIDATES; index++) {
+                                                                       : CRUMBS_CRASH_MAX_REGISTERS;
+  for (uint32_t index = 0; index < count && table->candidate_count < CRUMBS_CRASH_MAX_LOCK_CANDIDATES;
+       index++) {
     uint64_t address = record->registers[index];
     // Below the first page nothing is mapped; a small or odd value is a count, not a lock.
     if (address < 4096u || (address & 3u) != 0) continue;
