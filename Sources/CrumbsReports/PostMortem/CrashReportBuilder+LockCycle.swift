@@ -53,10 +53,24 @@ extension CrashReportBuilder {
       }
       return false
     }
+    // Threads that crashed too: both ends of a cycle may be refused at once (their lock calls
+    // raced through the kernel's chain walk), each then traps with the same message.
+    let refusedToo = Set(table.threads.filter { $0.state == .alsoCrashed && $0.id != crashing }.map(\.id))
     var asked: (lock: UInt64, owner: UInt32)?
     var inferred = false
-    if let word = record.lockWords?.first(where: { $0.owner != crashing && leadsBack($0.owner) }) {
+    if let word = record.lockWords?.first(where: {
+      $0.owner != crashing && (leadsBack($0.owner) || refusedToo.contains($0.owner))
+    }) {
       asked = (word.address, word.owner)
+      if !leadsBack(word.owner) {
+        // It asked for a lock the crashing thread holds, and was refused too: which lock is not
+        // known (its registers were not read for lock words).
+        var other = ThreadWait(threadID: word.owner)
+        other.lockAddress = 0
+        other.owner = crashing
+        waits.removeAll { $0.threadID == word.owner }
+        waits.append(other)
+      }
     } else if record.lockWords?.contains(where: { $0.owner == crashing }) != true {
       // Walk back from the crashing thread through the threads that wait for it: the first of
       // that chain holds the lock the kernel refused (it waits for nobody in the cycle yet).
@@ -111,11 +125,14 @@ extension CrashReportBuilder {
     let cycle = (verdict.threads + verdict.threads.prefix(1)).map(name).joined(separator: " → ")
     var steps: [String] = []
     for index in verdict.threads.indices {
+      let tid = verdict.threads[index]
       let holder = verdict.threads[(index + 1) % verdict.threads.count]
       let lock = locks[index] == "?" ? "a lock" : "mutex \(locks[index])"
+      let crashedToo = threads.first { $0.id == Int(tid) }?.state == .alsoCrashed
+      let verb = index == 0 || crashedToo ? "asked for" : "waits for"
       steps.append(
-        "\(name(verdict.threads[index])) \(index == 0 ? "asked for" : "waits for") \(lock) held by "
-          + "\(name(holder)), in \(sites[index])")
+        "\(name(tid)) \(verb) \(lock) held by \(name(holder))"
+          + (crashedToo ? " and was refused too (it crashed as well)" : "") + ", in \(sites[index])")
     }
     let said = saidBeforeTheSignal(record) ?? record.swiftFatalMessage ?? ""
     report.exceptionMessage =
