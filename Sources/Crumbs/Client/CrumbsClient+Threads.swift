@@ -54,11 +54,14 @@ extension CrumbsClient {
     } catch {
       throw ThreadCaptureError(reason: "\(error)")
     }
-    let verdict = snapshot.waits?.verdict()
+    let threads = CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator)
+    let verdict = snapshot.waits?.verdict().map {
+      HangFacts.namingEnd($0, threads: threads, executable: SystemFacts.executablePath)
+    }
     let names = Dictionary(
       snapshot.table.threads.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     return ThreadDump(
-      threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
+      threads: threads,
       timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds,
       openOperations: ring.openOperations().map {
         CrashReport.OpenOperations($0, death: SystemClock.wallNanoseconds())
