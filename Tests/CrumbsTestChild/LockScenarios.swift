@@ -23,7 +23,8 @@ import Synchronization
 //                    waits on condition variable 0, never signalled; "cv-woken" was signalled
 //                    on condition variable 1 by "cv-holder", which kept its mutex and sleeps.
 //                    Once each is where it blocks it prints "role NAME TID OBJECT" (OBJECT:
-//                    0x… of the lock it waits on, "-" for a holder), then takes
+//                    0x… of the lock it waits on, "-" for a holder) and "mutex-word 0x…
+//                    holder 0x…" (the contended Mutex's word, its holder's tid), then takes
 //                    captureThreads() and prints "wait TID OWNER KIND OBJECT" (OWNER, KIND and
 //                    OBJECT "-" when unknown) and "activity TID TEXT" for each thread,
 //                    "verdict KIND TID,TID…" and "verdict-text TEXT"; then the watchdog's
@@ -189,6 +190,10 @@ final class LockGraph: Sendable {
     try blocked("rd-writer", on: rw1, size: rwlockSize)
     try spawn("mx-waiter", beats: true) { mutex.pointer.pointee.withLock { _ in } }
     try blocked("mx-waiter", on: mutex.address, size: 4)
+    // The Mutex's word with a waiter in FUTEX_LOCK_PI (docs/platform-facts.md): read here, in the
+    // scenario that owns it, to show what the capture reads.
+    let word = UnsafeRawPointer(mutex.pointer).load(as: UInt32.self)
+    print("mutex-word 0x\(String(word, radix: 16)) holder 0x\(String(tid("mx-holder"), radix: 16))")
 
     // A cycle of a pthread mutex and a Synchronization.Mutex, made certain by a barrier.
     try spawn("mix-q") {

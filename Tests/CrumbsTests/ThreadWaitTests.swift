@@ -139,6 +139,13 @@ import Testing
     let mutex = try wait("mx-waiter")
     #expect(mutex.owner == (try role("mx-holder")).tid && mutex.kind == "pi_mutex", "\(context)")
     #expect(mutex.object == (try role("mx-waiter")).object, "\(context)")
+    // Its word with a waiter asleep in FUTEX_LOCK_PI: the holder's tid | FUTEX_WAITERS.
+    let word = try #require(lines.first { $0.hasPrefix("mutex-word ") }, "\(context)")
+    let holderHex = String(UInt32(try role("mx-holder").tid) ?? 0, radix: 16)
+    #expect(
+      word
+        == "mutex-word 0x\(String(0x8000_0000 | (UInt32(holderHex, radix: 16) ?? 0), radix: 16)) holder 0x\(holderHex)",
+      "\(word)")
 
     // A condition variable: not signalled, no owner; signalled while another thread keeps its
     // mutex, the waiter waits for that thread.
