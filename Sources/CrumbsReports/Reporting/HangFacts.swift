@@ -28,12 +28,12 @@ package enum HangFacts {
   /// The thread that began it (a kernel tid).
   package static let operationThreadKey = "crumbs.hang.operation.thread_id"
   /// The wait-for graph's verdict over the captured threads: "deadlock" (a cycle of threads,
-  /// each waiting for a mutex the next holds) or "chain" (waits ending at a thread that waits
+  /// each waiting for a lock the next holds) or "chain" (waits ending at a thread that waits
   /// for nobody named). Absent when no thread waited for a named owner.
   package static let verdictKey = "crumbs.hang.verdict"
   /// The verdict's threads in wait order, kernel tids joined by ",".
   package static let verdictThreadsKey = "crumbs.hang.verdict.threads"
-  /// The mutexes they wait for ("0x…", joined by ","): the i-th thread's.
+  /// The locks they wait for ("0x…", joined by ","; where each lock begins): the i-th thread's.
   package static let verdictLocksKey = "crumbs.hang.verdict.locks"
   /// Where each waiting thread asked for its lock (its first function outside libc), in the
   /// order of the threads, joined by " | ".
