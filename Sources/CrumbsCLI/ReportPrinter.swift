@@ -74,7 +74,7 @@ struct ReportPrinter {
 
     lines.append("")
     lines.append(style.bold("Stack trace"))
-    let stack = report.exceptionStacktrace.split(separator: "\n", omittingEmptySubsequences: false)
+    let stack = report.exceptionStacktrace.split(separator: "\n")
     for (position, text) in stack.enumerated() {
       lines.append("  " + text)
       // The stack text has a line per frame, in order: the frame's source lines go under it.

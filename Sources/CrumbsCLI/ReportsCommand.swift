@@ -311,7 +311,9 @@ struct ReportsShowCommand: ParsableCommand {
     let reportStore = try store.openStore(command: "reports show", readOnly: true)
     var stored = try store.load(id, from: reportStore, command: "reports show")
     if symbolicate {
-      if json { throw fail("reports show", "--json prints the stored bytes: without --symbolicate", CLIExit.usage) }
+      if json {
+        throw fail("reports show", "--json prints the stored bytes: without --symbolicate", CLIExit.usage)
+      }
       var options = PostMortemProcessor.defaultSymbolication
       options.symbolDirectories = symbolDirectories.map(absolute)
       options.readsInstalledDebugFiles = true

@@ -387,7 +387,9 @@ public struct OTLPDestination: ReportDestination {
       fields.append(OTLPAttribute("source_start_line", .int(Int64(source.startLine))))
       fields.append(OTLPAttribute("source_lines", .array(source.lines.map { .string($0) })))
       fields.append(OTLPAttribute("source_origin", .string(source.origin)))
-      if source.newerThanModule == true { fields.append(OTLPAttribute("source_newer_than_module", .bool(true))) }
+      if source.newerThanModule == true {
+        fields.append(OTLPAttribute("source_newer_than_module", .bool(true)))
+      }
     }
     // A call inlined into the next frame (`exception.stacktrace` says `[inlined]`).
     if frame.isInlined { fields.append(OTLPAttribute("inlined", .bool(true))) }

@@ -55,7 +55,9 @@ struct SourceContextTests {
     let enter = try first("InlinedWorkload.enter")
     if variant.release { #expect(store.inlined, "[\(variant)] a release build inlines it:\n\(trace)") }
 
-    for (frame, mark) in [(store, "store faults"), (record, "record calls store"), (enter, "enter calls record")] {
+    for (frame, mark) in [
+      (store, "store faults"), (record, "record calls store"), (enter, "enter calls record"),
+    ] {
       let line = try #require(marks[mark])
       #expect(frame.file?.hasSuffix("/Tests/CrumbsTestChild/ReportScenarios.swift") == true, "\(frame)")
       #expect(frame.line == line, "[\(variant)] \(frame)")
@@ -83,6 +85,45 @@ struct SourceContextTests {
     #expect(!shown.stdout.contains("hunter2"))
   }
 
+  @Test("reports show --symbolicate and crumbs symbolicate add the lines to a report that has none")
+  func symbolicateAddsSourceLines() throws {
+    guard LLVMSymbolizer.onPath("llvm-symbolizer") ?? LLVMSymbolizer.besideSwift() != nil else {
+      print("skipped: no llvm-symbolizer on PATH nor beside swift: no lines to show")
+      return
+    }
+    let marks = try markedLines(in: inlinedScenarioSource)
+    let storeLine = try #require(marks["store faults"])
+    let directory = TestDirectory()
+    let run = try runCrashScenario(
+      "report-inlined-crash", variant: ChildVariant(release: false, backtracer: false), directory: directory)
+    #expect(run.status & 0x7f == SIGSEGV, "\(run.lines)")
+    // Made without source lines (as a report from before, or from a machine without the source).
+    var processor = PostMortemProcessor(
+      directory: try RingDirectory(path: directory.path), store: try ReportStore(directory: directory.path))
+    processor.symbolicatorOptions.sourceContext = nil
+    let stored = try #require(processor.run(reportingSession: SessionID()).reports.first)
+    #expect(!stored.report.frames.contains { $0.source != nil })
+    let before = try Syscall.readFile(stored.reportPath)
+
+    let plain = try CLIProcess.run(["reports", "show", stored.report.id, "--dir", directory.path])
+    #expect(!plain.stdoutLines.contains { $0.contains("> \(storeLine) | ") }, "\(plain.stdout)")
+    // Shown with them, the stored report unchanged.
+    let shown = try CLIProcess.run([
+      "reports", "show", stored.report.id, "--dir", directory.path, "--symbolicate",
+    ])
+    #expect(shown.status == 0, "\(shown.stderr)")
+    #expect(shown.stdoutLines.contains { $0.contains("> \(storeLine) | ") }, "\(shown.stdout)")
+    #expect(!shown.stdout.contains("hunter2"))
+    #expect(try Syscall.readFile(stored.reportPath) == before)
+    // Rewritten with them, redacted.
+    let symbolicated = try CLIProcess.run(["symbolicate", stored.report.id, "--dir", directory.path])
+    #expect(symbolicated.status == 0, "\(symbolicated.stderr)")
+    let frames = try storedFrames(ofReportAt: stored.reportPath)
+    let store = try #require(frames.first { $0.function?.contains("InlinedWorkload.store") == true })
+    #expect(store.line == storeLine && store.source?.lines?.isEmpty == false, "\(store)")
+    #expect(!String(decoding: try Syscall.readFile(stored.reportPath), as: UTF8.self).contains("hunter2"))
+  }
+
   @Test("a binary without DWARF still gives its report, its frames named, saying why they have no line")
   func withoutDebugInfo() throws {
     let scratch = TestDirectory()
@@ -90,7 +131,8 @@ struct SourceContextTests {
     try FileManager.default.copyItem(atPath: ChildProcess.testChild, toPath: child)
     let stripped = try Subprocess.run(
       "/usr/bin/env", ["objcopy", "--strip-debug", child], timeoutMilliseconds: 120_000)
-    try #require(stripped.exitStatus == 0, "objcopy: \(String(decoding: stripped.standardError, as: UTF8.self))")
+    try #require(
+      stripped.exitStatus == 0, "objcopy: \(String(decoding: stripped.standardError, as: UTF8.self))")
 
     let directory = TestDirectory()
     let process = try Subprocess(
@@ -107,7 +149,56 @@ struct SourceContextTests {
     for frame in app {
       #expect(frame.line == nil && frame.file == nil && frame.source == nil, "\(frame)")
       #expect(
-        frame.note?.contains("no line info: the executable has no DWARF") == true, "\(frame): \(frame.note ?? "")")
+        frame.note?.contains("no line info: the executable has no DWARF") == true,
+        "\(frame): \(frame.note ?? "")")
     }
+  }
+}
+
+/// What source lines cost the next launch: one crashed session of the test child, copied,
+/// processed alternately with file and line only and with source lines too (the default).
+/// Prints the medians; asserts only that both made a report and that only the second has
+/// source lines (timing on a shared CI box is not a pass/fail).
+@Suite("Frames: what source lines cost the next launch")
+struct SourceContextCostTests {
+  @Test(arguments: [
+    ChildVariant(release: false, backtracer: false), ChildVariant(release: true, backtracer: false),
+  ])
+  func reportBuildingTime(variant: ChildVariant) throws {
+    guard variant.executable != nil, oracleSymbolizer() != nil else {
+      print("skipped [\(variant)]: needs CRUMBS_RELEASE_CHILD and llvm-symbolizer")
+      return
+    }
+    let crashed = TestDirectory()
+    let run = try runCrashScenario("report-inlined-crash", variant: variant, directory: crashed)
+    #expect(run.status & 0x7f == SIGSEGV)
+    try FileManager.default.removeItem(atPath: crashed.file("stderr.txt"))
+    let rounds = 7
+    var times: [Bool: [Double]] = [false: [], true: []]
+    var sizes: [Bool: Int] = [:]
+    for _ in 0..<rounds {
+      for source in [false, true] {
+        let copy = TestDirectory()
+        try FileManager.default.removeItem(atPath: copy.path)
+        try FileManager.default.copyItem(atPath: crashed.path, toPath: copy.path)
+        var processor = PostMortemProcessor(
+          directory: try RingDirectory(path: copy.path), store: try ReportStore(directory: copy.path))
+        if !source { processor.symbolicatorOptions.sourceContext = nil }
+        let start = Subprocess.now()
+        let outcome = processor.run(reportingSession: SessionID())
+        times[source, default: []].append((Subprocess.now() - start) * 1000)
+        let stored = try #require(outcome.reports.first, "[\(variant)] source \(source)")
+        #expect(stored.report.frames.contains { $0.source != nil } == source, "[\(variant)] source \(source)")
+        sizes[source] = try Syscall.readFile(stored.reportPath).count
+      }
+    }
+    func median(_ values: [Double]) -> String {
+      let sorted = values.sorted()
+      return String(format: "%.1f ms", sorted[sorted.count / 2])
+    }
+    print(
+      "report building [\(variant)], \(rounds) rounds alternated: file and line \(median(times[false]!)), "
+        + "with source lines \(median(times[true]!)); report.json \(sizes[false] ?? 0) → \(sizes[true] ?? 0) bytes"
+    )
   }
 }

@@ -117,7 +117,9 @@ import Testing
             index: 0, address: "0x1", module: "/usr/bin/app", moduleOffset: "0x1", buildID: "abcdef0123",
             function: "f", symbol: "$s3app1fyyF", symbolOffset: 4, file: "/src/f.swift", line: 7,
             column: 9, note: "inlined", foundBy: .inserted, inlined: false,
-            source: .init(startLine: 6, lines: ["}", "func f() {", "  g()"], origin: "debuginfod"))
+            source: .init(
+              startLine: 6, lines: ["}", "func f() {", "  g()"], origin: "debuginfod", newerThanModule: false)
+          )
         ]),
       .init(id: 4243, name: nil, state: .noAnswer, crashed: false, frames: []),
       .init(

@@ -52,17 +52,23 @@ struct SourceContextUnitTests {
     // A FIFO named like source: refused at once, never waited on.
     let fifo = directory.file("pipe.swift")
     #expect(mkfifo(fifo, 0o600) == 0)
-    #expect(local.source(path: fifo, buildID: nil, limit: 1024) == .failure(SourceUnavailable("not a regular file")))
+    #expect(
+      local.source(path: fifo, buildID: nil, limit: 1024) == .failure(SourceUnavailable("not a regular file"))
+    )
     // A file not named like source code (a key, a password database) is never quoted.
     let key = directory.file("id_ed25519")
     try "-----BEGIN OPENSSH PRIVATE KEY-----\n".write(toFile: key, atomically: false, encoding: .utf8)
     #expect(
-      local.source(path: key, buildID: nil, limit: 1024) == .failure(SourceUnavailable("not named like source code")))
+      local.source(path: key, buildID: nil, limit: 1024)
+        == .failure(SourceUnavailable("not named like source code")))
     // Bounded.
     let large = directory.file("Large.swift")
     try String(repeating: "x", count: 2048).write(toFile: large, atomically: false, encoding: .utf8)
-    #expect(local.source(path: large, buildID: nil, limit: 1024) == .failure(SourceUnavailable("over 1024 bytes")))
-    #expect(local.source(path: "Relative.swift", buildID: nil, limit: 1024) == .failure(SourceUnavailable("a relative path")))
+    #expect(
+      local.source(path: large, buildID: nil, limit: 1024) == .failure(SourceUnavailable("over 1024 bytes")))
+    #expect(
+      local.source(path: "Relative.swift", buildID: nil, limit: 1024)
+        == .failure(SourceUnavailable("a relative path")))
     #expect(
       local.source(path: directory.file("Missing.swift"), buildID: nil, limit: 1024)
         == .failure(SourceUnavailable("not on this machine")))
@@ -82,7 +88,8 @@ struct SourceContextUnitTests {
 
   static func frame(_ index: Int, module: String, file: String, line: Int) -> CrashReport.Frame {
     CrashReport.Frame(
-      index: index, address: "0x\(index)", module: module, moduleOffset: nil, buildID: "abcd", function: "f\(index)",
+      index: index, address: "0x\(index)", module: module, moduleOffset: nil, buildID: "abcd",
+      function: "f\(index)",
       symbol: nil, symbolOffset: nil, file: file, line: line, note: nil)
   }
 
@@ -94,7 +101,9 @@ struct SourceContextUnitTests {
     var options = SourceContextOptions()
     options.linesAround = 1
     options.maxFrames = 2
-    options.providers = [LocalSourceFiles(), FixedSource(files: ["/build/Gone.swift": "a\nb\nc token=abc\nd"])]
+    options.providers = [
+      LocalSourceFiles(), FixedSource(files: ["/build/Gone.swift": "a\nb\nc token=abc\nd"]),
+    ]
     var reader = SourceContextReader(options: options)
     let frames = reader.add(
       to: [
@@ -104,7 +113,10 @@ struct SourceContextUnitTests {
         Self.frame(3, module: "/app/bin", file: source, line: 20),  // past maxFrames
       ], executable: "/app/bin")
     #expect(frames[0].source == nil)
-    #expect(frames[1].source == .init(startLine: 9, lines: ["let line9 = 9", "let line10 = 10", "let line11 = 11"], origin: "file"))
+    #expect(
+      frames[1].source
+        == .init(
+          startLine: 9, lines: ["let line9 = 9", "let line10 = 10", "let line11 = 11"], origin: "file"))
     #expect(frames[2].source?.origin == "fixed" && frames[2].source?.lines == ["b", "c token=abc", "d"])
     #expect(frames[3].source == nil)
 
@@ -113,7 +125,10 @@ struct SourceContextUnitTests {
     options.maxBytes = 60
     var small = SourceContextReader(options: options)
     let capped = small.add(
-      to: [Self.frame(0, module: "/app/bin", file: source, line: 10), Self.frame(1, module: "/app/bin", file: source, line: 30)],
+      to: [
+        Self.frame(0, module: "/app/bin", file: source, line: 10),
+        Self.frame(1, module: "/app/bin", file: source, line: 30),
+      ],
       executable: "/app/bin")
     #expect(capped[0].source != nil && capped[1].source == nil)
 

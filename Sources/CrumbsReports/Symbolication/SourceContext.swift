@@ -106,7 +106,8 @@ public struct LocalSourceFiles: SourceProvider {
       modified = status.modifiedNanoseconds
     }
     do {
-      return .success(SourceFile(bytes: try Syscall.readFile(path, limit: limit), modifiedNanoseconds: modified))
+      return .success(
+        SourceFile(bytes: try Syscall.readFile(path, limit: limit), modifiedNanoseconds: modified))
     } catch {
       switch error.refusal {
       case .tooLarge: return .failure(SourceUnavailable("over \(limit) bytes"))

@@ -349,7 +349,8 @@ public final class Symbolicator {
       case .success(nil):
         // None found: it is optional, but the app's frames say why they have no line.
         let app = modules.first?.path
-        for request in lineRequests.values.joined() where app != nil && frames[request.frame].modulePath == app {
+        for request in lineRequests.values.joined()
+        where app != nil && frames[request.frame].modulePath == app {
           appFramesWithoutLines.append((request.frame, Self.noSymbolizerNote))
         }
       case .failure(let error):
