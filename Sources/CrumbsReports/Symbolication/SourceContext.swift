@@ -3,9 +3,11 @@
 // the report (Redactor.report), capped per report.
 //
 // Entry points, in call order:
-//   report.addSourceContext(_:)          after the frames are named (CrashReportBuilder.crash,
-//                                        NonFatalReportBuilder, CrashReport.symbolicated), before
-//                                        the report is redacted and stored
+//   report.addSourceContext(_:)          after the frames are named (CrashReportBuilder.crash:
+//                                        the next launch and the collector; CrashReport
+//                                        .symbolicated: `crumbs symbolicate`, `reports show
+//                                        --symbolicate`), before the report is redacted; not for
+//                                        the reports a running app makes (no file reads there)
 //     → SourceContextReader.add(to:)     each frame in the app's code (the executable) with a
 //                                        file and a line, innermost first, until `maxFrames`
 //                                        frames or `maxBytes` bytes of lines are taken
@@ -17,7 +19,7 @@
 //
 // A path from DWARF is untrusted (a hostile binary can name any file): LocalSourceFiles opens it
 // read-only and without blocking, reads regular files only, at most `maxFileBytes`, and only
-// files named like source code (SourceContextOptions.sourceExtensions), so a report never quotes
+// files named like source code (LocalSourceFiles.sourceExtensions), so a report never quotes
 // a key file or a password database the reading process could open. The collector reads them as
 // the Crumbs directory's owner (CollectEngine), never with root's rights. Not signal-safe.
 
