@@ -151,7 +151,9 @@ werror: deps
 BENCH_SUMMARY = $(CURDIR)/Benchmarks/.build/bench-summary.txt
 bench: deps
 	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
-	cd Benchmarks && $(SWIFT) build -c release
+	# Without the build manifest cache: a cached one misses source files added to this package
+	# (the benchmarks' path dependency) since the last build, and the build then fails.
+	cd Benchmarks && $(SWIFT) build -c release --disable-build-manifest-caching
 	@mkdir -p Benchmarks/.build && rm -f $(BENCH_SUMMARY)
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --scale
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) ./callgrind.sh
@@ -165,6 +167,8 @@ bench: deps
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/HangFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/LedgerFigures
+	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
+	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/TracerFigures
 	$(SWIFT) build -c release --product crumbs
 	$(SWIFT) build -c release --product CrumbsTestChild --scratch-path .build-release-child
 	BENCH_SUMMARY=$(BENCH_SUMMARY) sh Benchmarks/collector-soak.sh 0.5 $$($(SWIFT) build -c release --show-bin-path)/crumbs \
@@ -180,7 +184,7 @@ bench: deps
 SERVER_BENCH_SUMMARY =
 bench-server:
 	@command -v wrk >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
-	cd Examples/HummingbirdServer && $(SWIFT) build -c release --product HummingbirdServer
+	cd Examples/HummingbirdServer && $(SWIFT) build -c release --product HummingbirdServer --disable-build-manifest-caching
 	BENCH_SUMMARY=$(SERVER_BENCH_SUMMARY) python3 Benchmarks/server-bench.py \
 	  $$(cd Examples/HummingbirdServer && $(SWIFT) build -c release --show-bin-path)/HummingbirdServer
 

@@ -249,6 +249,11 @@ let package = Package(
       dependencies: ["CrumbsRecorder", "CrumbsReports", "CFuzzDriver", "FuzzSupport"],
       path: "Fuzz/SessionFile"
     ),
+    .executableTarget(
+      name: "FuzzSourceLines",
+      dependencies: ["CrumbsReports", "CFuzzDriver", "FuzzSupport"],
+      path: "Fuzz/SourceLines"
+    ),
     // Tests: one target per module, plus the crash scenarios and the fuzz regressions, and what
     // they share in three layers, each needing only the modules below what it tests
     // (Scripts/check-dependency-closure.py, run by `make test`, keeps these arrows):

@@ -27,6 +27,8 @@
 //   LedgerFigures          what the in-flight ledger costs: beginOperation + end against one
 //                          addBreadcrumb of the same name (literal and run-time names) and a C
 //                          floor, two threads against one, mallocs
+//   TracerFigures          what CrumbsTracer adds to a traced request's span calls (Hummingbird's
+//                          TracingMiddleware's), against NoOpTracer and a C floor, mallocs
 //   LiveCaptureFigures     a live thread capture of 100 blocked threads: each thread's pause, the
 //                          whole capture, and a request loop's latency while captures run
 //   LogHandler             swift-log events through BreadcrumbLogHandler vs StreamLogHandler
@@ -113,6 +115,14 @@ let package = Package(
       name: "LedgerFigures",
       dependencies: [
         "AppendWorkloads", "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
+        .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+      ]
+    ),
+    .executableTarget(
+      name: "TracerFigures",
+      dependencies: [
+        "AppendWorkloads", "BenchSummary", .product(name: "Crumbs", package: "Crumbs"),
+        .product(name: "CrumbsTracing", package: "Crumbs"),
         .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
       ]
     ),

@@ -18,6 +18,7 @@
 # Every wait is on an event, bounded: the port answering (connection attempts 0.5 ms apart),
 # the report in sent/ after the POST, the process's exit. With BENCH_SUMMARY set, the headline
 # lines are added to that file for Benchmarks/summary.sh (figure|value|goal|verdict).
+# SERVER_BENCH_PARTS=requests (or readiness) runs only that part.
 # Example (make bench does this):
 #   python3 Benchmarks/server-bench.py Examples/HummingbirdServer/.build/release/HummingbirdServer
 import http.server, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
@@ -252,17 +253,41 @@ def main():
     otlp = OTLPServer()
     threading.Thread(target=otlp.serve_forever, daemon=True).start()
     base = tempfile.mkdtemp(prefix="server-bench-")
+    parts = os.environ.get("SERVER_BENCH_PARTS", "readiness,requests").split(",")
     try:
-        template = crashed_directory(otlp, base)
-        ready, paired, rss, pss, ring = readiness_and_memory(otlp, base, template)
-        one_cpu = max(os.sched_getaffinity(0))
-        ready_1, paired_1, _, _, _ = readiness_and_memory(otlp, base, template, one_cpu)
-        throughput, p99, cpu = requests(otlp, base)
+        if "readiness" in parts:
+            template = crashed_directory(otlp, base)
+            ready, paired, rss, pss, ring = readiness_and_memory(otlp, base, template)
+            one_cpu = max(os.sched_getaffinity(0))
+            ready_1, paired_1, _, _, _ = readiness_and_memory(otlp, base, template, one_cpu)
+        if "requests" in parts:
+            throughput, p99, cpu = requests(otlp, base)
     finally:
         otlp.shutdown()
         if base.startswith(tempfile.gettempdir() + "/server-bench-"):
             shutil.rmtree(base, ignore_errors=True)
 
+    median = statistics.median
+    print("== A Hummingbird server with and without Crumbs (%d rounds alternated; wrk %d × %d s) =="
+          % (ROUNDS, WRK_ROUNDS, WRK_SECONDS))
+    print("   machine: %d CPUs, load average %s" % (os.cpu_count(), open("/proc/loadavg").read().split()[0]))
+    rows, summary_lines = [], []
+    if "readiness" in parts:
+        readiness_rows(ready, paired, paired_1, ready_1, rss, pss, ring, rows, summary_lines)
+    if "requests" in parts:
+        request_rows(throughput, p99, cpu, rows, summary_lines)
+    for figure, value, goal, met in rows:
+        print("   %-45s %s%s" % (figure, value, "" if not goal else "   goal %s: %s" % (goal, "met" if met else "MISSED")))
+    if "readiness" in parts:
+        print("   readiness ms, none:   " + " ".join("%.1f" % value for value in ready["none"]))
+        print("   readiness ms, client: " + " ".join("%.1f" % value for value in ready["client"]))
+    summary = os.environ.get("BENCH_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as out:
+            out.writelines(summary_lines)
+
+
+def readiness_rows(ready, paired, paired_1, ready_1, rss, pss, ring, rows, summary_lines):
     median = statistics.median
     ready_none, ready_client = median(ready["none"]), median(ready["client"])
     extra = median(paired)
@@ -275,26 +300,7 @@ def main():
     ring_mb = median(size for size, _ in ring) / 1024
     ring_resident_kb = median(resident for _, resident in ring)
     beyond = rss_extra - ring_resident_kb / 1024
-    rate = {variant: median(values) for variant, values in throughput.items()}
-    latency = {variant: median(values) for variant, values in p99.items()}
-    # Ratios within each round (the three variants measured back to back), then their median.
-    def ratio(variant):
-        return median(value / none for value, none in zip(throughput[variant], throughput["none"]))
-
-    client_ratio, breadcrumbs_ratio = ratio("client"), ratio("breadcrumbs")
-
-    def cpu_ratio(variant, base="none"):
-        return median(value / none for value, none in zip(cpu[variant], cpu[base]))
-
-    cpu_client, cpu_breadcrumbs = cpu_ratio("client"), cpu_ratio("breadcrumbs")
-    # CrumbsTracer against the same traced server without it (TracingMiddleware, NoOpTracer).
-    tracer_ratio = median(value / base for value, base in zip(throughput["tracer"], throughput["traced"]))
-    cpu_tracer = cpu_ratio("tracer", "traced")
-
-    print("== A Hummingbird server with and without Crumbs (%d rounds alternated; wrk %d × %d s) =="
-          % (ROUNDS, WRK_ROUNDS, WRK_SECONDS))
-    print("   machine: %d CPUs, load average %s" % (os.cpu_count(), open("/proc/loadavg").read().split()[0]))
-    rows = [
+    rows += [
         ("start → first response, a crash to process", "none %.1f ms, client %.1f ms: %+.1f ms (paired median)"
          % (ready_none, ready_client, extra), "≤ +5 ms", extra <= 5),
         ("  the server on one CPU", "none %.1f ms, client %.1f ms: %+.1f ms (paired median)"
@@ -303,6 +309,37 @@ def main():
          % (median(rss["none"]) / 1024, median(rss["client"]) / 1024, rss_extra, pss_extra), "", None),
         ("  beyond the ring", "%+.1f MB (the ring: %.1f MB mapped, %d kB resident now)"
          % (beyond, ring_mb, ring_resident_kb), "≤ +5 MB", beyond <= 5),
+    ]
+    summary_lines += [
+        "Hummingbird server: start → first response, client − none (a crash to process)|"
+        "%+.1f ms (none %.1f ms, client %.1f ms)|≤ +5 ms|%s\n"
+        % (extra, ready_none, ready_client, "met" if extra <= 5 else "MISSED"),
+        "Hummingbird server on one CPU: start → first response, client − none|"
+        "%+.1f ms (none %.1f ms, client %.1f ms)|≤ +5 ms|%s\n"
+        % (extra_1, median(ready_1["none"]), median(ready_1["client"]), "met" if extra_1 <= 5 else "MISSED"),
+        "Hummingbird server: RSS after delivering a report, client − none|"
+        "%+.1f MB (Pss %+.1f MB), %+.1f MB beyond the ring (%.1f MB mapped, %d kB resident)"
+        "|≤ +5 MB beyond the ring|%s\n"
+        % (rss_extra, pss_extra, beyond, ring_mb, ring_resident_kb, "met" if beyond <= 5 else "MISSED"),
+    ]
+
+
+def request_rows(throughput, p99, cpu, rows, summary_lines):
+    median = statistics.median
+    rate = {variant: median(values) for variant, values in throughput.items()}
+    latency = {variant: median(values) for variant, values in p99.items()}
+    # Ratios within each round (the variants measured back to back), then their median.
+    def ratio(variant, base="none"):
+        return median(value / other for value, other in zip(throughput[variant], throughput[base]))
+
+    def cpu_ratio(variant, base="none"):
+        return median(value / other for value, other in zip(cpu[variant], cpu[base]))
+
+    client_ratio, breadcrumbs_ratio = ratio("client"), ratio("breadcrumbs")
+    cpu_client, cpu_breadcrumbs = cpu_ratio("client"), cpu_ratio("breadcrumbs")
+    # CrumbsTracer against the same traced server without it (TracingMiddleware, NoOpTracer).
+    tracer_ratio, cpu_tracer = ratio("tracer", "traced"), cpu_ratio("tracer", "traced")
+    rows += [
         ("throughput, GET /hello", "none %.0f/s, client %.3f×, breadcrumbs %.3f×"
          % (rate["none"], client_ratio, breadcrumbs_ratio), "breadcrumbs ≥ 0.98×", breadcrumbs_ratio >= 0.98),
         ("server CPU per request, GET /hello", "none %.1f µs, client %.3f×, breadcrumbs %.3f×"
@@ -313,34 +350,19 @@ def main():
         ("p99 latency, GET /hello", "none %.2f ms, client %.2f ms, breadcrumbs %.2f ms"
          % (latency["none"], latency["client"], latency["breadcrumbs"]), "", None),
     ]
-    for figure, value, goal, met in rows:
-        print("   %-45s %s%s" % (figure, value, "" if not goal else "   goal %s: %s" % (goal, "met" if met else "MISSED")))
-    print("   readiness ms, none:   " + " ".join("%.1f" % value for value in ready["none"]))
-    print("   readiness ms, client: " + " ".join("%.1f" % value for value in ready["client"]))
-    summary = os.environ.get("BENCH_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as out:
-            out.write("Hummingbird server: start → first response, client − none (a crash to process)|"
-                      "%+.1f ms (none %.1f ms, client %.1f ms)|≤ +5 ms|%s\n"
-                      % (extra, ready_none, ready_client, "met" if extra <= 5 else "MISSED"))
-            out.write("Hummingbird server on one CPU: start → first response, client − none|"
-                      "%+.1f ms (none %.1f ms, client %.1f ms)|≤ +5 ms|%s\n"
-                      % (extra_1, median(ready_1["none"]), median(ready_1["client"]), "met" if extra_1 <= 5 else "MISSED"))
-            out.write("Hummingbird server: RSS after delivering a report, client − none|"
-                      "%+.1f MB (Pss %+.1f MB), %+.1f MB beyond the ring (%.1f MB mapped, %d kB resident)"
-                      "|≤ +5 MB beyond the ring|%s\n"
-                      % (rss_extra, pss_extra, beyond, ring_mb, ring_resident_kb, "met" if beyond <= 5 else "MISSED"))
-            out.write("Hummingbird server (wrk): throughput client / breadcrumbs vs none|"
-                      "%.3f× / %.3f× (none %.0f req/s)|breadcrumbs ≥ 0.98×|%s\n"
-                      % (client_ratio, breadcrumbs_ratio, rate["none"], "met" if breadcrumbs_ratio >= 0.98 else "MISSED"))
-            out.write("Hummingbird server (wrk): server CPU per request, client / breadcrumbs vs none|"
-                      "%.3f× / %.3f× (none %.1f µs)|breadcrumbs ≤ 1.02×|%s\n"
-                      % (cpu_client, cpu_breadcrumbs, median(cpu["none"]), "met" if cpu_breadcrumbs <= 1.02 else "MISSED"))
-            out.write("Hummingbird server (wrk): TracingMiddleware with CrumbsTracer vs without|"
-                      "throughput %.3f×, CPU per request %.3f×|throughput ≥ 0.97×|%s\n"
-                      % (tracer_ratio, cpu_tracer, "met" if tracer_ratio >= 0.97 else "MISSED"))
-            out.write("Hummingbird server (wrk): p99 none / client / breadcrumbs|%.2f / %.2f / %.2f ms||\n"
-                      % (latency["none"], latency["client"], latency["breadcrumbs"]))
+    summary_lines += [
+        "Hummingbird server (wrk): throughput client / breadcrumbs vs none|"
+        "%.3f× / %.3f× (none %.0f req/s)|breadcrumbs ≥ 0.98×|%s\n"
+        % (client_ratio, breadcrumbs_ratio, rate["none"], "met" if breadcrumbs_ratio >= 0.98 else "MISSED"),
+        "Hummingbird server (wrk): server CPU per request, client / breadcrumbs vs none|"
+        "%.3f× / %.3f× (none %.1f µs)|breadcrumbs ≤ 1.02×|%s\n"
+        % (cpu_client, cpu_breadcrumbs, median(cpu["none"]), "met" if cpu_breadcrumbs <= 1.02 else "MISSED"),
+        "Hummingbird server (wrk): TracingMiddleware with CrumbsTracer vs without|"
+        "throughput %.3f×, CPU per request %.3f×|throughput ≥ 0.97×|%s\n"
+        % (tracer_ratio, cpu_tracer, "met" if tracer_ratio >= 0.97 else "MISSED"),
+        "Hummingbird server (wrk): p99 none / client / breadcrumbs|%.2f / %.2f / %.2f ms||\n"
+        % (latency["none"], latency["client"], latency["breadcrumbs"]),
+    ]
 
 
 main()

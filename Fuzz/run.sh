@@ -30,6 +30,7 @@ TARGETS=(
   "FuzzThreadDump thread-dump"
   "FuzzCrashLoopTally loop-tally"
   "FuzzSessionFile session-file"
+  "FuzzSourceLines source-lines"
 )
 
 export SWIFT_BACKTRACE=enable=no # its memory reader confuses ASan (docs/platform-facts.md)

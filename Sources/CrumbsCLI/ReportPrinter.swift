@@ -20,6 +20,22 @@ struct ReportPrinter {
   /// Frames shown per thread other than the crashing one (the report has them all).
   var threadFrameLimit = 4
 
+  /// A frame's lines of source, numbered, its own line marked `>`.
+  func sourceLines(_ source: CrashReport.SourceLines, line: Int?) -> [String] {
+    let last = source.startLine + max(0, source.lines.count - 1)
+    let width = String(last).count
+    var out = source.lines.enumerated().map { offset, text in
+      let number = source.startLine + offset
+      let label = String(repeating: " ", count: width - String(number).count) + String(number)
+      let row = (number == line ? "> " : "  ") + label + " | " + text
+      return "      " + (number == line ? style.bold(row) : style.dim(row))
+    }
+    if source.newerThanModule == true {
+      out.append("      " + style.yellow("(the source file changed after the executable was built)"))
+    }
+    return out
+  }
+
   func render(_ stored: StoredReport) -> String {
     let report = stored.report
     var lines: [String] = []
@@ -58,7 +74,14 @@ struct ReportPrinter {
 
     lines.append("")
     lines.append(style.bold("Stack trace"))
-    lines.append(contentsOf: report.exceptionStacktrace.split(separator: "\n").map { "  " + $0 })
+    let stack = report.exceptionStacktrace.split(separator: "\n")
+    for (position, text) in stack.enumerated() {
+      lines.append("  " + text)
+      // The stack text has a line per frame, in order: the frame's source lines go under it.
+      if stack.count == report.frames.count, let source = report.frames[position].source {
+        lines.append(contentsOf: sourceLines(source, line: report.frames[position].line))
+      }
+    }
 
     if let threads = report.threads {
       lines.append("")

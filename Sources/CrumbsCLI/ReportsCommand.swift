@@ -292,11 +292,34 @@ struct ReportsShowCommand: ParsableCommand {
   @Flag(help: "The stored report.json as it is.")
   var json = false
 
+  @Flag(
+    help: """
+      Name the frames again here, with file, line and source lines where the files are on this \
+      machine (the stored report is not changed; `crumbs symbolicate` rewrites it).
+      """)
+  var symbolicate = false
+
+  @Option(name: .customLong("symbols"), help: "With --symbolicate: a directory of symbol files (repeatable).")
+  var symbolDirectories: [String] = []
+
+  @Option(help: "With --symbolicate: where llvm-symbolizer is (default: PATH, then beside swift).")
+  var llvmSymbolizer: String?
+
   @OptionGroup var color: ColorOptions
 
   func run() throws {
     let reportStore = try store.openStore(command: "reports show", readOnly: true)
-    let stored = try store.load(id, from: reportStore, command: "reports show")
+    var stored = try store.load(id, from: reportStore, command: "reports show")
+    if symbolicate {
+      if json {
+        throw fail("reports show", "--json prints the stored bytes: without --symbolicate", CLIExit.usage)
+      }
+      var options = PostMortemProcessor.defaultSymbolication
+      options.symbolDirectories = symbolDirectories.map(absolute)
+      options.readsInstalledDebugFiles = true
+      options.llvmSymbolizerPath = llvmSymbolizer
+      stored.report = stored.report.symbolicated(with: options)
+    }
     if json {
       print(String(decoding: try stored.readFile("report.json", limit: 64 << 20), as: UTF8.self))
       return

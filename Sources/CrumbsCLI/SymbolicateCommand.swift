@@ -44,9 +44,11 @@ struct SymbolicateCommand: ParsableCommand {
     let before = stored.report.frames.filter { $0.function != nil }.count
     let after = report.frames.filter { $0.function != nil }.count
     let lines = report.frames.filter { $0.line != nil }.count
+    let sources = report.frames.filter { $0.source != nil }.count
     print(
-      "\(report.id): \(after) of \(report.frames.count) frames named (\(before) before), \(lines) with a line"
-    )
+      "\(report.id): \(after) of \(report.frames.count) frames named (\(before) before), \(lines) with a line, "
+        + "\(sources) with source lines")
+
     print(report.exceptionStacktrace)
   }
 }

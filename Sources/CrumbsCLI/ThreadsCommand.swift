@@ -111,6 +111,14 @@ struct ThreadDumpPrinter {
   /// Why the ledger could not be read, when it could not.
   var openOperationsProblem: String? = nil
 
+  /// The wait-for graph's verdict, its chain's end named by the last thread's first frame in
+  /// the executable.
+  var verdict: WaitVerdict? {
+    answer.snapshot?.waits?.verdict().map {
+      HangFacts.namingEnd($0, threads: threads, executable: header.executable)
+    }
+  }
+
   /// jstack's shape: a heading (and the wait-for verdict, when there is one), then per thread
   /// `"name" tid=… state`, what it waits on (`- in clock_nanosleep`) and its frames.
   func text() -> String {
@@ -121,7 +129,6 @@ struct ThreadDumpPrinter {
         + "\(ISO8601.string(nanoseconds: answer.wallNanoseconds)): \(threads.count) threads, "
         + "each paused at most \(Self.milliseconds(answer.longestPauseNanoseconds))")
     let waits = answer.snapshot?.waits
-    let verdict = waits?.verdict()
     if let verdict {
       let names = Dictionary(
         threads.compactMap { thread in thread.name.map { (UInt32(clamping: thread.id), $0) } },
@@ -203,20 +210,32 @@ struct ThreadDumpPrinter {
               if let address = wait.lockAddress {
                 entry.field("lock.address", "0x" + String(address, radix: 16))
               }
+              if let kind = wait.lockKind { entry.field("lock.kind", kind.rawValue) }
+              if let object = wait.lockObject { entry.field("lock.object", "0x" + String(object, radix: 16)) }
+              if let wantsToWrite = wait.wantsToWrite {
+                entry.field("lock.wants", wantsToWrite ? "write" : "read")
+              }
+              if let readers = wait.readers { entry.field("lock.readers", UInt64(readers)) }
               if let owner = wait.owner { entry.field("lock.owner", UInt64(owner)) }
               if let unknown = wait.ownerUnknown { entry.field("lock.owner_unknown", unknown) }
               entry.field("activity", wait.activity)
             }
           }
         }
-        if let verdict = waits.verdict() {
+        if let verdict {
           object.object("crumbs.verdict") { entry in
             entry.field("kind", verdict.kind.rawValue)
             entry.array("threads") { array in for tid in verdict.threads { array.append(UInt64(tid)) } }
             entry.array("locks") { array in
               for lock in verdict.locks { array.append("0x" + String(lock, radix: 16)) }
             }
+            if !verdict.lockKinds.isEmpty {
+              entry.array("lock_kinds") { array in
+                for kind in verdict.lockKinds { array.append(kind.rawValue) }
+              }
+            }
             if let end = verdict.end { entry.field("end", end) }
+            if let frame = verdict.endFrame { entry.field("end.frame", frame) }
           }
         }
       }

@@ -14,7 +14,10 @@
 //          has the same address) are Crumbs' own additions
 //   arch {name, registers {name: "u64"}}                           the types of those registers
 //   modules [{start (decimal string), size, code_file, debug_file, debug_identifier}]
-//   sourceCode {id: {path}}                                        the files frames name
+//   sourceCode {id: {path, text, startLine, startColumn}}          the files frames name, with
+//                                                                  the lines of source around a
+//                                                                  frame's when the report has
+//                                                                  them (one entry per excerpt)
 //   classifiers [exception type]
 //   attributes  flat strings, numbers and booleans: the report's resource, Backtrace's usual
 //               names (`application`, `application.version` = the crashed session's
@@ -92,7 +95,7 @@ package enum BacktraceJSON {
                   Self.frame(
                     frame, into: &fields, faulted: thread.fault && position == 0 && report.kind == .crash,
                     guessed: frame.guessed || (guessed && position > 0),
-                    sourceID: frame.file.flatMap { files[$0] },
+                    sourceID: files[sourceKey(frame)],
                     debugIdentifier: frame.buildID.flatMap { modulesByBuildID[$0] }.map(debugIdentifier(of:))
                       ?? frame.buildID.flatMap(debugIdentifier(hex:)),
                     registers: position == 0 ? thread.registers : [])
@@ -128,9 +131,20 @@ package enum BacktraceJSON {
         }
       }
       if !files.isEmpty {
+        let excerpts = sourceExcerpts(threads)
         object.object("sourceCode") { sources in
-          for (path, id) in files.sorted(by: { $0.value < $1.value }) {
-            sources.object(id) { $0.field("path", path) }
+          for (key, id) in files.sorted(by: { Int($0.value) ?? 0 < Int($1.value) ?? 0 }) {
+            sources.object(id) { entry in
+              guard let frame = excerpts[key], let path = frame.file else { return }
+              entry.field("path", path)
+              // The lines around the frame's, when the report carries them: Backtrace shows
+              // `text` from `startLine` on, without fetching the file.
+              if let source = frame.source {
+                entry.field("text", source.lines.joined(separator: "\n"))
+                entry.field("startLine", source.startLine)
+                entry.field("startColumn", 1)
+              }
+            }
           }
         }
       }
@@ -210,13 +224,34 @@ package enum BacktraceJSON {
     return !framesSayHow && report.evidence.contains(CrashReportBuilder.stackScannedEvidence)
   }
 
-  /// Source file path → the id frames name it by (1, 2, … in order of first use).
+  /// `sourceCode` entry (`sourceKey`) → the id frames name it by (1, 2, … in order of first
+  /// use). An entry is a source file, or, for a frame with lines of source, that file with
+  /// those lines: Backtrace's entry holds one piece of text and the line it starts on.
   static func sourceFiles(_ threads: [BacktraceThread]) -> [String: String] {
     var ids: [String: String] = [:]
-    for frame in threads.flatMap(\.frames) {
-      if let file = frame.file, ids[file] == nil { ids[file] = String(ids.count + 1) }
+    for frame in threads.flatMap(\.frames) where frame.file != nil {
+      let key = sourceKey(frame)
+      if ids[key] == nil { ids[key] = String(ids.count + 1) }
     }
     return ids
+  }
+
+  /// A frame of each `sourceCode` entry, by key.
+  static func sourceExcerpts(_ threads: [BacktraceThread]) -> [String: CrashReport.Frame] {
+    var frames: [String: CrashReport.Frame] = [:]
+    for frame in threads.flatMap(\.frames) where frame.file != nil {
+      let key = sourceKey(frame)
+      if frames[key] == nil { frames[key] = frame }
+    }
+    return frames
+  }
+
+  /// The `sourceCode` entry a frame names: its file, with its lines' start and count when it
+  /// carries lines (two frames with the same lines share one).
+  static func sourceKey(_ frame: CrashReport.Frame) -> String {
+    guard let file = frame.file else { return "" }
+    guard let source = frame.source else { return file }
+    return file + "\u{0}\(source.startLine)\u{0}\(source.lines.count)"
   }
 
   /// The module's build ID as Breakpad and Backtrace name ELF debug files (see the file comment).

@@ -361,6 +361,12 @@ public struct OTLPDestination: ReportDestination {
       attributes: attributes, eventName: eventName, trace: report.trace)
   }
 
+  /// The semantic conventions' stable `code.*` attribute names, used in each `crumbs.frames` entry.
+  package static let functionKey = "code.function.name"
+  package static let filePathKey = "code.file.path"
+  package static let lineNumberKey = "code.line.number"
+  package static let columnNumberKey = "code.column.number"
+
   static func frameValue(_ frame: CrashReport.Frame) -> OTLPValue {
     var fields = [
       OTLPAttribute("index", .int(Int64(frame.index))), OTLPAttribute("address", .string(frame.address)),
@@ -368,11 +374,23 @@ public struct OTLPDestination: ReportDestination {
     if let module = frame.module { fields.append(OTLPAttribute("module", .string(module))) }
     if let offset = frame.moduleOffset { fields.append(OTLPAttribute("module_offset", .string(offset))) }
     if let buildID = frame.buildID { fields.append(OTLPAttribute("build_id", .string(buildID))) }
-    // The source location under the semantic conventions' `code.*` names.
-    if let function = frame.function { fields.append(OTLPAttribute("code.function", .string(function))) }
-    if let file = frame.file { fields.append(OTLPAttribute("code.filepath", .string(file))) }
-    if let line = frame.line { fields.append(OTLPAttribute("code.lineno", .int(Int64(line)))) }
-    if let column = frame.column { fields.append(OTLPAttribute("code.column", .int(Int64(column)))) }
+    // The source location under the semantic conventions' `code.*` names: the stable ones
+    // (renamed in semconv 1.30, stable since), which replaced `code.function`, `code.filepath`,
+    // `code.lineno` and `code.column` (deprecated, not sent: docs/delivery.md).
+    if let function = frame.function { fields.append(OTLPAttribute(Self.functionKey, .string(function))) }
+    if let file = frame.file { fields.append(OTLPAttribute(Self.filePathKey, .string(file))) }
+    if let line = frame.line { fields.append(OTLPAttribute(Self.lineNumberKey, .int(Int64(line)))) }
+    if let column = frame.column { fields.append(OTLPAttribute(Self.columnNumberKey, .int(Int64(column)))) }
+    // The lines of source around `line` (no convention names them): the first one's number, and
+    // the lines, as report.json holds them.
+    if let source = frame.source {
+      fields.append(OTLPAttribute("source_start_line", .int(Int64(source.startLine))))
+      fields.append(OTLPAttribute("source_lines", .array(source.lines.map { .string($0) })))
+      fields.append(OTLPAttribute("source_origin", .string(source.origin)))
+      if source.newerThanModule == true {
+        fields.append(OTLPAttribute("source_newer_than_module", .bool(true)))
+      }
+    }
     // A call inlined into the next frame (`exception.stacktrace` says `[inlined]`).
     if frame.isInlined { fields.append(OTLPAttribute("inlined", .bool(true))) }
     // How the handler found it (`exception.stacktrace` says it too: `{guessed}`).

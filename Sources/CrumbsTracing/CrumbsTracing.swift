@@ -22,20 +22,40 @@ extension TraceContext {
   /// The span current in `context`, as `instrument` propagates it (its `traceparent`); nil when
   /// the context holds no span or the instrument writes no W3C trace context.
   public init?(_ context: ServiceContext, instrument: any Instrument = InstrumentationSystem.instrument) {
-    var carrier: [String: String] = [:]
-    instrument.inject(context, into: &carrier, using: TraceparentInjector())
-    guard let header = carrier["traceparent"] else { return nil }
-    self.init(traceparent: header)
+    guard let ids = TraceIDs(context, instrument: instrument) else { return nil }
+    self = ids.context
   }
 
   /// The span of the task-local `ServiceContext.current`, if any.
   public static var current: TraceContext? { ServiceContext.current.flatMap { TraceContext($0) } }
 }
 
-/// Collects what an instrument injects, keys lowercased (HTTP header names are case-insensitive).
-struct TraceparentInjector: Injector {
-  func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
-    carrier[key.lowercased()] = value
+extension TraceIDs {
+  /// `TraceContext(_:instrument:)` as numbers: what CrumbsTracer reads for every span, with no
+  /// dictionary and no hex string made.
+  init?(_ context: ServiceContext, instrument: some Instrument) {
+    var carrier = TraceparentCarrier()
+    instrument.inject(context, into: &carrier, using: TraceparentCarrier.Collector())
+    guard let header = carrier.traceparent, let ids = TraceIDs(traceparent: header) else { return nil }
+    self = ids
+  }
+}
+
+/// What an instrument injects, of which only `traceparent` is kept (its name in any case: HTTP
+/// header names are case-insensitive).
+struct TraceparentCarrier {
+  var traceparent: String?
+
+  struct Collector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout TraceparentCarrier) {
+      if Self.isTraceparent(key) { carrier.traceparent = value }
+    }
+
+    /// `key` is `traceparent` in any case, compared byte by byte (no lowercased copy).
+    static func isTraceparent(_ key: String) -> Bool {
+      let name = "traceparent".utf8
+      return key.utf8.count == name.count && zip(key.utf8, name).allSatisfy { $0 | 0x20 == $1 }
+    }
   }
 }
 

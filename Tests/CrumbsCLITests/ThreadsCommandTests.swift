@@ -310,4 +310,55 @@ struct ThreadsCommandTests {
     #expect((waitOfA?["lock.owner"] as? Int).map(String.init) == b, "\(String(describing: waitOfA))")
     #expect(waitOfA?["system_call.name"] as? String == "futex")
   }
+
+  @Test(
+    "rwlock, Synchronization.Mutex and condition variable waits: each owner, or why none, in text and --json")
+  func namesLockOwners() throws {
+    // Issue 40: the lock-graph child (stay), asked from outside.
+    let directory = TestDirectory()
+    let child = try ChildProcess(ChildProcess.testChild, ["lock-graph", directory.path, "stay"])
+    defer {
+      child.signal(SIGKILL)
+      child.wait(seconds: 60)
+    }
+    let lines = child.readLines(until: "done", seconds: 120)
+    try #require(lines.last == "done", "\(lines)")
+    func role(_ name: String) -> [String] {
+      lines.first { $0.hasPrefix("role \(name) ") }?.split(separator: " ").map(String.init) ?? []
+    }
+    let writer = try #require(role("rw-writer").dropFirst(2).first, "\(lines)")
+    let reader = try #require(role("rw-reader").dropFirst(2).first, "\(lines)")
+    let waiter = try #require(role("mx-waiter").dropFirst(2).first, "\(lines)")
+    let holder = try #require(role("mx-holder").dropFirst(2).first, "\(lines)")
+    let rdWriter = try #require(role("rd-writer").dropFirst(2).first, "\(lines)")
+
+    let text = try CLIProcess.run(["threads", "\(child.pid)", "--timeout", "60"])
+    #expect(text.status == 0, "\(text.stderr)")
+    let verdictLine = text.stdout.split(separator: "\n").dropFirst().first.map(String.init) ?? ""
+    #expect(verdictLine.hasPrefix("deadlock: ") && verdictLine.contains("PI mutex 0x"), "\(verdictLine)")
+    #expect(text.stdout.contains("\n    - waiting to read rwlock 0x"), "\(text.stdout.prefix(2000))")
+    #expect(text.stdout.contains(" held for writing by tid \(writer)\n"), "\(text.stdout.prefix(2000))")
+    #expect(
+      text.stdout.contains("; held by 1 reader; readers have no owner\n"), "\(text.stdout.prefix(2000))")
+    #expect(text.stdout.contains(" held by tid \(holder)\n"), "\(text.stdout.prefix(2000))")
+    #expect(text.stdout.contains("\n    - waiting on a condition variable 0x"), "\(text.stdout.prefix(2000))")
+
+    let json = try CLIProcess.run(["threads", "\(child.pid)", "--json", "--timeout", "60"])
+    #expect(json.status == 0, "\(json.stderr)")
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+    let waits = try #require(object["crumbs.waits"] as? [[String: Any]], "\(json.stdout)")
+    func entry(_ tid: String) -> [String: Any]? {
+      waits.first { ($0["thread.id"] as? Int).map(String.init) == tid }
+    }
+    #expect((entry(reader)?["lock.owner"] as? Int).map(String.init) == writer)
+    #expect(
+      entry(reader)?["lock.kind"] as? String == "rwlock" && entry(reader)?["lock.wants"] as? String == "read")
+    #expect((entry(waiter)?["lock.owner"] as? Int).map(String.init) == holder)
+    #expect(entry(waiter)?["lock.kind"] as? String == "pi_mutex")
+    #expect(entry(rdWriter)?["lock.readers"] as? Int == 1 && entry(rdWriter)?["lock.owner"] == nil)
+    let verdict = try #require(object["crumbs.verdict"] as? [String: Any], "\(json.stdout)")
+    #expect(verdict["kind"] as? String == "deadlock")
+    #expect(Set(verdict["lock_kinds"] as? [String] ?? []) == ["mutex", "pi_mutex"], "\(verdict)")
+  }
 }

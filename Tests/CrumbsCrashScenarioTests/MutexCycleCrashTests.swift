@@ -117,8 +117,9 @@ struct MutexCycleCrashTests {
     #expect(refusedToo || waiting.wait != nil, "\(waiting)")
     if !refusedToo, let wait = waiting.wait {
       #expect(wait.systemCallName == "futex" && wait.owner == UInt32(crashing.tid), "\(wait)")
+      #expect(wait.lockKind == .priorityInheritance, "\(wait)")
       #expect(wait.lockAddress.map { "0x" + String($0, radix: 16) } == other.second, "\(wait)")
-      #expect(wait.activity == "waiting for mutex \(other.second) held by tid \(crashing.tid)")
+      #expect(wait.activity == "waiting for PI mutex \(other.second) held by tid \(crashing.tid)")
     }
 
     // The same record as a version 3 writer left it (no waits): still read, and reported as

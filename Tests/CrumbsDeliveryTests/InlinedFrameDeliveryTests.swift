@@ -1,8 +1,10 @@
 // InlinedFrameDeliveryTests.swift — a real crash inside a function forced inline (issue 37,
 // point 6): the report's frames, with file, line, column and the inlined call, go out the same
-// in OTLP (`crumbs.frames`, decoded by opentelemetry-proto: `code.function`, `code.filepath`,
-// `code.lineno`, `code.column`, `inlined`) and in a Backtrace submission (`funcName`,
-// `sourceCode`, `line`, `column`, `inlined`).
+// in OTLP (`crumbs.frames`, decoded by opentelemetry-proto: the semantic conventions' stable
+// `code.function.name`, `code.file.path`, `code.line.number`, `code.column.number`, `inlined`,
+// and the lines of source around an app frame's, issue 41) and in a Backtrace submission
+// (`funcName`, `sourceCode` with the source lines as `text` from `startLine`, `line`, `column`,
+// `inlined`).
 
 import CrumbsDeliveryTestSupport
 import CrumbsReportTestSupport
@@ -56,10 +58,14 @@ import Testing
     let sent = try #require(attributes["crumbs.frames"] as? [[String: Any]])
     try #require(sent.count == frames.count)
     for (frame, entry) in zip(frames, sent) {
-      #expect(entry["code.function"] as? String == frame.function, "\(entry)")
-      #expect(entry["code.filepath"] as? String == frame.file, "\(entry)")
-      #expect(entry["code.lineno"] as? Int == frame.line, "\(entry)")
-      #expect(entry["code.column"] as? Int == frame.column, "\(entry)")
+      #expect(entry["code.function.name"] as? String == frame.function, "\(entry)")
+      #expect(entry["code.file.path"] as? String == frame.file, "\(entry)")
+      #expect(entry["code.line.number"] as? Int == frame.line, "\(entry)")
+      #expect(entry["code.column.number"] as? Int == frame.column, "\(entry)")
+      // The deprecated names are not sent besides.
+      #expect(entry["code.function"] == nil && entry["code.filepath"] == nil && entry["code.lineno"] == nil)
+      #expect(entry["source_lines"] as? [String] == frame.source?.lines, "\(entry)")
+      #expect(entry["source_start_line"] as? Int == frame.source?.startLine, "\(entry)")
       #expect((entry["inlined"] as? Bool ?? false) == frame.inlined, "\(entry)")
       #expect(entry["file"] == nil && entry["line"] == nil && entry["function"] == nil, "\(entry)")
     }
@@ -84,10 +90,16 @@ import Testing
       #expect(Set(entry.keys).isSubset(of: BacktraceJSON.frameKeys), "\(entry.keys)")
       #expect(entry["funcName"] as? String == frame.function ?? entry["funcName"] as? String, "\(entry)")
       #expect((entry["sourceCode"] as? String).flatMap { sources[$0]?["path"] as? String } == frame.file)
+      // An app frame's lines of source, as Backtrace shows them: `text` from `startLine` on.
+      let source = (entry["sourceCode"] as? String).flatMap { sources[$0] }
+      #expect(source?["text"] as? String == frame.source?.lines?.joined(separator: "\n"), "\(entry)")
+      #expect(source?["startLine"] as? Int == frame.source?.startLine, "\(entry)")
       #expect(entry["line"] as? String == frame.line.map(String.init), "\(entry)")
       #expect(entry["column"] as? String == frame.column.map(String.init), "\(entry)")
       #expect((entry["inlined"] as? Bool ?? false) == frame.inlined, "\(entry)")
     }
     #expect(stack.first?["faulted"] as? Bool == true)
+    // The app's frames carry them (the test child's source is on this machine).
+    #expect(frames.prefix(2).allSatisfy { $0.source?.lines?.isEmpty == false }, "\(frames)")
   }
 }

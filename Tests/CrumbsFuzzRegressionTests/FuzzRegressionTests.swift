@@ -66,7 +66,16 @@ import Testing
     "elf-symbol": replayELFSymbol,
     "thread-dump": replayThreadDump,
     "session-file": replaySessionFile,
+    "source-lines": replaySourceLines,
   ]
+
+  /// The checks of Fuzz/SourceLines (SourceExcerpt.fuzzViolation): a source file cut into
+  /// lines within its bounds; llvm-symbolizer's answer parsed or refused.
+  static func replaySourceLines(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let violation = SourceExcerpt.fuzzViolation(Array(bytes))
+    #expect(violation == nil)
+    return .checked(violation: violation)
+  }
 
   /// The checks of Fuzz/SessionFile (SessionMetadata.fuzzViolation): a session file decoded or
   /// refused, its rules applied; a value pattern compiled or refused, its matches in order.

@@ -72,6 +72,15 @@ package struct StoredFrame: CustomStringConvertible {
   package var column: Int?
   package var inlined: Bool
   package var foundBy: String?
+  package var note: String? = nil
+  /// The lines of source around `line`, when the report has them.
+  package var source: Source? = nil
+
+  package struct Source {
+    package var startLine: Int?
+    package var lines: [String]?
+    package var origin: String?
+  }
 
   package var description: String {
     "#\(index ?? -1) \(function ?? "?")\(inlined ? " [inlined]" : "") at \(file ?? "?"):\(line ?? 0):\(column ?? 0)"
@@ -91,7 +100,12 @@ package func storedFrames(ofReportAt path: String) throws -> [StoredFrame] {
       symbolOffset: frame["symbolOffset"] as? Int, file: frame["file"] as? String,
       line: frame["line"] as? Int,
       column: frame["column"] as? Int, inlined: frame["inlined"] as? Bool ?? false,
-      foundBy: frame["foundBy"] as? String)
+      foundBy: frame["foundBy"] as? String, note: frame["note"] as? String,
+      source: (frame["source"] as? [String: Any]).map { source in
+        StoredFrame.Source(
+          startLine: source["startLine"] as? Int, lines: source["lines"] as? [String],
+          origin: source["origin"] as? String)
+      })
   }
 }
 

@@ -77,7 +77,10 @@ import Testing
         buildID: "abcdef0123", function: "TestCrash.writeThroughNull()",
         symbol: "static Crumbs.TestCrash.writeThroughNull() -> Swift.Never", symbolOffset: UInt64.max,
         file: "/src/Crash.swift", line: Int.max, column: Int.max, note: "stripped", foundBy: .cfi,
-        inlined: true),
+        inlined: true,
+        source: .init(
+          startLine: Int.max - 6, lines: ["  let x = \"tab\there\"", "", "é…"], origin: "file",
+          newerThanModule: true)),
       .init(
         index: 1, address: "0x2", module: nil, moduleOffset: nil, buildID: nil, function: nil, symbol: nil,
         symbolOffset: nil, file: nil, line: Int.min, note: nil, foundBy: .guessed),
@@ -113,7 +116,10 @@ import Testing
           .init(
             index: 0, address: "0x1", module: "/usr/bin/app", moduleOffset: "0x1", buildID: "abcdef0123",
             function: "f", symbol: "$s3app1fyyF", symbolOffset: 4, file: "/src/f.swift", line: 7,
-            column: 9, note: "inlined", foundBy: .inserted, inlined: false)
+            column: 9, note: "inlined", foundBy: .inserted, inlined: false,
+            source: .init(
+              startLine: 6, lines: ["}", "func f() {", "  g()"], origin: "debuginfod", newerThanModule: false)
+          )
         ]),
       .init(id: 4243, name: nil, state: .noAnswer, crashed: false, frames: []),
       .init(
@@ -132,6 +138,10 @@ import Testing
           wait.systemCallName = "futex"
           wait.arguments = [0x7f00_0000_1000, 0x86, 0, 0, 3, 0x6300]
           wait.lockAddress = 0x7f00_0000_1000
+          wait.lockKind = .rwlock
+          wait.lockObject = 0x7f00_0000_0ff8
+          wait.wantsToWrite = true
+          wait.readers = 2
           wait.owner = 4242
           wait.ownerUnknown = "not read"
           return wait
@@ -375,7 +385,11 @@ import Testing
         moduleOffset: maybe(text()),
         buildID: maybe(text()), function: maybe(text()), symbol: maybe(text()), symbolOffset: maybe(uint64()),
         file: maybe(text()), line: maybe(int()), column: maybe(int()), note: maybe(text()),
-        foundBy: maybe([.guessed, .cfi, .async, .inserted][Int(random.next() % 4)]), inlined: maybe(flag()))
+        foundBy: maybe([.guessed, .cfi, .async, .inserted][Int(random.next() % 4)]), inlined: maybe(flag()),
+        source: maybe(
+          .init(
+            startLine: int(), lines: (0..<Int(random.next() % 4)).map { _ in text() }, origin: text(),
+            newerThanModule: maybe(flag()))))
     }
     func frames(_ most: UInt64) -> [CrashReport.Frame] { (0..<Int(random.next() % most)).map(frame) }
     func registers() -> [CrashReport.Register] {

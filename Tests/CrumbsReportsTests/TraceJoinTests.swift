@@ -53,9 +53,45 @@ import Testing
       "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
       "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4bf92f35-00f067aa0ba902b7-01",
       "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01", "garbage", "",
+      // Version 00 has exactly four fields; a later one may have more, after a dash.
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01extra",
+      "zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x",
+      "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
     ] {
       #expect(TraceContext(traceparent: bad) == nil, "\(bad)")
     }
+    let later = TraceContext(traceparent: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more")
+    #expect(later?.traceID == "4bf92f3577b34da6a3ce929d0e0e4736" && later?.spanID == "00f067aa0ba902b7")
+  }
+
+  /// The ids as numbers (what the ledger and CrumbsTracer carry) agree with the strings both
+  /// ways, and made-up ids are never zero, never repeat, and keep the trace they are made in.
+  @Test func traceIDsAgreeWithTheirStringsAndMadeUpOnesAreUnique() throws {
+    let trace = try #require(
+      TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+    let ids = try #require(TraceIDs(trace))
+    #expect(ids.traceHigh == 0x4bf9_2f35_77b3_4da6 && ids.traceLow == 0xa3ce_929d_0e0e_4736)
+    #expect(ids.spanID == 0x00f0_67aa_0ba9_02b7 && ids.flags == 1)
+    #expect(ids.context == trace && ids.spanIDHex == "00f067aa0ba902b7")
+    #expect(TraceIDs(traceparent: trace.traceparent) == ids)
+    #expect(TraceIDs.spanID(hex: "00f067aa0ba902b7") == ids.spanID)
+    for bad in [nil, "", "00f067aa0ba902b", "00f067aa0ba902b7a", "00f067aa0ba902bz"] {
+      #expect(TraceIDs.spanID(hex: bad) == 0, "\(bad ?? "nil")")
+    }
+    var seen = Set<UInt64>()
+    for _ in 0..<10_000 {
+      let child = TraceIDs.madeUp(in: ids)
+      #expect(child.traceHigh == ids.traceHigh && child.traceLow == ids.traceLow && child.flags == 1)
+      #expect(child.spanID != 0 && seen.insert(child.spanID).inserted)
+    }
+    let fresh = TraceIDs.madeUp(in: nil)
+    #expect(
+      fresh.traceHigh | fresh.traceLow != 0
+        && (fresh.traceHigh, fresh.traceLow) != (ids.traceHigh, ids.traceLow))
+    #expect(TraceContext(traceID: fresh.context.traceID, spanID: fresh.spanIDHex) != nil)
   }
 
   /// A crash is reported with the resource its session recorded while it ran, not with what the

@@ -15,7 +15,9 @@ let readinessScenarios: [String: @Sendable ([String]) -> Int32] = [
   // ready=<whether appIsReady was called> nice=<its thread's nice value> thread=<its name>",
   // read from /proc/thread-self. First prints "base <this thread's nice value>". MODE:
   //   ready   waits up to 3 s for the work to start on its own (previousSessionsDelay 600), prints
-  //           "early true|false", then calls appIsReady() and waits for the work
+  //           "early true|false"; then "start-up nice=<N>": the nice value of the thread of
+  //           start's own work ("crumbs.start") once it is 19 (at most 60 s), else as it is then;
+  //           then calls appIsReady() and waits for the work
   //   waiter  asks hasCrashedInLastSession at once (previousSessionsDelay 600), prints
   //           "crashed true|false"
   //   delay   previousSessionsDelay 0.2, nothing else: waits for the work
@@ -37,6 +39,8 @@ let readinessScenarios: [String: @Sendable ([String]) -> Int32] = [
       print("early \(early)")
       fflush(nil)
       if early { probe.processed.signal() }
+      print("start-up nice=\(ReadinessProbe.startThreadNiceValue(waitingUpTo: 60).map(String.init) ?? "?")")
+      fflush(nil)
       probe.ready.withLock { $0 = true }
       client.appIsReady()
     case "waiter":
@@ -78,9 +82,28 @@ private final class ReadinessProbe: CrumbsClientDelegate {
     return true
   }
 
-  /// The calling thread's nice value: field 19 of /proc/thread-self/stat.
-  static func threadNiceValue() -> Int? {
-    guard let bytes = try? Syscall.readFile("/proc/thread-self/stat") else { return nil }
+  /// The nice value of this process's thread named "crumbs.start", polled until it is 19 or
+  /// `seconds` have passed; nil when there is no such thread.
+  static func startThreadNiceValue(waitingUpTo seconds: Double) -> Int? {
+    let tasks = (try? Syscall.directoryEntries("/proc/self/task")) ?? []
+    guard
+      let task = tasks.first(where: { task in
+        let comm = (try? Syscall.readFile("/proc/self/task/\(task)/comm")) ?? []
+        return String(decoding: comm, as: UTF8.self).hasPrefix("crumbs.start")
+      })
+    else { return nil }
+    let deadline = DispatchTime.now() + seconds
+    var nice = threadNiceValue(stat: "/proc/self/task/\(task)/stat")
+    while nice != 19 && DispatchTime.now() < deadline {
+      usleep(1000)
+      nice = threadNiceValue(stat: "/proc/self/task/\(task)/stat")
+    }
+    return nice
+  }
+
+  /// A thread's nice value: field 19 of its stat file (by default the calling thread's).
+  static func threadNiceValue(stat path: String = "/proc/thread-self/stat") -> Int? {
+    guard let bytes = try? Syscall.readFile(path) else { return nil }
     let text = String(decoding: bytes, as: UTF8.self)
     // After the name, which may hold spaces and parentheses: from the last ")" on, field 3 is
     // the first.

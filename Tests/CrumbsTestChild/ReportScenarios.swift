@@ -86,6 +86,7 @@ enum InlinedWorkload {
   }
 
   @inline(__always) static func store(_ value: Int, at address: UInt) {
+    // The report's source lines must not carry this: password: hunter2-in-source // line-of: a secret
     UnsafeMutablePointer<Int>(bitPattern: address)!.pointee = value  // line-of: store faults
   }
 }

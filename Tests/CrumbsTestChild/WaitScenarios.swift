@@ -29,7 +29,12 @@ import Dispatch
 //                    then 15 rounds, each timing one whole live capture (the waits read with
 //                    it) and, in the same round, the waits' read alone; prints "cost THREADS
 //                    CAPTURE_MEDIAN_NS WAITS_MEDIAN_NS" (the figure for docs/hangs.md).
-let waitScenarios: [String: @Sendable ([String]) -> Int32] = [
+let waitScenarios: [String: @Sendable ([String]) -> Int32] = lockScenarios.merging(ownerScenarios) {
+  first, _ in
+  first
+}
+
+private let ownerScenarios: [String: @Sendable ([String]) -> Int32] = [
   "wait-read-cost": { arguments in
     guard setUp(arguments) else { return 70 }
     let count = arguments.dropFirst().first.flatMap { Int32($0) } ?? 100

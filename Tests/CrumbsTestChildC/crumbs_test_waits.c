@@ -1,8 +1,9 @@
 // Test-only: threads that wait on each other in known ways (crumbs_test_waits.h): a deadlock of
 // two pthread mutexes taken in opposite order (made certain by a barrier), a chain (a waiter on
 // a mutex whose holder sleeps), and waits on futexes that have no owner (a semaphore, a
-// condition variable). Why C: the waits must be exactly glibc's mutex, semaphore and condition
-// variable calls. Readiness is an event seen in /proc/self/task/TID/syscall, never a delay.
+// condition variable); and the rwlocks, mutexes and condition variables the lock-graph
+// scenario's Swift threads take one call at a time. Why C: the waits must be exactly glibc's
+// mutex, rwlock, semaphore and condition variable calls. Readiness is an event seen in /proc/self/task/TID/syscall, never a delay.
 
 #define _GNU_SOURCE
 #include "crumbs_test_waits.h"
@@ -104,6 +105,61 @@ static uint64_t crumbs__monotonic_ms(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+}
+
+static pthread_rwlock_t crumbs__rwlocks[2] = {PTHREAD_RWLOCK_INITIALIZER, PTHREAD_RWLOCK_INITIALIZER};
+static pthread_mutex_t crumbs__lock_mutexes[3] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                                                  PTHREAD_MUTEX_INITIALIZER};
+static pthread_cond_t crumbs__conditions[2] = {PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+static int crumbs__signalled[2];
+static pthread_barrier_t crumbs__lock_barrier;
+static pthread_once_t crumbs__lock_once = PTHREAD_ONCE_INIT;
+
+static void crumbs__lock_init(void) { pthread_barrier_init(&crumbs__lock_barrier, NULL, 2); }
+
+void crumbs_test_rwlock_write(int index) { pthread_rwlock_wrlock(&crumbs__rwlocks[index & 1]); }
+
+void crumbs_test_rwlock_read(int index) { pthread_rwlock_rdlock(&crumbs__rwlocks[index & 1]); }
+
+void crumbs_test_lock_mutex(int index) { pthread_mutex_lock(&crumbs__lock_mutexes[index % 3]); }
+
+void crumbs_test_cond_wait(int index) {
+  int slot = index & 1;
+  pthread_mutex_lock(&crumbs__lock_mutexes[slot + 1]);
+  while (!crumbs__signalled[slot])
+    pthread_cond_wait(&crumbs__conditions[slot], &crumbs__lock_mutexes[slot + 1]);
+}
+
+void crumbs_test_cond_signal(int index) {
+  int slot = index & 1;
+  crumbs__signalled[slot] = 1;
+  pthread_cond_signal(&crumbs__conditions[slot]);
+}
+
+void crumbs_test_lock_barrier(void) {
+  pthread_once(&crumbs__lock_once, crumbs__lock_init);
+  pthread_barrier_wait(&crumbs__lock_barrier);
+}
+
+uint64_t crumbs_test_lock_address(char kind, int index) {
+  switch (kind) {
+  case 'r': return (uint64_t)(uintptr_t)&crumbs__rwlocks[index & 1];
+  case 'm': return (uint64_t)(uintptr_t)&crumbs__lock_mutexes[index % 3];
+  case 'c': return (uint64_t)(uintptr_t)&crumbs__conditions[index & 1];
+  default: return 0;
+  }
+}
+
+int crumbs_test_wait_until_blocked_on(uint32_t tid, uint64_t low, uint64_t high) {
+  uint64_t deadline = crumbs__monotonic_ms() + 30000u;
+  for (;;) {
+    uint64_t address = 0;
+    long call = crumbs__blocked_call(tid, &address);
+    if (low == 0 && (call == SYS_nanosleep || call == SYS_clock_nanosleep)) return 0;
+    if (low != 0 && call == SYS_futex && address >= low && address < high) return 0;
+    if (crumbs__monotonic_ms() > deadline) return -1;
+    sched_yield();
+  }
 }
 
 int crumbs_test_wait_until_blocked(int role) {

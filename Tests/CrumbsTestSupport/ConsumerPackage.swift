@@ -51,10 +51,15 @@ package enum ConsumerPackage {
   {
     let scratch = packageRoot + "/.build-consumers/" + scratch
     // A first build resolves and compiles the dependencies: minutes on a busy 2-core machine,
-    // so the limit is generous; a later build takes seconds.
+    // so the limit is generous; a later build takes seconds. Without the build manifest cache:
+    // a cached manifest of a kept scratch folder misses source files added to Crumbs since, and
+    // the build fails on them (SwiftPM 6.3).
     let build = try Subprocess.run(
       "/usr/bin/env",
-      ["swift", "build", "--package-path", copy, "--scratch-path", scratch, "--product", name]
+      [
+        "swift", "build", "--package-path", copy, "--scratch-path", scratch, "--product", name,
+        "--disable-build-manifest-caching",
+      ]
         + swiftFlags.flatMap { ["-Xswiftc", $0] },
       timeoutMilliseconds: 30 * 60_000)
     let log = String(decoding: build.standardOutput + build.standardError, as: UTF8.self)

@@ -34,8 +34,8 @@ final class RecordingTracer: Tracer, Sendable {
     var spanContext = context()
     let parent = spanContext[RecordedSpanKey.self].flatMap { TraceContext(traceparent: $0) }
     let traceID =
-      parent?.traceID ?? "0af7651916cd43dd8448eb21" + CrumbsTracer<NoOpTracer>.hex(number).suffix(8)
-    spanContext[RecordedSpanKey.self] = "00-\(traceID)-\(CrumbsTracer<NoOpTracer>.hex(0xa000 + number))-01"
+      parent?.traceID ?? "0af7651916cd43dd8448eb21" + TraceIDs.hex(number).suffix(8)
+    spanContext[RecordedSpanKey.self] = "00-\(traceID)-\(TraceIDs.hex(0xa000 + number))-01"
     let span = RecordingSpan(name: operationName, kind: kind, context: spanContext)
     started.withLock { $0.append(span) }
     return span

@@ -105,6 +105,27 @@ public final class BaselineFixture: @unchecked Sendable {
   }
 }
 
+/// The ledger's C floor (CBaselineAppend's crumbs_bench_ledger_floor): an operation begun and
+/// ended on one 512-byte entry of a MAP_SHARED mapping (the baseline ring's slots): claim, ids
+/// and name copied, publish, free.
+public final class LedgerFloor: @unchecked Sendable {
+  let baseline: BaselineFixture
+  let ids: UnsafeMutableRawPointer
+
+  public init() throws {
+    baseline = try BaselineFixture()
+    ids = .allocate(byteCount: 32, alignment: 8)
+    ids.initializeMemory(as: UInt8.self, repeating: 0x5a, count: 32)
+  }
+
+  /// `count` operations named `name`, begun and ended.
+  @inline(never) public func run(name: String, count: Int) {
+    name.withCString { text in
+      crumbs_bench_ledger_floor(baseline.ring.pointee.slots!, text, strlen(text), ids, UInt64(count))
+    }
+  }
+}
+
 /// The ways the benchmarks append the one benchmark breadcrumb (62-byte message, two attributes).
 public enum AppendKind: String, CaseIterable, Sendable {
   /// The C floor: fetch_add + copy of the same bytes + release store (CBaselineAppend).

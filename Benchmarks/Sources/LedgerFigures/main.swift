@@ -64,22 +64,14 @@ let runtimeName = "GET /v1/orders/" + String(":id".reversed().reversed())
   for _ in 0..<count { client.addBreadcrumb(name) }
 }
 
-/// The C floor's table: one 512-byte entry of a MAP_SHARED mapping (the baseline ring's slots).
-let baseline: BaselineFixture
+let floor: LedgerFloor
 do {
-  baseline = try BaselineFixture()
+  floor = try LedgerFloor()
 } catch {
   print("LedgerFigures: \(error)")
   exit(1)
 }
-nonisolated(unsafe) let floorEntry = baseline.ring.pointee.slots!
-nonisolated(unsafe) let floorIDs = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
-floorIDs.initializeMemory(as: UInt8.self, repeating: 0x5a, count: 32)
-@inline(never) func floorOperations(_ count: Int) {
-  "GET /v1/orders/:id".withCString { name in
-    crumbs_bench_ledger_floor(floorEntry, name, 18, floorIDs, UInt64(count))
-  }
-}
+@inline(never) func floorOperations(_ count: Int) { floor.run(name: "GET /v1/orders/:id", count: count) }
 
 enum Kind: String, CaseIterable {
   case floor = "C floor (claim, 32 B ids + name, publish, free)"

@@ -19,14 +19,18 @@ public struct CrumbsOperation: Sendable {
   /// touched by begin and end (two threads would contend on the ring's).
   @usableFromInline let keeper: BreadcrumbRing?
   @usableFromInline let entry: LedgerEntry
-  /// The trace it was begun in, its span id the operation's own.
-  public let trace: TraceContext?
+  /// The trace it was begun in, its span id the operation's own, as numbers: a string is made
+  /// only when `trace` is asked for.
+  package let ids: TraceIDs?
 
-  @usableFromInline init(keeper: BreadcrumbRing?, entry: LedgerEntry, trace: TraceContext?) {
+  @usableFromInline init(keeper: BreadcrumbRing?, entry: LedgerEntry, ids: TraceIDs?) {
     self.keeper = keeper
     self.entry = entry
-    self.trace = trace
+    self.ids = ids
   }
+
+  /// The trace it was begun in, its span id the operation's own.
+  public var trace: TraceContext? { ids?.context }
 
   /// The operation the current task runs in: set by `withOperation` for its body. (CrumbsTracer
   /// carries the span's operation in the `ServiceContext` instead.)
@@ -69,9 +73,18 @@ extension CrumbsClient {
     _ name: String, kind: OpenOperation.Kind = .server, trace: TraceContext? = nil,
     parentSpanID: String? = nil
   ) -> CrumbsOperation {
+    beginOperation(
+      name, kind: kind, ids: trace.flatMap(TraceIDs.init), parentSpanID: TraceIDs.spanID(hex: parentSpanID))
+  }
+
+  /// `beginOperation` with the ids as numbers (`parentSpanID` 0: none): what CrumbsTracer calls
+  /// for every span, parsing and making no hex.
+  @inlinable package func beginOperation(
+    _ name: String, kind: OpenOperation.Kind, ids: TraceIDs?, parentSpanID: UInt64
+  ) -> CrumbsOperation {
     CrumbsOperation(
       keeper: ring.isPublished ? nil : ring,
-      entry: ring.beginOperation(name, kind: kind, trace: trace, parentSpanID: parentSpanID), trace: trace)
+      entry: ring.beginOperation(name, kind: kind, ids: ids, parentSpanID: parentSpanID), ids: ids)
   }
 
   /// Runs `body` as an operation: begun before it, ended after it returns or throws, and the

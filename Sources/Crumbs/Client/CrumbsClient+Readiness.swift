@@ -17,7 +17,10 @@
 //
 // At what priority: opened by the app's readiness or by the delay, the work runs at nice 19 on
 // its own thread ("crumbs.previous"), and the uploader's thread it starts inherits that: it uses
-// CPU time the app leaves, never the app's. Nice 19 rather than SCHED_IDLE: a SCHED_IDLE
+// CPU time the app leaves, never the app's. So does this session's own start-up work on that
+// thread before it (the session file, the machine's facts, the automatic breadcrumbs), which
+// would otherwise take 2–3 ms of the only CPU of a one-CPU container while the app comes up;
+// only the watchdog's thread is started before the thread lowers itself. Nice 19 rather than SCHED_IDLE: a SCHED_IDLE
 // thread holding a lock the app then needs (the allocator's, the runtime's, the store's) waits
 // behind every runnable thread of the machine; at nice 19 it still gets a small share. Opened
 // by a waiter, the work runs at the thread's normal priority, since someone waits for it; a
@@ -90,6 +93,21 @@ final class PreviousSessionsGate: Sendable {
   /// Whether the gate is open.
   var isOpen: Bool { state.withLock { $0.trigger != nil } }
 
+  /// On the worker's thread: lowers it to nice 19 unless a waiter opened the gate (or it runs
+  /// there already), and remembers what it was, for `restorePriority`.
+  func lowerPriority() {
+    let thread = CurrentThread.id
+    state.withLock { state in
+      // Under the lock: a waiter that opened the gate since sees either no lowered thread
+      // (and this one stays at its priority) or this one (and raises it back).
+      guard state.trigger != .waiter, state.lowered == nil,
+        let before = try? Syscall.threadNiceValue(threadID: thread), before < Self.lowPriorityNiceValue,
+        (try? Syscall.setThreadNiceValue(Self.lowPriorityNiceValue, threadID: thread)) != nil
+      else { return }
+      state.lowered = (thread, before)
+    }
+  }
+
   /// On the worker's thread: waits until the gate opens, at most `delay` seconds (then opens it
   /// itself), and returns what opened it. Lowers the calling thread to nice 19 unless a waiter
   /// opened it.
@@ -99,19 +117,8 @@ final class PreviousSessionsGate: Sendable {
       _ = opened.wait(timeout: .now() + .nanoseconds(Int(seconds * 1e9)))
     }
     open(.delay)
-    let thread = CurrentThread.id
-    return state.withLock { state -> Trigger in
-      let trigger = state.trigger ?? .delay
-      // Under the lock: a waiter that opened the gate since sees either no lowered thread
-      // (and this one stays at its priority) or this one (and raises it back).
-      if trigger != .waiter, let before = try? Syscall.threadNiceValue(threadID: thread),
-        before < Self.lowPriorityNiceValue,
-        (try? Syscall.setThreadNiceValue(Self.lowPriorityNiceValue, threadID: thread)) != nil
-      {
-        state.lowered = (thread, before)
-      }
-      return trigger
-    }
+    lowerPriority()
+    return state.withLock { $0.trigger ?? .delay }
   }
 
   /// On the worker's thread, once the work a waiter may wait for is done: nothing to raise from

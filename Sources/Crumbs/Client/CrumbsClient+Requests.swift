@@ -8,7 +8,6 @@
 // way a server span of a tracer would.
 
 import CrumbsRecorder
-import Synchronization
 
 /// A request open in the client's in-flight ledger, from `CrumbsClient.beginRequest`.
 public struct CrumbsRequest: Sendable {
@@ -64,14 +63,10 @@ extension CrumbsClient {
   public func beginRequest(
     _ name: String, traceparent: String? = nil, requestID: String? = nil, path: String? = nil
   ) -> CrumbsRequest {
-    let caller = traceparent.flatMap(TraceContext.init(traceparent:))
-    let traceID =
-      caller?.traceID ?? requestID.flatMap(RequestSpanIDs.traceID(fromRequestID:))
-      ?? RequestSpanIDs.next(digits: 32)
-    let trace =
-      TraceContext(traceID: traceID, spanID: RequestSpanIDs.next(digits: 16), flags: caller?.flags ?? 0)
-      ?? TraceContext(traceID: RequestSpanIDs.next(digits: 32), spanID: RequestSpanIDs.next(digits: 16))!
-    let operation = beginOperation(name, kind: .server, trace: trace, parentSpanID: caller?.spanID)
+    let caller = traceparent.flatMap(TraceIDs.init(traceparent:))
+    let ids = TraceIDs.madeUp(in: caller ?? requestID.flatMap(Self.trace(fromRequestID:)))
+    let trace = ids.context
+    let operation = beginOperation(name, kind: .server, ids: ids, parentSpanID: caller?.spanID ?? 0)
     var started: [(key: String, value: String)] = [
       (TraceContext.traceIDKey, trace.traceID), (TraceContext.spanIDKey, trace.spanID),
     ]
@@ -88,39 +83,15 @@ extension CrumbsClient {
   }
 }
 
-/// Span ids (and trace ids when a request brings none) for requests: unique, not secret, so a
-/// counter through a mixing function (splitmix64) seeded once at random serves, with no system
-/// call per request.
-enum RequestSpanIDs {
-  private static let counter = Atomic<UInt64>(UInt64.random(in: 1...UInt64.max))
-
-  /// `digits` (16 or 32) lowercase hex digits, never all zero.
-  static func next(digits: Int) -> String {
-    var text = ""
-    for _ in 0..<(digits / 16) {
-      text += hex(mixed(counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue))
-    }
-    return text
-  }
-
-  /// The hex digits of a request id (dashes and other characters dropped), lowercase and
-  /// zero-padded on the left to 32; nil when there are none, more than 32, or all are zero.
-  static func traceID(fromRequestID id: String) -> String? {
-    let digits = id.lowercased().filter(\.isHexDigit)
-    guard !digits.isEmpty, digits.count <= 32, digits.contains(where: { $0 != "0" }) else { return nil }
-    return String(repeating: "0", count: 32 - digits.count) + digits
-  }
-
-  private static func mixed(_ seed: UInt64) -> UInt64 {
-    var z = seed
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    z ^= z >> 31
-    return z == 0 ? 1 : z
-  }
-
-  private static func hex(_ value: UInt64) -> String {
-    let text = String(value, radix: 16)
-    return String(repeating: "0", count: 16 - text.count) + text
+extension CrumbsClient {
+  /// The trace named by the hex digits of a request id (dashes and other characters dropped),
+  /// zero-padded on the left to 32 (its span id a placeholder); nil when there are none, more
+  /// than 32, or all are zero.
+  static func trace(fromRequestID id: String) -> TraceIDs? {
+    let digits = id.filter(\.isHexDigit)
+    guard !digits.isEmpty, digits.utf8.count <= 32 else { return nil }
+    var padded = (String(repeating: "0", count: 32 - digits.utf8.count) + digits).utf8.makeIterator()
+    guard let high = TraceIDs.word(&padded), let low = TraceIDs.word(&padded) else { return nil }
+    return TraceIDs(traceHigh: high, traceLow: low, spanID: 1)
   }
 }

@@ -18,12 +18,15 @@ public struct ThreadDump: Sendable, Equatable {
   /// with its age then and the thread that began it; nil when the ring has no ledger.
   public var openOperations: CrashReport.OpenOperations?
   /// What each thread (the calling one aside) waited on just after the capture: its system
-  /// call and arguments, and for a wait on a glibc mutex the owner's tid.
+  /// call and arguments, and for a futex wait the lock it is on (a glibc mutex or rwlock, a PI
+  /// mutex such as `Synchronization.Mutex`, a condition variable, a semaphore) and its owner's
+  /// tid where the lock records one.
   public var waits: [ThreadWait] = []
-  /// The wait-for graph's verdict: a deadlock (a cycle of mutex waits) or the longest chain of
+  /// The wait-for graph's verdict: a deadlock (a cycle of lock waits) or the longest chain of
   /// waits and what its last thread does; nil when no thread waits for a named owner.
   public var verdict: WaitVerdict?
-  /// `verdict` in words ("deadlock: a (tid 12) → b (tid 13) → a (tid 12) (mutexes 0x…, 0x…)").
+  /// `verdict` in words ("deadlock: a (tid 12) → b (tid 13) → a (tid 12) (mutexes 0x…, 0x…)";
+  /// a chain's end under the last thread's first frame in the executable).
   public var verdictText: String?
 }
 
@@ -54,11 +57,14 @@ extension CrumbsClient {
     } catch {
       throw ThreadCaptureError(reason: "\(error)")
     }
-    let verdict = snapshot.waits?.verdict()
+    let threads = CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator)
+    let verdict = snapshot.waits?.verdict().map {
+      HangFacts.namingEnd($0, threads: threads, executable: SystemFacts.executablePath)
+    }
     let names = Dictionary(
       snapshot.table.threads.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     return ThreadDump(
-      threads: CrashReportBuilder.threads(of: snapshot, symbolicator: liveSymbolicator),
+      threads: threads,
       timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds,
       openOperations: ring.openOperations().map {
         CrashReport.OpenOperations($0, death: SystemClock.wallNanoseconds())

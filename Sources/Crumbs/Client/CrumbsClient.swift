@@ -298,18 +298,21 @@ public final class CrumbsClient: @unchecked Sendable {
     }
     let work: @Sendable (_ onOwnThread: Bool) -> Void = { [self] onOwnThread in
       Self.backgroundWorkWillStart.withLock { $0 }?()
+      // The watchdog's thread first, at the app's priority: a hang is judged on time.
+      if isEnabled { startWatchdog() }
+      // The rest yields to the app becoming ready (2–3 ms of CPU, which on a machine or a
+      // container of one CPU would be the app's): at nice 19 from here on, unless a waiter
+      // already asked for the previous sessions (CrumbsClient+Readiness.swift).
+      previousSessionsGate.lowerPriority()
       // What start left for here: the session file (creating a file costs start 0.1–0.3 ms on
       // ext4; until it exists, a crash is reported with the version in the ring's header, and
       // an app that sets attributes or redaction rules of its own writes it first itself), the
-      // ring's cgroup facts and the alternate stacks' guards.
+      // ring's cgroup facts, the alternate stacks' guards and the automatic breadcrumbs.
       writeSessionFile()
       ring.recordCgroup()
       CrashHandler.guardAlternateStacks()
       recordSessionResource()
-      if isEnabled {
-        startAutomaticBreadcrumbs()
-        startWatchdog()
-      }
+      if isEnabled { startAutomaticBreadcrumbs() }
       // The previous sessions, and delivery with the libcurl it loads: once the app is ready,
       // at the lowest priority (CrumbsClient+Readiness.swift).
       _ = previousSessionsGate.waitThenLowerPriority(delay: configuration.previousSessionsDelay)

@@ -128,7 +128,9 @@ public struct CrumbsConfiguration: Sendable {
   /// Symbolication on the device (default: ELF symbols, simplified names, and file, line and
   /// inlined calls for the modules that carry DWARF when `llvm-symbolizer` is on PATH — false
   /// `useLLVMSymbolizer` leaves them out; `symbolDirectories` names folders where the symbols
-  /// of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does).
+  /// of stripped modules are found by build ID, as `crumbs symbolicate --symbols` does; and
+  /// the lines of source around the app's frames where the source is on the machine, redacted
+  /// and capped: `sourceContext`, nil leaves them out).
   public var symbolication = PostMortemProcessor.defaultSymbolication
 
   /// The app's hooks (`shouldProcess`, `willSend`, …), in place before `start` processes the

@@ -188,10 +188,13 @@ public struct CrumbsEnvironment: Sendable {
   /// `text` without the spaces, tabs and line breaks around it (by scalar: "\r\n" is one
   /// Character, so a Character set would miss half of them).
   static func trimmedSpace(_ text: String) -> String {
-    let space: Set<Unicode.Scalar> = [" ", "\t", "\r", "\n"]
-    let scalars = text.unicodeScalars.drop { space.contains($0) }
+    // A comparison, not a Set: this runs in start, where a set's first use costs its hashing.
+    func space(_ scalar: Unicode.Scalar) -> Bool {
+      scalar == " " || scalar == "\t" || scalar == "\r" || scalar == "\n"
+    }
+    let scalars = text.unicodeScalars.drop(while: space)
     var end = scalars.endIndex
-    while end > scalars.startIndex, space.contains(scalars[scalars.index(before: end)]) {
+    while end > scalars.startIndex, space(scalars[scalars.index(before: end)]) {
       end = scalars.index(before: end)
     }
     return String(String.UnicodeScalarView(scalars[..<end]))

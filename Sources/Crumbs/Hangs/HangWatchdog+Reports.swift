@@ -76,12 +76,21 @@ extension HangWatchdog {
     ].merging(extra) { _, new in new }
     if !frames.isEmpty { attributes[HangFacts.framesKey] = frames }
     var text = message(lead)
-    if let waits = capture.waits, let verdict = waits.verdict(from: lead.map { UInt32(clamping: $0.id) }) {
+    if let waits = capture.waits, let found = waits.verdict(from: lead.map { UInt32(clamping: $0.id) }) {
+      let verdict = HangFacts.namingEnd(
+        found, threads: capture.threads, executable: SystemFacts.executablePath)
       let names = Dictionary(
         capture.threads.compactMap { thread in thread.name.map { (UInt32(clamping: thread.id), $0) } },
         uniquingKeysWith: { first, _ in first })
-      attributes.merge(HangFacts.verdictAttributes(verdict, threads: capture.threads)) { _, new in new }
-      let sites = zip(verdict.threads, HangFacts.lockSites(verdict, threads: capture.threads)).map {
+      let executable = SystemFacts.executablePath
+      attributes.merge(HangFacts.verdictAttributes(verdict, threads: capture.threads, executable: executable))
+      {
+        _, new in new
+      }
+      let sites = zip(
+        verdict.threads, HangFacts.lockSites(verdict, threads: capture.threads, executable: executable)
+      )
+      .map {
         "\(names[$0].map { "\($0)" } ?? "tid \($0)") in \($1)"
       }
       text =

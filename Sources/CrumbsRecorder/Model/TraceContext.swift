@@ -38,12 +38,8 @@ public struct TraceContext: Sendable, Equatable, Hashable, Codable {
   /// A `traceparent` header value: `00-<trace id>-<span id>-<flags>` (later versions' extra
   /// fields are ignored, as W3C says); nil when malformed.
   public init?(traceparent: String) {
-    let fields = traceparent.split(separator: "-", omittingEmptySubsequences: false)
-    guard fields.count >= 4, fields[0].utf8.count == 2, fields[0] != "ff", fields[3].utf8.count == 2,
-      fields[0] != "00" || fields.count == 4,
-      let flags = UInt8(fields[3], radix: 16)
-    else { return nil }
-    self.init(traceID: String(fields[1]), spanID: String(fields[2]), flags: flags)
+    guard let ids = TraceIDs(traceparent: traceparent) else { return nil }
+    self = ids.context
   }
 
   /// The context named by a breadcrumb's or report's attributes (the reserved keys); nil when

@@ -84,18 +84,30 @@ extension BreadcrumbRing {
     _ name: String, kind: OpenOperation.Kind = .server, trace: TraceContext? = nil,
     parentSpanID: String? = nil
   ) -> LedgerEntry {
+    beginOperation(
+      name, kind: kind, ids: trace.flatMap(TraceIDs.init), parentSpanID: TraceIDs.spanID(hex: parentSpanID))
+  }
+
+  /// `beginOperation` with ids as numbers (`parentSpanID` 0: none), what CrumbsTracer calls for
+  /// every span: no hex is parsed or made.
+  @usableFromInline package func beginOperation(
+    _ name: String, kind: OpenOperation.Kind, ids: TraceIDs?, parentSpanID: UInt64
+  ) -> LedgerEntry {
     guard let ring = openHandle else { return LedgerEntry(crumbs_ledger_handle()) }
-    var ids = LedgerIDs()
-    let hasTrace = trace.map { ids.set(trace: $0) } ?? false
-    let hasParent = hasTrace && (parentSpanID.map { ids.set(parent: $0) } ?? false)
+    // Trace id, span id and parent span id, each in W3C byte order (the hex digits' order).
+    var words = (
+      ids?.traceHigh.bigEndian ?? 0, ids?.traceLow.bigEndian ?? 0, ids?.spanID.bigEndian ?? 0,
+      parentSpanID.bigEndian
+    )
+    let hasParent = ids != nil && parentSpanID != 0
     var name = name
     return name.withUTF8 { utf8 in
-      withUnsafeBytes(of: &ids) { raw in
+      withUnsafeBytes(of: &words) { raw in
         let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var operation = crumbs_ledger_operation(
           name: UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self),
           name_length: utf8.count,
-          trace_id: hasTrace ? base : nil, span_id: hasTrace ? base + 16 : nil,
+          trace_id: ids != nil ? base : nil, span_id: ids != nil ? base + 16 : nil,
           parent_span_id: hasParent ? base + 24 : nil, kind: kind.raw)
         return LedgerEntry(crumbs_ledger_begin(ring, &operation), ring: ring)
       }
@@ -140,40 +152,4 @@ extension BreadcrumbRing {
   /// Whether the handle was given to C (`install`, the crash handler): its memory then stays for
   /// the rest of the process, and a LedgerEntry needs nothing to keep it.
   @inlinable package var isPublished: Bool { lifecycle.load(ordering: .relaxed) & Self.publishedBit != 0 }
-}
-
-/// The ids of an operation as the ledger stores them, on the stack: trace id (16 bytes), span id
-/// (8), parent span id (8), each in W3C byte order (the hex digits' order).
-struct LedgerIDs {
-  var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-
-  /// Sets trace and span ids from a TraceContext (well-formed by construction).
-  mutating func set(trace: TraceContext) -> Bool {
-    guard let high = Self.word(trace.traceID, at: 0), let low = Self.word(trace.traceID, at: 16),
-      let span = Self.word(trace.spanID, at: 0)
-    else { return false }
-    words.0 = high.bigEndian
-    words.1 = low.bigEndian
-    words.2 = span.bigEndian
-    return true
-  }
-
-  mutating func set(parent: String) -> Bool {
-    guard parent.utf8.count == 16, let word = Self.word(parent, at: 0), word != 0 else { return false }
-    words.3 = word.bigEndian
-    return true
-  }
-
-  /// Sixteen hex digits of `text` from the `offset`-th UTF-8 byte, as a number; nil when any is
-  /// not a hex digit or the text is too short.
-  static func word(_ text: String, at offset: Int) -> UInt64? {
-    var value: UInt64 = 0
-    var count = 0
-    for byte in text.utf8.dropFirst(offset).prefix(16) {
-      guard let digit = [UInt8].hexDigitValue(byte) else { return nil }
-      value = value << 4 | UInt64(digit)
-      count += 1
-    }
-    return count == 16 ? value : nil
-  }
 }

@@ -1,9 +1,9 @@
 // ThreadWaits+Crash.swift — each thread's wait at crash time, read back from the crash record
 // (crumbs_crash_wait_table: the syscall line the handler read before asking the thread, and the
 // 16 bytes it read at a futex's address) with the live capture's own rules: the line through
-// ProcText, the owner through ThreadWaits.readFutex over the recorded bytes instead of memory.
-// One rule more, for priority-inheritance futexes (Synchronization.Mutex on Linux locks with
-// FUTEX_LOCK_PI): the owner's tid is the lock word's low 30 bits (FUTEX_TID_MASK).
+// ProcText, the owner through ThreadWaits.readFutex over the recorded bytes instead of memory
+// (16 bytes at the futex address: a PI lock's word, as Synchronization.Mutex's, and glibc's
+// mutex fit; a layout read elsewhere, as an rwlock's, is "could not be read": owner unknown).
 //
 // Entry point: ThreadWaits.crashWait (CrashRecord+Waits.swift calls it for each entry). Not
 // signal-safe.
@@ -11,8 +11,6 @@
 import CrumbsPlatform
 
 extension ThreadWaits {
-  /// FUTEX_LOCK_PI and FUTEX_LOCK_PI2 (linux/futex.h), the private flag aside.
-  static let lockPICommands: Set<UInt64> = [6, 13]
   /// A PI futex word's owner bits (linux/futex.h FUTEX_TID_MASK).
   static let futexTIDMask: UInt32 = 0x3fff_ffff
 
@@ -43,33 +41,6 @@ extension ThreadWaits {
       return true
     }
     readFutex(&wait, arguments: arguments, live: live, memory: recorded)
-    if wait.owner == nil { readPIOwner(&wait, arguments: arguments, live: live, memory: recorded) }
     return wait
-  }
-
-  /// A FUTEX_LOCK_PI wait: the owner is the word's low 30 bits, believed when it is a thread of
-  /// `live`.
-  static func readPIOwner(
-    _ wait: inout ThreadWait, arguments: [UInt64], live: Set<UInt32>,
-    memory: (UInt64, UnsafeMutableRawBufferPointer) -> Bool
-  ) {
-    guard arguments.count >= 2, lockPICommands.contains(arguments[1] & 0x7f) else { return }
-    let address = arguments[0]
-    var word: UInt32 = 0
-    guard address % 4 == 0, withUnsafeMutableBytes(of: &word, { memory(address, $0) }) else {
-      wait.ownerUnknown = "the lock could not be read"
-      return
-    }
-    let owner = word & futexTIDMask
-    guard owner != 0 else {
-      wait.ownerUnknown = "the lock was released"
-      return
-    }
-    guard live.contains(owner) else {
-      wait.ownerUnknown = "no thread of this process in the lock word (\(owner))"
-      return
-    }
-    wait.owner = owner
-    wait.ownerUnknown = nil
   }
 }

@@ -1,11 +1,11 @@
 // ThreadWaits.swift — what each thread of a live capture waits on, and who it waits for: read
 // after the capture, without a signal, from the kernel's per-thread files
 // (/proc/self/task/TID/syscall: the system call and its arguments; …/stat: the scheduler state).
-// A thread in a futex wait shaped like glibc's mutex lock (FUTEX_WAIT for the value 2) waits on
-// a `pthread_mutex_t` whose `__lock` word is the futex: the owner's tid is read from `__owner`,
-// 8 bytes further (docs/platform-facts.md), only through a checked read (process_vm_readv) and
-// only believed when the lock word is nonzero and the tid is a thread of this process. Every
-// other futex (a semaphore, a condition variable) has no owner we can read: "owner unknown".
+// A thread in a futex wait is matched to the lock its address belongs to, and the lock's owner
+// read where the lock records one (ThreadWaits+LockOwners.swift: glibc's mutex and rwlock,
+// priority-inheritance locks such as Swift's Synchronization.Mutex; condition variables and
+// semaphores have none), only through a checked read (process_vm_readv) and only believed when
+// the tid is a thread of this process; else "owner unknown", and why.
 // The wait-for graph (thread → owner) gives the verdict: a cycle is a deadlock; else the
 // longest chain, ending at a thread that runs or blocks in some call.
 //
@@ -29,24 +29,77 @@ public struct ThreadWait: Sendable, Equatable, Codable {
   public var arguments: [UInt64]?
   /// In a futex wait: the address waited on.
   public var lockAddress: UInt64?
-  /// In a futex wait on a glibc mutex: its owner's tid, read from the mutex.
+  /// The kind of lock that address belongs to, when its words fit a known layout.
+  public var lockKind: LockKind?
+  /// Where that lock begins (an rwlock's or a condition variable's futex lies inside it); nil
+  /// when no layout fit, or two did.
+  public var lockObject: UInt64?
+  /// On an rwlock: whether it asked to write (else to read).
+  public var wantsToWrite: Bool?
+  /// On an rwlock held by readers: how many (readers have no owner).
+  public var readers: UInt32?
+  /// The lock's owner's tid, read from the lock.
   public var owner: UInt32?
-  /// In a futex wait without `owner`: why none could be named.
+  /// In a futex wait without `owner`: why none could be named ("no owner" for a lock that
+  /// has none).
   public var ownerUnknown: String?
+
+  /// The locks a futex wait is recognised as.
+  public enum LockKind: String, Sendable, Codable {
+    /// glibc's `pthread_mutex_t` (NIOLock, Foundation's locks).
+    case mutex
+    /// A priority-inheritance futex: Swift's `Synchronization.Mutex` on Linux, or a
+    /// `PTHREAD_PRIO_INHERIT` mutex.
+    case priorityInheritance = "pi_mutex"
+    /// glibc's `pthread_rwlock_t`.
+    case rwlock
+    /// glibc's `pthread_cond_t`, not signalled yet.
+    case conditionVariable = "condition_variable"
+    /// glibc's `sem_t` (and what waits on one, such as `DispatchSemaphore`).
+    case semaphore
+
+    /// In words: "mutex", "PI mutex", "rwlock", "condition variable", "semaphore".
+    public var text: String {
+      switch self {
+      case .mutex: "mutex"
+      case .priorityInheritance: "PI mutex"
+      case .rwlock: "rwlock"
+      case .conditionVariable: "condition variable"
+      case .semaphore: "semaphore"
+      }
+    }
+  }
 
   public init(threadID: UInt32) { self.threadID = threadID }
 
-  /// In words: "running", "in nanosleep", "waiting for mutex 0x… held by tid 7", "in futex on
-  /// 0x… (owner unknown: …)".
+  /// The lock as the verdict names it: its start when known, else the futex address.
+  public var lock: UInt64? { lockObject ?? lockAddress }
+
+  /// In words: "running", "sleeping in clock_nanosleep", "in read", "waiting for mutex 0x…
+  /// held by tid 7", "waiting to read rwlock 0x… held for writing by tid 7", "waiting on a
+  /// condition variable 0x…; no owner", "in futex on 0x… (owner unknown: …)".
   public var activity: String {
-    if let lockAddress, let owner {
-      return "waiting for mutex \(hex(lockAddress)) held by tid \(owner)"
+    if let lock, let kind = lockKind {
+      let what: String
+      switch kind {
+      case .rwlock: what = "waiting to \(wantsToWrite == true ? "write" : "read") rwlock \(hex(lock))"
+      case .conditionVariable, .semaphore: what = "waiting on a \(kind.text) \(hex(lock))"
+      case .mutex, .priorityInheritance: what = "waiting for \(kind.text) \(hex(lock))"
+      }
+      if let owner {
+        return what + (kind == .rwlock ? " held for writing by tid \(owner)" : " held by tid \(owner)")
+      }
+      if kind == .conditionVariable || kind == .semaphore || readers != nil {
+        return what + "; " + (ownerUnknown ?? "no owner")
+      }
+      return what + " (owner unknown: \(ownerUnknown ?? "not read"))"
     }
     if let lockAddress {
       return "in futex on \(hex(lockAddress)) (owner unknown: \(ownerUnknown ?? "not read"))"
     }
     if let systemCall {
-      return "in \(systemCallName ?? "system call \(systemCall)")"
+      let name = systemCallName ?? "system call \(systemCall)"
+      return SystemCallNames.sleeps.contains(systemCall) ? "sleeping in \(name)" : "in \(name)"
     }
     switch state {
     case "R": return "running"
@@ -67,10 +120,30 @@ public struct WaitVerdict: Sendable, Equatable, Codable {
   /// The threads in wait order: each waits for the next; in a deadlock the last waits for the
   /// first (not repeated here).
   public var threads: [UInt32]
-  /// `locks[i]` is the mutex `threads[i]` waits for (one fewer than `threads` in a chain).
+  /// `locks[i]` is the lock `threads[i]` waits for (one fewer than `threads` in a chain).
   public var locks: [UInt64]
   /// In a chain: what its last thread does (`ThreadWait.activity`).
   public var end: String?
+  /// `lockKinds[i]` is the kind of `locks[i]`.
+  public var lockKinds: [ThreadWait.LockKind] = []
+  /// In a chain: the first frame of its last thread in the app's own code, when the caller
+  /// that has the frames found one (`describe` then says "… under `endFrame`").
+  public var endFrame: String? = nil
+
+  /// The chain's end in words: what its last thread does, and under which app frame.
+  public var endText: String? {
+    guard let end else { return nil }
+    return endFrame.map { end + " under " + $0 } ?? end
+  }
+
+  /// The locks in words: "mutexes 0x…, 0x…" when all are glibc mutexes (or their kinds are not
+  /// known), else each with its kind ("rwlock 0x…, PI mutex 0x…").
+  public var locksText: String {
+    guard lockKinds.count == locks.count, lockKinds.contains(where: { $0 != .mutex }) else {
+      return "mutexes " + locks.map(hex).joined(separator: ", ")
+    }
+    return zip(lockKinds, locks).map { "\($0.text) \(hex($1))" }.joined(separator: ", ")
+  }
 }
 
 /// Every thread's wait, and the verdict over them.
@@ -86,21 +159,25 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
   public func verdict(from start: UInt32? = nil) -> WaitVerdict? {
     let edges = Dictionary(
       threads.compactMap { wait in
-        wait.owner.map { (wait.threadID, (owner: $0, lock: wait.lockAddress ?? 0)) }
+        wait.owner.map { (wait.threadID, (owner: $0, lock: wait.lock ?? 0, kind: wait.lockKind ?? .mutex)) }
       },
       uniquingKeysWith: { first, _ in first })
     let waits = Dictionary(threads.map { ($0.threadID, $0) }, uniquingKeysWith: { first, _ in first })
     func follow(_ from: UInt32) -> WaitVerdict? {
       var path: [UInt32] = [from]
       var locks: [UInt64] = []
+      var kinds: [ThreadWait.LockKind] = []
       var index: [UInt32: Int] = [from: 0]
       var current = from
       // Bounded by the thread count: each step adds a new thread or closes a cycle.
       for _ in 0...threads.count {
         guard let edge = edges[current] else { break }
         locks.append(edge.lock)
+        kinds.append(edge.kind)
         if let seen = index[edge.owner] {
-          return WaitVerdict(kind: .deadlock, threads: Array(path[seen...]), locks: Array(locks[seen...]))
+          return WaitVerdict(
+            kind: .deadlock, threads: Array(path[seen...]), locks: Array(locks[seen...]),
+            lockKinds: Array(kinds[seen...]))
         }
         index[edge.owner] = path.count
         path.append(edge.owner)
@@ -108,7 +185,7 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
       }
       guard path.count > 1 else { return nil }
       let end = waits[current]?.activity ?? "running (the capturing thread, or one not read)"
-      return WaitVerdict(kind: .chain, threads: path, locks: locks, end: end)
+      return WaitVerdict(kind: .chain, threads: path, locks: locks, end: end, lockKinds: kinds)
     }
     if let start, let found = follow(start) { return found }
     var longest: WaitVerdict?
@@ -121,21 +198,21 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
   }
 
   /// `verdict` in words, each thread named by `names` (its name, else its tid):
-  /// "deadlock: a (tid 12) → b (tid 13) → a (tid 12)" (locks 0x…, 0x…), or "a (tid 12) waits
-  /// for b (tid 13), which is in nanosleep".
+  /// "deadlock: a (tid 12) → b (tid 13) → a (tid 12) (mutexes 0x…, 0x…)", or "wait chain:
+  /// a (tid 12) → b (tid 13) (rwlock 0x…); the last is sleeping in clock_nanosleep under
+  /// Worker.backoff()".
   public static func describe(_ verdict: WaitVerdict, names: [UInt32: String]) -> String {
     func name(_ tid: UInt32) -> String {
       if let name = names[tid], !name.isEmpty { return "\(name) (tid \(tid))" }
       return "tid \(tid)"
     }
-    let locks = verdict.locks.map(hex).joined(separator: ", ")
     switch verdict.kind {
     case .deadlock:
       let cycle = (verdict.threads + verdict.threads.prefix(1)).map(name).joined(separator: " → ")
-      return "deadlock: \(cycle) (mutexes \(locks))"
+      return "deadlock: \(cycle) (\(verdict.locksText))"
     case .chain:
       let chain = verdict.threads.map(name).joined(separator: " → ")
-      return "wait chain: \(chain) (mutexes \(locks)); the last is \(verdict.end ?? "unknown")"
+      return "wait chain: \(chain) (\(verdict.locksText)); the last is \(verdict.endText ?? "unknown")"
     }
   }
 
@@ -164,50 +241,6 @@ public struct ThreadWaits: Sendable, Equatable, Codable {
       result.append(wait)
     }
     return ThreadWaits(threads: result)
-  }
-
-  /// A futex wait: its address, and the owner when it has glibc's mutex-lock shape. `memory`
-  /// copies bytes at an address (this process's memory now; a crash record's copy of it).
-  static func readFutex(
-    _ wait: inout ThreadWait, arguments: [UInt64], live: Set<UInt32>,
-    memory: (UInt64, UnsafeMutableRawBufferPointer) -> Bool = {
-      (try? Syscall.readOwnMemory(at: $0, into: $1)) != nil
-    }
-  ) {
-    guard arguments.count >= 3 else { return }
-    let address = arguments[0]
-    wait.lockAddress = address
-    // FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256) aside.
-    let command = arguments[1] & 0x7f
-    // glibc's __lll_lock_wait waits with FUTEX_WAIT for the value 2 ("locked, with waiters");
-    // a timed lock with FUTEX_WAIT_BITSET. Condition variables and semaphores wait for 0.
-    guard command == 0 || command == 9, arguments[2] == 2 else {
-      wait.ownerUnknown = "not a mutex lock wait (futex op \(arguments[1]), value \(arguments[2]))"
-      return
-    }
-    guard address % 4 == 0, address <= UInt64.max - 12 else {
-      wait.ownerUnknown = "misaligned address"
-      return
-    }
-    // pthread_mutex_t: __lock at 0, __count at 4, __owner at 8 (glibc, 64-bit Linux).
-    var words: (UInt32, UInt32, UInt32) = (0, 0, 0)
-    let read: Bool = withUnsafeMutableBytes(of: &words) { bytes in
-      memory(address, bytes)
-    }
-    guard read else {
-      wait.ownerUnknown = "the lock could not be read"
-      return
-    }
-    let (lock, _, owner) = words
-    guard lock != 0 else {
-      wait.ownerUnknown = "the lock was released"
-      return
-    }
-    guard owner != 0, live.contains(owner) else {
-      wait.ownerUnknown = "no thread of this process in the owner field (\(owner))"
-      return
-    }
-    wait.owner = owner
   }
 }
 
@@ -283,6 +316,7 @@ enum ProcText {
 enum SystemCallNames {
   #if arch(x86_64)
     static let futex = 202
+    static let sleeps: Set<Int> = [35, 230]
     static let table: [Int: String] = [
       0: "read", 1: "write", 7: "poll", 23: "select", 34: "pause", 35: "nanosleep", 43: "accept",
       45: "recvfrom", 47: "recvmsg", 61: "wait4", 202: "futex", 230: "clock_nanosleep", 232: "epoll_wait",
@@ -291,6 +325,7 @@ enum SystemCallNames {
     ]
   #elseif arch(arm64)
     static let futex = 98
+    static let sleeps: Set<Int> = [101, 115]
     static let table: [Int: String] = [
       22: "epoll_pwait", 63: "read", 64: "write", 72: "pselect6", 73: "ppoll", 95: "waitid", 98: "futex",
       101: "nanosleep", 115: "clock_nanosleep", 202: "accept", 207: "recvfrom", 212: "recvmsg",
@@ -299,6 +334,7 @@ enum SystemCallNames {
     ]
   #else
     static let futex = -1
+    static let sleeps: Set<Int> = []
     static let table: [Int: String] = [:]
   #endif
 

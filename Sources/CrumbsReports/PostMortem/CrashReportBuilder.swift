@@ -213,6 +213,9 @@ package struct CrashReportBuilder {
       if let hang = Self.hangEvidence(header, ended: "crashed") { report.evidence.append(hang) }
       Self.addHangFacts(header, to: &report)
     }
+    // Lines of the app's source around its frames, where the source is found (redacted with
+    // the report by the processor).
+    report.addSourceContext(symbolicatorOptions.effectiveSourceContext)
     return report
   }
 

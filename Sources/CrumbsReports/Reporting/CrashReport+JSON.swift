@@ -135,8 +135,18 @@ extension CrashReport.Frame {
     if let module { object.field("module", module) }
     if let moduleOffset { object.field("moduleOffset", moduleOffset) }
     if let note { object.field("note", note) }
+    if let source { object.object("source") { source.write(into: &$0) } }
     if let symbol { object.field("symbol", symbol) }
     if let symbolOffset { object.field("symbolOffset", symbolOffset) }
+  }
+}
+
+extension CrashReport.SourceLines {
+  fileprivate func write(into object: inout JSONObject) {
+    object.array("lines") { list in for line in lines { list.append(line) } }
+    if let newerThanModule { object.field("newerThanModule", newerThanModule) }
+    object.field("origin", origin)
+    object.field("startLine", startLine)
   }
 }
 

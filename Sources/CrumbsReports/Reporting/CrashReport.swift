@@ -78,12 +78,37 @@ public struct CrashReport: Codable, Sendable, Equatable {
     /// (the next frame not inlined, with the same address), as `llvm-symbolizer --inlines`
     /// shows it. Nil for every other frame, and in reports made before this field existed.
     public var inlined: Bool? = nil
+    /// The lines of source around `line`, for a frame in the app's code whose source file was
+    /// found when the report was made (SourceContext.swift), redacted as messages are. Nil for
+    /// every other frame, and in reports made before this field existed.
+    public var source: SourceLines? = nil
 
     /// Whether this frame is a call inlined into the next one (`inlined`).
     public var isInlined: Bool { inlined == true }
 
     /// Whether the frame was guessed by a stack scan (it may be a stale return address).
     public var guessed: Bool { foundBy == .guessed }
+  }
+
+  /// Lines of a source file around a frame's line (`Frame.source`).
+  public struct SourceLines: Codable, Sendable, Equatable {
+    /// The line number of `lines[0]` (1-based).
+    public var startLine: Int
+    /// The lines, without their line ends; a long one cut, ending with "…".
+    public var lines: [String]
+    /// Where they were read: "file" (the path DWARF names, on the machine that made the
+    /// report), or another SourceProvider's name.
+    public var origin: String
+    /// True when the file was modified after the module was built: the lines may not be the
+    /// ones compiled. Nil otherwise.
+    public var newerThanModule: Bool? = nil
+
+    public init(startLine: Int, lines: [String], origin: String, newerThanModule: Bool? = nil) {
+      self.startLine = startLine
+      self.lines = lines
+      self.origin = origin
+      self.newerThanModule = newerThanModule
+    }
   }
 
   /// How a frame was found, when not from a frame record (`Frame.foundBy`).

@@ -28,18 +28,21 @@ package enum HangFacts {
   /// The thread that began it (a kernel tid).
   package static let operationThreadKey = "crumbs.hang.operation.thread_id"
   /// The wait-for graph's verdict over the captured threads: "deadlock" (a cycle of threads,
-  /// each waiting for a mutex the next holds) or "chain" (waits ending at a thread that waits
+  /// each waiting for a lock the next holds) or "chain" (waits ending at a thread that waits
   /// for nobody named). Absent when no thread waited for a named owner.
   package static let verdictKey = "crumbs.hang.verdict"
   /// The verdict's threads in wait order, kernel tids joined by ",".
   package static let verdictThreadsKey = "crumbs.hang.verdict.threads"
-  /// The mutexes they wait for ("0x…", joined by ","): the i-th thread's.
+  /// The locks they wait for ("0x…", joined by ","; where each lock begins): the i-th thread's.
   package static let verdictLocksKey = "crumbs.hang.verdict.locks"
   /// Where each waiting thread asked for its lock (its first function outside libc), in the
   /// order of the threads, joined by " | ".
   package static let verdictSitesKey = "crumbs.hang.verdict.sites"
-  /// In a chain: what its last thread does ("in nanosleep", "running").
+  /// In a chain: what its last thread does, under its first app frame ("sleeping in
+  /// clock_nanosleep under Worker.backoff()", "running").
   package static let verdictEndKey = "crumbs.hang.verdict.end"
+  /// The kind of each lock of `verdictLocksKey` (`mutex`, `pi_mutex`, `rwlock`), joined by ",".
+  package static let verdictLockKindsKey = "crumbs.hang.verdict.lock_kinds"
   /// A `hang` report's exception type.
   package static let exceptionType = "Hang"
 
@@ -62,27 +65,58 @@ package enum HangFacts {
     return chosen.prefix(limit).map(\.function).joined(separator: " ← ")
   }
 
-  /// Where each waiting thread of `verdict` asked for its lock: its first frame outside libc
-  /// (`topFrames` with one frame), "?" for a thread without named frames; one a lock.
-  package static func lockSites(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String] {
+  /// Where each waiting thread of `verdict` asked for its lock: its first frame in the app's
+  /// own code (`appFrame`, with `executable`), else its first frame outside libc (`topFrames`
+  /// with one frame: a lock taken inside a library, or no executable given), "?" for a thread
+  /// without named frames; one a lock.
+  package static func lockSites(
+    _ verdict: WaitVerdict, threads: [CrashReport.Thread], executable: String? = nil
+  )
+    -> [String]
+  {
     verdict.threads.prefix(verdict.locks.count).map { tid in
-      let site = threads.first { $0.id == Int(tid) }.map { topFrames($0.frames, limit: 1) } ?? ""
+      let thread = threads.first { $0.id == Int(tid) }
+      let site =
+        thread.flatMap { thread in executable.flatMap { appFrame(thread.frames, executable: $0) } }
+        ?? thread.map { topFrames($0.frames, limit: 1) } ?? ""
       return site.isEmpty ? "?" : site
     }
   }
 
   /// `verdict` as the report's attributes (verdictKey and the keys beside it), with the lock
   /// sites `lockSites` found in `threads`.
-  package static func verdictAttributes(_ verdict: WaitVerdict, threads: [CrashReport.Thread]) -> [String:
-    String]
-  {
+  package static func verdictAttributes(
+    _ verdict: WaitVerdict, threads: [CrashReport.Thread], executable: String? = nil
+  ) -> [String: String] {
     var attributes = [
       verdictKey: verdict.kind.rawValue,
       verdictThreadsKey: verdict.threads.map(String.init).joined(separator: ","),
       verdictLocksKey: verdict.locks.map { "0x" + String($0, radix: 16) }.joined(separator: ","),
-      verdictSitesKey: lockSites(verdict, threads: threads).joined(separator: " | "),
+      verdictSitesKey: lockSites(verdict, threads: threads, executable: executable).joined(separator: " | "),
     ]
-    if let end = verdict.end { attributes[verdictEndKey] = end }
+    if let end = verdict.endText { attributes[verdictEndKey] = end }
+    if !verdict.lockKinds.isEmpty {
+      attributes[verdictLockKindsKey] = verdict.lockKinds.map(\.rawValue).joined(separator: ",")
+    }
     return attributes
+  }
+
+  /// The first frame of `frames` in the app's own code: in `executable` (the main program's
+  /// path, as frames name their module), named, not an inlined call; nil when none is.
+  package static func appFrame(_ frames: [CrashReport.Frame], executable: String) -> String? {
+    frames.first { $0.module == executable && $0.function != nil && !$0.isInlined }?.function
+  }
+
+  /// `verdict` with its chain's end named by the last thread's first app frame (`appFrame`),
+  /// when `threads` has one.
+  package static func namingEnd(_ verdict: WaitVerdict, threads: [CrashReport.Thread], executable: String)
+    -> WaitVerdict
+  {
+    guard verdict.kind == .chain, let last = verdict.threads.last,
+      let thread = threads.first(where: { $0.id == Int(last) })
+    else { return verdict }
+    var named = verdict
+    named.endFrame = appFrame(thread.frames, executable: executable)
+    return named
   }
 }

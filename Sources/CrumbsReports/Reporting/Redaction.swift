@@ -35,8 +35,9 @@
 //                                 (non-fatal and hang reports)
 //   Redactor.report(_:)           the built report: attributes, resource, exception message,
 //                                 evidence and damage, the trail's last message, the trace
-//                                 breadcrumb's message, frames' and modules' paths, every
-//                                 thread's frames; the same two builders
+//                                 breadcrumb's message, frames' and modules' paths and
+//                                 source lines (as text), every thread's frames; the same two
+//                                 builders
 //   Redactor.text(_:), value(_:key:)   one string: what the two above apply, and the tests' entry
 //   Redaction.redacting(_:)       the same for an app (breadcrumbs, text) and the benchmarks
 //
@@ -306,12 +307,17 @@ package struct Redactor {
     }
   }
 
-  private func frames(_ frames: [CrashReport.Frame]) -> [CrashReport.Frame] {
-    guard homes else { return frames }
+  /// Frames' paths and source lines (what `report(_:)` does to every thread's frames); for a
+  /// report named again after it was stored (CrashReport.symbolicated).
+  package func frames(_ frames: [CrashReport.Frame]) -> [CrashReport.Frame] {
+    guard homes || frames.contains(where: { $0.source != nil }) else { return frames }
     return frames.map { frame in
       var frame = frame
       frame.file = frame.file.map(path)
       frame.module = frame.module.map(path)
+      // Source lines are free text: a secret written in the code (a literal, a comment) is
+      // redacted as it would be in a message.
+      if let lines = frame.source?.lines { frame.source?.lines = lines.map(text) }
       return frame
     }
   }

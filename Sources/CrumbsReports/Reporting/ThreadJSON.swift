@@ -44,12 +44,16 @@ package enum ThreadJSON {
       }
     }
     if let address = wait.lockAddress { object.field("lockAddress", address) }
+    if let kind = wait.lockKind { object.field("lockKind", kind.rawValue) }
+    if let lock = wait.lockObject { object.field("lockObject", lock) }
     if let owner = wait.owner { object.field("owner", owner) }
     if let unknown = wait.ownerUnknown { object.field("ownerUnknown", unknown) }
+    if let readers = wait.readers { object.field("readers", readers) }
     if let state = wait.state { object.field("state", state) }
     if let call = wait.systemCall { object.field("systemCall", call) }
     if let name = wait.systemCallName { object.field("systemCallName", name) }
     object.field("threadID", wait.threadID)
+    if let write = wait.wantsToWrite { object.field("wantsToWrite", write) }
   }
 
   /// Writes `frame`'s fields into `object`.

@@ -14,7 +14,13 @@ extension CrashReport {
   /// (`threads`). A frame keeps what it had when the new lookup names it less well (a report
   /// read on a machine without the files it was named from); a frame whose address does not
   /// parse is kept as it is.
-  public func symbolicated(with options: Symbolicator.Options) -> CrashReport {
+  ///
+  /// Files, lines and source lines found now are redacted with `redaction` (home directories
+  /// shortened, source lines as text; the rest of the report stays as it was stored): the rules
+  /// the session ran with are not stored with its report, so by default the default rules.
+  public func symbolicated(with options: Symbolicator.Options, redaction: Redaction = Redaction())
+    -> CrashReport
+  {
     let symbolicator = Symbolicator(modules: modules, options: options)
     var report = self
     // A crash's first frame is the faulting instruction itself (a hang's, where its stalled
@@ -49,6 +55,30 @@ extension CrashReport {
         return thread
       }
     }
+    // Fresh lines of source for the fresh file:line (the old ones may be of other lines).
+    report.frames = report.frames.map { frame in
+      var frame = frame
+      frame.source = nil
+      return frame
+    }
+    report.threads = report.threads?.map { thread in
+      var thread = thread
+      thread.frames = thread.frames.map { frame in
+        var frame = frame
+        frame.source = nil
+        return frame
+      }
+      return thread
+    }
+    report.addSourceContext(options.effectiveSourceContext)
+    let redactor = redaction.redactor()
+    report.frames = redactor.frames(report.frames)
+    report.threads = report.threads?.map { thread in
+      var thread = thread
+      thread.frames = redactor.frames(thread.frames)
+      return thread
+    }
+    if !frames.isEmpty { report.exceptionStacktrace = redactor.path(report.exceptionStacktrace) }
     return report
   }
 

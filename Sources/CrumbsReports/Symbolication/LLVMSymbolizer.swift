@@ -2,6 +2,7 @@
 //
 // Entry points, in call order:
 //   LLVMSymbolizer.find(options)        the explicit path, else the first `llvm-symbolizer` on
+//                                       PATH, else the Swift toolchain's, beside the `swift` on
 //                                       PATH; nil when there is none (never required)
 //   symbolizer.lineInfo(path:offsets:)  ONE run per module for all its frames:
 //                                         llvm-symbolizer --obj=PATH --no-demangle --addresses
@@ -55,7 +56,24 @@ package struct LLVMSymbolizer {
       return .success(LLVMSymbolizer(executable: path, timeoutMilliseconds: timeout))
     }
     return .success(
-      onPath("llvm-symbolizer").map { LLVMSymbolizer(executable: $0, timeoutMilliseconds: timeout) })
+      (onPath("llvm-symbolizer") ?? besideSwift()).map {
+        LLVMSymbolizer(executable: $0, timeoutMilliseconds: timeout)
+      })
+  }
+
+  /// The `llvm-symbolizer` of the Swift toolchain whose `swift` is on PATH: every toolchain
+  /// ships one in its `usr/bin` (a newer LLVM than a distribution's, matching the compiler's
+  /// DWARF), where PATH may hold only `swift` (a toolchain unpacked under /opt, its `swift`
+  /// linked from /usr/local/bin). Slim runtime images have neither.
+  package static func besideSwift() -> String? {
+    guard let swift = onPath("swift") else { return nil }
+    var directories = [Syscall.directoryName(of: swift)]
+    if let target = Syscall.readLink(swift) {
+      directories.append(
+        Syscall.directoryName(
+          of: target.hasPrefix("/") ? target : Syscall.directoryName(of: swift) + "/" + target))
+    }
+    return directories.map { $0 + "/llvm-symbolizer" }.first(where: Syscall.isExecutableFile)
   }
 
   /// The first executable file named `name` in the directories of $PATH.

@@ -176,6 +176,12 @@ public final class Symbolicator {
     /// module, offset and build ID (what a server needs to symbolicate) and a note saying so;
     /// for processing that must stay cheap (a backlog of sessions, see PostMortemProcessor).
     public var readsModuleFiles: Bool = true
+    /// Lines of source around the app's frames, where the source is found (SourceContext.swift:
+    /// caps, providers); nil leaves them out. Only with `readsModuleFiles`.
+    public var sourceContext: SourceContextOptions? = SourceContextOptions()
+
+    /// `sourceContext` when this symbolication reads files at all.
+    package var effectiveSourceContext: SourceContextOptions? { readsModuleFiles ? sourceContext : nil }
 
     public init() {}
   }
@@ -262,6 +268,9 @@ public final class Symbolicator {
     // Per file (the module's own, or its separate symbol file): (frame index, lookup offset) for
     // the optional line-info pass.
     var lineRequests: [String: [(frame: Int, offset: UInt64)]] = [:]
+    // The app's own frames (the executable: the first module) that will have no line, and why:
+    // said on each, where a library's frame without a line is simply the usual case.
+    var appFramesWithoutLines: [(frame: Int, note: String)] = []
 
     wantedOffsets = [:]
     if options.readsModuleFiles {
@@ -324,6 +333,8 @@ public final class Symbolicator {
           Self.hasLineInfo(image, path: imagePath, installedDebugFiles: options.readsInstalledDebugFiles)
         {
           lineRequests[imagePath, default: []].append((frames.count, lookupOffset))
+        } else if usable, moduleIndex == 0, options.useLLVMSymbolizer {
+          appFramesWithoutLines.append((frames.count, Self.noDWARFNote))
         }
       }
       frames.append(frame)
@@ -336,7 +347,12 @@ public final class Symbolicator {
           addLineInfo(to: &frames, requests: requests, path: path, symbolizer: symbolizer)
         }
       case .success(nil):
-        break  // none on PATH: it is optional
+        // None found: it is optional, but the app's frames say why they have no line.
+        let app = modules.first?.path
+        for request in lineRequests.values.joined()
+        where app != nil && frames[request.frame].modulePath == app {
+          appFramesWithoutLines.append((request.frame, Self.noSymbolizerNote))
+        }
       case .failure(let error):
         for requests in lineRequests.values {
           for request in requests {
@@ -345,8 +361,20 @@ public final class Symbolicator {
         }
       }
     }
+    for (index, note) in appFramesWithoutLines where frames[index].line == nil {
+      frames[index].note = joined(frames[index].note, note)
+    }
     return frames
   }
+
+  /// Why a frame in the app's executable has no file and line: the executable (and any debug
+  /// file found for it) carries no DWARF.
+  package static let noDWARFNote =
+    "no line info: the executable has no DWARF (built without -g, or stripped: "
+    + "crumbs symbolicate --symbols DIR reads a debug file)"
+  /// Why it has none when it has DWARF: nothing could read it.
+  package static let noSymbolizerNote =
+    "no line info: llvm-symbolizer not found (on PATH, or beside swift)"
 
   /// The module whose executable segments (or, failing that, whole mapping) contain `address`.
   public func module(containing address: UInt64) -> LoadedModule? {

@@ -36,4 +36,24 @@ uint64_t crumbs_test_wait_role_object(int role);
 /// Returns 0, or -1 when it was not seen there in time.
 int crumbs_test_wait_until_blocked(int role);
 
+/// Locks of the lock-graph scenario, each by its index (0 or 1 for rwlocks, 0 to 2 for mutexes
+/// and condition variables): glibc's own calls on statically initialised objects.
+void crumbs_test_rwlock_write(int index);
+void crumbs_test_rwlock_read(int index);
+void crumbs_test_lock_mutex(int index);
+/// Locks mutex `index` + 1 and waits on condition variable `index` with it until
+/// `crumbs_test_cond_signal(index)` set its predicate; returns with the mutex held.
+void crumbs_test_cond_wait(int index);
+/// Sets condition variable `index`'s predicate and signals it; the caller holds mutex
+/// `index` + 1 (the waiter then needs it back).
+void crumbs_test_cond_signal(int index);
+/// Two threads meet here (a pthread barrier of 2).
+void crumbs_test_lock_barrier(void);
+/// The address of lock `index` of a kind: 'r' rwlock, 'm' mutex, 'c' condition variable.
+uint64_t crumbs_test_lock_address(char kind, int index);
+/// Waits (bounded by 30 s) until thread `tid` is blocked in a futex wait on an address in
+/// [low, high), or, with `low` 0, in nanosleep/clock_nanosleep. Returns 0, or -1 when not seen
+/// there in time.
+int crumbs_test_wait_until_blocked_on(uint32_t tid, uint64_t low, uint64_t high);
+
 #endif

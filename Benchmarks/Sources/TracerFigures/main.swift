@@ -1,0 +1,164 @@
+// TracerFigures — what CrumbsTracer adds to each request of a traced server, as same-run figures
+// for `make bench`. Each "request" is what Hummingbird 2's TracingMiddleware does to a span of a
+// GET that succeeds: start a `.server` span named "HTTP GET route not found" in the request's
+// context, set its request attributes, rename it to the route, set the response attributes, end.
+// Through `any Tracer`, as the middleware reaches InstrumentationSystem's tracer:
+//
+//   traced   NoOpTracer (the server's default tracer): what every traced request pays anyway
+//   tracer   CrumbsTracer wrapping NoOpTracer: the request also in the ledger
+//   floor    the C floor (CBaselineAppend's crumbs_bench_ledger_floor): claim an entry, copy ids
+//            and name, publish, free
+//
+// Interleaved chunks of 200 requests, medians of the thread's CPU time per request (a busy
+// machine preempts a chunk; CPU time leaves that out, as the server script's CPU per request does); mallocs per request (ordo-one's
+// interposer, preloaded by `make bench`). The goal is the server's (Benchmarks/server-bench.py:
+// throughput within 3% of `traced`); this program says what CrumbsTracer costs per request, to
+// set beside the server's CPU per request that script prints.
+//
+// Usage: TracerFigures [BLOCKS [ROUNDS]]   (defaults 5 and 500).
+
+import AppendWorkloads
+import BenchSummary
+import Crumbs
+import CrumbsTracing
+import Foundation
+import MallocInterposerSwift
+import ServiceContextModule
+import Tracing
+
+let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let blocks = max(1, arguments.first ?? 5)
+let roundsPerBlock = max(1, arguments.dropFirst().first ?? 500)
+let chunk = 200
+
+func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
+
+let directory = "\(temporaryDirectory())/crumbs-tracer-figures-\(getpid())"
+var configuration = CrumbsConfiguration(directory: directory)
+configuration.automaticBreadcrumbs = nil
+configuration.hangs = nil
+configuration.environment = [:]
+guard let client = try? CrumbsClient.start(configuration, shared: false) else {
+  print("TracerFigures: cannot start a client in \(directory)")
+  exit(1)
+}
+
+/// Run-time strings, as a server has them: the method, the path and the route.
+let method = String("TEG".reversed())
+let path = "/v1/orders/" + String(Int(getpid()) % 1000 + 1000)
+let route = "/v1/orders/" + String(":id".reversed().reversed())
+
+/// One request's span, as Hummingbird 2.28's TracingMiddleware makes it.
+@inline(never) func request(_ tracer: any Tracer, context: ServiceContext) {
+  let span = tracer.startSpan("HTTP \(method) route not found", context: context, ofKind: .server)
+  span.updateAttributes { attributes in
+    attributes["http.request.method"] = method
+    attributes["url.path"] = path
+    attributes["user_agent.original"] = "wrk"
+    attributes["http.request.body.size"] = nil as Int?
+    attributes["net.sock.peer.port"] = 54321
+    attributes["net.sock.peer.addr"] = "127.0.0.1"
+    attributes["net.sock.family"] = "inet"
+  }
+  span.operationName = route
+  span.updateAttributes { attributes in
+    attributes["http.route"] = route
+    attributes["http.response.status_code"] = 200
+    attributes["http.response.body.size"] = 6
+  }
+  span.end()
+}
+
+let traced: any Tracer = NoOpTracer()
+let crumbsTracer: any Tracer = CrumbsTracer(wrapping: NoOpTracer(), client: client)
+
+// Check: a request through CrumbsTracer is in the ledger while open, under its route once
+// renamed, with the path; and gone once ended.
+do {
+  let span = crumbsTracer.startSpan("probe", context: .topLevel, ofKind: .server)
+  span.updateAttributes { $0["url.path"] = path }
+  span.operationName = route
+  let open = client.ring.snapshot().ledger?.open ?? []
+  guard open.count == 1, open[0].name == route, open[0].attributes.contains(where: { $0.value == path })
+  else {
+    print("TracerFigures: CrumbsTracer's span is not in the ledger as it should be; figures would lie")
+    exit(1)
+  }
+  span.end()
+  guard client.ring.snapshot().ledger?.open.isEmpty == true else {
+    print("TracerFigures: the span's operation stayed open; figures would lie")
+    exit(1)
+  }
+}
+
+let floor: LedgerFloor
+do {
+  floor = try LedgerFloor()
+} catch {
+  print("TracerFigures: \(error)")
+  exit(1)
+}
+
+enum Kind: String, CaseIterable {
+  case floor = "C floor (one ledger entry claimed, filled, freed)"
+  case traced = "traced: NoOpTracer"
+  case tracer = "tracer: CrumbsTracer wrapping NoOpTracer"
+}
+
+func run(_ kind: Kind, count: Int) {
+  switch kind {
+  case .floor: floor.run(name: route, count: count)
+  case .traced: for _ in 0..<count { request(traced, context: .topLevel) }
+  case .tracer: for _ in 0..<count { request(crumbsTracer, context: .topLevel) }
+  }
+}
+for kind in Kind.allCases { run(kind, count: 20_000) }
+
+var samples: [Kind: [Double]] = [:]
+for _ in 0..<blocks {
+  for _ in 0..<roundsPerBlock {
+    for kind in Kind.allCases {
+      let start = threadCPUNanoseconds()
+      run(kind, count: chunk)
+      samples[kind, default: []].append(Double(threadCPUNanoseconds() - start) / Double(chunk))
+    }
+  }
+}
+
+func mallocs(_ kind: Kind) -> Int {
+  MallocInterposerSwift.initialize()
+  MallocInterposerSwift.hook()
+  run(kind, count: 100_000)
+  MallocInterposerSwift.unhook()
+  return MallocInterposerSwift.getStatistics().mallocCount
+}
+let countingWorks = {
+  MallocInterposerSwift.initialize()
+  MallocInterposerSwift.hook()
+  _ = Array(repeating: path, count: Int(getpid() % 2) + 8)
+  MallocInterposerSwift.unhook()
+  return MallocInterposerSwift.getStatistics().mallocCount > 0
+}()
+let tracedMallocs = countingWorks ? mallocs(.traced) : 0
+let tracerMallocs = countingWorks ? mallocs(.tracer) : 0
+
+let medians = samples.mapValues(median)
+print(
+  "== One traced request's span (TracingMiddleware's calls), medians of \(blocks * roundsPerBlock) chunks of \(chunk) =="
+)
+for kind in Kind.allCases {
+  print("  \(kind.rawValue.padding(toLength: 52, withPad: " ", startingAt: 0)) \(format(medians[kind]!)) ns")
+}
+let extra = medians[.tracer]! - medians[.traced]!
+print("  CrumbsTracer adds \(format(extra)) ns a request (\(format(extra / medians[.floor]!))× the C floor)")
+if countingWorks {
+  print(
+    "  mallocs a request: traced \(format(Double(tracedMallocs) / 100_000)), tracer \(format(Double(tracerMallocs) / 100_000))"
+  )
+} else {
+  print("  mallocs not counted: preload libMallocInterposerSwift.so (make bench does)")
+}
+BenchSummary.record("CrumbsTracer's extra time a request (span calls only)", "\(format(extra)) ns")
+
+client.close()
+if directory.contains("/crumbs-tracer-figures-") { _ = system("rm -rf '\(directory)'") }
