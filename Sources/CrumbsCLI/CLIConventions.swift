@@ -192,3 +192,11 @@ struct StoreOptions: ParsableArguments {
     }
   }
 }
+
+/// A debuginfod client for a command that names frames (symbolicate, reports show
+/// --symbolicate), from the elfutils variables (DEBUGINFOD_URLS…); nil when none is set.
+func debuginfodClient(for store: ReportStore) -> DebuginfodClient? {
+  DebuginfodSettings(
+    environment: CrumbsEnvironment.processEnvironment(), crumbsDirectory: Syscall.directoryName(of: store.path)
+  ).map { DebuginfodClient(settings: $0) }
+}

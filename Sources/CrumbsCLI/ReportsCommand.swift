@@ -292,11 +292,24 @@ struct ReportsShowCommand: ParsableCommand {
   @Flag(help: "The stored report.json as it is.")
   var json = false
 
+  @Flag(
+    help: ArgumentHelp(
+      "Name the frames again before showing them (not stored): installed debug files, and with DEBUGINFOD_URLS set, debug files fetched by build ID."
+    ))
+  var symbolicate = false
+
   @OptionGroup var color: ColorOptions
 
   func run() throws {
     let reportStore = try store.openStore(command: "reports show", readOnly: true)
-    let stored = try store.load(id, from: reportStore, command: "reports show")
+    var stored = try store.load(id, from: reportStore, command: "reports show")
+    if symbolicate {
+      var options = PostMortemProcessor.defaultSymbolication
+      options.useLLVMSymbolizer = true
+      options.readsInstalledDebugFiles = true
+      options.remoteDebugFiles = debuginfodClient(for: reportStore)
+      stored.report = stored.report.symbolicated(with: options)
+    }
     if json {
       print(String(decoding: try stored.readFile("report.json", limit: 64 << 20), as: UTF8.self))
       return

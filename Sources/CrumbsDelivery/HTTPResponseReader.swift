@@ -134,6 +134,13 @@ package struct HTTPResponseReader {
         phase = .done
         return
       }
+      // A body claimed larger than the limit is refused before its first byte: nothing of it
+      // would be usable, and reading it to the limit costs the limit.
+      guard count <= maxBody else {
+        bodyOverLimit = true
+        phase = .done
+        return
+      }
       phase = count == 0 ? .done : .body(remaining: count)
     } else {
       phase = .body(remaining: nil)
