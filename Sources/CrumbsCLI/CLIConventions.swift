@@ -197,6 +197,6 @@ struct StoreOptions: ParsableArguments {
 /// --symbolicate), from the elfutils variables (DEBUGINFOD_URLS…); nil when none is set.
 func debuginfodClient(for store: ReportStore) -> DebuginfodClient? {
   DebuginfodSettings(
-    environment: CrumbsEnvironment.processEnvironment(), crumbsDirectory: Syscall.directoryName(of: store.path)
+    environment: CrumbsEnvironment.debuginfodEnvironment(), crumbsDirectory: Syscall.directoryName(of: store.path)
   ).map { DebuginfodClient(settings: $0) }
 }

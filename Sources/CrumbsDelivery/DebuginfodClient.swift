@@ -120,7 +120,7 @@ public final class DebuginfodClient: RemoteDebugFiles {
         return .success(path)
       case .failure(let failure):
         if !failure.notFound { allMissing = false }
-        reasons.append("\(Redactor(secrets: []).redact(base)): \(failure.reason)")
+        reasons.append("\(Self.withoutCredentials(base)): \(failure.reason)")
       }
     }
     if allMissing { cache.recordMiss(buildID: buildID, kind: kind) }
@@ -186,6 +186,16 @@ public final class DebuginfodClient: RemoteDebugFiles {
       return .failure(.init(reason: "refused: \(answer.body.count) bytes of the \(count) announced"))
     }
     return cache.store(answer.body, buildID: buildID, kind: kind).mapError { FetchFailure(reason: $0.reason) }
+  }
+
+  /// `url` without a `user:password@` part: a reason lands in reports.
+  static func withoutCredentials(_ url: String) -> String {
+    let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+    // "scheme:", "", "authority", "rest"
+    guard parts.count >= 3, parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") else { return url }
+    var cleaned = parts
+    cleaned[2] = parts[2][parts[2].index(after: at)...]
+    return cleaned.joined(separator: "/")
   }
 
   private static func claimed(_ answer: HTTPResponse) -> Int {

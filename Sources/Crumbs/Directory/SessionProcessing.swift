@@ -28,7 +28,7 @@ extension CrumbsConfiguration {
     processor.symbolicatorOptions = symbolication
     if fetchesDebugFiles, processor.symbolicatorOptions.remoteDebugFiles == nil,
       let settings = DebuginfodSettings(
-        environment: CrumbsEnvironment.processEnvironment(), crumbsDirectory: self.directory)
+        environment: CrumbsEnvironment.debuginfodEnvironment(), crumbsDirectory: self.directory)
     {
       processor.symbolicatorOptions.remoteDebugFiles = DebuginfodClient(settings: settings)
     }
