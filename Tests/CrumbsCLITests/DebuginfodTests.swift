@@ -126,5 +126,20 @@ final class DebuginfodServer {
     let appFrame = try #require(unnamed.frames.first { $0.module == app })
     #expect(appFrame.function?.contains("crumbs_test_null_deref") != true)
     #expect(appFrame.note?.contains("debuginfod: \(server.url): cannot connect") == true, "\(appFrame)")
+
+    // 4. A hostile server sending a truncated file: refused, the report unharmed and saying so.
+    let other = try Syscall.readFile(ChildProcess.testChild)
+    let hostile = try LoopbackHTTPServer { _, request in
+      request.target.contains(buildID) ? .respondBytes(200, headers: [:], body: Array(other.prefix(64 << 10))) : .respond(404)
+    }
+    defer { hostile.stop() }
+    let fourth = try CLIProcess.run(
+      ["symbolicate", id, "--dir", crumbs], environment: ["DEBUGINFOD_URLS": hostile.baseURL], timeoutSeconds: 300)
+    #expect(fourth.status == 0, "\(fourth.stderr)")
+    let unharmed = try store.load(id: original.report.id).report
+    #expect(unharmed.frames.count == original.report.frames.count)
+    let refused = try #require(unharmed.frames.first { $0.module == app })
+    #expect(refused.note?.contains("refused:") == true, "\(refused)")
+    #expect(!Syscall.fileExists(crumbs + "/debuginfod/" + buildID + "/debuginfo"))
   }
 }
