@@ -48,10 +48,10 @@ public struct DeliveryRequest: Sendable {
   public var timeout: Double?
   /// How many items (OTLP: log records) the body carries, for reading a partial success.
   public var itemCount: Int
-  /// The most bytes of the answer's body kept (nil: `CurlTransport.maxResponseBodyBytes`). An
-  /// answer whose Content-Length claims more is cut before its first body byte; one that streams
-  /// more is cut there. Either comes back with `bodyTruncated`. A download (a debug file) sets
-  /// its own; a delivery answer needs only the default.
+  /// The most bytes of the answer's body kept, for a download (a debug file): an answer whose
+  /// Content-Length claims more is cut before its first body byte, one that streams more is cut
+  /// there; either comes back with `bodyTruncated`. Nil (a delivery): the first
+  /// `CurlTransport.maxResponseBodyBytes` of the body are read, whatever it claims.
   public var maxResponseBodyBytes: Int? = nil
 
   public init(

@@ -152,7 +152,7 @@ public struct CurlTransport: HTTPTransport {
     // At most 86_400_000 ms (usableTimeout): four times it fits a long anywhere.
     let timeoutMilliseconds = max(1, Int(timeout * 1000))
     let exchange = CurlExchange(
-      body: request.body, maxBody: request.maxResponseBodyBytes ?? Self.maxResponseBodyBytes,
+      body: request.body, maxBody: request.maxResponseBodyBytes,
       idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000, abandons: abandons)
     let context = Unmanaged.passUnretained(exchange).toOpaque()
     var failed = false
@@ -253,6 +253,8 @@ private final class CurlExchange {
   var body: [UInt8] = []
   /// The most body bytes kept (the request's `maxResponseBodyBytes`).
   let maxBody: Int
+  /// Whether a Content-Length over `maxBody` stops the transfer before the body (a download).
+  let refusesLongerClaims: Bool
   /// Whether the body went past `maxBody`, or its Content-Length claimed more (the transfer was
   /// then stopped).
   var overLimit = false
@@ -267,9 +269,10 @@ private final class CurlExchange {
   /// True once the request in flight must be given up (CurlTransport.abandons).
   let abandons: @Sendable () -> Bool
 
-  init(body: [UInt8], maxBody: Int, idleNanoseconds: UInt64, abandons: @escaping @Sendable () -> Bool) {
+  init(body: [UInt8], maxBody: Int?, idleNanoseconds: UInt64, abandons: @escaping @Sendable () -> Bool) {
     requestBody = body
-    self.maxBody = max(0, maxBody)
+    self.maxBody = max(0, maxBody ?? CurlTransport.maxResponseBodyBytes)
+    refusesLongerClaims = maxBody != nil
     self.idleNanoseconds = idleNanoseconds
     self.abandons = abandons
   }
@@ -303,8 +306,8 @@ private final class CurlExchange {
   func header(_ line: UnsafeRawBufferPointer) -> Bool {
     lastProgress = SystemClock.monotonicNanoseconds()
     guard responseHeaders.read(line: line) else { return false }
-    // A body claimed larger than the limit is refused before its first byte.
-    if let length = responseHeaders.headers["content-length"], let count = UInt64(length),
+    // A download claimed larger than the limit is refused before its first byte.
+    if refusesLongerClaims, let length = responseHeaders.headers["content-length"], let count = UInt64(length),
       count > UInt64(maxBody), (200..<300).contains(responseHeaders.status ?? 0)
     {
       overLimit = true
