@@ -307,7 +307,7 @@ struct ReportsShowCommand: ParsableCommand {
       var options = PostMortemProcessor.defaultSymbolication
       options.useLLVMSymbolizer = true
       options.readsInstalledDebugFiles = true
-      options.remoteDebugFiles = debuginfodClient(for: reportStore)
+      options.remoteDebugFiles = debuginfodClient(for: reportStore, report: stored.report)
       stored.report = stored.report.symbolicated(with: options)
     }
     if json {
