@@ -68,7 +68,9 @@ func check(_ bytes: UnsafeRawBufferPointer) -> String {
     switch image.packageNote {
     case .success(let note)?:
       precondition(note.fields.count <= PackageNote.maxKeys, "too many package note keys")
-      precondition(note.fields.values.allSatisfy { $0.utf8.count <= PackageNote.maxValueBytes }, "a value past its bound")
+      precondition(
+        note.fields.values.allSatisfy { $0.utf8.count <= PackageNote.maxValueBytes }, "a value past its bound"
+      )
       package = "; package \(note.name ?? "?") \(note.version ?? "?")"
     case .failure(let failure)?:
       precondition(!failure.reason.isEmpty, "a package note failure without a reason")

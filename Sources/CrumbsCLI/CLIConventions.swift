@@ -200,7 +200,8 @@ struct StoreOptions: ParsableArguments {
 func debuginfodClient(for store: ReportStore, report: CrashReport) -> DebuginfodClient? {
   let environment = CrumbsEnvironment.debuginfodEnvironment()
   guard environment["DEBUGINFOD_URLS"] != nil else { return nil }
-  let note = PackageNote.ofExecutable(report.resource["process.executable.path"] ?? "", modules: report.modules)
+  let note = PackageNote.ofExecutable(
+    report.resource["process.executable.path"] ?? "", modules: report.modules)
   return DebuginfodSettings(
     environment: environment, crumbsDirectory: Syscall.directoryName(of: store.path),
     extraURLs: note?.debugInfoURL.map { [$0] } ?? []

@@ -46,9 +46,10 @@ public struct DebuginfodSettings: Sendable, Equatable {
   /// The name of the cache folder in a Crumbs directory.
   public static let folderName = "debuginfod"
 
-  public init(urls: [String], cachePath: String, timeout: Double = defaultTimeout, maxTime: Double? = nil,
-    maxSize: Int = defaultMaxSize)
-  {
+  public init(
+    urls: [String], cachePath: String, timeout: Double = defaultTimeout, maxTime: Double? = nil,
+    maxSize: Int = defaultMaxSize
+  ) {
     self.urls = urls
     self.cachePath = cachePath
     self.timeout = timeout
@@ -172,7 +173,9 @@ public final class DebuginfodClient: RemoteDebugFiles {
       return .failure(.init(reason: "HTTP \(answer.status)"))
     }
     guard !answer.bodyTruncated else {
-      if answer.body.count >= settings.maxSize || answer.body.isEmpty && Self.claimed(answer) > settings.maxSize {
+      if answer.body.count >= settings.maxSize
+        || answer.body.isEmpty && Self.claimed(answer) > settings.maxSize
+      {
         return .failure(
           .init(reason: "refused: larger than DEBUGINFOD_MAXSIZE (\(settings.maxSize) bytes), not kept"))
       }

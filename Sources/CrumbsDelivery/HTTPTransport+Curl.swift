@@ -307,7 +307,8 @@ private final class CurlExchange {
     lastProgress = SystemClock.monotonicNanoseconds()
     guard responseHeaders.read(line: line) else { return false }
     // A download claimed larger than the limit is refused before its first byte.
-    if refusesLongerClaims, let length = responseHeaders.headers["content-length"], let count = UInt64(length),
+    if refusesLongerClaims, let length = responseHeaders.headers["content-length"],
+      let count = UInt64(length),
       count > UInt64(maxBody), (200..<300).contains(responseHeaders.status ?? 0)
     {
       overLimit = true

@@ -29,7 +29,9 @@ final class DebuginfodServer {
       standardOutput: .discard, standardError: .pipe)
     let deadline = SystemClock.monotonicNanoseconds() + 120 * 1_000_000_000
     while SystemClock.monotonicNanoseconds() < deadline {
-      if let metrics = metrics(), Self.value(metrics, "scanned_files_total{source=\"file\"}") >= files { return }
+      if let metrics = metrics(), Self.value(metrics, "scanned_files_total{source=\"file\"}") >= files {
+        return
+      }
       // Paced by the server's own log lines (or 200 ms without one), not by a sleep.
       _ = process.readLine(from: .standardError, timeoutMilliseconds: 200)
     }
@@ -42,7 +44,8 @@ final class DebuginfodServer {
     var request = DeliveryRequest(
       destination: "metrics", reportID: "-", url: url + "/metrics", headers: [], body: [], timeout: 5)
     request.method = "GET"
-    guard case .success(let answer) = PlainHTTPTransport(timeout: 5).send(request), answer.status == 200 else {
+    guard case .success(let answer) = PlainHTTPTransport(timeout: 5).send(request), answer.status == 200
+    else {
       return nil
     }
     return String(decoding: answer.body, as: UTF8.self)
@@ -68,7 +71,8 @@ final class DebuginfodServer {
 }
 
 @Suite(.serialized) struct DebuginfodTests {
-  @Test(.enabled(if: Syscall.fileExists(DebuginfodServer.path), "debuginfod is not installed (make test-deps)"))
+  @Test(
+    .enabled(if: Syscall.fileExists(DebuginfodServer.path), "debuginfod is not installed (make test-deps)"))
   func aRealServerNamesAStrippedCrashedChildThenTheCacheThenItsAbsenceIsSaid() throws {
     let directory = TestDirectory()
     let app = directory.file("app")
@@ -98,7 +102,8 @@ final class DebuginfodServer {
     let environment = ["DEBUGINFOD_URLS": server.url, "DEBUGINFOD_TIMEOUT": "30"]
 
     // 1. From the server: the app's frames named, with file and line; the file kept in the cache.
-    let first = try CLIProcess.run(["symbolicate", id, "--dir", crumbs], environment: environment, timeoutSeconds: 300)
+    let first = try CLIProcess.run(
+      ["symbolicate", id, "--dir", crumbs], environment: environment, timeoutSeconds: 300)
     #expect(first.status == 0, "\(first.stderr)")
     let named = try store.load(id: original.report.id).report
     let top = try #require(named.frames.first { $0.module == app })
@@ -112,7 +117,8 @@ final class DebuginfodServer {
     // the server (its own count stays: the app's file is kept, the other modules' misses too).
     try store.replace(original, with: original.report)
     let shown = try CLIProcess.run(
-      ["reports", "show", id, "--symbolicate", "--dir", crumbs], environment: environment, timeoutSeconds: 300)
+      ["reports", "show", id, "--symbolicate", "--dir", crumbs], environment: environment, timeoutSeconds: 300
+    )
     #expect(shown.status == 0, "\(shown.stderr)")
     #expect(shown.stdout.contains("crumbs_test_null_deref"), "\(shown.stdout)")
     #expect(server.debuginfoRequests == asked)
@@ -120,7 +126,8 @@ final class DebuginfodServer {
     // 3. The server stopped, the cache gone: the report still comes, unnamed, saying why.
     server.stop()
     Syscall.removeTree(crumbs + "/debuginfod")
-    let third = try CLIProcess.run(["symbolicate", id, "--dir", crumbs], environment: environment, timeoutSeconds: 300)
+    let third = try CLIProcess.run(
+      ["symbolicate", id, "--dir", crumbs], environment: environment, timeoutSeconds: 300)
     #expect(third.status == 0, "\(third.stderr)")
     let unnamed = try store.load(id: original.report.id).report
     let appFrame = try #require(unnamed.frames.first { $0.module == app })
@@ -130,11 +137,13 @@ final class DebuginfodServer {
     // 4. A hostile server sending a truncated file: refused, the report unharmed and saying so.
     let other = try Syscall.readFile(ChildProcess.testChild)
     let hostile = try LoopbackHTTPServer { _, request in
-      request.target.contains(buildID) ? .respondBytes(200, headers: [:], body: Array(other.prefix(64 << 10))) : .respond(404)
+      request.target.contains(buildID)
+        ? .respondBytes(200, headers: [:], body: Array(other.prefix(64 << 10))) : .respond(404)
     }
     defer { hostile.stop() }
     let fourth = try CLIProcess.run(
-      ["symbolicate", id, "--dir", crumbs], environment: ["DEBUGINFOD_URLS": hostile.baseURL], timeoutSeconds: 300)
+      ["symbolicate", id, "--dir", crumbs], environment: ["DEBUGINFOD_URLS": hostile.baseURL],
+      timeoutSeconds: 300)
     #expect(fourth.status == 0, "\(fourth.stderr)")
     let unharmed = try store.load(id: original.report.id).report
     #expect(unharmed.frames.count == original.report.frames.count)

@@ -25,10 +25,13 @@ import Testing
     return (bytes, image.buildID)
   }
 
-  func client(_ server: LoopbackHTTPServer, _ directory: TestDirectory, maxSize: Int? = nil, timeout: Double = 2)
+  func client(
+    _ server: LoopbackHTTPServer, _ directory: TestDirectory, maxSize: Int? = nil, timeout: Double = 2
+  )
     -> DebuginfodClient
   {
-    var settings = DebuginfodSettings(urls: [server.baseURL], cachePath: directory.file("cache"), timeout: timeout)
+    var settings = DebuginfodSettings(
+      urls: [server.baseURL], cachePath: directory.file("cache"), timeout: timeout)
     if let maxSize { settings.maxSize = maxSize }
     return DebuginfodClient(settings: settings)
   }
@@ -142,12 +145,15 @@ import Testing
     let directory = TestDirectory()
     let (bytes, buildID) = try Self.debugFile(in: directory)
     let server = try LoopbackHTTPServer { _, request in
-      request.target.contains(LoadedModule.hex(buildID)) ? .respondBytes(200, headers: [:], body: bytes) : .respond(404)
+      request.target.contains(LoadedModule.hex(buildID))
+        ? .respondBytes(200, headers: [:], body: bytes) : .respond(404)
     }
     defer { server.stop() }
     let debuginfod = client(server, directory)
-    #expect(debuginfod.file(buildID: buildID, kind: .debuginfo) == .success(
-      directory.file("cache/" + LoadedModule.hex(buildID) + "/debuginfo")))
+    #expect(
+      debuginfod.file(buildID: buildID, kind: .debuginfo)
+        == .success(
+          directory.file("cache/" + LoadedModule.hex(buildID) + "/debuginfo")))
     let other = [UInt8](repeating: 0x11, count: 20)
     #expect(debuginfod.file(buildID: other, kind: .debuginfo) != .success(""))
     #expect(debuginfod.requestCount == 2)
@@ -156,6 +162,7 @@ import Testing
     let again = debuginfod.file(buildID: other, kind: .debuginfo)
     #expect(again == .failure(.init("no server has it (cached miss)")))
     #expect(debuginfod.requestCount == 2)
-    #expect(DebuginfodClient.withoutCredentials("https://user:secret@example.com/x") == "https://example.com/x")
+    #expect(
+      DebuginfodClient.withoutCredentials("https://user:secret@example.com/x") == "https://example.com/x")
   }
 }

@@ -15,7 +15,8 @@ import Testing
 @testable import CrumbsReports
 
 @Suite struct PackageNoteTests {
-  static let json = #"{"type":"deb","name":"shop-server","version":"4.5.6","os":"debian","commit":"0123abcd"}"#
+  static let json =
+    #"{"type":"deb","name":"shop-server","version":"4.5.6","os":"debian","commit":"0123abcd"}"#
 
   /// An FDO package note (name "FDO\0", type 0xcafe1a7e), as a linker writes it: 4-byte aligned.
   static func noteBytes(_ json: String) -> [UInt8] {
@@ -71,7 +72,8 @@ import Testing
     try Syscall.writeFileAtomically(source, Array("int main(void) { return 0; }\n".utf8))
     let binary = directory.file("main")
     let linked = try Subprocess.run(
-      "/usr/bin/cc", [source, "-o", binary, "-fuse-ld=\(linker)", "-Xlinker", "--package-metadata=\(Self.json)"],
+      "/usr/bin/cc",
+      [source, "-o", binary, "-fuse-ld=\(linker)", "-Xlinker", "--package-metadata=\(Self.json)"],
       timeoutMilliseconds: 120_000)
     #expect(linked.exitStatus == 0, "\(String(decoding: linked.standardError, as: UTF8.self))")
     let image = try ELFImage.read(path: binary, symbols: false)
@@ -84,18 +86,29 @@ import Testing
 
   @Test func badNotesAreRefusedWithAReason() {
     let good = Self.noteBytes(Self.json)
-    #expect(PackageNote.parse(notes: good, alignment: 4) == .success(PackageNote(fields: [
-      "type": "deb", "name": "shop-server", "version": "4.5.6", "os": "debian", "commit": "0123abcd",
-    ])))
-    #expect(PackageNote.parse(notes: Array(good.prefix(20)), alignment: 4) == .failure(.init("a note's descriptor runs past the section")))
-    #expect(PackageNote.parse(notes: Self.noteBytes("[1, 2]"), alignment: 4) == .failure(.init("the package note is not a JSON object")))
-    #expect(PackageNote.parse(notes: Self.noteBytes("{\"n\": 1}"), alignment: 4) == .failure(.init("the package note names nothing")))
+    #expect(
+      PackageNote.parse(notes: good, alignment: 4)
+        == .success(
+          PackageNote(fields: [
+            "type": "deb", "name": "shop-server", "version": "4.5.6", "os": "debian", "commit": "0123abcd",
+          ])))
+    #expect(
+      PackageNote.parse(notes: Array(good.prefix(20)), alignment: 4)
+        == .failure(.init("a note's descriptor runs past the section")))
+    #expect(
+      PackageNote.parse(notes: Self.noteBytes("[1, 2]"), alignment: 4)
+        == .failure(.init("the package note is not a JSON object")))
+    #expect(
+      PackageNote.parse(notes: Self.noteBytes("{\"n\": 1}"), alignment: 4)
+        == .failure(.init("the package note names nothing")))
     var huge = Self.noteBytes("{}")
     huge[4] = 0xff
     huge[5] = 0xff
     huge[6] = 0xff
     huge[7] = 0x7f
-    #expect(PackageNote.parse(notes: huge, alignment: 4) == .failure(.init("a note's descriptor runs past the section")))
+    #expect(
+      PackageNote.parse(notes: huge, alignment: 4)
+        == .failure(.init("a note's descriptor runs past the section")))
     #expect(PackageNote.parse(notes: [], alignment: 4) == .failure(.init("no FDO package note")))
   }
 }

@@ -210,7 +210,8 @@ import Testing
         #expect(found.map { $0.start <= symbol.start } ?? true)
       }
       if case .failure(let failure)? = image.packageNote { #expect(!failure.reason.isEmpty) }
-      #expect(DebuginfodCache.check(bytes, buildID: image.buildID, kind: .debuginfo).map { !$0.isEmpty } ?? true)
+      #expect(
+        DebuginfodCache.check(bytes, buildID: image.buildID, kind: .debuginfo).map { !$0.isEmpty } ?? true)
       return .parsedELF(symbols: image.symbolCount)
     } catch {
       #expect(!error.reason.isEmpty)

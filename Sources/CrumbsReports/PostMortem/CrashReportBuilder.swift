@@ -149,7 +149,8 @@ package struct CrashReportBuilder {
     // The package the executable says it is (its `.note.package`), when its file is still the one
     // that crashed.
     if symbolicatorOptions.readsModuleFiles,
-      let note = PackageNote.ofExecutable(report.resource["process.executable.path"] ?? "", modules: record.modules)
+      let note = PackageNote.ofExecutable(
+        report.resource["process.executable.path"] ?? "", modules: record.modules)
     {
       report.resource = note.resourceAttributes(over: report.resource)
     }

@@ -103,7 +103,8 @@ public struct DebuginfodCache: Sendable {
 
   /// Whether `bytes` are the file of `kind` with `buildID`: nil when they are, else why not.
   /// Every read of the bytes is bounded (ELFImage.parse, which the ELF fuzz target drives).
-  public static func check(_ bytes: UnsafeRawBufferPointer, buildID: [UInt8], kind: DebugFileKind) -> String? {
+  public static func check(_ bytes: UnsafeRawBufferPointer, buildID: [UInt8], kind: DebugFileKind) -> String?
+  {
     let image: ELFImage
     do {
       image = try ELFImage.parse(bytes: bytes)
@@ -129,7 +130,8 @@ public struct DebuginfodCache: Sendable {
     let hex = LoadedModule.hex(buildID)
     guard Self.isBuildID(hex) else { return .failure(.init("no build id")) }
     if let refusal = bytes.withUnsafeBytes({ Self.check($0, buildID: buildID, kind: kind) }) {
-      let kept = quarantine(Array(bytes.prefix(Self.quarantinedBytes)), name: hex + "." + kind.rawValue, reason: refusal)
+      let kept = quarantine(
+        Array(bytes.prefix(Self.quarantinedBytes)), name: hex + "." + kind.rawValue, reason: refusal)
       return .failure(.init("refused: \(refusal)" + (kept ? " (quarantined)" : "")))
     }
     do throws(SystemCallError) {
@@ -150,7 +152,8 @@ public struct DebuginfodCache: Sendable {
     guard Self.isBuildID(hex), let folder = try? openEntry(hex) else { return }
     defer { Syscall.close(folder) }
     try? Syscall.writeFileAtomically(
-      named: kind.rawValue, in: folder, [UInt8](), durable: false, path: path + "/" + hex + "/" + kind.rawValue)
+      named: kind.rawValue, in: folder, [UInt8](), durable: false,
+      path: path + "/" + hex + "/" + kind.rawValue)
   }
 
   /// The build ID's folder, made when missing (the cache too), opened without following links.
@@ -180,7 +183,8 @@ public struct DebuginfodCache: Sendable {
       }
       // Written in the cache, then moved in with its reason (Quarantine keeps its bounds).
       let staging = ".refused-" + name
-      try Syscall.writeFileAtomically(named: staging, in: cache, bytes, durable: false, path: path + "/" + staging)
+      try Syscall.writeFileAtomically(
+        named: staging, in: cache, bytes, durable: false, path: path + "/" + staging)
       try Quarantine.move(path + "/" + staging, into: folder, reason: reason, beneath: parent)
       return true
     } catch {
@@ -202,7 +206,9 @@ public struct DebuginfodCache: Sendable {
       else { continue }
       var bytes = 0
       for kind in DebugFileKind.allCases {
-        if let file = Syscall.status(of: kind.rawValue, in: folder), file.kind == .regular { bytes += file.size }
+        if let file = Syscall.status(of: kind.rawValue, in: folder), file.kind == .regular {
+          bytes += file.size
+        }
       }
       Syscall.close(folder)
       entries.append((name, status.modifiedNanoseconds, bytes))

@@ -61,7 +61,9 @@ public struct PackageNote: Sendable, Equatable {
       let descriptorSize = u32(offset + 4)
       let type = UInt32(u32(offset + 8))
       let nameStart = offset + 12
-      guard nameSize <= bytes.count - nameStart else { return .failure(.init("a note's name runs past the section")) }
+      guard nameSize <= bytes.count - nameStart else {
+        return .failure(.init("a note's name runs past the section"))
+      }
       let descriptorStart = (nameStart + nameSize + align - 1) / align * align
       guard descriptorStart <= bytes.count, descriptorSize <= bytes.count - descriptorStart else {
         return .failure(.init("a note's descriptor runs past the section"))
@@ -125,7 +127,8 @@ extension PackageNote {
   /// the file's build ID is the one `modules` recorded for that path: a binary replaced since
   /// (a deploy) says nothing about the process that ran. Nil otherwise, or without a note.
   package static func ofExecutable(_ path: String, modules: [LoadedModule]) -> PackageNote? {
-    guard path.hasPrefix("/"), let module = modules.first(where: { $0.path == path }), !module.buildID.isEmpty,
+    guard path.hasPrefix("/"), let module = modules.first(where: { $0.path == path }),
+      !module.buildID.isEmpty,
       let image = try? ELFImage.read(path: path, symbols: false), image.buildID == module.buildID,
       case .success(let note)? = image.packageNote
     else { return nil }

@@ -46,6 +46,7 @@ extension Result where Success == ELFImage, Failure == ModuleFailure {
   /// Whether the module's own file is not there to read (gone, or another build in its place).
   var isMissingFile: Bool {
     guard case .failure(let failure) = self else { return false }
-    return failure.note == SymbolicatedFrame.Note.moduleGone || failure.note == SymbolicatedFrame.Note.buildIDChanged
+    return failure.note == SymbolicatedFrame.Note.moduleGone
+      || failure.note == SymbolicatedFrame.Note.buildIDChanged
   }
 }
