@@ -1,9 +1,11 @@
 // DebuginfodTests.swift — a real debuginfod (elfutils, Debian's package) started on loopback over
 // a folder holding the `objcopy --only-keep-debug` file of the test child; a stripped copy of the
-// child crashes, and `crumbs symbolicate` / `crumbs reports show --symbolicate` name its frames
+// child crashes, and `crumbs symbolicate`, `crumbs collect` and `crumbs reports show --symbolicate`
+// name its frames
 // from the file the server sends (issue 41): once from the server, once from the cache (the
 // server's own metrics show no new request), and with the server gone, unnamed, saying why.
 
+import Crumbs
 import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
@@ -71,6 +73,25 @@ final class DebuginfodServer {
 }
 
 @Suite(.serialized) struct DebuginfodTests {
+  @Test func theNextLaunchFetchesNothingUnlessItsConfigurationAsks() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    var configuration = CrumbsConfiguration(directory: crumbs)
+    #expect(configuration.fetchesDebugFiles == false)
+    let rings = try RingDirectory(path: crumbs)
+    let store = try ReportStore(directory: crumbs)
+    #expect(
+      configuration.makePostMortemProcessor(directory: rings, store: store) { _ in }.symbolicatorOptions
+        .remoteDebugFiles == nil)
+    // Asked, it still needs a server named (DEBUGINFOD_URLS, unset in the tests' environment).
+    configuration.fetchesDebugFiles = true
+    if CrumbsEnvironment.debuginfodEnvironment()["DEBUGINFOD_URLS"] == nil {
+      #expect(
+        configuration.makePostMortemProcessor(directory: rings, store: store) { _ in }.symbolicatorOptions
+          .remoteDebugFiles == nil)
+    }
+  }
+
   @Test(
     .enabled(if: Syscall.fileExists(DebuginfodServer.path), "debuginfod is not installed (make test-deps)"))
   func aRealServerNamesAStrippedCrashedChildThenTheCacheThenItsAbsenceIsSaid() throws {
@@ -110,8 +131,27 @@ final class DebuginfodServer {
     #expect(top.function?.contains("crumbs_test_null_deref") == true, "\(top)")
     #expect(top.file?.hasSuffix("crumbs_test_child.c") == true, "\(top)")
     #expect(Syscall.fileExists(crumbs + "/debuginfod/" + buildID + "/debuginfo"))
-    let asked = server.debuginfoRequests
-    #expect(asked >= 1)
+    #expect(server.debuginfoRequests >= 1)
+
+    // 1b. `crumbs collect` (the client's processing run from outside) fetches too, into its
+    // own directory's cache, for a crash it processes.
+    let collected = directory.file("collected")
+    let again = try Subprocess(
+      app, ["null-deref", collected], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+    again.wait(seconds: 120)
+    let collect = try CLIProcess.run(
+      ["collect", "--otlp", "http://127.0.0.1:\(refusedPort())", "--dir", collected],
+      environment: environment,
+      timeoutSeconds: 300)
+    #expect(collect.status == 1, "\(collect.stderr)")  // stored, not delivered: nobody listens
+    let collectedReport = try #require(try ReportStore(directory: collected).list(.pending).reports.first)
+    #expect(
+      collectedReport.report.frames.contains {
+        $0.module == app && $0.function?.contains("crumbs_test_null_deref") == true
+      },
+      "\(collectedReport.report.frames.prefix(3))")
+    #expect(Syscall.fileExists(collected + "/debuginfod/" + buildID + "/debuginfo"))
+    let askedBefore = server.debuginfoRequests
 
     // 2. From the cache: `reports show --symbolicate` names them again, and no request reaches
     // the server (its own count stays: the app's file is kept, the other modules' misses too).
@@ -121,7 +161,7 @@ final class DebuginfodServer {
     )
     #expect(shown.status == 0, "\(shown.stderr)")
     #expect(shown.stdout.contains("crumbs_test_null_deref"), "\(shown.stdout)")
-    #expect(server.debuginfoRequests == asked)
+    #expect(server.debuginfoRequests == askedBefore)
 
     // 3. The server stopped, the cache gone: the report still comes, unnamed, saying why.
     server.stop()
