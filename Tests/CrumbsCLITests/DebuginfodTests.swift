@@ -1,9 +1,9 @@
 // DebuginfodTests.swift — a real debuginfod (elfutils, Debian's package) started on loopback over
 // a folder holding the `objcopy --only-keep-debug` file of the test child; a stripped copy of the
 // child crashes, and `crumbs symbolicate`, `crumbs collect` and `crumbs reports show --symbolicate`
-// name its frames
-// from the file the server sends (issue 41): once from the server, once from the cache (the
-// server's own metrics show no new request), and with the server gone, unnamed, saying why.
+// name its frames from the file the server sends (issue 41): once from the server, once from the
+// cache (the server's own metrics show no new request), with the server gone unnamed, saying why,
+// and from a hostile server unharmed.
 
 import Crumbs
 import CrumbsDeliveryTestSupport
