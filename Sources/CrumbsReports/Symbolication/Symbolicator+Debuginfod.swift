@@ -17,7 +17,13 @@ extension Symbolicator {
     let kinds: [DebugFileKind] = ownFileMissing ? [.debuginfo, .executable] : [.debuginfo]
     for kind in kinds {
       let key = module.buildIDHex + "/" + kind.rawValue
-      let answer = remoteAnswers[key] ?? remote.file(buildID: module.buildID, kind: kind)
+      var answer = remoteAnswers[key] ?? remote.file(buildID: module.buildID, kind: kind)
+      // The file as it is now (a cache folder another user may write) must still be the build.
+      if case .success(let path) = answer, case .readable(let image) = cachedImage(path),
+        image.buildID != module.buildID
+      {
+        answer = .failure(.init("the kept file \(path) has another build id"))
+      }
       remoteAnswers[key] = answer
       if case .success(let path) = answer { return path }
     }
