@@ -1,4 +1,5 @@
-// DebuginfodClientTests.swift — DebuginfodClient against hostile loopback servers (issue 41): a
+// DebuginfodClientTests.swift — DebuginfodClient against hostile loopback servers (issue 41), through
+// Crumbs' own http client and libcurl where the transport matters: a
 // file with another build ID, a truncated file, a 2 GiB answer (claimed, and streamed), a slow
 // drip, a redirect. Each is refused within its bound with its reason; nothing is kept in the
 // cache, and a refused file's start is quarantined with its reason.
@@ -26,14 +27,13 @@ import Testing
   }
 
   func client(
-    _ server: LoopbackHTTPServer, _ directory: TestDirectory, maxSize: Int? = nil, timeout: Double = 2
-  )
-    -> DebuginfodClient
-  {
+    _ server: LoopbackHTTPServer, _ directory: TestDirectory, maxSize: Int? = nil, timeout: Double = 2,
+    kind: TransportKind? = nil
+  ) -> DebuginfodClient {
     var settings = DebuginfodSettings(
       urls: [server.baseURL], cachePath: directory.file("cache"), timeout: timeout)
     if let maxSize { settings.maxSize = maxSize }
-    return DebuginfodClient(settings: settings)
+    return DebuginfodClient(settings: settings, transport: kind?.transport(timeout: timeout))
   }
 
   /// The quarantined files' reasons.
@@ -77,14 +77,16 @@ import Testing
     #expect(quarantined(directory).count == 1)
   }
 
-  @Test func aTwoGiBAnswerIsRefusedWithoutKeepingIt() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aTwoGiBAnswerIsRefusedWithoutKeepingIt(_ kind: TransportKind) throws {
     let directory = TestDirectory()
     let buildID = [UInt8](repeating: 0x5a, count: 20)
     // Claimed: a Content-Length of 2 GiB, refused on the header line.
     let claimed = try LoopbackHTTPServer { _, _ in .respondWithLargeBody(200, bodyBytes: 2 << 30) }
     defer { claimed.stop() }
     var started = SystemClock.monotonicNanoseconds()
-    let first = client(claimed, directory, maxSize: 16 << 20).file(buildID: buildID, kind: .debuginfo)
+    let first = client(claimed, directory, maxSize: 16 << 20, kind: kind).file(
+      buildID: buildID, kind: .debuginfo)
     #expect(SystemClock.monotonicNanoseconds() - started < 30_000_000_000)
     guard case .failure(let claimedFailure) = first else {
       Issue.record("accepted: \(first)")
@@ -95,7 +97,8 @@ import Testing
     let streamed = try LoopbackHTTPServer { _, _ in .respondEndlessly(200) }
     defer { streamed.stop() }
     started = SystemClock.monotonicNanoseconds()
-    let second = client(streamed, directory, maxSize: 16 << 20).file(buildID: buildID, kind: .debuginfo)
+    let second = client(streamed, directory, maxSize: 16 << 20, kind: kind).file(
+      buildID: buildID, kind: .debuginfo)
     #expect(SystemClock.monotonicNanoseconds() - started < 60_000_000_000)
     guard case .failure(let streamedFailure) = second else {
       Issue.record("accepted: \(second)")
@@ -106,14 +109,15 @@ import Testing
     #expect(quarantined(directory).isEmpty)
   }
 
-  @Test func aSlowDripIsCutAtTheWholeExchangeBound() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aSlowDripIsCutAtTheWholeExchangeBound(_ kind: TransportKind) throws {
     let directory = TestDirectory()
     let buildID = [UInt8](repeating: 0x3c, count: 20)
     let server = try LoopbackHTTPServer { _, _ in .respondTrickling(200) }
     defer { server.stop() }
     let started = SystemClock.monotonicNanoseconds()
     // A byte every 200 ms is never idle for 1 s; the whole exchange is bounded at 4 s.
-    let answer = client(server, directory, timeout: 1).file(buildID: buildID, kind: .debuginfo)
+    let answer = client(server, directory, timeout: 1, kind: kind).file(buildID: buildID, kind: .debuginfo)
     let seconds = Double(SystemClock.monotonicNanoseconds() - started) / 1e9
     #expect(seconds >= 3.5 && seconds < 30, "\(seconds) s")
     guard case .failure(let failure) = answer else {
@@ -123,7 +127,8 @@ import Testing
     #expect(failure.reason.contains("cut short"), "\(failure)")
   }
 
-  @Test func aRedirectIsRefusedAndNotFollowed() throws {
+  @Test(arguments: TransportKind.allCases)
+  func aRedirectIsRefusedAndNotFollowed(_ kind: TransportKind) throws {
     let directory = TestDirectory()
     let (bytes, buildID) = try Self.debugFile(in: directory)
     let target = try LoopbackHTTPServer { _, _ in .respondBytes(200, headers: [:], body: bytes) }
@@ -132,7 +137,7 @@ import Testing
       .respond(302, headers: ["Location": target.baseURL + request.target])
     }
     defer { server.stop() }
-    let answer = client(server, directory).file(buildID: buildID, kind: .debuginfo)
+    let answer = client(server, directory, kind: kind).file(buildID: buildID, kind: .debuginfo)
     guard case .failure(let failure) = answer else {
       Issue.record("accepted: \(answer)")
       return
