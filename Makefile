@@ -31,10 +31,15 @@ demo: deps
 ## beside a release `crumbs` whose symbols must name no test code (Scripts/check-no-test-code.sh).
 ## The delivery tests decode what was sent with the official OTLP decoder (PyPI opentelemetry-proto).
 ## check-c compiles the signal path with -Werror under gcc, clang and musl-gcc (Debian's musl-tools).
+## The debuginfod tests start Debian's real `debuginfod` (elfutils) on loopback.
 test-deps:
 	@if ! command -v musl-gcc >/dev/null 2>&1; then \
 	  echo "Installing musl-tools (apt-get) for the signal path's musl check…"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; \
+	fi
+	@if ! command -v debuginfod >/dev/null 2>&1 || ! command -v eu-readelf >/dev/null 2>&1; then \
+	  echo "Installing debuginfod and elfutils (apt-get) for the debuginfod tests' real server…"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debuginfod elfutils >/dev/null; \
 	fi
 	@if ! python3 -m pip --version >/dev/null 2>&1; then \
 	  echo "Installing python3-pip (apt-get) for the tests' OTLP decoder…"; \

@@ -7,7 +7,9 @@
 //     crumbs_fuzz_run       in a `-sanitize=fuzzer` build: libFuzzer's driver, calling fuzzOneInput
 //     replay(files)         in a normal build: feeds each file given to fuzzOneInput and prints
 //                           what the reader made of it; no files: says "not a fuzzer build"
-//   fuzzOneInput            parse(bytes:), then lookups at every segment and symbol boundary
+//   fuzzOneInput            parse(bytes:), then lookups at every segment and symbol boundary,
+//                           the package note (PackageNote.parse), and the check a debug file
+//                           fetched from a debuginfod server passes (DebuginfodCache.check)
 //
 // Seeds (Fuzz/Corpus/elf-reader/) are tiny real ELF files: see Fuzz/README.md for the commands.
 // The property checked: parse returns an image or throws PersistedFileError, never traps, and
@@ -59,9 +61,26 @@ func check(_ bytes: UnsafeRawBufferPointer) -> String {
       precondition(found.start <= address, "lookup returned a symbol starting above the address")
       precondition(found.size == 0 || address - found.start < found.size, "lookup outside the symbol")
     }
+    // What a debuginfod download goes through: the same reader, a verdict, never a trap.
+    let verdict = DebuginfodCache.check(bytes, buildID: image.buildID, kind: .debuginfo)
+    precondition(verdict.map { !$0.isEmpty } ?? true, "a refusal without a reason")
+    var package = ""
+    switch image.packageNote {
+    case .success(let note)?:
+      precondition(note.fields.count <= PackageNote.maxKeys, "too many package note keys")
+      precondition(
+        note.fields.values.allSatisfy { $0.utf8.count <= PackageNote.maxValueBytes }, "a value past its bound"
+      )
+      package = "; package \(note.name ?? "?") \(note.version ?? "?")"
+    case .failure(let failure)?:
+      precondition(!failure.reason.isEmpty, "a package note failure without a reason")
+      package = "; package note: \(failure.reason)"
+    case nil:
+      break
+    }
     return "ELF type \(image.fileType), machine \(image.machine), \(image.segments.count) segments, "
       + "\(image.symbolCount) symbols from \(image.symbolTable.rawValue), build id \(image.buildID.count) bytes"
-      + (image.problems.isEmpty ? "" : "; problems: " + image.problems.joined(separator: "; "))
+      + (image.problems.isEmpty ? "" : "; problems: " + image.problems.joined(separator: "; ")) + package
   } catch {
     precondition(!error.reason.isEmpty, "an error without a reason")
     return "rejected (\(error.kind.rawValue)): \(error.reason)"

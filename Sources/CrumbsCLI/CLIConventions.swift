@@ -192,3 +192,18 @@ struct StoreOptions: ParsableArguments {
     }
   }
 }
+
+/// A debuginfod client for a command that names `report`'s frames (symbolicate, reports show
+/// --symbolicate), from the elfutils variables (DEBUGINFOD_URLS…), with the `debugInfoUrl` of
+/// the crashed executable's package note asked after them; nil when DEBUGINFOD_URLS is not set
+/// (fetching is asked for by setting it).
+func debuginfodClient(for store: ReportStore, report: CrashReport) -> DebuginfodClient? {
+  let environment = CrumbsEnvironment.debuginfodEnvironment()
+  guard environment["DEBUGINFOD_URLS"] != nil else { return nil }
+  let note = PackageNote.ofExecutable(
+    report.resource["process.executable.path"] ?? "", modules: report.modules)
+  return DebuginfodSettings(
+    environment: environment, crumbsDirectory: Syscall.directoryName(of: store.path),
+    extraURLs: note?.debugInfoURL.map { [$0] } ?? []
+  ).map { DebuginfodClient(settings: $0) }
+}

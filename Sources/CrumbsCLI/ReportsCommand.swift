@@ -295,7 +295,8 @@ struct ReportsShowCommand: ParsableCommand {
   @Flag(
     help: """
       Name the frames again here, with file, line and source lines where the files are on this \
-      machine (the stored report is not changed; `crumbs symbolicate` rewrites it).
+      machine, and with DEBUGINFOD_URLS set, debug files fetched by build ID (the stored report \
+      is not changed; `crumbs symbolicate` rewrites it).
       """)
   var symbolicate = false
 
@@ -316,8 +317,10 @@ struct ReportsShowCommand: ParsableCommand {
       }
       var options = PostMortemProcessor.defaultSymbolication
       options.symbolDirectories = symbolDirectories.map(absolute)
+      options.useLLVMSymbolizer = true
       options.readsInstalledDebugFiles = true
       options.llvmSymbolizerPath = llvmSymbolizer
+      options.remoteDebugFiles = debuginfodClient(for: reportStore, report: stored.report)
       stored.report = stored.report.symbolicated(with: options)
     }
     if json {

@@ -12,8 +12,12 @@ struct SymbolicateCommand: ParsableCommand {
     discussion: """
       Each --symbols directory may hold unstripped binaries or .debug files (searched by build ID, \
       up to \(DebugFileLocator.maxDepth) levels deep), or use the .build-id/xx/yyyy.debug layout; \
-      /usr/lib/debug is searched too, and so is a module's .gnu_debuglink name. The report is \
-      rewritten in place: frames, their files and lines, and its stack text.
+      /usr/lib/debug is searched too, and so is a module's .gnu_debuglink name. With \
+      DEBUGINFOD_URLS set (space-separated servers, as elfutils reads it), a module still without \
+      symbols has its debug file fetched by build ID into DEBUGINFOD_CACHE_PATH (default: \
+      debuginfod/ in the Crumbs directory), within DEBUGINFOD_TIMEOUT, DEBUGINFOD_MAXTIME and \
+      DEBUGINFOD_MAXSIZE. The report is rewritten in place: frames, their files and lines, and \
+      its stack text.
       """)
 
   @OptionGroup var store: StoreOptions
@@ -35,6 +39,7 @@ struct SymbolicateCommand: ParsableCommand {
     options.useLLVMSymbolizer = true
     options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
+    options.remoteDebugFiles = debuginfodClient(for: reportStore, report: stored.report)
     let report = stored.report.symbolicated(with: options)
     do {
       try reportStore.replace(stored, with: report)

@@ -90,7 +90,9 @@ package final class CollectedDirectory {
     do {
       let rings = try RingDirectory(path: path)
       let store = try ReportStore(directory: path)
-      let configuration = CrumbsConfiguration(directory: path)
+      var configuration = CrumbsConfiguration(directory: path)
+      // A person or a service runs the collector: it may fetch debug files (DEBUGINFOD_URLS).
+      configuration.fetchesDebugFiles = true
       let output = engine.output
       var made = configuration.makePostMortemProcessor(directory: rings, store: store) { problem in
         output.problem(problem)

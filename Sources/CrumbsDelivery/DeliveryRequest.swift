@@ -48,6 +48,11 @@ public struct DeliveryRequest: Sendable {
   public var timeout: Double?
   /// How many items (OTLP: log records) the body carries, for reading a partial success.
   public var itemCount: Int
+  /// The most bytes of the answer's body kept, for a download (a debug file): an answer whose
+  /// Content-Length claims more is cut before its first body byte, one that streams more is cut
+  /// there; either comes back with `bodyTruncated`. Nil (a delivery): the first
+  /// `CurlTransport.maxResponseBodyBytes` of the body are read, whatever it claims.
+  public var maxResponseBodyBytes: Int? = nil
 
   public init(
     destination: String, reportID: String, url: String, headers: [HTTPHeader], body: [UInt8],
@@ -118,7 +123,7 @@ public struct HTTPResponse: Sendable, Equatable {
   public var status: Int
   /// Header names lowercased.
   public var headers: [String: String]
-  /// The start of the body: at most `CurlTransport.maxResponseBodyBytes` are read.
+  /// The start of the body: at most the request's `maxResponseBodyBytes` are read.
   public var body: [UInt8]
   /// Whether the body went on past what was read (over the limit, or cut by the connection).
   public var bodyTruncated: Bool

@@ -41,11 +41,17 @@ package struct HTTPResponseReader {
   /// chunk size or Content-Length), or its trailers went past the header lines' bound.
   package private(set) var cut = false
   package let maxBody: Int
+  /// Whether a Content-Length over `maxBody` ends reading before the body (a download, which
+  /// has no use for a part), rather than after `maxBody` bytes of it (an answer's start is read).
+  package let refusesLongerClaims: Bool
 
   private var phase = Phase.headers
   private var line: [UInt8] = []
 
-  package init(maxBody: Int) { self.maxBody = max(0, maxBody) }
+  package init(maxBody: Int, refusesLongerClaims: Bool = false) {
+    self.maxBody = max(0, maxBody)
+    self.refusesLongerClaims = refusesLongerClaims
+  }
 
   /// Reads the next bytes of the stream. False once no more are wanted: the answer is complete,
   /// or reading stopped (header bounds, body limit, bad framing).
@@ -131,6 +137,13 @@ package struct HTTPResponseReader {
     } else if let length = headers.headers["content-length"] {
       guard let count = Self.decimal(length) else {
         cut = true
+        phase = .done
+        return
+      }
+      // A download claimed larger than the limit is refused before its first byte: nothing of
+      // it would be usable, and reading it to the limit costs the limit.
+      guard count <= maxBody || !refusesLongerClaims else {
+        bodyOverLimit = true
         phase = .done
         return
       }

@@ -152,7 +152,8 @@ public struct CurlTransport: HTTPTransport {
     // At most 86_400_000 ms (usableTimeout): four times it fits a long anywhere.
     let timeoutMilliseconds = max(1, Int(timeout * 1000))
     let exchange = CurlExchange(
-      body: request.body, idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000, abandons: abandons)
+      body: request.body, maxBody: request.maxResponseBodyBytes,
+      idleNanoseconds: UInt64(timeoutMilliseconds) * 1_000_000, abandons: abandons)
     let context = Unmanaged.passUnretained(exchange).toOpaque()
     var failed = false
     func set(_ option: Int, _ value: Int) {
@@ -250,7 +251,12 @@ private final class CurlExchange {
   /// The answer's header lines, bounded.
   var responseHeaders = ResponseHeaders()
   var body: [UInt8] = []
-  /// Whether the body went past `maxResponseBodyBytes` (the transfer was then stopped).
+  /// The most body bytes kept (the request's `maxResponseBodyBytes`).
+  let maxBody: Int
+  /// Whether a Content-Length over `maxBody` stops the transfer before the body (a download).
+  let refusesLongerClaims: Bool
+  /// Whether the body went past `maxBody`, or its Content-Length claimed more (the transfer was
+  /// then stopped).
   var overLimit = false
   /// How long no byte may move either way, and when one last did (CLOCK_MONOTONIC), with the
   /// counts curl reported then.
@@ -263,8 +269,10 @@ private final class CurlExchange {
   /// True once the request in flight must be given up (CurlTransport.abandons).
   let abandons: @Sendable () -> Bool
 
-  init(body: [UInt8], idleNanoseconds: UInt64, abandons: @escaping @Sendable () -> Bool) {
+  init(body: [UInt8], maxBody: Int?, idleNanoseconds: UInt64, abandons: @escaping @Sendable () -> Bool) {
     requestBody = body
+    self.maxBody = max(0, maxBody ?? CurlTransport.maxResponseBodyBytes)
+    refusesLongerClaims = maxBody != nil
     self.idleNanoseconds = idleNanoseconds
     self.abandons = abandons
   }
@@ -297,12 +305,21 @@ private final class CurlExchange {
   /// One header line, CR LF included; false (stop the transfer) once past the bound.
   func header(_ line: UnsafeRawBufferPointer) -> Bool {
     lastProgress = SystemClock.monotonicNanoseconds()
-    return responseHeaders.read(line: line)
+    guard responseHeaders.read(line: line) else { return false }
+    // A download claimed larger than the limit is refused before its first byte.
+    if refusesLongerClaims, let length = responseHeaders.headers["content-length"],
+      let count = UInt64(length),
+      count > UInt64(maxBody), (200..<300).contains(responseHeaders.status ?? 0)
+    {
+      overLimit = true
+      return false
+    }
+    return true
   }
 
   /// Keeps the body up to the limit; fewer bytes than given (which stops the transfer) once past it.
   func write(_ data: UnsafeRawBufferPointer) -> Int {
-    let room = CurlTransport.maxResponseBodyBytes - body.count
+    let room = maxBody - body.count
     guard data.count <= room else {
       body += data.prefix(max(0, room))
       overLimit = true

@@ -15,7 +15,9 @@
 //   `timedOut`; the whole exchange is bounded at four times it; `abandons` is asked at least
 //   once a second. Timeouts are read as CurlTransport.usableTimeout reads them.
 // - The answer: header lines bounded by ResponseHeaders, the body by
-//   `CurlTransport.maxResponseBodyBytes` (reading stops past it: `bodyTruncated`); chunked,
+//   request's `maxResponseBodyBytes` (a download: reading stops past it, or at once when
+//   Content-Length claims more), else `CurlTransport.maxResponseBodyBytes`; past it,
+//   `bodyTruncated`; chunked,
 //   Content-Length and until-close bodies (HTTPResponseReader, fuzzed as untrusted bytes).
 // - An answer that arrives before the whole body was sent stops the sending and says so
 //   (`requestSent` false); a 3xx is the answer (redirects never followed).
@@ -126,7 +128,9 @@ public struct PlainHTTPTransport: HTTPTransport {
       switch connect(address, clock) {
       case .success(let fd):
         defer { Syscall.close(fd) }
-        return exchange(fd: fd, head: head(request, url), body: request.body, clock: clock)
+        return exchange(
+          fd: fd, head: head(request, url), body: request.body,
+          maxBody: request.maxResponseBodyBytes, clock: clock)
       case .failure(let error):
         lastFailure = error
         if error == .timedOut { return .failure(error) }
@@ -201,12 +205,13 @@ public struct PlainHTTPTransport: HTTPTransport {
   }
 
   /// Sends the request and reads the answer on a connected socket.
-  private func exchange(fd: Int32, head: [UInt8], body: [UInt8], clock: Deadlines) -> Result<
+  private func exchange(fd: Int32, head: [UInt8], body: [UInt8], maxBody: Int?, clock: Deadlines) -> Result<
     HTTPResponse, TransportError
   > {
     let outgoing = head + body
     var sent = 0
-    var reader = HTTPResponseReader(maxBody: CurlTransport.maxResponseBodyBytes)
+    var reader = HTTPResponseReader(
+      maxBody: maxBody ?? CurlTransport.maxResponseBodyBytes, refusesLongerClaims: maxBody != nil)
     var buffer = [UInt8](repeating: 0, count: 64 << 10)
     var ended = false
     var lost = false

@@ -73,6 +73,10 @@ extension Syscall {
     return EntryStatus(info)
   }
 
+  /// Sets the open `fd`'s access and modification times to now (a cache marking what it used);
+  /// a failure changes nothing worth reporting.
+  package static func touch(_ fd: Int32) { _ = futimens(fd, nil) }
+
   /// The entry at `path`, not followed (the directories above it are); nil when it is not there.
   package static func status(ofPath path: String) -> EntryStatus? {
     var info = stat()

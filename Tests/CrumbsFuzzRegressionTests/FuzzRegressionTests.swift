@@ -218,6 +218,9 @@ import Testing
         let found = image.symbol(containing: symbol.start)
         #expect(found.map { $0.start <= symbol.start } ?? true)
       }
+      if case .failure(let failure)? = image.packageNote { #expect(!failure.reason.isEmpty) }
+      #expect(
+        DebuginfodCache.check(bytes, buildID: image.buildID, kind: .debuginfo).map { !$0.isEmpty } ?? true)
       return .parsedELF(symbols: image.symbolCount)
     } catch {
       #expect(!error.reason.isEmpty)

@@ -134,6 +134,12 @@ public struct CrumbsEnvironment: Sendable {
     }
   }
 
+  /// The DEBUGINFOD_* variables of this process: elfutils' own, which DebuginfodSettings reads
+  /// as elfutils does (servers, cache, bounds).
+  public static func debuginfodEnvironment() -> [String: String] {
+    SystemFacts.environment(prefixed: "DEBUGINFOD_")
+  }
+
   /// The destinations the CRUMBS_* variables name: CRUMBS_OTLP_ENDPOINT, then
   /// CRUMBS_BACKTRACE_URL (with the token, or as a submission URL without one). The OTEL_*
   /// endpoint is not among them: CrumbsConfiguration.resolvedDestinations adds it where no OTLP

@@ -26,6 +26,12 @@ extension CrumbsConfiguration {
   ) -> PostMortemProcessor {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.symbolicatorOptions = symbolication
+    if fetchesDebugFiles, processor.symbolicatorOptions.remoteDebugFiles == nil,
+      let settings = DebuginfodSettings(
+        environment: CrumbsEnvironment.debuginfodEnvironment(), crumbsDirectory: self.directory)
+    {
+      processor.symbolicatorOptions.remoteDebugFiles = DebuginfodClient(settings: settings)
+    }
     processor.reportsAbnormalTerminations = detectOOM
     processor.reportsHostName = reportsHostName
     processor.attachmentSizeLimit = attachmentSizeLimit

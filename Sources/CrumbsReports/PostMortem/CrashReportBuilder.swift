@@ -146,6 +146,14 @@ package struct CrashReportBuilder {
     report.resource["crumbs.host.memory.free_bytes_at_crash"] = String(record.freeMemoryBytes)
     // The machine the record was written on, not the one reading it (an aarch64 record read here).
     report.resource["host.arch"] = ProcessAttributes.normalizedArchitecture(record.architecture)
+    // The package the executable says it is (its `.note.package`), when its file is still the one
+    // that crashed.
+    if symbolicatorOptions.readsModuleFiles,
+      let note = PackageNote.ofExecutable(
+        report.resource["process.executable.path"] ?? "", modules: record.modules)
+    {
+      report.resource = note.resourceAttributes(over: report.resource)
+    }
     if let ring, let (trace, origin) = Self.lastTrace(ring.slots, thread: record.threadID) {
       report.trace = trace
       report.traceBreadcrumb = origin

@@ -84,6 +84,10 @@ public struct ELFImage: Sendable {
   public var debugLink: String? = nil
   /// Whether the file carries DWARF (`.debug_info` with content): file and line can come from it.
   public var hasDebugInfo = false
+  /// The package its `.note.package` section names (systemd's package metadata), or why it
+  /// could not be read; nil when the file has no such section. A bad note is not a problem of
+  /// the image: symbols stay usable.
+  public var packageNote: Result<PackageNote, PackageNote.Failure>? = nil
 
   /// Sorted by start address, with the names they point into (SortedSymbols); for an image
   /// read `answering:` addresses, the table it reads when first needed.
@@ -297,6 +301,14 @@ public struct ELFImage: Sendable {
         }
         let name = ELFImage.string(in: bytes, at: 0)
         if !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")) { image.debugLink = name }
+      case PackageNote.sectionName:
+        guard section.type == 7 /* SHT_NOTE */, section.size <= UInt64(PackageNote.maxNoteBytes),
+          let bytes = try? source.read(section.offset, section.size, "package note")
+        else {
+          image.packageNote = .failure(.init("\(PackageNote.sectionName) is too large or outside the file"))
+          continue
+        }
+        image.packageNote = PackageNote.parse(notes: bytes, alignment: section.alignment)
       default:
         continue
       }

@@ -14,7 +14,9 @@
 //                                        lookup of other addresses reads the sorted table once)
 //                                        and checked: gone? build ID changed?
 //                                        stripped? — then a file with its build ID from
-//                                        `symbolDirectories` (DebugFileLocator), when set
+//                                        `symbolDirectories` (DebugFileLocator), when set,
+//                                        else from `remoteDebugFiles` (a debuginfod client,
+//                                        Symbolicator+Debuginfod.swift), when set
 //     → ELFImage.symbol(containing:)     `.symtab`, else `.dynsym`, by binary search, on
 //                                        address − 1 for return addresses
 //     → SymbolDemangler.demangle         Swift and C++ names, in process
@@ -183,6 +185,11 @@ public final class Symbolicator {
     /// `sourceContext` when this symbolication reads files at all.
     package var effectiveSourceContext: SourceContextOptions? { readsModuleFiles ? sourceContext : nil }
 
+    /// Where to fetch, by build ID, the debug file of a module whose own file is stripped,
+    /// gone or replaced and that `symbolDirectories` does not hold (a debuginfod client:
+    /// `DebuginfodClient` in CrumbsDelivery). Nil (the default): no network.
+    public var remoteDebugFiles: (any RemoteDebugFiles)? = nil
+
     public init() {}
   }
 
@@ -204,6 +211,8 @@ public final class Symbolicator {
   package static let maxSourceLocations = 4096
   /// How many llvm-symbolizer answers are kept now (at most `maxSourceLocations`).
   package var keptSourceLocations: Int { sourceLocationCount }
+  /// What `remoteDebugFiles` answered, by build ID (hex) and kind: one question per module.
+  var remoteAnswers: [String: Result<String, RemoteDebugFileFailure>] = [:]
   /// Module indices sorted by text start, for lookups.
   private let modulesByText: [Int]
   /// The lookup offsets of the current call in each module file not parsed yet: a file read
@@ -337,6 +346,7 @@ public final class Symbolicator {
           appFramesWithoutLines.append((frames.count, Self.noDWARFNote))
         }
       }
+      if frame.function == nil, let why = remoteFailure(for: module) { frame.note = joined(frame.note, why) }
       frames.append(frame)
     }
 
@@ -411,7 +421,7 @@ public final class Symbolicator {
 
   // MARK: Module files
 
-  private enum ModuleImage {
+  enum ModuleImage {
     case readable(ELFImage)
     case failed(note: String)
   }
@@ -437,11 +447,14 @@ public final class Symbolicator {
     if case .success(let image) = own, image.symbolTable == .symtab, image.hasDebugInfo {
       return .success((image, module.path))
     }
-    guard let debugFiles, !module.buildID.isEmpty else { return own.map { ($0, module.path) } }
+    guard debugFiles != nil || options.remoteDebugFiles != nil, !module.buildID.isEmpty else {
+      return own.map { ($0, module.path) }
+    }
     var debugLink: String?
     if case .success(let image) = own { debugLink = image.debugLink }
     guard
-      let path = debugFiles.file(buildID: module.buildID, modulePath: module.path, debugLink: debugLink),
+      let path = debugFiles?.file(buildID: module.buildID, modulePath: module.path, debugLink: debugLink)
+        ?? fetchedDebugFile(for: module, ownFileMissing: own.isMissingFile),
       case .readable(let found) = cachedImage(path),
       found.symbolTable == .symtab || found.hasDebugInfo
     else { return own.map { ($0, module.path) } }
@@ -451,7 +464,7 @@ public final class Symbolicator {
     return .success((found, path))
   }
 
-  private func cachedImage(_ path: String) -> ModuleImage {
+  func cachedImage(_ path: String) -> ModuleImage {
     if let known = images[path] { return known }
     let loaded = Self.load(path, answering: wantedOffsets[path])
     images[path] = loaded
@@ -575,7 +588,7 @@ public final class Symbolicator {
     return candidates.contains { $0 != path && Syscall.fileExists($0) }
   }
 
-  private func joined(_ note: String?, _ more: String) -> String {
+  func joined(_ note: String?, _ more: String) -> String {
     guard let note, !note.isEmpty else { return more }
     return note + "; " + more
   }
