@@ -86,6 +86,29 @@ import Testing
     #expect(DispatchPools.seats() >= 1)
   }
 
+  @Test func aPoolWithEverySeatBlockedIsThePoolsOwnHangNotASeats() {
+    func seat(_ tid: UInt32, _ call: Int?, timed: Bool = false, pool: String = "default") -> PoolSeatLook.Seat
+    {
+      var seat = PoolSeatLook.Seat(threadID: tid, pool: pool)
+      seat.systemCall = call
+      seat.timedFutexWait = timed
+      return seat
+    }
+    // Two seats: both blocked (a worker idle in its timed wait beside them) is the pool's hang.
+    #expect(
+      HangWatchdog.poolsStillRunning([seat(1, 202), seat(2, 202), seat(3, 202, timed: true)], seats: 2)
+        .isEmpty)
+    // One blocked, one free: it runs; one blocked and one running: it runs.
+    #expect(
+      HangWatchdog.poolsStillRunning([seat(1, 202), seat(3, 202, timed: true)], seats: 2) == ["default"])
+    #expect(
+      HangWatchdog.poolsStillRunning([seat(1, 202), seat(2, 202), seat(4, nil)], seats: 2) == ["default"])
+    // Each pool by itself.
+    #expect(
+      HangWatchdog.poolsStillRunning([seat(1, 202), seat(2, 202), seat(5, 230, pool: "utility")], seats: 2)
+        == ["utility"])
+  }
+
   @Test func theSessionSummaryCarriesTheCount() {
     var summary = SessionSummary(
       sessionID: "s", installID: "i", end: .clean, startedUnixNano: 1, processedUnixNano: 2, sessions: 1,

@@ -1,7 +1,8 @@
 // HangWatchdog+Pool.swift — the pool's seats seen before the pool is gone: at each look, the
 // pool threads' kernel files (PoolSeatLook: no signal) say which seats are blocked in a system
 // call, and since when without running once. A seat blocked past `threshold` while the pool
-// still has others is what starves it later:
+// still runs (a thread of it in no call, or a seat not blocked: poolsStillRunning; a pool
+// whose every seat is blocked is the pool's own hang, its probe's) is what starves it later:
 //   - a breadcrumb once per episode ("pool: 2 of 8 pool seats blocked for 4.2 s in `futex`"),
 //     and "pool seats unblocked after 9.1 s" when none is blocked any more;
 //   - the session's count of seats so found (the session file's `blockedPoolSeats`, the
@@ -65,8 +66,10 @@ extension HangWatchdog {
       var past: [Found] = []
       var wait = UInt64.max
       var blockedNow = Set<PoolSeatWatch.Key>()
-      for seat in watch.look.look(now: now) {
-        guard let since = seat.blockedSince else { continue }
+      let found = watch.look.look(now: now)
+      let running = Self.poolsStillRunning(found, seats: watch.seats)
+      for seat in found {
+        guard let since = seat.blockedSince, running.contains(seat.pool) else { continue }
         let key = PoolSeatWatch.Key(threadID: seat.threadID, since: since)
         blockedNow.insert(key)
         guard !watch.idle.contains(key) else { continue }
@@ -167,6 +170,23 @@ extension HangWatchdog {
         }, capture: capture)
     }
     CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: Self.poolSeatsWatchName, report: report))
+  }
+
+  /// The pools that still run: a thread of theirs is in no system call, or fewer of their
+  /// threads than their seats are blocked in one (a worker's wait for work aside). A pool whose
+  /// every seat is blocked is gone: that is the pool's own hang, not a seat's.
+  static func poolsStillRunning(_ found: [PoolSeatLook.Seat], seats: Int) -> Set<String> {
+    var running = Set<String>()
+    var blocked: [String: Int] = [:]
+    for seat in found {
+      if seat.systemCall == nil {
+        running.insert(seat.pool)
+      } else if !seat.timedFutexWait {
+        blocked[seat.pool, default: 0] += 1
+      }
+    }
+    for seat in found where (blocked[seat.pool] ?? 0) < seats { running.insert(seat.pool) }
+    return running
   }
 
   /// The look's own words, without a capture: "2 of 8 pool seats blocked for 4.2 s in `futex`".
