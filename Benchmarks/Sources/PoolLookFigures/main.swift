@@ -96,9 +96,8 @@ func measure(_ title: String) -> [Double] {
   print("== \(title): \(rounds) rounds of \(Int(watchSeconds)) s, medians (process CPU) ==")
   for (index, variant) in variants.enumerated() {
     let all = figures[index].map { format($0) }.joined(separator: ", ")
-    print(
-      "  \(variant.name.padding(toLength: 20, withPad: " ", startingAt: 0)) \(format(medians[index])) ms/s  [\(all)]"
-    )
+    let name = variant.name + String(repeating: " ", count: max(0, 20 - variant.name.count))
+    print("  \(name) \(format(medians[index])) ms/s  [\(all)]")
   }
   print("  the look alone (+look − no look)   \(format(medians[2] - medians[1])) ms/s")
   print("  the watchdog with the look (− off) \(format(medians[2] - medians[0])) ms/s")

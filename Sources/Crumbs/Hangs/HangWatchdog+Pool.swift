@@ -69,7 +69,7 @@ extension HangWatchdog {
       let found = watch.look.look(now: now)
       let running = Self.poolsStillRunning(found, seats: watch.seats)
       for seat in found {
-        guard let since = seat.blockedSince, running.contains(seat.pool) else { continue }
+        guard let since = seat.blockedSince else { continue }
         let key = PoolSeatWatch.Key(threadID: seat.threadID, since: since)
         blockedNow.insert(key)
         guard !watch.idle.contains(key) else { continue }
@@ -80,7 +80,9 @@ extension HangWatchdog {
       // A block that ended is forgotten: the same thread blocked again is a new block.
       watch.counted.formIntersection(blockedNow)
       watch.idle.formIntersection(blockedNow)
-      let fresh = past.filter { !watch.counted.contains($0.key) }
+      // New blocks count only in a pool that still runs; one already counted stays in the
+      // episode while it lasts, whatever its pool does since.
+      let fresh = past.filter { !watch.counted.contains($0.key) && running.contains($0.seat.pool) }
       return (past, fresh, wait, watch.seats, watch.episode)
     }
     if !fresh.isEmpty {
@@ -134,18 +136,17 @@ extension HangWatchdog {
         confirmed = fresh.filter { jobs.contains($0.seat.threadID) }
       }
     }
-    let episode = poolSeats.withLock { watch in
+    let (episode, counted) = poolSeats.withLock { watch in
       for found in fresh where !confirmed.contains(where: { $0.key == found.key }) {
         watch.idle.insert(found.key)
       }
       for found in confirmed { watch.counted.insert(found.key) }
-      return watch.episode
+      return (watch.episode, watch.counted)
     }
     guard !confirmed.isEmpty else { return }
     client.countBlockedPoolSeats(confirmed.count)
-    let blocked = past.filter { found in
-      confirmed.contains { $0.key == found.key } || !fresh.contains { $0.key == found.key }
-    }
+    // Every seat of the episode blocked now: these and the ones counted at earlier looks.
+    let blocked = past.filter { counted.contains($0.key) }
     let longest = blocked.map(\.blocked).max() ?? 0
     let duration = HangFacts.text(longest)
     let text =

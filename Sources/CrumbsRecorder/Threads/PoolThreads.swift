@@ -15,8 +15,8 @@
 //   PoolSeatLook.look(now:)              one look: every pool thread, running or blocked in a
 //                                        system call, and since when it has been blocked in that
 //                                        same call without running once (/proc/self/task: the
-//                                        listing, each new thread's comm, each pool thread's
-//                                        syscall and schedstat files)
+//                                        listing every fourth look, each new thread's comm, each
+//                                        pool thread's syscall and schedstat files)
 // Not signal-safe (allocates, opens files).
 
 import CrumbsPlatform
@@ -115,21 +115,37 @@ package struct PoolSeatLook {
   private var blocked: [UInt32: Blocked] = [:]
   private var buffer = [UInt8](repeating: 0, count: 512)
 
+  /// Looks between two listings of /proc/self/task: the listing is what a look costs in a
+  /// process of many threads (the kernel walks them all), while the pool's threads are few. In
+  /// between, only the pool threads known are read; a new one is seen at the next listing.
+  package static let lookingsPerListing = 4
+  private var looksSinceListing = Int.max
+
   package init() {}
 
   /// Every pool thread now. A thread is blocked since the first look that saw it in the same
   /// call, arguments and all, when schedstat's count of times it ran has not moved since (a
   /// thread that woke and waited again starts over).
   package mutating func look(now: UInt64) -> [Seat] {
+    looksSinceListing = looksSinceListing == .max ? .max : looksSinceListing + 1
+    guard looksSinceListing >= Self.lookingsPerListing else {
+      var seats: [Seat] = []
+      for (tid, entry) in known {
+        guard let pool = entry.pool else { continue }
+        if let seat = read(tid, pool: pool, now: now) { seats.append(seat) } else { forget(tid) }
+      }
+      return seats
+    }
     guard let names = try? Syscall.directoryEntries("/proc/self/task") else { return [] }
+    looksSinceListing = 0
     var seats: [Seat] = []
     var present = Set<UInt32>()
     for name in names {
       guard let tid = UInt32(name) else { continue }
       present.insert(tid)
       var entry = known[tid] ?? Known(pool: nil, namings: 0)
-      // Named at its first two looks: libdispatch names a worker as it starts, so a thread seen
-      // before it did is named at the next look.
+      // Named at its first two listings: libdispatch names a worker as it starts, so a thread
+      // seen before it did is named at the next.
       if entry.namings < 2 {
         entry.namings += 1
         if let count = try? Syscall.readSmallFile("/proc/self/task/\(tid)/comm", into: &buffer) {
@@ -139,7 +155,7 @@ package struct PoolSeatLook {
         known[tid] = entry
       }
       guard let pool = entry.pool else { continue }
-      seats.append(read(tid, pool: pool, now: now))
+      if let seat = read(tid, pool: pool, now: now) { seats.append(seat) }
     }
     // Threads that ended: forgotten (their ids may come back as other threads).
     if known.count > present.count {
@@ -149,12 +165,18 @@ package struct PoolSeatLook {
     return seats
   }
 
-  private mutating func read(_ tid: UInt32, pool: String, now: UInt64) -> Seat {
+  private mutating func forget(_ tid: UInt32) {
+    known[tid] = nil
+    blocked[tid] = nil
+  }
+
+  /// The thread's seat now; nil when its files are gone (it ended).
+  private mutating func read(_ tid: UInt32, pool: String, now: UInt64) -> Seat? {
     var seat = Seat(threadID: tid, pool: pool)
-    let line = (try? Syscall.readSmallFile("/proc/self/task/\(tid)/syscall", into: &buffer)).flatMap {
-      ProcText.systemCall(buffer[..<$0])
+    guard let count = try? Syscall.readSmallFile("/proc/self/task/\(tid)/syscall", into: &buffer) else {
+      return nil
     }
-    guard case .inCall(let number, let arguments)? = line else {
+    guard case .inCall(let number, let arguments)? = ProcText.systemCall(buffer[..<count]) else {
       blocked[tid] = nil
       return seat
     }
