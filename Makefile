@@ -170,6 +170,7 @@ bench: deps
 	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/LiveCaptureFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/HangFigures
+	cd Benchmarks && BENCH_SUMMARY=$(BENCH_SUMMARY) $$($(SWIFT) build -c release --show-bin-path)/PoolLookFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \
 	  BENCH_SUMMARY=$(BENCH_SUMMARY) LD_PRELOAD=$$bin/libMallocInterposerSwift.so $$bin/LedgerFigures
 	cd Benchmarks && bin=$$($(SWIFT) build -c release --show-bin-path) && \

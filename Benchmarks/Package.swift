@@ -24,6 +24,8 @@
 //   HangFigures            what hang detection costs: heartbeat.beat() against a relaxed store
 //                          (C floor, same run), mallocs, and the watchdog's idle CPU and
 //                          wake-ups against a client without it
+//   PoolLookFigures        what the watchdog's look at the pool's seats costs: idle CPU with
+//                          hangs off, the watchdog without the look and with it, same run
 //   LedgerFigures          what the in-flight ledger costs: beginOperation + end against one
 //                          addBreadcrumb of the same name (literal and run-time names) and a C
 //                          floor, two threads against one, mallocs
@@ -110,6 +112,10 @@ let package = Package(
         "BenchSummary", "CBaselineAppend", .product(name: "Crumbs", package: "Crumbs"),
         .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
       ]
+    ),
+    .executableTarget(
+      name: "PoolLookFigures",
+      dependencies: ["BenchSummary", .product(name: "Crumbs", package: "Crumbs")]
     ),
     .executableTarget(
       name: "LedgerFigures",

@@ -84,9 +84,11 @@ struct ThreadsCommand: ParsableCommand {
     } catch {
       operationsProblem = error.description
     }
+    let census = PoolCensus.take(
+      threads: threads, waits: answer.snapshot?.waits, seats: DispatchPools.seats(process: String(pid)))
     let printer = ThreadDumpPrinter(
       pid: pid, header: asker.header, answer: answer, threads: threads, openOperations: operations,
-      openOperationsProblem: operationsProblem)
+      openOperationsProblem: operationsProblem, poolCensus: census)
     print(json ? printer.json() : printer.text())
   }
 
@@ -110,6 +112,8 @@ struct ThreadDumpPrinter {
   var openOperations: CrashReport.OpenOperations? = nil
   /// Why the ledger could not be read, when it could not.
   var openOperationsProblem: String? = nil
+  /// The cooperative pool's seats in the dump (printed first); nil without a pool thread.
+  var poolCensus: PoolCensus? = nil
 
   /// The wait-for graph's verdict, its chain's end named by the last thread's first frame in
   /// the executable.
@@ -128,6 +132,8 @@ struct ThreadDumpPrinter {
       "Thread dump of pid \(pid) (\(app)), session \(header.sessionID), "
         + "\(ISO8601.string(nanoseconds: answer.wallNanoseconds)): \(threads.count) threads, "
         + "each paused at most \(Self.milliseconds(answer.longestPauseNanoseconds))")
+    // The pool's seats first, when one is occupied (an idle pool is no news).
+    if let poolCensus, poolCensus.occupied > 0 { lines.append("Pool: " + poolCensus.text) }
     let waits = answer.snapshot?.waits
     if let verdict {
       let names = Dictionary(
@@ -192,6 +198,28 @@ struct ThreadDumpPrinter {
       object.field("process.executable.path", header.executable)
       object.field("time_unix_nano", answer.wallNanoseconds)
       object.field("crumbs.longest_pause_ns", answer.longestPauseNanoseconds)
+      // The pool's seats first, as the text prints them.
+      if let poolCensus {
+        object.object("crumbs.pool_census") { census in
+          census.field("text", poolCensus.text)
+          census.field("seats_per_pool", poolCensus.seatsPerPool)
+          census.field("occupied", poolCensus.occupied)
+          census.field("blocked", poolCensus.blocked)
+          census.array("threads") { array in
+            for seat in poolCensus.seats {
+              array.object { entry in
+                entry.field("thread.id", UInt64(seat.threadID))
+                if let name = seat.threadName { entry.field("thread.name", name) }
+                entry.field("pool", seat.pool)
+                entry.field("state", seat.state.rawValue)
+                if let call = seat.systemCall { entry.field("system_call.name", call) }
+                if let call = seat.call { entry.field("call", call) }
+                if let frame = seat.appFrame { entry.field("app_frame", frame) }
+              }
+            }
+          }
+        }
+      }
       object.array("threads") { array in
         for thread in threads { array.object { ThreadJSON.write(thread, into: &$0) } }
       }

@@ -12,7 +12,7 @@ let scenarios = [
   attributeScenarios, releaseHealthScenarios, consentScenarios, redactionScenarios, altstackScenarios,
   hostileDumpScenarios, signalChainScenarios, firstChanceScenarios, dyingScenarios, memoryScenarios,
   ledgerScenarios, tracerScenarios, readinessScenarios, closingSpanScenarios, operationHangScenarios,
-  waitScenarios, mutexCycleScenarios,
+  waitScenarios, mutexCycleScenarios, poolScenarios,
 ].reduce(
   into: [String: @Sendable ([String]) -> Int32]()
 ) { all, table in all.merge(table) { first, _ in first } }

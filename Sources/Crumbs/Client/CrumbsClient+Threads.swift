@@ -28,6 +28,9 @@ public struct ThreadDump: Sendable, Equatable {
   /// `verdict` in words ("deadlock: a (tid 12) → b (tid 13) → a (tid 12) (mutexes 0x…, 0x…)";
   /// a chain's end under the last thread's first frame in the executable).
   public var verdictText: String?
+  /// The cooperative pool's seats: which pool threads are idle, run, or are blocked in the
+  /// kernel (in which call, under which app frame); nil when no pool thread was captured.
+  public var poolCensus: PoolCensus? = nil
 }
 
 /// Why `captureThreads()` has no dump.
@@ -63,13 +66,16 @@ extension CrumbsClient {
     }
     let names = Dictionary(
       snapshot.table.threads.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
-    return ThreadDump(
+    var dump = ThreadDump(
       threads: threads,
       timeUnixNano: snapshot.wallNanoseconds, longestPauseNanoseconds: snapshot.longestPauseNanoseconds,
       openOperations: ring.openOperations().map {
         CrashReport.OpenOperations($0, death: SystemClock.wallNanoseconds())
       }, waits: snapshot.waits?.threads ?? [], verdict: verdict,
       verdictText: verdict.map { ThreadWaits.describe($0, names: names) })
+    dump.poolCensus = PoolCensus.take(
+      threads: dump.threads, waits: snapshot.waits, seats: DispatchPools.seats())
+    return dump
   }
 
   /// The responder to `crumbs threads`, when the configuration wants one and the client records,

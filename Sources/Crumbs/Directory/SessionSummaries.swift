@@ -55,6 +55,9 @@ public struct SessionSummary: Codable, Sendable, Equatable {
   public var resource: [String: String]? = nil
   /// Its release's counts, this session included (SessionMetrics.releases).
   public var release: ReleaseCounts? = nil
+  /// Pool seats found blocked in a system call past the hang threshold during the session
+  /// (`crumbs.session.pool_seats_blocked`); nil when none was.
+  public var blockedPoolSeats: Int? = nil
 }
 
 enum SessionSummaryQueue {
@@ -88,7 +91,7 @@ enum SessionSummaryQueue {
         abnormalSessions: metrics.abnormalSessions, cleanSessions: metrics.cleanSessions,
         crashFreeRate: metrics.crashFreeRate, endCause: session.uncleanEndCause,
         serviceVersion: session.appVersion, resource: session.resource,
-        release: metrics.releases[session.appVersion ?? ""])
+        release: metrics.releases[session.appVersion ?? ""], blockedPoolSeats: session.blockedPoolSeats)
       // A run killed after counting a session and before removing its files counts it again.
       guard !queued.contains(where: { $0.hasSuffix(summary.sessionID + ".json") }) else { continue }
       let time = String(now)
@@ -185,6 +188,9 @@ enum SessionSummaryQueue {
         OTLPAttribute("crumbs.sessions.clean", .int(Int64(summary.cleanSessions))),
         OTLPAttribute("crumbs.sessions.crash_free_rate", .double(summary.crashFreeRate)),
       ] + (summary.endCause.map { [OTLPAttribute("crumbs.session.end_cause", .string($0.rawValue))] } ?? [])
+        + (summary.blockedPoolSeats.map {
+          [OTLPAttribute("crumbs.session.pool_seats_blocked", .int(Int64($0)))]
+        } ?? [])
         + releaseAttributes(summary),
       eventName: eventName)
   }

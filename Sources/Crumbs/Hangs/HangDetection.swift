@@ -39,6 +39,19 @@ public struct HangDetection: Sendable, Equatable {
   /// in `minimumReportInterval`. nil (the default) watches no operation.
   public var operationThreshold: Double? = nil
 
+  /// Whether each look also reads the pool threads' kernel files (no signal: /proc's `syscall`
+  /// and `schedstat` of each pool thread) to notice seats blocked in a system call past
+  /// `threshold` while the pool still runs: a breadcrumb per episode and the session summary's
+  /// `crumbs.session.pool_seats_blocked`. Default true (its cost is in docs/hangs.md).
+  public var watchesPoolSeats = true
+  /// Whether such a seat also gives a `hang` report ("2 of 8 pool seats blocked for 40 s in
+  /// `Legacy.fetch()` (DispatchSemaphore.wait)"), at most one per `minimumReportInterval`, with
+  /// a capture of every thread. Default false: a seat blocked for a few seconds while the others
+  /// run is latency, not a hang a user sees (a blocking read of a large file on the pool does
+  /// it); the breadcrumb and the count say it happened, and the pool's own hang report comes
+  /// when every seat is gone.
+  public var reportsBlockedPoolSeats = false
+
   public init(
     threshold: Double = 3, watchesConcurrencyPool: Bool = true, watchesMainQueue: Bool = false,
     operationThreshold: Double? = nil

@@ -35,7 +35,8 @@ extension HangWatchdog {
     let report = reportHang(
       key: name, watch: name, sinceWall: sinceWall, lasted: silent, threshold: threshold, now: now,
       attributes: [:], lead: { threads in Self.leadThread(threads, kind: kind, heartbeat: heartbeat) },
-      message: { _ in Self.message(name: name, kind: kind, silent: silent, threshold: threshold) })
+      message: { _ in Self.message(name: name, kind: kind, silent: silent, threshold: threshold) },
+      census: kind == .heartbeat ? nil : { $0.text })
     CrumbsClient.hangWatchdogEvents.withLock { $0 }?(.began(watch: name, report: report))
   }
 
@@ -48,7 +49,8 @@ extension HangWatchdog {
   func reportHang(
     key: String, watch: String, sinceWall: UInt64, lasted: UInt64, threshold: Double, now: UInt64,
     attributes extra: [String: String], quiet: Bool = false,
-    lead: ([CrashReport.Thread]) -> CrashReport.Thread?, message: (CrashReport.Thread?) -> String
+    lead: ([CrashReport.Thread]) -> CrashReport.Thread?, message: (CrashReport.Thread?) -> String,
+    capture taken: CapturedThreads? = nil, census: ((PoolCensus) -> String)? = nil
   ) -> StoredReport? {
     guard let client else { return nil }
     let due = hangs.withLock { hangs -> Bool in
@@ -64,7 +66,7 @@ extension HangWatchdog {
       hangs.withLock { $0.ongoing[key] = ongoing }
       return nil
     }
-    let capture = captureThreads(client)
+    let capture = taken ?? captureThreads(client)
     let lead = lead(capture.threads)
     let frames = HangFacts.topFrames(lead?.frames ?? [])
     client.ring.recordHang(watch: watch, sinceWallNanoseconds: sinceWall, frames: frames)
@@ -96,6 +98,12 @@ extension HangWatchdog {
       text =
         ThreadWaits.describe(verdict, names: names) + "; lock sites: " + sites.joined(separator: ", ") + "; "
         + text
+    }
+    // The pool's seats (HangWatchdog+Pool.swift): in every hang report's attributes, and
+    // leading the message of the hangs that are the pool's.
+    if let pool = poolCensus(capture) {
+      attributes.merge(HangFacts.poolAttributes(pool)) { _, new in new }
+      if let census { text = census(pool) + "; " + text }
     }
     let (builder, files) = client.liveReportBuilder(attributes: attributes)
     var (report, attached) = builder.build(
@@ -149,9 +157,7 @@ extension HangWatchdog {
 
   /// Every thread, symbolicated, and what each waits on; on failure none, and why, as the
   /// report's damage.
-  private func captureThreads(_ client: CrumbsClient)
-    -> (threads: [CrashReport.Thread], modules: [LoadedModule], waits: ThreadWaits?, damage: [String])
-  {
+  func captureThreads(_ client: CrumbsClient) -> CapturedThreads {
     do {
       let snapshot = try LiveThreadCapture.capture()
       return (

@@ -120,6 +120,8 @@ final class HangWatchdog: Sendable {
   let probes: [Probe]
   let state = Mutex(State())
   let hangs = Mutex(Hangs())
+  /// The look at the pool's seats (HangWatchdog+Pool.swift), the watchdog thread's own.
+  let poolSeats = Mutex(PoolSeatWatch())
   private let wakeUp = DispatchSemaphore(value: 0)
   private let finished = DispatchSemaphore(value: 0)
 
@@ -247,8 +249,9 @@ final class HangWatchdog: Sendable {
       }
     }
     let operationsWait = checkOperations(resolution: resolution, longest: longest)
+    let seatsWait = checkPoolSeats(resolution: resolution)
     refreshOngoing()
-    return min(wait, operationsWait)
+    return min(wait, operationsWait, seatsWait)
   }
 
   private func kind(of heartbeat: Heartbeat?) -> Kind {

@@ -107,6 +107,9 @@ public struct PreviousSession: Sendable {
   /// The session's own resource, as its report has it (CrashReportBuilder.resource; with
   /// `crumbs.resource.measured_at` = `summary` when the session recorded none).
   public var resource: [String: String] = [:]
+  /// Pool seats its hang watchdog found blocked in a system call past the threshold (its
+  /// session file's count); nil when none was, or the file is missing.
+  public var blockedPoolSeats: Int? = nil
 }
 
 /// The outcome of one run.
@@ -346,6 +349,7 @@ public struct PostMortemProcessor: Sendable {
     // The session file has what the client's checks saw; the record, a replacement right
     // before the end that no check came after.
     session.replacedCrashSignals = metadata?.replacedCrashSignals ?? []
+    session.blockedPoolSeats = metadata?.blockedPoolSeats
     for name in replacedInRecord.map(SignalNames.name) where !session.replacedCrashSignals.contains(name) {
       session.replacedCrashSignals.append(name)
     }

@@ -54,6 +54,9 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   /// (the next launch, `crumbs collect`) redacts its report with them. Nil in files written
   /// before this field existed: the processor's own rules then apply.
   package var redaction: Redaction?
+  /// Pool seats the hang watchdog found blocked in a system call past its threshold during the
+  /// session (each block once); nil while none was.
+  package var blockedPoolSeats: Int? = nil
 
   package init(sessionID: SessionID, appVersion: String?, redaction: Redaction? = nil) {
     self.sessionID = sessionID.description
@@ -69,6 +72,7 @@ package struct SessionMetadata: Decodable, Sendable, Equatable {
   package func encoded() -> [UInt8] {
     var head = "{\"format\":\(format),\"sessionID\":" + jsonQuoted(sessionID)
     if let appVersion { head += ",\"appVersion\":" + jsonQuoted(appVersion) }
+    if let blockedPoolSeats { head += ",\"blockedPoolSeats\":\(blockedPoolSeats)" }
     head += ",\"replacedCrashSignals\":[" + Self.commaSeparated(replacedCrashSignals.map(jsonQuoted)) + "]"
     if let redaction {
       head +=
