@@ -44,6 +44,10 @@ struct PoolSeatWatch {
   /// The episode going on (a seat blocked past the threshold): when its breadcrumb went out, and
   /// whether a report was made for it.
   var episode: (began: UInt64, reported: Bool)?
+  /// By pool: the last look that saw every seat of it blocked (the pool's own hang). A seat's
+  /// block counts only from then: as such a pool recovers, the seats still blocked a moment
+  /// longer are not seats blocked "for" the whole hang while the pool runs.
+  var lastStopped: [String: UInt64] = [:]
 }
 
 extension HangWatchdog {
@@ -68,13 +72,16 @@ extension HangWatchdog {
       var blockedNow = Set<PoolSeatWatch.Key>()
       let found = watch.look.look(now: now)
       let running = Self.poolsStillRunning(found, seats: watch.seats)
+      for seat in found where !running.contains(seat.pool) { watch.lastStopped[seat.pool] = now }
       for seat in found {
         guard let since = seat.blockedSince else { continue }
         let key = PoolSeatWatch.Key(threadID: seat.threadID, since: since)
         blockedNow.insert(key)
         guard !watch.idle.contains(key) else { continue }
         let needed = seat.timedFutexWait ? max(limit, Self.idleWaitLimit) : limit
-        let blocked = now &- since
+        // A block already counted keeps its start: its episode goes on through a full stop.
+        let start = watch.counted.contains(key) ? since : max(since, watch.lastStopped[seat.pool] ?? 0)
+        let blocked = now &- start
         if blocked >= needed { past.append((seat, key, blocked)) } else { wait = min(wait, needed - blocked) }
       }
       // A block that ended is forgotten: the same thread blocked again is a new block.
