@@ -13,7 +13,10 @@
 //                                        frames or `maxBytes` bytes of lines are taken
 //       → provider.source(path:buildID:limit:)   the file's bytes, from the first provider that
 //                                        has them (LocalSourceFiles: the path DWARF names, on
-//                                        this machine), read once per report
+//                                        this machine; then, where a debuginfod client is set,
+//                                        DebuginfodClient: the server's /buildid/<id>/source),
+//                                        read once per report; a fetching provider's failure
+//                                        goes into the frame's note
 //       → SourceExcerpt.lines(in:around:…)       the lines, split and cut (fuzzed:
 //                                        Fuzz/SourceLines)
 //
@@ -91,12 +94,16 @@ public struct LocalSourceFiles: SourceProvider {
 
   public init() {}
 
+  /// Whether `path` ends like a source file's name (`sourceExtensions`).
+  public static func isNamedLikeSource(_ path: String) -> Bool {
+    let base = Syscall.baseName(of: path)
+    guard let dot = base.lastIndex(of: ".") else { return false }
+    return sourceExtensions.contains(base[base.index(after: dot)...].lowercased())
+  }
+
   public func source(path: String, buildID: String?, limit: Int) -> Result<SourceFile, SourceUnavailable> {
     guard path.hasPrefix("/") else { return .failure(SourceUnavailable("a relative path")) }
-    let base = Syscall.baseName(of: path)
-    guard let dot = base.lastIndex(of: "."),
-      Self.sourceExtensions.contains(base[base.index(after: dot)...].lowercased())
-    else { return .failure(SourceUnavailable("not named like source code")) }
+    guard Self.isNamedLikeSource(path) else { return .failure(SourceUnavailable("not named like source code")) }
     let modified: UInt64?
     switch Syscall.followedStatus(ofPath: path) {
     case .failure(let error):
@@ -187,7 +194,14 @@ package struct SourceContextReader {
       guard frame.module == executable, let file = frame.file, let line = frame.line, frame.source == nil
       else { continue }
       guard framesTaken < options.maxFrames, bytesTaken < options.maxBytes else { break }
-      guard let (read, origin) = self.file(file, buildID: frame.buildID) else { continue }
+      guard let (read, origin) = self.file(file, buildID: frame.buildID) else {
+        // Why a provider that fetches from elsewhere had nothing (a refused answer, a server
+        // down): the frame says so. The machine's own missing file goes unsaid (the common case).
+        if let reason = remoteFailure(file) {
+          result[index].note = [frame.note, "no source lines: " + reason].compactMap { $0 }.joined(separator: "; ")
+        }
+        continue
+      }
       guard
         let excerpt = SourceExcerpt.lines(
           in: read.bytes, around: line, radius: options.linesAround, maxLineBytes: options.maxLineBytes)
@@ -214,6 +228,15 @@ package struct SourceContextReader {
       if case .success(let file) = found { return (file, provider.name) }
     }
     return nil
+  }
+
+  /// The reasons the providers other than the machine's own files gave for `path`, if any.
+  private func remoteFailure(_ path: String) -> String? {
+    let reasons = options.providers.filter { !($0 is LocalSourceFiles) }.compactMap { provider in
+      if case .failure(let failure)? = files[provider.name + "\u{0}" + path] { return failure.reason }
+      return nil
+    }
+    return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
   }
 
   private static func modified(_ path: String) -> UInt64? {
