@@ -152,4 +152,86 @@ import Testing
       #expect(!Syscall.fileExists(kept))
     }
   }
+
+  @Test(
+    .enabled(if: Syscall.fileExists(DebuginfodServer.path), "debuginfod is not installed (make test-deps)"),
+    .enabled(
+      if: CrumbsEnvironment.debuginfodEnvironment()["DEBUGINFOD_URLS"] == nil,
+      "DEBUGINFOD_URLS is set in the tests' environment"))
+  func aPackageNotesDebugInfoURLIsAskedOnlyByWhoMayFetch() throws {
+    let directory = TestDirectory()
+    let stripped = directory.file("stripped")
+    #expect(
+      try Subprocess.run("/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", stripped], timeoutMilliseconds: 120_000)
+        .exitStatus == 0)
+    let files = directory.file("served")
+    try Syscall.makeDirectory(files)
+    #expect(
+      try Subprocess.run(
+        "/usr/bin/objcopy", ["--only-keep-debug", ChildProcess.testChild, files + "/app.debug"],
+        timeoutMilliseconds: 120_000
+      ).exitStatus == 0)
+    let server = try DebuginfodServer(folder: files, database: directory.file("db.sqlite"), files: 1)
+    defer { server.stop() }
+
+    /// A crash of the stripped child carrying a note whose debugInfoUrl is `url`, in `crumbs`.
+    func crash(noteURL url: String, name: String) throws -> (app: String, crumbs: String) {
+      let app = directory.file(name)
+      let (status, errors) = try PackageNote.add(
+        #"{"type":"deb","name":"shop-server","version":"4.5.6","debugInfoUrl":"\#(url)"}"#, to: stripped,
+        output: app)
+      try #require(status == 0, "\(errors)")
+      let crumbs = directory.file(name + "-crumbs")
+      let child = try Subprocess(
+        app, ["null-deref", crumbs], environment: ["SWIFT_BACKTRACE": "enable=no"], standardOutput: .discard)
+      child.wait(seconds: 120)
+      #expect(child.terminatingSignal == SIGSEGV)
+      return (app, crumbs)
+    }
+    func collect(_ crumbs: String) throws -> CrashReport {
+      let run = try CLIProcess.run(
+        ["collect", "--otlp", "http://127.0.0.1:\(refusedPort())", "--dir", crumbs], timeoutSeconds: 300)
+      #expect(run.status == 1, "\(run.stderr)")  // stored, not delivered: nobody listens
+      return try #require(try ReportStore(directory: crumbs).list(.pending).reports.first).report
+    }
+    func named(_ report: CrashReport, _ app: String) -> Bool {
+      report.frames.contains { $0.module == app && $0.function?.contains("crumbs_test_null_deref") == true }
+    }
+
+    // 1. The next launch of an app that did not ask to fetch: the note's URL is not asked.
+    let quiet = try crash(noteURL: server.url, name: "quiet")
+    let configuration = CrumbsConfiguration(directory: quiet.crumbs)
+    let store = try ReportStore(directory: quiet.crumbs)
+    let processor = configuration.makePostMortemProcessor(
+      directory: try RingDirectory(path: quiet.crumbs), store: store
+    ) { _ in }
+    #expect(processor.symbolicatorOptions.packageDebugInfo == nil)
+    _ = processor.run()
+    let unasked = try #require(store.list(.pending).reports.first).report
+    #expect(!named(unasked, quiet.app))
+    #expect(server.debuginfoRequests == 0)
+
+    // 2. `crumbs collect`, DEBUGINFOD_URLS unset: the note's server names the stripped frames,
+    // the file kept in the directory's cache.
+    let noted = try crash(noteURL: server.url, name: "noted")
+    let collected = try collect(noted.crumbs)
+    #expect(named(collected, noted.app), "\(collected.frames.prefix(3))")
+    let buildID = try #require(collected.modules.first { $0.path == noted.app }?.buildIDHex)
+    #expect(Syscall.fileExists(noted.crumbs + "/debuginfod/" + buildID + "/debuginfo"))
+    #expect(server.debuginfoRequests >= 1)
+    let asked = server.debuginfoRequests
+
+    // 3. The note is untrusted: a URL with credentials, or not http(s), is refused with a note
+    // in the report, and the server is not asked (it would have answered).
+    let withCredentials = "http://user:secret@" + server.url.dropFirst("http://".count)
+    for (url, reason) in [(withCredentials, "carries credentials"), ("file:///etc", "not an http(s) URL")] {
+      let refused = try crash(noteURL: url, name: "refused-\(reason.count)")
+      let report = try collect(refused.crumbs)
+      #expect(!named(report, refused.app))
+      #expect(
+        report.evidence.contains { $0.contains("debugInfoUrl is not asked: " + reason) }, "\(report.evidence)")
+      #expect(!report.evidence.joined().contains("secret"))
+    }
+    #expect(server.debuginfoRequests == asked)
+  }
 }
