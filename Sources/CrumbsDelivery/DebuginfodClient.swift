@@ -144,7 +144,9 @@ public final class DebuginfodClient: RemoteDebugFiles {
 
   /// The whole body of a 200 answer to GET `url`, at most `maxBytes` (past it: "refused:
   /// `tooLarge`"), within the time bounds; else why not.
-  private func download(_ url: String, id: String, maxBytes: Int, tooLarge: String) -> Result<[UInt8], FetchFailure> {
+  private func download(_ url: String, id: String, maxBytes: Int, tooLarge: String) -> Result<
+    [UInt8], FetchFailure
+  > {
     let now = SystemClock.monotonicNanoseconds()
     var timeout = settings.timeout
     if let maxTime = settings.maxTime {

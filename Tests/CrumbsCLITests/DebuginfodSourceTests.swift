@@ -60,7 +60,9 @@ import Testing
       "/usr/bin/cc", ["-g", "-O0", "-no-pie", source, "-o", full], timeoutMilliseconds: 120_000)
     try #require(built.exitStatus == 0, "\(String(decoding: built.standardError, as: UTF8.self))")
     let app = directory.file("app")
-    #expect(try Subprocess.run("/usr/bin/strip", ["-s", full, "-o", app], timeoutMilliseconds: 60_000).exitStatus == 0)
+    #expect(
+      try Subprocess.run("/usr/bin/strip", ["-s", full, "-o", app], timeoutMilliseconds: 60_000).exitStatus
+        == 0)
     let served = directory.file("served")
     try Syscall.makeDirectory(served)
     let debug = served + "/app.debug"
@@ -68,7 +70,8 @@ import Testing
       try Subprocess.run("/usr/bin/objcopy", ["--only-keep-debug", full, debug], timeoutMilliseconds: 60_000)
         .exitStatus == 0)
     let symbols = String(
-      decoding: try Subprocess.run("/usr/bin/nm", [full], timeoutMilliseconds: 60_000).standardOutput, as: UTF8.self)
+      decoding: try Subprocess.run("/usr/bin/nm", [full], timeoutMilliseconds: 60_000).standardOutput,
+      as: UTF8.self)
     let line = try #require(symbols.split(separator: "\n").first { $0.hasSuffix(" crash_here") })
     let function = try #require(UInt64(line.prefix { $0 != " " }, radix: 16))
     let image = try ELFImage.read(path: app, symbols: false)
@@ -90,8 +93,13 @@ import Testing
     ]
     try store.store(report)
     let id = String(report.id.prefix(8))
-    #expect(try Subprocess.run("/bin/chown", ["-R", "\(user.uid):\(user.gid)", crumbs], timeoutMilliseconds: 60_000).exitStatus == 0)
-    let asUser = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", CLIProcess.executable]
+    #expect(
+      try Subprocess.run(
+        "/bin/chown", ["-R", "\(user.uid):\(user.gid)", crumbs], timeoutMilliseconds: 60_000
+      ).exitStatus == 0)
+    let asUser = [
+      "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", CLIProcess.executable,
+    ]
     func crumbsAsUser(_ arguments: [String], _ environment: [String: String]) throws -> CLIProcess.Result {
       CLIProcess.Result(
         try Subprocess.run(
@@ -135,7 +143,9 @@ import Testing
     ] {
       Syscall.removeTree(kept)
       let hostile = try LoopbackHTTPServer { _, request in
-        if request.target.hasSuffix("/debuginfo") { return .respondBytes(200, headers: [:], body: debugBytes) }
+        if request.target.hasSuffix("/debuginfo") {
+          return .respondBytes(200, headers: [:], body: debugBytes)
+        }
         if request.target.contains("/source/") { return .respondBytes(200, headers: [:], body: body) }
         return .respond(404)
       }
@@ -162,8 +172,10 @@ import Testing
     let directory = TestDirectory()
     let stripped = directory.file("stripped")
     #expect(
-      try Subprocess.run("/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", stripped], timeoutMilliseconds: 120_000)
-        .exitStatus == 0)
+      try Subprocess.run(
+        "/usr/bin/strip", ["-s", ChildProcess.testChild, "-o", stripped], timeoutMilliseconds: 120_000
+      )
+      .exitStatus == 0)
     let files = directory.file("served")
     try Syscall.makeDirectory(files)
     #expect(
@@ -229,7 +241,8 @@ import Testing
       let report = try collect(refused.crumbs)
       #expect(!named(report, refused.app))
       #expect(
-        report.evidence.contains { $0.contains("debugInfoUrl is not asked: " + reason) }, "\(report.evidence)")
+        report.evidence.contains { $0.contains("debugInfoUrl is not asked: " + reason) }, "\(report.evidence)"
+      )
       #expect(!report.evidence.joined().contains("secret"))
     }
     #expect(server.debuginfoRequests == asked)

@@ -194,15 +194,20 @@ import Testing
     #expect(Syscall.fileExists(kept))
     // Asked again: from the cache. A miss is remembered too.
     _ = debuginfod.source(path: path, buildID: hex, limit: 1024)
-    #expect(debuginfod.source(path: "/src/gone.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
+    #expect(
+      debuginfod.source(path: "/src/gone.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: []))
+    )
     #expect(
       debuginfod.source(path: "/src/gone.swift", buildID: hex, limit: 1024)
         == .failure(SourceUnavailable("debuginfod: no server has it (cached miss)")))
     #expect(debuginfod.requestCount == 2)
     // Never asked: no build id, a relative path, a name not like source code.
-    #expect(debuginfod.source(path: path, buildID: nil, limit: 1024) == .failure(SourceUnavailable("no build id")))
-    #expect(debuginfod.source(path: "src/a.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
-    #expect(debuginfod.source(path: "/etc/shadow", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
+    #expect(
+      debuginfod.source(path: path, buildID: nil, limit: 1024) == .failure(SourceUnavailable("no build id")))
+    #expect(
+      debuginfod.source(path: "src/a.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
+    #expect(
+      debuginfod.source(path: "/etc/shadow", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
     #expect(debuginfod.requestCount == 2)
     // A kept file replaced by a link (the cache is a folder another user may write): not read.
     Syscall.removeTree(kept)
@@ -222,7 +227,8 @@ import Testing
     #expect(DebuginfodSettings.refusal(ofNoteURL: "https://") == "names no host")
     #expect(DebuginfodSettings.refusal(ofNoteURL: "https://" + String(repeating: "a", count: 1100)) != nil)
     let make = DebuginfodClient.packageNoteClients(environment: [:], crumbsDirectory: "/tmp/crumbs")
-    guard case .success(let remote) = make("http://127.0.0.1:1"), let made = remote as? DebuginfodClient else {
+    guard case .success(let remote) = make("http://127.0.0.1:1"), let made = remote as? DebuginfodClient
+    else {
       Issue.record("no client for a good URL")
       return
     }

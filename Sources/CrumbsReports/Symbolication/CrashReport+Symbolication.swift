@@ -25,7 +25,8 @@ extension CrashReport {
     // The executable's package note may name where its debug files are (PackageNote.swift).
     let (options, noteRefusal) = options.askingPackageNote(
       options.readsModuleFiles && options.packageDebugInfo != nil
-        ? PackageNote.ofExecutable(resource["process.executable.path"] ?? modules.first?.path ?? "", modules: modules)
+        ? PackageNote.ofExecutable(
+          resource["process.executable.path"] ?? modules.first?.path ?? "", modules: modules)
         : nil)
     if let noteRefusal, !report.evidence.contains(noteRefusal) { report.evidence.append(noteRefusal) }
     let symbolicator = Symbolicator(modules: modules, options: options)

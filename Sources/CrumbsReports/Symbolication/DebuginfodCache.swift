@@ -180,7 +180,9 @@ public struct DebuginfodCache: Sendable {
   /// longer than a file name may be.
   public static func sourceEntryName(_ path: String) -> String? {
     guard path.hasPrefix("/"), !path.utf8.contains(0) else { return nil }
-    let name = "source" + String(decoding: path.utf8.map { $0 == UInt8(ascii: "/") ? UInt8(ascii: "#") : $0 }, as: UTF8.self)
+    let name =
+      "source"
+      + String(decoding: path.utf8.map { $0 == UInt8(ascii: "/") ? UInt8(ascii: "#") : $0 }, as: UTF8.self)
     return name.utf8.count <= 255 ? name : nil
   }
 
@@ -200,7 +202,9 @@ public struct DebuginfodCache: Sendable {
       let folder = try? Syscall.openDirectory(path + "/" + hex, beneath: parent)
     else { return .none(nil) }
     defer { Syscall.close(folder) }
-    guard let status = Syscall.status(of: name, in: folder), status.kind == .regular else { return .none(nil) }
+    guard let status = Syscall.status(of: name, in: folder), status.kind == .regular else {
+      return .none(nil)
+    }
     if status.size == 0 {
       let now = SystemClock.wallNanoseconds()
       let age = now > status.modifiedNanoseconds ? (now - status.modifiedNanoseconds) / 1_000_000_000 : 0

@@ -103,7 +103,9 @@ public struct LocalSourceFiles: SourceProvider {
 
   public func source(path: String, buildID: String?, limit: Int) -> Result<SourceFile, SourceUnavailable> {
     guard path.hasPrefix("/") else { return .failure(SourceUnavailable("a relative path")) }
-    guard Self.isNamedLikeSource(path) else { return .failure(SourceUnavailable("not named like source code")) }
+    guard Self.isNamedLikeSource(path) else {
+      return .failure(SourceUnavailable("not named like source code"))
+    }
     let modified: UInt64?
     switch Syscall.followedStatus(ofPath: path) {
     case .failure(let error):
@@ -198,7 +200,8 @@ package struct SourceContextReader {
         // Why a provider that fetches from elsewhere had nothing (a refused answer, a server
         // down): the frame says so. The machine's own missing file goes unsaid (the common case).
         if let reason = remoteFailure(file) {
-          result[index].note = [frame.note, "no source lines: " + reason].compactMap { $0 }.joined(separator: "; ")
+          result[index].note = [frame.note, "no source lines: " + reason].compactMap { $0 }.joined(
+            separator: "; ")
         }
         continue
       }

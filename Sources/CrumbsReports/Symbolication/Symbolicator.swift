@@ -202,8 +202,9 @@ public final class Symbolicator {
     /// the remote debug files that ask it too (after `remoteDebugFiles`' servers), or why it is
     /// not asked (the note is untrusted). Set only by processes allowed to fetch
     /// (`DebuginfodClient.packageNoteClients`); nil (the default): the note's URL is not asked.
-    public var packageDebugInfo: (@Sendable (String) -> Result<any RemoteDebugFiles, RemoteDebugFileFailure>)? =
-      nil
+    public var packageDebugInfo:
+      (@Sendable (String) -> Result<any RemoteDebugFiles, RemoteDebugFileFailure>)? =
+        nil
 
     public init() {}
   }
