@@ -222,13 +222,29 @@ package struct SourceContextReader {
     return result
   }
 
-  /// The file from the first provider that has it, and that provider's name.
+  /// Paths asked of each provider other than the machine's own files, by name.
+  private var remoteAsks: [String: Int] = [:]
+
+  /// The file from the first provider that has it, and that provider's name. A provider other
+  /// than the machine's own files (one that may wait on a network) is asked at most `maxFrames`
+  /// paths per report: a hostile DWARF naming a file per frame costs no more requests.
   private mutating func file(_ path: String, buildID: String?) -> (SourceFile, String)? {
     for provider in options.providers {
       let key = provider.name + "\u{0}" + path
-      let found = files[key] ?? provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+      var found = files[key]
+      if found == nil {
+        if provider is LocalSourceFiles {
+          found = provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+        } else if remoteAsks[provider.name, default: 0] < options.maxFrames {
+          remoteAsks[provider.name, default: 0] += 1
+          found = provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+        } else {
+          found = .failure(
+            SourceUnavailable("\(provider.name): not asked (\(options.maxFrames) files asked already)"))
+        }
+      }
       files[key] = found
-      if case .success(let file) = found { return (file, provider.name) }
+      if case .success(let file)? = found { return (file, provider.name) }
     }
     return nil
   }
