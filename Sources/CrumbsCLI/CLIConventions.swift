@@ -193,17 +193,17 @@ struct StoreOptions: ParsableArguments {
   }
 }
 
-/// A debuginfod client for a command that names `report`'s frames (symbolicate, reports show
-/// --symbolicate), from the elfutils variables (DEBUGINFOD_URLS…), with the `debugInfoUrl` of
-/// the crashed executable's package note asked after them; nil when DEBUGINFOD_URLS is not set
-/// (fetching is asked for by setting it).
-func debuginfodClient(for store: ReportStore, report: CrashReport) -> DebuginfodClient? {
+/// Lets `options` fetch debug files and sources, for a command that names a stored report's
+/// frames (symbolicate, reports show --symbolicate): a debuginfod client for the elfutils
+/// variables when DEBUGINFOD_URLS is set, and the crashed executable's package note
+/// `debugInfoUrl` asked after them (DebuginfodClient.packageNoteClients); cached in the
+/// store's Crumbs directory unless DEBUGINFOD_CACHE_PATH names a folder.
+func allowFetching(_ options: inout Symbolicator.Options, store: ReportStore) {
   let environment = CrumbsEnvironment.debuginfodEnvironment()
-  guard environment["DEBUGINFOD_URLS"] != nil else { return nil }
-  let note = PackageNote.ofExecutable(
-    report.resource["process.executable.path"] ?? "", modules: report.modules)
-  return DebuginfodSettings(
-    environment: environment, crumbsDirectory: Syscall.directoryName(of: store.path),
-    extraURLs: note?.debugInfoURL.map { [$0] } ?? []
-  ).map { DebuginfodClient(settings: $0) }
+  let directory = Syscall.directoryName(of: store.path)
+  options.remoteDebugFiles = DebuginfodSettings(environment: environment, crumbsDirectory: directory).map {
+    DebuginfodClient(settings: $0)
+  }
+  options.packageDebugInfo = DebuginfodClient.packageNoteClients(
+    environment: environment, crumbsDirectory: directory)
 }

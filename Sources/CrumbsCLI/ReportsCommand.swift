@@ -320,7 +320,7 @@ struct ReportsShowCommand: ParsableCommand {
       options.useLLVMSymbolizer = true
       options.readsInstalledDebugFiles = true
       options.llvmSymbolizerPath = llvmSymbolizer
-      options.remoteDebugFiles = debuginfodClient(for: reportStore, report: stored.report)
+      allowFetching(&options, store: reportStore)
       stored.report = stored.report.symbolicated(with: options)
     }
     if json {

@@ -39,7 +39,7 @@ struct SymbolicateCommand: ParsableCommand {
     options.useLLVMSymbolizer = true
     options.readsInstalledDebugFiles = true
     options.llvmSymbolizerPath = llvmSymbolizer
-    options.remoteDebugFiles = debuginfodClient(for: reportStore, report: stored.report)
+    allowFetching(&options, store: reportStore)
     let report = stored.report.symbolicated(with: options)
     do {
       try reportStore.replace(stored, with: report)

@@ -134,6 +134,19 @@ public final class DebuginfodClient: RemoteDebugFiles {
   }
 
   private func fetch(_ url: String, buildID: [UInt8], kind: DebugFileKind) -> Result<String, FetchFailure> {
+    download(
+      url, id: LoadedModule.hex(buildID), maxBytes: settings.maxSize,
+      tooLarge: "larger than DEBUGINFOD_MAXSIZE (\(settings.maxSize) bytes), not kept"
+    ).flatMap { body in
+      cache.store(body, buildID: buildID, kind: kind).mapError { FetchFailure(reason: $0.reason) }
+    }
+  }
+
+  /// The whole body of a 200 answer to GET `url`, at most `maxBytes` (past it: "refused:
+  /// `tooLarge`"), within the time bounds; else why not.
+  private func download(_ url: String, id: String, maxBytes: Int, tooLarge: String) -> Result<
+    [UInt8], FetchFailure
+  > {
     let now = SystemClock.monotonicNanoseconds()
     var timeout = settings.timeout
     if let maxTime = settings.maxTime {
@@ -149,10 +162,9 @@ public final class DebuginfodClient: RemoteDebugFiles {
       timeout = min(timeout, max(0.001, (maxTime - spent) / 4))
     }
     var request = DeliveryRequest(
-      destination: "debuginfod", reportID: LoadedModule.hex(buildID), url: url, headers: [], body: [],
-      timeout: timeout)
+      destination: "debuginfod", reportID: id, url: url, headers: [], body: [], timeout: timeout)
     request.method = "GET"
-    request.maxResponseBodyBytes = settings.maxSize
+    request.maxResponseBodyBytes = maxBytes
     sent.withLock { $0 += 1 }
     let started = SystemClock.monotonicNanoseconds()
     let answer: HTTPResponse
@@ -173,11 +185,8 @@ public final class DebuginfodClient: RemoteDebugFiles {
       return .failure(.init(reason: "HTTP \(answer.status)"))
     }
     guard !answer.bodyTruncated else {
-      if answer.body.count >= settings.maxSize
-        || answer.body.isEmpty && Self.claimed(answer) > settings.maxSize
-      {
-        return .failure(
-          .init(reason: "refused: larger than DEBUGINFOD_MAXSIZE (\(settings.maxSize) bytes), not kept"))
+      if answer.body.count >= maxBytes || answer.body.isEmpty && Self.claimed(answer) > maxBytes {
+        return .failure(.init(reason: "refused: " + tooLarge))
       }
       return .failure(
         .init(
@@ -188,7 +197,7 @@ public final class DebuginfodClient: RemoteDebugFiles {
     if let claimed = answer.headers["content-length"], let count = Int(claimed), count != answer.body.count {
       return .failure(.init(reason: "refused: \(answer.body.count) bytes of the \(count) announced"))
     }
-    return cache.store(answer.body, buildID: buildID, kind: kind).mapError { FetchFailure(reason: $0.reason) }
+    return .success(answer.body)
   }
 
   /// `url` without a `user:password@` part: a reason lands in reports.
@@ -212,5 +221,114 @@ public final class DebuginfodClient: RemoteDebugFiles {
   private static func elapsed(since start: UInt64) -> String {
     let milliseconds = (SystemClock.monotonicNanoseconds() - start) / 1_000_000
     return milliseconds >= 1000 ? "\(Double(milliseconds / 100) / 10) s" : "\(milliseconds) ms"
+  }
+}
+
+// MARK: Source files: GET <server>/buildid/<hex>/source/<absolute path>
+
+extension DebuginfodClient: SourceProvider {
+  public var name: String { "debuginfod" }
+
+  /// The source file `path` of the build `buildID`: the cache first (a kept file, or a recent
+  /// miss), then each server in turn. What a server sends is untrusted text: at most `limit`
+  /// bytes (the source-file cap, not DEBUGINFOD_MAXSIZE), no NUL byte, named like source code
+  /// (LocalSourceFiles' rule); kept in the cache only when it passes. Asked only where the
+  /// local file is not there (SourceContextOptions: the providers are asked in order).
+  public func source(path: String, buildID: String?, limit: Int) -> Result<SourceFile, SourceUnavailable> {
+    guard let hex = buildID, DebuginfodCache.isBuildID(hex) else {
+      return .failure(SourceUnavailable("no build id"))
+    }
+    guard path.hasPrefix("/") else { return .failure(SourceUnavailable("a relative path")) }
+    guard LocalSourceFiles.isNamedLikeSource(path) else {
+      return .failure(SourceUnavailable("not named like source code"))
+    }
+    var keptRefusal: String?
+    switch cache.source(buildID: hex, path: path, limit: limit) {
+    case .file(let bytes): return .success(SourceFile(bytes: bytes))
+    case .miss: return .failure(SourceUnavailable("debuginfod: no server has it (cached miss)"))
+    case .none(let reason): keptRefusal = reason
+    }
+    var reasons: [String] = keptRefusal.map { [$0] } ?? []
+    var allMissing = true
+    for base in settings.urls {
+      let url = base + "/buildid/" + hex + "/source" + Self.escapedSourcePath(path)
+      let fetched = download(url, id: hex, maxBytes: limit, tooLarge: "over \(limit) bytes, not kept")
+        .flatMap { body in
+          cache.storeSource(body, buildID: hex, path: path, limit: limit).map { body }
+            .mapError { FetchFailure(reason: $0.reason) }
+        }
+      switch fetched {
+      case .success(let bytes):
+        return .success(SourceFile(bytes: bytes))
+      case .failure(let failure):
+        if !failure.notFound { allMissing = false }
+        reasons.append("\(Self.withoutCredentials(base)): \(failure.reason)")
+      }
+    }
+    if allMissing { cache.recordSourceMiss(buildID: hex, path: path) }
+    return .failure(SourceUnavailable("debuginfod: " + reasons.joined(separator: "; ")))
+  }
+
+  /// `path` as debuginfod's URL takes it (elfutils' debuginfod(8): every byte not "unreserved"
+  /// in RFC 3986 section 2.3 %-escaped, the `/` between components kept).
+  static func escapedSourcePath(_ path: String) -> String {
+    var result = ""
+    for byte in path.utf8 {
+      switch byte {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+        UInt8(ascii: "~"), UInt8(ascii: "/"):
+        result.unicodeScalars.append(Unicode.Scalar(byte))
+      default:
+        let digits = Array("0123456789ABCDEF".utf8)
+        result += "%" + String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+      }
+    }
+    return result
+  }
+}
+
+// MARK: The package note's debugInfoUrl
+
+extension DebuginfodSettings {
+  /// Why a package note's `debugInfoUrl` is not asked (nil: it may be): the note is untrusted
+  /// (any binary can carry one), so only a plain http(s) URL without credentials, spaces or
+  /// control characters, at most 1 KiB.
+  public static func refusal(ofNoteURL url: String) -> String? {
+    guard url.hasPrefix("http://") || url.hasPrefix("https://") else { return "not an http(s) URL" }
+    guard url.utf8.count <= 1024 else { return "longer than 1 KiB" }
+    guard !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
+      return "holds a space or a control character"
+    }
+    let authority = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+    guard authority.count >= 3, !authority[2].isEmpty else { return "names no host" }
+    guard !authority[2].contains("@") else { return "carries credentials" }
+    return nil
+  }
+}
+
+extension DebuginfodClient {
+  /// What a process allowed to fetch debug files (`crumbs symbolicate`, `reports show
+  /// --symbolicate`, `crumbs collect`, the next launch with `fetchesDebugFiles`) sets as
+  /// `Symbolicator.Options.packageDebugInfo`: for a crashed executable's note `url`, a client
+  /// asking DEBUGINFOD_URLS' servers (in `environment`) then `url`, caching as they do (in
+  /// `crumbsDirectory` unless DEBUGINFOD_CACHE_PATH names a folder); or why `url` is refused.
+  public static func packageNoteClients(environment: [String: String], crumbsDirectory: String?)
+    -> @Sendable (String) -> Result<any RemoteDebugFiles, RemoteDebugFileFailure>
+  {
+    { url in
+      if let refusal = DebuginfodSettings.refusal(ofNoteURL: url) {
+        return .failure(.init("the package note's debugInfoUrl is not asked: \(refusal)"))
+      }
+      var noteEnvironment = environment
+      if noteEnvironment["DEBUGINFOD_URLS"] == nil { noteEnvironment["DEBUGINFOD_URLS"] = "" }
+      guard
+        let settings = DebuginfodSettings(
+          environment: noteEnvironment, crumbsDirectory: crumbsDirectory, extraURLs: [url])
+      else {
+        return .failure(.init("the package note's debugInfoUrl is not asked: no cache folder"))
+      }
+      return .success(DebuginfodClient(settings: settings))
+    }
   }
 }

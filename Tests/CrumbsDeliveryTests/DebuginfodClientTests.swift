@@ -8,6 +8,7 @@ import CrumbsDeliveryTestSupport
 import CrumbsPlatform
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsDelivery
@@ -169,5 +170,74 @@ import Testing
     #expect(debuginfod.requestCount == 2)
     #expect(
       DebuginfodClient.withoutCredentials("https://user:secret@example.com/x") == "https://example.com/x")
+  }
+
+  @Test func aSourceIsAskedByItsEscapedPathKeptAndAMissIsRemembered() throws {
+    let directory = TestDirectory()
+    let targets = Mutex<[String]>([])
+    let server = try LoopbackHTTPServer { _, request in
+      targets.withLock { $0.append(request.target) }
+      return request.target.contains("/found")
+        ? .respond(200, body: "let a = 1\nlet b = 2\n") : .respond(404)
+    }
+    defer { server.stop() }
+    let debuginfod = client(server, directory)
+    let hex = "ab12cd"
+    let path = "/src/found dir/a+b~c$;é.swift"
+    #expect(
+      debuginfod.source(path: path, buildID: hex, limit: 1024)
+        == .success(SourceFile(bytes: Array("let a = 1\nlet b = 2\n".utf8))))
+    // Every byte not unreserved (RFC 3986 2.3) escaped, the path's own `/` kept.
+    #expect(targets.withLock { $0 } == ["/buildid/ab12cd/source/src/found%20dir/a%2Bb~c%24%3B%C3%A9.swift"])
+    // Kept in elfutils' layout: `source`, then the path with each `/` a `#`.
+    let kept = directory.file("cache/ab12cd/source#src#found dir#a+b~c$;é.swift")
+    #expect(Syscall.fileExists(kept))
+    // Asked again: from the cache. A miss is remembered too.
+    _ = debuginfod.source(path: path, buildID: hex, limit: 1024)
+    #expect(
+      debuginfod.source(path: "/src/gone.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: []))
+    )
+    #expect(
+      debuginfod.source(path: "/src/gone.swift", buildID: hex, limit: 1024)
+        == .failure(SourceUnavailable("debuginfod: no server has it (cached miss)")))
+    #expect(debuginfod.requestCount == 2)
+    // Never asked: no build id, a relative path, a name not like source code.
+    #expect(
+      debuginfod.source(path: path, buildID: nil, limit: 1024) == .failure(SourceUnavailable("no build id")))
+    #expect(
+      debuginfod.source(path: "src/a.swift", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
+    #expect(
+      debuginfod.source(path: "/etc/shadow", buildID: hex, limit: 1024) != .success(SourceFile(bytes: [])))
+    #expect(debuginfod.requestCount == 2)
+    // A kept file replaced by a link (the cache is a folder another user may write): not read.
+    Syscall.removeTree(kept)
+    #expect(symlink("/etc/passwd", kept) == 0)
+    let linked = debuginfod.source(path: path, buildID: hex, limit: 1024)
+    #expect(linked == .success(SourceFile(bytes: Array("let a = 1\nlet b = 2\n".utf8))))
+    #expect(debuginfod.requestCount == 3)
+  }
+
+  @Test func aPackageNotesURLIsRefusedUnlessPlainHTTP() {
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "https://debuginfod.example.com") == nil)
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "http://127.0.0.1:8002/") == nil)
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "file:///etc") == "not an http(s) URL")
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "ftp://example.com") == "not an http(s) URL")
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "https://user:pw@example.com") == "carries credentials")
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "https://example.com x") != nil)
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "https://") == "names no host")
+    #expect(DebuginfodSettings.refusal(ofNoteURL: "https://" + String(repeating: "a", count: 1100)) != nil)
+    let make = DebuginfodClient.packageNoteClients(environment: [:], crumbsDirectory: "/tmp/crumbs")
+    guard case .success(let remote) = make("http://127.0.0.1:1"), let made = remote as? DebuginfodClient
+    else {
+      Issue.record("no client for a good URL")
+      return
+    }
+    #expect(made.settings.urls == ["http://127.0.0.1:1"])
+    #expect(made.settings.cachePath == "/tmp/crumbs/debuginfod")
+    guard case .failure(let failure) = make("http://a:b@127.0.0.1:1") else {
+      Issue.record("credentials accepted")
+      return
+    }
+    #expect(failure.reason == "the package note's debugInfoUrl is not asked: carries credentials")
   }
 }

@@ -6,6 +6,7 @@
 
 import CrumbsDeliveryTestSupport
 import CrumbsPlatform
+import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
 import Testing
@@ -18,26 +19,11 @@ import Testing
   static let json =
     #"{"type":"deb","name":"shop-server","version":"4.5.6","os":"debian","commit":"0123abcd"}"#
 
-  /// An FDO package note (name "FDO\0", type 0xcafe1a7e), as a linker writes it: 4-byte aligned.
-  static func noteBytes(_ json: String) -> [UInt8] {
-    var payload = Array(json.utf8) + [0]
-    while payload.count % 4 != 0 { payload.append(0) }
-    func le(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
-    return le(4) + le(UInt32(payload.count)) + le(PackageNote.noteType) + Array("FDO\0".utf8) + payload
-  }
-
   @Test func aCrashedBinaryWithAPackageNoteSendsItsPackageInTheResource() throws {
     let directory = TestDirectory()
-    let notes = directory.file("note.bin")
-    try Syscall.writeFileAtomically(notes, Self.noteBytes(Self.json))
     let app = directory.file("app")
-    let added = try Subprocess.run(
-      "/usr/bin/objcopy",
-      [
-        "--add-section", ".note.package=\(notes)", "--set-section-flags", ".note.package=alloc,readonly",
-        "--set-section-alignment", ".note.package=4", ChildProcess.testChild, app,
-      ], timeoutMilliseconds: 120_000)
-    #expect(added.exitStatus == 0, "\(String(decoding: added.standardError, as: UTF8.self))")
+    let (status, errors) = try PackageNote.add(Self.json, to: ChildProcess.testChild, output: app)
+    #expect(status == 0, "\(errors)")
     let readelf = try Subprocess.run("/usr/bin/readelf", ["-n", app], timeoutMilliseconds: 60_000)
     #expect(String(decoding: readelf.standardOutput, as: UTF8.self).contains("shop-server"))
 
@@ -85,7 +71,7 @@ import Testing
   }
 
   @Test func badNotesAreRefusedWithAReason() {
-    let good = Self.noteBytes(Self.json)
+    let good = PackageNote.sectionBytes(Self.json)
     #expect(
       PackageNote.parse(notes: good, alignment: 4)
         == .success(
@@ -96,12 +82,12 @@ import Testing
       PackageNote.parse(notes: Array(good.prefix(20)), alignment: 4)
         == .failure(.init("a note's descriptor runs past the section")))
     #expect(
-      PackageNote.parse(notes: Self.noteBytes("[1, 2]"), alignment: 4)
+      PackageNote.parse(notes: PackageNote.sectionBytes("[1, 2]"), alignment: 4)
         == .failure(.init("the package note is not a JSON object")))
     #expect(
-      PackageNote.parse(notes: Self.noteBytes("{\"n\": 1}"), alignment: 4)
+      PackageNote.parse(notes: PackageNote.sectionBytes("{\"n\": 1}"), alignment: 4)
         == .failure(.init("the package note names nothing")))
-    var huge = Self.noteBytes("{}")
+    var huge = PackageNote.sectionBytes("{}")
     huge[4] = 0xff
     huge[5] = 0xff
     huge[6] = 0xff

@@ -7,6 +7,7 @@ import CrumbsPlatform
 import CrumbsReportTestSupport
 import CrumbsTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CrumbsReports
@@ -136,6 +137,33 @@ struct SourceContextUnitTests {
     var report = CrashReport.emptyForTests(frames: frames)
     Redaction().redactor().report(&report)
     #expect(report.frames[2].source?.lines == ["b", "c token=[redacted]", "d"])
+  }
+
+  /// A provider that fetches from elsewhere and has nothing, counting what it is asked.
+  final class CountingSource: SourceProvider {
+    let asked = Mutex(0)
+    var name: String { "counting" }
+    func source(path: String, buildID: String?, limit: Int) -> Result<SourceFile, SourceUnavailable> {
+      asked.withLock { $0 += 1 }
+      return .failure(SourceUnavailable("counting: refused: not text (a NUL byte)"))
+    }
+  }
+
+  @Test func aFetchingProvidersFailureIsNotedAndItsAsksAreBounded() {
+    var options = SourceContextOptions()
+    options.maxFrames = 3
+    let counting = CountingSource()
+    options.providers = [LocalSourceFiles(), counting]
+    var reader = SourceContextReader(options: options)
+    // A hostile DWARF: a file of its own for each of 20 frames, none on this machine.
+    let frames = reader.add(
+      to: (0..<20).map { Self.frame($0, module: "/app/bin", file: "/nowhere/F\($0).swift", line: 2) },
+      executable: "/app/bin")
+    #expect(counting.asked.withLock { $0 } == 3)
+    #expect(frames.allSatisfy { $0.source == nil })
+    // The machine's own missing file goes unsaid; the fetching provider's reason is noted.
+    #expect(frames[0].note == "no source lines: counting: refused: not text (a NUL byte)")
+    #expect(frames[19].note == "no source lines: counting: not asked (3 files asked already)")
   }
 }
 

@@ -133,11 +133,13 @@ public struct CrumbsConfiguration: Sendable {
   /// and capped: `sourceContext`, nil leaves them out).
   public var symbolication = PostMortemProcessor.defaultSymbolication
   /// Whether the next launch's processing (and `crumbs collect`, which turns it on) fetches the
-  /// debug file of a stripped module from the debuginfod servers DEBUGINFOD_URLS names, by build
-  /// ID, into a cache (DEBUGINFOD_CACHE_PATH, else `debuginfod/` in the directory), within
-  /// DEBUGINFOD_TIMEOUT, DEBUGINFOD_MAXTIME and DEBUGINFOD_MAXSIZE (`DebuginfodClient`). Off by
-  /// default: the start path makes no network request unless asked. A file already in the
-  /// cache is used either way only when this is on.
+  /// debug file of a stripped module from the debuginfod servers DEBUGINFOD_URLS names (and the
+  /// one the crashed executable's package note names, `debugInfoUrl`), by build ID, and the
+  /// source files of the app's frames that are not on the machine, into a cache
+  /// (DEBUGINFOD_CACHE_PATH, else `debuginfod/` in the directory), within DEBUGINFOD_TIMEOUT,
+  /// DEBUGINFOD_MAXTIME and DEBUGINFOD_MAXSIZE (`DebuginfodClient`). Off by default: the start
+  /// path makes no network request unless asked. A file already in the cache is used either
+  /// way only when this is on.
   public var fetchesDebugFiles = false
 
   /// The app's hooks (`shouldProcess`, `willSend`, …), in place before `start` processes the

@@ -26,11 +26,19 @@ extension CrumbsConfiguration {
   ) -> PostMortemProcessor {
     var processor = PostMortemProcessor(directory: directory, store: store)
     processor.symbolicatorOptions = symbolication
-    if fetchesDebugFiles, processor.symbolicatorOptions.remoteDebugFiles == nil,
-      let settings = DebuginfodSettings(
-        environment: CrumbsEnvironment.debuginfodEnvironment(), crumbsDirectory: self.directory)
-    {
-      processor.symbolicatorOptions.remoteDebugFiles = DebuginfodClient(settings: settings)
+    if fetchesDebugFiles {
+      let environment = CrumbsEnvironment.debuginfodEnvironment()
+      if processor.symbolicatorOptions.remoteDebugFiles == nil,
+        let settings = DebuginfodSettings(environment: environment, crumbsDirectory: self.directory)
+      {
+        processor.symbolicatorOptions.remoteDebugFiles = DebuginfodClient(settings: settings)
+      }
+      // A crashed executable's package note may name its debuginfod server (read per session,
+      // when its report is made: CrashReportBuilder).
+      if processor.symbolicatorOptions.packageDebugInfo == nil {
+        processor.symbolicatorOptions.packageDebugInfo = DebuginfodClient.packageNoteClients(
+          environment: environment, crumbsDirectory: self.directory)
+      }
     }
     processor.reportsAbnormalTerminations = detectOOM
     processor.reportsHostName = reportsHostName

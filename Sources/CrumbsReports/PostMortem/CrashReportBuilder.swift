@@ -67,6 +67,12 @@ package struct CrashReportBuilder {
     let marks = record.frameMarks
     let others = record.threads?.threads.filter { $0.state != .crashing } ?? []
     let otherMarks = others.map { $0.frameMarks.map(FrameMarks.init(rawValue:)) }
+    // The executable's package note may name where its debug files are (`debugInfoUrl`): asked
+    // only where this process may fetch (`packageDebugInfo` set).
+    let executable = ring?.header.executable ?? record.modules.first?.path ?? ""
+    let (symbolicatorOptions, noteRefusal) = symbolicatorOptions.askingPackageNote(
+      symbolicatorOptions.readsModuleFiles && symbolicatorOptions.packageDebugInfo != nil
+        ? PackageNote.ofExecutable(executable, modules: record.modules) : nil)
     let named = Symbolicator(modules: record.modules, options: symbolicatorOptions)
       .symbolicate(
         backtraces: [record.frames] + others.map(\.frames),
@@ -92,8 +98,8 @@ package struct CrashReportBuilder {
     var report = base(
       id: record.sessionID.description, kind: .crash, sessionID: record.sessionID,
       time: record.crashWallNanoseconds, ring: ring, trailSize: trailSize,
-      pid: record.pid, executable: ring?.header.executable ?? record.modules.first?.path ?? "",
-      appName: ring?.header.appName ?? "")
+      pid: record.pid, executable: executable, appName: ring?.header.appName ?? "")
+    if let noteRefusal { report.evidence.append(noteRefusal) }
     report.exceptionType = signal.name
     report.exceptionMessage = message
     report.exceptionStacktrace = CrashReport.stacktrace(frames)

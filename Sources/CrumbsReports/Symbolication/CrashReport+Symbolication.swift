@@ -21,8 +21,15 @@ extension CrashReport {
   public func symbolicated(with options: Symbolicator.Options, redaction: Redaction = Redaction())
     -> CrashReport
   {
-    let symbolicator = Symbolicator(modules: modules, options: options)
     var report = self
+    // The executable's package note may name where its debug files are (PackageNote.swift).
+    let (options, noteRefusal) = options.askingPackageNote(
+      options.readsModuleFiles && options.packageDebugInfo != nil
+        ? PackageNote.ofExecutable(
+          resource["process.executable.path"] ?? modules.first?.path ?? "", modules: modules)
+        : nil)
+    if let noteRefusal, !report.evidence.contains(noteRefusal) { report.evidence.append(noteRefusal) }
+    let symbolicator = Symbolicator(modules: modules, options: options)
     // A crash's first frame is the faulting instruction itself (a hang's, where its stalled
     // thread was stopped), and async resume points are functions' first instructions; every
     // other one is a return address (looked up one byte back).

@@ -15,6 +15,10 @@
 //                                           with its reason, never silently deleted
 //   cache.recordMiss(buildID:kind:)         every server said 404: an empty file, as elfutils
 //                                           writes, not asked again for `missSeconds`
+//   cache.source(buildID:path:limit:)       a kept source file (`<cache>/<build id>/source#…`:
+//   cache.storeSource(_:buildID:path:)      the absolute path with each `/` a `#`, as the
+//   cache.recordSourceMiss(buildID:path:)   elfutils 0.188 client names it), its check and miss
+//                                           the same as a debug file's (checkSource: text)
 //
 // The cache is a folder another user may write (the Crumbs directory): it is opened beneath its
 // parent with every component O_NOFOLLOW, every entry read or removed in that descriptor; a
@@ -148,12 +152,100 @@ public struct DebuginfodCache: Sendable {
 
   /// Notes that no server has the file (an empty file, elfutils' negative entry).
   public func recordMiss(buildID: [UInt8], kind: DebugFileKind) {
-    let hex = LoadedModule.hex(buildID)
+    recordMiss(hex: LoadedModule.hex(buildID), name: kind.rawValue)
+  }
+
+  private func recordMiss(hex: String, name: String) {
     guard Self.isBuildID(hex), let folder = try? openEntry(hex) else { return }
     defer { Syscall.close(folder) }
     try? Syscall.writeFileAtomically(
-      named: kind.rawValue, in: folder, [UInt8](), durable: false,
-      path: path + "/" + hex + "/" + kind.rawValue)
+      named: name, in: folder, [UInt8](), durable: false, path: path + "/" + hex + "/" + name)
+  }
+
+  // MARK: Source files (`/buildid/<id>/source/<path>`)
+
+  /// What the cache holds for a source file.
+  public enum SourceEntry: Equatable, Sendable {
+    /// Its bytes (checked again now: the folder may be another user's).
+    case file([UInt8])
+    /// Every server said it has none, less than `missSeconds` ago.
+    case miss
+    /// Nothing kept, or what is kept is refused (the reason).
+    case none(String?)
+  }
+
+  /// The name the source file `path` (absolute, as DWARF names it) has in a build ID's folder:
+  /// `source` then the path with each `/` a `#` (elfutils 0.188's client; a newer one hashes
+  /// long names, so its entries are not shared). Nil for a relative path, a NUL byte, or a name
+  /// longer than a file name may be.
+  public static func sourceEntryName(_ path: String) -> String? {
+    guard path.hasPrefix("/"), !path.utf8.contains(0) else { return nil }
+    let name =
+      "source"
+      + String(decoding: path.utf8.map { $0 == UInt8(ascii: "/") ? UInt8(ascii: "#") : $0 }, as: UTF8.self)
+    return name.utf8.count <= 255 ? name : nil
+  }
+
+  /// Whether fetched `bytes` may stand as a source file of at most `limit` bytes: nil when
+  /// they may, else why not (text only: no NUL byte; the size bound).
+  public static func checkSource(_ bytes: [UInt8], limit: Int) -> String? {
+    if bytes.count > limit { return "over \(limit) bytes" }
+    if bytes.isEmpty { return "empty" }
+    if bytes.contains(0) { return "not text (a NUL byte)" }
+    return nil
+  }
+
+  /// The kept source file `path` of the build ID `hex`, read beneath the cache (no link followed, at
+  /// most `limit` bytes) and checked as a fetched one is.
+  public func source(buildID hex: String, path sourcePath: String, limit: Int) -> SourceEntry {
+    guard Self.isBuildID(hex), let name = Self.sourceEntryName(sourcePath),
+      let folder = try? Syscall.openDirectory(path + "/" + hex, beneath: parent)
+    else { return .none(nil) }
+    defer { Syscall.close(folder) }
+    guard let status = Syscall.status(of: name, in: folder), status.kind == .regular else {
+      return .none(nil)
+    }
+    if status.size == 0 {
+      let now = SystemClock.wallNanoseconds()
+      let age = now > status.modifiedNanoseconds ? (now - status.modifiedNanoseconds) / 1_000_000_000 : 0
+      return age < missSeconds ? .miss : .none(nil)
+    }
+    let bytes: [UInt8]
+    do {
+      bytes = try Syscall.readFile(named: name, in: folder, limit: limit, path: path + "/" + hex + "/" + name)
+    } catch {
+      if case .tooLarge = error.refusal { return .none("the kept file is over \(limit) bytes") }
+      return .none("the kept file: \(error)")
+    }
+    if let refusal = Self.checkSource(bytes, limit: limit) { return .none("the kept file: \(refusal)") }
+    Syscall.touch(folder)
+    return .file(bytes)
+  }
+
+  /// Keeps fetched source bytes (checked: `checkSource`) as `path`'s file for the build ID `hex`;
+  /// a file that cannot be kept is still good for this report (success).
+  public func storeSource(_ bytes: [UInt8], buildID hex: String, path sourcePath: String, limit: Int)
+    -> Result<Void, RemoteDebugFileFailure>
+  {
+    guard Self.isBuildID(hex) else { return .failure(.init("no build id")) }
+    if let refusal = Self.checkSource(bytes, limit: limit) { return .failure(.init("refused: \(refusal)")) }
+    guard let name = Self.sourceEntryName(sourcePath) else { return .success(()) }  // used, not kept
+    do throws(SystemCallError) {
+      let folder = try openEntry(hex)
+      defer { Syscall.close(folder) }
+      try Syscall.writeFileAtomically(
+        named: name, in: folder, bytes, durable: false, path: path + "/" + hex + "/" + name)
+    } catch {
+      return .success(())  // used now, not kept: the lines are still good
+    }
+    trim(keeping: hex)
+    return .success(())
+  }
+
+  /// Notes that no server has the source file `path` of the build ID `hex`.
+  public func recordSourceMiss(buildID hex: String, path sourcePath: String) {
+    guard let name = Self.sourceEntryName(sourcePath) else { return }
+    recordMiss(hex: hex, name: name)
   }
 
   /// The build ID's folder, made when missing (the cache too), opened without following links.
@@ -204,11 +296,10 @@ public struct DebuginfodCache: Sendable {
       guard let status = Syscall.status(of: name, in: cache), status.kind == .directory,
         let folder = try? Syscall.openDirectory(named: name, in: cache, path: path + "/" + name)
       else { continue }
+      // Every regular file counts: debug files and kept sources alike.
       var bytes = 0
-      for kind in DebugFileKind.allCases {
-        if let file = Syscall.status(of: kind.rawValue, in: folder), file.kind == .regular {
-          bytes += file.size
-        }
+      for entry in ((try? Syscall.directoryEntries(of: folder, path: path + "/" + name)) ?? []).prefix(4096) {
+        if let file = Syscall.status(of: entry, in: folder), file.kind == .regular { bytes += file.size }
       }
       Syscall.close(folder)
       entries.append((name, status.modifiedNanoseconds, bytes))
@@ -228,7 +319,7 @@ public struct DebuginfodCache: Sendable {
 
   /// Whether `name` is a build ID's hex (lowercase, 2 to 128 digits): the only names the cache
   /// makes, reads or deletes.
-  static func isBuildID(_ name: String) -> Bool {
+  package static func isBuildID(_ name: String) -> Bool {
     name.utf8.count >= 2 && name.utf8.count <= 128
       && name.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
   }

@@ -135,3 +135,21 @@ extension PackageNote {
     return note
   }
 }
+
+extension Symbolicator.Options {
+  /// These options for a process whose executable carries `note`: with its `debugInfoUrl`
+  /// asked too (`packageDebugInfo` makes the remote debug files that ask it, replacing
+  /// `remoteDebugFiles`), and why not when the URL is refused. Unchanged without a note, a URL,
+  /// or `packageDebugInfo`.
+  package func askingPackageNote(_ note: PackageNote?) -> (Symbolicator.Options, refusal: String?) {
+    guard let url = note?.debugInfoURL, let make = packageDebugInfo else { return (self, nil) }
+    switch make(url) {
+    case .success(let remote):
+      var options = self
+      options.remoteDebugFiles = remote
+      return (options, nil)
+    case .failure(let failure):
+      return (self, failure.reason)
+    }
+  }
+}

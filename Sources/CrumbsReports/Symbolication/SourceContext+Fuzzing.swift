@@ -6,8 +6,9 @@
 //
 // Entry point: SourceExcerpt.fuzzViolation(_:) — the first three bytes choose the line, the
 // radius and the longest line kept, the rest is the file; then the whole input as
-// llvm-symbolizer's output, asked for the addresses its own lines start with. Nil when every
-// check holds, else what broke. Not signal-safe.
+// llvm-symbolizer's output, asked for the addresses its own lines start with; then as a path a
+// debuginfod cache names a kept source by (DebuginfodCache.sourceEntryName) and as a fetched
+// source (checkSource). Nil when every check holds, else what broke. Not signal-safe.
 
 extension SourceExcerpt {
   package static func fuzzViolation(_ bytes: [UInt8]) -> String? {
@@ -26,6 +27,17 @@ extension SourceExcerpt {
       for text in excerpt.lines where text.unicodeScalars.count > maxLineBytes + 1 {
         return "a line of \(text.unicodeScalars.count) characters kept of \(maxLineBytes) bytes"
       }
+    }
+    // The same bytes as a path DWARF names, kept in a debuginfod cache: one file name, within
+    // the cache's build ID folder; and as a fetched source file: refused unless text.
+    let path = String(decoding: bytes, as: UTF8.self)
+    if let name = DebuginfodCache.sourceEntryName(path) {
+      if !name.hasPrefix("source#") || name.utf8.contains(UInt8(ascii: "/")) || name.utf8.count > 255 {
+        return "source entry name \(name.debugDescription) for \(path.debugDescription)"
+      }
+    }
+    if bytes.contains(0), DebuginfodCache.checkSource(bytes, limit: 1 << 20) == nil {
+      return "fetched source with a NUL byte accepted"
     }
     // The same bytes as llvm-symbolizer's answer, for the addresses its lines name.
     let text = String(decoding: bytes, as: UTF8.self)

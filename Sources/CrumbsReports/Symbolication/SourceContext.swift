@@ -13,7 +13,10 @@
 //                                        frames or `maxBytes` bytes of lines are taken
 //       → provider.source(path:buildID:limit:)   the file's bytes, from the first provider that
 //                                        has them (LocalSourceFiles: the path DWARF names, on
-//                                        this machine), read once per report
+//                                        this machine; then, where a debuginfod client is set,
+//                                        DebuginfodClient: the server's /buildid/<id>/source),
+//                                        read once per report; a fetching provider's failure
+//                                        goes into the frame's note
 //       → SourceExcerpt.lines(in:around:…)       the lines, split and cut (fuzzed:
 //                                        Fuzz/SourceLines)
 //
@@ -91,12 +94,18 @@ public struct LocalSourceFiles: SourceProvider {
 
   public init() {}
 
+  /// Whether `path` ends like a source file's name (`sourceExtensions`).
+  public static func isNamedLikeSource(_ path: String) -> Bool {
+    let base = Syscall.baseName(of: path)
+    guard let dot = base.lastIndex(of: ".") else { return false }
+    return sourceExtensions.contains(base[base.index(after: dot)...].lowercased())
+  }
+
   public func source(path: String, buildID: String?, limit: Int) -> Result<SourceFile, SourceUnavailable> {
     guard path.hasPrefix("/") else { return .failure(SourceUnavailable("a relative path")) }
-    let base = Syscall.baseName(of: path)
-    guard let dot = base.lastIndex(of: "."),
-      Self.sourceExtensions.contains(base[base.index(after: dot)...].lowercased())
-    else { return .failure(SourceUnavailable("not named like source code")) }
+    guard Self.isNamedLikeSource(path) else {
+      return .failure(SourceUnavailable("not named like source code"))
+    }
     let modified: UInt64?
     switch Syscall.followedStatus(ofPath: path) {
     case .failure(let error):
@@ -187,7 +196,15 @@ package struct SourceContextReader {
       guard frame.module == executable, let file = frame.file, let line = frame.line, frame.source == nil
       else { continue }
       guard framesTaken < options.maxFrames, bytesTaken < options.maxBytes else { break }
-      guard let (read, origin) = self.file(file, buildID: frame.buildID) else { continue }
+      guard let (read, origin) = self.file(file, buildID: frame.buildID) else {
+        // Why a provider that fetches from elsewhere had nothing (a refused answer, a server
+        // down): the frame says so. The machine's own missing file goes unsaid (the common case).
+        if let reason = remoteFailure(file) {
+          result[index].note = [frame.note, "no source lines: " + reason].compactMap { $0 }.joined(
+            separator: "; ")
+        }
+        continue
+      }
       guard
         let excerpt = SourceExcerpt.lines(
           in: read.bytes, around: line, radius: options.linesAround, maxLineBytes: options.maxLineBytes)
@@ -205,15 +222,40 @@ package struct SourceContextReader {
     return result
   }
 
-  /// The file from the first provider that has it, and that provider's name.
+  /// Paths asked of each provider other than the machine's own files, by name.
+  private var remoteAsks: [String: Int] = [:]
+
+  /// The file from the first provider that has it, and that provider's name. A provider other
+  /// than the machine's own files (one that may wait on a network) is asked at most `maxFrames`
+  /// paths per report: a hostile DWARF naming a file per frame costs no more requests.
   private mutating func file(_ path: String, buildID: String?) -> (SourceFile, String)? {
     for provider in options.providers {
       let key = provider.name + "\u{0}" + path
-      let found = files[key] ?? provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+      var found = files[key]
+      if found == nil {
+        if provider is LocalSourceFiles {
+          found = provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+        } else if remoteAsks[provider.name, default: 0] < options.maxFrames {
+          remoteAsks[provider.name, default: 0] += 1
+          found = provider.source(path: path, buildID: buildID, limit: options.maxFileBytes)
+        } else {
+          found = .failure(
+            SourceUnavailable("\(provider.name): not asked (\(options.maxFrames) files asked already)"))
+        }
+      }
       files[key] = found
-      if case .success(let file) = found { return (file, provider.name) }
+      if case .success(let file)? = found { return (file, provider.name) }
     }
     return nil
+  }
+
+  /// The reasons the providers other than the machine's own files gave for `path`, if any.
+  private func remoteFailure(_ path: String) -> String? {
+    let reasons = options.providers.filter { !($0 is LocalSourceFiles) }.compactMap { provider in
+      if case .failure(let failure)? = files[provider.name + "\u{0}" + path] { return failure.reason }
+      return nil
+    }
+    return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
   }
 
   private static func modified(_ path: String) -> UInt64? {

@@ -182,13 +182,29 @@ public final class Symbolicator {
     /// caps, providers); nil leaves them out. Only with `readsModuleFiles`.
     public var sourceContext: SourceContextOptions? = SourceContextOptions()
 
-    /// `sourceContext` when this symbolication reads files at all.
-    package var effectiveSourceContext: SourceContextOptions? { readsModuleFiles ? sourceContext : nil }
+    /// `sourceContext` when this symbolication reads files at all; a `remoteDebugFiles` that
+    /// serves sources too (a debuginfod client) is asked after the providers given.
+    package var effectiveSourceContext: SourceContextOptions? {
+      guard readsModuleFiles, var context = sourceContext else { return nil }
+      if let remote = remoteDebugFiles as? any SourceProvider,
+        !context.providers.contains(where: { $0.name == remote.name })
+      {
+        context.providers.append(remote)
+      }
+      return context
+    }
 
     /// Where to fetch, by build ID, the debug file of a module whose own file is stripped,
     /// gone or replaced and that `symbolDirectories` does not hold (a debuginfod client:
     /// `DebuginfodClient` in CrumbsDelivery). Nil (the default): no network.
     public var remoteDebugFiles: (any RemoteDebugFiles)? = nil
+    /// Where a crashed executable's package note names a debuginfod server (`debugInfoUrl`):
+    /// the remote debug files that ask it too (after `remoteDebugFiles`' servers), or why it is
+    /// not asked (the note is untrusted). Set only by processes allowed to fetch
+    /// (`DebuginfodClient.packageNoteClients`); nil (the default): the note's URL is not asked.
+    public var packageDebugInfo:
+      (@Sendable (String) -> Result<any RemoteDebugFiles, RemoteDebugFileFailure>)? =
+        nil
 
     public init() {}
   }
