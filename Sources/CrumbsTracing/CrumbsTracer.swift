@@ -47,6 +47,11 @@ extension CrumbsOperation {
 /// A `Tracer` that records the spans of some kinds (`.server` by default) as open operations in
 /// the client's in-flight ledger, so every death lists the requests it cut, and forwards every
 /// span, event and attribute to the tracer it wraps.
+///
+/// One reference wide, whatever it wraps: InstrumentationSystem keeps the bootstrapped tracer as
+/// `any Instrument` and casts it to `any Tracer` (and `any LegacyTracer`) for every span a
+/// middleware starts; a value wider than an existential's three-word inline buffer would be
+/// boxed on the heap by each of those casts.
 public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   public typealias Span = CrumbsSpan<Wrapped.Span>
 
@@ -57,13 +62,31 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     ["http.request.method", "url.path", "http.route", CrumbsOperation.userIDKey]
   }
 
-  public let wrapped: Wrapped
-  public let client: CrumbsClient
+  /// What the tracer was made with, behind the one reference the tracer is.
+  final class Settings: Sendable {
+    let wrapped: Wrapped
+    let client: CrumbsClient
+    let kinds: Set<SpanKind>?
+    let attributeKeys: [String]
+    let recordsServer: Bool
+
+    init(wrapped: Wrapped, client: CrumbsClient, kinds: Set<SpanKind>?, attributeKeys: [String]) {
+      self.wrapped = wrapped
+      self.client = client
+      self.kinds = kinds
+      self.attributeKeys = Array(attributeKeys.prefix(4))
+      self.recordsServer = kinds?.contains(.server) ?? true
+    }
+  }
+
+  let settings: Settings
+
+  public var wrapped: Wrapped { settings.wrapped }
+  public var client: CrumbsClient { settings.client }
   /// The span kinds recorded; nil: every span.
-  public let kinds: Set<SpanKind>?
+  public var kinds: Set<SpanKind>? { settings.kinds }
   /// The span attributes a ledger entry keeps (`defaultAttributeKeys`).
-  public let attributeKeys: [String]
-  let recordsServer: Bool
+  public var attributeKeys: [String] { settings.attributeKeys }
 
   /// Wraps `wrapped`: spans of `kinds` (nil: all) become operations of `client`'s ledger, with
   /// the span attributes named by `attributeKeys`. Installs the client's lookup of the current
@@ -72,11 +95,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     wrapping wrapped: Wrapped, client: CrumbsClient, kinds: Set<SpanKind>? = [.server],
     attributeKeys: [String] = Self.defaultAttributeKeys
   ) {
-    self.wrapped = wrapped
-    self.client = client
-    self.kinds = kinds
-    self.attributeKeys = Array(attributeKeys.prefix(4))
-    self.recordsServer = kinds?.contains(.server) ?? true
+    settings = Settings(wrapped: wrapped, client: client, kinds: kinds, attributeKeys: attributeKeys)
     client.setOperationLookup { ServiceContext.current.flatMap { CrumbsOperation($0) } }
   }
 
@@ -107,7 +126,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     guard let kinds else { return true }
     // A switch, not the set's hashing: this runs for every span.
     switch kind {
-    case .server: return recordsServer
+    case .server: return settings.recordsServer
     default: return kinds.contains(kind)
     }
   }

@@ -296,6 +296,52 @@ final class RecordingSpan: Span, Sendable {
     }
   }
 
+  /// Among few or many other attributes, through a span that keeps its attributes or one that
+  /// keeps none: each watched key is kept once, at its first value, and a name that only looks
+  /// like one is passed over.
+  @Test(arguments: [0, 4, 40])
+  func theWatchedAttributesAreFoundAmongFewOrManyOthers(others: Int) throws {
+    try withClient { client in
+      for wrapped in [false, true] {
+        func check<Wrapped: Tracer>(_ tracer: CrumbsTracer<Wrapped>) throws {
+          let span = tracer.startSpan("GET", context: .topLevel, ofKind: .server)
+          defer { span.end() }
+          span.updateAttributes { attributes in
+            for index in 0..<others { attributes["padding.\(index)"] = index }
+            attributes["http.rout3"] = "same length as http.route"
+            attributes["enduser.ie"] = "same length as enduser.id"
+            attributes["url.path"] = "/v1/orders/42"
+          }
+          span.updateAttributes { attributes in
+            attributes["enduser.id"] = "user-7"
+            attributes["url.path"] = "/later"
+          }
+          span.updateAttributes { attributes in attributes["http.route"] = "/v1/orders/:id" }
+          let entry = try #require(open(client).first { $0.name == "GET" })
+          #expect(entry.attributes.map(\.key) == ["url.path", "enduser.id", "http.route"])
+          #expect(entry.attributes.map(\.value) == ["/v1/orders/42", "user-7", "/v1/orders/:id"])
+        }
+        // RecordingTracer's span keeps its attributes (each update passes all of them again);
+        // NoOpTracer's keeps none (each update passes only its own).
+        if wrapped {
+          try check(CrumbsTracer(wrapping: RecordingTracer(), client: client))
+        } else {
+          try check(CrumbsTracer(wrapping: NoOpTracer(), client: client))
+        }
+      }
+    }
+  }
+
+  /// InstrumentationSystem casts the bootstrapped tracer (`any Instrument`) to `any Tracer` for
+  /// every span a middleware starts, and a middleware holds the span as `any Span`: a value
+  /// wider than an existential's inline buffer (three words) is boxed on the heap each time.
+  @Test func theTracerAndItsSpanFitAnExistentialsInlineBuffer() {
+    let inlineBuffer = 3 * MemoryLayout<Int>.size
+    #expect(MemoryLayout<CrumbsTracer<NoOpTracer>>.size <= inlineBuffer)
+    #expect(MemoryLayout<CrumbsTracer<RecordingTracer>>.size <= inlineBuffer)
+    #expect(MemoryLayout<CrumbsSpan<NoOpTracer.NoOpSpan>>.size <= inlineBuffer)
+  }
+
   @Test func aFullLedgerCountsTheSpanAndStillForwardsIt() throws {
     try withClient(ledgerEntries: 8) { client in
       let tracer = CrumbsTracer(wrapping: RecordingTracer(), client: client)

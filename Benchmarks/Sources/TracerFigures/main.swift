@@ -2,9 +2,11 @@
 // for `make bench`. Each "request" is what Hummingbird 2's TracingMiddleware does to a span of a
 // GET that succeeds: start a `.server` span named "HTTP GET route not found" in the request's
 // context, set its request attributes, rename it to the route, set the response attributes, end.
-// Through `any Tracer`, as the middleware reaches InstrumentationSystem's tracer:
+// Through the tracer's look-up InstrumentationSystem makes for each span (the bootstrapped
+// `any Instrument` checked and cast to `any Tracer`), as the middleware reaches it:
 //
-//   traced   NoOpTracer (the server's default tracer): what every traced request pays anyway
+//   traced   NoOpTracer bootstrapped (where swift-otel's would be): what every traced request
+//            pays anyway
 //   tracer   CrumbsTracer wrapping NoOpTracer: the request also in the ledger
 //   floor    the C floor (CBaselineAppend's crumbs_bench_ledger_floor): claim an entry, copy ids
 //            and name, publish, free
@@ -48,8 +50,12 @@ let method = String("TEG".reversed())
 let path = "/v1/orders/" + String(Int(getpid()) % 1000 + 1000)
 let route = "/v1/orders/" + String(":id".reversed().reversed())
 
-/// One request's span, as Hummingbird 2.28's TracingMiddleware makes it.
-@inline(never) func request(_ tracer: any Tracer, context: ServiceContext) {
+/// One request's span, as Hummingbird 2.28's TracingMiddleware makes it, through
+/// InstrumentationSystem's look-up of the bootstrapped tracer.
+@inline(never) func request(_ instrument: any Instrument, context: ServiceContext) {
+  guard instrument is any Tracer, let tracer = instrument as? any Tracer else {
+    fatalError("TracerFigures: \(type(of: instrument)) is not a Tracer")
+  }
   let span = tracer.startSpan("HTTP \(method) route not found", context: context, ofKind: .server)
   span.updateAttributes { attributes in
     attributes["http.request.method"] = method
@@ -69,8 +75,8 @@ let route = "/v1/orders/" + String(":id".reversed().reversed())
   span.end()
 }
 
-let traced: any Tracer = NoOpTracer()
-let crumbsTracer: any Tracer = CrumbsTracer(wrapping: NoOpTracer(), client: client)
+let traced: any Instrument = NoOpTracer()
+let crumbsTracer = CrumbsTracer(wrapping: NoOpTracer(), client: client)
 
 // Check: a request through CrumbsTracer is in the ledger while open, under its route once
 // renamed, with the path; and gone once ended.

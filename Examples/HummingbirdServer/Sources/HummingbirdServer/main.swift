@@ -11,7 +11,10 @@
 //   BENCH_VARIANT=ledger        the client, and CrumbsMiddleware: each request in the in-flight
 //                               ledger under its route template, with its traceparent's trace id
 //   BENCH_VARIANT=traced        the client, and Hummingbird's own TracingMiddleware with the
-//                               default tracer (NoOpTracer): `tracer` less CrumbsTracer
+//                               default tracer (NoOpTracer, none bootstrapped)
+//   BENCH_VARIANT=bootstrapped  the client, and Hummingbird's own TracingMiddleware with
+//                               NoOpTracer bootstrapped, where an app bootstraps swift-otel's
+//                               tracer: `tracer` less CrumbsTracer
 //   BENCH_VARIANT=tracer        the client, and Hummingbird's own TracingMiddleware with
 //                               CrumbsTracer (wrapping NoOpTracer) as the tracer: the ledger fed
 //                               with no Crumbs code in the router
@@ -35,7 +38,7 @@ import Tracing
 #endif
 
 enum Variant: String {
-  case none, client, breadcrumbs, ledger, traced, tracer
+  case none, client, breadcrumbs, ledger, traced, bootstrapped, tracer
 }
 
 /// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
@@ -74,6 +77,10 @@ if variant == .tracer, let crumbs {
   router.add(middleware: TracingMiddleware())
 }
 if variant == .traced {
+  router.add(middleware: TracingMiddleware())
+}
+if variant == .bootstrapped {
+  InstrumentationSystem.bootstrap(NoOpTracer())
   router.add(middleware: TracingMiddleware())
 }
 // A group's middleware runs once the route is known, so CrumbsMiddleware names each request by
