@@ -21,6 +21,10 @@ deps:
 build: deps
 	$(SWIFT) build
 
+## The tests start their own debuginfod servers: a machine's own (Debian's profile script sets
+## DEBUGINFOD_URLS when asked to) would be asked by every `crumbs collect` they run.
+TEST_ENV = env -u DEBUGINFOD_URLS -u DEBUGINFOD_CACHE_PATH
+
 ## The main job: a child crashes end to end, and its report is printed.
 demo: deps
 	$(SWIFT) build --product crumbs
@@ -54,7 +58,7 @@ test: deps test-deps check-c check-arrows check-docs check-rooms
 	$(SWIFT) build -c release --product crumbs --scratch-path .build-release-child
 	./Scripts/check-no-test-code.sh $$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/crumbs
 	CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
-	  $(SWIFT) test --skip-build
+	  $(TEST_ENV) $(SWIFT) test --skip-build
 
 ## The recorder and delivery tests under the thread sanitizer, built into .build-tsan: the test
 ## bundle and the `crumbs` CLI they run; not the fuzz targets nor the test child, 16 links that
@@ -78,7 +82,7 @@ tsan: deps test-deps
 	  CRUMBS_TEST_CHILD=$$($(SWIFT) build --show-bin-path)/CrumbsTestChild \
 	  CRUMBS_RELEASE_CHILD=$$($(SWIFT) build -c release --scratch-path .build-release-child --show-bin-path)/CrumbsTestChild \
 	  TSAN_OPTIONS="suppressions=$(CURDIR)/.ci/tsan-suppressions.txt:log_path=$(TSAN_REPORTS)/report:print_suppressions=0" \
-	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
+	  $(TEST_ENV) $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
 	    --filter 'CrumbsRecorderTests|CrumbsDeliveryTests' --skip ConsumerPackageTests || status=$$?; \
 	  if [ -n "$$(ls -A "$(TSAN_REPORTS)")" ]; then \
 	    cat "$(TSAN_REPORTS)"/*; echo "tsan: thread-sanitizer reports in $(TSAN_REPORTS) (above)" >&2; exit 1; \
