@@ -230,24 +230,6 @@ private func startHangClient(_ directory: String, threshold: Double, pool: Bool)
   }
 }
 
-/// Blocks SIGUSR1 in this thread and every thread started after it (the client's included), so
-/// that only sigwait takes it.
-private func blockGoOnSignal() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  pthread_sigmask(SIG_BLOCK, &set, nil)
-}
-
-/// Waits for the parent's SIGUSR1.
-private func waitForGoOn() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  var taken: Int32 = 0
-  while sigwait(&set, &taken) != 0 {}
-}
-
 @inline(never) func stallLoopBlockedOnParent() {
   waitForGoOn()
 }

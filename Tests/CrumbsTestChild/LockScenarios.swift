@@ -34,24 +34,7 @@ let lockScenarios: [String: @Sendable ([String]) -> Int32] = [
   "lock-graph": { arguments in
     guard let directory = arguments.first else { return 64 }
     let began = DispatchSemaphore(value: 0)
-    CrumbsClient.hangWatchdogEvents.withLock {
-      $0 = { event in
-        guard case .began(let watch, let report) = event else { return }
-        print("hang-began \(watch) \(report?.report.id ?? "-")")
-        fflush(nil)
-        began.signal()
-      }
-    }
-    var configuration = CrumbsConfiguration(directory: directory)
-    configuration.automaticBreadcrumbs = nil
-    configuration.hangs = HangDetection(threshold: 1, watchesConcurrencyPool: false)
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startGraphClient(directory, began: began) else { return 1 }
     do {
       try LockGraph(client: client).run()
     } catch {

@@ -32,7 +32,7 @@ let operationHangScenarios: [String: @Sendable ([String]) -> Int32] = [
   "operation-hang": { arguments in
     guard arguments.count == 2, ["resume", "kill", "term", "orphan"].contains(arguments[1]) else { return 64 }
     let mode = arguments[1]
-    blockOperationGoOn()
+    blockGoOnSignal()
     if mode == "term" { signal(SIGTERM) { _ in operationStopRequested = 1 } }
     let events = OperationHangEvents()
     var configuration = CrumbsConfiguration(directory: arguments[0])
@@ -237,19 +237,7 @@ private final class OperationHangEvents: Sendable {
   }
 }
 
-/// Blocks SIGUSR1 in this thread and every thread started after it, so only sigwait takes it.
-private func blockOperationGoOn() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  pthread_sigmask(SIG_BLOCK, &set, nil)
-}
-
 /// The stuck request: waits for the parent's SIGUSR1.
 @inline(never) func operationBlockedOnParent() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  var taken: Int32 = 0
-  while sigwait(&set, &taken) != 0 {}
+  waitForGoOn()
 }

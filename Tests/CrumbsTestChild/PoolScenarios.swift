@@ -31,7 +31,7 @@ import Synchronization
 let poolScenarios: [String: @Sendable ([String]) -> Int32] = [
   "pool-starved": { arguments in
     guard let directory = arguments.first else { return 64 }
-    blockReleaseSignal()
+    blockGoOnSignal()
     let events = PoolEvents()
     guard let client = startPoolClient(directory, reports: false) else { return 1 }
     let seats = DispatchPools.seats()
@@ -44,7 +44,7 @@ let poolScenarios: [String: @Sendable ([String]) -> Int32] = [
     print("ready")
     fflush(nil)
     if arguments.dropFirst().first != "stay" { kill(getpid(), SIGUSR1) }
-    waitForRelease()
+    waitForGoOn()
     // Each task waits once: one signal each.
     for _ in 0..<(2 * seats) { release.signal() }
     events.waitForEnded(HangWatchdogNames.pool)
@@ -56,7 +56,7 @@ let poolScenarios: [String: @Sendable ([String]) -> Int32] = [
 
   "pool-partial": { arguments in
     guard let directory = arguments.first else { return 64 }
-    blockReleaseSignal()
+    blockGoOnSignal()
     let events = PoolEvents()
     guard let client = startPoolClient(directory, reports: true) else { return 1 }
     let seats = DispatchPools.seats()
@@ -76,7 +76,7 @@ let poolScenarios: [String: @Sendable ([String]) -> Int32] = [
     events.waitForBegan(HangWatchdogNames.seats)
     printCensus(client)
     fflush(nil)
-    waitForRelease()
+    waitForGoOn()
     for _ in 0..<blockers { release.signal() }
     events.waitForEnded(HangWatchdogNames.seats)
     stop.set()
@@ -170,21 +170,6 @@ private func printCensus(_ client: CrumbsClient) {
     print(
       "seat \(seat.threadID) \(seat.state.rawValue) \(seat.pool) \(seat.call ?? "-") \(seat.appFrame ?? "-")")
   }
-}
-
-private func blockReleaseSignal() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  pthread_sigmask(SIG_BLOCK, &set, nil)
-}
-
-private func waitForRelease() {
-  var set = sigset_t()
-  sigemptyset(&set)
-  sigaddset(&set, SIGUSR1)
-  var taken: Int32 = 0
-  while sigwait(&set, &taken) != 0 {}
 }
 
 /// The watchdog's events, printed, and waited for by watch.

@@ -58,24 +58,7 @@ private let ownerScenarios: [String: @Sendable ([String]) -> Int32] = [
   "wait-graph": { arguments in
     guard let directory = arguments.first else { return 64 }
     let began = DispatchSemaphore(value: 0)
-    CrumbsClient.hangWatchdogEvents.withLock {
-      $0 = { event in
-        guard case .began(let watch, let report) = event else { return }
-        print("hang-began \(watch) \(report?.report.id ?? "-")")
-        fflush(nil)
-        began.signal()
-      }
-    }
-    var configuration = CrumbsConfiguration(directory: directory)
-    configuration.automaticBreadcrumbs = nil
-    configuration.hangs = HangDetection(threshold: 1, watchesConcurrencyPool: false)
-    let client: CrumbsClient
-    do {
-      client = try CrumbsClient.start(configuration)
-    } catch {
-      print("error \(error)")
-      return 1
-    }
+    guard let client = startGraphClient(directory, began: began) else { return 1 }
     let roles: [(String, Int32)] = [
       ("dl-a", Int32(CRUMBS_TEST_ROLE_DEADLOCK_FIRST)), ("dl-b", Int32(CRUMBS_TEST_ROLE_DEADLOCK_SECOND)),
       ("ch-holder", Int32(CRUMBS_TEST_ROLE_CHAIN_HOLDER)),
@@ -138,3 +121,26 @@ private let ownerScenarios: [String: @Sendable ([String]) -> Int32] = [
     exit(0)
   },
 ]
+
+/// A client for a wait-graph scenario in `directory` (hang threshold 1 s, no pool watch, no
+/// automatic breadcrumbs) that prints the watchdog's "hang-began WATCH REPORT-ID" for each hang
+/// and signals `began`; nil, the error printed, when it cannot start.
+func startGraphClient(_ directory: String, began: DispatchSemaphore) -> CrumbsClient? {
+  CrumbsClient.hangWatchdogEvents.withLock {
+    $0 = { event in
+      guard case .began(let watch, let report) = event else { return }
+      print("hang-began \(watch) \(report?.report.id ?? "-")")
+      fflush(nil)
+      began.signal()
+    }
+  }
+  var configuration = CrumbsConfiguration(directory: directory)
+  configuration.automaticBreadcrumbs = nil
+  configuration.hangs = HangDetection(threshold: 1, watchesConcurrencyPool: false)
+  do {
+    return try CrumbsClient.start(configuration)
+  } catch {
+    print("error \(error)")
+    return nil
+  }
+}
