@@ -1,6 +1,6 @@
 // OTLPDestination+Traces.swift — spans (the operations a death left open, closed at it:
 // ClosingSpans) to the same collector as the logs: `POST {endpoint}/v1/traces`, in the
-// destination's encoding, compression and headers. The URL: `tracesEndpoint` as is
+// destination's encoding and compression, with its headers and the traces' own over them. The URL: `tracesEndpoint` as is
 // (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), else the logs URL's base with `/v1/traces`; a logs URL
 // given as is (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) names no traces URL unless it ends in
 // `/v1/logs`, as for the metrics. Not signal-safe.
@@ -19,9 +19,11 @@ extension OTLPDestination {
     guard let url = tracesURL else { return nil }
     let body = encoding == .protobuf ? traces.protobuf() : traces.json()
     let spans = traces.spans.count
-    return (try? request(body: body, records: spans, id: id, compressing: compression == .gzip, url: url))
+    return
+      (try? request(
+        body: body, records: spans, id: id, compressing: compression == .gzip, url: url, signal: .traces))
       ?? DeliveryRequest(
-        destination: name, reportID: id, url: url, headers: headers(gzip: false), body: body,
+        destination: name, reportID: id, url: url, headers: headers(gzip: false, signal: .traces), body: body,
         timeout: timeout, itemCount: spans)
   }
 }

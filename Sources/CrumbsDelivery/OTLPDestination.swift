@@ -45,6 +45,12 @@ public struct OTLPDestination: ReportDestination {
     case none, gzip
   }
 
+  /// What a request carries: reports (logs), the spans a death left open (traces), the session
+  /// counts (metrics). Each may have headers of its own (`signalHeaders`).
+  public enum Signal: String, Sendable, CaseIterable {
+    case logs, traces, metrics
+  }
+
   public var name: String
   /// The base URL (`http://collector:4318`); `/v1/logs` is appended unless already there (or
   /// `appendsLogsPath` is false: a signal-specific URL, used as is).
@@ -54,6 +60,9 @@ public struct OTLPDestination: ReportDestination {
   /// The traces URL, used as is (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); nil: derived from
   /// `endpoint` (OTLPDestination+Traces.swift).
   public var tracesEndpoint: String?
+  /// The metrics URL, used as is (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT); nil: derived from
+  /// `endpoint` (OTLPDestination+Metrics.swift).
+  public var metricsEndpoint: String?
   /// `.gzip` compresses every body (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
   public var compression = Compression.none
   /// Seconds the collector may stay silent (nil: the uploader's `requestTimeout`).
@@ -61,8 +70,11 @@ public struct OTLPDestination: ReportDestination {
   /// The largest body sent, before compression (default 16 MiB, under the OpenTelemetry
   /// Collector's 20 MiB default limit).
   public var maxRequestBytes = 16 << 20
-  /// Extra headers, e.g. an `Authorization` header marked secret.
+  /// Extra headers, e.g. an `Authorization` header marked secret, on every request.
   public var headers: [HTTPHeader]
+  /// Headers of one signal's requests only, over `headers` by name
+  /// (OTEL_EXPORTER_OTLP_LOGS_HEADERS, _TRACES_HEADERS, _METRICS_HEADERS).
+  public var signalHeaders: [Signal: [HTTPHeader]] = [:]
   public var encoding: Encoding
   /// Also send each breadcrumb as its own log record.
   public var breadcrumbsAsLogRecords: Bool
@@ -124,7 +136,8 @@ public struct OTLPDestination: ReportDestination {
       body: body, records: batch.records.count, id: id, compressing: compression == .gzip)
     return compressed
       ?? DeliveryRequest(
-        destination: name, reportID: id, url: logsURL, headers: headers(gzip: false), body: body,
+        destination: name, reportID: id, url: logsURL, headers: headers(gzip: false, signal: .logs),
+        body: body,
         timeout: timeout,
         itemCount: batch.records.count)
   }
@@ -133,15 +146,22 @@ public struct OTLPDestination: ReportDestination {
     encoding == .protobuf ? batch.protobuf() : batch.json()
   }
 
-  func headers(gzip: Bool) -> [HTTPHeader] {
-    [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
-      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + headers
+  /// A request's headers: its body's type and encoding, `headers`, and `signal`'s own over
+  /// them by name.
+  func headers(gzip: Bool, signal: Signal) -> [HTTPHeader] {
+    var extra = headers
+    if let own = signalHeaders[signal], !own.isEmpty {
+      let named = Set(own.map { $0.name.lowercased() })
+      extra = extra.filter { !named.contains($0.name.lowercased()) } + own
+    }
+    return [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
+      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + extra
   }
 
-  /// The POST of `body` to `url` (the logs URL unless said).
-  func request(body: [UInt8], records: Int, id: String, compressing: Bool, url: String? = nil)
-    throws(DeliveryError) -> DeliveryRequest
-  {
+  /// The POST of `body` to `url` (the logs URL unless said), with `signal`'s headers.
+  func request(
+    body: [UInt8], records: Int, id: String, compressing: Bool, url: String? = nil, signal: Signal = .logs
+  ) throws(DeliveryError) -> DeliveryRequest {
     var body = body
     if compressing {
       do {
@@ -151,7 +171,9 @@ public struct OTLPDestination: ReportDestination {
       }
     }
     return DeliveryRequest(
-      destination: name, reportID: id, url: url ?? logsURL, headers: headers(gzip: compressing), body: body,
+      destination: name, reportID: id, url: url ?? logsURL,
+      headers: headers(gzip: compressing, signal: signal),
+      body: body,
       timeout: timeout, itemCount: records)
   }
 

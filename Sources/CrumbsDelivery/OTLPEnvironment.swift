@@ -6,15 +6,20 @@
 //                                         list is discarded whole, as the SDK spec says
 //   OTEL_EXPORTER_OTLP_LOGS_ENDPOINT      the logs URL, used as is
 //   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT    the traces URL (closing spans), used as is
-//   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: /v1/logs (and /v1/traces) is appended
-//   OTEL_EXPORTER_OTLP_[LOGS_]HEADERS     Name=value,… (values percent-decoded; all treated as
-//                                         secrets); the logs one wins per name
+//   OTEL_EXPORTER_OTLP_METRICS_ENDPOINT   the metrics URL (session counts), used as is
+//   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: /v1/logs (and /v1/traces, /v1/metrics) is
+//                                         appended
+//   OTEL_EXPORTER_OTLP_HEADERS            Name=value,… on every request (values percent-decoded;
+//                                         all treated as secrets)
+//   OTEL_EXPORTER_OTLP_{LOGS,TRACES,METRICS}_HEADERS
+//                                         the same for one signal's requests, over the generic
+//                                         list by name
 //   OTEL_EXPORTER_OTLP_[LOGS_]PROTOCOL    http/protobuf or http/json; grpc is refused by name
 //   OTEL_EXPORTER_OTLP_[LOGS_]COMPRESSION gzip or none
 //   OTEL_EXPORTER_OTLP_[LOGS_]TIMEOUT     milliseconds
 //
 // Configuration in code wins: `apply(to:)` fills in only what the destination leaves unset
-// (headers by name, compression, timeout, a traces URL given as is); an endpoint from the environment makes a destination
+// (headers by name, compression, timeout, a traces or metrics URL given as is); an endpoint from the environment makes a destination
 // only when the code configured no OTLP destination (CrumbsConfiguration). A malformed value is
 // ignored and named in `problems`; nothing here traps.
 //
@@ -36,8 +41,17 @@ public struct OTLPEnvironment: Sendable, Equatable {
   /// `tracesURL` came from OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (it then applies to a destination
   /// configured in code too).
   public var tracesURLGivenAsIs = false
-  /// OTEL_EXPORTER_OTLP_HEADERS with OTEL_EXPORTER_OTLP_LOGS_HEADERS over it, all secret.
+  /// The metrics URL: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT
+  /// with `/v1/metrics` appended; nil: derived from the logs URL (OTLPDestination.metricsURL).
+  public var metricsURL: String?
+  /// `metricsURL` came from OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (it then applies to a destination
+  /// configured in code too).
+  public var metricsURLGivenAsIs = false
+  /// OTEL_EXPORTER_OTLP_HEADERS: on every request, all secret.
   public var headers: [HTTPHeader] = []
+  /// OTEL_EXPORTER_OTLP_LOGS_HEADERS, _TRACES_HEADERS and _METRICS_HEADERS: on that signal's
+  /// requests only, over `headers` by name; all secret.
+  public var signalHeaders: [OTLPDestination.Signal: [HTTPHeader]] = [:]
   public var encoding: OTLPDestination.Encoding?
   public var compression: OTLPDestination.Compression?
   /// Seconds.
@@ -62,48 +76,55 @@ public struct OTLPEnvironment: Sendable, Equatable {
       }
     }
 
-    if let logs = environment["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"]?.trimmed(of: " \t"), !logs.isEmpty {
-      if Self.isHTTPURL(logs) {
-        logsURL = logs
+    // A signal's own URL, as is; else the generic base with the signal's path.
+    func signalURL(_ variable: String) -> String? {
+      if let url = environment[variable]?.trimmed(of: " \t"), !url.isEmpty {
+        if Self.isHTTPURL(url) { return url }
+        problems.append("\(variable) ignored: \"\(url)\" is not an http(s) URL")
+      }
+      return nil
+    }
+    var base: String?
+    if let text = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"), !text.isEmpty {
+      if Self.isHTTPURL(text) {
+        base = text.hasSuffix("/") ? String(text.dropLast()) : text
       } else {
-        problems.append("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT ignored: \"\(logs)\" is not an http(s) URL")
+        problems.append("OTEL_EXPORTER_OTLP_ENDPOINT ignored: \"\(text)\" is not an http(s) URL")
       }
     }
-    if logsURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"),
-      !base.isEmpty
-    {
-      if Self.isHTTPURL(base) {
-        logsURL = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/logs"
-      } else {
-        problems.append("OTEL_EXPORTER_OTLP_ENDPOINT ignored: \"\(base)\" is not an http(s) URL")
-      }
+    logsURL = signalURL("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") ?? base.map { $0 + "/v1/logs" }
+    if let traces = signalURL("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+      tracesURL = traces
+      tracesURLGivenAsIs = true
+    } else {
+      tracesURL = base.map { $0 + "/v1/traces" }
+    }
+    if let metrics = signalURL("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+      metricsURL = metrics
+      metricsURLGivenAsIs = true
+    } else {
+      metricsURL = base.map { $0 + "/v1/metrics" }
     }
 
-    if let traces = environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]?.trimmed(of: " \t"), !traces.isEmpty {
-      if Self.isHTTPURL(traces) {
-        tracesURL = traces
-        tracesURLGivenAsIs = true
-      } else {
-        problems.append("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ignored: \"\(traces)\" is not an http(s) URL")
-      }
-    }
-    if tracesURL == nil, let base = environment["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trimmed(of: " \t"),
-      Self.isHTTPURL(base)
-    {
-      tracesURL = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/traces"
-    }
-
-    // The generic list first, the logs one over it, name by name.
-    for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_HEADERS"] {
-      guard let list = environment[name], !list.trimmed(of: " \t").isEmpty else { continue }
+    func headerList(_ name: String) -> [HTTPHeader] {
+      guard let list = environment[name], !list.trimmed(of: " \t").isEmpty else { return [] }
       switch Self.keyValueList(list) {
       case .success(let pairs):
+        var headers: [HTTPHeader] = []
         for (key, value) in pairs {
           headers.removeAll { $0.name.lowercased() == key.lowercased() }
           headers.append(HTTPHeader(key, value, isSecret: true))
         }
-      case .failure(let reason): problems.append("\(name) ignored: \(reason)")
+        return headers
+      case .failure(let reason):
+        problems.append("\(name) ignored: \(reason)")
+        return []
       }
+    }
+    headers = headerList("OTEL_EXPORTER_OTLP_HEADERS")
+    for signal in OTLPDestination.Signal.allCases {
+      let own = headerList("OTEL_EXPORTER_OTLP_\(signal.rawValue.uppercased())_HEADERS")
+      if !own.isEmpty { signalHeaders[signal] = own }
     }
 
     if let (name, text) = value("PROTOCOL") {
@@ -155,20 +176,29 @@ public struct OTLPEnvironment: Sendable, Equatable {
       maxAttachmentBytes: maxAttachmentBytes)
     destination.appendsLogsPath = false
     destination.tracesEndpoint = tracesURL
+    destination.metricsEndpoint = metricsURL
+    destination.signalHeaders = signalHeaders
     destination.compression = compression ?? .none
     destination.timeout = timeout
     return destination
   }
 
   /// `destination` with what its configuration leaves unset taken from the environment: headers
-  /// it does not name, compression, timeout.
+  /// it does not name (a signal's own among that signal's, unless the code names them for every
+  /// request or for that signal), compression, timeout, a traces or metrics URL given as is.
   public func apply(to destination: OTLPDestination, compressionSetInCode: Bool) -> OTLPDestination {
     var destination = destination
     let named = Set(destination.headers.map { $0.name.lowercased() })
     destination.headers += headers.filter { !named.contains($0.name.lowercased()) }
+    for (signal, own) in signalHeaders {
+      let namedForSignal = named.union((destination.signalHeaders[signal] ?? []).map { $0.name.lowercased() })
+      let added = own.filter { !namedForSignal.contains($0.name.lowercased()) }
+      if !added.isEmpty { destination.signalHeaders[signal, default: []] += added }
+    }
     if !compressionSetInCode, let compression { destination.compression = compression }
     if destination.timeout == nil { destination.timeout = timeout }
     if destination.tracesEndpoint == nil, tracesURLGivenAsIs { destination.tracesEndpoint = tracesURL }
+    if destination.metricsEndpoint == nil, metricsURLGivenAsIs { destination.metricsEndpoint = metricsURL }
     return destination
   }
 

@@ -163,6 +163,41 @@ import Testing
     #expect(try receivedSpans(server).count == 2, "no span sent twice")
   }
 
+  /// `crumbs collect` configured by the OTEL_* environment alone: each signal's request carries
+  /// the generic headers and its own over them (OTEL_EXPORTER_OTLP_{LOGS,TRACES}_HEADERS), and
+  /// the session counts go to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT.
+  @Test func eachSignalCarriesItsOwnHeadersFromTheEnvironment() throws {
+    let directory = TestDirectory()
+    let crumbs = directory.file("crumbs")
+    let server = try LoopbackHTTPServer(status: 200)
+    defer { server.stop() }
+    _ = try die(crumbs, mode: "kill")
+    let collect = try CLIProcess.run(
+      ["collect", "--dir", crumbs],
+      environment: [
+        "CRUMBS_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": server.baseURL,
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": server.baseURL + "/custom/metrics",
+        "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20all,X-Dataset=generic",
+        "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "X-Dataset=crashes",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "X-Dataset=spans",
+        "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "",
+      ])
+    #expect(collect.status == 0, "stderr: \(collect.stderr)")
+    let logs = server.requests.filter { $0.target == "/v1/logs" }
+    let traces = server.requests.filter { $0.target == "/v1/traces" }
+    let metrics = server.requests.filter { $0.target == "/custom/metrics" }
+    #expect(!logs.isEmpty && !traces.isEmpty && !metrics.isEmpty, "\(server.requests.map(\.target))")
+    #expect(try receivedSpans(server).count == 2)
+    for request in logs + traces + metrics {
+      #expect(request.headers["authorization"] == "Bearer all", "\(request.target)")
+    }
+    #expect(logs.allSatisfy { $0.headers["x-dataset"] == "crashes" })
+    #expect(traces.allSatisfy { $0.headers["x-dataset"] == "spans" })
+    #expect(metrics.allSatisfy { $0.headers["x-dataset"] == "generic" })
+  }
+
   /// A collector that has no `/v1/traces` (404): the crash report is delivered all the same, and
   /// the spans are not tried again by later launches.
   @Test func aCollectorWithoutTracesStillGetsTheReport() throws {

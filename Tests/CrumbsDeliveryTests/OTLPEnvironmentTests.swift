@@ -24,18 +24,73 @@ import Testing
     #expect(OTLPEnvironment([:]).destination() == nil)
   }
 
-  @Test func headersArePercentDecodedSecretAndTheLogsListWinsByName() {
+  @Test func headersArePercentDecodedSecretAndEachSignalsListWinsByNameOnItsOwnRequests() throws {
     let environment = OTLPEnvironment([
+      "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
       "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20dXNlcjpwdw%3D%3D, X-Tenant=a",
-      "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "x-tenant=logs%2Cteam",
+      "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "x-tenant=logs%2Cteam, X-Dataset=crashes",
+      "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "X-Dataset=spans",
+      "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "Authorization=Bearer%20metrics",
     ])
     #expect(environment.problems.isEmpty)
     #expect(
       environment.headers
         == [
           HTTPHeader("Authorization", "Basic dXNlcjpwdw==", isSecret: true),
-          HTTPHeader("x-tenant", "logs,team", isSecret: true),
+          HTTPHeader("X-Tenant", "a", isSecret: true),
         ])
+    #expect(environment.signalHeaders[.traces] == [HTTPHeader("X-Dataset", "spans", isSecret: true)])
+    // What each request carries: the generic list, its signal's own over it by name.
+    let destination = try #require(environment.destination())
+    func sent(_ signal: OTLPDestination.Signal, from destination: OTLPDestination) -> [String: String] {
+      let extra = destination.headers(gzip: false, signal: signal).filter { $0.name != "Content-Type" }
+      return Dictionary(extra.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+    }
+    #expect(
+      sent(.logs, from: destination)
+        == ["authorization": "Basic dXNlcjpwdw==", "x-tenant": "logs,team", "x-dataset": "crashes"])
+    #expect(
+      sent(.traces, from: destination)
+        == ["authorization": "Basic dXNlcjpwdw==", "x-tenant": "a", "x-dataset": "spans"])
+    #expect(sent(.metrics, from: destination) == ["authorization": "Bearer metrics", "x-tenant": "a"])
+    #expect(destination.signalHeaders.values.joined().allSatisfy { $0.isSecret })
+    // The requests themselves.
+    let traces = try #require(
+      destination.request(
+        forTraces: OTLPTraceBatch(resource: [], scopeName: "crumbs", scopeVersion: "0", spans: []), id: "t"))
+    #expect(traces.headers.contains { $0.name == "X-Dataset" && $0.value == "spans" })
+    #expect(!traces.headers.contains { $0.value == "crashes" }, "the logs' own list stays on the logs")
+    // Code wins: a header it names, for every request or for one signal, keeps its value.
+    var configured = OTLPDestination(endpoint: "http://code:4318", headers: [HTTPHeader("X-Tenant", "code")])
+    configured.signalHeaders[.traces] = [HTTPHeader("X-Dataset", "code-spans")]
+    let applied = environment.apply(to: configured, compressionSetInCode: false)
+    #expect(sent(.logs, from: applied)["x-tenant"] == "code")
+    #expect(sent(.logs, from: applied)["x-dataset"] == "crashes")
+    #expect(sent(.traces, from: applied)["x-dataset"] == "code-spans")
+    #expect(sent(.metrics, from: applied)["authorization"] == "Bearer metrics")
+  }
+
+  @Test func aMetricsURLIsTheSignalsOwnOrTheBasesEvenBesideALogsURLGivenAsIs() {
+    let both = OTLPEnvironment([
+      "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/",
+      "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://l:4318/custom/logs",
+    ])
+    #expect(both.destination()?.logsURL == "http://l:4318/custom/logs")
+    #expect(both.destination()?.metricsURL == "http://c:4318/v1/metrics")
+    #expect(both.destination()?.tracesURL == "http://c:4318/v1/traces")
+    let own = OTLPEnvironment([
+      "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://l:4318/custom/logs",
+      "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://m:4318/custom/metrics",
+    ])
+    #expect(own.destination()?.metricsURL == "http://m:4318/custom/metrics")
+    let logsOnly = OTLPEnvironment(["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://l:4318/custom/logs"])
+    #expect(logsOnly.destination()?.metricsURL == nil, "a logs URL given as is names no metrics URL")
+    // A metrics URL given as is applies to a destination configured in code too.
+    let applied = own.apply(to: OTLPDestination(endpoint: "http://code:4318"), compressionSetInCode: false)
+    #expect(applied.metricsURL == "http://m:4318/custom/metrics")
+    #expect(applied.logsURL == "http://code:4318/v1/logs")
+    let bad = OTLPEnvironment(["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "ftp://m"])
+    #expect(bad.problems.contains { $0.hasPrefix("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT ignored") })
   }
 
   @Test func protocolCompressionAndTimeout() {

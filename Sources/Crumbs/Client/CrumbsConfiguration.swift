@@ -166,8 +166,9 @@ public struct CrumbsConfiguration: Sendable {
   /// CRUMBS_DIRECTORY, CRUMBS_DISABLED, CRUMBS_APP_NAME, CRUMBS_APP_VERSION,
   /// CRUMBS_OTLP_ENDPOINT, CRUMBS_BACKTRACE_URL with CRUMBS_BACKTRACE_TOKEN_FILE (or
   /// CRUMBS_BACKTRACE_TOKEN); OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
-  /// OTEL_EXPORTER_OTLP_ENDPOINT and _LOGS_ENDPOINT, _HEADERS and _LOGS_HEADERS, _PROTOCOL
-  /// (http/protobuf, http/json), _COMPRESSION (gzip), _TIMEOUT (ms); see OTLPEnvironment.
+  /// OTEL_EXPORTER_OTLP_ENDPOINT and _LOGS_, _TRACES_, _METRICS_ENDPOINT, _HEADERS and
+  /// _LOGS_, _TRACES_, _METRICS_HEADERS, _PROTOCOL (http/protobuf, http/json), _COMPRESSION
+  /// (gzip), _TIMEOUT (ms); see OTLPEnvironment.
   /// Configuration in code wins: a `directory`, `appName` or `appVersion` set here is used as
   /// it is; an OTLP (Backtrace) destination in `destinations` leaves the environment's OTLP
   /// (Backtrace) endpoint unused; CRUMBS_OTLP_ENDPOINT wins over the OTEL_* endpoint. A value
