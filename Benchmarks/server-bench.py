@@ -9,9 +9,8 @@
 #               report to the loopback OTLP server this script runs (measured when the report is
 #               in sent/, after the POST arrived), against `none` after its first response; and
 #               the ring's own resident pages, so what the client costs beyond the ring is shown
-#   requests    wrk on loopback against GET /hello, new servers each round: throughput and p99
-#               of `none`, `client` and `breadcrumbs` (a breadcrumb at each request's start and
-#               end), ratios to `none`;
+#   requests    wrk on loopback against GET /hello: throughput and p99 of `none`, `client` and
+#               `breadcrumbs` (a breadcrumb at each request's start and end), ratios to `none`;
 #               and the server's CPU time per request (/proc/PID/stat), which a busy machine
 #               moves far less than throughput; and `tracer` (Hummingbird's TracingMiddleware
 #               with CrumbsTracer wrapping NoOpTracer) against `bootstrapped` (the same
@@ -233,32 +232,29 @@ def requests(otlp, base):
     if unknown:
         sys.exit("server-bench: unknown SERVER_BENCH_VARIANTS %s (known: %s)"
                  % (",".join(sorted(unknown)), ",".join(REQUEST_VARIANTS)))
+    servers = {}
+    for variant in variants:
+        port = free_port()
+        process = spawn(variant, port, os.path.join(base, "wrk-" + variant), otlp)
+        wait_ready(process, port)
+        servers[variant] = (process, port)
     throughput = {variant: [] for variant in variants}
     p99 = {variant: [] for variant in variants}
     cpu = {variant: [] for variant in variants}
-    # New servers every round: one process of a variant can run a few percent faster or slower
-    # than another of the same binary for the whole of its life (where its threads and pages
-    # land), which one process per variant would count as the variant's cost.
-    for round in range(WRK_ROUNDS):
-        servers = {}
-        try:
-            for variant in variants:
-                port = free_port()
-                process = spawn(variant, port, os.path.join(base, "wrk-%d-%s" % (round, variant)), otlp)
-                servers[variant] = (process, port)
-                wait_ready(process, port)
-            for variant in variants:
-                subprocess.run(["wrk", "-t2", "-c32", "-d1s", "http://127.0.0.1:%d/hello" % servers[variant][1]],
-                               capture_output=True, timeout=60)
+    try:
+        for variant in variants:
+            subprocess.run(["wrk", "-t2", "-c32", "-d1s", "http://127.0.0.1:%d/hello" % servers[variant][1]],
+                           capture_output=True, timeout=60)
+        for round in range(WRK_ROUNDS):
             shift = round % len(variants)
             for variant in variants[shift:] + variants[:shift]:
                 rate, latency, per_request = wrk(*servers[variant])
                 throughput[variant].append(rate)
                 p99[variant].append(latency)
                 cpu[variant].append(per_request)
-        finally:
-            for process, _ in servers.values():
-                stop(process)
+    finally:
+        for process, _ in servers.values():
+            stop(process)
     return throughput, p99, cpu
 
 
