@@ -97,7 +97,13 @@ struct ThreadCaptureTests {
     #expect(masked.state == .noAnswer && masked.frames.isEmpty && masked.askedWith == nil)
     // Blocking what Dispatch's workers block: SIGPROF asks it.
     let dispatchLike = try #require(table.threads.first { $0.name == "like-dispatch" }, "\(context)")
-    #expect(dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF && table.usedSIGPROF)
+    #expect(
+      dispatchLike.state == .captured && dispatchLike.askedWith == SIGPROF && table.usedSIGPROF,
+      """
+      like-dispatch \(dispatchLike.state) asked with \(dispatchLike.askedWith.map(String.init) ?? "nothing"), \
+      SIGPROF used: \(table.usedSIGPROF), took over: \(table.tookOverLiveCapture), \
+      \(dispatchLike.frames.count) frames: \(context)
+      """)
     // Each blocker captured, asked with the capture signal, or with SIGPROF when it was still
     // leaving a live capture's handler (where the capture signal is blocked): the one the crash
     // took over, or an earlier one whose released threads a busy machine had not yet run out of
