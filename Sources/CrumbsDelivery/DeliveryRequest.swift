@@ -32,6 +32,16 @@ public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
+extension [HTTPHeader] {
+  /// These headers but those whose names `other` has (names compare without case): what to keep
+  /// of a list that `other` goes over, or what to add of it to `other` without changing a name
+  /// `other` sets.
+  func notNamed(in other: [HTTPHeader]) -> [HTTPHeader] {
+    let named = Set(other.map { $0.name.lowercased() })
+    return filter { !named.contains($0.name.lowercased()) }
+  }
+}
+
 /// One HTTP request carrying one report to one destination.
 public struct DeliveryRequest: Sendable {
   /// The destination's `name` (the key of its state in delivery.json).

@@ -18,14 +18,6 @@ extension OTLPDestination {
   public func request(forMetrics metrics: OTLPMetricBatch, id: String) -> DeliveryRequest? {
     guard let url = metricsURL else { return nil }
     let body = encoding == .protobuf ? metrics.protobuf() : metrics.json()
-    let points = metrics.pointCount
-    return
-      (try? request(
-        body: body, records: points, id: id, compressing: compression == .gzip, url: url, signal: .metrics))
-      ?? DeliveryRequest(
-        destination: name, reportID: id, url: url, headers: headers(gzip: false, signal: .metrics),
-        body: body,
-        timeout: timeout,
-        itemCount: points)
+    return request(body: body, records: metrics.pointCount, id: id, url: url, signal: .metrics)
   }
 }

@@ -1,9 +1,9 @@
 // OTLPDestination+Traces.swift — spans (the operations a death left open, closed at it:
 // ClosingSpans) to the same collector as the logs: `POST {endpoint}/v1/traces`, in the
-// destination's encoding and compression, with its headers and the traces' own over them. The URL: `tracesEndpoint` as is
-// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), else the logs URL's base with `/v1/traces`; a logs URL
-// given as is (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) names no traces URL unless it ends in
-// `/v1/logs`, as for the metrics. Not signal-safe.
+// destination's encoding and compression, with its headers and the traces' own over them. The
+// URL: `tracesEndpoint` as is (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), else the logs URL's base with
+// `/v1/traces`; a logs URL given as is (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) names no traces URL
+// unless it ends in `/v1/logs`, as for the metrics. Not signal-safe.
 
 extension OTLPDestination {
   /// Where spans go; nil when no traces URL is known (see the file comment).
@@ -18,12 +18,6 @@ extension OTLPDestination {
   public func request(forTraces traces: OTLPTraceBatch, id: String) -> DeliveryRequest? {
     guard let url = tracesURL else { return nil }
     let body = encoding == .protobuf ? traces.protobuf() : traces.json()
-    let spans = traces.spans.count
-    return
-      (try? request(
-        body: body, records: spans, id: id, compressing: compression == .gzip, url: url, signal: .traces))
-      ?? DeliveryRequest(
-        destination: name, reportID: id, url: url, headers: headers(gzip: false, signal: .traces), body: body,
-        timeout: timeout, itemCount: spans)
+    return request(body: body, records: traces.spans.count, id: id, url: url, signal: .traces)
   }
 }

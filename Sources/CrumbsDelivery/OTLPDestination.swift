@@ -131,15 +131,7 @@ public struct OTLPDestination: ReportDestination {
   /// and headers (secret headers are redacted from messages by DeliveryRequest). `id` names it in
   /// results. Sent uncompressed if gzip fails (it only fails when out of memory).
   public func request(for batch: OTLPLogBatch, id: String) -> DeliveryRequest {
-    let body = encoded(batch)
-    let compressed = try? request(
-      body: body, records: batch.records.count, id: id, compressing: compression == .gzip)
-    return compressed
-      ?? DeliveryRequest(
-        destination: name, reportID: id, url: logsURL, headers: headers(gzip: false, signal: .logs),
-        body: body,
-        timeout: timeout,
-        itemCount: batch.records.count)
+    request(body: encoded(batch), records: batch.records.count, id: id, url: logsURL, signal: .logs)
   }
 
   private func encoded(_ batch: OTLPLogBatch) -> [UInt8] {
@@ -149,13 +141,9 @@ public struct OTLPDestination: ReportDestination {
   /// A request's headers: its body's type and encoding, `headers`, and `signal`'s own over
   /// them by name.
   func headers(gzip: Bool, signal: Signal) -> [HTTPHeader] {
-    var extra = headers
-    if let own = signalHeaders[signal], !own.isEmpty {
-      let named = Set(own.map { $0.name.lowercased() })
-      extra = extra.filter { !named.contains($0.name.lowercased()) } + own
-    }
+    let own = signalHeaders[signal] ?? []
     return [HTTPHeader("Content-Type", encoding == .protobuf ? "application/x-protobuf" : "application/json")]
-      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + extra
+      + (gzip ? [HTTPHeader("Content-Encoding", "gzip")] : []) + headers.notNamed(in: own) + own
   }
 
   /// The POST of `body` to `url` (the logs URL unless said), with `signal`'s headers.
@@ -175,6 +163,17 @@ public struct OTLPDestination: ReportDestination {
       headers: headers(gzip: compressing, signal: signal),
       body: body,
       timeout: timeout, itemCount: records)
+  }
+
+  /// The POST of `body` to `url` with `signal`'s headers, gzipped when `compression` says so, and
+  /// sent uncompressed if gzip fails (it only fails when out of memory): for batches that are
+  /// sent as they are (logs, traces, metrics), never cut down.
+  func request(body: [UInt8], records: Int, id: String, url: String, signal: Signal) -> DeliveryRequest {
+    (try? request(
+      body: body, records: records, id: id, compressing: compression == .gzip, url: url, signal: signal))
+      ?? DeliveryRequest(
+        destination: name, reportID: id, url: url, headers: headers(gzip: false, signal: signal), body: body,
+        timeout: timeout, itemCount: records)
   }
 
   /// The OTLP specification's answer policy (OTLPResponse.verdict): 429, 502, 503, 504 retried,

@@ -19,9 +19,9 @@
 //   OTEL_EXPORTER_OTLP_[LOGS_]TIMEOUT     milliseconds
 //
 // Configuration in code wins: `apply(to:)` fills in only what the destination leaves unset
-// (headers by name, compression, timeout, a traces or metrics URL given as is); an endpoint from the environment makes a destination
-// only when the code configured no OTLP destination (CrumbsConfiguration). A malformed value is
-// ignored and named in `problems`; nothing here traps.
+// (headers by name, compression, timeout, a traces or metrics URL given as is); an endpoint from
+// the environment makes a destination only when the code configured no OTLP destination
+// (CrumbsConfiguration). A malformed value is ignored and named in `problems`; nothing here traps.
 //
 // Entry points: OTLPEnvironment(_:) → problems, resource(appName:), destination(), apply(to:).
 // Not signal-safe.
@@ -110,10 +110,11 @@ public struct OTLPEnvironment: Sendable, Equatable {
       guard let list = environment[name], !list.trimmed(of: " \t").isEmpty else { return [] }
       switch Self.keyValueList(list) {
       case .success(let pairs):
+        // A name given twice: the last value.
         var headers: [HTTPHeader] = []
         for (key, value) in pairs {
-          headers.removeAll { $0.name.lowercased() == key.lowercased() }
-          headers.append(HTTPHeader(key, value, isSecret: true))
+          let header = HTTPHeader(key, value, isSecret: true)
+          headers = headers.notNamed(in: [header]) + [header]
         }
         return headers
       case .failure(let reason):
@@ -188,11 +189,10 @@ public struct OTLPEnvironment: Sendable, Equatable {
   /// request or for that signal), compression, timeout, a traces or metrics URL given as is.
   public func apply(to destination: OTLPDestination, compressionSetInCode: Bool) -> OTLPDestination {
     var destination = destination
-    let named = Set(destination.headers.map { $0.name.lowercased() })
-    destination.headers += headers.filter { !named.contains($0.name.lowercased()) }
+    let inCode = destination.headers
+    destination.headers += headers.notNamed(in: inCode)
     for (signal, own) in signalHeaders {
-      let namedForSignal = named.union((destination.signalHeaders[signal] ?? []).map { $0.name.lowercased() })
-      let added = own.filter { !namedForSignal.contains($0.name.lowercased()) }
+      let added = own.notNamed(in: inCode + (destination.signalHeaders[signal] ?? []))
       if !added.isEmpty { destination.signalHeaders[signal, default: []] += added }
     }
     if !compressionSetInCode, let compression { destination.compression = compression }
