@@ -56,10 +56,13 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   public typealias Span = CrumbsSpan<Wrapped.Span>
 
   /// The span attributes kept in a ledger entry, in this order, while there is room: at most
-  /// four a entry (the ledger's limit), each kept at its first value (the ledger only appends).
-  /// `http.route` is last set by Hummingbird (when the handler returns) and first by Vapor.
+  /// four an entry (the ledger's limit), each kept at its first value (the ledger only appends).
+  /// Each watched key costs a look-up in every attribute update until it is found, so the list
+  /// is short. `http.route` is not in it: the entry's name is the route already (Vapor names the
+  /// span by it; Hummingbird renames it to it), and Hummingbird sets it only when the handler
+  /// returns, just before the span ends. Pass `attributeKeys:` to watch it anyway.
   public static var defaultAttributeKeys: [String] {
-    ["http.request.method", "url.path", "http.route", CrumbsOperation.userIDKey]
+    ["http.request.method", "url.path", CrumbsOperation.userIDKey]
   }
 
   /// What the tracer was made with, behind the one reference the tracer is.

@@ -34,6 +34,9 @@ extension TraceIDs {
   /// `TraceContext(_:instrument:)` as numbers: what CrumbsTracer reads for every span, with no
   /// dictionary and no hex string made.
   init?(_ context: ServiceContext, instrument: some Instrument) {
+    // An instrument keeps its span in the context: an empty one (a request that came with no
+    // trace, under NoOpTracer) holds none, and asking would cost a call for nothing.
+    guard !context.isEmpty else { return nil }
     var carrier = TraceparentCarrier()
     instrument.inject(context, into: &carrier, using: TraceparentCarrier.Collector())
     guard let header = carrier.traceparent, let ids = TraceIDs(traceparent: header) else { return nil }
