@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= $(CURDIR)/crumbs-demo
 DEMO_ARGS ?=
 
-.PHONY: demo test tsan deps test-deps check-c check-arm64 arm64-deps check-arrows check-docs check-rooms werror build bench bench-server fuzz format lint clean
+.PHONY: demo test tsan deps test-deps check-c check-arm64 arm64-deps check-arrows check-docs check-rooms werror build bench bench-server bench-otel fuzz format lint clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists liblz4 || [ ! -f /usr/include/lz4frame.h ] \
@@ -197,6 +197,18 @@ bench-server:
 	cd Examples/HummingbirdServer && $(SWIFT) build -c release --product HummingbirdServer --disable-build-manifest-caching
 	BENCH_SUMMARY=$(SERVER_BENCH_SUMMARY) python3 Benchmarks/server-bench.py \
 	  $$(cd Examples/HummingbirdServer && $(SWIFT) build -c release --show-bin-path)/HummingbirdServer
+
+## CrumbsTracer in a server that traces with swift-otel (its tracer bootstrapped, spans exported
+## over OTLP/HTTP to the script's loopback collector) against the same server without
+## CrumbsTracer: the server built with CRUMBS_BENCH_OTEL=1 into a scratch path of its own (about
+## seven minutes more the first time), then the requests part with those two variants only.
+bench-otel:
+	@command -v wrk >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	cd Examples/HummingbirdServer && CRUMBS_BENCH_OTEL=1 $(SWIFT) build -c release --product HummingbirdServer \
+	  --disable-build-manifest-caching --scratch-path .build-otel
+	SERVER_BENCH_PARTS=requests SERVER_BENCH_VARIANTS=otel,otel-tracer python3 Benchmarks/server-bench.py \
+	  $$(cd Examples/HummingbirdServer && CRUMBS_BENCH_OTEL=1 $(SWIFT) build -c release --scratch-path .build-otel \
+	  --show-bin-path)/HummingbirdServer
 
 ## Each fuzz target for FUZZ_SECONDS (see Fuzz/README.md).
 fuzz: deps

@@ -22,7 +22,8 @@
 # the report in sent/ after the POST, the process's exit. With BENCH_SUMMARY set, the headline
 # lines are added to that file for Benchmarks/summary.sh (figure|value|goal|verdict).
 # SERVER_BENCH_PARTS=requests (or readiness) runs only that part; SERVER_BENCH_VARIANTS (e.g.
-# `traced,bootstrapped,tracer`) only those servers in it.
+# `traced,bootstrapped,tracer`) only those servers in it; `otel,otel-tracer` needs the server
+# built with swift-otel: `make bench-otel`.
 # Example (make bench does this):
 #   python3 Benchmarks/server-bench.py Examples/HummingbirdServer/.build/release/HummingbirdServer
 import http.server, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
@@ -224,14 +225,18 @@ def wrk(process, port):
 
 
 REQUEST_VARIANTS = ("none", "client", "breadcrumbs", "traced", "bootstrapped", "tracer")
+# Only in a server built with CRUMBS_BENCH_OTEL=1 (Examples/HummingbirdServer/Package.swift), so
+# asked for by name: `otel` (swift-otel's tracer bootstrapped) and `otel-tracer` (CrumbsTracer
+# wrapping it).
+OTEL_VARIANTS = ("otel", "otel-tracer")
 
 
 def requests(otlp, base):
     variants = tuple(os.environ.get("SERVER_BENCH_VARIANTS", ",".join(REQUEST_VARIANTS)).split(","))
-    unknown = set(variants) - set(REQUEST_VARIANTS)
+    unknown = set(variants) - set(REQUEST_VARIANTS + OTEL_VARIANTS)
     if unknown:
         sys.exit("server-bench: unknown SERVER_BENCH_VARIANTS %s (known: %s)"
-                 % (",".join(sorted(unknown)), ",".join(REQUEST_VARIANTS)))
+                 % (",".join(sorted(unknown)), ",".join(REQUEST_VARIANTS + OTEL_VARIANTS)))
     servers = {}
     for variant in variants:
         port = free_port()
@@ -368,13 +373,16 @@ def request_rows(throughput, p99, cpu, rows, summary_lines):
             % (latency["none"], latency["client"], latency["breadcrumbs"]),
         ]
     # CrumbsTracer against the same traced server without it. The goal is judged against
-    # `bootstrapped`: an app that adds CrumbsTracer has a tracer bootstrapped already (swift-otel's),
-    # and pays InstrumentationSystem's look-up of it with or without CrumbsTracer.
-    for base, label in (("bootstrapped", "a tracer bootstrapped"), ("traced", "none bootstrapped")):
-        if not {"tracer", base} <= throughput.keys():
+    # `bootstrapped` (an app that adds CrumbsTracer over NoOpTracer pays InstrumentationSystem's
+    # look-up of a bootstrapped tracer with or without it) and against `otel` (swift-otel's
+    # tracer, which most traced apps bootstrap; CrumbsTracer then wraps it).
+    pairs = (("tracer", "bootstrapped", "NoOpTracer bootstrapped", True),
+             ("tracer", "traced", "none bootstrapped", False),
+             ("otel-tracer", "otel", "swift-otel's tracer bootstrapped", True))
+    for variant, base, label, goal in pairs:
+        if not {variant, base} <= throughput.keys():
             continue
-        tracer_ratio, cpu_tracer = ratio("tracer", base), cpu_ratio("tracer", base)
-        goal = base == "bootstrapped"
+        tracer_ratio, cpu_tracer = ratio(variant, base), cpu_ratio(variant, base)
         rows.append(
             ("CrumbsTracer vs the traced server, %s" % label,
              "throughput %.3f×, CPU per request %.3f× (%s %.0f/s, %.1f µs)"
@@ -385,5 +393,6 @@ def request_rows(throughput, p99, cpu, rows, summary_lines):
             "throughput %.3f×, CPU per request %.3f×|%s|%s\n"
             % (label, tracer_ratio, cpu_tracer, "throughput ≥ 0.97×" if goal else "",
                ("met" if tracer_ratio >= 0.97 else "MISSED") if goal else ""))
+
 
 main()

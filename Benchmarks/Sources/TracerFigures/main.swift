@@ -11,6 +11,9 @@
 //   floor    the C floor (CBaselineAppend's crumbs_bench_ledger_floor): claim an entry, copy ids
 //            and name, publish, free
 //
+// Then both on two threads at once (TwoThreadRunner: a server's two event loops tracing), the
+// wall-clock time of each thread's middle chunk, per request.
+//
 // Interleaved chunks of 200 requests, medians of the thread's CPU time per request (a busy
 // machine preempts a chunk; CPU time leaves that out, as the server script's CPU per request does); mallocs per request (ordo-one's
 // interposer, preloaded by `make bench`). The goal is the server's (Benchmarks/server-bench.py:
@@ -52,7 +55,7 @@ let route = "/v1/orders/" + String(":id".reversed().reversed())
 
 /// One request's span, as Hummingbird 2.28's TracingMiddleware makes it, through
 /// InstrumentationSystem's look-up of the bootstrapped tracer.
-@inline(never) func request(_ instrument: any Instrument, context: ServiceContext) {
+@Sendable @inline(never) func request(_ instrument: any Instrument, context: ServiceContext) {
   guard instrument is any Tracer, let tracer = instrument as? any Tracer else {
     fatalError("TracerFigures: \(type(of: instrument)) is not a Tracer")
   }
@@ -148,6 +151,20 @@ let countingWorks = {
 let tracedMallocs = countingWorks ? mallocs(.traced) : 0
 let tracerMallocs = countingWorks ? mallocs(.tracer) : 0
 
+// Two threads at once (a server's event loops): what each request costs each thread when both
+// trace, wall-clock per request of the middle of three chunks (TwoThreadRunner.runTimed).
+var twoThreads: [Kind: [Double]] = [:]
+for (kind, instrument) in [(Kind.traced, traced), (.tracer, crumbsTracer as any Instrument)] {
+  let runner = TwoThreadRunner(work: { count in
+    for _ in 0..<count { request(instrument, context: .topLevel) }
+  })
+  for _ in 0..<(blocks * roundsPerBlock / 3) {
+    let (mine, theirs) = runner.runTimed(chunk: chunk)
+    twoThreads[kind, default: []] += [mine, theirs]
+  }
+  runner.stop()
+}
+
 let medians = samples.mapValues(median)
 print(
   "== One traced request's span (TracingMiddleware's calls), medians of \(blocks * roundsPerBlock) chunks of \(chunk) =="
@@ -164,6 +181,11 @@ if countingWorks {
 } else {
   print("  mallocs not counted: preload libMallocInterposerSwift.so (make bench does)")
 }
+let tracedTwo = median(twoThreads[.traced]!)
+let tracerTwo = median(twoThreads[.tracer]!)
+print(
+  "  two threads at once, wall-clock a request: traced \(format(tracedTwo)) ns, tracer \(format(tracerTwo)) ns: CrumbsTracer adds \(format(tracerTwo - tracedTwo)) ns"
+)
 BenchSummary.record("CrumbsTracer's extra time a request (span calls only)", "\(format(extra)) ns")
 
 client.close()

@@ -18,6 +18,12 @@
 //   BENCH_VARIANT=tracer        the client, and Hummingbird's own TracingMiddleware with
 //                               CrumbsTracer (wrapping NoOpTracer) as the tracer: the ledger fed
 //                               with no Crumbs code in the router
+//   BENCH_VARIANT=otel          the client, and TracingMiddleware with swift-otel's tracer
+//                               bootstrapped (every span sampled and batched; exported over
+//                               OTLP/HTTP to CRUMBS_OTLP_ENDPOINT only with
+//                               BENCH_OTEL_EXPORT=otlp): a traced server as most apps run one
+//                               (built with CRUMBS_BENCH_OTEL=1 only; see Package.swift)
+//   BENCH_VARIANT=otel-tracer   the same, with CrumbsTracer wrapping swift-otel's tracer
 //
 // Routes: GET /hello (a cheap answer), GET /health, GET /held/:id (answers only when the
 // process ends: a request in flight), GET /crash and /crash/:id (a crash in a route, for the next
@@ -31,14 +37,19 @@ import CrumbsTracing
 import Hummingbird
 import Instrumentation
 import Logging
+import ServiceLifecycle
 import Tracing
 
 #if canImport(Glibc)
   import Glibc
 #endif
+#if BENCH_OTEL
+  import OTel
+#endif
 
 enum Variant: String {
   case none, client, breadcrumbs, ledger, traced, bootstrapped, tracer
+  case otel, otelTracer = "otel-tracer"
 }
 
 /// Two breadcrumbs a request, with its run-time method and path, the way an app writes them.
@@ -83,6 +94,38 @@ if variant == .bootstrapped {
   InstrumentationSystem.bootstrap(NoOpTracer())
   router.add(middleware: TracingMiddleware())
 }
+var services: [any Service] = crumbs.map { [$0] } ?? []
+if variant == .otel || variant == .otelTracer {
+  #if BENCH_OTEL
+    var configuration = OTel.Configuration.default
+    configuration.serviceName = "HummingbirdServer"
+    configuration.logs.enabled = false
+    configuration.metrics.enabled = false
+    // Every span sampled, processed and batched as swift-otel does by default; sent nowhere
+    // unless BENCH_OTEL_EXPORT=otlp: an export costs the same with or without CrumbsTracer, and
+    // the bench's loopback collector shares the machine's CPUs (runs that exported split into
+    // two modes, 0.92-0.95× and 0.97-0.99×).
+    if environment.get("BENCH_OTEL_EXPORT") == "otlp" {
+      configuration.traces.exporter = .otlp
+      configuration.traces.otlpExporter.protocol = .httpProtobuf
+      configuration.traces.otlpExporter.endpoint =
+        environment.get("CRUMBS_OTLP_ENDPOINT") ?? "http://127.0.0.1:4318"
+    } else {
+      configuration.traces.exporter = .none
+    }
+    let otel = try OTel.makeTracingBackend(configuration: configuration)
+    if variant == .otelTracer, let crumbs {
+      InstrumentationSystem.bootstrap(CrumbsTracer(wrapping: otel.factory, client: crumbs.client))
+    } else {
+      InstrumentationSystem.bootstrap(otel.factory)
+    }
+    router.add(middleware: TracingMiddleware())
+    services.append(otel.service)
+  #else
+    say("the \(variant.rawValue) variant needs swift-otel: build with CRUMBS_BENCH_OTEL=1")
+    exit(2)
+  #endif
+}
 // A group's middleware runs once the route is known, so CrumbsMiddleware names each request by
 // its template (`GET /crash/:id`), even one that never returns.
 let routes = router.group()
@@ -111,7 +154,7 @@ logger.logLevel = .warning
 let app = Application(
   router: router,
   configuration: .init(address: .hostname("127.0.0.1", port: port)),
-  services: crumbs.map { [$0] } ?? [],
+  services: services,
   onServerRunning: { channel in
     // It listens: now the previous sessions' work may run (CrumbsService's run, which the group
     // starts before the server binds, would say so too; the first call counts).
