@@ -209,10 +209,31 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_ticks(pid):
+    """Each thread's user + system CPU ticks so far, by thread id: (group, ticks). The group is
+    what the thread's name says it is: Swift concurrency's pool (libdispatch's `…-qos` workers),
+    NIO's event loops, Crumbs' own threads, or other."""
+    threads = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as comm_file:
+                comm = comm_file.read().strip()
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        group = ("pool" if "qos" in comm else "event loops" if comm.startswith("NIO-")
+                 else "crumbs" if comm.startswith("crumbs") else "other")
+        threads[tid] = (group, int(fields[11]) + int(fields[12]))
+    return threads
+
+
 def wrk(process, port):
-    """wrk against GET /hello: throughput, p99 (ms), and the server's CPU time per request (µs).
+    """wrk against GET /hello: throughput, p99 (ms), the server's CPU time per request (µs), and
+    that CPU time by thread group (µs per request; thread_ticks).
     CPU per request is what the server pays for each answer, whatever else the machine runs: on
     a busy machine it varies far less than throughput, which moves with every other process."""
+    threads_before = thread_ticks(process.pid)
     before = cpu_seconds(process.pid)
     output = subprocess.run(["wrk", "-t2", "-c32", "-d%ds" % WRK_SECONDS, "--latency",
                              "http://127.0.0.1:%d/hello" % port],
@@ -221,7 +242,12 @@ def wrk(process, port):
     throughput = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     answered = int(re.search(r"(\d+) requests in", output).group(1))
     value, unit = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", output, re.M).groups()
-    return throughput, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit], spent * 1e6 / max(answered, 1)
+    by_group = {}
+    for tid, (group, ticks) in thread_ticks(process.pid).items():
+        spent_ticks = ticks - threads_before.get(tid, (group, 0))[1]
+        by_group[group] = by_group.get(group, 0) + spent_ticks * 1e6 / os.sysconf("SC_CLK_TCK") / max(answered, 1)
+    return (throughput, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit], spent * 1e6 / max(answered, 1),
+            by_group)
 
 
 REQUEST_VARIANTS = ("none", "client", "breadcrumbs", "traced", "bootstrapped", "tracer")
@@ -246,6 +272,7 @@ def requests(otlp, base):
     throughput = {variant: [] for variant in variants}
     p99 = {variant: [] for variant in variants}
     cpu = {variant: [] for variant in variants}
+    threads = {variant: {} for variant in variants}
     try:
         for variant in variants:
             subprocess.run(["wrk", "-t2", "-c32", "-d1s", "http://127.0.0.1:%d/hello" % servers[variant][1]],
@@ -253,14 +280,16 @@ def requests(otlp, base):
         for round in range(WRK_ROUNDS):
             shift = round % len(variants)
             for variant in variants[shift:] + variants[:shift]:
-                rate, latency, per_request = wrk(*servers[variant])
+                rate, latency, per_request, by_group = wrk(*servers[variant])
                 throughput[variant].append(rate)
                 p99[variant].append(latency)
                 cpu[variant].append(per_request)
+                for group, value in by_group.items():
+                    threads[variant].setdefault(group, []).append(value)
     finally:
         for process, _ in servers.values():
             stop(process)
-    return throughput, p99, cpu
+    return throughput, p99, cpu, threads
 
 
 def main():
@@ -277,7 +306,7 @@ def main():
             one_cpu = max(os.sched_getaffinity(0))
             ready_1, paired_1, _, _, _ = readiness_and_memory(otlp, base, template, one_cpu)
         if "requests" in parts:
-            throughput, p99, cpu = requests(otlp, base)
+            throughput, p99, cpu, threads = requests(otlp, base)
     finally:
         otlp.shutdown()
         if base.startswith(tempfile.gettempdir() + "/server-bench-"):
@@ -294,6 +323,13 @@ def main():
         request_rows(throughput, p99, cpu, rows, summary_lines)
     for figure, value, goal, met in rows:
         print("   %-45s %s%s" % (figure, value, "" if not goal else "   goal %s: %s" % (goal, "met" if met else "MISSED")))
+    if "requests" in parts:
+        # Where each variant's CPU goes, by thread group (medians over the rounds): a variant
+        # that costs more shows on which threads.
+        for variant, groups in threads.items():
+            print("   CPU per request by threads, %-12s %s" % (variant + ":", ", ".join(
+                "%s %.1f µs" % (group, median(values)) for group, values in sorted(groups.items())
+                if median(values) >= 0.05)))
     if "readiness" in parts:
         print("   readiness ms, none:   " + " ".join("%.1f" % value for value in ready["none"]))
         print("   readiness ms, client: " + " ".join("%.1f" % value for value in ready["client"]))
