@@ -198,9 +198,9 @@ bench-server:
 	BENCH_SUMMARY=$(SERVER_BENCH_SUMMARY) python3 Benchmarks/server-bench.py \
 	  $$(cd Examples/HummingbirdServer && $(SWIFT) build -c release --show-bin-path)/HummingbirdServer
 
-## CrumbsTracer in a server that traces with swift-otel (its tracer bootstrapped, spans exported
-## over OTLP/HTTP to the script's loopback collector) against the same server without
-## CrumbsTracer: the server built with CRUMBS_BENCH_OTEL=1 into a scratch path of its own (about
+## CrumbsTracer in a server that traces with swift-otel (its tracer bootstrapped, every span
+## sampled and batched, exported nowhere unless BENCH_OTEL_EXPORT=otlp) against the same server
+## without CrumbsTracer: the server built with CRUMBS_BENCH_OTEL=1 into a scratch path of its own (about
 ## seven minutes more the first time), then the requests part with those two variants only.
 bench-otel:
 	@command -v wrk >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }

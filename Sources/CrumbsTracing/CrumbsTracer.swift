@@ -58,9 +58,10 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   /// The span attributes kept in a ledger entry, in this order, while there is room: at most
   /// four an entry (the ledger's limit), each kept at its first value (the ledger only appends).
   /// Each watched key costs a look-up in every attribute update until it is found, so the list
-  /// is short. `http.route` is not in it: the entry's name is the route already (Vapor names the
-  /// span by it; Hummingbird renames it to it), and Hummingbird sets it only when the handler
-  /// returns, just before the span ends. Pass `attributeKeys:` to watch it anyway.
+  /// is short. `http.route` is not in it: it repeats the route the entry's name has from the
+  /// moment the framework knows it (Vapor names the span by it at the start; Hummingbird sets it
+  /// and renames the span to the route together, when the handler returns, just before the span
+  /// ends). Pass `attributeKeys:` to watch it anyway.
   public static var defaultAttributeKeys: [String] {
     ["http.request.method", "url.path", CrumbsOperation.userIDKey]
   }

@@ -103,8 +103,7 @@ if variant == .otel || variant == .otelTracer {
     configuration.metrics.enabled = false
     // Every span sampled, processed and batched as swift-otel does by default; sent nowhere
     // unless BENCH_OTEL_EXPORT=otlp: an export costs the same with or without CrumbsTracer, and
-    // the bench's loopback collector shares the machine's CPUs (runs that exported split into
-    // two modes, 0.92-0.95× and 0.97-0.99×).
+    // the bench's loopback collector would take the machine's CPUs from the servers.
     if environment.get("BENCH_OTEL_EXPORT") == "otlp" {
       configuration.traces.exporter = .otlp
       configuration.traces.otlpExporter.protocol = .httpProtobuf
