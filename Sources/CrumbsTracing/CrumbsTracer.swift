@@ -7,9 +7,10 @@
 // Entry points in call order: CrumbsTracer.startSpan → CrumbsSpan (operationName's setter
 // renames the entry, the attributes' setter keeps the ones the tracer watches) → end.
 //
-// Ids: the wrapped tracer's own, read from the W3C `traceparent` it injects for the new span
-// (trace and span id) and for the context it started in (the parent span id), parsed as
-// numbers (TraceIDs): any tracer that propagates W3C trace context works. A tracer that gives
+// Ids: the wrapped tracer's own, as the W3C `traceparent` it injects for the new span (trace
+// and span id) and for the context it started in (the parent span id) gives them: any tracer
+// that propagates W3C trace context works. Once SpanIDReader has learned where in the context
+// the tracer keeps them (checked against that header), they are read there, with no inject. A tracer that gives
 // none (the NoOpTracer) still gets an entry with ids: the trace of the operation the context
 // already carries (a span nested in another), else a new trace id, and a new span id, made up
 // with no system call (TraceIDs.madeUp) — ids no trace backend knows, which still tell a
@@ -20,7 +21,8 @@
 // with or without `context:`) carries its trace, user and attributes.
 //
 // Cost: every span of a recorded kind pays one ledger begin and end, one object (SpanRecord,
-// shared by the span's copies) and the context's entry for it; no string is made for the ids.
+// shared by the span's copies) and the context's entry for it; no string is made for the ids once
+// their place is learned (until then, the wrapped tracer makes its header).
 // Benchmarks/Sources/TracerFigures measures it against NoOpTracer. Not signal-safe.
 
 import Crumbs
@@ -73,6 +75,8 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     let kinds: Set<SpanKind>?
     let attributeKeys: [String]
     let recordsServer: Bool
+    /// Reads the spans' ids, learning where the wrapped tracer keeps them.
+    let ids = SpanIDReader()
 
     init(wrapped: Wrapped, client: CrumbsClient, kinds: Set<SpanKind>?, attributeKeys: [String]) {
       self.wrapped = wrapped
@@ -112,8 +116,8 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
       operationName, context: parent, ofKind: kind, at: instant(), function: function, file: fileID,
       line: line)
     guard records(kind) else { return CrumbsSpan(span, context: span.context) }
-    let outer = TraceIDs(parent, instrument: wrapped) ?? CrumbsOperation(parent)?.ids
-    let own = TraceIDs(span.context, instrument: wrapped)
+    let outer = settings.ids.ids(in: parent, of: wrapped) ?? CrumbsOperation(parent)?.ids
+    let own = settings.ids.ids(in: span.context, of: wrapped)
     let ids = own.flatMap { $0 != outer ? $0 : nil } ?? .madeUp(in: outer)
     let operation = client.beginOperation(
       operationName, kind: OpenOperation.Kind(kind), ids: ids, parentSpanID: outer?.spanID ?? 0)
@@ -141,7 +145,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     // nested in a recorded one carries its parent's operation, which it must not end.
     let record = context[SpanRecordKey.self]
     let own = record.flatMap { record in
-      record.operation.ids != nil && record.operation.ids == TraceIDs(span.context, instrument: wrapped)
+      record.operation.ids != nil && record.operation.ids == settings.ids.ids(in: span.context, of: wrapped)
         ? record : nil
     }
     var spanContext = span.context

@@ -31,8 +31,8 @@ extension TraceContext {
 }
 
 extension TraceIDs {
-  /// `TraceContext(_:instrument:)` as numbers: what CrumbsTracer reads for every span, with no
-  /// dictionary and no hex string made.
+  /// `TraceContext(_:instrument:)` as numbers, with no dictionary and no hex string made (the
+  /// instrument may make its header): how SpanIDReader asks, and checks what it learned.
   init?(_ context: ServiceContext, instrument: some Instrument) {
     // An instrument keeps its span in the context: an empty one (a request that came with no
     // trace, under NoOpTracer) holds none, and asking would cost a call for nothing.
