@@ -128,9 +128,12 @@ struct SourceContextTests {
   func withoutDebugInfo() throws {
     let scratch = TestDirectory()
     let child = scratch.file("CrumbsTestChild-nodebug")
-    try FileManager.default.copyItem(atPath: ChildProcess.testChild, toPath: child)
+    // objcopy writes the copy, not this process: a descriptor this process held open on it for
+    // writing could be inherited by a child another test spawns meanwhile, and while that child
+    // lives the copy cannot be executed (posix_spawn: ETXTBSY, "Text file busy").
     let stripped = try Subprocess.run(
-      "/usr/bin/env", ["objcopy", "--strip-debug", child], timeoutMilliseconds: 120_000)
+      "/usr/bin/env", ["objcopy", "--strip-debug", ChildProcess.testChild, child],
+      timeoutMilliseconds: 120_000)
     try #require(
       stripped.exitStatus == 0, "objcopy: \(String(decoding: stripped.standardError, as: UTF8.self))")
 
