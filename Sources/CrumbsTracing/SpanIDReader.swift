@@ -58,6 +58,7 @@ final class SpanIDReader: Sendable {
   private let status = Atomic<UInt8>(Status.learning.rawValue)
   private let layoutKey = Atomic<UInt>(0)
   private let layoutValueType = Atomic<UInt>(0)
+  /// The trace id's offset in the low 16 bits, the span id's above them.
   private let layoutOffsets = Atomic<UInt>(0)
   /// Reads from the layout so far: which are checked.
   private let reads = Atomic<Int>(0)
@@ -162,8 +163,9 @@ final class SpanIDReader: Sendable {
         word(bytes, at: $0) == ids.traceHigh && word(bytes, at: $0 + 8) == ids.traceLow
       }
       let span = occurrences(in: bytes, length: 8) { word(bytes, at: $0) == ids.spanID }
+      // The trace offset is kept in 16 bits (layoutOffsets).
       guard trace.count == 1, span.count == 1, span[0] + 8 < bytes.count, bytes[span[0] + 8] == ids.flags,
-        span[0] + 8 <= Int(UInt16.max)
+        trace[0] <= Int(UInt16.max)
       else { return nil }
       return (trace[0], span[0])
     }
