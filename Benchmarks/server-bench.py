@@ -36,7 +36,7 @@ WRK_SECONDS = 3
 # slower for its whole life, with the same binary and variant (three `otel` processes in one run
 # served 16.6k, 17.7k and 17.7k requests/s): with one process a variant, that luck weighed on a
 # ratio as much as the variant did. SERVER_BENCH_PROCESSES=1 is the old way.
-PROCESSES = int(os.environ.get("SERVER_BENCH_PROCESSES", "3"))
+PROCESSES = max(1, int(os.environ.get("SERVER_BENCH_PROCESSES", "3")))
 
 
 class OTLPServer(http.server.ThreadingHTTPServer):

@@ -10,13 +10,17 @@ set -eu
 server=$1
 shift
 libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64|libc\.so\.6 .*AArch64/ {print $NF; exit}')
-perf probe -q -x "$libc" malloc 2>/dev/null || true # an existing probe is kept
+# A probe already defined is used and kept; one this script defines is deleted at the end.
 event=$(perf probe -l 2>/dev/null | awk '/:malloc / {print $1; exit}')
-[ -n "$event" ] || { echo "server-mallocs: no uprobe on malloc in $libc (perf probe, as root)" >&2; exit 1; }
+if [ -z "$event" ]; then
+  perf probe -q -x "$libc" malloc
+  event=$(perf probe -l 2>/dev/null | awk '/:malloc / {print $1; exit}')
+  [ -n "$event" ] || { echo "server-mallocs: no uprobe on malloc in $libc (perf probe, as root)" >&2; exit 1; }
+  trap 'perf probe -q -d "$event"' EXIT
+fi
 dir=$(mktemp -d /tmp/server-mallocs-XXXXXX)
-port=$((20000 + RANDOM % 20000))
 for variant in "$@"; do
-  port=$((port + 1))
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   BENCH_VARIANT=$variant PORT=$port CRUMBS_DIRECTORY=$dir/$variant CRUMBS_OTLP_ENDPOINT=http://127.0.0.1:9 \
     SWIFT_BACKTRACE=enable=no "$server" >/dev/null 2>&1 &
   pid=$!

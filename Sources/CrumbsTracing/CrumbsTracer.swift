@@ -10,11 +10,12 @@
 // Ids: the wrapped tracer's own, as the W3C `traceparent` it injects for the new span (trace
 // and span id) and for the context it started in (the parent span id) gives them: any tracer
 // that propagates W3C trace context works. Once SpanIDReader has learned where in the context
-// the tracer keeps them (checked against that header), they are read there, with no inject. A tracer that gives
-// none (the NoOpTracer) still gets an entry with ids: the trace of the operation the context
-// already carries (a span nested in another), else a new trace id, and a new span id, made up
-// with no system call (TraceIDs.madeUp) — ids no trace backend knows, which still tell a
-// report's operations apart and join them to the non-fatal reports made in them.
+// the tracer keeps them (checked against that header), they are read there, with no inject.
+// A tracer that gives none (the NoOpTracer) still gets an entry with ids: the trace of the
+// operation the context already carries (a span nested in another), else a new trace id, and a
+// new span id, made up with no system call (TraceIDs.madeUp) — ids no trace backend knows,
+// which still tell a report's operations apart and join them to the non-fatal reports made in
+// them.
 //
 // The span's context carries its operation (SpanRecordKey; CrumbsOperation(context) reads it):
 // nested spans find their parent through it, and a non-fatal report made in it (send(error:)

@@ -103,23 +103,26 @@ final class RecordingSpan: Span, Sendable {
   var ids: TraceContext? { context[RecordedSpanKey.self].flatMap { TraceContext(traceparent: $0) } }
 }
 
+/// A real client (its own directory and ring) for `body`, the process-wide state held for it;
+/// `ledgerEntries` sizes its ledger. No hang detection: the test runner's own concurrency pool
+/// is blocked by synchronous tests, so a hang report would be true, and one more report than
+/// these tests count (HangTests watch children).
+func withClient(ledgerEntries: Int = 512, _ body: (CrumbsClient) throws -> Void) throws {
+  try ProcessWideState.exclusive {
+    let directory = TestDirectory()
+    var configuration = CrumbsConfiguration(directory: directory.path)
+    configuration.hangs = nil
+    configuration.automaticBreadcrumbs = nil
+    configuration.environment = [:]
+    configuration.ring.ledgerEntryCount = ledgerEntries
+    let client = try CrumbsClient.start(configuration, shared: false)
+    defer { client.close() }
+    try body(client)
+  }
+}
+
 @Suite(.serialized) struct CrumbsTracerTests {
   static let incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-  /// A real client (its own directory and ring) for `body`; `ledgerEntries` sizes its ledger.
-  func withClient(ledgerEntries: Int = 512, _ body: (CrumbsClient) throws -> Void) throws {
-    try ProcessWideState.exclusive {
-      let directory = TestDirectory()
-      var configuration = CrumbsConfiguration(directory: directory.path)
-      configuration.hangs = nil
-      configuration.automaticBreadcrumbs = nil
-      configuration.environment = [:]
-      configuration.ring.ledgerEntryCount = ledgerEntries
-      let client = try CrumbsClient.start(configuration, shared: false)
-      defer { client.close() }
-      try body(client)
-    }
-  }
 
   func open(_ client: CrumbsClient) -> [OpenOperation] { client.ring.snapshot().ledger?.open ?? [] }
 

@@ -52,16 +52,7 @@ private let bootstrapped: Void = InstrumentationSystem.bootstrap(W3CTestInstrume
 
   @Test func breadcrumbsAndNonFatalReportsCarryTheSpan() throws {
     _ = bootstrapped
-    try ProcessWideState.exclusive {
-      let directory = TestDirectory()
-      var configuration = CrumbsConfiguration(directory: directory.path)
-      // The test runner's own concurrency pool is blocked by synchronous tests: a hang report
-      // would be true, and one more report than these tests count (HangTests watch children).
-      configuration.hangs = nil
-      configuration.automaticBreadcrumbs = nil
-      configuration.environment = [:]
-      let client = try CrumbsClient.start(configuration, shared: false)
-      defer { client.close() }
+    try withClient { client in
       let expected = try #require(TraceContext(traceparent: Self.parent))
 
       client.addBreadcrumb("charging card", attributes: ["order": "A-1"], context: traced())

@@ -3,7 +3,6 @@
 // bytes in a struct under its own key), and asks by inject whenever it cannot trust it: a
 // tracer that keeps text, a context without the learned key, a tracer whose layout changed.
 
-import CrumbsTestSupport
 import Synchronization
 import Testing
 import Tracing
@@ -122,14 +121,7 @@ final class ByteTracer: Tracer, Sendable {
   }
 
   @Test func crumbsTracerStopsAskingTheWrappedTracerForEverySpansIDs() throws {
-    try ProcessWideState.exclusive {
-      let directory = TestDirectory()
-      var configuration = CrumbsConfiguration(directory: directory.path)
-      configuration.hangs = nil
-      configuration.automaticBreadcrumbs = nil
-      configuration.environment = [:]
-      let client = try CrumbsClient.start(configuration, shared: false)
-      defer { client.close() }
+    try withClient { client in
       let wrapped = ByteTracer()
       let tracer = CrumbsTracer(wrapping: wrapped, client: client)
       let parent = wrapped.context(wrapped.nextIDs())
