@@ -88,6 +88,8 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     }
   }
 
+  /// The tracer's own methods use `settings.wrapped`, not `wrapped`: the computed property
+  /// copies the wrapped tracer out (a retain and a release) for every call.
   let settings: Settings
 
   public var wrapped: Wrapped { settings.wrapped }
@@ -113,16 +115,16 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
   ) -> CrumbsSpan<Wrapped.Span> {
     let parent = context()
-    let span = wrapped.startSpan(
+    let span = settings.wrapped.startSpan(
       operationName, context: parent, ofKind: kind, at: instant(), function: function, file: fileID,
       line: line)
     guard records(kind) else { return CrumbsSpan(span, context: span.context) }
-    let outer = settings.ids.ids(in: parent, of: wrapped) ?? CrumbsOperation(parent)?.ids
-    let own = settings.ids.ids(in: span.context, of: wrapped)
+    let outer = settings.ids.ids(in: parent, of: settings.wrapped) ?? CrumbsOperation(parent)?.ids
+    let own = settings.ids.ids(in: span.context, of: settings.wrapped)
     let ids = own.flatMap { $0 != outer ? $0 : nil } ?? .madeUp(in: outer)
-    let operation = client.beginOperation(
+    let operation = settings.client.beginOperation(
       operationName, kind: OpenOperation.Kind(kind), ids: ids, parentSpanID: outer?.spanID ?? 0)
-    let record = SpanRecord(operation, keys: attributeKeys)
+    let record = SpanRecord(operation, keys: settings.attributeKeys)
     var spanContext = span.context
     spanContext[SpanRecordKey.self] = record
     let recorded = CrumbsSpan(span, context: spanContext, record: record)
@@ -132,7 +134,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
 
   /// Whether spans of `kind` are recorded.
   func records(_ kind: SpanKind) -> Bool {
-    guard let kinds else { return true }
+    guard let kinds = settings.kinds else { return true }
     // A switch, not the set's hashing: this runs for every span.
     switch kind {
     case .server: return settings.recordsServer
@@ -141,12 +143,13 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   }
 
   public func activeSpan(identifiedBy context: ServiceContext) -> CrumbsSpan<Wrapped.Span>? {
-    guard let span = wrapped.activeSpan(identifiedBy: context) else { return nil }
+    guard let span = settings.wrapped.activeSpan(identifiedBy: context) else { return nil }
     // The context's operation is this span's own only when their ids agree: an unrecorded span
     // nested in a recorded one carries its parent's operation, which it must not end.
     let record = context[SpanRecordKey.self]
     let own = record.flatMap { record in
-      record.operation.ids != nil && record.operation.ids == settings.ids.ids(in: span.context, of: wrapped)
+      record.operation.ids != nil
+        && record.operation.ids == settings.ids.ids(in: span.context, of: settings.wrapped)
         ? record : nil
     }
     var spanContext = span.context
@@ -155,18 +158,18 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   }
 
   @available(*, deprecated)
-  public func forceFlush() { wrapped.forceFlush() }
+  public func forceFlush() { settings.wrapped.forceFlush() }
 
   public func inject<Carrier, Inject: Injector>(
     _ context: ServiceContext, into carrier: inout Carrier, using injector: Inject
   ) where Inject.Carrier == Carrier {
-    wrapped.inject(context, into: &carrier, using: injector)
+    settings.wrapped.inject(context, into: &carrier, using: injector)
   }
 
   public func extract<Carrier, Extract: Extractor>(
     _ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract
   ) where Extract.Carrier == Carrier {
-    wrapped.extract(carrier, into: &context, using: extractor)
+    settings.wrapped.extract(carrier, into: &context, using: extractor)
   }
 }
 
@@ -237,22 +240,28 @@ final class SpanRecord: Sendable {
   let keys: [String]
   /// Bit i: keys[i] is in the entry.
   let taken = Atomic<UInt8>(0)
+  /// `taken` once every key is in the entry.
+  let allTaken: UInt8
 
   init(_ operation: CrumbsOperation, keys: [String]) {
     self.operation = operation
     self.keys = keys
+    allTaken = UInt8(truncatingIfNeeded: (1 << keys.count) - 1)
   }
 
   /// Adds to the entry the watched attributes in `attributes` it does not hold yet. Looks up
-  /// only the keys not taken: a span's later updates mostly find theirs held already.
+  /// only the keys not taken (a span's later updates mostly find theirs held already), and none
+  /// once all are: each look-up hashes the key, in every attribute update of every span.
   func keep(_ attributes: SpanAttributes) {
-    guard !attributes.isEmpty else { return }
     let held = taken.load(ordering: .relaxed)
-    for (index, key) in keys.enumerated() {
-      let bit = UInt8(1) << index
-      guard held & bit == 0, let value = attributes.get(key).flatMap(Self.text) else { continue }
+    guard held != allTaken, !attributes.isEmpty else { return }
+    for index in 0..<keys.count where held & (1 << index) == 0 {
+      guard let attribute = attributes.get(keys[index]), let value = Self.text(attribute) else { continue }
       // Two threads updating one span: the first to mark the key adds it.
-      if taken.bitwiseOr(bit, ordering: .relaxed).oldValue & bit == 0 { operation.setAttribute(key, value) }
+      let bit = UInt8(1) << index
+      if taken.bitwiseOr(bit, ordering: .relaxed).oldValue & bit == 0 {
+        operation.setAttribute(keys[index], value)
+      }
     }
   }
 
