@@ -17,13 +17,21 @@
 // which still tell a report's operations apart and join them to the non-fatal reports made in
 // them.
 //
-// The span's context carries its operation (SpanRecordKey; CrumbsOperation(context) reads it):
-// nested spans find their parent through it, and a non-fatal report made in it (send(error:)
-// with or without `context:`) carries its trace, user and attributes.
+// Finding a span's operation (CrumbsOperation(context): a non-fatal report made in the span,
+// with or without `send(error:context:)`, carries its trace, user and attributes):
+//   - a span with ids of its own: by them, in the ledger (OperationFinders: each tracer looks up
+//     the context's ids in its client's ledger, crumbs_ledger_find), when a report asks, never
+//     for every span. The span's context is the wrapped span's own, with nothing added: a copy
+//     of its storage for every span was a fifth of what CrumbsTracer cost a request. An
+//     unrecorded span nested in a recorded one (a client span in a request) has no operation
+//     of its own: the open operation of its trace begun last is taken, which is the request's
+//     unless recorded spans of one trace are open side by side in this process (then, the newest).
+//   - a span with made-up ids (NoOpTracer): its context carries its operation (SpanRecordKey),
+//     the only place they are; nested spans inherit it, and find their parent through it.
 //
-// Cost: every span of a recorded kind pays one ledger begin and end, one object (SpanRecord,
-// shared by the span's copies) and the context's entry for it; no string is made for the ids once
-// their place is learned (until then, the wrapped tracer makes its header).
+// Cost: every span of a recorded kind pays one ledger begin and end and one object (SpanRecord,
+// shared by the span's copies); with made-up ids, the context's entry too. No string is made for
+// the ids once their place is learned (until then, the wrapped tracer makes its header).
 // Benchmarks/Sources/TracerFigures measures it against NoOpTracer. Not signal-safe.
 
 import Crumbs
@@ -32,18 +40,61 @@ import ServiceContextModule
 import Synchronization
 import Tracing
 
-/// The record (operation) of the innermost span CrumbsTracer recorded, in that span's context:
-/// a reference, which the context holds with no box of its own. Read with `CrumbsOperation(_:)`.
+/// The record (operation) of the innermost span CrumbsTracer recorded with made-up ids, in that
+/// span's context: a reference, which the context holds with no box of its own. Read with
+/// `CrumbsOperation(_:)`. A span with ids of its own is found by them instead (OperationFinders).
 enum SpanRecordKey: ServiceContextKey {
   typealias Value = SpanRecord
   static var nameOverride: String? { "crumbs-operation" }
 }
 
 extension CrumbsOperation {
-  /// The operation CrumbsTracer keeps in `context` (the innermost recorded span's), if any.
+  /// The operation of the span current in `context`, as CrumbsTracer recorded it: the span's
+  /// own; for a span of a kind not recorded, the innermost recorded one's (by made-up ids) or the
+  /// open one of its trace begun last (by the tracer's ids). Nil outside a recorded span, and
+  /// once the span has ended (by the tracer's ids). Looks the ledger over when the tracer gives
+  /// ids: for a report, not for every span.
   public init?(_ context: ServiceContext) {
-    guard let record = context[SpanRecordKey.self] else { return nil }
-    self = record.operation
+    if let record = context[SpanRecordKey.self] {
+      self = record.operation
+    } else if let found = OperationFinders.operation(in: context) {
+      self = found
+    } else {
+      return nil
+    }
+  }
+}
+
+/// Finds the operation of the span in a context by the span's ids, in a client's ledger: what
+/// each CrumbsTracer's settings do for `CrumbsOperation(_:)`.
+protocol OperationFinder: AnyObject, Sendable {
+  func operation(in context: ServiceContext) -> CrumbsOperation?
+}
+
+/// The live tracers' finders (each held weakly: a tracer dropped is passed over, and pruned when
+/// the next one registers).
+enum OperationFinders {
+  struct Weak: @unchecked Sendable {
+    weak var finder: (any OperationFinder)?
+  }
+
+  private static let finders = Mutex<[Weak]>([])
+
+  static func register(_ finder: any OperationFinder) {
+    finders.withLock { finders in
+      finders.removeAll { $0.finder == nil }
+      finders.append(Weak(finder: finder))
+    }
+  }
+
+  /// The first operation a live tracer finds for the span in `context`.
+  static func operation(in context: ServiceContext) -> CrumbsOperation? {
+    guard !context.isEmpty else { return nil }
+    let live = finders.withLock { $0.compactMap(\.finder) }
+    for finder in live {
+      if let operation = finder.operation(in: context) { return operation }
+    }
+    return nil
   }
 }
 
@@ -70,7 +121,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
   }
 
   /// What the tracer was made with, behind the one reference the tracer is.
-  final class Settings: Sendable {
+  final class Settings: OperationFinder {
     let wrapped: Wrapped
     let client: CrumbsClient
     let kinds: Set<SpanKind>?
@@ -85,6 +136,12 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
       self.kinds = kinds
       self.attributeKeys = Array(attributeKeys.prefix(4))
       self.recordsServer = kinds?.contains(.server) ?? true
+    }
+
+    /// The operation of the span in `context` found by the span's ids in the client's ledger.
+    func operation(in context: ServiceContext) -> CrumbsOperation? {
+      guard let spanIDs = ids.ids(in: context, of: wrapped) else { return nil }
+      return client.openOperation(of: spanIDs)
     }
   }
 
@@ -107,6 +164,7 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
     attributeKeys: [String] = Self.defaultAttributeKeys
   ) {
     settings = Settings(wrapped: wrapped, client: client, kinds: kinds, attributeKeys: attributeKeys)
+    OperationFinders.register(settings)
     client.setOperationLookup { ServiceContext.current.flatMap { CrumbsOperation($0) } }
   }
 
@@ -119,15 +177,22 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
       operationName, context: parent, ofKind: kind, at: instant(), function: function, file: fileID,
       line: line)
     guard records(kind) else { return CrumbsSpan(span, context: span.context) }
-    let outer = settings.ids.ids(in: parent, of: settings.wrapped) ?? CrumbsOperation(parent)?.ids
-    let own = settings.ids.ids(in: span.context, of: settings.wrapped)
-    let ids = own.flatMap { $0 != outer ? $0 : nil } ?? .madeUp(in: outer)
+    let outer =
+      settings.ids.ids(in: parent, of: settings.wrapped) ?? parent[SpanRecordKey.self]?.operation.ids
+    let own = settings.ids.ids(in: span.context, of: settings.wrapped).flatMap { $0 != outer ? $0 : nil }
     let operation = settings.client.beginOperation(
-      operationName, kind: OpenOperation.Kind(kind), ids: ids, parentSpanID: outer?.spanID ?? 0)
+      operationName, kind: OpenOperation.Kind(kind), ids: own ?? .madeUp(in: outer),
+      parentSpanID: outer?.spanID ?? 0)
     let record = SpanRecord(operation, keys: settings.attributeKeys)
-    var spanContext = span.context
-    spanContext[SpanRecordKey.self] = record
-    let recorded = CrumbsSpan(span, context: spanContext, record: record)
+    let recorded: CrumbsSpan<Wrapped.Span>
+    if own != nil {
+      // Found by its ids when asked (OperationFinders): the context stays the wrapped span's.
+      recorded = CrumbsSpan(span, context: span.context, record: record)
+    } else {
+      var spanContext = span.context
+      spanContext[SpanRecordKey.self] = record
+      recorded = CrumbsSpan(span, context: spanContext, record: record)
+    }
     recorded.keep(span.attributes)
     return recorded
   }
@@ -144,17 +209,19 @@ public struct CrumbsTracer<Wrapped: Tracer>: Tracer {
 
   public func activeSpan(identifiedBy context: ServiceContext) -> CrumbsSpan<Wrapped.Span>? {
     guard let span = settings.wrapped.activeSpan(identifiedBy: context) else { return nil }
-    // The context's operation is this span's own only when their ids agree: an unrecorded span
-    // nested in a recorded one carries its parent's operation, which it must not end.
-    let record = context[SpanRecordKey.self]
-    let own = record.flatMap { record in
-      record.operation.ids != nil
-        && record.operation.ids == settings.ids.ids(in: span.context, of: settings.wrapped)
-        ? record : nil
+    let spanIDs = settings.ids.ids(in: span.context, of: settings.wrapped)
+    // Made-up ids: the context's operation is this span's own only when their ids agree (an
+    // unrecorded span nested in a recorded one carries its parent's, which it must not end).
+    if let record = context[SpanRecordKey.self] {
+      var spanContext = span.context
+      spanContext[SpanRecordKey.self] = record
+      let own = record.operation.ids != nil && record.operation.ids == spanIDs
+      return CrumbsSpan(span, context: spanContext, record: own ? record : nil)
     }
-    var spanContext = span.context
-    spanContext[SpanRecordKey.self] = record
-    return CrumbsSpan(span, context: spanContext, record: own)
+    // The tracer's ids: the span's own operation, if it is open (never its trace's other ones).
+    let operation = spanIDs.flatMap { settings.client.openOperation(of: $0, exactly: true) }
+    let record = operation.map { SpanRecord($0, keys: settings.attributeKeys, held: $0.contents) }
+    return CrumbsSpan(span, context: span.context, record: record)
   }
 
   @available(*, deprecated)
@@ -243,10 +310,18 @@ final class SpanRecord: Sendable {
   /// `taken` once every key is in the entry.
   let allTaken: UInt8
 
-  init(_ operation: CrumbsOperation, keys: [String]) {
+  /// `held`: what the entry holds already (a span found again by `activeSpan`), whose watched
+  /// keys are not added twice.
+  init(_ operation: CrumbsOperation, keys: [String], held: OpenOperation? = nil) {
     self.operation = operation
     self.keys = keys
     allTaken = UInt8(truncatingIfNeeded: (1 << keys.count) - 1)
+    if let held {
+      let bits = keys.indices.reduce(UInt8(0)) { bits, index in
+        held.attributes.contains { $0.key == keys[index] } ? bits | 1 << index : bits
+      }
+      taken.store(bits, ordering: .relaxed)
+    }
   }
 
   /// Adds to the entry the watched attributes in `attributes` it does not hold yet. Looks up

@@ -107,12 +107,42 @@ import Testing
     #expect(ring.snapshot().ledger?.open.map(\.name) == ["enabled again"])
   }
 
+  /// What CrumbsTracer asks for a span whose context does not carry its operation: the span's own
+  /// open operation, else its trace's newest, never an ended one or another trace's.
+  @Test func anOperationIsFoundByItsSpanOrElseTheNewestOfItsTrace() throws {
+    let directory = TestDirectory()
+    let ring = try BreadcrumbRing.create(at: directory.file("a.ring"))
+    let trace = try #require(TraceIDs(Self.trace))
+    func span(_ spanID: UInt64, of ids: TraceIDs = trace) -> TraceIDs {
+      var span = ids
+      span.spanID = spanID
+      return span
+    }
+    let other = span(7, of: try #require(TraceIDs(traceHigh: 1, traceLow: 2, spanID: 3)))
+    let request = ring.beginOperation("request", kind: .server, ids: span(0xA1), parentSpanID: 0)
+    _ = ring.beginOperation("other trace", kind: .server, ids: other, parentSpanID: 0)
+    let job = ring.beginOperation("job", kind: .consumer, ids: span(0xA2), parentSpanID: 0xA1)
+
+    let exact = try #require(ring.findOperation(span(0xA1)))
+    #expect(exact.exact && exact.spanID == 0xA1 && exact.entry == request)
+    let newest = try #require(ring.findOperation(span(0xB0)), "a span of the trace with no operation")
+    #expect(!newest.exact && newest.spanID == 0xA2 && newest.entry == job)
+    #expect(ring.endOperation(job))
+    #expect(ring.findOperation(span(0xA2))?.entry == request, "an ended operation is never found")
+    #expect(
+      ring.findOperation(span(5, of: try #require(TraceIDs(traceHigh: 9, traceLow: 9, spanID: 9)))) == nil)
+    #expect(ring.findOperation(other)?.exact == true)
+    ring.close(clean: true)
+    #expect(ring.findOperation(span(0xA1)) == nil, "a closed ring is not searched")
+  }
+
   @Test func aRingWithoutALedgerRecordsNothingAndIsReadWithoutOne() throws {
     var options = RingOptions()
     options.ledgerEntryCount = 0
     let directory = TestDirectory()
     let ring = try BreadcrumbRing.create(at: directory.file("a.ring"), options: options)
     #expect(!ring.beginOperation("nothing").isRecorded)
+    #expect(ring.findOperation(try #require(TraceIDs(Self.trace))) == nil)
     ring.close(clean: true)
     #expect(try RingReader.read(file: directory.file("a.ring")).ledger == nil)
     options.ledgerEntryCount = 100

@@ -43,6 +43,14 @@ final class RecordingTracer: Tracer, Sendable {
 
   func forceFlush() {}
 
+  /// The span started in `context` (the one its `traceparent` names), while it has not ended.
+  func activeSpan(identifiedBy context: ServiceContext) -> RecordingSpan? {
+    guard let header = context[RecordedSpanKey.self] else { return nil }
+    return started.withLock { spans in
+      spans.first { $0.context[RecordedSpanKey.self] == header && $0.isRecording }
+    }
+  }
+
   func inject<Carrier, Inject: Injector>(
     _ context: ServiceContext, into carrier: inout Carrier, using injector: Inject
   ) where Inject.Carrier == Carrier {
@@ -126,6 +134,12 @@ func withClient(ledgerEntries: Int = 512, _ body: (CrumbsClient) throws -> Void)
 
   func open(_ client: CrumbsClient) -> [OpenOperation] { client.ring.snapshot().ledger?.open ?? [] }
 
+  func entries(_ context: ServiceContext) -> Int {
+    var count = 0
+    context.forEach { _, _ in count += 1 }
+    return count
+  }
+
   func incomingContext() -> ServiceContext {
     var context = ServiceContext.topLevel
     context[RecordedSpanKey.self] = Self.incoming
@@ -155,8 +169,10 @@ func withClient(ledgerEntries: Int = 512, _ body: (CrumbsClient) throws -> Void)
       #expect(entry.parentSpanID == "00f067aa0ba902b7")
       #expect(entry.attributes.map(\.key) == ["http.request.method", "url.path"])
       #expect(entry.attributes.map(\.value) == ["GET", "/v1/orders/42"])
-      // The span's context is the wrapped span's, with the operation in it.
+      // The span's context is the wrapped span's, nothing added (no copy of it for every span):
+      // its operation is found by its ids.
       #expect(span.context[RecordedSpanKey.self] == wrapped.context[RecordedSpanKey.self])
+      #expect(span.context[SpanRecordKey.self] == nil && entries(span.context) == entries(wrapped.context))
       #expect(CrumbsOperation(span.context)?.trace == ids, "the ledger keeps no flags; the operation does")
 
       span.operationName = "/v1/orders/:id"
@@ -222,6 +238,65 @@ func withClient(ledgerEntries: Int = 512, _ body: (CrumbsClient) throws -> Void)
       query.end()
       request.end()
       #expect(open(client).isEmpty)
+    }
+  }
+
+  /// An unrecorded span in a recorded one (a database query in a request), by the tracer's ids:
+  /// its operation is the request's, the open one of its trace begun last; and one recorded
+  /// beside it in another trace is never taken.
+  @Test func anUnrecordedSpanInARequestFindsTheRequestsOperation() throws {
+    try withClient { client in
+      let tracer = CrumbsTracer(wrapping: RecordingTracer(), client: client)
+      let request = tracer.startSpan("GET /v1/orders/:id", context: incomingContext(), ofKind: .server)
+      request.attributes["enduser.id"] = "user-7"
+      let elsewhere = tracer.startSpan("GET /health", context: .topLevel, ofKind: .server)
+      let query = tracer.startSpan("SELECT orders", context: request.context, ofKind: .client)
+      #expect(query.operation == nil && open(client).count == 2)
+      let requestIDs = try #require(request.wrapped.ids)
+      #expect(CrumbsOperation(query.context)?.trace == requestIDs)
+      #expect(CrumbsOperation(elsewhere.context)?.trace == elsewhere.wrapped.ids)
+      let report = try ServiceContext.withValue(query.context) {
+        try #require(client.send(error: SampleFailure()))
+      }
+      #expect(report.report.attributes["enduser.id"] == .string("user-7"))
+      #expect(report.report.trace?.spanID == requestIDs.spanID, "the operation's span, as it was inherited")
+      // A recorded child of the same trace begun later is the newest: an unrecorded span under
+      // it finds it, as by its made-up ids it would inherit it.
+      let job = tracer.startSpan("enqueue", context: request.context, ofKind: .server)
+      let call = tracer.startSpan("POST /charge", context: job.context, ofKind: .client)
+      #expect(CrumbsOperation(call.context)?.trace == job.wrapped.ids)
+      [call, job, query].forEach { $0.end() }
+      #expect(CrumbsOperation(query.context)?.trace == requestIDs)
+      request.end()
+      #expect(CrumbsOperation(request.context) == nil, "an ended span's operation is not found")
+      #expect(CrumbsOperation(query.context) == nil)
+      elsewhere.end()
+    }
+  }
+
+  /// `activeSpan(identifiedBy:)` gives the span's own operation back: updates reach its entry once,
+  /// ending it ends the operation; an unrecorded span's gives none (it must not end its parent's).
+  @Test func theActiveSpanOfAContextHoldsItsOwnOperation() throws {
+    try withClient { client in
+      let tracer = CrumbsTracer(wrapping: RecordingTracer(), client: client)
+      let request = tracer.startSpan("GET /v1/orders/:id", context: incomingContext(), ofKind: .server)
+      request.attributes["url.path"] = "/v1/orders/42"
+      let query = tracer.startSpan("SELECT orders", context: request.context, ofKind: .client)
+      #expect(tracer.activeSpan(identifiedBy: query.context)?.operation == nil)
+      let active = try #require(tracer.activeSpan(identifiedBy: request.context))
+      #expect(active.operation?.trace == request.wrapped.ids)
+      active.updateAttributes { attributes in
+        attributes["url.path"] = "/again"
+        attributes["http.request.method"] = "GET"
+      }
+      let entry = try #require(open(client).first)
+      #expect(entry.attributes.map(\.key) == ["url.path", "http.request.method"], "url.path is kept once")
+      #expect(entry.attributes.first?.value == "/v1/orders/42")
+      active.end()
+      #expect(open(client).isEmpty)
+      #expect(tracer.activeSpan(identifiedBy: request.context) == nil, "ended: the wrapped tracer has none")
+      query.end()
+      request.end()
     }
   }
 

@@ -10,6 +10,9 @@
 //   tracer   CrumbsTracer wrapping NoOpTracer: the request also in the ledger
 //   floor    the C floor (CBaselineAppend's crumbs_bench_ledger_floor): claim an entry, copy ids
 //            and name, publish, free
+//   traced with ids / tracer over ids   the same two over IDTracer, a tracer that gives each
+//            span W3C ids kept in its context as bytes, as swift-otel's does (none of its export
+//            work): CrumbsTracer reads them (SpanIDReader) and adds nothing to the span's context
 //
 // Then both on two threads at once (TwoThreadRunner: a server's two event loops tracing), the
 // wall-clock time of each thread's middle chunk, per request.
@@ -29,6 +32,7 @@ import CrumbsTracing
 import Foundation
 import MallocInterposerSwift
 import ServiceContextModule
+import Synchronization
 import Tracing
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
@@ -78,8 +82,90 @@ let route = "/v1/orders/" + String(":id".reversed().reversed())
   span.end()
 }
 
+/// A tracer that gives its spans ids as swift-otel's does: a value of its own key in the span's
+/// context, the W3C ids as bytes in the header's order, the trace kept from the parent span, a new
+/// span id from a counter; attributes and name kept under a lock. Its cost is in both `… with ids`
+/// figures, so their difference is CrumbsTracer's.
+struct IDTracer: Tracer {
+  /// The ids' bytes in the header's order (big-endian words), the flags byte after the span id.
+  struct SpanIDs: Sendable {
+    var trace: (UInt64, UInt64)
+    var span: UInt64
+    var flags: UInt8
+    var spanID: UInt64 { UInt64(bigEndian: span) }
+  }
+  enum Key: ServiceContextKey { typealias Value = SpanIDs }
+
+  final class Span: Tracing.Span, Sendable {
+    struct State {
+      var name: String
+      var attributes = SpanAttributes()
+    }
+    let context: ServiceContext
+    let state: Mutex<State>
+    init(_ name: String, context: ServiceContext) {
+      self.context = context
+      state = Mutex(State(name: name))
+    }
+    var operationName: String {
+      get { state.withLock { $0.name } }
+      set { state.withLock { $0.name = newValue } }
+    }
+    var attributes: SpanAttributes {
+      get { state.withLock { $0.attributes } }
+      set { state.withLock { $0.attributes = newValue } }
+    }
+    var isRecording: Bool { true }
+    func setStatus(_ status: SpanStatus) {}
+    func addEvent(_ event: SpanEvent) {}
+    func addLink(_ link: SpanLink) {}
+    func recordError<Instant: TracerInstant>(
+      _ error: any Error, attributes: SpanAttributes, at instant: @autoclosure () -> Instant
+    ) {}
+    func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {}
+  }
+
+  static let next = Atomic<UInt64>(1)
+
+  func startSpan<Instant: TracerInstant>(
+    _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind,
+    at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+  ) -> Span {
+    var spanContext = context()
+    let number = Self.next.wrappingAdd(1, ordering: .relaxed).oldValue
+    let trace =
+      spanContext[Key.self]?.trace
+      ?? (UInt64(0x4bf9_2f35_77b3_4da6).bigEndian, (0xa3ce_0000_0000_0000 | number).bigEndian)
+    spanContext[Key.self] = SpanIDs(trace: trace, span: (0x00f0_0000_0000_0000 | number).bigEndian, flags: 1)
+    return Span(operationName, context: spanContext)
+  }
+
+  func forceFlush() {}
+
+  func inject<Carrier, Inject: Injector>(
+    _ context: ServiceContext, into carrier: inout Carrier, using injector: Inject
+  ) where Inject.Carrier == Carrier {
+    guard let ids = context[Key.self] else { return }
+    let (high, low) = (UInt64(bigEndian: ids.trace.0), UInt64(bigEndian: ids.trace.1))
+    let header = "00-\(Self.hex(high))\(Self.hex(low))-\(Self.hex(ids.spanID))-01"
+    injector.inject(header, forKey: "traceparent", into: &carrier)
+  }
+
+  /// Sixteen hex digits.
+  static func hex(_ word: UInt64) -> String {
+    let digits = String(word, radix: 16)
+    return String(repeating: "0", count: 16 - digits.count) + digits
+  }
+
+  func extract<Carrier, Extract: Extractor>(
+    _ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract
+  ) where Extract.Carrier == Carrier {}
+}
+
 let traced: any Instrument = NoOpTracer()
 let crumbsTracer = CrumbsTracer(wrapping: NoOpTracer(), client: client)
+let tracedWithIDs: any Instrument = IDTracer()
+let crumbsTracerOverIDs = CrumbsTracer(wrapping: IDTracer(), client: client)
 
 // Check: a request through CrumbsTracer is in the ledger while open, under its route once
 // renamed, with the path; and gone once ended.
@@ -99,6 +185,19 @@ do {
     exit(1)
   }
 }
+// And over IDTracer: the entry has the span's own ids (read from where the tracer keeps them
+// once the first spans have taught CrumbsTracer where that is).
+for _ in 0..<100 { request(crumbsTracerOverIDs, context: .topLevel) }
+do {
+  let span = crumbsTracerOverIDs.startSpan("probe", context: .topLevel, ofKind: .server)
+  let ids = span.context[IDTracer.Key.self]
+  let open = client.ring.snapshot().ledger?.open ?? []
+  guard open.count == 1, let ids, open[0].trace?.spanID == IDTracer.hex(ids.spanID) else {
+    print("TracerFigures: CrumbsTracer over IDTracer does not read its ids; figures would lie")
+    exit(1)
+  }
+  span.end()
+}
 
 let floor: LedgerFloor
 do {
@@ -112,6 +211,8 @@ enum Kind: String, CaseIterable {
   case floor = "C floor (one ledger entry claimed, filled, freed)"
   case traced = "traced: NoOpTracer"
   case tracer = "tracer: CrumbsTracer wrapping NoOpTracer"
+  case tracedWithIDs = "traced with ids: IDTracer (ids as swift-otel's)"
+  case tracerOverIDs = "tracer over ids: CrumbsTracer wrapping IDTracer"
 }
 
 func run(_ kind: Kind, count: Int) {
@@ -119,6 +220,8 @@ func run(_ kind: Kind, count: Int) {
   case .floor: floor.run(name: route, count: count)
   case .traced: for _ in 0..<count { request(traced, context: .topLevel) }
   case .tracer: for _ in 0..<count { request(crumbsTracer, context: .topLevel) }
+  case .tracedWithIDs: for _ in 0..<count { request(tracedWithIDs, context: .topLevel) }
+  case .tracerOverIDs: for _ in 0..<count { request(crumbsTracerOverIDs, context: .topLevel) }
   }
 }
 for kind in Kind.allCases { run(kind, count: 20_000) }
@@ -174,6 +277,10 @@ for kind in Kind.allCases {
 }
 let extra = medians[.tracer]! - medians[.traced]!
 print("  CrumbsTracer adds \(format(extra)) ns a request (\(format(extra / medians[.floor]!))× the C floor)")
+let extraOverIDs = medians[.tracerOverIDs]! - medians[.tracedWithIDs]!
+print(
+  "  over a tracer that gives ids, CrumbsTracer adds \(format(extraOverIDs)) ns a request (\(format(extraOverIDs / medians[.floor]!))× the C floor)"
+)
 if countingWorks {
   print(
     "  mallocs a request: traced \(format(Double(tracedMallocs) / 100_000)), tracer \(format(Double(tracerMallocs) / 100_000))"
@@ -187,6 +294,8 @@ print(
   "  two threads at once, wall-clock a request: traced \(format(tracedTwo)) ns, tracer \(format(tracerTwo)) ns: CrumbsTracer adds \(format(tracerTwo - tracedTwo)) ns"
 )
 BenchSummary.record("CrumbsTracer's extra time a request (span calls only)", "\(format(extra)) ns")
+BenchSummary.record(
+  "CrumbsTracer's extra time a request over a tracer that gives ids", "\(format(extraOverIDs)) ns")
 
 client.close()
 if directory.contains("/crumbs-tracer-figures-") { _ = system("rm -rf '\(directory)'") }

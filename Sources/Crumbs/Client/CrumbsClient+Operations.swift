@@ -87,6 +87,16 @@ extension CrumbsClient {
       entry: ring.beginOperation(name, kind: kind, ids: ids, parentSpanID: parentSpanID), ids: ids)
   }
 
+  /// The open operation of the span `ids` names, else (unless `exactly`) the one of its trace
+  /// begun last, with the span's flags: how CrumbsTracer finds a span's operation when the
+  /// span's context does not carry it. One pass over the ledger: not for every span.
+  package func openOperation(of ids: TraceIDs, exactly: Bool = false) -> CrumbsOperation? {
+    guard let found = ring.findOperation(ids), found.exact || !exactly else { return nil }
+    var foundIDs = ids
+    foundIDs.spanID = found.spanID
+    return CrumbsOperation(keeper: ring.isPublished ? nil : ring, entry: found.entry, ids: foundIDs)
+  }
+
   /// Runs `body` as an operation: begun before it, ended after it returns or throws, and the
   /// task's current operation (`CrumbsOperation.current`) while it runs.
   public func withOperation<Result>(

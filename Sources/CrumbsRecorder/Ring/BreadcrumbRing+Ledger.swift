@@ -114,6 +114,22 @@ extension BreadcrumbRing {
     }
   }
 
+  /// The open operation of the span `ids` names (`exact`), else the one of its trace begun last
+  /// (crumbs_ledger_find): its entry and its span id. Nil when no operation of the trace is
+  /// open, or the ring has no ledger or is closed. One pass over the table, a few loads for each
+  /// entry: for a report made in a span, not for every span.
+  package func findOperation(_ ids: TraceIDs) -> (entry: LedgerEntry, spanID: UInt64, exact: Bool)? {
+    guard let ring = openHandle else { return nil }
+    var words = (ids.traceHigh.bigEndian, ids.traceLow.bigEndian, ids.spanID.bigEndian)
+    let match = withUnsafeBytes(of: &words) { raw in
+      let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+      return crumbs_ledger_find(ring, base, base + 16)
+    }
+    guard match.handle.valid != 0 else { return nil }
+    let spanID = withUnsafeBytes(of: match.span_id) { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
+    return (LedgerEntry(match.handle, ring: ring), spanID, match.exact != 0)
+  }
+
   /// Renames an open operation (`LedgerEntry.rename(to:)`); false also once this ring closed.
   @discardableResult
   public func renameOperation(_ entry: LedgerEntry, to name: String) -> Bool {

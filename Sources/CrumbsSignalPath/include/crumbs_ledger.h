@@ -35,6 +35,8 @@
 //   crumbs_ledger_set_name     rename an open operation (a route known only later)
 //   crumbs_ledger_add_attribute  one short key/value pair on an open operation
 //   crumbs_ledger_end          free the entry
+//   crumbs_ledger_find         the open operation of a span (or, failing that, the newest of
+//                              its trace), by its ids: for a span whose context does not carry it
 //   crumbs_ledger_read_entry   copy one entry consistently while writers run (and
 //                              crumbs_ledger_overflow, what a full table turned away)
 
@@ -200,6 +202,23 @@ bool crumbs_ledger_add_attribute(const crumbs_ring *ring, crumbs_ledger_handle h
 /// Ends an operation: its entry is FREE again. Returns false for a stale or invalid handle.
 /// Safe in a signal handler.
 bool crumbs_ledger_end(const crumbs_ring *ring, crumbs_ledger_handle handle);
+
+/// What crumbs_ledger_find found.
+typedef struct crumbs_ledger_match {
+  crumbs_ledger_handle handle; // valid 0: no open operation of the trace
+  uint8_t span_id[8];          // the found operation's span id
+  uint32_t exact;              // 1: it is the span asked for; 0: the newest open one of its trace
+  uint32_t reserved;
+} crumbs_ledger_match;
+
+/// Finds the open operation whose trace id is `trace_id` (16 bytes) and span id `span_id` (8
+/// bytes, or NULL); when there is none, the open operation of that trace begun last (the latest
+/// start). Each entry's state word is loaded, and for an open one its ids and start, then its
+/// state again: an entry begun, ended or reused meanwhile is passed over. One pass over the
+/// table, no retry: an operation that an update held at that moment may be missed. Safe in a
+/// signal handler (loads only).
+crumbs_ledger_match crumbs_ledger_find(const crumbs_ring *ring, const uint8_t *trace_id,
+                                       const uint8_t *span_id);
 
 /// Copies entry `index` into `out` (CRUMBS_LEDGER_ENTRY_SIZE bytes) with the seqlock read, for
 /// live readers of a ledger writers may change. Returns CRUMBS_LEDGER_OPEN when `out` holds one

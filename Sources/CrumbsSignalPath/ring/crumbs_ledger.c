@@ -256,6 +256,49 @@ uint32_t crumbs_ledger_read_entry(const crumbs_ring *ring, uint32_t index, void 
   return __atomic_load_n(&words[0], __ATOMIC_RELAXED) == before ? CRUMBS_LEDGER_OPEN : CRUMBS_LEDGER_WRITING;
 }
 
+/// The words of an entry's header that hold its start, trace id and span id.
+#define CRUMBS__LEDGER_START_WORD (offsetof(crumbs_ledger_entry_header, start_ticks) / 8)
+#define CRUMBS__LEDGER_TRACE_WORD (offsetof(crumbs_ledger_entry_header, trace_id) / 8)
+#define CRUMBS__LEDGER_SPAN_WORD (offsetof(crumbs_ledger_entry_header, span_id) / 8)
+
+crumbs_ledger_match crumbs_ledger_find(const crumbs_ring *ring, const uint8_t *trace_id,
+                                       const uint8_t *span_id) {
+  crumbs_ledger_match match = {{0, 0, 0}, {0}, 0, 0};
+  if (ring == NULL || ring->ledger == NULL || trace_id == NULL) return match;
+  uint64_t trace[2], span = 0;
+  __builtin_memcpy(trace, trace_id, 16);
+  if (span_id != NULL) __builtin_memcpy(&span, span_id, 8);
+  uint64_t newest_start = 0;
+  for (uint32_t index = 0; index <= ring->ledger_entry_mask; index++) {
+    const uint64_t *words = crumbs__ledger_words(ring, index);
+    uint64_t before = __atomic_load_n(&words[0], __ATOMIC_ACQUIRE);
+    if (CRUMBS_LEDGER_STATE_PHASE(before) != CRUMBS_LEDGER_OPEN) continue;
+    uint64_t start = __atomic_load_n(&words[CRUMBS__LEDGER_START_WORD], __ATOMIC_RELAXED);
+    uint64_t high = __atomic_load_n(&words[CRUMBS__LEDGER_TRACE_WORD], __ATOMIC_RELAXED);
+    uint64_t low = __atomic_load_n(&words[CRUMBS__LEDGER_TRACE_WORD + 1], __ATOMIC_RELAXED);
+    uint64_t own = __atomic_load_n(&words[CRUMBS__LEDGER_SPAN_WORD], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t after = __atomic_load_n(&words[0], __ATOMIC_RELAXED);
+    // The same generation, still open or held by an update (which never changes the ids).
+    if (CRUMBS_LEDGER_STATE_GENERATION(after) != CRUMBS_LEDGER_STATE_GENERATION(before) ||
+        CRUMBS_LEDGER_STATE_PHASE(after) == CRUMBS_LEDGER_FREE)
+      continue;
+    if (high != trace[0] || low != trace[1]) continue;
+    bool exact = span_id != NULL && own == span;
+    if (!exact && match.handle.valid && start < newest_start) continue;
+    match.handle.index = index;
+    match.handle.valid = 1;
+    match.handle.generation = CRUMBS_LEDGER_STATE_GENERATION(before);
+    __builtin_memcpy(match.span_id, &own, 8);
+    newest_start = start;
+    if (exact) {
+      match.exact = 1;
+      break;
+    }
+  }
+  return match;
+}
+
 uint64_t crumbs_ledger_overflow(const crumbs_ring *ring) {
   if (ring == NULL || ring->ledger == NULL) return 0;
   return __atomic_load_n(&ring->ledger->overflow, __ATOMIC_RELAXED);
