@@ -74,7 +74,7 @@ protocol OperationFinder: AnyObject, Sendable {
 /// The live tracers' finders (each held weakly: a tracer dropped is passed over, and pruned when
 /// the next one registers).
 enum OperationFinders {
-  struct Weak: @unchecked Sendable {
+  struct Weak: Sendable {
     weak var finder: (any OperationFinder)?
   }
 
